@@ -1,0 +1,119 @@
+// bqmm: Fp8WeightMatMul, the operator of ONNX Runtime's
+// com.microsoft::MatMulBlockQuantizedFp8Weight.
+//
+//   Y[m, n] = sum_k A[m, k] * (e4m3(B[n, k]) * b_scale[n, k / block_size]) + bias[n]
+//
+// Use: validate -> plan -> run.
+//   Fp8MatMulProblem problem;
+//   BQMM_RETURN_IF_ERROR(validate_fp8_matmul(args, attrs, &problem));   // host, cheap
+//   Fp8MatMulPlan plan;
+//   BQMM_RETURN_IF_ERROR(plan_fp8_matmul(problem, handle.device_info(), options, &plan));
+//   // allocate plan.workspace_bytes of device memory once, then for every call:
+//   BQMM_RETURN_IF_ERROR(run_fp8_matmul(handle, plan, args, ws, ws_bytes, stream));
+// run never allocates and never synchronizes, so it can be captured in a CUDA graph.
+// A plan depends only on shapes, dtypes, attributes, pointer alignment and the device;
+// it can be kept and reused for every call of the same problem.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <ostream>
+
+#include "bqmm/device.h"
+#include "bqmm/status.h"
+#include "bqmm/tensor.h"
+
+namespace bqmm {
+
+struct Fp8MatMulAttrs {
+  int64_t block_size = 128;  // K elements per b_scale column; > 0
+};
+
+// Device tensors of one call. Optional inputs are std::nullopt when absent.
+struct Fp8MatMulArgs {
+  TensorView a;                      // T = float16 | bfloat16, [..., K], rank >= 1
+  TensorView b;                      // float8 e4m3, [N, K], row-major
+  TensorView b_scale;                // float32, [N, ceil(K / block_size)]
+  std::optional<TensorView> a_scale; // float32 scalar (1 element), device memory: W8A8
+  std::optional<TensorView> bias;    // T, [N]
+  MutableTensorView y;               // T, A's shape with the last dim replaced by N
+};
+
+// Everything the planner needs, as plain data (validate_fp8_matmul fills it from args).
+struct Fp8MatMulProblem {
+  DType dtype = DType::kFloat16;  // T: A, bias and Y
+  int64_t m = 0;                  // product of A's leading dims
+  int64_t n = 0;
+  int64_t k = 0;
+  int64_t block_size = 128;
+  bool has_bias = false;
+  bool has_a_scale = false;
+  // Largest power of two <= 16 dividing every data pointer of the call (A, B, bias, Y).
+  // Vectorized kernels need 16; for plans made without tensors it is 16.
+  int alignment = 16;
+
+  int64_t k_blocks() const { return block_size > 0 ? (k + block_size - 1) / block_size : 0; }
+};
+std::ostream& operator<<(std::ostream& os, const Fp8MatMulProblem& p);
+
+// Kernel paths of the dispatch chain, cheapest applicable first.
+enum class Fp8Path {
+  kEmpty,        // M == 0 or N == 0: nothing to write
+  kBiasOnly,     // K == 0: Y = bias (or zeros)
+  kDequantGemm,  // [QDQ A] -> dequantize B tiles to T -> cuBLAS GEMM -> bias
+};
+const char* fp8_path_name(Fp8Path path);  // "empty", "bias_only", "dequant_gemm"
+
+// Knobs a caller may set; fp8_matmul_options_from_env applies the environment overrides.
+struct Fp8MatMulOptions {
+  // Upper bound of the dequantized-weight scratch (bytes). The weight is dequantized
+  // and multiplied in N tiles of at most this size (at least one row per tile).
+  int64_t dequant_scratch_bytes = int64_t{256} << 20;
+};
+// Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB).
+// A malformed value is an error that names the variable.
+Status fp8_matmul_options_from_env(Fp8MatMulOptions* opts);
+
+// The planner's decision: which path, which kernels, the tiling and the workspace layout.
+// Plain data; operator<< prints it on one line (BQMM_PRINT_PLAN=1 prints it at run).
+struct Fp8MatMulPlan {
+  Fp8MatMulProblem problem;
+  DeviceInfo device;
+  Fp8Path path = Fp8Path::kEmpty;
+
+  // dequant_gemm
+  bool qdq_activation = false;  // a_scale given: A' = QDQ(A) is written to the workspace
+  bool dequant_vec16 = false;   // 16-element vector dequant kernel (else scalar)
+  int64_t n_tile = 0;           // B rows dequantized per GEMM call
+  int64_t num_n_tiles = 0;
+
+  // Workspace layout: byte offsets into the caller's workspace, each 256-byte aligned.
+  size_t act_offset = 0, act_bytes = 0;        // QDQ'd activation, [M, K] of T
+  size_t cublas_offset = 0, cublas_bytes = 0;  // cuBLAS's own workspace
+  size_t scratch_offset = 0, scratch_bytes = 0;  // dequantized B tile, [n_tile, K] of T
+  size_t workspace_bytes = 0;                  // total the caller must provide
+};
+std::ostream& operator<<(std::ostream& os, const Fp8MatMulPlan& plan);
+
+// Host only, cheap, no CUDA calls: checks every input against the contract and
+// describes the problem. Errors name the input, the expected and the received value.
+Status validate_fp8_matmul(const Fp8MatMulArgs& args, const Fp8MatMulAttrs& attrs,
+                           Fp8MatMulProblem* problem);
+
+// Y's shape for an A of shape `a_shape` and N output features.
+Status fp8_matmul_output_shape(const Shape& a_shape, int64_t n, Shape* y_shape);
+
+// Pure: the same inputs always give the same plan. Needs no GPU.
+Status plan_fp8_matmul(const Fp8MatMulProblem& problem, const DeviceInfo& device,
+                       const Fp8MatMulOptions& options, Fp8MatMulPlan* plan);
+
+// Runs `plan` on `args` (which must describe plan.problem) on `stream`. Enqueues
+// kernels and cuBLAS calls only: no allocation, no synchronization.
+Status run_fp8_matmul(const Handle& handle, const Fp8MatMulPlan& plan,
+                      const Fp8MatMulArgs& args, void* workspace, size_t workspace_bytes,
+                      cudaStream_t stream);
+
+}  // namespace bqmm

@@ -1,0 +1,92 @@
+#include "core/check.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+namespace bqmm::check {
+namespace {
+Status invalid(std::string msg) { return Status(StatusCode::kInvalidArgument, std::move(msg)); }
+}  // namespace
+
+Status dtype_in(const char* name, DType got, std::initializer_list<DType> allowed) {
+  std::string expected;
+  size_t i = 0;
+  for (DType d : allowed) {
+    if (d == got) return Status::Ok();
+    if (i > 0) expected += (i + 1 == allowed.size()) ? " or " : ", ";
+    expected += dtype_name(d);
+    ++i;
+  }
+  return invalid(std::string(name) + ": expected dtype " + expected + " but got " +
+                 dtype_name(got));
+}
+
+Status shape_eq(const char* name, const Shape& got, const Shape& expected,
+                const char* meaning) {
+  if (got == expected) return Status::Ok();
+  return invalid(std::string(name) + ": expected shape " + expected.to_string() + " (" +
+                 meaning + ") but got " + got.to_string());
+}
+
+Status numel(const char* name, const Shape& shape, DType dtype, int64_t* out) {
+  for (int i = 0; i < shape.rank(); ++i) {
+    if (shape[i] < 0)
+      return invalid(std::string(name) + ": expected non-negative dimensions but got " +
+                     shape.to_string());
+  }
+  int64_t n = 0;
+  if (!shape.checked_numel(&n) ||
+      n > std::numeric_limits<int64_t>::max() / static_cast<int64_t>(dtype_size(dtype)))
+    return invalid(std::string(name) + ": element count of shape " + shape.to_string() +
+                   " overflows int64");
+  *out = n;
+  return Status::Ok();
+}
+
+int pointer_alignment(const void* p) {
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  int a = 16;
+  while (a > 1 && addr % a != 0) a /= 2;
+  return a;
+}
+
+Status data(const char* name, const void* data, int64_t numel, DType dtype) {
+  if (numel > 0 && data == nullptr)
+    return invalid(std::string(name) + ": null data pointer for " + std::to_string(numel) +
+                   " elements");
+  if (data != nullptr &&
+      static_cast<size_t>(pointer_alignment(data)) < std::min<size_t>(dtype_size(dtype), 16))
+    return invalid(std::string(name) + ": expected a pointer aligned to " +
+                   std::to_string(dtype_size(dtype)) + " bytes (" + dtype_name(dtype) +
+                   ") but got alignment " + std::to_string(pointer_alignment(data)));
+  return Status::Ok();
+}
+
+Status leading_dims(const char* name, const Shape& shape, int64_t* m, int64_t* k) {
+  if (shape.rank() < 1)
+    return invalid(std::string(name) + ": expected rank >= 1 ([..., K]) but got rank 0");
+  int64_t prod = 1;
+  for (int i = 0; i + 1 < shape.rank(); ++i) {
+    if (shape[i] < 0 || shape.back() < 0)
+      return invalid(std::string(name) + ": expected non-negative dimensions but got " +
+                     shape.to_string());
+    BQMM_RETURN_IF_ERROR(mul_no_overflow(name, prod, shape[i], &prod));
+  }
+  if (shape.back() < 0)
+    return invalid(std::string(name) + ": expected non-negative dimensions but got " +
+                   shape.to_string());
+  *m = prod;
+  *k = shape.back();
+  return Status::Ok();
+}
+
+Status mul_no_overflow(const char* what, int64_t a, int64_t b, int64_t* out) {
+  if (a != 0 && b > std::numeric_limits<int64_t>::max() / a)
+    return invalid(std::string(what) + ": " + std::to_string(a) + " * " + std::to_string(b) +
+                   " overflows int64");
+  *out = a * b;
+  return Status::Ok();
+}
+
+}  // namespace bqmm::check

@@ -1,0 +1,36 @@
+// Validation helpers shared by every operator: each returns a Status whose message names
+// the input, the expected and the received value.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+#include "bqmm/status.h"
+#include "bqmm/tensor.h"
+
+namespace bqmm::check {
+
+// "<name>: expected dtype float16 or bfloat16 but got float32"
+Status dtype_in(const char* name, DType got, std::initializer_list<DType> allowed);
+
+// "<name>: expected shape [4096, 32] (N, ceil(K/block_size)) but got [4096, 31]"
+Status shape_eq(const char* name, const Shape& got, const Shape& expected,
+                const char* meaning);
+
+// Negative dims, int64 overflow of the element count or of the byte size; writes numel.
+Status numel(const char* name, const Shape& shape, DType dtype, int64_t* out);
+
+// A tensor with elements must have data; its pointer must be aligned to its element size.
+Status data(const char* name, const void* data, int64_t numel, DType dtype);
+
+// Largest power of two <= 16 that divides the address (16 for nullptr).
+int pointer_alignment(const void* p);
+
+// Splits an activation [..., K] into M (product of leading dims) and K; rank >= 1.
+Status leading_dims(const char* name, const Shape& shape, int64_t* m, int64_t* k);
+
+// a * b without overflow (both >= 0); "<what> overflows int64" otherwise.
+Status mul_no_overflow(const char* what, int64_t a, int64_t b, int64_t* out);
+
+}  // namespace bqmm::check

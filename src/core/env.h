@@ -1,0 +1,18 @@
+// Environment overrides (BQMM_*). Read only by the *_options_from_env helpers and the
+// CLI, never by the planner, which stays pure.
+#pragma once
+
+#include <cstdint>
+
+#include "bqmm/status.h"
+
+namespace bqmm::env {
+
+// Reads integer variable `name`. Unset or empty: returns OK and leaves *value alone.
+// Set but not an integer in [min, max]: InvalidArgument naming the variable.
+Status read_int(const char* name, int64_t min, int64_t max, int64_t* value);
+
+// true when `name` is set to a non-empty value other than "0".
+bool flag(const char* name);
+
+}  // namespace bqmm::env

@@ -1,0 +1,114 @@
+// Fp8WeightMatMul planner: pure function of (problem, device, options) -> plan.
+// The dispatch chain of the original design, cheapest applicable path first:
+//   empty output -> K == 0 (bias only) -> dequantize + cuBLAS.
+#include <algorithm>
+#include <ostream>
+#include <string>
+
+#include "bqmm/fp8_matmul.h"
+#include "core/env.h"
+#include "core/workspace.h"
+
+namespace bqmm {
+
+const char* fp8_path_name(Fp8Path path) {
+  switch (path) {
+    case Fp8Path::kEmpty: return "empty";
+    case Fp8Path::kBiasOnly: return "bias_only";
+    case Fp8Path::kDequantGemm: return "dequant_gemm";
+  }
+  return "unknown";
+}
+
+std::ostream& operator<<(std::ostream& os, const DeviceInfo& d) {
+  return os << "sm" << d.sm << "/" << d.num_sms << "SMs";
+}
+
+std::ostream& operator<<(std::ostream& os, const Fp8MatMulProblem& p) {
+  return os << "fp8 " << dtype_name(p.dtype) << " M=" << p.m << " N=" << p.n << " K=" << p.k
+            << " block_size=" << p.block_size << (p.has_bias ? " bias" : "")
+            << (p.has_a_scale ? " w8a8" : "") << " align=" << p.alignment;
+}
+
+std::ostream& operator<<(std::ostream& os, const Fp8MatMulPlan& plan) {
+  os << "Fp8MatMulPlan{path=" << fp8_path_name(plan.path) << "; " << plan.problem << "; "
+     << plan.device;
+  if (plan.path == Fp8Path::kDequantGemm) {
+    os << "; qdq_activation=" << (plan.qdq_activation ? "yes" : "no")
+       << "; dequant=" << (plan.dequant_vec16 ? "vec16" : "scalar") << "; n_tile=" << plan.n_tile
+       << " x " << plan.num_n_tiles;
+  }
+  os << "; workspace=" << plan.workspace_bytes << "B";
+  if (plan.workspace_bytes > 0) {
+    os << " (act " << plan.act_bytes << "@" << plan.act_offset << ", cublas "
+       << plan.cublas_bytes << "@" << plan.cublas_offset << ", scratch " << plan.scratch_bytes
+       << "@" << plan.scratch_offset << ")";
+  }
+  return os << "}";
+}
+
+Status fp8_matmul_options_from_env(Fp8MatMulOptions* opts) {
+  int64_t mib = -1;
+  BQMM_RETURN_IF_ERROR(env::read_int("BQMM_DEQUANT_SCRATCH_MIB", 1, int64_t{1} << 30, &mib));
+  if (mib > 0) opts->dequant_scratch_bytes = mib << 20;
+  return Status::Ok();
+}
+
+Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
+                       const Fp8MatMulOptions& options, Fp8MatMulPlan* out) {
+  if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16)
+    return Status(StatusCode::kInvalidArgument,
+                  std::string("problem.dtype: expected float16 or bfloat16 but got ") +
+                      dtype_name(p.dtype));
+  if (p.m < 0 || p.n < 0 || p.k < 0 || p.block_size <= 0)
+    return Status(StatusCode::kInvalidArgument,
+                  "problem: expected M, N, K >= 0 and block_size > 0");
+  if (options.dequant_scratch_bytes <= 0)
+    return Status(StatusCode::kInvalidArgument,
+                  "options.dequant_scratch_bytes: expected > 0 but got " +
+                      std::to_string(options.dequant_scratch_bytes));
+
+  Fp8MatMulPlan plan;
+  plan.problem = p;
+  plan.device = device;
+
+  if (p.m == 0 || p.n == 0) {
+    plan.path = Fp8Path::kEmpty;
+    *out = plan;
+    return Status::Ok();
+  }
+  if (p.k == 0) {
+    plan.path = Fp8Path::kBiasOnly;
+    *out = plan;
+    return Status::Ok();
+  }
+
+  // Default path: [QDQ A] -> dequantize B in N tiles -> cuBLAS -> bias.
+  plan.path = Fp8Path::kDequantGemm;
+  const size_t elem = dtype_size(p.dtype);
+  plan.qdq_activation = p.has_a_scale;
+  // The vector kernel reads one aligned 16-byte chunk of B per thread.
+  plan.dequant_vec16 = p.k % 16 == 0 && p.alignment >= 16;
+
+  // Tile N so the [n_tile, K] scratch stays under the limit; at least one row. Large
+  // tiles are rounded to a multiple of 256 rows so cuBLAS sees whole tiles.
+  const int64_t row_bytes = p.k * static_cast<int64_t>(elem);
+  int64_t n_tile = std::max<int64_t>(1, options.dequant_scratch_bytes / row_bytes);
+  if (n_tile < p.n && n_tile >= 256) n_tile = n_tile / 256 * 256;
+  n_tile = std::min(n_tile, p.n);
+  plan.n_tile = n_tile;
+  plan.num_n_tiles = (p.n + n_tile - 1) / n_tile;
+
+  WorkspaceLayout layout;
+  plan.act_bytes = plan.qdq_activation ? static_cast<size_t>(p.m * p.k) * elem : 0;
+  plan.act_offset = layout.take(plan.act_bytes);
+  plan.cublas_bytes = cublas_workspace_bytes(device.sm);
+  plan.cublas_offset = layout.take(plan.cublas_bytes);
+  plan.scratch_bytes = static_cast<size_t>(n_tile * row_bytes);
+  plan.scratch_offset = layout.take(plan.scratch_bytes);
+  plan.workspace_bytes = layout.total();
+  *out = plan;
+  return Status::Ok();
+}
+
+}  // namespace bqmm

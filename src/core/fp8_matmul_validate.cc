@@ -1,0 +1,106 @@
+// Fp8WeightMatMul validation (SPEC sections 1 and 3): host only, no CUDA calls.
+#include <algorithm>
+#include <string>
+
+#include "bqmm/fp8_matmul.h"
+#include "core/check.h"
+
+namespace bqmm {
+
+Status fp8_matmul_output_shape(const Shape& a_shape, int64_t n, Shape* y_shape) {
+  if (a_shape.rank() < 1)
+    return Status(StatusCode::kInvalidArgument,
+                  "a: expected rank >= 1 ([..., K]) but got rank 0");
+  Shape y = a_shape;
+  y[y.rank() - 1] = n;
+  *y_shape = y;
+  return Status::Ok();
+}
+
+Status validate_fp8_matmul(const Fp8MatMulArgs& args, const Fp8MatMulAttrs& attrs,
+                           Fp8MatMulProblem* problem) {
+  using check::dtype_in;
+  using check::shape_eq;
+  if (attrs.block_size <= 0)
+    return Status(StatusCode::kInvalidArgument,
+                  "block_size: expected an integer > 0 but got " +
+                      std::to_string(attrs.block_size));
+
+  // A: T[..., K]
+  BQMM_RETURN_IF_ERROR(dtype_in("a", args.a.dtype, {DType::kFloat16, DType::kBFloat16}));
+  const DType t = args.a.dtype;
+  int64_t m = 0, k = 0, a_numel = 0;
+  BQMM_RETURN_IF_ERROR(check::leading_dims("a", args.a.shape, &m, &k));
+  BQMM_RETURN_IF_ERROR(check::numel("a", args.a.shape, t, &a_numel));
+  BQMM_RETURN_IF_ERROR(check::data("a", args.a.data, a_numel, t));
+
+  // B: e4m3[N, K]
+  BQMM_RETURN_IF_ERROR(dtype_in("b", args.b.dtype, {DType::kFloat8E4M3}));
+  if (args.b.shape.rank() != 2)
+    return Status(StatusCode::kInvalidArgument,
+                  "b: expected rank 2 [N, K] but got " + args.b.shape.to_string());
+  const int64_t n = args.b.shape[0];
+  if (n < 0)
+    return Status(StatusCode::kInvalidArgument,
+                  "b: expected non-negative dimensions but got " + args.b.shape.to_string());
+  BQMM_RETURN_IF_ERROR(shape_eq("b", args.b.shape, Shape{n, k}, "N, K with K from a"));
+  int64_t b_numel = 0;
+  BQMM_RETURN_IF_ERROR(check::numel("b", args.b.shape, DType::kFloat8E4M3, &b_numel));
+  BQMM_RETURN_IF_ERROR(check::data("b", args.b.data, b_numel, DType::kFloat8E4M3));
+
+  // b_scale: float32[N, k_blocks]
+  const int64_t k_blocks = (k + attrs.block_size - 1) / attrs.block_size;
+  BQMM_RETURN_IF_ERROR(dtype_in("b_scale", args.b_scale.dtype, {DType::kFloat32}));
+  BQMM_RETURN_IF_ERROR(
+      shape_eq("b_scale", args.b_scale.shape, Shape{n, k_blocks}, "N, ceil(K/block_size)"));
+  BQMM_RETURN_IF_ERROR(check::data("b_scale", args.b_scale.data, n * k_blocks,
+                                   DType::kFloat32));
+
+  // a_scale: float32, exactly one element, on the device.
+  if (args.a_scale) {
+    const TensorView& s = *args.a_scale;
+    BQMM_RETURN_IF_ERROR(dtype_in("a_scale", s.dtype, {DType::kFloat32}));
+    int64_t s_numel = 0;
+    BQMM_RETURN_IF_ERROR(check::numel("a_scale", s.shape, DType::kFloat32, &s_numel));
+    if (s_numel != 1)
+      return Status(StatusCode::kInvalidArgument,
+                    "a_scale: expected a scalar (exactly 1 element) but got shape " +
+                        s.shape.to_string());
+    if (s.data == nullptr)
+      return Status(StatusCode::kInvalidArgument, "a_scale: null data pointer for 1 element");
+    BQMM_RETURN_IF_ERROR(check::data("a_scale", s.data, 1, DType::kFloat32));
+  }
+
+  // bias: T[N]
+  if (args.bias) {
+    BQMM_RETURN_IF_ERROR(dtype_in("bias", args.bias->dtype, {t}));
+    BQMM_RETURN_IF_ERROR(shape_eq("bias", args.bias->shape, Shape{n}, "N"));
+    BQMM_RETURN_IF_ERROR(check::data("bias", args.bias->data, n, t));
+  }
+
+  // Y: T[..., N]
+  Shape y_shape;
+  BQMM_RETURN_IF_ERROR(fp8_matmul_output_shape(args.a.shape, n, &y_shape));
+  BQMM_RETURN_IF_ERROR(dtype_in("y", args.y.dtype, {t}));
+  BQMM_RETURN_IF_ERROR(shape_eq("y", args.y.shape, y_shape, "A's shape with K replaced by N"));
+  int64_t y_numel = 0;
+  BQMM_RETURN_IF_ERROR(check::numel("y", y_shape, t, &y_numel));
+  BQMM_RETURN_IF_ERROR(check::data("y", args.y.data, y_numel, t));
+
+  Fp8MatMulProblem p;
+  p.dtype = t;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.block_size = attrs.block_size;
+  p.has_bias = args.bias.has_value();
+  p.has_a_scale = args.a_scale.has_value();
+  p.alignment = std::min({check::pointer_alignment(args.a.data),
+                          check::pointer_alignment(args.b.data),
+                          check::pointer_alignment(args.y.data),
+                          args.bias ? check::pointer_alignment(args.bias->data) : 16});
+  *problem = p;
+  return Status::Ok();
+}
+
+}  // namespace bqmm

@@ -1,0 +1,33 @@
+// Host-side launchers of the kernel families (one .cu file each). They enqueue on
+// `stream`, never allocate, never synchronize, and check the launch.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "bqmm/status.h"
+#include "bqmm/tensor.h"
+
+namespace bqmm::cuda {
+
+// fp8_dequant.cu: out[r, k] = T(e4m3(b[r, k]) * b_scale[r, k / block_size]) for
+// `rows` rows of B (b and b_scale already point at the first row of the tile).
+// vec16: one 16-byte chunk per thread; needs K % 16 == 0 and 16-byte aligned b.
+Status launch_fp8_dequant(DType t, const uint8_t* b, const float* b_scale, int64_t rows,
+                          int64_t k, int64_t block_size, bool vec16, void* out,
+                          cudaStream_t stream);
+
+// act_qdq.cu: out[i] = round_T(e4m3_satfinite(a[i] * inv) * a_scale), a_scale read on
+// the device (W8A8 activation, SPEC section 1).
+Status launch_act_qdq(DType t, const void* a, const float* a_scale, int64_t count, void* out,
+                      cudaStream_t stream);
+
+// bias.cu: y[m, n] = round_T(float(y[m, n]) + float(bias[n])) in place.
+Status launch_bias_add(DType t, void* y, const void* bias, int64_t m, int64_t n,
+                       cudaStream_t stream);
+// bias.cu: y[m, n] = bias[n], or 0 without a bias (the K == 0 path).
+Status launch_fill_bias(DType t, void* y, const void* bias, int64_t m, int64_t n,
+                        cudaStream_t stream);
+
+}  // namespace bqmm::cuda

@@ -1,0 +1,27 @@
+// Host codecs, bit-exact with the CUDA conversions the kernels use:
+// float8 e4m3fn (no infinities; 0x7F/0xFF NaN), float16, bfloat16; all rounding is
+// round-to-nearest-even.
+#pragma once
+
+#include <cstdint>
+
+#include "bqmm/tensor.h"
+
+namespace bqmm::codec {
+
+float e4m3_to_float(uint8_t code);                 // exact
+uint8_t float_to_e4m3_satfinite(float v);          // RNE, |v| > 448 -> +-448, NaN -> 0x7F
+float half_to_float(uint16_t bits);                // exact
+uint16_t float_to_half(float v);                   // RNE, overflow -> inf
+float bf16_to_float(uint16_t bits);                // exact
+uint16_t float_to_bf16(float v);                   // RNE, NaN stays NaN
+
+// float -> dtype (float16 / bfloat16 / float32) -> float.
+float round_to(DType dtype, float v);
+
+// W8A8 activation quantize-dequantize of one element, as SPEC section 1 defines it:
+//   inv = a_scale != 0 ? 1 / a_scale : 0; q = e4m3_satfinite_rne(a * inv);
+//   result = round_to_T(float(q) * a_scale)   (all float32 arithmetic)
+float qdq_e4m3(DType t, float a, float a_scale);
+
+}  // namespace bqmm::codec
