@@ -63,17 +63,25 @@ std::ostream& operator<<(std::ostream& os, const Fp8MatMulProblem& p);
 enum class Fp8Path {
   kEmpty,        // M == 0 or N == 0: nothing to write
   kBiasOnly,     // K == 0: Y = bias (or zeros)
+  kGemvFma,      // 0 < M <= 8: fused GEMV on CUDA cores (W8A8 and bias fused)
+  kGemvMma,      // 0 < M <= 8, SM80+: fused GEMV on tensor cores (mma.m16n8k16)
   kDequantGemm,  // [QDQ A] -> dequantize B tiles to T -> cuBLAS GEMM -> bias
 };
-const char* fp8_path_name(Fp8Path path);  // "empty", "bias_only", "dequant_gemm"
+// "empty", "bias_only", "gemv_fma", "gemv_mma", "dequant_gemm"
+const char* fp8_path_name(Fp8Path path);
 
 // Knobs a caller may set; fp8_matmul_options_from_env applies the environment overrides.
 struct Fp8MatMulOptions {
   // Upper bound of the dequantized-weight scratch (bytes). The weight is dequantized
   // and multiplied in N tiles of at most this size (at least one row per tile).
   int64_t dequant_scratch_bytes = int64_t{256} << 20;
+  // Allow the fused decode GEMV (false forces dequant + GEMM, e.g. to test that path).
+  bool allow_gemv = true;
+  // Allow the tensor-core GEMV sub-path; BQMM_FP8_GEMV_MMA=0 clears it.
+  bool allow_gemv_mma = true;
 };
-// Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB).
+// Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB) and
+// BQMM_FP8_GEMV_MMA (0 forces the CUDA-core GEMV, 1 allows the tensor-core one).
 // A malformed value is an error that names the variable.
 Status fp8_matmul_options_from_env(Fp8MatMulOptions* opts);
 
@@ -89,6 +97,10 @@ struct Fp8MatMulPlan {
   bool dequant_vec16 = false;   // 16-element vector dequant kernel (else scalar)
   int64_t n_tile = 0;           // B rows dequantized per GEMM call
   int64_t num_n_tiles = 0;
+
+  // gemv_fma / gemv_mma
+  int gemv_rows_per_warp = 0;  // gemv_fma: activation rows per warp (1, 2, 4 or 8)
+  int gemv_k_split = 0;        // gemv_mma: warps per block splitting K
 
   // Workspace layout: byte offsets into the caller's workspace, each 256-byte aligned.
   size_t act_offset = 0, act_bytes = 0;        // QDQ'd activation, [M, K] of T

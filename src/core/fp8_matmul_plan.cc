@@ -1,6 +1,9 @@
 // Fp8WeightMatMul planner: pure function of (problem, device, options) -> plan.
 // The dispatch chain of the original design, cheapest applicable path first:
-//   empty output -> K == 0 (bias only) -> dequantize + cuBLAS.
+//   empty output -> K == 0 (bias only) -> fused decode GEMV (tensor cores, else CUDA
+//   cores) -> dequantize + cuBLAS.
+// The QDQ of a W8A8 activation is fused into the GEMV kernels' activation load, and is a
+// separate kernel into the workspace only on the dequant + cuBLAS path.
 #include <algorithm>
 #include <ostream>
 #include <string>
@@ -10,11 +13,17 @@
 #include "core/workspace.h"
 
 namespace bqmm {
+namespace {
+constexpr int64_t kGemvMaxRows = 8;  // the mma "N" extent; the FMA kernel's largest row group
+constexpr int kGemvMmaKSplit = 4;    // warps per block sharing one 16-column tile's K range
+}  // namespace
 
 const char* fp8_path_name(Fp8Path path) {
   switch (path) {
     case Fp8Path::kEmpty: return "empty";
     case Fp8Path::kBiasOnly: return "bias_only";
+    case Fp8Path::kGemvFma: return "gemv_fma";
+    case Fp8Path::kGemvMma: return "gemv_mma";
     case Fp8Path::kDequantGemm: return "dequant_gemm";
   }
   return "unknown";
@@ -38,6 +47,8 @@ std::ostream& operator<<(std::ostream& os, const Fp8MatMulPlan& plan) {
        << "; dequant=" << (plan.dequant_vec16 ? "vec16" : "scalar") << "; n_tile=" << plan.n_tile
        << " x " << plan.num_n_tiles;
   }
+  if (plan.path == Fp8Path::kGemvFma) os << "; rows_per_warp=" << plan.gemv_rows_per_warp;
+  if (plan.path == Fp8Path::kGemvMma) os << "; k_split=" << plan.gemv_k_split;
   os << "; workspace=" << plan.workspace_bytes << "B";
   if (plan.workspace_bytes > 0) {
     os << " (act " << plan.act_bytes << "@" << plan.act_offset << ", cublas "
@@ -51,6 +62,9 @@ Status fp8_matmul_options_from_env(Fp8MatMulOptions* opts) {
   int64_t mib = -1;
   BQMM_RETURN_IF_ERROR(env::read_int("BQMM_DEQUANT_SCRATCH_MIB", 1, int64_t{1} << 30, &mib));
   if (mib > 0) opts->dequant_scratch_bytes = mib << 20;
+  int64_t mma = -1;
+  BQMM_RETURN_IF_ERROR(env::read_int("BQMM_FP8_GEMV_MMA", 0, 1, &mma));
+  if (mma >= 0) opts->allow_gemv_mma = mma == 1;
   return Status::Ok();
 }
 
@@ -79,6 +93,26 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
   }
   if (p.k == 0) {
     plan.path = Fp8Path::kBiasOnly;
+    *out = plan;
+    return Status::Ok();
+  }
+
+  // Decode GEMV: each weight row streamed once for all M <= 8 rows. 16-element chunks
+  // must stay inside one scale block, and rows of A and B must take 16-byte loads.
+  const bool gemv = options.allow_gemv && p.m <= kGemvMaxRows && p.k % 16 == 0 &&
+                    p.block_size % 16 == 0 && p.alignment >= 16;
+  if (gemv) {
+    // Tensor cores: a 64-element K window per lane load, so K and block_size are
+    // multiples of 64; K >= 256 keeps every warp of the K split busy.
+    const bool mma = options.allow_gemv_mma && device.sm >= 80 && p.k % 64 == 0 &&
+                     p.k >= 256 && p.block_size % 64 == 0;
+    if (mma) {
+      plan.path = Fp8Path::kGemvMma;
+      plan.gemv_k_split = kGemvMmaKSplit;
+    } else {
+      plan.path = Fp8Path::kGemvFma;
+      plan.gemv_rows_per_warp = p.m <= 1 ? 1 : p.m <= 2 ? 2 : p.m <= 4 ? 4 : 8;
+    }
     *out = plan;
     return Status::Ok();
   }

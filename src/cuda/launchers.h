@@ -30,4 +30,24 @@ Status launch_bias_add(DType t, void* y, const void* bias, int64_t m, int64_t n,
 Status launch_fill_bias(DType t, void* y, const void* bias, int64_t m, int64_t n,
                         cudaStream_t stream);
 
+// fp8_gemv.cu: the fused decode GEMV, Y[m, n] = sum_k A'[m, k] * e4m3(B[n, k]) *
+// b_scale[n, k / block_size] + bias[n] for 0 < M <= 8, where A' = QDQ(A) when a_scale is
+// given (fused into the activation load, bit-identical to launch_act_qdq) and A otherwise.
+// Needs K % 16 == 0, block_size % 16 == 0 and 16-byte aligned a and b.
+struct Fp8GemvArgs {
+  DType dtype = DType::kFloat16;  // T of a, bias, y
+  const void* a = nullptr;        // [M, K]
+  const uint8_t* b = nullptr;     // [N, K] e4m3
+  const float* b_scale = nullptr; // [N, k_blocks]
+  const float* a_scale = nullptr; // device scalar or nullptr
+  const void* bias = nullptr;     // [N] or nullptr
+  void* y = nullptr;              // [M, N]
+  int64_t m = 0, n = 0, k = 0, block_size = 0;
+};
+// CUDA cores: a warp per output column, `rows_per_warp` (1, 2, 4, 8) rows of A per warp.
+Status launch_fp8_gemv_fma(const Fp8GemvArgs& args, int rows_per_warp, cudaStream_t stream);
+// Tensor cores (SM80+): mma.m16n8k16, 16 columns per warp, `k_split` warps per block
+// splitting K. Needs K % 64 == 0, K >= 256, block_size % 64 == 0.
+Status launch_fp8_gemv_mma(const Fp8GemvArgs& args, int k_split, cudaStream_t stream);
+
 }  // namespace bqmm::cuda
