@@ -9,6 +9,9 @@
 
 #include <cstdint>
 
+#include <string>
+
+#include "bqmm/status.h"
 #include "bqmm/tensor.h"
 
 namespace bqmm::cuda {
@@ -37,14 +40,15 @@ template <> struct TypeOf<float> {
 template <typename T> __device__ __forceinline__ float to_float(T v) { return TypeOf<T>::to_float(v); }
 template <typename T> __device__ __forceinline__ T from_float(float v) { return TypeOf<T>::from_float(v); }
 
-// Calls f.template operator()<T>() with T the device type of `dtype` (float16 or
-// bfloat16); returns false for any other dtype.
+// Returns f(T{}) with T the device type of `dtype` (float16 or bfloat16); f returns a
+// Status. Any other dtype is an internal error naming `what` (the planner never asks).
 template <typename F>
-bool dispatch_half_types(DType dtype, F&& f) {
+Status dispatch_half_types(DType dtype, const char* what, F&& f) {
   switch (dtype) {
-    case DType::kFloat16: f(__half{}); return true;
-    case DType::kBFloat16: f(__nv_bfloat16{}); return true;
-    default: return false;
+    case DType::kFloat16: return f(__half{});
+    case DType::kBFloat16: return f(__nv_bfloat16{});
+    default:
+      return Status(StatusCode::kInternal, std::string(what) + ": unsupported dtype " + dtype_name(dtype));
   }
 }
 

@@ -1,1 +1,132 @@
-// placeholder: being written
+// Fp8WeightMatMul: executes a plan. Enqueues kernels and cuBLAS calls on the caller's
+// stream; never allocates, never synchronizes, never reads device memory on the host.
+#include <cstdint>
+#include <algorithm>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include "bqmm/fp8_matmul.h"
+#include "core/check.h"
+#include "core/env.h"
+#include "core/workspace.h"
+#include "cuda/cublas_gemm.h"
+#include "cuda/launchers.h"
+
+namespace bqmm {
+namespace {
+
+// The args must describe the problem the plan was made for.
+Status check_args_match_plan(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args) {
+  Fp8MatMulProblem p;
+  BQMM_RETURN_IF_ERROR(validate_fp8_matmul(args, Fp8MatMulAttrs{plan.problem.block_size}, &p));
+  const Fp8MatMulProblem& q = plan.problem;
+  if (p.dtype != q.dtype || p.m != q.m || p.n != q.n || p.k != q.k ||
+      p.has_bias != q.has_bias || p.has_a_scale != q.has_a_scale) {
+    std::ostringstream os;
+    os << "plan: made for {" << q << "} but the arguments are {" << p << "}";
+    return Status(StatusCode::kInvalidArgument, os.str());
+  }
+  if (p.alignment < q.alignment)
+    return Status(StatusCode::kInvalidArgument,
+                  "plan: made for " + std::to_string(q.alignment) +
+                      "-byte aligned a, b, bias and y but the arguments are only " +
+                      std::to_string(p.alignment) + "-byte aligned; plan again for them");
+  return Status::Ok();
+}
+
+Status run_dequant_gemm(const Handle& handle, const Fp8MatMulPlan& plan,
+                        const Fp8MatMulArgs& args, uint8_t* ws, cudaStream_t stream) {
+  const Fp8MatMulProblem& p = plan.problem;
+  const size_t elem = dtype_size(p.dtype);
+  const void* a = args.a.data;
+  if (plan.qdq_activation) {
+    void* a_qdq = ws + plan.act_offset;
+    BQMM_RETURN_IF_ERROR(cuda::launch_act_qdq(p.dtype, a,
+                                              static_cast<const float*>(args.a_scale->data),
+                                              p.m * p.k, a_qdq, stream));
+    a = a_qdq;
+  }
+  const auto* b = static_cast<const uint8_t*>(args.b.data);
+  const auto* b_scale = static_cast<const float*>(args.b_scale.data);
+  auto* y = static_cast<uint8_t*>(args.y.data);
+  void* scratch = ws + plan.scratch_offset;
+  const int64_t k_blocks = p.k_blocks();
+  for (int64_t n0 = 0; n0 < p.n; n0 += plan.n_tile) {
+    const int64_t rows = std::min(plan.n_tile, p.n - n0);
+    BQMM_RETURN_IF_ERROR(cuda::launch_fp8_dequant(p.dtype, b + n0 * p.k,
+                                                  b_scale + n0 * k_blocks, rows, p.k,
+                                                  p.block_size, plan.dequant_vec16, scratch,
+                                                  stream));
+    cuda::GemmRowMajorArgs g;
+    g.dtype = p.dtype;
+    g.m = p.m;
+    g.n = rows;
+    g.k = p.k;
+    g.a = a;
+    g.w = scratch;
+    g.y = y + n0 * static_cast<int64_t>(elem);
+    g.ldy = p.n;
+    BQMM_RETURN_IF_ERROR(cuda::gemm_row_major_awt(handle, g, ws + plan.cublas_offset,
+                                                  plan.cublas_bytes, stream));
+  }
+  if (p.has_bias)
+    BQMM_RETURN_IF_ERROR(cuda::launch_bias_add(p.dtype, args.y.data, args.bias->data, p.m,
+                                               p.n, stream));
+  return Status::Ok();
+}
+
+cuda::Fp8GemvArgs gemv_args(const Fp8MatMulProblem& p, const Fp8MatMulArgs& args) {
+  cuda::Fp8GemvArgs g;
+  g.dtype = p.dtype;
+  g.a = args.a.data;
+  g.b = static_cast<const uint8_t*>(args.b.data);
+  g.b_scale = static_cast<const float*>(args.b_scale.data);
+  g.a_scale = args.a_scale ? static_cast<const float*>(args.a_scale->data) : nullptr;
+  g.bias = args.bias ? args.bias->data : nullptr;
+  g.y = args.y.data;
+  g.m = p.m;
+  g.n = p.n;
+  g.k = p.k;
+  g.block_size = p.block_size;
+  return g;
+}
+
+}  // namespace
+
+Status run_fp8_matmul(const Handle& handle, const Fp8MatMulPlan& plan,
+                      const Fp8MatMulArgs& args, void* workspace, size_t workspace_bytes,
+                      cudaStream_t stream) {
+  BQMM_RETURN_IF_ERROR(check_args_match_plan(plan, args));
+  if (workspace_bytes < plan.workspace_bytes)
+    return Status(StatusCode::kWorkspaceTooSmall,
+                  "workspace: expected at least " + std::to_string(plan.workspace_bytes) +
+                      " bytes but got " + std::to_string(workspace_bytes));
+  if (plan.workspace_bytes > 0 && workspace == nullptr)
+    return Status(StatusCode::kInvalidArgument,
+                  "workspace: null pointer for " + std::to_string(plan.workspace_bytes) +
+                      " bytes");
+  if (plan.workspace_bytes > 0 && reinterpret_cast<uintptr_t>(workspace) % kWorkspaceAlign != 0)
+    return Status(StatusCode::kInvalidArgument,
+                  "workspace: expected a 256-byte aligned pointer (as cudaMalloc returns)");
+  static const bool print_plan = env::flag("BQMM_PRINT_PLAN");
+  if (print_plan) std::cerr << "bqmm: " << plan << "\n";
+
+  const Fp8MatMulProblem& p = plan.problem;
+  switch (plan.path) {
+    case Fp8Path::kEmpty:
+      return Status::Ok();
+    case Fp8Path::kBiasOnly:
+      return cuda::launch_fill_bias(p.dtype, args.y.data, args.bias ? args.bias->data : nullptr,
+                                    p.m, p.n, stream);
+    case Fp8Path::kGemvFma:
+      return cuda::launch_fp8_gemv_fma(gemv_args(p, args), plan.gemv_rows_per_warp, stream);
+    case Fp8Path::kGemvMma:
+      return cuda::launch_fp8_gemv_mma(gemv_args(p, args), plan.gemv_k_split, stream);
+    case Fp8Path::kDequantGemm:
+      return run_dequant_gemm(handle, plan, args, static_cast<uint8_t*>(workspace), stream);
+  }
+  return Status(StatusCode::kInternal, "run_fp8_matmul: unknown path");
+}
+
+}  // namespace bqmm

@@ -1,0 +1,360 @@
+// Fp8WeightMatMul on the GPU: the default dispatch chain (empty, K == 0, dequant + cuBLAS
+// with and without W8A8 and bias, N-tiled scratch), its kernels bit for bit against the
+// host codecs, the run-time contract (workspace, plan/args mismatch, graph capture).
+// Every test skips itself, saying so, without a CUDA device.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "bqmm/fp8_matmul.h"
+#include "common/fp8_runner.h"
+#include "common/gpu.h"
+#include "cuda/launchers.h"
+#include "harness/device_buffer.h"
+#include "reference/codecs.h"
+#include "reference/fp8_reference.h"
+
+namespace bqmm {
+namespace {
+
+using harness::DeviceBuffer;
+using harness::DeviceTensor;
+using harness::HostTensor;
+using reference::Fp8Case;
+using reference::make_random_fp8_case;
+using testing::Fp8Run;
+using testing::matches_reference;
+using testing::run_fp8_on_device;
+
+constexpr DType kDTypes[] = {DType::kFloat16, DType::kBFloat16};
+
+Fp8MatMulOptions dequant_gemm_only() {
+  Fp8MatMulOptions o;
+  o.allow_gemv = false;  // forces the default path also for M <= 8
+  return o;
+}
+
+// Every (M, N, K) of the grid through the dequant + cuBLAS path; block size,
+// dtype, bias and a_scale cycle with the case index so each value of each axis is seen
+// with many shapes. Fresh data per case.
+TEST(Fp8DequantGemm, ShapeGridAgainstReference) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  const int64_t ms[] = {1, 2, 7, 8, 9, 33, 256};
+  const int64_t ns[] = {1, 17, 1026};
+  const int64_t ks[] = {16, 24, 256, 4104};
+  const int64_t blocks[] = {16, 32, 128, 256};
+  int index = 0;
+  for (int64_t m : ms)
+    for (int64_t n : ns)
+      for (int64_t k : ks) {
+        const int64_t bs = blocks[index % 4];
+        const DType t = kDTypes[(index / 4) % 2];
+        const bool bias = (index / 2) % 2 == 1;
+        const bool w8a8 = index % 2 == 1;
+        const auto init = index % 3 == 0 ? reference::WeightInit::kAllCodes
+                                         : reference::WeightInit::kQuantizedNormal;
+        SCOPED_TRACE(::testing::Message() << "M=" << m << " N=" << n << " K=" << k << " block="
+                                          << bs << " " << dtype_name(t) << " bias=" << bias
+                                          << " w8a8=" << w8a8);
+        const Fp8Case c = make_random_fp8_case(t, m, n, k, bs, bias, w8a8, 1000 + index, init);
+        Fp8Run run;
+        BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, dequant_gemm_only(), &run));
+        EXPECT_EQ(run.plan.path, Fp8Path::kDequantGemm);
+        EXPECT_EQ(run.plan.dequant_vec16, k % 16 == 0);
+        EXPECT_TRUE(matches_reference(c, run.y));
+        ++index;
+      }
+}
+
+// The full product of block size x dtype x bias x a_scale on one vector and one scalar
+// dequant shape, so every combination of the options runs at least once.
+TEST(Fp8DequantGemm, EveryOptionCombination) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  int seed = 0;
+  for (int64_t k : {256, 24})
+    for (int64_t bs : {16, 32, 128, 256})
+      for (DType t : kDTypes)
+        for (bool bias : {false, true})
+          for (bool w8a8 : {false, true}) {
+            SCOPED_TRACE(::testing::Message() << "K=" << k << " block=" << bs << " "
+                                              << dtype_name(t) << " bias=" << bias
+                                              << " w8a8=" << w8a8);
+            const Fp8Case c = make_random_fp8_case(t, 9, 17, k, bs, bias, w8a8, 5000 + seed++);
+            Fp8Run run;
+            BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, Fp8MatMulOptions{}, &run));
+            EXPECT_EQ(run.plan.path, Fp8Path::kDequantGemm);
+            EXPECT_TRUE(matches_reference(c, run.y));
+          }
+}
+
+// A rank-3 activation flattens its leading dims into M.
+TEST(Fp8DequantGemm, Rank3Activation) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  Fp8Case c = make_random_fp8_case(DType::kBFloat16, 12, 40, 128, 32, true, false, 77);
+  c.a.shape = Shape{3, 4, 128};
+  Fp8Run run;
+  BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, Fp8MatMulOptions{}, &run));
+  EXPECT_EQ(run.y.shape, (Shape{3, 4, 40}));
+  EXPECT_TRUE(matches_reference(c, run.y));
+}
+
+// A scratch far smaller than the weight: many N tiles, the last one partial.
+TEST(Fp8DequantGemm, NTiledScratch) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  for (DType t : kDTypes) {
+    const Fp8Case c = make_random_fp8_case(t, 33, 1026, 256, 128, true, true, 91);
+    Fp8MatMulOptions o;
+    o.dequant_scratch_bytes = 100 * 256 * 2;  // 100 rows per tile
+    Fp8Run run;
+    BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, o, &run));
+    EXPECT_EQ(run.plan.n_tile, 100);
+    EXPECT_EQ(run.plan.num_n_tiles, 11);
+    EXPECT_TRUE(matches_reference(c, run.y));
+  }
+  // One row larger than the limit still runs, one row per tile.
+  const Fp8Case c = make_random_fp8_case(DType::kFloat16, 9, 17, 4104, 256, false, false, 92);
+  Fp8MatMulOptions o;
+  o.dequant_scratch_bytes = 1024;
+  Fp8Run run;
+  BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, o, &run));
+  EXPECT_EQ(run.plan.n_tile, 1);
+  EXPECT_EQ(run.plan.num_n_tiles, 17);
+  EXPECT_TRUE(matches_reference(c, run.y));
+}
+
+// K == 0: Y = bias, or zeros, exactly.
+TEST(Fp8DequantGemm, EmptyKGivesBias) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  for (DType t : kDTypes)
+    for (bool bias : {false, true}) {
+      const Fp8Case c = make_random_fp8_case(t, 5, 33, 0, 128, bias, false, 93);
+      Fp8Run run;
+      BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, Fp8MatMulOptions{}, &run));
+      EXPECT_EQ(run.plan.path, Fp8Path::kBiasOnly);
+      for (int64_t m = 0; m < 5; ++m)
+        for (int64_t n = 0; n < 33; ++n)
+          ASSERT_EQ(run.y.get(m * 33 + n), bias ? c.bias->get(n) : 0.0) << m << "," << n;
+    }
+}
+
+// M == 0 and N == 0 succeed and write nothing.
+TEST(Fp8DequantGemm, EmptyOutputs) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{0, 64}, {4, 0}}) {
+    const Fp8Case c = make_random_fp8_case(DType::kFloat16, m, n, 64, 32, true, true, 94);
+    Fp8Run run;
+    BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, Fp8MatMulOptions{}, &run));
+    EXPECT_EQ(run.plan.path, Fp8Path::kEmpty);
+    EXPECT_EQ(run.y.numel(), 0);
+  }
+}
+
+// NaN codes (0x7F, 0xFF) propagate to exactly the outputs whose dot product touches them.
+TEST(Fp8DequantGemm, NanCodesPropagate) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  Fp8Case c = make_random_fp8_case(DType::kFloat16, 3, 8, 64, 32, false, false, 95);
+  c.b.bytes[2 * 64 + 5] = 0x7F;
+  c.b.bytes[6 * 64 + 63] = 0xFF;
+  Fp8Run run;
+  BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, dequant_gemm_only(), &run));
+  for (int64_t m = 0; m < 3; ++m)
+    for (int64_t n = 0; n < 8; ++n)
+      EXPECT_EQ(std::isnan(run.y.get(m * 8 + n)), n == 2 || n == 6) << m << "," << n;
+}
+
+// The dequantize kernels, bit for bit against the host codecs (vector and scalar kernels,
+// uniform and per-element scales, NaN codes included).
+TEST(Fp8Kernels, DequantBitExact) {
+  BQMM_REQUIRE_GPU();
+  std::mt19937 rng(7);
+  struct Shape3 { int64_t rows, k, block; bool vec16; };
+  for (const Shape3 s : {Shape3{5, 256, 128, true}, Shape3{3, 48, 24, true},
+                         Shape3{4, 40, 16, false}, Shape3{70000, 16, 16, true}})
+    for (DType t : kDTypes) {
+      SCOPED_TRACE(::testing::Message() << "rows=" << s.rows << " K=" << s.k << " block="
+                                        << s.block << " vec16=" << s.vec16);
+      const int64_t kb = (s.k + s.block - 1) / s.block;
+      HostTensor b = HostTensor::zeros(DType::kFloat8E4M3, Shape{s.rows, s.k});
+      for (auto& v : b.bytes) v = static_cast<uint8_t>(rng());
+      HostTensor scale = HostTensor::zeros(DType::kFloat32, Shape{s.rows, kb});
+      std::uniform_real_distribution<float> u(0.01f, 2.0f);
+      for (int64_t i = 0; i < scale.numel(); ++i) scale.set(i, u(rng));
+      DeviceTensor db, ds;
+      BQMM_ASSERT_OK(DeviceTensor::upload(b, &db));
+      BQMM_ASSERT_OK(DeviceTensor::upload(scale, &ds));
+      HostTensor out = HostTensor::zeros(t, Shape{s.rows, s.k});
+      DeviceTensor dout;
+      BQMM_ASSERT_OK(DeviceTensor::upload(out, &dout));
+      BQMM_ASSERT_OK(dout.poison());
+      BQMM_ASSERT_OK(cuda::launch_fp8_dequant(t, static_cast<const uint8_t*>(db.data()),
+                                              static_cast<const float*>(ds.data()), s.rows, s.k,
+                                              s.block, s.vec16, dout.data(), nullptr));
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      BQMM_ASSERT_OK(dout.download(&out));
+      int64_t mismatches = 0;
+      for (int64_t r = 0; r < s.rows; ++r)
+        for (int64_t k = 0; k < s.k; ++k) {
+          const float want = codec::round_to(
+              t, codec::e4m3_to_float(b.bytes[r * s.k + k]) * static_cast<float>(scale.get(r * kb + k / s.block)));
+          const double got = out.get(r * s.k + k);
+          const bool same = std::isnan(want) ? std::isnan(got) : got == want;
+          if (!same && mismatches++ < 5)
+            ADD_FAILURE() << "row " << r << " k " << k << ": got " << got << " want " << want;
+        }
+      EXPECT_EQ(mismatches, 0);
+    }
+}
+
+// The standalone W8A8 QDQ kernel, bit for bit against the host definition, including
+// saturation, NaN, zeros and a zero a_scale.
+TEST(Fp8Kernels, ActivationQdqBitExact) {
+  BQMM_REQUIRE_GPU();
+  std::mt19937 rng(8);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (DType t : kDTypes)
+    for (float a_scale : {0.0f, 0.01f, 0.37f, 1.0f}) {
+      HostTensor a = HostTensor::zeros(t, Shape{4096});
+      for (int64_t i = 0; i < a.numel(); ++i) a.set(i, normal(rng));
+      a.set(0, std::nan(""));
+      a.set(1, 1e4);
+      a.set(2, -1e4);
+      a.set(3, 0.0);
+      HostTensor s = HostTensor::zeros(DType::kFloat32, Shape{});
+      s.set(0, a_scale);
+      DeviceTensor da, ds, dout;
+      BQMM_ASSERT_OK(DeviceTensor::upload(a, &da));
+      BQMM_ASSERT_OK(DeviceTensor::upload(s, &ds));
+      HostTensor out = HostTensor::zeros(t, a.shape);
+      BQMM_ASSERT_OK(DeviceTensor::upload(out, &dout));
+      BQMM_ASSERT_OK(cuda::launch_act_qdq(t, da.data(), static_cast<const float*>(ds.data()),
+                                          a.numel(), dout.data(), nullptr));
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      BQMM_ASSERT_OK(dout.download(&out));
+      for (int64_t i = 0; i < a.numel(); ++i) {
+        const float want = codec::qdq_e4m3(t, static_cast<float>(a.get(i)), a_scale);
+        const double got = out.get(i);
+        if (std::isnan(want)) {
+          ASSERT_TRUE(std::isnan(got)) << i;
+        } else {
+          ASSERT_EQ(got, want) << "i=" << i << " a=" << a.get(i) << " a_scale=" << a_scale;
+        }
+      }
+    }
+}
+
+// run() checks the workspace and that the arguments are the plan's problem.
+TEST(Fp8RunContract, RejectsBadWorkspaceAndMismatchedArgs) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  const Fp8Case c = make_random_fp8_case(DType::kFloat16, 16, 64, 128, 128, false, false, 96);
+  DeviceTensor a, b, bs, y;
+  BQMM_ASSERT_OK(DeviceTensor::upload(c.a, &a));
+  BQMM_ASSERT_OK(DeviceTensor::upload(c.b, &b));
+  BQMM_ASSERT_OK(DeviceTensor::upload(c.b_scale, &bs));
+  BQMM_ASSERT_OK(DeviceTensor::upload(HostTensor::zeros(DType::kFloat16, Shape{16, 64}), &y));
+  Fp8MatMulArgs args;
+  args.a = a.view();
+  args.b = b.view();
+  args.b_scale = bs.view();
+  args.y = y.mutable_view();
+  Fp8MatMulProblem p;
+  BQMM_ASSERT_OK(validate_fp8_matmul(args, c.attrs(), &p));
+  Fp8MatMulPlan plan;
+  BQMM_ASSERT_OK(plan_fp8_matmul(p, handle->device_info(), Fp8MatMulOptions{}, &plan));
+  DeviceBuffer ws;
+  BQMM_ASSERT_OK(DeviceBuffer::allocate(plan.workspace_bytes, &ws));
+
+  Status s = run_fp8_matmul(*handle, plan, args, ws.data(), plan.workspace_bytes - 1, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kWorkspaceTooSmall) << s.to_string();
+  s = run_fp8_matmul(*handle, plan, args, nullptr, plan.workspace_bytes, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+
+  Fp8MatMulArgs with_bias = args;
+  with_bias.bias = TensorView{a.data(), DType::kFloat16, Shape{64}};
+  s = run_fp8_matmul(*handle, plan, with_bias, ws.data(), ws.size(), nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+
+  // A plan made for 16-byte aligned pointers refuses 8-byte aligned ones.
+  DeviceTensor b_off;
+  BQMM_ASSERT_OK(DeviceTensor::upload(c.b, &b_off, 8));
+  Fp8MatMulArgs misaligned = args;
+  misaligned.b = b_off.view();
+  s = run_fp8_matmul(*handle, plan, misaligned, ws.data(), ws.size(), nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("aligned"), std::string::npos) << s.message();
+}
+
+// run() enqueues only: the whole dequant + cuBLAS chain with W8A8 and bias can be
+// captured in a CUDA graph (an allocation or a synchronization would break the capture)
+// and the replay computes the right answer.
+TEST(Fp8RunContract, GraphCapturable) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  const Fp8Case c = make_random_fp8_case(DType::kBFloat16, 40, 300, 512, 128, true, true, 97);
+  DeviceTensor a, b, bs, as, bias, y;
+  BQMM_ASSERT_OK(DeviceTensor::upload(c.a, &a));
+  BQMM_ASSERT_OK(DeviceTensor::upload(c.b, &b));
+  BQMM_ASSERT_OK(DeviceTensor::upload(c.b_scale, &bs));
+  BQMM_ASSERT_OK(DeviceTensor::upload(*c.a_scale, &as));
+  BQMM_ASSERT_OK(DeviceTensor::upload(*c.bias, &bias));
+  HostTensor y_host = HostTensor::zeros(DType::kBFloat16, c.y_shape());
+  BQMM_ASSERT_OK(DeviceTensor::upload(y_host, &y));
+  BQMM_ASSERT_OK(y.poison());
+  Fp8MatMulArgs args;
+  args.a = a.view();
+  args.b = b.view();
+  args.b_scale = bs.view();
+  args.a_scale = as.view();
+  args.bias = bias.view();
+  args.y = y.mutable_view();
+  Fp8MatMulProblem p;
+  BQMM_ASSERT_OK(validate_fp8_matmul(args, c.attrs(), &p));
+  Fp8MatMulOptions o;
+  o.dequant_scratch_bytes = 128 * 512 * 2;  // three tiles inside the graph
+  Fp8MatMulPlan plan;
+  BQMM_ASSERT_OK(plan_fp8_matmul(p, handle->device_info(), o, &plan));
+  ASSERT_EQ(plan.path, Fp8Path::kDequantGemm);
+  ASSERT_EQ(plan.num_n_tiles, 3);
+  DeviceBuffer ws;
+  BQMM_ASSERT_OK(DeviceBuffer::allocate(plan.workspace_bytes, &ws));
+
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  cudaGraph_t graph;
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  const Status run = run_fp8_matmul(*handle, plan, args, ws.data(), ws.size(), stream);
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  BQMM_ASSERT_OK(run);
+  cudaGraphExec_t exec;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  BQMM_ASSERT_OK(y.download(&y_host));
+  EXPECT_TRUE(matches_reference(c, y_host));
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+}  // namespace
+}  // namespace bqmm
