@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The GPU machine's one script: build for the local GPU (sm_90 on the H200), run the CPU
+# and GPU test suites, run compute-sanitizer (memcheck on a short GPU subset, racecheck on
+# the shared-memory kernels), run the benchmark suites, and print a short summary last.
+# Logs and JSON go to $OUT (default ./out).
+#
+#   scripts/gpu_check.sh [steps]     steps: comma list of build,test,sanitize,bench
+#                                    (default: all); BENCH_SUITES="decode prefill"
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+steps=${1:-build,test,sanitize,bench}
+arch=${BQMM_CUDA_ARCH:-90}
+build=build-gpu
+summary=()
+has() { [[ ",$steps," == *",$1,"* ]]; }
+stamp() { date +%s; }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader \
+  | tee "$OUT/gpu.txt"
+
+if has build; then
+  t0=$(stamp)
+  extra=()
+  [ -d .deps/googletest ] && extra+=(-DBQMM_GTEST_SOURCE_DIR="$PWD/.deps/googletest")
+  if cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+       "${extra[@]}" >"$OUT/build.log" 2>&1 &&
+     cmake --build "$build" -j "$(nproc)" >>"$OUT/build.log" 2>&1; then
+    summary+=("build: ok ($(( $(stamp) - t0 ))s, sm_$arch)")
+  else
+    tail -n 40 "$OUT/build.log"
+    echo "gpu_check: build failed (see $OUT/build.log)"
+    exit 1
+  fi
+  grep -i "spill" "$OUT/build.log" | grep -v " 0 bytes spill" | sort -u | head -n 20 > "$OUT/spills.txt" || true
+  [ -s "$OUT/spills.txt" ] && summary+=("spills: $(wc -l < "$OUT/spills.txt") kernels report spills (see spills.txt)")
+fi
+
+# One gtest binary -> "name: P passed, F failed, S skipped (Ns)".
+run_suite() {
+  local name=$1; shift
+  local t0; t0=$(stamp)
+  "$@" --gtest_brief=1 >"$OUT/$name.log" 2>&1
+  local rc=$?
+  local passed failed skipped
+  passed=$(grep -oP '\[  PASSED  \] \K[0-9]+' "$OUT/$name.log" | tail -n 1)
+  failed=$(grep -oP '\[  FAILED  \] \K[0-9]+(?= test)' "$OUT/$name.log" | tail -n 1)
+  skipped=$(grep -oP '\[  SKIPPED \] \K[0-9]+(?= test)' "$OUT/$name.log" | tail -n 1)
+  summary+=("$name: ${passed:-0} passed, ${failed:-0} failed, ${skipped:-0} skipped, rc=$rc ($(( $(stamp) - t0 ))s)")
+  [ "$rc" -eq 0 ] || grep -E '^\[  FAILED  \]' "$OUT/$name.log" | head -n 20
+}
+
+if has test; then
+  run_suite cpu_tests "$build/tests/bqmm_cpu_tests"
+  run_suite gpu_tests "$build/tests/bqmm_gpu_tests"
+fi
+
+if has sanitize; then
+  # Small, fast tests only: the sanitizer slows kernels by 10-100x.
+  memcheck_filter=${MEMCHECK_FILTER:-'Fp8DequantGemm.EveryOptionCombination:Fp8DequantGemm.NTiledScratch:Fp8DequantGemm.EmptyKGivesBias:Fp8DequantGemm.EmptyOutputs:Fp8DequantGemm.NanCodesPropagate:Fp8Kernels.*:Fp8RunContract.*:Fp8Gemv*Sanitize*'}
+  racecheck_filter=${RACECHECK_FILTER:-'Fp8Gemv*Sanitize*'}
+  for tool in memcheck racecheck; do
+    filter=$memcheck_filter
+    [ "$tool" = racecheck ] && filter=$racecheck_filter
+    t0=$(stamp)
+    compute-sanitizer --tool "$tool" --error-exitcode 86 \
+      "$build/tests/bqmm_gpu_tests" --gtest_filter="$filter" --gtest_brief=1 >"$OUT/$tool.log" 2>&1
+    rc=$?
+    errors=$(grep -oP 'ERROR SUMMARY: \K[0-9]+' "$OUT/$tool.log" | tail -n 1)
+    ran=$(grep -oP '\[  PASSED  \] \K[0-9]+' "$OUT/$tool.log" | tail -n 1)
+    summary+=("$tool: ${errors:-?} errors, ${ran:-0} tests passed under it, rc=$rc ($(( $(stamp) - t0 ))s)")
+  done
+fi
+
+if has bench; then
+  for suite in ${BENCH_SUITES:-decode prefill}; do
+    t0=$(stamp)
+    "$build/bqmm-profile" --op fp8 --suite "$suite" --json "$OUT/bench_$suite.jsonl" \
+      >"$OUT/bench_$suite.log" 2>&1
+    rc=$?
+    summary+=("bench $suite: rc=$rc ($(( $(stamp) - t0 ))s), $(wc -l < "$OUT/bench_$suite.jsonl" 2>/dev/null || echo 0) cases")
+  done
+  python3 scripts/bench_table.py "$OUT"/bench_*.jsonl > "$OUT/bench_table.txt" 2>&1 || true
+fi
+
+echo
+echo "================ gpu_check summary ($(date -u +%Y-%m-%dT%H:%MZ), $(head -n 1 "$OUT/gpu.txt"))"
+[ -s "$OUT/bench_table.txt" ] && cat "$OUT/bench_table.txt"
+printf '%s\n' "${summary[@]}"

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Builds bqmm and runs every test (CPU suite; the GPU suite runs too and each GPU test
+# skips itself, saying so, where there is no CUDA device).
+#   scripts/test.sh [build-dir]      (default: build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+jobs=$(nproc)
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${BQMM_CMAKE_ARGS:-}
+cmake --build "$build" -j "$jobs"
+ctest --test-dir "$build" --output-on-failure -j "$jobs"
