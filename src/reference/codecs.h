@@ -16,6 +16,12 @@ uint16_t float_to_half(float v);                   // RNE, overflow -> inf
 float bf16_to_float(uint16_t bits);                // exact
 uint16_t float_to_bf16(float v);                   // RNE, NaN stays NaN
 
+// The same roundings straight from a double, rounding once (going through float first
+// could round twice). NaN gives the canonical NaN of each format (0x7F, 0x7FFF, 0x7FFF).
+uint8_t double_to_e4m3_satfinite(double v);
+uint16_t double_to_half(double v);
+uint16_t double_to_bf16(double v);
+
 // float -> dtype (float16 / bfloat16 / float32) -> float.
 float round_to(DType dtype, float v);
 
