@@ -1,0 +1,77 @@
+// GPU timing for the CLI and the benchmarks (ENGINEERING.md, "Measuring speed"): CUDA
+// events around every run after a warm-up, median and p10/p90 of the runs, weights
+// rotated among enough copies that the timed runs read them from HBM, not from L2, and
+// the device-to-device copy bandwidth that the results are compared with.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "bqmm/status.h"
+#include "harness/device_buffer.h"
+
+namespace bqmm::harness {
+
+struct TimingStats {
+  double median_us = 0;
+  double p10_us = 0;
+  double p90_us = 0;
+  int runs = 0;
+};
+
+// The q-quantile (q in [0, 1]) of `samples`, interpolating linearly between the two
+// nearest ranks (NumPy's default); 0 for no samples.
+double percentile(std::vector<double> samples, double q);
+
+// Median, p10 and p90 of per-run times in microseconds.
+TimingStats summarize_us(const std::vector<double>& samples_us);
+
+// One timed operation: enqueues run `iteration` on the stream being timed (never
+// synchronizes). The iteration number keeps counting through warm-up and timed runs, so
+// the caller can pick copy `iteration` of its rotated inputs and no two consecutive runs
+// read the same copy.
+using TimedRun = std::function<Status(int iteration)>;
+
+// Runs `run` `warmup` times, then `repeat` times each between its own pair of CUDA
+// events, all enqueued back to back on `stream` with one synchronization at the end (so
+// the GPU, not the host, paces the runs), and summarizes the event times.
+Status time_with_events(cudaStream_t stream, int warmup, int repeat, const TimedRun& run,
+                        TimingStats* out);
+
+// How many copies of a `bytes_per_copy` working set make all copies together exceed
+// 4 x `l2_bytes`, so that a copy is evicted before it is read again: at least 1.
+int cold_l2_copy_count(size_t bytes_per_copy, size_t l2_bytes);
+
+// `count` copies of one device blob of `bytes`, at a 256-byte aligned stride in one
+// allocation (one cudaMalloc whatever the count; the alignment keeps every copy valid
+// for vectorized loads and cuBLAS).
+class RotatingCopies {
+ public:
+  static Status allocate(size_t bytes, int count, RotatingCopies* out);
+  // Fills copies 1..count-1 from copy 0 on the device, doubling the filled prefix with
+  // each cudaMemcpyAsync (log2(count) calls).
+  Status replicate_first(cudaStream_t stream) const;
+  // Copy `i` modulo count.
+  void* copy(int64_t i) const;
+  int count() const { return count_; }
+  size_t bytes() const { return bytes_; }
+  size_t total_bytes() const { return buffer_.size(); }
+
+ private:
+  DeviceBuffer buffer_;
+  size_t bytes_ = 0;
+  size_t stride_ = 0;
+  int count_ = 0;
+};
+
+// Device-to-device copy bandwidth in bytes per second: a cudaMemcpyAsync of `bytes`
+// between two fresh buffers, (bytes read + bytes written) / median time of `repeat`
+// copies after `warmup`. The ceiling a weight-streaming kernel is compared with.
+Status measure_copy_bandwidth(size_t bytes, int warmup, int repeat, cudaStream_t stream,
+                              double* bytes_per_second);
+
+}  // namespace bqmm::harness
