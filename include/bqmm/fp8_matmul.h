@@ -55,7 +55,9 @@ struct Fp8MatMulProblem {
   // Vectorized kernels need 16; for plans made without tensors it is 16.
   int alignment = 16;
 
-  int64_t k_blocks() const { return block_size > 0 ? (k + block_size - 1) / block_size : 0; }
+  int64_t k_blocks() const {
+    return block_size > 0 ? k / block_size + (k % block_size != 0 ? 1 : 0) : 0;
+  }
 };
 std::ostream& operator<<(std::ostream& os, const Fp8MatMulProblem& p);
 

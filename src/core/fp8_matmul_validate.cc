@@ -8,13 +8,7 @@
 namespace bqmm {
 
 Status fp8_matmul_output_shape(const Shape& a_shape, int64_t n, Shape* y_shape) {
-  if (a_shape.rank() < 1)
-    return Status(StatusCode::kInvalidArgument,
-                  "a: expected rank >= 1 ([..., K]) but got rank 0");
-  Shape y = a_shape;
-  y[y.rank() - 1] = n;
-  *y_shape = y;
-  return Status::Ok();
+  return check::matmul_output_shape(a_shape, n, y_shape);
 }
 
 Status validate_fp8_matmul(const Fp8MatMulArgs& args, const Fp8MatMulAttrs& attrs,
@@ -49,7 +43,8 @@ Status validate_fp8_matmul(const Fp8MatMulArgs& args, const Fp8MatMulAttrs& attr
   BQMM_RETURN_IF_ERROR(check::data("b", args.b.data, b_numel, DType::kFloat8E4M3));
 
   // b_scale: float32[N, k_blocks]
-  const int64_t k_blocks = (k + attrs.block_size - 1) / attrs.block_size;
+  // Not (k + block_size - 1) / block_size: that overflows for a huge block_size attribute.
+  const int64_t k_blocks = k / attrs.block_size + (k % attrs.block_size != 0 ? 1 : 0);
   BQMM_RETURN_IF_ERROR(dtype_in("b_scale", args.b_scale.dtype, {DType::kFloat32}));
   BQMM_RETURN_IF_ERROR(
       shape_eq("b_scale", args.b_scale.shape, Shape{n, k_blocks}, "N, ceil(K/block_size)"));

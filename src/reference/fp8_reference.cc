@@ -1,1 +1,144 @@
-// placeholder: being written
+// The float64 reference and the dequant + GEMM emulation share one loop structure: for
+// each output column n the weight row is dequantized once, then every activation row is
+// multiplied by it. The activation is stored k-major (at[k * rows + r]) so the inner loop
+// runs over independent rows, which the compiler vectorizes, while every row still sums
+// in k order.
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "reference/codecs.h"
+#include "reference/fp8_reference.h"
+
+namespace bqmm::reference {
+namespace {
+
+const std::array<float, 256>& e4m3_table() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int c = 0; c < 256; ++c) t[c] = codec::e4m3_to_float(static_cast<uint8_t>(c));
+    return t;
+  }();
+  return table;
+}
+
+std::vector<float> scales_of(const Fp8Case& c) {
+  std::vector<float> s(static_cast<size_t>(c.b_scale.numel()));
+  if (!s.empty()) std::memcpy(s.data(), c.b_scale.data(), s.size() * sizeof(float));
+  return s;
+}
+
+// Activation rows [row_begin, row_end) as Acc, k-major, QDQ'd first for W8A8.
+template <typename Acc>
+std::vector<Acc> activation_k_major(const Fp8Case& c, int64_t row_begin, int64_t row_end) {
+  const int64_t k = c.k();
+  const int64_t rows = row_end - row_begin;
+  std::vector<Acc> at(static_cast<size_t>(rows * k));
+  const bool qdq = c.a_scale.has_value();
+  const float a_scale = qdq ? static_cast<float>(c.a_scale->get(0)) : 0.0f;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const auto a = static_cast<float>(c.a.get((row_begin + r) * k + kk));
+      at[kk * rows + r] = qdq ? codec::qdq_e4m3(c.dtype(), a, a_scale) : a;
+    }
+  }
+  return at;
+}
+
+// Weight row n: w[k] = dequant(e4m3 value, scale of k's block).
+template <typename Acc, typename Dequant>
+void weight_row(const Fp8Case& c, const std::vector<float>& scales, int64_t n,
+                Dequant dequant, std::vector<Acc>* w) {
+  const int64_t k = c.k();
+  const int64_t k_blocks = c.k_blocks();
+  const auto* codes = static_cast<const uint8_t*>(c.b.data()) + n * k;
+  const auto& table = e4m3_table();
+  for (int64_t blk = 0; blk < k_blocks; ++blk) {
+    const float s = scales[n * k_blocks + blk];
+    const int64_t end = std::min(k, (blk + 1) * c.block_size);
+    for (int64_t kk = blk * c.block_size; kk < end; ++kk) (*w)[kk] = dequant(table[codes[kk]], s);
+  }
+}
+
+template <typename Acc>
+void dot_rows(const std::vector<Acc>& at, const std::vector<Acc>& w, int64_t rows, Acc* acc) {
+  std::fill(acc, acc + rows, Acc(0));
+  for (size_t kk = 0; kk < w.size(); ++kk) {
+    const Acc wk = w[kk];
+    const Acc* a = at.data() + kk * rows;
+    for (int64_t r = 0; r < rows; ++r) acc[r] += a[r] * wk;
+  }
+}
+
+}  // namespace
+
+int64_t Fp8Case::m() const {
+  int64_t m = 1;
+  for (int i = 0; i + 1 < a.shape.rank(); ++i) m *= a.shape[i];
+  return m;
+}
+
+Fp8MatMulArgs Fp8Case::args(HostTensor* y) const {
+  Fp8MatMulArgs args;
+  args.a = a.view();
+  args.b = b.view();
+  args.b_scale = b_scale.view();
+  if (a_scale) args.a_scale = a_scale->view();
+  if (bias) args.bias = bias->view();
+  args.y = y->mutable_view();
+  return args;
+}
+
+Shape Fp8Case::y_shape() const {
+  Shape s = a.shape;
+  if (s.rank() > 0) s[s.rank() - 1] = n();
+  return s;
+}
+
+std::vector<double> fp8_matmul_reference(const Fp8Case& c, int64_t row_begin, int64_t row_end) {
+  row_end = std::min(row_end, c.m());
+  row_begin = std::clamp<int64_t>(row_begin, 0, std::max<int64_t>(row_end, 0));
+  const int64_t rows = std::max<int64_t>(row_end - row_begin, 0);
+  const int64_t n_total = c.n();
+  const std::vector<double> at = activation_k_major<double>(c, row_begin, row_begin + rows);
+  const std::vector<float> scales = scales_of(c);
+  // e4m3 (4 significant bits) times a float32 scale (24) is exact in a double.
+  const auto dequant = [](float v, float s) { return static_cast<double>(v) * s; };
+  std::vector<double> w(static_cast<size_t>(c.k()));
+  std::vector<double> acc(static_cast<size_t>(rows));
+  std::vector<double> y(static_cast<size_t>(rows * n_total));
+  for (int64_t n = 0; n < n_total; ++n) {
+    weight_row(c, scales, n, dequant, &w);
+    dot_rows(at, w, rows, acc.data());
+    const double bias = c.bias ? c.bias->get(n) : 0.0;
+    for (int64_t r = 0; r < rows; ++r) y[r * n_total + n] = acc[r] + bias;
+  }
+  return y;
+}
+
+HostTensor fp8_matmul_emulate_dequant_gemm(const Fp8Case& c) {
+  const DType t = c.dtype();
+  const int64_t rows = c.m();
+  const int64_t n_total = c.n();
+  const std::vector<float> at = activation_k_major<float>(c, 0, rows);
+  const std::vector<float> scales = scales_of(c);
+  // The dequant kernel writes T(float(e4m3) * scale): the GEMM sees weights rounded to T.
+  const auto dequant = [t](float v, float s) { return codec::round_to(t, v * s); };
+  std::vector<float> w(static_cast<size_t>(c.k()));
+  std::vector<float> acc(static_cast<size_t>(rows));
+  HostTensor y = HostTensor::zeros(t, c.y_shape());
+  for (int64_t n = 0; n < n_total; ++n) {
+    weight_row(c, scales, n, dequant, &w);
+    dot_rows(at, w, rows, acc.data());
+    // cuBLAS rounds its FP32 sum to T; the bias kernel then adds in FP32 and rounds again.
+    const float bias = c.bias ? static_cast<float>(c.bias->get(n)) : 0.0f;
+    for (int64_t r = 0; r < rows; ++r) {
+      float v = codec::round_to(t, acc[r]);
+      if (c.bias) v = codec::round_to(t, v + bias);
+      y.set(r * n_total + n, v);
+    }
+  }
+  return y;
+}
+
+}  // namespace bqmm::reference

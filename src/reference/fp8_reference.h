@@ -27,6 +27,7 @@ struct Fp8Case {
   int64_t m() const;
   int64_t n() const { return b.shape[0]; }
   int64_t k() const { return b.shape[1]; }
+  int64_t k_blocks() const { return k() / block_size + (k() % block_size != 0 ? 1 : 0); }
   Fp8MatMulAttrs attrs() const { return Fp8MatMulAttrs{block_size}; }
   // Host-pointer args for validate_fp8_matmul; y is the caller's output tensor.
   Fp8MatMulArgs args(HostTensor* y) const;
@@ -35,8 +36,9 @@ struct Fp8Case {
 };
 
 // float64 reference of output rows [row_begin, row_end) (row = flattened leading index
-// of A): y[(r - row_begin) * N + n]. Uses the exactly dequantized weights and, with an
-// a_scale, the exactly QDQ'd activation, so a test's tolerance measures kernel error only.
+// of A, the range clipped to [0, M]): y[(r - row_begin) * N + n]. Uses the exactly
+// dequantized weights and, with an a_scale, the exactly QDQ'd activation, so a test's
+// tolerance measures kernel error only.
 std::vector<double> fp8_matmul_reference(const Fp8Case& c, int64_t row_begin, int64_t row_end);
 
 // The dequant + cuBLAS path's numerics on the CPU: weights rounded to T, float32

@@ -1,0 +1,384 @@
+// plan_fp8_matmul's dispatch decisions at their boundaries, its tiling and workspace
+// layout, and the environment overrides of the options.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include "bqmm/fp8_matmul.h"
+
+namespace bqmm {
+namespace {
+
+constexpr DeviceInfo kHopper{90, 132};
+constexpr DeviceInfo kAmpere{80, 108};
+constexpr DeviceInfo kTuring{75, 40};
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+Fp8MatMulProblem problem(int64_t m, int64_t n, int64_t k, int64_t block_size = 128,
+                         DType dtype = DType::kFloat16) {
+  Fp8MatMulProblem p;
+  p.dtype = dtype;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.block_size = block_size;
+  return p;
+}
+
+Fp8MatMulPlan plan(const Fp8MatMulProblem& p, const DeviceInfo& d = kHopper,
+                   const Fp8MatMulOptions& o = Fp8MatMulOptions{}) {
+  Fp8MatMulPlan out;
+  const Status s = plan_fp8_matmul(p, d, o, &out);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  return out;
+}
+
+Fp8Path path(const Fp8MatMulProblem& p, const DeviceInfo& d = kHopper,
+             const Fp8MatMulOptions& o = Fp8MatMulOptions{}) {
+  return plan(p, d, o).path;
+}
+
+std::string printed(const Fp8MatMulPlan& p) {
+  std::ostringstream os;
+  os << p;
+  return os.str();
+}
+
+const DeviceInfo kAllDevices[] = {kHopper, kAmpere, kTuring};
+
+TEST(Fp8Plan, PathNames) {
+  EXPECT_STREQ(fp8_path_name(Fp8Path::kEmpty), "empty");
+  EXPECT_STREQ(fp8_path_name(Fp8Path::kBiasOnly), "bias_only");
+  EXPECT_STREQ(fp8_path_name(Fp8Path::kGemvFma), "gemv_fma");
+  EXPECT_STREQ(fp8_path_name(Fp8Path::kGemvMma), "gemv_mma");
+  EXPECT_STREQ(fp8_path_name(Fp8Path::kDequantGemm), "dequant_gemm");
+}
+
+TEST(Fp8Plan, EmptyProblemsNeedNoWorkspace) {
+  for (const DeviceInfo& d : kAllDevices) {
+    for (const auto& p : {problem(0, 4096, 4096), problem(16, 0, 4096), problem(0, 0, 0),
+                          problem(0, 4096, 0)}) {
+      const Fp8MatMulPlan pl = plan(p, d);
+      EXPECT_EQ(pl.path, Fp8Path::kEmpty) << p;
+      EXPECT_EQ(pl.workspace_bytes, 0u) << p;
+    }
+  }
+}
+
+TEST(Fp8Plan, KZeroIsBiasOnly) {
+  for (const DeviceInfo& d : kAllDevices) {
+    for (int64_t m : {1, 8, 9, 1000}) {
+      const Fp8MatMulPlan pl = plan(problem(m, 4096, 0), d);
+      EXPECT_EQ(pl.path, Fp8Path::kBiasOnly) << m;
+      EXPECT_EQ(pl.workspace_bytes, 0u);
+    }
+  }
+}
+
+TEST(Fp8Plan, DecodeRowsTakeTheGemv) {
+  for (int64_t m : {1, 8}) {
+    EXPECT_EQ(path(problem(m, 4096, 4096), kHopper), Fp8Path::kGemvMma) << m;
+    EXPECT_EQ(path(problem(m, 4096, 4096), kAmpere), Fp8Path::kGemvMma) << m;
+    EXPECT_EQ(path(problem(m, 4096, 4096), kTuring), Fp8Path::kGemvFma) << m;
+    // K % 16 == 0 and block % 16 == 0 but not the mma's multiples of 64.
+    EXPECT_EQ(path(problem(m, 4096, 4112, 16), kHopper), Fp8Path::kGemvFma) << m;
+  }
+  const Fp8MatMulPlan pl = plan(problem(1, 4096, 4096));
+  EXPECT_EQ(pl.gemv_k_split, 4);
+  EXPECT_EQ(pl.workspace_bytes, 0u);
+}
+
+TEST(Fp8Plan, NineRowsLeaveTheGemv) {
+  for (const DeviceInfo& d : kAllDevices)
+    EXPECT_EQ(path(problem(9, 4096, 4096), d), Fp8Path::kDequantGemm);
+}
+
+TEST(Fp8Plan, KNotMultipleOf16LeavesTheGemv) {
+  const Fp8MatMulPlan pl = plan(problem(1, 4096, 16 * 256 + 8));
+  EXPECT_EQ(pl.path, Fp8Path::kDequantGemm);
+  EXPECT_FALSE(pl.dequant_vec16);  // a 16-byte chunk would straddle rows of B
+}
+
+TEST(Fp8Plan, BlockNotMultipleOf16LeavesTheGemv) {
+  const Fp8MatMulPlan pl = plan(problem(1, 4096, 4096, 24));
+  EXPECT_EQ(pl.path, Fp8Path::kDequantGemm);
+  EXPECT_TRUE(pl.dequant_vec16);  // the dequant kernel handles any block size
+}
+
+TEST(Fp8Plan, UnalignedPointersFallBack) {
+  for (int align : {1, 2, 4, 8}) {
+    Fp8MatMulProblem p = problem(1, 4096, 4096);
+    p.alignment = align;
+    const Fp8MatMulPlan pl = plan(p);
+    EXPECT_EQ(pl.path, Fp8Path::kDequantGemm) << align;
+    EXPECT_FALSE(pl.dequant_vec16) << align;
+  }
+  Fp8MatMulProblem p = problem(16, 4096, 4096);
+  EXPECT_TRUE(plan(p).dequant_vec16);
+  p.alignment = 8;
+  EXPECT_FALSE(plan(p).dequant_vec16);
+}
+
+TEST(Fp8Plan, MmaNeedsKAtLeast256) {
+  EXPECT_EQ(path(problem(1, 4096, 192, 64)), Fp8Path::kGemvFma);
+  EXPECT_EQ(path(problem(1, 4096, 256, 64)), Fp8Path::kGemvMma);
+}
+
+TEST(Fp8Plan, MmaNeedsKMultipleOf64) {
+  EXPECT_EQ(path(problem(1, 4096, 256 + 16, 64)), Fp8Path::kGemvFma);
+  EXPECT_EQ(path(problem(1, 4096, 256 + 64, 64)), Fp8Path::kGemvMma);
+}
+
+TEST(Fp8Plan, MmaNeedsBlockMultipleOf64) {
+  EXPECT_EQ(path(problem(1, 4096, 256, 32)), Fp8Path::kGemvFma);
+  EXPECT_EQ(path(problem(1, 4096, 256, 64)), Fp8Path::kGemvMma);
+  EXPECT_EQ(path(problem(1, 4096, 256, 96)), Fp8Path::kGemvFma);
+  EXPECT_EQ(path(problem(1, 4096, 256, 128)), Fp8Path::kGemvMma);
+}
+
+TEST(Fp8Plan, MmaNeedsSm80) {
+  EXPECT_EQ(path(problem(1, 4096, 256, 64), DeviceInfo{75, 40}), Fp8Path::kGemvFma);
+  EXPECT_EQ(path(problem(1, 4096, 256, 64), DeviceInfo{80, 108}), Fp8Path::kGemvMma);
+}
+
+TEST(Fp8Plan, OptionsDisableGemvPaths) {
+  Fp8MatMulOptions o;
+  o.allow_gemv_mma = false;
+  const Fp8MatMulPlan pl = plan(problem(1, 4096, 4096), kHopper, o);
+  EXPECT_EQ(pl.path, Fp8Path::kGemvFma);
+  EXPECT_EQ(pl.gemv_rows_per_warp, 1);
+  o.allow_gemv = false;
+  EXPECT_EQ(path(problem(1, 4096, 4096), kHopper, o), Fp8Path::kDequantGemm);
+}
+
+TEST(Fp8Plan, RowsPerWarpCoverM) {
+  const int expected[9] = {0, 1, 2, 4, 4, 8, 8, 8, 8};
+  for (int64_t m = 1; m <= 8; ++m) {
+    const Fp8MatMulPlan pl = plan(problem(m, 4096, 4096), kTuring);
+    ASSERT_EQ(pl.path, Fp8Path::kGemvFma);
+    EXPECT_EQ(pl.gemv_rows_per_warp, expected[m]) << "M=" << m;
+  }
+}
+
+TEST(Fp8Plan, W8A8GemvNeedsNoWorkspace) {
+  Fp8MatMulProblem p = problem(4, 4096, 4096);
+  p.has_a_scale = true;
+  p.has_bias = true;
+  const Fp8MatMulPlan pl = plan(p);
+  EXPECT_EQ(pl.path, Fp8Path::kGemvMma);  // QDQ and bias are fused
+  EXPECT_EQ(pl.workspace_bytes, 0u);
+}
+
+// ------------------------------------------------------------------ dequant + GEMM tiling
+TEST(Fp8Plan, NTilesOfTheScratchLimit) {
+  // Row of B in bf16: 8192 * 2 = 16 KiB; 256 MiB holds exactly 16384 rows.
+  const Fp8MatMulPlan pl = plan(problem(16, 262144, 8192, 128, DType::kBFloat16));
+  ASSERT_EQ(pl.path, Fp8Path::kDequantGemm);
+  EXPECT_FALSE(pl.qdq_activation);
+  EXPECT_TRUE(pl.dequant_vec16);
+  EXPECT_EQ(pl.n_tile, 16384);
+  EXPECT_EQ(pl.num_n_tiles, 16);
+  EXPECT_EQ(pl.act_bytes, 0u);
+  EXPECT_EQ(pl.cublas_offset, 0u);
+  EXPECT_EQ(pl.cublas_bytes, size_t{32} << 20);  // Hopper
+  EXPECT_EQ(pl.scratch_offset, size_t{32} << 20);
+  EXPECT_EQ(pl.scratch_bytes, size_t{256} << 20);
+  EXPECT_EQ(pl.workspace_bytes, size_t{288} << 20);
+}
+
+TEST(Fp8Plan, CublasWorkspaceBeforeHopperIsSmaller) {
+  const Fp8MatMulPlan pl = plan(problem(16, 4096, 4096), kAmpere);
+  EXPECT_EQ(pl.cublas_bytes, size_t{4} << 20);
+  EXPECT_EQ(pl.n_tile, 4096);
+  EXPECT_EQ(pl.num_n_tiles, 1);
+  EXPECT_EQ(pl.scratch_bytes, size_t{4096} * 4096 * 2);
+  EXPECT_EQ(pl.workspace_bytes, (size_t{4} << 20) + size_t{4096} * 4096 * 2);
+}
+
+TEST(Fp8Plan, LargeTilesAreWholeMultiplesOf256Rows) {
+  Fp8MatMulOptions o;
+  o.dequant_scratch_bytes = 1000 * 8192;  // 1000 rows of K = 4096 float16
+  const Fp8MatMulPlan pl = plan(problem(16, 4096, 4096), kHopper, o);
+  EXPECT_EQ(pl.n_tile, 768);
+  EXPECT_EQ(pl.num_n_tiles, 6);  // 5 * 768 + 256
+  EXPECT_EQ(pl.scratch_bytes, size_t{768} * 8192);
+}
+
+TEST(Fp8Plan, SmallTilesAreNotRounded) {
+  Fp8MatMulOptions o;
+  o.dequant_scratch_bytes = 100 * 8192 + 8191;
+  const Fp8MatMulPlan pl = plan(problem(16, 4096, 4096), kHopper, o);
+  EXPECT_EQ(pl.n_tile, 100);
+  EXPECT_EQ(pl.num_n_tiles, 41);
+  EXPECT_EQ(pl.scratch_bytes, size_t{100} * 8192);
+}
+
+TEST(Fp8Plan, AtLeastOneRowPerTile) {
+  Fp8MatMulOptions o;
+  o.dequant_scratch_bytes = 1000;  // less than one 8 KiB row
+  const Fp8MatMulPlan pl = plan(problem(16, 37, 4096), kHopper, o);
+  EXPECT_EQ(pl.n_tile, 1);
+  EXPECT_EQ(pl.num_n_tiles, 37);
+  EXPECT_EQ(pl.scratch_bytes, 8192u);
+}
+
+TEST(Fp8Plan, TileNeverExceedsN) {
+  const Fp8MatMulPlan pl = plan(problem(16, 300, 4096));
+  EXPECT_EQ(pl.n_tile, 300);
+  EXPECT_EQ(pl.num_n_tiles, 1);
+}
+
+TEST(Fp8Plan, W8A8ReservesTheActivationFirst) {
+  // M * K * 2 = 9 * 4104 * 2 = 73872 bytes, padded to 73984 (a multiple of 256).
+  Fp8MatMulProblem p = problem(9, 4096, 4104);
+  p.has_a_scale = true;
+  const Fp8MatMulPlan pl = plan(p);
+  ASSERT_EQ(pl.path, Fp8Path::kDequantGemm);
+  EXPECT_TRUE(pl.qdq_activation);
+  EXPECT_EQ(pl.act_offset, 0u);
+  EXPECT_EQ(pl.act_bytes, 73872u);
+  EXPECT_EQ(pl.cublas_offset, 73984u);
+  EXPECT_EQ(pl.scratch_offset, 73984u + (size_t{32} << 20));
+  EXPECT_EQ(pl.scratch_bytes, size_t{4096} * 4104 * 2);
+  // 4096 * 4104 * 2 is a multiple of 256 already.
+  EXPECT_EQ(pl.workspace_bytes, pl.scratch_offset + pl.scratch_bytes);
+  for (size_t off : {pl.act_offset, pl.cublas_offset, pl.scratch_offset})
+    EXPECT_EQ(off % 256, 0u);
+}
+
+TEST(Fp8Plan, OffsetsStay256AlignedForOddSizes) {
+  Fp8MatMulProblem p = problem(13, 7, 4104, 8);
+  p.has_a_scale = true;
+  Fp8MatMulOptions o;
+  o.dequant_scratch_bytes = 3 * 4104 * 2 + 1;
+  const Fp8MatMulPlan pl = plan(p, kAmpere, o);
+  EXPECT_EQ(pl.n_tile, 3);
+  EXPECT_EQ(pl.num_n_tiles, 3);
+  EXPECT_EQ(pl.act_bytes, 13u * 4104 * 2);
+  for (size_t off : {pl.act_offset, pl.cublas_offset, pl.scratch_offset})
+    EXPECT_EQ(off % 256, 0u) << off;
+  EXPECT_GE(pl.cublas_offset, pl.act_offset + pl.act_bytes);
+  EXPECT_GE(pl.scratch_offset, pl.cublas_offset + pl.cublas_bytes);
+  EXPECT_GE(pl.workspace_bytes, pl.scratch_offset + pl.scratch_bytes);
+  EXPECT_EQ(pl.workspace_bytes % 256, 0u);
+}
+
+// ------------------------------------------------------------------ errors, printing
+TEST(Fp8Plan, RejectsBadProblemsAndOptions) {
+  Fp8MatMulPlan pl;
+  EXPECT_FALSE(plan_fp8_matmul(problem(1, 1, 1, 128, DType::kFloat32), kHopper, {}, &pl).ok());
+  EXPECT_FALSE(plan_fp8_matmul(problem(-1, 1, 1), kHopper, {}, &pl).ok());
+  EXPECT_FALSE(plan_fp8_matmul(problem(1, 1, 1, 0), kHopper, {}, &pl).ok());
+  Fp8MatMulOptions o;
+  o.dequant_scratch_bytes = 0;
+  const Status s = plan_fp8_matmul(problem(16, 64, 64), kHopper, o, &pl);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("dequant_scratch_bytes"), std::string::npos) << s.message();
+}
+
+TEST(Fp8Plan, PrintsPathAndTiles) {
+  EXPECT_NE(printed(plan(problem(0, 64, 64))).find("path=empty"), std::string::npos);
+  EXPECT_NE(printed(plan(problem(1, 64, 0))).find("path=bias_only"), std::string::npos);
+  EXPECT_NE(printed(plan(problem(1, 64, 4096))).find("path=gemv_mma"), std::string::npos);
+  const std::string fma = printed(plan(problem(3, 64, 4096), kTuring));
+  EXPECT_NE(fma.find("path=gemv_fma"), std::string::npos) << fma;
+  EXPECT_NE(fma.find("rows_per_warp=4"), std::string::npos) << fma;
+  const std::string gemm = printed(plan(problem(16, 262144, 8192, 128, DType::kBFloat16)));
+  EXPECT_NE(gemm.find("path=dequant_gemm"), std::string::npos) << gemm;
+  EXPECT_NE(gemm.find("n_tile=16384 x 16"), std::string::npos) << gemm;
+  EXPECT_NE(gemm.find("bfloat16"), std::string::npos) << gemm;
+  EXPECT_NE(gemm.find("sm90"), std::string::npos) << gemm;
+}
+
+TEST(Fp8Plan, IsPure) {
+  Fp8MatMulProblem p = problem(9, 5000, 4104, 8);
+  p.has_a_scale = true;
+  EXPECT_EQ(printed(plan(p)), printed(plan(p)));
+}
+
+// ------------------------------------------------------------------ environment
+class Fp8EnvTest : public ::testing::Test {
+ protected:
+  static constexpr const char* kVars[] = {"BQMM_DEQUANT_SCRATCH_MIB", "BQMM_FP8_GEMV_MMA"};
+  void SetUp() override {
+    for (int i = 0; i < 2; ++i) {
+      const char* v = std::getenv(kVars[i]);
+      saved_[i] = v ? std::optional<std::string>(v) : std::nullopt;
+      unsetenv(kVars[i]);
+    }
+  }
+  void TearDown() override {
+    for (int i = 0; i < 2; ++i) {
+      if (saved_[i]) setenv(kVars[i], saved_[i]->c_str(), 1);
+      else unsetenv(kVars[i]);
+    }
+  }
+  std::optional<std::string> saved_[2];
+};
+
+TEST_F(Fp8EnvTest, UnsetKeepsOptions) {
+  Fp8MatMulOptions o;
+  o.dequant_scratch_bytes = 12345;
+  o.allow_gemv_mma = false;
+  ASSERT_TRUE(fp8_matmul_options_from_env(&o).ok());
+  EXPECT_EQ(o.dequant_scratch_bytes, 12345);
+  EXPECT_FALSE(o.allow_gemv_mma);
+  EXPECT_TRUE(o.allow_gemv);
+}
+
+TEST_F(Fp8EnvTest, EmptyIsUnset) {
+  setenv("BQMM_DEQUANT_SCRATCH_MIB", "", 1);
+  setenv("BQMM_FP8_GEMV_MMA", "", 1);
+  Fp8MatMulOptions o;
+  ASSERT_TRUE(fp8_matmul_options_from_env(&o).ok());
+  EXPECT_EQ(o.dequant_scratch_bytes, 256 * kMiB);
+  EXPECT_TRUE(o.allow_gemv_mma);
+}
+
+TEST_F(Fp8EnvTest, ScratchMib) {
+  setenv("BQMM_DEQUANT_SCRATCH_MIB", "64", 1);
+  Fp8MatMulOptions o;
+  ASSERT_TRUE(fp8_matmul_options_from_env(&o).ok());
+  EXPECT_EQ(o.dequant_scratch_bytes, 64 * kMiB);
+  EXPECT_EQ(plan(problem(16, 262144, 8192, 128, DType::kBFloat16), kHopper, o).n_tile, 4096);
+}
+
+TEST_F(Fp8EnvTest, MalformedScratchMibIsAnError) {
+  for (const char* bad : {"abc", "0", "-5", "12x", "1.5"}) {
+    setenv("BQMM_DEQUANT_SCRATCH_MIB", bad, 1);
+    Fp8MatMulOptions o;
+    const Status s = fp8_matmul_options_from_env(&o);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("BQMM_DEQUANT_SCRATCH_MIB"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(bad), std::string::npos) << s.message();
+    EXPECT_EQ(o.dequant_scratch_bytes, 256 * kMiB) << bad;
+  }
+}
+
+TEST_F(Fp8EnvTest, GemvMma) {
+  Fp8MatMulOptions o;
+  setenv("BQMM_FP8_GEMV_MMA", "0", 1);
+  ASSERT_TRUE(fp8_matmul_options_from_env(&o).ok());
+  EXPECT_FALSE(o.allow_gemv_mma);
+  EXPECT_EQ(plan(problem(1, 4096, 4096), kHopper, o).path, Fp8Path::kGemvFma);
+  setenv("BQMM_FP8_GEMV_MMA", "1", 1);
+  ASSERT_TRUE(fp8_matmul_options_from_env(&o).ok());
+  EXPECT_TRUE(o.allow_gemv_mma);
+}
+
+TEST_F(Fp8EnvTest, MalformedGemvMmaIsAnError) {
+  for (const char* bad : {"2", "yes", "-1"}) {
+    setenv("BQMM_FP8_GEMV_MMA", bad, 1);
+    Fp8MatMulOptions o;
+    const Status s = fp8_matmul_options_from_env(&o);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("BQMM_FP8_GEMV_MMA"), std::string::npos) << s.message();
+    EXPECT_TRUE(o.allow_gemv_mma) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace bqmm

@@ -1,0 +1,335 @@
+// validate_fp8_matmul against SPEC sections 1 and 3. Validation never dereferences, so
+// the tensors point into a static buffer; offsets into it make misaligned pointers.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "bqmm/fp8_matmul.h"
+
+namespace bqmm {
+namespace {
+
+alignas(256) unsigned char g_fake[4096];
+void* fake(size_t offset = 0) { return g_fake + offset; }
+
+// A valid W8A16 problem with bias: A [2, 4096] float16, N = 4096, block 128.
+struct Fp8ValidateTest : ::testing::Test {
+  Fp8MatMulArgs args;
+  Fp8MatMulAttrs attrs;
+  Fp8MatMulProblem problem;
+
+  void SetUp() override {
+    args.a = TensorView{fake(), DType::kFloat16, Shape{2, 4096}};
+    args.b = TensorView{fake(), DType::kFloat8E4M3, Shape{4096, 4096}};
+    args.b_scale = TensorView{fake(), DType::kFloat32, Shape{4096, 32}};
+    args.bias = TensorView{fake(), DType::kFloat16, Shape{4096}};
+    args.y = MutableTensorView{fake(), DType::kFloat16, Shape{2, 4096}};
+  }
+  TensorView scalar_a_scale(Shape shape = Shape{}) {
+    return TensorView{fake(), DType::kFloat32, shape};
+  }
+  Status validate() { return validate_fp8_matmul(args, attrs, &problem); }
+  // The error message; fails the test when validation passes or the code is not
+  // InvalidArgument.
+  std::string error() {
+    const Status s = validate();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+    return s.message();
+  }
+};
+
+TEST_F(Fp8ValidateTest, ValidProblemIsDescribed) {
+  args.a_scale = scalar_a_scale();
+  ASSERT_TRUE(validate().ok()) << validate().to_string();
+  EXPECT_EQ(problem.dtype, DType::kFloat16);
+  EXPECT_EQ(problem.m, 2);
+  EXPECT_EQ(problem.n, 4096);
+  EXPECT_EQ(problem.k, 4096);
+  EXPECT_EQ(problem.block_size, 128);
+  EXPECT_EQ(problem.k_blocks(), 32);
+  EXPECT_TRUE(problem.has_bias);
+  EXPECT_TRUE(problem.has_a_scale);
+  EXPECT_EQ(problem.alignment, 16);
+}
+
+TEST_F(Fp8ValidateTest, OptionalInputsAbsent) {
+  args.bias.reset();
+  ASSERT_TRUE(validate().ok());
+  EXPECT_FALSE(problem.has_bias);
+  EXPECT_FALSE(problem.has_a_scale);
+}
+
+TEST_F(Fp8ValidateTest, BFloat16) {
+  args.a.dtype = args.bias->dtype = args.y.dtype = DType::kBFloat16;
+  ASSERT_TRUE(validate().ok());
+  EXPECT_EQ(problem.dtype, DType::kBFloat16);
+}
+
+// ------------------------------------------------------------------ dtypes
+TEST_F(Fp8ValidateTest, WrongDtypeOfA) {
+  args.a.dtype = DType::kFloat32;
+  EXPECT_EQ(error(), "a: expected dtype float16 or bfloat16 but got float32");
+}
+
+TEST_F(Fp8ValidateTest, WrongDtypeOfB) {
+  args.b.dtype = DType::kUInt8;
+  EXPECT_EQ(error(), "b: expected dtype float8e4m3fn but got uint8");
+}
+
+TEST_F(Fp8ValidateTest, WrongDtypeOfBScale) {
+  args.b_scale.dtype = DType::kFloat16;
+  EXPECT_EQ(error(), "b_scale: expected dtype float32 but got float16");
+}
+
+TEST_F(Fp8ValidateTest, WrongDtypeOfAScale) {
+  args.a_scale = TensorView{fake(), DType::kFloat16, Shape{}};
+  EXPECT_EQ(error(), "a_scale: expected dtype float32 but got float16");
+}
+
+TEST_F(Fp8ValidateTest, WrongDtypeOfBias) {
+  args.bias->dtype = DType::kBFloat16;
+  EXPECT_EQ(error(), "bias: expected dtype float16 but got bfloat16");
+}
+
+TEST_F(Fp8ValidateTest, WrongDtypeOfY) {
+  args.y.dtype = DType::kFloat32;
+  EXPECT_EQ(error(), "y: expected dtype float16 but got float32");
+}
+
+// ------------------------------------------------------------------ shapes
+TEST_F(Fp8ValidateTest, BScaleShapeMessageIsExact) {
+  args.b_scale.shape = Shape{4096, 31};
+  EXPECT_EQ(error(), "b_scale: expected shape [4096, 32] (N, ceil(K/block_size)) but got [4096, 31]");
+}
+
+TEST_F(Fp8ValidateTest, BScaleWrongRows) {
+  args.b_scale.shape = Shape{4095, 32};
+  EXPECT_EQ(error(), "b_scale: expected shape [4096, 32] (N, ceil(K/block_size)) but got [4095, 32]");
+}
+
+TEST_F(Fp8ValidateTest, BWrongK) {
+  args.b.shape = Shape{4096, 4095};
+  EXPECT_EQ(error(), "b: expected shape [4096, 4096] (N, K with K from a) but got [4096, 4095]");
+}
+
+TEST_F(Fp8ValidateTest, BWrongRank) {
+  args.b.shape = Shape{1, 4096, 4096};
+  EXPECT_EQ(error(), "b: expected rank 2 [N, K] but got [1, 4096, 4096]");
+}
+
+TEST_F(Fp8ValidateTest, BiasWrongShape) {
+  args.bias->shape = Shape{4095};
+  EXPECT_EQ(error(), "bias: expected shape [4096] (N) but got [4095]");
+}
+
+TEST_F(Fp8ValidateTest, YWrongShape) {
+  args.y.shape = Shape{2, 4095};
+  EXPECT_EQ(error(), "y: expected shape [2, 4096] (A's shape with K replaced by N) but got [2, 4095]");
+  args.y.shape = Shape{8192};
+  EXPECT_EQ(error(), "y: expected shape [2, 4096] (A's shape with K replaced by N) but got [8192]");
+}
+
+TEST_F(Fp8ValidateTest, RankZeroA) {
+  args.a.shape = Shape{};
+  EXPECT_EQ(error(), "a: expected rank >= 1 ([..., K]) but got rank 0");
+}
+
+TEST_F(Fp8ValidateTest, AScaleWithTwoElements) {
+  args.a_scale = scalar_a_scale(Shape{2});
+  EXPECT_EQ(error(), "a_scale: expected a scalar (exactly 1 element) but got shape [2]");
+  args.a_scale = scalar_a_scale(Shape{0});
+  EXPECT_EQ(error(), "a_scale: expected a scalar (exactly 1 element) but got shape [0]");
+}
+
+TEST_F(Fp8ValidateTest, AScaleOfOneElementInAnyRank) {
+  for (const Shape& s : {Shape{}, Shape{1}, Shape{1, 1}}) {
+    args.a_scale = scalar_a_scale(s);
+    EXPECT_TRUE(validate().ok()) << s.to_string();
+  }
+}
+
+TEST_F(Fp8ValidateTest, NegativeDims) {
+  args.a.shape = Shape{-1, 4096};
+  EXPECT_EQ(error(), "a: expected non-negative dimensions but got [-1, 4096]");
+  args.a.shape = Shape{2, -4};
+  EXPECT_EQ(error(), "a: expected non-negative dimensions but got [2, -4]");
+  args.a.shape = Shape{-4};
+  EXPECT_EQ(error(), "a: expected non-negative dimensions but got [-4]");
+  SetUp();
+  args.b.shape = Shape{-1, 4096};
+  EXPECT_EQ(error(), "b: expected non-negative dimensions but got [-1, 4096]");
+}
+
+// ------------------------------------------------------------------ attributes
+TEST_F(Fp8ValidateTest, BlockSizeMustBePositive) {
+  attrs.block_size = 0;
+  EXPECT_EQ(error(), "block_size: expected an integer > 0 but got 0");
+  attrs.block_size = -128;
+  EXPECT_EQ(error(), "block_size: expected an integer > 0 but got -128");
+}
+
+TEST_F(Fp8ValidateTest, HugeBlockSizeGivesOneBlock) {
+  attrs.block_size = std::numeric_limits<int64_t>::max();
+  args.b_scale.shape = Shape{4096, 1};
+  ASSERT_TRUE(validate().ok()) << validate().to_string();
+  EXPECT_EQ(problem.k_blocks(), 1);
+}
+
+// ------------------------------------------------------------------ pointers
+TEST_F(Fp8ValidateTest, NullPointersWithElements) {
+  args.a.data = nullptr;
+  EXPECT_EQ(error(), "a: null data pointer for 8192 elements");
+  SetUp();
+  args.b.data = nullptr;
+  EXPECT_EQ(error(), "b: null data pointer for 16777216 elements");
+  SetUp();
+  args.b_scale.data = nullptr;
+  EXPECT_EQ(error(), "b_scale: null data pointer for 131072 elements");
+  SetUp();
+  args.bias->data = nullptr;
+  EXPECT_EQ(error(), "bias: null data pointer for 4096 elements");
+  SetUp();
+  args.y.data = nullptr;
+  EXPECT_EQ(error(), "y: null data pointer for 8192 elements");
+  SetUp();
+  args.a_scale = TensorView{nullptr, DType::kFloat32, Shape{}};
+  EXPECT_EQ(error(), "a_scale: null data pointer for 1 element");
+}
+
+TEST_F(Fp8ValidateTest, MisalignedPointers) {
+  args.a.data = fake(1);
+  EXPECT_EQ(error(), "a: expected a pointer aligned to 2 bytes (float16) but got alignment 1");
+  SetUp();
+  args.b_scale.data = fake(2);
+  EXPECT_EQ(error(), "b_scale: expected a pointer aligned to 4 bytes (float32) but got alignment 2");
+  SetUp();
+  args.bias->data = fake(3);
+  EXPECT_EQ(error(), "bias: expected a pointer aligned to 2 bytes (float16) but got alignment 1");
+  SetUp();
+  args.y.data = fake(1);
+  EXPECT_EQ(error(), "y: expected a pointer aligned to 2 bytes (float16) but got alignment 1");
+  SetUp();
+  args.a_scale = TensorView{fake(1), DType::kFloat32, Shape{}};
+  EXPECT_EQ(error(), "a_scale: expected a pointer aligned to 4 bytes (float32) but got alignment 1");
+}
+
+TEST_F(Fp8ValidateTest, ElementAlignedPointersReportTheirAlignment) {
+  // Valid, but below the 16 bytes the vector kernels need: the planner must fall back.
+  args.a.data = fake(8);
+  ASSERT_TRUE(validate().ok());
+  EXPECT_EQ(problem.alignment, 8);
+  args.b.data = fake(1);
+  ASSERT_TRUE(validate().ok());
+  EXPECT_EQ(problem.alignment, 1);
+  SetUp();
+  args.y.data = fake(2);
+  ASSERT_TRUE(validate().ok());
+  EXPECT_EQ(problem.alignment, 2);
+  SetUp();
+  args.bias->data = fake(4);
+  ASSERT_TRUE(validate().ok());
+  EXPECT_EQ(problem.alignment, 4);
+}
+
+// ------------------------------------------------------------------ overflow
+TEST_F(Fp8ValidateTest, OverflowOfMTimesK) {
+  args.a.shape = Shape{int64_t{1} << 32, int64_t{1} << 32};
+  EXPECT_EQ(error(), "a: element count of shape [4294967296, 4294967296] overflows int64");
+}
+
+TEST_F(Fp8ValidateTest, OverflowOfLeadingDims) {
+  args.a.shape = Shape{int64_t{1} << 40, int64_t{1} << 40, 16};
+  EXPECT_EQ(error(), "a: 1099511627776 * 1099511627776 overflows int64");
+}
+
+TEST_F(Fp8ValidateTest, OverflowOfByteSize) {
+  // 2^62 elements fit in int64, their 2^63 bytes do not.
+  args.a.shape = Shape{int64_t{1} << 31, int64_t{1} << 31};
+  EXPECT_EQ(error(), "a: element count of shape [2147483648, 2147483648] overflows int64");
+}
+
+TEST_F(Fp8ValidateTest, OverflowOfNTimesK) {
+  args.a.shape = Shape{1, int64_t{1} << 32};
+  args.b.shape = Shape{int64_t{1} << 32, int64_t{1} << 32};
+  EXPECT_EQ(error(), "b: element count of shape [4294967296, 4294967296] overflows int64");
+}
+
+TEST_F(Fp8ValidateTest, LargeButValidShapesUse64BitCounts) {
+  // M * K = 2^33 and N * K = 2^33: beyond int32, fine in int64.
+  args.a.shape = Shape{2, int64_t{1} << 32};
+  args.b.shape = Shape{2, int64_t{1} << 32};
+  args.b_scale.shape = Shape{2, int64_t{1} << 25};
+  args.bias->shape = Shape{2};
+  args.y.shape = Shape{2, 2};
+  ASSERT_TRUE(validate().ok()) << validate().to_string();
+  EXPECT_EQ(problem.k, int64_t{1} << 32);
+}
+
+// ------------------------------------------------------------------ shapes that succeed
+TEST_F(Fp8ValidateTest, RankOneA) {
+  args.a.shape = Shape{4096};
+  args.y.shape = Shape{4096};
+  ASSERT_TRUE(validate().ok());
+  EXPECT_EQ(problem.m, 1);
+  Shape y;
+  ASSERT_TRUE(fp8_matmul_output_shape(Shape{4096}, 11, &y).ok());
+  EXPECT_EQ(y, Shape{11});
+}
+
+TEST_F(Fp8ValidateTest, RankThreeA) {
+  args.a.shape = Shape{2, 3, 4096};
+  args.y.shape = Shape{2, 3, 4096};
+  ASSERT_TRUE(validate().ok());
+  EXPECT_EQ(problem.m, 6);
+  Shape y;
+  ASSERT_TRUE(fp8_matmul_output_shape(Shape{2, 3, 4096}, 11, &y).ok());
+  EXPECT_EQ(y, (Shape{2, 3, 11}));
+}
+
+TEST_F(Fp8ValidateTest, OutputShapeOfRankZeroIsAnError) {
+  Shape y;
+  const Status s = fp8_matmul_output_shape(Shape{}, 11, &y);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "a: expected rank >= 1 ([..., K]) but got rank 0");
+}
+
+TEST_F(Fp8ValidateTest, EmptyMAcceptsNullAAndY) {
+  args.a = TensorView{nullptr, DType::kFloat16, Shape{0, 4096}};
+  args.y = MutableTensorView{nullptr, DType::kFloat16, Shape{0, 4096}};
+  ASSERT_TRUE(validate().ok()) << validate().to_string();
+  EXPECT_EQ(problem.m, 0);
+}
+
+TEST_F(Fp8ValidateTest, EmptyN) {
+  args.b = TensorView{nullptr, DType::kFloat8E4M3, Shape{0, 4096}};
+  args.b_scale = TensorView{nullptr, DType::kFloat32, Shape{0, 32}};
+  args.bias = TensorView{nullptr, DType::kFloat16, Shape{0}};
+  args.y = MutableTensorView{nullptr, DType::kFloat16, Shape{2, 0}};
+  ASSERT_TRUE(validate().ok()) << validate().to_string();
+  EXPECT_EQ(problem.n, 0);
+}
+
+TEST_F(Fp8ValidateTest, KZeroAcceptsNullWeights) {
+  args.a = TensorView{nullptr, DType::kFloat16, Shape{2, 0}};
+  args.b = TensorView{nullptr, DType::kFloat8E4M3, Shape{4096, 0}};
+  args.b_scale = TensorView{nullptr, DType::kFloat32, Shape{4096, 0}};
+  ASSERT_TRUE(validate().ok()) << validate().to_string();
+  EXPECT_EQ(problem.k, 0);
+  EXPECT_EQ(problem.k_blocks(), 0);
+}
+
+TEST_F(Fp8ValidateTest, PartialLastBlock) {
+  // K = 300, block 128: blocks of 128, 128 and 44 -> 3 scale columns.
+  args.a.shape = Shape{2, 300};
+  args.b.shape = Shape{4096, 300};
+  args.b_scale.shape = Shape{4096, 3};
+  ASSERT_TRUE(validate().ok()) << validate().to_string();
+  EXPECT_EQ(problem.k_blocks(), 3);
+  args.b_scale.shape = Shape{4096, 2};
+  EXPECT_EQ(error(), "b_scale: expected shape [4096, 3] (N, ceil(K/block_size)) but got [4096, 2]");
+}
+
+}  // namespace
+}  // namespace bqmm
