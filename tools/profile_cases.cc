@@ -1,1 +1,119 @@
-// placeholder: being written
+// bqmm-profile: case labels and suites, sampled-row reference checks and dumps, shared
+// by every operator's profiler.
+#include <cstring>
+#include <filesystem>
+
+#include "npy.h"
+#include "profile.h"
+
+namespace bqmm::profile {
+namespace {
+
+std::string label(const std::string& op, const CaseSpec& c, bool with_m) {
+  std::string s = op + " " + dtype_flag_name(c.dtype);
+  if (with_m) s += " M=" + std::to_string(c.m);
+  s += " N=" + std::to_string(c.n) + " K=" + std::to_string(c.k) +
+       " bs=" + std::to_string(c.block_size);
+  if (c.bias) s += " bias";
+  const std::string variant = c.variant();
+  if (!variant.empty()) s += " " + variant;
+  return s;
+}
+
+}  // namespace
+
+std::string case_label(const std::string& op, const CaseSpec& c) { return label(op, c, true); }
+
+std::string case_dir_name(const std::string& op, const CaseSpec& c) {
+  std::string name;
+  for (char ch : label(op, c, true)) {
+    if (ch == ' ')
+      name += '_';
+    else if (ch != '=')
+      name += ch;
+  }
+  return name;
+}
+
+std::string weight_key(const std::string& op, const CaseSpec& c) { return label(op, c, false); }
+
+Status suite_shapes(const std::string& suite, std::vector<SuiteShape>* out) {
+  struct NK {
+    int64_t n, k;
+  };
+  const auto cross = [out](std::initializer_list<int64_t> ms, std::initializer_list<NK> nks) {
+    out->clear();
+    for (const NK& nk : nks)
+      for (int64_t m : ms) out->push_back({m, nk.n, nk.k});
+  };
+  if (suite == "decode") {
+    // Llama-3-8B's attention output / MLP up / MLP down, and Llama-3-70B's projections.
+    cross({1, 2, 4, 8}, {{4096, 4096}, {14336, 4096}, {4096, 14336}, {8192, 8192}, {28672, 8192}});
+  } else if (suite == "prefill") {
+    cross({16, 64, 256, 1024, 4096}, {{8192, 8192}, {14336, 4096}});
+  } else {
+    return Status(StatusCode::kInvalidArgument, "no shared shapes for suite \"" + suite + "\"");
+  }
+  return Status::Ok();
+}
+
+std::vector<int64_t> sampled_rows(int64_t m) {
+  constexpr int64_t kSampled = 8;
+  std::vector<int64_t> rows;
+  if (m <= kSampled) {
+    for (int64_t r = 0; r < m; ++r) rows.push_back(r);
+  } else {
+    // Distinct because (m - 1) / (kSampled - 1) > 1.
+    for (int64_t i = 0; i < kSampled; ++i) rows.push_back(i * (m - 1) / (kSampled - 1));
+  }
+  return rows;
+}
+
+void ReferenceRows::request(const std::vector<int64_t>& rows) {
+  for (int64_t r : rows)
+    if (rows_.count(r) == 0) rows_[r] = std::async(policy_, row_, r).share();
+}
+
+std::vector<double> ReferenceRows::get(const std::vector<int64_t>& rows) {
+  request(rows);
+  std::vector<double> out;
+  for (int64_t r : rows) {
+    const std::vector<double>& row = rows_.at(r).get();
+    out.insert(out.end(), row.begin(), row.end());
+  }
+  return out;
+}
+
+harness::AccuracyReport compare_rows(const HostTensor& y, int64_t n,
+                                     const std::vector<int64_t>& rows,
+                                     const std::vector<double>& reference) {
+  const size_t row_bytes = static_cast<size_t>(n) * dtype_size(y.dtype);
+  HostTensor picked = HostTensor::zeros(y.dtype, Shape{static_cast<int64_t>(rows.size()), n});
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::memcpy(picked.bytes.data() + i * row_bytes, y.bytes.data() + rows[i] * row_bytes,
+                row_bytes);
+  return harness::compare(picked, n, 0, reference);
+}
+
+HostTensor first_rows(const HostTensor& t, int64_t rows) {
+  HostTensor out;
+  out.dtype = t.dtype;
+  out.shape = t.shape;
+  out.shape[0] = rows;
+  const size_t row_bytes = t.shape[0] > 0 ? t.bytes.size() / t.shape[0] : 0;
+  out.bytes.assign(t.bytes.begin(), t.bytes.begin() + rows * row_bytes);
+  return out;
+}
+
+Status dump_tensors(const std::string& dir,
+                    const std::vector<std::pair<std::string, const HostTensor*>>& tensors) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status(StatusCode::kInvalidArgument, dir + ": cannot create: " + ec.message());
+  for (const auto& [name, tensor] : tensors)
+    BQMM_RETURN_IF_ERROR(
+        npy::write(dir + "/" + name + "." + npy::file_tag(tensor->dtype) + ".npy", *tensor));
+  return Status::Ok();
+}
+
+}  // namespace bqmm::profile

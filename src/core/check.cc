@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "core/workspace.h"
+
 namespace bqmm::check {
 namespace {
 Status invalid(std::string msg) { return Status(StatusCode::kInvalidArgument, std::move(msg)); }
@@ -27,6 +29,27 @@ Status shape_eq(const char* name, const Shape& got, const Shape& expected,
   if (got == expected) return Status::Ok();
   return invalid(std::string(name) + ": expected shape " + expected.to_string() + " (" +
                  meaning + ") but got " + got.to_string());
+}
+
+Status shape_in(const char* name, const Shape& got, std::initializer_list<Shape> expected,
+                const char* meaning) {
+  std::string alternatives;
+  for (const Shape& e : expected) {
+    if (got == e) return Status::Ok();
+    if (!alternatives.empty()) alternatives += " or ";
+    alternatives += e.to_string();
+  }
+  return invalid(std::string(name) + ": expected shape " + alternatives + " (" + meaning +
+                 ") but got " + got.to_string());
+}
+
+Status tensor(const char* name, const TensorView& t, DType dtype, const Shape& expected,
+              const char* meaning) {
+  BQMM_RETURN_IF_ERROR(dtype_in(name, t.dtype, {dtype}));
+  BQMM_RETURN_IF_ERROR(shape_eq(name, t.shape, expected, meaning));
+  int64_t count = 0;
+  BQMM_RETURN_IF_ERROR(numel(name, t.shape, dtype, &count));
+  return data(name, t.data, count, dtype);
 }
 
 Status numel(const char* name, const Shape& shape, DType dtype, int64_t* out) {
@@ -78,6 +101,26 @@ Status leading_dims(const char* name, const Shape& shape, int64_t* m, int64_t* k
                    shape.to_string());
   *m = prod;
   *k = shape.back();
+  return Status::Ok();
+}
+
+Status matmul_output_shape(const Shape& a_shape, int64_t n, Shape* y_shape) {
+  if (a_shape.rank() < 1) return invalid("a: expected rank >= 1 ([..., K]) but got rank 0");
+  Shape y = a_shape;
+  y[y.rank() - 1] = n;
+  *y_shape = y;
+  return Status::Ok();
+}
+
+Status workspace(const void* data, size_t bytes, size_t required) {
+  if (bytes < required)
+    return Status(StatusCode::kWorkspaceTooSmall,
+                  "workspace: expected at least " + std::to_string(required) +
+                      " bytes but got " + std::to_string(bytes));
+  if (required > 0 && data == nullptr)
+    return invalid("workspace: null pointer for " + std::to_string(required) + " bytes");
+  if (required > 0 && reinterpret_cast<uintptr_t>(data) % kWorkspaceAlign != 0)
+    return invalid("workspace: expected a 256-byte aligned pointer (as cudaMalloc returns)");
   return Status::Ok();
 }
 

@@ -2,6 +2,7 @@
 // the input, the expected and the received value.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -18,6 +19,15 @@ Status dtype_in(const char* name, DType got, std::initializer_list<DType> allowe
 Status shape_eq(const char* name, const Shape& got, const Shape& expected,
                 const char* meaning);
 
+// As shape_eq for inputs with alternative layouts (e.g. [N, k_blocks] or flat):
+// "<name>: expected shape [4096, 32] or [131072] (N, k_blocks; or flat) but got [4096]"
+Status shape_in(const char* name, const Shape& got, std::initializer_list<Shape> expected,
+                const char* meaning);
+
+// One input of fixed dtype and shape with usable data: dtype_in, shape_eq, numel, data.
+Status tensor(const char* name, const TensorView& t, DType dtype, const Shape& expected,
+              const char* meaning);
+
 // Negative dims, int64 overflow of the element count or of the byte size; writes numel.
 Status numel(const char* name, const Shape& shape, DType dtype, int64_t* out);
 
@@ -29,6 +39,13 @@ int pointer_alignment(const void* p);
 
 // Splits an activation [..., K] into M (product of leading dims) and K; rank >= 1.
 Status leading_dims(const char* name, const Shape& shape, int64_t* m, int64_t* k);
+
+// Y's shape of a matmul: A's shape [..., K] with the last dimension replaced by n.
+Status matmul_output_shape(const Shape& a_shape, int64_t n, Shape* y_shape);
+
+// The caller's workspace for a plan needing `required` bytes: large enough
+// (WorkspaceTooSmall otherwise), non-null and 256-byte aligned when required > 0.
+Status workspace(const void* data, size_t bytes, size_t required);
 
 // a * b without overflow (both >= 0); "<what> overflows int64" otherwise.
 Status mul_no_overflow(const char* what, int64_t a, int64_t b, int64_t* out);

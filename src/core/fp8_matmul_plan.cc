@@ -121,15 +121,14 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
   plan.path = Fp8Path::kDequantGemm;
   const size_t elem = dtype_size(p.dtype);
   plan.qdq_activation = p.has_a_scale;
-  // The vector kernel reads one aligned 16-byte chunk of B per thread.
-  plan.dequant_vec16 = p.k % 16 == 0 && p.alignment >= 16;
+  // The vector kernel takes aligned 8-byte pieces of 16-element chunks of B and indexes
+  // within a row in 32 bits.
+  plan.dequant_vec16 = p.k % 16 == 0 && p.alignment >= 16 && p.k < (int64_t{1} << 31);
 
   // Tile N so the [n_tile, K] scratch stays under the limit; at least one row. Large
   // tiles are rounded to a multiple of 256 rows so cuBLAS sees whole tiles.
   const int64_t row_bytes = p.k * static_cast<int64_t>(elem);
-  int64_t n_tile = std::max<int64_t>(1, options.dequant_scratch_bytes / row_bytes);
-  if (n_tile < p.n && n_tile >= 256) n_tile = n_tile / 256 * 256;
-  n_tile = std::min(n_tile, p.n);
+  const int64_t n_tile = dequant_n_tile(p.n, row_bytes, options.dequant_scratch_bytes);
   plan.n_tile = n_tile;
   plan.num_n_tiles = (p.n + n_tile - 1) / n_tile;
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace bqmm {
 
@@ -25,6 +26,16 @@ class WorkspaceLayout {
  private:
   size_t end_ = 0;
 };
+
+// Rows of the dequantized-weight scratch of the dequant + GEMM paths: as many [K] rows of
+// `row_bytes` as fit in `scratch_bytes` (at least one, at most n). Tiles of 256 rows or
+// more are rounded down to a multiple of 256 so cuBLAS sees whole tiles.
+inline int64_t dequant_n_tile(int64_t n, int64_t row_bytes, int64_t scratch_bytes) {
+  int64_t n_tile = scratch_bytes / row_bytes;
+  if (n_tile < 1) n_tile = 1;
+  if (n_tile < n && n_tile >= 256) n_tile = n_tile / 256 * 256;
+  return n_tile < n ? n_tile : n;
+}
 
 // cuBLAS's recommended workspace: 32 MiB on Hopper, 4 MiB before.
 inline size_t cublas_workspace_bytes(int sm) { return sm >= 90 ? (size_t{32} << 20) : (size_t{4} << 20); }

@@ -27,7 +27,7 @@ template <bool kAdd>
 Status launch_bias(DType t, void* y, const void* bias, int64_t m, int64_t n,
                    cudaStream_t stream) {
   if (m == 0 || n == 0) return Status::Ok();
-  return dispatch_half_types(t, "bias", [&](auto tag) {
+  return dispatch_float_types(t, "bias", [&](auto tag) {
     using T = decltype(tag);
     const dim3 grid(static_cast<unsigned>((n + kBiasThreads - 1) / kBiasThreads),
                     static_cast<unsigned>(m < 65535 ? m : 65535));

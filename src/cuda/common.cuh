@@ -8,8 +8,11 @@
 #include <cuda_fp8.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include "bqmm/status.h"
 #include "bqmm/tensor.h"
@@ -52,6 +55,13 @@ Status dispatch_half_types(DType dtype, const char* what, F&& f) {
   }
 }
 
+// As dispatch_half_types, plus float32 (the N-bit operator's T1 and the shared epilogues).
+template <typename F>
+Status dispatch_float_types(DType dtype, const char* what, F&& f) {
+  if (dtype == DType::kFloat32) return f(float{});
+  return dispatch_half_types(dtype, what, std::forward<F>(f));
+}
+
 // ----------------------------------------------------------------- e4m3 decoding
 // Every e4m3 value is exact in float16 (and in bfloat16 and float32), so decoding goes
 // through the hardware fp8x2 -> half2 conversion and widens from there.
@@ -90,6 +100,46 @@ __device__ __forceinline__ uint4 load_stream_u4(const void* p) {
   return v;
 }
 
+// The 8-byte form, for kernels whose lanes take 8 weight bytes so that the wider output
+// they produce (8 x T = 16 bytes) is stored fully coalesced.
+__device__ __forceinline__ uint2 load_stream_u2(const void* p) {
+  uint2 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
+               : "=r"(v.x), "=r"(v.y)
+               : "l"(p));
+  return v;
+}
+
+// Asynchronous global -> shared copies (cp.async, SM80+): loads in flight that hold no
+// registers until they are consumed, so a warp can keep many of them outstanding. Each
+// copies `bytes` (16, or 4 for the cached variant) when pred is true and zero-fills the
+// destination without reading the source when it is false (src-size 0).
+// Weights: .cg caches in L2 only (read once, keep L1 for the re-read activations).
+__device__ __forceinline__ void cp_async_stream16(void* smem, const void* gmem, bool pred) {
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem),
+               "r"(pred ? 16 : 0)
+               : "memory");
+}
+// Data that other warps re-read (activations, scales): .ca keeps it in L1.
+template <int kBytes>
+__device__ __forceinline__ void cp_async_cached(void* smem, const void* gmem, bool pred) {
+  static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16, "cp.async.ca copies 4, 8 or 16 bytes");
+  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(dst), "l"(gmem),
+               "n"(kBytes), "r"(pred ? kBytes : 0)
+               : "memory");
+}
+// Closes the group of cp.async issued since the last commit (an empty group is legal and
+// keeps the group count uniform in pipeline tails).
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Waits until at most kPending of this thread's committed groups are still in flight; the
+// completed copies are then visible to this thread (other threads need a barrier).
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+
 // Outputs written once and not re-read by this kernel: evict-first streaming store.
 __device__ __forceinline__ void store_stream_u4(void* p, uint4 v) {
   asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y),
@@ -103,6 +153,139 @@ __device__ __forceinline__ float warp_reduce_sum(float v) {
   for (int offset = kWarpSize / 2; offset > 0; offset >>= 1)
     v += __shfl_xor_sync(0xffffffffu, v, offset);
   return v;
+}
+
+// ----------------------------------------------------------------- packed pairs of T
+// Two 16-bit activations in one 32-bit register, element 0 in the low half: the layout of
+// __half2 / __nv_bfloat162, of 16-byte vector loads and of the mma operand fragments.
+template <typename T>
+__device__ __forceinline__ float2 packed2_to_float2(uint32_t v) {
+  if constexpr (std::is_same_v<T, __half>) {
+    __half2 h;
+    memcpy(&h, &v, sizeof(h));
+    return __half22float2(h);
+  } else {
+    static_assert(std::is_same_v<T, __nv_bfloat16>, "T is __half or __nv_bfloat16");
+    // bfloat16 is the top half of a float32: widening is a shift, no conversion unit.
+    return make_float2(__uint_as_float(v << 16), __uint_as_float(v & 0xffff0000u));
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t float2_to_packed2(float lo, float hi) {
+  uint32_t v;
+  if constexpr (std::is_same_v<T, __half>) {
+    const __half2 h = __floats2half2_rn(lo, hi);
+    memcpy(&v, &h, sizeof(v));
+  } else {
+    static_assert(std::is_same_v<T, __nv_bfloat16>, "T is __half or __nv_bfloat16");
+    const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    memcpy(&v, &h, sizeof(v));
+  }
+  return v;
+}
+
+// Two e4m3 codes (element 0 in the low byte) -> two T packed, exactly: every e4m3 value is
+// a float16 and a bfloat16. float16 takes one hardware fp8x2 -> f16x2 conversion (SM89+);
+// bfloat16 has none, so it widens to float32 and packs (cvt.rn.bf16x2.f32, exact here).
+template <typename T>
+__device__ __forceinline__ uint32_t e4m3x2_to_packed2(uint32_t codes) {
+  if constexpr (std::is_same_v<T, __half>) {
+    const __half2_raw h2 = __nv_cvt_fp8x2_to_halfraw2(
+        static_cast<__nv_fp8x2_storage_t>(codes & 0xffffu), __NV_E4M3);
+    return static_cast<uint32_t>(h2.x) | (static_cast<uint32_t>(h2.y) << 16);
+  } else {
+    const float2 f = e4m3x2_to_float2(static_cast<uint16_t>(codes & 0xffffu));
+    return float2_to_packed2<T>(f.x, f.y);
+  }
+}
+
+// ----------------------------------------------------------------- tensor cores
+// D = A * B + C for one warp, mma.sync m16n8k16, T (float16 or bfloat16) operands, float32
+// accumulators (SM80+). Fragment ownership (PTX ISA, "Matrix Fragments for mma.m16n8k16
+// with floating point type"), g = lane / 4, t = lane % 4, each a[i] / b[i] holding two T
+// (element 0 in the low half):
+//   a[0] = A[g][2t, 2t+1]     a[1] = A[g+8][2t, 2t+1]
+//   a[2] = A[g][2t+8, 2t+9]   a[3] = A[g+8][2t+8, 2t+9]      A: 16 x 16, row-major
+//   b[0] = B[2t, 2t+1][g]     b[1] = B[2t+8, 2t+9][g]        B: 16 x 8, column-major
+//   d[0], d[1] = D[g][2t, 2t+1]   d[2], d[3] = D[g+8][2t, 2t+1]   D, C: 16 x 8
+template <typename T>
+__device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4],
+                                             const uint32_t (&b)[2], const float (&c)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap();  // mma.m16n8k16 with float32 accumulators needs SM80; the planner never asks
+#else
+  if constexpr (std::is_same_v<T, __half>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]),
+          "f"(c[1]), "f"(c[2]), "f"(c[3]));
+  } else {
+    static_assert(std::is_same_v<T, __nv_bfloat16>, "T is __half or __nv_bfloat16");
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};"
+        : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]),
+          "f"(c[1]), "f"(c[2]), "f"(c[3]));
+  }
+#endif
+}
+
+// ----------------------------------------------------------------- integer division
+// n / d for a divisor fixed per launch (a block size, a chunk count), without the ~20
+// instructions of a run-time integer division: q = (umulhi(n, mul) + n) >> shift
+// (round-up multiplier; exact for 1 <= d < 2^31 and n < 2^31). Built on the host.
+struct FastDivU32 {
+  uint32_t mul = 1;
+  uint32_t shift = 0;
+
+  FastDivU32() = default;
+  __host__ explicit FastDivU32(uint32_t d) {
+    shift = 0;
+    while ((uint64_t{1} << shift) < d) ++shift;
+    mul = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << shift) - d)) / d + 1);
+  }
+  __device__ __forceinline__ uint32_t div(uint32_t n) const {
+    return (__umulhi(n, mul) + n) >> shift;
+  }
+};
+
+// ----------------------------------------------------------------- reductions (many values)
+namespace detail {
+// One recursive-halving round per level: the lane with `offset` set keeps the upper half
+// of the kCount remaining values, its partner the lower half; each adds what the other
+// sends. Below one value per lane the rounds are a plain butterfly.
+template <int kCount, int N>
+__device__ __forceinline__ void reduce_scatter_rounds(float (&v)[N], int lane, int offset) {
+  if constexpr (kCount > 1) {
+    constexpr int kHalf = kCount / 2;
+    const bool upper = (lane & offset) != 0;
+#pragma unroll
+    for (int i = 0; i < kHalf; ++i) {
+      const float send = upper ? v[i] : v[i + kHalf];
+      const float keep = upper ? v[i + kHalf] : v[i];
+      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, offset);
+    }
+    reduce_scatter_rounds<kHalf>(v, lane, offset / 2);
+  } else {
+#pragma unroll
+    for (; offset > 0; offset /= 2) v[0] += __shfl_xor_sync(0xffffffffu, v[0], offset);
+  }
+}
+}  // namespace detail
+
+// Sums N per-lane values (N a power of two, <= 32) over the warp and returns, in lane l,
+// the total of value l / (32 / N). N - 1 + 5 - log2(N) shuffles instead of the 5 * N of N
+// separate warp_reduce_sum calls, and each total lands in its own lane group (one store
+// per lane instead of N stores from lane 0).
+template <int N>
+__device__ __forceinline__ float warp_reduce_sum_scatter(float (&v)[N], int lane) {
+  static_assert(N >= 1 && N <= kWarpSize && (N & (N - 1)) == 0, "N: power of two <= 32");
+  detail::reduce_scatter_rounds<N>(v, lane, kWarpSize / 2);
+  return v[0];
 }
 
 // ----------------------------------------------------------------- launch shapes

@@ -1,1 +1,542 @@
-// placeholder: being written
+// Fused decode GEMV of Fp8WeightMatMul, for 0 < M <= 8:
+//
+//   Y[m, n] = sum_k A'[m, k] * e4m3(B[n, k]) * b_scale[n, k / block_size] + bias[n]
+//
+// with A' = QDQ(A) (W8A8, fused into the activation load) or A. At these M the op is a
+// stream over the weight: N * K bytes of e4m3 against M * K activations that stay in
+// L1/L2, so both kernels read every weight byte exactly once, 16 bytes per load, with
+// several loads in flight per lane, and never materialize a dequantized weight.
+//
+//   Fp8GemvFmaKernel  CUDA cores: a warp per kCols output columns, all M rows at once.
+//   Fp8GemvMmaKernel  tensor cores (SM80+): mma.m16n8k16, 16 columns per warp, kKSplit
+//                     warps per block splitting K.
+//
+// Numerics (both): every weight * activation product is exact (e4m3 * T fits in float32,
+// and e4m3 -> T is exact), the sums are float32, the block scale is applied in float32 to
+// the partial sum of the 16- (FMA) or 64-element (MMA) K slice it covers, bias is added in
+// float32 and Y is rounded to T once. The two kernels sum in different orders, so they
+// agree to rounding, not bit for bit.
+//
+// File layout, top-down: launch constants, kernel parameters, the activation-load helpers,
+// the two kernels, then the launchers with the configurations the planner can pick.
+#include <string>
+
+#include "cuda/common.cuh"
+#include "cuda/cuda_check.h"
+#include "cuda/launchers.h"
+
+namespace bqmm::cuda {
+namespace {
+
+// ----------------------------------------------------------------- launch constants
+constexpr int kChunk = 16;          // K elements per lane load: 16 e4m3 = one 16-byte load
+constexpr int kFmaWarps = 8;        // warps per block of the FMA kernel
+constexpr int kFmaThreads = kFmaWarps * kWarpSize;
+constexpr int kMmaWindow = 64;      // K elements per lane load pair in the MMA kernel
+constexpr int kMmaCols = 16;        // output columns per MMA warp (the mma M extent)
+constexpr int kMmaMaxRows = 8;      // activation rows per mma (the mma N extent)
+
+// Everything a GEMV kernel reads, typed. Column and row counts are 64-bit where they
+// multiply K (N * K passes 2^31 for large layers); chunk and window counters are 32-bit
+// (the launcher checks K / 16 < 2^31).
+template <typename T>
+struct GemvParams {
+  const T* a;              // [M, K]
+  const uint8_t* b;        // [N, K] e4m3
+  const float* b_scale;    // [N, k_blocks]
+  const float* a_scale;    // W8A8 device scalar (read only by the kW8A8 instantiation)
+  const T* bias;           // [N] or nullptr
+  T* y;                    // [M, N]
+  int m;
+  int64_t n;
+  int64_t k;
+  int64_t k_blocks;
+  // Scale column of a K slice: slice index / (block_size / slice length). Exact because
+  // block_size is a multiple of the slice length, so a slice never straddles two blocks.
+  FastDivU32 slices_per_block;
+};
+
+// ----------------------------------------------------------------- activation loads
+// Activations are re-read by every warp of the grid: plain read-only loads that stay in L1
+// and L2 (the weights, read once, take load_stream_u4 past L1 instead).
+
+// 16 consecutive activations (one K chunk, 32 bytes) as 8 packed pairs; zeros when !pred,
+// so masked rows, masked tail chunks and missing columns add nothing and read nothing.
+template <typename T>
+__device__ __forceinline__ void load_act16(const T* p, bool pred, uint32_t (&v)[8]) {
+  uint4 lo = make_uint4(0, 0, 0, 0), hi = make_uint4(0, 0, 0, 0);
+  if (pred) {
+    lo = __ldg(reinterpret_cast<const uint4*>(p));
+    hi = __ldg(reinterpret_cast<const uint4*>(p) + 1);
+  }
+  v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
+  v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+}
+
+// W8A8: the static activation quantize-dequantize of SPEC section 1, element by element
+// with the same qdq_e4m3 as the standalone QDQ kernel (so the fused result is bit-identical
+// to running that kernel first). Applied after the loads are issued, never between them.
+template <typename T>
+__device__ __forceinline__ void qdq_act16(uint32_t (&v)[8], float inv, float a_scale) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float2 f = packed2_to_float2<T>(v[i]);
+    v[i] = float2_to_packed2<T>(to_float(qdq_e4m3<T>(f.x, inv, a_scale)),
+                                to_float(qdq_e4m3<T>(f.y, inv, a_scale)));
+  }
+}
+
+__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// Bias (float32) and the single rounding to T of one output element.
+template <typename T>
+__device__ __forceinline__ void store_output(const GemvParams<T>& p, int64_t row, int64_t col,
+                                             float v) {
+  if (p.bias != nullptr) v += to_float(p.bias[col]);
+  p.y[row * p.n + col] = from_float<T>(v);
+}
+
+// ================================================================= CUDA-core kernel
+// A warp owns kCols consecutive output columns and kRows activation rows (the whole M <= 8
+// in one row group, so each weight row is streamed exactly once). Lane l takes the K chunks
+// l, l + 32, l + 64, ...: one 16-byte weight load per chunk and column, coalesced into
+// 512 contiguous bytes per warp and column. Per chunk it decodes the 16 weights to float32
+// once, multiplies them with the 16 activations of every row (one exact product each) into
+// a float32 partial, and folds the chunk's block scale into the running sum with one FMA
+// per row and column. A warp-wide scatter reduction leaves one (row, column) total per lane
+// group; that lane adds the bias and stores.
+//
+// Template parameters:
+//   T        activation type (__half or __nv_bfloat16).
+//   kRows    activation rows per warp (1, 2, 4, 8; the planner's rows_per_warp >= M).
+//            Rows >= M are neither read nor written (their activations load as zeros).
+//   kCols    output columns per warp. Each activation chunk is loaded once per warp and
+//            reused across kCols columns: with kRows = 8 the 16 activation bytes per
+//            weight byte would exceed L1's 128 B/clock at HBM rate for kCols = 1.
+//   kUnroll  K chunks per lane per iteration: kUnroll * kCols 16-byte weight loads are in
+//            flight per lane before the first is used (memory-level parallelism).
+//   kMinBlocks  blocks per SM the register allocation must leave room for (caps the
+//            registers at 64K / (256 * kMinBlocks)): enough resident warps to keep the
+//            loads in flight that HBM bandwidth needs.
+//   kW8A8    a_scale given: QDQ fused into the activation load.
+template <typename T, int kRows, int kCols, int kUnroll, int kMinBlocks, bool kW8A8>
+__global__ void __launch_bounds__(kFmaThreads, kMinBlocks)
+    Fp8GemvFmaKernel(const GemvParams<T> p) {
+  static_assert(kRows * kCols <= kWarpSize, "one reduced value per lane group");
+  const int lane = threadIdx.x % kWarpSize;
+  const int64_t n0 =
+      (static_cast<int64_t>(blockIdx.x) * kFmaWarps + threadIdx.x / kWarpSize) * kCols;
+  if (n0 >= p.n) return;  // whole warp: no block-level synchronization in this kernel
+  const int row0 = blockIdx.y * kRows;
+
+  float a_scale = 0.0f, inv = 0.0f;
+  if constexpr (kW8A8) {
+    a_scale = *p.a_scale;  // on the device: the op stays graph-capturable
+    inv = qdq_inv_scale(a_scale);
+  }
+
+  // Columns n0 + c and rows row0 + r; masked ones (past N, past M) are never loaded.
+  bool col_ok[kCols];
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) col_ok[c] = n0 + c < p.n;
+  bool row_ok[kRows];
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) row_ok[r] = row0 + r < p.m;
+  // Lane pointers at this lane's first chunk, advanced once per iteration so that every
+  // load of an iteration is a base register plus an immediate offset. Column c and row r
+  // sit c * K (r * K) further on.
+  const uint8_t* w_ptr = p.b + n0 * p.k + lane * kChunk;
+  const T* a_ptr = p.a + static_cast<int64_t>(row0) * p.k + lane * kChunk;
+  const float* s_base = p.b_scale + n0 * p.k_blocks;
+
+  float acc[kRows][kCols] = {};
+  const uint32_t chunks = static_cast<uint32_t>(p.k / kChunk);
+  constexpr int kStride = kUnroll * kWarpSize * kChunk;  // K elements per iteration
+
+  // One iteration: kUnroll chunks per lane starting at chunk `base` (warp-uniform).
+  // kTail: the last, partial iteration; slots past K are skipped (warp-uniform) and lanes
+  // past K load nothing. The main iterations carry no guards, so every weight load of the
+  // iteration is issued before the first FMA. Activations (L1 hits) are loaded row by row
+  // where they are used, which keeps kRows * 8 registers per slot free.
+  auto step = [&](uint32_t base, auto tail) {
+    constexpr bool kTail = decltype(tail)::value;
+    uint4 w[kUnroll][kCols];
+    float s[kUnroll][kCols];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const uint32_t chunk = base + u * kWarpSize + lane;
+      const bool in = !kTail || chunk < chunks;
+      const uint32_t scale_idx = p.slices_per_block.div(chunk);
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) {
+        const bool ok = in && col_ok[c];
+        w[u][c] = ok ? load_stream_u4(w_ptr + c * p.k + u * kWarpSize * kChunk)
+                     : make_uint4(0, 0, 0, 0);
+        s[u][c] = ok ? __ldg(s_base + c * p.k_blocks + scale_idx) : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (kTail && base + u * kWarpSize >= chunks) break;
+      const bool in = !kTail || base + u * kWarpSize + lane < chunks;
+      // 16 weights of each column, decoded once and reused by every row.
+      float wf[kCols][kChunk];
+#pragma unroll
+      for (int c = 0; c < kCols; ++c)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const float2 lo = e4m3x2_to_float2(static_cast<uint16_t>(word(w[u][c], q)));
+          const float2 hi = e4m3x2_to_float2(static_cast<uint16_t>(word(w[u][c], q) >> 16));
+          wf[c][4 * q + 0] = lo.x;
+          wf[c][4 * q + 1] = lo.y;
+          wf[c][4 * q + 2] = hi.x;
+          wf[c][4 * q + 3] = hi.y;
+        }
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        uint32_t act[8];
+        load_act16(a_ptr + r * p.k + u * kWarpSize * kChunk, in && row_ok[r], act);
+        if constexpr (kW8A8) qdq_act16<T>(act, inv, a_scale);
+        float af[kChunk];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const float2 f = packed2_to_float2<T>(act[i]);
+          af[2 * i] = f.x;
+          af[2 * i + 1] = f.y;
+        }
+#pragma unroll
+        for (int c = 0; c < kCols; ++c) {
+          float partial = 0.0f;
+#pragma unroll
+          for (int e = 0; e < kChunk; ++e) partial = fmaf(af[e], wf[c][e], partial);
+          acc[r][c] = fmaf(partial, s[u][c], acc[r][c]);
+        }
+      }
+    }
+    w_ptr += kStride;
+    a_ptr += kStride;
+  };
+
+  uint32_t base = 0;
+  for (; base + kUnroll * kWarpSize <= chunks; base += kUnroll * kWarpSize)
+    step(base, std::false_type{});
+  if (base < chunks) step(base, std::true_type{});
+
+  // Value i = c * kRows + r ends up, summed over the warp, in lanes i * 32 / (kRows * kCols)
+  // and up; the first lane of each group writes it.
+  constexpr int kValues = kRows * kCols;
+  float v[kValues];
+#pragma unroll
+  for (int c = 0; c < kCols; ++c)
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) v[c * kRows + r] = acc[r][c];
+  const float total = warp_reduce_sum_scatter(v, lane);
+  constexpr int kLanesPerValue = kWarpSize / kValues;
+  if (lane % kLanesPerValue == 0) {
+    const int i = lane / kLanesPerValue;
+    const int64_t col = n0 + i / kRows;
+    const int row = row0 + i % kRows;
+    if (col < p.n && row < p.m) store_output(p, row, col, total);
+  }
+}
+
+// ================================================================= tensor-core kernel
+// Y^T tile = W tile * A^T with mma.m16n8k16: the weight is the mma's A operand (16 output
+// columns = mma M, row-major [n][k] as stored), the activation its B operand (up to 8 rows
+// = mma N, column-major [k][m], i.e. A's natural row-major [m][k]); rows >= M are zero
+// fragments (zero-filled, never read). g = lane / 4, t = lane % 4.
+//
+// K permutation. K is a reduction axis, so any permutation applied to both operands leaves
+// the result unchanged. In a 64-element K window w (K offsets 64w .. 64w+63) lane (g, t)
+// loads the 16 bytes k in [16t, 16t + 16) of weight columns g and g + 8 (one 16-byte load
+// each; 4 lanes cover a column's 64 contiguous bytes) and the 16 activations of row g at
+// the same k. mma step j (0..3) of the window uses word j of those loads: its logical k16
+// index maps to the physical offset in the window as
+//     logical 2t + i      <->  physical 16t + 4j + i        (i = 0, 1)
+//     logical 2t + 8 + i  <->  physical 16t + 4j + 2 + i
+// which covers 0..63 once over (t, j, i, half). Fragment ownership per step j:
+//
+//   register        matrix entry (mma)             data (window w, step j)
+//   a[0] = a0,a1    A[g][2t, 2t+1]                 B[n0+g  ][64w + 16t + 4j + 0, 1]
+//   a[1] = a2,a3    A[g+8][2t, 2t+1]               B[n0+g+8][64w + 16t + 4j + 0, 1]
+//   a[2] = a4,a5    A[g][2t+8, 2t+9]               B[n0+g  ][64w + 16t + 4j + 2, 3]
+//   a[3] = a6,a7    A[g+8][2t+8, 2t+9]             B[n0+g+8][64w + 16t + 4j + 2, 3]
+//   b[0] = b0,b1    Bm[2t, 2t+1][g]                A[g][64w + 16t + 4j + 0, 1]
+//   b[1] = b2,b3    Bm[2t+8, 2t+9][g]              A[g][64w + 16t + 4j + 2, 3]
+//   d[0], d[1]      D[g][2t, 2t+1]                 Y[row 2t, 2t+1][col n0+g]
+//   d[2], d[3]      D[g+8][2t, 2t+1]               Y[row 2t, 2t+1][col n0+g+8]
+//
+// So loads are keyed off g (columns g, g + 8 and activation row g) and stores off t
+// (activation rows 2t, 2t + 1). The block scale is constant over a window (block_size %
+// 64 == 0): the four mma of a window accumulate into a fresh float32 tile that is then
+// scaled per column (d[0..1] by column g's scale, d[2..3] by column g + 8's) and added to
+// the running sums: exact products, float32 sums, no rounding of scaled weights to T.
+//
+// Memory pipeline. The kKSplit warps of a block take windows warp, warp + kKSplit, ... of
+// the same 16 columns. Each warp streams its windows through a private ring of kStages
+// shared-memory slots with cp.async: kStages - 1 windows are in flight while one is
+// multiplied, and in-flight copies hold no registers, so a block keeps ~(kStages - 1) KB
+// of weight per warp outstanding even at the low occupancy of small N. Every lane copies
+// and later reads only its own slot entries, so the ring needs cp.async.wait_group and
+// no barrier. Finally the warps reduce through shared memory; warp 0 adds bias and stores.
+
+// One ring slot: what lane (g, t) needs for one window, in lane-major arrays so every
+// 16-byte shared load of the warp is contiguous (conflict-free).
+struct MmaSlot {
+  uint4 w_lo[kWarpSize];    // B[n0 + g][64w + 16t, +16)        (16 e4m3)
+  uint4 w_hi[kWarpSize];    // B[n0 + g + 8][64w + 16t, +16)
+  uint4 act_lo[kWarpSize];  // A[g][64w + 16t, +8)              (8 T)
+  uint4 act_hi[kWarpSize];  // A[g][64w + 16t + 8, +8)
+  float2 scale[kWarpSize];  // b_scale of columns n0 + g, n0 + g + 8 at window w
+};
+
+// Template parameters:
+//   T        activation type (__half or __nv_bfloat16); the mma runs in T.
+//   kKSplit  warps per block splitting the K windows of one 16-column tile: a warp has
+//            16 columns instead of the FMA kernel's 1-4, and splitting K restores the
+//            parallelism per column tile (the planner's k_split).
+//   kStages  ring slots per warp (kStages - 1 windows in flight); dynamic shared memory
+//            of kKSplit * kStages * sizeof(MmaSlot) bytes.
+//   kW8A8    a_scale given: QDQ fused into the activation use.
+template <typename T, int kKSplit, int kStages, bool kW8A8>
+__global__ void __launch_bounds__(kKSplit * kWarpSize)
+    Fp8GemvMmaKernel(const GemvParams<T> p) {
+  static_assert(kStages >= 2, "at least one window in flight while one is used");
+  extern __shared__ uint4 mma_smem[];
+  const int warp = threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  const int g = lane / 4;
+  const int t = lane % 4;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kMmaCols;
+  MmaSlot* ring = reinterpret_cast<MmaSlot*>(mma_smem) + warp * kStages;
+
+  float a_scale = 0.0f, inv = 0.0f;
+  if constexpr (kW8A8) {
+    a_scale = *p.a_scale;  // on the device: the op stays graph-capturable
+    inv = qdq_inv_scale(a_scale);
+  }
+
+  // Columns n0 + g ("lo") and n0 + g + 8 ("hi"), activation row g. Masked ones are
+  // zero-filled by their copies (which then read nothing); their pointers stay in bounds.
+  const bool lo_ok = n0 + g < p.n;
+  const bool hi_ok = n0 + g + 8 < p.n;
+  const bool row_ok = g < p.m;
+  const int64_t col_lo = lo_ok ? n0 + g : p.n - 1;
+  const int64_t col_hi = hi_ok ? n0 + g + 8 : p.n - 1;
+
+  // This warp's windows: warp, warp + kKSplit, ...; pointers advance one stride per copy.
+  const uint32_t windows = static_cast<uint32_t>(p.k / kMmaWindow);
+  const int count = warp < static_cast<int>(windows)
+                        ? static_cast<int>((windows - warp + kKSplit - 1) / kKSplit)
+                        : 0;
+  constexpr int kStride = kKSplit * kMmaWindow;  // elements between a warp's windows
+  const uint8_t* w_lo = p.b + col_lo * p.k + warp * kMmaWindow + 16 * t;
+  const uint8_t* w_hi = p.b + col_hi * p.k + warp * kMmaWindow + 16 * t;
+  const T* a_row = p.a + static_cast<int64_t>(row_ok ? g : 0) * p.k + warp * kMmaWindow + 16 * t;
+  const float* s_lo = p.b_scale + col_lo * p.k_blocks;
+  const float* s_hi = p.b_scale + col_hi * p.k_blocks;
+  uint32_t issue_win = warp;
+  int issue_slot = 0;
+
+  // Copies the next window of this warp into the next slot (or nothing past the last
+  // window), and commits one group either way: group i always holds window i.
+  auto issue = [&](bool in) {
+    if (in) {
+      MmaSlot& s = ring[issue_slot];
+      cp_async_stream16(&s.w_lo[lane], w_lo, lo_ok);
+      cp_async_stream16(&s.w_hi[lane], w_hi, hi_ok);
+      cp_async_cached<16>(&s.act_lo[lane], a_row, row_ok);
+      cp_async_cached<16>(&s.act_hi[lane], a_row + 8, row_ok);
+      const uint32_t scale_idx = p.slices_per_block.div(issue_win);
+      cp_async_cached<4>(&s.scale[lane].x, s_lo + scale_idx, lo_ok);
+      cp_async_cached<4>(&s.scale[lane].y, s_hi + scale_idx, hi_ok);
+      w_lo += kStride;
+      w_hi += kStride;
+      a_row += kStride;
+      issue_win += kKSplit;
+      issue_slot = issue_slot + 1 == kStages ? 0 : issue_slot + 1;
+    }
+    cp_async_commit();
+  };
+
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) issue(i < count);
+
+  float acc[4] = {};
+  int read_slot = 0;
+  for (int i = 0; i < count; ++i) {
+    cp_async_wait<kStages - 2>();  // window i has landed (this lane's copies)
+    // Refill the slot read in the previous iteration: its values are already in registers.
+    issue(i + kStages - 1 < count);
+    const MmaSlot& s = ring[read_slot];
+    read_slot = read_slot + 1 == kStages ? 0 : read_slot + 1;
+    const uint4 wl = s.w_lo[lane];
+    const uint4 wh = s.w_hi[lane];
+    const uint4 al = s.act_lo[lane];
+    const uint4 ah = s.act_hi[lane];
+    const float2 sc = s.scale[lane];
+    uint32_t act[8] = {al.x, al.y, al.z, al.w, ah.x, ah.y, ah.z, ah.w};
+    if constexpr (kW8A8) qdq_act16<T>(act, inv, a_scale);
+    float part[4] = {};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const uint32_t lo = word(wl, j), hi = word(wh, j);
+      const uint32_t a[4] = {e4m3x2_to_packed2<T>(lo), e4m3x2_to_packed2<T>(hi),
+                             e4m3x2_to_packed2<T>(lo >> 16), e4m3x2_to_packed2<T>(hi >> 16)};
+      const uint32_t b[2] = {act[2 * j], act[2 * j + 1]};
+      mma_m16n8k16<T>(part, a, b, part);
+    }
+    acc[0] = fmaf(part[0], sc.x, acc[0]);
+    acc[1] = fmaf(part[1], sc.x, acc[1]);
+    acc[2] = fmaf(part[2], sc.y, acc[2]);
+    acc[3] = fmaf(part[3], sc.y, acc[3]);
+  }
+  cp_async_wait<0>();  // only empty groups remain; nothing may land after the block exits
+
+  // K-split reduction: warps 1.. hand their tiles to warp 0 (same lane, same ownership).
+  if constexpr (kKSplit > 1) {
+    __shared__ float4 partials[kKSplit - 1][kWarpSize];
+    if (warp > 0) partials[warp - 1][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    __syncthreads();
+    if (warp > 0) return;
+#pragma unroll
+    for (int w = 0; w < kKSplit - 1; ++w) {
+      const float4 q = partials[w][lane];
+      acc[0] += q.x;
+      acc[1] += q.y;
+      acc[2] += q.z;
+      acc[3] += q.w;
+    }
+  }
+  const int row = 2 * t;
+  if (lo_ok && row < p.m) store_output(p, row, col_lo, acc[0]);
+  if (lo_ok && row + 1 < p.m) store_output(p, row + 1, col_lo, acc[1]);
+  if (hi_ok && row < p.m) store_output(p, row, col_hi, acc[2]);
+  if (hi_ok && row + 1 < p.m) store_output(p, row + 1, col_hi, acc[3]);
+}
+
+// ================================================================= launchers
+template <typename T>
+GemvParams<T> make_params(const Fp8GemvArgs& args, int64_t slice) {
+  GemvParams<T> p;
+  p.a = static_cast<const T*>(args.a);
+  p.b = args.b;
+  p.b_scale = args.b_scale;
+  p.a_scale = args.a_scale;
+  p.bias = static_cast<const T*>(args.bias);
+  p.y = static_cast<T*>(args.y);
+  p.m = static_cast<int>(args.m);
+  p.n = args.n;
+  p.k = args.k;
+  p.k_blocks = (args.k + args.block_size - 1) / args.block_size;
+  p.slices_per_block = FastDivU32(static_cast<uint32_t>(args.block_size / slice));
+  return p;
+}
+
+// The 32-bit chunk / window counters and the fast division need K / 16 < 2^31 and
+// block_size / 16 < 2^31; the planner does not bound K, so this is checked here.
+Status check_k_range(const Fp8GemvArgs& args, const char* kernel) {
+  constexpr int64_t kMax = int64_t{1} << 31;
+  if (args.k / kChunk >= kMax || args.block_size / kChunk >= kMax)
+    return Status(StatusCode::kNotSupported,
+                  std::string(kernel) + ": K = " + std::to_string(args.k) + ", block_size = " +
+                      std::to_string(args.block_size) + " exceed the GEMV's 2^35 limit");
+  return Status::Ok();
+}
+
+// FMA kernel configuration per row group: columns per warp keep the activation bytes read
+// from L1 per weight byte (2 * kRows / kCols) under L1's bandwidth at HBM rate; unroll keeps
+// kCols * kUnroll = 4 weight loads in flight per lane.
+template <int kRows> struct FmaConfig;
+template <> struct FmaConfig<1> { static constexpr int kCols = 1, kUnroll = 4, kMinBlocks = 1; };
+template <> struct FmaConfig<2> { static constexpr int kCols = 1, kUnroll = 4, kMinBlocks = 1; };
+template <> struct FmaConfig<4> { static constexpr int kCols = 2, kUnroll = 2, kMinBlocks = 1; };
+template <> struct FmaConfig<8> { static constexpr int kCols = 4, kUnroll = 1, kMinBlocks = 2; };
+
+template <typename T, int kRows>
+Status launch_fma(const Fp8GemvArgs& args, cudaStream_t stream) {
+  using Config = FmaConfig<kRows>;
+  const GemvParams<T> p = make_params<T>(args, kChunk);
+  const int64_t cols_per_block = int64_t{kFmaWarps} * Config::kCols;
+  const int64_t blocks_x = (args.n + cols_per_block - 1) / cols_per_block;
+  const int64_t blocks_y = (args.m + kRows - 1) / kRows;
+  if (blocks_x > 0x7fffffff || blocks_y > 65535)
+    return Status(StatusCode::kInternal, "launch_fp8_gemv_fma: grid too large for M = " +
+                                             std::to_string(args.m) + ", N = " +
+                                             std::to_string(args.n));
+  const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(blocks_y));
+  if (args.a_scale != nullptr)
+    Fp8GemvFmaKernel<T, kRows, Config::kCols, Config::kUnroll, Config::kMinBlocks, true>
+        <<<grid, kFmaThreads, 0, stream>>>(p);
+  else
+    Fp8GemvFmaKernel<T, kRows, Config::kCols, Config::kUnroll, Config::kMinBlocks, false>
+        <<<grid, kFmaThreads, 0, stream>>>(p);
+  return check_launch("Fp8GemvFmaKernel");
+}
+
+// MMA kernel: ring slots per warp. 8 slots keep 7 KB of weight per warp in flight; a block
+// of 4 warps then takes 72 KB of shared memory (3 blocks per SM on Hopper, 2 on A100).
+constexpr int kMmaStages = 8;
+
+template <typename T, int kKSplit>
+Status launch_mma(const Fp8GemvArgs& args, cudaStream_t stream) {
+  const GemvParams<T> p = make_params<T>(args, kMmaWindow);
+  const int64_t blocks = (args.n + kMmaCols - 1) / kMmaCols;
+  if (blocks > 0x7fffffff)
+    return Status(StatusCode::kInternal,
+                  "launch_fp8_gemv_mma: grid too large for N = " + std::to_string(args.n));
+  const dim3 grid(static_cast<unsigned>(blocks));
+  constexpr int kSmem = kKSplit * kMmaStages * static_cast<int>(sizeof(MmaSlot));
+  auto launch = [&](auto kernel) -> Status {
+    // Above 48 KB a kernel must opt in to its dynamic shared memory (per device, cheap,
+    // no synchronization, legal while a stream is being captured).
+    BQMM_CUDA_RETURN(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    kernel<<<grid, kKSplit * kWarpSize, kSmem, stream>>>(p);
+    return check_launch("Fp8GemvMmaKernel");
+  };
+  if (args.a_scale != nullptr) return launch(Fp8GemvMmaKernel<T, kKSplit, kMmaStages, true>);
+  return launch(Fp8GemvMmaKernel<T, kKSplit, kMmaStages, false>);
+}
+
+}  // namespace
+
+Status launch_fp8_gemv_fma(const Fp8GemvArgs& args, int rows_per_warp, cudaStream_t stream) {
+  if (args.m == 0 || args.n == 0) return Status::Ok();
+  BQMM_RETURN_IF_ERROR(check_k_range(args, "launch_fp8_gemv_fma"));
+  return dispatch_half_types(args.dtype, "launch_fp8_gemv_fma", [&](auto tag) -> Status {
+    using T = decltype(tag);
+    switch (rows_per_warp) {
+      case 1: return launch_fma<T, 1>(args, stream);
+      case 2: return launch_fma<T, 2>(args, stream);
+      case 4: return launch_fma<T, 4>(args, stream);
+      case 8: return launch_fma<T, 8>(args, stream);
+      default:
+        return Status(StatusCode::kInternal,
+                      "launch_fp8_gemv_fma: rows_per_warp " + std::to_string(rows_per_warp) +
+                          " is not instantiated (1, 2, 4, 8)");
+    }
+  });
+}
+
+Status launch_fp8_gemv_mma(const Fp8GemvArgs& args, int k_split, cudaStream_t stream) {
+  if (args.m == 0 || args.n == 0) return Status::Ok();
+  if (args.m > kMmaMaxRows)
+    return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: M = " + std::to_string(args.m) +
+                                             " exceeds the mma's 8 rows");
+  BQMM_RETURN_IF_ERROR(check_k_range(args, "launch_fp8_gemv_mma"));
+  return dispatch_half_types(args.dtype, "launch_fp8_gemv_mma", [&](auto tag) -> Status {
+    using T = decltype(tag);
+    switch (k_split) {
+      case 4: return launch_mma<T, 4>(args, stream);
+      default:
+        return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: k_split " +
+                                                 std::to_string(k_split) +
+                                                 " is not instantiated (4)");
+    }
+  });
+}
+
+}  // namespace bqmm::cuda

@@ -9,7 +9,6 @@
 #include "bqmm/fp8_matmul.h"
 #include "core/check.h"
 #include "core/env.h"
-#include "core/workspace.h"
 #include "cuda/cublas_gemm.h"
 #include "cuda/launchers.h"
 
@@ -98,19 +97,18 @@ Status run_fp8_matmul(const Handle& handle, const Fp8MatMulPlan& plan,
                       const Fp8MatMulArgs& args, void* workspace, size_t workspace_bytes,
                       cudaStream_t stream) {
   BQMM_RETURN_IF_ERROR(check_args_match_plan(plan, args));
-  if (workspace_bytes < plan.workspace_bytes)
-    return Status(StatusCode::kWorkspaceTooSmall,
-                  "workspace: expected at least " + std::to_string(plan.workspace_bytes) +
-                      " bytes but got " + std::to_string(workspace_bytes));
-  if (plan.workspace_bytes > 0 && workspace == nullptr)
-    return Status(StatusCode::kInvalidArgument,
-                  "workspace: null pointer for " + std::to_string(plan.workspace_bytes) +
-                      " bytes");
-  if (plan.workspace_bytes > 0 && reinterpret_cast<uintptr_t>(workspace) % kWorkspaceAlign != 0)
-    return Status(StatusCode::kInvalidArgument,
-                  "workspace: expected a 256-byte aligned pointer (as cudaMalloc returns)");
+  BQMM_RETURN_IF_ERROR(check::workspace(workspace, workspace_bytes, plan.workspace_bytes));
+  // BQMM_PRINT_PLAN=1: each plan once per thread when it changes, not once per call.
   static const bool print_plan = env::flag("BQMM_PRINT_PLAN");
-  if (print_plan) std::cerr << "bqmm: " << plan << "\n";
+  if (print_plan) {
+    thread_local std::string last_printed;
+    std::ostringstream os;
+    os << plan;
+    if (os.str() != last_printed) {
+      last_printed = os.str();
+      std::cerr << "bqmm: " << last_printed << "\n";
+    }
+  }
 
   const Fp8MatMulProblem& p = plan.problem;
   switch (plan.path) {

@@ -50,4 +50,43 @@ Status launch_fp8_gemv_fma(const Fp8GemvArgs& args, int rows_per_warp, cudaStrea
 // splitting K. Needs K % 64 == 0, K >= 256, block_size % 64 == 0.
 Status launch_fp8_gemv_mma(const Fp8GemvArgs& args, int k_split, cudaStream_t stream);
 
+// nbits_dequant.cu: out[r, k] = T1((q[r, k] - zp[r, blk]) * scales[r, blk]) for `rows`
+// rows of B (every pointer already at the first row of the tile), blk = g_idx[k] when
+// g_idx is given, else k / block_size. A g_idx value outside [0, k_blocks) gives NaN.
+struct NBitsDequantArgs {
+  DType dtype = DType::kFloat16;        // T1 of scales, typed zero points and out
+  int bits = 4;
+  const uint8_t* b = nullptr;           // [rows, k_blocks * block_size * bits / 8]
+  const void* scales = nullptr;         // [rows, k_blocks]
+  const uint8_t* zp_packed = nullptr;   // [rows, ceil(k_blocks * bits / 8)] or nullptr
+  const void* zp_typed = nullptr;       // [rows, k_blocks] of T1 or nullptr
+  const int32_t* g_idx = nullptr;       // [K] or nullptr
+  int64_t rows = 0, k = 0, block_size = 0;
+  void* out = nullptr;                  // [rows, K] of T1
+};
+// vec8: 8 codes per thread with one load and 16-byte stores; needs K % 8 == 0 and an
+// 8-byte aligned b. Otherwise one code per load and scalar stores (any K).
+Status launch_nbits_dequant(const NBitsDequantArgs& args, bool vec8, cudaStream_t stream);
+
+// nbits_gemv.cu: the fused decode GEMV, Y[m, n] = sum_k A[m, k] * (q[n, k] - zp[n, blk]) *
+// scales[n, blk] + bias[n], blk = k / block_size, for 0 < M <= 8. Needs integer zero
+// points (packed or default), K % block_size == 0, rows of B of a multiple of 16 bytes,
+// 16-byte aligned a and b, K < 2^31, and SM80+ for float16 / bfloat16 (tensor cores).
+struct NBitsGemvArgs {
+  DType dtype = DType::kFloat16;       // T1 of a, scales, bias, y
+  int bits = 4;
+  const void* a = nullptr;             // [M, K]
+  const uint8_t* b = nullptr;          // [N, k_blocks * block_size * bits / 8]
+  const void* scales = nullptr;        // [N, k_blocks]
+  const uint8_t* zp_packed = nullptr;  // [N, ceil(k_blocks * bits / 8)] or nullptr
+  const void* bias = nullptr;          // [N] or nullptr
+  void* y = nullptr;                   // [M, N]
+  int64_t m = 0, n = 0, k = 0, block_size = 0;
+};
+// algo: the K-loop strategy (kNBitsGemvAlgo* of bqmm/nbits_matmul.h); rows: activation
+// rows per warp tile (8 for float16 / bfloat16; 1, 2, 4 or 8 >= M for float32); k_split:
+// warps per block splitting K (1, 2, 4 or 8).
+Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_split,
+                         cudaStream_t stream);
+
 }  // namespace bqmm::cuda

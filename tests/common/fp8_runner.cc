@@ -2,7 +2,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <memory>
 #include <optional>
 
 #include "harness/accuracy.h"
@@ -13,16 +12,6 @@ namespace bqmm::testing {
 using harness::DeviceBuffer;
 using harness::DeviceTensor;
 using harness::HostTensor;
-
-const Handle* shared_handle() {
-  static std::unique_ptr<Handle> handle = [] {
-    std::unique_ptr<Handle> h;
-    const Status s = Handle::create(0, &h);
-    if (!s.ok()) ADD_FAILURE() << "Handle::create: " << s.to_string();
-    return h;
-  }();
-  return handle.get();
-}
 
 Status run_fp8_on_device(const Handle& handle, const reference::Fp8Case& c,
                          const Fp8MatMulOptions& options, Fp8Run* out, size_t b_offset) {
@@ -49,16 +38,9 @@ Status run_fp8_on_device(const Handle& handle, const reference::Fp8Case& c,
   BQMM_RETURN_IF_ERROR(plan_fp8_matmul(problem, handle.device_info(), options, &out->plan));
   DeviceBuffer workspace;
   BQMM_RETURN_IF_ERROR(DeviceBuffer::allocate(out->plan.workspace_bytes, &workspace));
-  cudaStream_t stream = nullptr;
-  if (cudaStreamCreate(&stream) != cudaSuccess)
-    return Status(StatusCode::kCudaError, "cudaStreamCreate failed");
-  Status run = run_fp8_matmul(handle, out->plan, args, workspace.data(), workspace.size(), stream);
-  const cudaError_t sync = cudaStreamSynchronize(stream);
-  cudaStreamDestroy(stream);
-  BQMM_RETURN_IF_ERROR(run);
-  if (sync != cudaSuccess)
-    return Status(StatusCode::kCudaError,
-                  std::string("kernel execution: ") + cudaGetErrorString(sync));
+  BQMM_RETURN_IF_ERROR(run_on_fresh_stream([&](cudaStream_t stream) {
+    return run_fp8_matmul(handle, out->plan, args, workspace.data(), workspace.size(), stream);
+  }));
   BQMM_RETURN_IF_ERROR(y.download(&y_host));
   out->y = std::move(y_host);
   return Status::Ok();

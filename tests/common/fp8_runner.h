@@ -7,6 +7,7 @@
 #include <cstddef>
 
 #include "bqmm/fp8_matmul.h"
+#include "common/gpu.h"  // shared_handle
 #include "harness/host_tensor.h"
 #include "reference/fp8_reference.h"
 
@@ -26,9 +27,5 @@ Status run_fp8_on_device(const Handle& handle, const reference::Fp8Case& c,
 // where the reference has none (unwritten outputs stay NaN).
 ::testing::AssertionResult matches_reference(const reference::Fp8Case& c,
                                              const harness::HostTensor& y);
-
-// One handle per test binary (creating cuBLAS handles is slow); nullptr (and a test
-// failure) when it cannot be created.
-const Handle* shared_handle();
 
 }  // namespace bqmm::testing

@@ -4,8 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cuda_runtime_api.h>
+
+#include <functional>
 #include <string>
 
+#include "bqmm/device.h"
+#include "bqmm/status.h"
 #include "harness/device_buffer.h"
 
 #define BQMM_REQUIRE_GPU()                                                        \
@@ -21,3 +26,15 @@
     const ::bqmm::Status bqmm_s_ = (expr);                    \
     ASSERT_TRUE(bqmm_s_.ok()) << #expr << ": " << bqmm_s_.to_string(); \
   } while (0)
+
+namespace bqmm::testing {
+
+// One handle per test binary (creating cuBLAS handles is slow); nullptr (and a test
+// failure) when it cannot be created.
+const Handle* shared_handle();
+
+// Runs `enqueue` on a fresh stream and synchronizes: the enqueue's error, else the
+// kernels' execution error, else OK.
+Status run_on_fresh_stream(const std::function<Status(cudaStream_t)>& enqueue);
+
+}  // namespace bqmm::testing

@@ -1,0 +1,166 @@
+// NBitsMatMul planner: pure function of (problem, device, options) -> plan.
+// Dispatch chain, cheapest applicable path first:
+//   empty output -> K == 0 (bias only) -> fused decode GEMV -> dequantize + cuBLAS.
+// The GEMV streams the packed weight once for all M <= 8 rows; everything it does not
+// take (larger M, g_idx, typed zero points, a partial last block, unaligned rows) goes
+// through the dequant + cuBLAS path, which handles every valid input.
+#include <limits>
+#include <ostream>
+#include <string>
+
+#include "bqmm/nbits_matmul.h"
+#include "core/env.h"
+#include "core/workspace.h"
+
+namespace bqmm {
+namespace {
+
+constexpr int64_t kGemvMaxRows = 8;       // the mma N extent; the FMA tile's largest row group
+constexpr int64_t kGemvChunkBytes = 16;   // one 16-byte weight load per lane per row
+constexpr int64_t kGemvWindowChunks = 4;  // a lane quad covers 4 adjacent chunks of a row
+constexpr int kGemvMaxKSplit = 8;         // warps per block splitting K
+// Each warp keeps at least this many windows so the K split never starves it.
+constexpr int64_t kGemvMinWindowsPerWarp = 4;
+
+// The fastest K-loop algorithm per (bits, block_size) measured on an H200 (docs/PERF.md,
+// "NBits GEMV K-loop algorithms"), indexed by log2(block_size) - 4 for block sizes
+// 16..256; larger blocks take the 256 entry.
+constexpr int kDefaultGemvAlgo8Bit[5] = {0, 0, 0, 0, 0};
+constexpr int kDefaultGemvAlgo4Bit[5] = {0, 0, 0, 0, 0};
+
+int default_gemv_algo(int bits, int64_t block_size) {
+  int i = 0;
+  while (i < 4 && (int64_t{16} << i) < block_size) ++i;
+  return bits == 8 ? kDefaultGemvAlgo8Bit[i] : kDefaultGemvAlgo4Bit[i];
+}
+
+Status invalid(std::string msg) { return Status(StatusCode::kInvalidArgument, std::move(msg)); }
+
+}  // namespace
+
+const char* nbits_path_name(NBitsPath path) {
+  switch (path) {
+    case NBitsPath::kEmpty: return "empty";
+    case NBitsPath::kBiasOnly: return "bias_only";
+    case NBitsPath::kGemv: return "gemv";
+    case NBitsPath::kDequantGemm: return "dequant_gemm";
+  }
+  return "unknown";
+}
+
+std::ostream& operator<<(std::ostream& os, const NBitsMatMulProblem& p) {
+  return os << "nbits int" << p.bits << " " << dtype_name(p.dtype) << " M=" << p.m
+            << " N=" << p.n << " K=" << p.k << " block_size=" << p.block_size
+            << " zero_points=" << nbits_zero_points_name(p.zero_points)
+            << (p.has_g_idx ? " g_idx" : "") << (p.has_bias ? " bias" : "")
+            << " align=" << p.alignment;
+}
+
+std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan) {
+  os << "NBitsMatMulPlan{path=" << nbits_path_name(plan.path) << "; " << plan.problem << "; "
+     << plan.device;
+  if (plan.path == NBitsPath::kDequantGemm) {
+    os << "; dequant=" << (plan.dequant_vec8 ? "vec8" : "scalar") << "; n_tile=" << plan.n_tile
+       << " x " << plan.num_n_tiles;
+  }
+  if (plan.path == NBitsPath::kGemv) {
+    os << "; algo=" << plan.gemv_algo << "; rows=" << plan.gemv_rows
+       << "; k_split=" << plan.gemv_k_split;
+  }
+  os << "; workspace=" << plan.workspace_bytes << "B";
+  if (plan.workspace_bytes > 0) {
+    os << " (cublas " << plan.cublas_bytes << "@" << plan.cublas_offset << ", scratch "
+       << plan.scratch_bytes << "@" << plan.scratch_offset << ")";
+  }
+  return os << "}";
+}
+
+Status nbits_matmul_options_from_env(NBitsMatMulOptions* opts) {
+  int64_t mib = -1;
+  BQMM_RETURN_IF_ERROR(env::read_int("BQMM_DEQUANT_SCRATCH_MIB", 1, int64_t{1} << 30, &mib));
+  if (mib > 0) opts->dequant_scratch_bytes = mib << 20;
+  int64_t algo = -1;
+  BQMM_RETURN_IF_ERROR(env::read_int("BQMM_NBITS_GEMV_ALGO", 0, 2, &algo));
+  if (algo >= 0) opts->gemv_algo = static_cast<int>(algo);
+  return Status::Ok();
+}
+
+Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
+                         const NBitsMatMulOptions& options, NBitsMatMulPlan* out) {
+  if (p.dtype != DType::kFloat32 && p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16)
+    return invalid(std::string("problem.dtype: expected float32, float16 or bfloat16 but got ") +
+                   dtype_name(p.dtype));
+  if (p.bits != 4 && p.bits != 8)
+    return Status(p.bits == 2 ? StatusCode::kNotSupported : StatusCode::kInvalidArgument,
+                  "problem.bits: expected 4 or 8 but got " + std::to_string(p.bits));
+  if (p.m < 0 || p.n < 0 || p.k < 0 || p.block_size < 16 ||
+      (p.block_size & (p.block_size - 1)) != 0)
+    return invalid("problem: expected M, N, K >= 0 and block_size a power of two >= 16");
+  if (options.dequant_scratch_bytes <= 0)
+    return invalid("options.dequant_scratch_bytes: expected > 0 but got " +
+                   std::to_string(options.dequant_scratch_bytes));
+  if (options.gemv_algo < -1 || options.gemv_algo > 2)
+    return invalid("options.gemv_algo: expected -1 (default), 0, 1 or 2 but got " +
+                   std::to_string(options.gemv_algo));
+
+  NBitsMatMulPlan plan;
+  plan.problem = p;
+  plan.device = device;
+
+  if (p.m == 0 || p.n == 0) {
+    plan.path = NBitsPath::kEmpty;
+    *out = plan;
+    return Status::Ok();
+  }
+  if (p.k == 0) {
+    plan.path = NBitsPath::kBiasOnly;
+    *out = plan;
+    return Status::Ok();
+  }
+
+  // Decode GEMV: integer zero points and blocks by position (no g_idx), whole blocks only
+  // (K % block_size == 0), rows of B that take 16-byte loads, 16-byte aligned A and B.
+  // float16 / bfloat16 run on tensor cores (SM80+); float32 on CUDA cores. The 32-bit
+  // K counters of the kernel bound K.
+  const bool half_type = p.dtype != DType::kFloat32;
+  const bool gemv = options.allow_gemv && p.m <= kGemvMaxRows && !p.has_g_idx &&
+                    p.zero_points != NBitsZeroPoints::kTyped && p.k % p.block_size == 0 &&
+                    p.row_bytes() % kGemvChunkBytes == 0 && p.alignment >= 16 &&
+                    p.k <= std::numeric_limits<int32_t>::max() &&
+                    (!half_type || device.sm >= 80);
+  if (gemv) {
+    plan.path = NBitsPath::kGemv;
+    plan.gemv_algo =
+        options.gemv_algo >= 0 ? options.gemv_algo : default_gemv_algo(p.bits, p.block_size);
+    // The mma tile always has 8 activation rows; the FMA tile is sized to M.
+    plan.gemv_rows = half_type || p.m > 4 ? 8 : p.m > 2 ? 4 : static_cast<int>(p.m);
+    const int64_t windows =
+        (p.row_bytes() / kGemvChunkBytes + kGemvWindowChunks - 1) / kGemvWindowChunks;
+    int k_split = 1;
+    while (k_split < kGemvMaxKSplit && k_split * 2 * kGemvMinWindowsPerWarp <= windows)
+      k_split *= 2;
+    plan.gemv_k_split = k_split;
+    *out = plan;
+    return Status::Ok();
+  }
+
+  // Default path: dequantize B in N tiles -> cuBLAS -> bias.
+  plan.path = NBitsPath::kDequantGemm;
+  // The vector kernel reads 8 codes with one load (8 or 4 bytes of B) and writes them
+  // with 16-byte stores into rows of K * sizeof(T1) bytes.
+  plan.dequant_vec8 = p.k % 8 == 0 && p.alignment >= 8;
+  const int64_t row_bytes = p.k * static_cast<int64_t>(dtype_size(p.dtype));
+  plan.n_tile = dequant_n_tile(p.n, row_bytes, options.dequant_scratch_bytes);
+  plan.num_n_tiles = (p.n + plan.n_tile - 1) / plan.n_tile;
+
+  WorkspaceLayout layout;
+  plan.cublas_bytes = cublas_workspace_bytes(device.sm);
+  plan.cublas_offset = layout.take(plan.cublas_bytes);
+  plan.scratch_bytes = static_cast<size_t>(plan.n_tile * row_bytes);
+  plan.scratch_offset = layout.take(plan.scratch_bytes);
+  plan.workspace_bytes = layout.total();
+  *out = plan;
+  return Status::Ok();
+}
+
+}  // namespace bqmm

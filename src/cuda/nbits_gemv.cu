@@ -1,0 +1,675 @@
+// Fused decode GEMV of NBitsMatMul, for 0 < M <= 8:
+//
+//   Y[m, n] = sum_k A[m, k] * (q[n, k] - zp[n, k / block_size]) * scales[n, k / block_size]
+//             + bias[n]
+//
+// At these M the op is a stream over the packed weight: N * K * bits / 8 bytes (plus the
+// scales and zero points) against M * K activations that stay in L1/L2. Every weight byte
+// is read exactly once, 16 bytes per load, with several loads in flight per lane, and the
+// dequantized weight never goes to memory.
+//
+// Work split. A warp owns a tile of 16 output columns (weight rows) n0 .. n0 + 15 and all
+// M <= 8 activation rows; the kKSplit warps of a block split the tile's K range and reduce
+// through shared memory. Lane (g, t) = (lane / 4, lane % 4) reads weight rows n0 + g ("lo")
+// and n0 + g + 8 ("hi"): 16-byte chunks of a row, 4 lanes of a quad covering 4 adjacent
+// chunks (a "window" of 64 bytes per row); window w gives lane t chunk 4w + t.
+//
+// Inner product, by T1:
+//   float16 / bfloat16: tensor cores (mma.m16n8k16, FP32 accumulators). The weight is the
+//     mma's A operand (16 columns = mma M), the activation its B operand (up to 8 rows =
+//     mma N; rows >= M are zero fragments, never loaded). Codes are decoded straight into
+//     packed T pairs with the magic-number trick (no int -> float conversion unit):
+//       float16:  half(0x6400 | c) = 1024 + c exactly for c < 1024, so
+//                 (1024 + q) - (1024 + zp) = q - zp is exact, and one multiply by the
+//                 float16 scale rounds w once.
+//       bfloat16, 4-bit: bf16(0x4300 | c) = 128 + c for c < 128, likewise.
+//       bfloat16, 8-bit: bfloat16 has 8 significant bits, too few for 128 + c, c < 256:
+//                 float(0x4B000000 | c) = 2^23 + c, minus 2^23 + zp in float32, packs
+//                 exactly to bfloat16 (|q - zp| <= 255), then one bfloat16 multiply.
+//     So w = round_T((q - zp) * scale), the same single rounding as the dequant + cuBLAS
+//     path's weights; products and sums are then exact/FP32 in the mma.
+//   float32: CUDA cores, w = (q - zp) * scale in float32 (one rounding), FMA into FP32 sums;
+//     float32 must stay true FP32 (SPEC tolerance 1e-5), which TF32 mma would not be.
+//
+// K permutation (tensor cores). K is a reduction axis: any permutation applied to both
+// operands leaves the sum unchanged, so each lane feeds the mma the codes of its own
+// 16-byte chunk in decode order and the activations at the same k:
+//   8-bit: word j (codes 4j .. 4j+3 of the chunk) decodes to pairs (4j, 4j+1), (4j+2, 4j+3)
+//          = one mma k16 step: a[0], a[2] from row lo, a[1], a[3] from row hi, b[0], b[1]
+//          the activation words (4j, 4j+1), (4j+2, 4j+3). 4 mma per chunk.
+//   4-bit: word j (codes 8j .. 8j+7) decodes, one lop3 per pair, to (8j+i, 8j+i+4),
+//          i = 0..3; the activations are paired the same way with one prmt per pair.
+//          Two mma per word, 8 per chunk.
+// Logical mma k 2t, 2t+1, 2t+8, 2t+9 then always maps, for every lane with the same t, to
+// the same physical k of the same chunk, which is all the mma needs.
+//
+// K-loop algorithms (the original design's three, a template parameter, chosen per block
+// size by the planner from measurements, docs/PERF.md):
+//   0 unrolled:  kUnroll windows per iteration, all their weight, activation, scale and
+//                zero-point loads issued before the first decode.
+//   1 loop:      one window per iteration, no unrolling.
+//   2 per block: an outer loop over quantization blocks; the scale and zero point of a
+//                block are fetched once per row and decoded once, then the block's windows
+//                (all loads first) reuse them. A block smaller than a window cannot be
+//                iterated alone (the quad's lanes straddle blocks); there the window is
+//                the unit and each lane fetches its own chunk's block, as in 1.
+//
+// File layout, top-down: constants and parameters, code decoding, the two warp tiles
+// (tensor-core and FMA), the kernel, then the launcher and its instantiated configurations.
+#include <string>
+#include <type_traits>
+
+#include "bqmm/nbits_matmul.h"
+#include "cuda/common.cuh"
+#include "cuda/cuda_check.h"
+#include "cuda/launchers.h"
+
+namespace bqmm::cuda {
+namespace {
+
+// ----------------------------------------------------------------- constants, parameters
+constexpr int kTileCols = 16;     // output columns per warp tile: the mma M extent
+constexpr int kChunkBytes = 16;   // one 16-byte weight load per lane per row
+constexpr int kWindowChunks = 4;  // a lane quad covers 4 adjacent chunks of a row
+constexpr int kMaxKSplit = 8;     // warps per block
+// Tensor-core tiles: two blocks of kMaxKSplit warps per SM at least (128 registers per
+// thread at most), for the loads in flight. The FMA tile (float32, not a bandwidth
+// target: its kRows * 2 sums and per-row activations need more) may take 255.
+template <typename T>
+constexpr int kMinBlocksPerSm = std::is_same_v<T, float> ? 1 : 2;
+
+// Algo 0: windows per iteration (algo 2: per batch of a block). A window costs a lane 8
+// registers of weight loads, its activations (8 for 8-bit T1 pairs, 16 for 4-bit; none in
+// the FMA tile, which loads them where used) and its raw scales and zero points; 4 windows
+// of 8-bit (8 weight loads in flight per lane) or 2 of 4-bit stay under 128 registers.
+template <typename T, int kBits>
+constexpr int kUnroll = std::is_same_v<T, float> || kBits == 4 ? 2 : 4;
+
+template <int kBits>
+struct Codes {
+  static constexpr int kPerWord = 32 / kBits;                // codes per 32-bit word
+  static constexpr int kPerChunk = kChunkBytes * 8 / kBits;  // 16 or 32
+  static constexpr int kPerWindow = kPerChunk * kWindowChunks;
+  static constexpr uint32_t kMask = (1u << kBits) - 1;
+  static constexpr uint32_t kDefaultZeroPoint = 1u << (kBits - 1);
+  // Scale groups per chunk: the smallest block (16 codes) is half a 4-bit chunk.
+  static constexpr int kGroups = kPerChunk / 16;
+};
+
+// Everything the kernel reads. Sizes that multiply N are 64-bit; per-row counters are
+// 32-bit (the launcher checks K < 2^31).
+template <typename T>
+struct GemvParams {
+  const T* a;               // [M, K]
+  const uint8_t* b;         // [N, row_bytes]
+  const T* scales;          // [N, k_blocks]
+  const uint8_t* zp;        // [N, zp_row_bytes] packed, or nullptr (default zero point)
+  const T* bias;            // [N] or nullptr
+  T* y;                     // [M, N]
+  int m;
+  int64_t n;
+  int64_t k;
+  int64_t row_bytes;
+  int64_t k_blocks;
+  int64_t zp_row_bytes;
+  uint32_t chunks;             // 16-byte chunks per row
+  uint32_t windows;            // ceil(chunks / 4)
+  uint32_t block_shift;        // log2(block_size)
+  uint32_t windows_per_block;  // algo 2: block_size / codes per window, 0 if below one
+};
+
+// ----------------------------------------------------------------- code decoding
+// The scale and zero point of one (row, block) as loaded (scale in T, the zero-point byte
+// and the nibble's shift), decoded only where used so the loads never wait on each other.
+template <typename T>
+struct RawQuant {
+  T scale;
+  uint32_t zp_byte;
+  uint32_t zp_shift;
+};
+
+// The same, in the form the word decoder takes (bit patterns, see decode_word):
+//   scale: T pair (float16 / bfloat16) or float32 bits;
+//   zero:  magic + zp as a T pair (float16; bfloat16 4-bit) or float32 2^23 + zp bits.
+struct BlockConsts {
+  uint32_t scale;
+  uint32_t zero;
+};
+
+template <typename T>
+__device__ __forceinline__ T zero_of() {
+  return from_float<T>(0.0f);
+}
+
+// Row `row`'s scale and zero point of block `blk`; !ok gives scale 0 (the row is past N
+// or the chunk past K: its decoded weights are 0 and nothing is read).
+template <typename T, int kBits>
+__device__ __forceinline__ RawQuant<T> load_quant(const T* s_row, const uint8_t* zp_row,
+                                                  uint32_t blk, bool ok) {
+  RawQuant<T> r;
+  r.scale = ok ? __ldg(s_row + blk) : zero_of<T>();
+  if (zp_row == nullptr) {
+    r.zp_byte = Codes<kBits>::kDefaultZeroPoint;
+    r.zp_shift = 0;
+  } else {
+    // Packed zero points: one byte per block (8-bit), two blocks per byte (4-bit), even
+    // block in the low nibble.
+    const uint32_t byte_idx = kBits == 8 ? blk : blk >> 1;
+    r.zp_byte = ok ? __ldg(zp_row + byte_idx) : 0u;
+    r.zp_shift = kBits == 8 ? 0 : (blk & 1) * 4;
+  }
+  return r;
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack_pair(T v) {
+  uint16_t bits;
+  memcpy(&bits, &v, sizeof(bits));
+  return static_cast<uint32_t>(bits) * 0x10001u;
+}
+
+template <typename T, int kBits>
+__device__ __forceinline__ BlockConsts make_consts(const RawQuant<T>& r) {
+  const uint32_t zp = (r.zp_byte >> r.zp_shift) & Codes<kBits>::kMask;
+  BlockConsts c;
+  if constexpr (std::is_same_v<T, float>) {
+    c.scale = __float_as_uint(r.scale);
+    c.zero = 0x4B000000u | zp;
+  } else {
+    c.scale = pack_pair(r.scale);
+    if constexpr (std::is_same_v<T, __half>) {
+      c.zero = (0x6400u | zp) * 0x10001u;
+    } else if constexpr (kBits == 4) {
+      c.zero = (0x4300u | zp) * 0x10001u;
+    } else {
+      c.zero = 0x4B000000u | zp;
+    }
+  }
+  return c;
+}
+
+// Packed T pair arithmetic on bit patterns (T = __half or __nv_bfloat16).
+template <typename T>
+using Pair = std::conditional_t<std::is_same_v<T, __half>, __half2, __nv_bfloat162>;
+
+template <typename T>
+__device__ __forceinline__ Pair<T> as_pair(uint32_t bits) {
+  Pair<T> v;
+  memcpy(&v, &bits, 4);
+  return v;
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pair_bits(Pair<T> v) {
+  uint32_t bits;
+  memcpy(&bits, &v, 4);
+  return bits;
+}
+
+// x * scale: one rounding to T.
+template <typename T>
+__device__ __forceinline__ uint32_t mul_pair(uint32_t x, uint32_t scale) {
+  return pair_bits<T>(__hmul2(as_pair<T>(x), as_pair<T>(scale)));
+}
+
+// (x - zero) * scale: the subtraction of two magic-biased small integers is exact, the
+// multiplication rounds once.
+template <typename T>
+__device__ __forceinline__ uint32_t sub_mul_pair(uint32_t x, uint32_t zero, uint32_t scale) {
+  return pair_bits<T>(__hmul2(__hsub2(as_pair<T>(x), as_pair<T>(zero)), as_pair<T>(scale)));
+}
+
+// 2^23 + c (c < 256 in the low byte of the word's byte `i`) as float32.
+__device__ __forceinline__ float magic_byte_float(uint32_t word, int i) {
+  return __uint_as_float(__byte_perm(word, 0x4B00u, 0x5440u + i));
+}
+
+// One 32-bit word of codes -> packed T pairs of weights (float16 / bfloat16):
+//   8-bit: pairs (0, 1), (2, 3) of the word's 4 codes;
+//   4-bit: pairs (i, i + 4), i = 0..3, of its 8 codes.
+template <typename T, int kBits>
+__device__ __forceinline__ void decode_word_pairs(uint32_t q, BlockConsts c,
+                                                  uint32_t (&out)[Codes<kBits>::kPerWord / 2]) {
+  if constexpr (kBits == 4) {
+    constexpr uint32_t kMagic = std::is_same_v<T, __half> ? 0x64006400u : 0x43004300u;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      out[i] = sub_mul_pair<T>(((q >> (4 * i)) & 0x000F000Fu) | kMagic, c.zero, c.scale);
+  } else if constexpr (std::is_same_v<T, __half>) {
+    out[0] = sub_mul_pair<T>(__byte_perm(q, 0x64646464u, 0x4140u), c.zero, c.scale);
+    out[1] = sub_mul_pair<T>(__byte_perm(q, 0x64646464u, 0x4342u), c.zero, c.scale);
+  } else {
+    const float zero = __uint_as_float(c.zero);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const __nv_bfloat162 d = __floats2bfloat162_rn(magic_byte_float(q, 2 * h) - zero,
+                                                     magic_byte_float(q, 2 * h + 1) - zero);
+      out[h] = mul_pair<T>(pair_bits<T>(d), c.scale);
+    }
+  }
+}
+
+// One 32-bit word of codes -> float32 weights in code order (the FMA tile).
+template <int kBits>
+__device__ __forceinline__ void decode_word_floats(uint32_t q, BlockConsts c,
+                                                   float (&out)[Codes<kBits>::kPerWord]) {
+  const float zero = __uint_as_float(c.zero);
+  const float scale = __uint_as_float(c.scale);
+#pragma unroll
+  for (int i = 0; i < Codes<kBits>::kPerWord; ++i) {
+    const float biased = kBits == 8 ? magic_byte_float(q, i)
+                                    : __uint_as_float(((q >> (4 * i)) & 0xFu) | 0x4B000000u);
+    out[i] = (biased - zero) * scale;
+  }
+}
+
+// Activations are re-read by every warp of the grid: plain read-only loads that stay in L1
+// and L2 (the weights, read once, take load_stream_u4 past L1 instead). Zeros when !ok.
+__device__ __forceinline__ uint4 load_act_u4(const void* p, bool ok) {
+  return ok ? __ldg(static_cast<const uint4*>(p)) : make_uint4(0, 0, 0, 0);
+}
+
+// ================================================================= warp tiles
+// A tile holds one warp's accumulators, loads one chunk's activations and multiplies a
+// decoded chunk into its sums. After the K loop, values() hands its partial sums to the
+// K-split reduction and store() writes the owned outputs of the reduced sums.
+
+// Tensor cores: D[16 columns][8 rows] += W[16][k16] * A^T[k16][8] per mma step.
+template <typename T, int kBits>
+struct MmaTile {
+  using C = Codes<kBits>;
+  static constexpr int kActVecs = C::kPerChunk * static_cast<int>(sizeof(T)) / 16;
+  static constexpr int kValues = 4;
+  struct Act {
+    uint4 v[kActVecs];
+  };
+
+  float acc[4] = {};
+  const T* a_row;  // activation row g
+  bool row_ok;     // g < M
+
+  __device__ MmaTile(const GemvParams<T>& p, int g)
+      : a_row(p.a + static_cast<int64_t>(g < p.m ? g : 0) * p.k), row_ok(g < p.m) {}
+
+  __device__ void load_act(Act& act, uint32_t chunk, bool ok) const {
+    const T* src = a_row + static_cast<size_t>(chunk) * C::kPerChunk;
+#pragma unroll
+    for (int i = 0; i < kActVecs; ++i) act.v[i] = load_act_u4(src + i * (16 / sizeof(T)), ok && row_ok);
+  }
+
+  // Activation pairs matching decode_word_pairs's weight pairs for word j of the chunk.
+  __device__ static void act_pairs(const Act& act, int j, uint32_t (&out)[C::kPerWord / 2]) {
+    if constexpr (kBits == 8) {
+      const uint4 v = act.v[j / 2];
+      out[0] = j % 2 == 0 ? v.x : v.z;
+      out[1] = j % 2 == 0 ? v.y : v.w;
+    } else {
+      const uint4 v = act.v[j];  // activations 8j .. 8j+7: x = (0, 1), y = (2, 3), ...
+      out[0] = __byte_perm(v.x, v.z, 0x5410u);  // (0, 4)
+      out[1] = __byte_perm(v.x, v.z, 0x7632u);  // (1, 5)
+      out[2] = __byte_perm(v.y, v.w, 0x5410u);  // (2, 6)
+      out[3] = __byte_perm(v.y, v.w, 0x7632u);  // (3, 7)
+    }
+  }
+
+  // w[0], w[1]: the chunk of rows lo and hi; q[r][group]: their block constants.
+  __device__ void multiply(const uint4 (&w)[2], const Act& act,
+                           const BlockConsts (&q)[2][C::kGroups]) {
+    const uint32_t lo[4] = {w[0].x, w[0].y, w[0].z, w[0].w};
+    const uint32_t hi[4] = {w[1].x, w[1].y, w[1].z, w[1].w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int group = j * C::kGroups / 4;
+      uint32_t pl[C::kPerWord / 2], ph[C::kPerWord / 2], pa[C::kPerWord / 2];
+      decode_word_pairs<T, kBits>(lo[j], q[0][group], pl);
+      decode_word_pairs<T, kBits>(hi[j], q[1][group], ph);
+      act_pairs(act, j, pa);
+#pragma unroll
+      for (int s = 0; s < C::kPerWord / 4; ++s) {
+        const uint32_t a[4] = {pl[2 * s], ph[2 * s], pl[2 * s + 1], ph[2 * s + 1]};
+        const uint32_t b[2] = {pa[2 * s], pa[2 * s + 1]};
+        mma_m16n8k16<T>(acc, a, b, acc);
+      }
+    }
+  }
+
+  __device__ void values(float (&v)[kValues]) const {
+#pragma unroll
+    for (int i = 0; i < kValues; ++i) v[i] = acc[i];
+  }
+
+  // D fragment: d[0], d[1] = rows 2t, 2t+1 of column lo; d[2], d[3] the same of hi.
+  template <typename Store>
+  __device__ static void store(const float (&v)[kValues], int t, Store&& out) {
+    out(2 * t, 0, v[0]);
+    out(2 * t + 1, 0, v[1]);
+    out(2 * t, 1, v[2]);
+    out(2 * t + 1, 1, v[3]);
+  }
+};
+
+// CUDA cores (float32): each lane sums its chunks of rows lo and hi against kRows rows.
+template <int kBits, int kRows>
+struct FmaTile {
+  using C = Codes<kBits>;
+  static constexpr int kValues = 2 * kRows;
+  // Activations are loaded where used (kRows rows do not fit in registers): the load
+  // phase only records which chunk, and whether it lies inside the row.
+  struct Act {
+    uint32_t chunk;
+    bool ok;
+  };
+
+  float acc[kRows][2] = {};
+  const float* a;
+  int m;
+  int64_t k;
+
+  __device__ FmaTile(const GemvParams<float>& p, int) : a(p.a), m(p.m), k(p.k) {}
+
+  __device__ void load_act(Act& act, uint32_t chunk, bool ok) const { act = Act{chunk, ok}; }
+
+  // The chunk's weights of both rows are decoded once, then each activation row is
+  // loaded (one chunk: 4 or 8 vectors) and multiplied in turn, so only one row's
+  // activations are live at a time.
+  __device__ void multiply(const uint4 (&w)[2], const Act& act,
+                           const BlockConsts (&q)[2][C::kGroups]) {
+    float wf[2][C::kPerChunk];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const uint32_t words[4] = {w[r].x, w[r].y, w[r].z, w[r].w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float f[C::kPerWord];
+        decode_word_floats<kBits>(words[j], q[r][j * C::kGroups / 4], f);
+#pragma unroll
+        for (int i = 0; i < C::kPerWord; ++i) wf[r][j * C::kPerWord + i] = f[i];
+      }
+    }
+    const float* src = a + static_cast<int64_t>(act.chunk) * C::kPerChunk;
+#pragma unroll
+    for (int row = 0; row < kRows; ++row) {
+      float x[C::kPerChunk];
+#pragma unroll
+      for (int i = 0; i < C::kPerChunk / 4; ++i) {
+        const uint4 v = load_act_u4(src + row * k + 4 * i, act.ok && row < m);
+        x[4 * i] = __uint_as_float(v.x);
+        x[4 * i + 1] = __uint_as_float(v.y);
+        x[4 * i + 2] = __uint_as_float(v.z);
+        x[4 * i + 3] = __uint_as_float(v.w);
+      }
+#pragma unroll
+      for (int e = 0; e < C::kPerChunk; ++e) {
+        acc[row][0] = fmaf(x[e], wf[0][e], acc[row][0]);
+        acc[row][1] = fmaf(x[e], wf[1][e], acc[row][1]);
+      }
+    }
+  }
+
+  // Sums over the quad (its 4 lanes hold different chunks of the same rows).
+  __device__ void values(float (&v)[kValues]) const {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      v[2 * r] = acc[r][0];
+      v[2 * r + 1] = acc[r][1];
+    }
+#pragma unroll
+    for (int i = 0; i < kValues; ++i) {
+      v[i] += __shfl_xor_sync(0xffffffffu, v[i], 1);
+      v[i] += __shfl_xor_sync(0xffffffffu, v[i], 2);
+    }
+  }
+
+  // Every lane of the quad holds every sum; lane t stores rows r with r % 4 == t.
+  template <typename Store>
+  __device__ static void store(const float (&v)[kValues], int t, Store&& out) {
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+      if (r % 4 == t) {
+        out(r, 0, v[2 * r]);
+        out(r, 1, v[2 * r + 1]);
+      }
+  }
+};
+
+// ================================================================= kernel
+// Template parameters:
+//   T      T1: __half, __nv_bfloat16 (tensor-core tile) or float (FMA tile).
+//   kBits  8 or 4.
+//   kAlgo  the K-loop algorithm (file comment): 0 unrolled, 1 loop, 2 per block.
+//   kRows  activation rows of the FMA tile (1, 2, 4, 8 >= M); the mma tile always has 8.
+// Block: kKSplit = blockDim.x / 32 warps on one 16-column tile; grid.x: the column tiles.
+template <typename T, int kBits, int kAlgo, int kRows>
+__global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
+    NBitsGemvKernel(const GemvParams<T> p) {
+  using C = Codes<kBits>;
+  using Tile = std::conditional_t<std::is_same_v<T, float>, FmaTile<kBits, kRows>,
+                                  MmaTile<T, kBits>>;
+  constexpr int kU = kUnroll<T, kBits>;
+  const int k_split = blockDim.x / kWarpSize;
+  const int warp = threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  const int g = lane / 4;
+  const int t = lane % 4;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTileCols;
+
+  // Rows lo = n0 + g and hi = n0 + g + 8. Rows past N keep in-bounds pointers and are
+  // never loaded (zero codes and zero scales decode to zero weights).
+  const bool row_ok[2] = {n0 + g < p.n, n0 + g + 8 < p.n};
+  const uint8_t* w_row[2];
+  const T* s_row[2];
+  const uint8_t* zp_row[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t col = row_ok[r] ? n0 + g + 8 * r : p.n - 1;
+    w_row[r] = p.b + col * p.row_bytes + t * kChunkBytes;
+    s_row[r] = p.scales + col * p.k_blocks;
+    zp_row[r] = p.zp != nullptr ? p.zp + col * p.zp_row_bytes : nullptr;
+  }
+
+  Tile tile(p, g);
+
+  // One window's loads for this lane: its chunk of both rows and its activations, and
+  // (per_chunk_quant) the chunk's scales and zero points. Windows past the row are
+  // warp-uniform no-ops; the last window's lanes past the row load nothing.
+  struct Loads {
+    uint4 w[2];
+    typename Tile::Act act;
+    RawQuant<T> q[2][C::kGroups];
+  };
+  auto load = [&](uint32_t win, Loads& l, bool per_chunk_quant) {
+    const uint32_t chunk = win * kWindowChunks + t;
+    const bool ok = win < p.windows && chunk < p.chunks;
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      l.w[r] = ok && row_ok[r] ? load_stream_u4(w_row[r] + static_cast<size_t>(win) * kWindowChunks * kChunkBytes)
+                               : make_uint4(0, 0, 0, 0);
+    tile.load_act(l.act, chunk, ok);
+    if (per_chunk_quant) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int grp = 0; grp < C::kGroups; ++grp) {
+          const uint32_t blk = (chunk * C::kPerChunk + grp * 16) >> p.block_shift;
+          l.q[r][grp] = load_quant<T, kBits>(s_row[r], zp_row[r], blk, ok && row_ok[r]);
+        }
+    }
+  };
+  auto multiply_own_quant = [&](const Loads& l) {
+    BlockConsts q[2][C::kGroups];
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int grp = 0; grp < C::kGroups; ++grp) q[r][grp] = make_consts<T, kBits>(l.q[r][grp]);
+    tile.multiply(l.w, l.act, q);
+  };
+
+  if constexpr (kAlgo == kNBitsGemvAlgoUnrolled) {
+    for (uint32_t base = warp; base < p.windows; base += k_split * kU) {
+      Loads l[kU];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) load(base + u * k_split, l[u], true);
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        if (base + u * k_split >= p.windows) break;  // warp-uniform: mma.sync needs all lanes
+        multiply_own_quant(l[u]);
+      }
+    }
+  } else if (kAlgo == kNBitsGemvAlgoLoop || p.windows_per_block == 0) {
+#pragma unroll 1
+    for (uint32_t win = warp; win < p.windows; win += k_split) {
+      Loads l;
+      load(win, l, true);
+      multiply_own_quant(l);
+    }
+  } else {
+    // Per block: K % block_size == 0, so the windows split into whole blocks.
+    const uint32_t blocks = p.windows / p.windows_per_block;
+#pragma unroll 1
+    for (uint32_t blk = warp; blk < blocks; blk += k_split) {
+      const uint32_t first = blk * p.windows_per_block;
+#pragma unroll 1
+      for (uint32_t done = 0; done < p.windows_per_block; done += kU) {
+        Loads l[kU];
+#pragma unroll
+        for (int u = 0; u < kU; ++u) {
+          const uint32_t win = done + u < p.windows_per_block ? first + done + u : p.windows;
+          load(win, l[u], false);
+        }
+        BlockConsts q[2][C::kGroups];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const BlockConsts c = make_consts<T, kBits>(load_quant<T, kBits>(s_row[r], zp_row[r], blk, row_ok[r]));
+#pragma unroll
+          for (int grp = 0; grp < C::kGroups; ++grp) q[r][grp] = c;
+        }
+#pragma unroll
+        for (int u = 0; u < kU; ++u) {
+          if (done + u >= p.windows_per_block) break;  // warp-uniform
+          tile.multiply(l[u].w, l[u].act, q);
+        }
+      }
+    }
+  }
+
+  // K-split reduction: warps 1.. hand their partial sums to warp 0 (same lane, same
+  // ownership); warp 0 adds the bias in float32 and rounds to T once.
+  float v[Tile::kValues];
+  tile.values(v);
+  __shared__ float partials[kMaxKSplit - 1][Tile::kValues][kWarpSize];
+  if (k_split > 1) {
+    if (warp > 0) {
+#pragma unroll
+      for (int i = 0; i < Tile::kValues; ++i) partials[warp - 1][i][lane] = v[i];
+    }
+    __syncthreads();
+    if (warp > 0) return;
+    for (int w = 0; w < k_split - 1; ++w)
+#pragma unroll
+      for (int i = 0; i < Tile::kValues; ++i) v[i] += partials[w][i][lane];
+  }
+  Tile::store(v, t, [&](int row, int r, float value) {
+    if (row >= p.m || !row_ok[r]) return;
+    const int64_t col = n0 + g + 8 * r;
+    if (p.bias != nullptr) value += to_float(p.bias[col]);
+    p.y[row * p.n + col] = from_float<T>(value);
+  });
+}
+
+// ================================================================= launcher
+template <typename T>
+GemvParams<T> make_params(const NBitsGemvArgs& args) {
+  GemvParams<T> p;
+  p.a = static_cast<const T*>(args.a);
+  p.b = args.b;
+  p.scales = static_cast<const T*>(args.scales);
+  p.zp = args.zp_packed;
+  p.bias = static_cast<const T*>(args.bias);
+  p.y = static_cast<T*>(args.y);
+  p.m = static_cast<int>(args.m);
+  p.n = args.n;
+  p.k = args.k;
+  p.k_blocks = args.k / args.block_size;
+  p.row_bytes = p.k_blocks * args.block_size * args.bits / 8;
+  p.zp_row_bytes = (p.k_blocks * args.bits + 7) / 8;
+  p.chunks = static_cast<uint32_t>(p.row_bytes / kChunkBytes);
+  p.windows = (p.chunks + kWindowChunks - 1) / kWindowChunks;
+  p.block_shift = 0;
+  while ((int64_t{1} << p.block_shift) < args.block_size) ++p.block_shift;
+  const int64_t per_window = args.bits == 8 ? Codes<8>::kPerWindow : Codes<4>::kPerWindow;
+  p.windows_per_block = static_cast<uint32_t>(args.block_size / per_window);
+  return p;
+}
+
+template <typename T, int kBits, int kAlgo>
+Status launch_config(const NBitsGemvArgs& args, int rows, int k_split, cudaStream_t stream) {
+  const GemvParams<T> p = make_params<T>(args);
+  const dim3 grid(static_cast<unsigned>((args.n + kTileCols - 1) / kTileCols));
+  const dim3 block(k_split * kWarpSize);
+  if constexpr (std::is_same_v<T, float>) {
+    switch (rows) {
+      case 1: NBitsGemvKernel<T, kBits, kAlgo, 1><<<grid, block, 0, stream>>>(p); break;
+      case 2: NBitsGemvKernel<T, kBits, kAlgo, 2><<<grid, block, 0, stream>>>(p); break;
+      case 4: NBitsGemvKernel<T, kBits, kAlgo, 4><<<grid, block, 0, stream>>>(p); break;
+      case 8: NBitsGemvKernel<T, kBits, kAlgo, 8><<<grid, block, 0, stream>>>(p); break;
+      default:
+        return Status(StatusCode::kInternal, "launch_nbits_gemv: float32 rows " +
+                                                 std::to_string(rows) +
+                                                 " is not instantiated (1, 2, 4, 8)");
+    }
+  } else {
+    if (rows != 8)
+      return Status(StatusCode::kInternal, "launch_nbits_gemv: the tensor-core tile has 8 rows, not " +
+                                               std::to_string(rows));
+    NBitsGemvKernel<T, kBits, kAlgo, 8><<<grid, block, 0, stream>>>(p);
+  }
+  return check_launch("NBitsGemvKernel");
+}
+
+template <typename T, int kBits>
+Status launch_algo(const NBitsGemvArgs& args, int algo, int rows, int k_split,
+                   cudaStream_t stream) {
+  switch (algo) {
+    case kNBitsGemvAlgoUnrolled:
+      return launch_config<T, kBits, kNBitsGemvAlgoUnrolled>(args, rows, k_split, stream);
+    case kNBitsGemvAlgoLoop:
+      return launch_config<T, kBits, kNBitsGemvAlgoLoop>(args, rows, k_split, stream);
+    case kNBitsGemvAlgoPerBlock:
+      return launch_config<T, kBits, kNBitsGemvAlgoPerBlock>(args, rows, k_split, stream);
+    default:
+      return Status(StatusCode::kInternal,
+                    "launch_nbits_gemv: unknown algo " + std::to_string(algo));
+  }
+}
+
+// The planner only asks for what the kernel takes; a violation is a bug, reported here
+// rather than run out of bounds.
+Status check_gemv_args(const NBitsGemvArgs& args, int rows, int k_split) {
+  const auto fail = [](const std::string& what) {
+    return Status(StatusCode::kInternal, "launch_nbits_gemv: " + what);
+  };
+  if (args.bits != 4 && args.bits != 8) return fail("bits " + std::to_string(args.bits));
+  if (args.m > rows || rows > 8) return fail("M = " + std::to_string(args.m) + " > rows " + std::to_string(rows));
+  if (k_split != 1 && k_split != 2 && k_split != 4 && k_split != 8)
+    return fail("k_split " + std::to_string(k_split));
+  if (args.block_size < 16 || args.k % args.block_size != 0 || args.k > 0x7fffffff)
+    return fail("K = " + std::to_string(args.k) + " with block_size " + std::to_string(args.block_size));
+  if ((args.k * args.bits / 8) % kChunkBytes != 0) return fail("rows of B are not 16-byte multiples");
+  if ((args.n + kTileCols - 1) / kTileCols > 0x7fffffff) return fail("N = " + std::to_string(args.n));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_split,
+                         cudaStream_t stream) {
+  if (args.m == 0 || args.n == 0) return Status::Ok();
+  BQMM_RETURN_IF_ERROR(check_gemv_args(args, rows, k_split));
+  return dispatch_float_types(args.dtype, "launch_nbits_gemv", [&](auto tag) -> Status {
+    using T = decltype(tag);
+    return args.bits == 8 ? launch_algo<T, 8>(args, algo, rows, k_split, stream)
+                          : launch_algo<T, 4>(args, algo, rows, k_split, stream);
+  });
+}
+
+}  // namespace bqmm::cuda

@@ -1,0 +1,131 @@
+// NBitsMatMul: executes a plan. Enqueues kernels and cuBLAS calls on the caller's stream;
+// never allocates, never synchronizes, never reads device memory on the host.
+#include <algorithm>
+#include <cstdint>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include "bqmm/nbits_matmul.h"
+#include "core/check.h"
+#include "core/env.h"
+#include "cuda/cublas_gemm.h"
+#include "cuda/launchers.h"
+
+namespace bqmm {
+namespace {
+
+// The args must describe the problem the plan was made for.
+Status check_args_match_plan(const NBitsMatMulPlan& plan, const NBitsMatMulArgs& args) {
+  const NBitsMatMulProblem& q = plan.problem;
+  NBitsMatMulAttrs attrs;
+  attrs.k = q.k;
+  attrs.n = q.n;
+  attrs.bits = q.bits;
+  attrs.block_size = q.block_size;
+  NBitsMatMulProblem p;
+  BQMM_RETURN_IF_ERROR(validate_nbits_matmul(args, attrs, &p));
+  if (p.dtype != q.dtype || p.m != q.m || p.zero_points != q.zero_points ||
+      p.has_g_idx != q.has_g_idx || p.has_bias != q.has_bias) {
+    std::ostringstream os;
+    os << "plan: made for {" << q << "} but the arguments are {" << p << "}";
+    return Status(StatusCode::kInvalidArgument, os.str());
+  }
+  if (p.alignment < q.alignment)
+    return Status(StatusCode::kInvalidArgument,
+                  "plan: made for " + std::to_string(q.alignment) +
+                      "-byte aligned a, b, bias and y but the arguments are only " +
+                      std::to_string(p.alignment) + "-byte aligned; plan again for them");
+  return Status::Ok();
+}
+
+Status run_dequant_gemm(const Handle& handle, const NBitsMatMulPlan& plan,
+                        const NBitsMatMulArgs& args, uint8_t* ws, cudaStream_t stream) {
+  const NBitsMatMulProblem& p = plan.problem;
+  const int64_t elem = static_cast<int64_t>(dtype_size(p.dtype));
+  const int64_t k_blocks = p.k_blocks();
+  const auto* b = static_cast<const uint8_t*>(args.b.data);
+  const auto* scales = static_cast<const uint8_t*>(args.scales.data);
+  const auto* zp = args.zero_points ? static_cast<const uint8_t*>(args.zero_points->data) : nullptr;
+  // Bytes from one row of the zero points to the next.
+  const int64_t zp_row_bytes =
+      p.zero_points == NBitsZeroPoints::kTyped ? k_blocks * elem : p.zp_row_bytes();
+  auto* y = static_cast<uint8_t*>(args.y.data);
+  void* scratch = ws + plan.scratch_offset;
+  for (int64_t n0 = 0; n0 < p.n; n0 += plan.n_tile) {
+    const int64_t rows = std::min(plan.n_tile, p.n - n0);
+    cuda::NBitsDequantArgs d;
+    d.dtype = p.dtype;
+    d.bits = p.bits;
+    d.b = b + n0 * p.row_bytes();
+    d.scales = scales + n0 * k_blocks * elem;
+    if (p.zero_points == NBitsZeroPoints::kPacked) d.zp_packed = zp + n0 * zp_row_bytes;
+    if (p.zero_points == NBitsZeroPoints::kTyped) d.zp_typed = zp + n0 * zp_row_bytes;
+    d.g_idx = args.g_idx ? static_cast<const int32_t*>(args.g_idx->data) : nullptr;
+    d.rows = rows;
+    d.k = p.k;
+    d.block_size = p.block_size;
+    d.out = scratch;
+    BQMM_RETURN_IF_ERROR(cuda::launch_nbits_dequant(d, plan.dequant_vec8, stream));
+    cuda::GemmRowMajorArgs g;
+    g.dtype = p.dtype;
+    g.m = p.m;
+    g.n = rows;
+    g.k = p.k;
+    g.a = args.a.data;
+    g.w = scratch;
+    g.y = y + n0 * elem;
+    g.ldy = p.n;
+    BQMM_RETURN_IF_ERROR(cuda::gemm_row_major_awt(handle, g, ws + plan.cublas_offset,
+                                                  plan.cublas_bytes, stream));
+  }
+  if (p.has_bias)
+    BQMM_RETURN_IF_ERROR(cuda::launch_bias_add(p.dtype, args.y.data, args.bias->data, p.m,
+                                               p.n, stream));
+  return Status::Ok();
+}
+
+Status run_gemv(const NBitsMatMulPlan& plan, const NBitsMatMulArgs& args, cudaStream_t stream) {
+  const NBitsMatMulProblem& p = plan.problem;
+  cuda::NBitsGemvArgs g;
+  g.dtype = p.dtype;
+  g.bits = p.bits;
+  g.a = args.a.data;
+  g.b = static_cast<const uint8_t*>(args.b.data);
+  g.scales = args.scales.data;
+  g.zp_packed = args.zero_points ? static_cast<const uint8_t*>(args.zero_points->data) : nullptr;
+  g.bias = args.bias ? args.bias->data : nullptr;
+  g.y = args.y.data;
+  g.m = p.m;
+  g.n = p.n;
+  g.k = p.k;
+  g.block_size = p.block_size;
+  return cuda::launch_nbits_gemv(g, plan.gemv_algo, plan.gemv_rows, plan.gemv_k_split, stream);
+}
+
+}  // namespace
+
+Status run_nbits_matmul(const Handle& handle, const NBitsMatMulPlan& plan,
+                        const NBitsMatMulArgs& args, void* workspace, size_t workspace_bytes,
+                        cudaStream_t stream) {
+  BQMM_RETURN_IF_ERROR(check_args_match_plan(plan, args));
+  BQMM_RETURN_IF_ERROR(check::workspace(workspace, workspace_bytes, plan.workspace_bytes));
+  static const bool print_plan = env::flag("BQMM_PRINT_PLAN");
+  if (print_plan) std::cerr << "bqmm: " << plan << "\n";
+
+  const NBitsMatMulProblem& p = plan.problem;
+  switch (plan.path) {
+    case NBitsPath::kEmpty:
+      return Status::Ok();
+    case NBitsPath::kBiasOnly:
+      return cuda::launch_fill_bias(p.dtype, args.y.data, args.bias ? args.bias->data : nullptr,
+                                    p.m, p.n, stream);
+    case NBitsPath::kGemv:
+      return run_gemv(plan, args, stream);
+    case NBitsPath::kDequantGemm:
+      return run_dequant_gemm(handle, plan, args, static_cast<uint8_t*>(workspace), stream);
+  }
+  return Status(StatusCode::kInternal, "run_nbits_matmul: unknown path");
+}
+
+}  // namespace bqmm

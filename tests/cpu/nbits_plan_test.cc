@@ -1,0 +1,293 @@
+// plan_nbits_matmul's dispatch decisions at their boundaries, the GEMV configuration,
+// the dequant tiling and workspace layout, and the environment overrides of the options.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <optional>
+#include <sstream>
+#include <string>
+
+#include "bqmm/nbits_matmul.h"
+
+namespace bqmm {
+namespace {
+
+constexpr DeviceInfo kHopper{90, 132};
+constexpr DeviceInfo kTuring{75, 40};
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+NBitsMatMulProblem problem(int64_t m, int64_t n, int64_t k, int bits = 4,
+                           int64_t block_size = 32, DType dtype = DType::kFloat16) {
+  NBitsMatMulProblem p;
+  p.dtype = dtype;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.bits = bits;
+  p.block_size = block_size;
+  return p;
+}
+
+NBitsMatMulPlan plan(const NBitsMatMulProblem& p, const DeviceInfo& d = kHopper,
+                     const NBitsMatMulOptions& o = NBitsMatMulOptions{}) {
+  NBitsMatMulPlan out;
+  const Status s = plan_nbits_matmul(p, d, o, &out);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  return out;
+}
+
+NBitsPath path(const NBitsMatMulProblem& p, const DeviceInfo& d = kHopper,
+               const NBitsMatMulOptions& o = NBitsMatMulOptions{}) {
+  return plan(p, d, o).path;
+}
+
+std::string printed(const NBitsMatMulPlan& p) {
+  std::ostringstream os;
+  os << p;
+  return os.str();
+}
+
+TEST(NBitsPlan, PathNames) {
+  EXPECT_STREQ(nbits_path_name(NBitsPath::kEmpty), "empty");
+  EXPECT_STREQ(nbits_path_name(NBitsPath::kBiasOnly), "bias_only");
+  EXPECT_STREQ(nbits_path_name(NBitsPath::kGemv), "gemv");
+  EXPECT_STREQ(nbits_path_name(NBitsPath::kDequantGemm), "dequant_gemm");
+}
+
+TEST(NBitsPlan, EmptyProblemsNeedNoWorkspace) {
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{0, 4096}, {16, 0}, {0, 0}}) {
+    const NBitsMatMulPlan p = plan(problem(m, n, 4096));
+    EXPECT_EQ(p.path, NBitsPath::kEmpty);
+    EXPECT_EQ(p.workspace_bytes, 0u);
+  }
+  const NBitsMatMulPlan p = plan(problem(3, 4096, 0));
+  EXPECT_EQ(p.path, NBitsPath::kBiasOnly);
+  EXPECT_EQ(p.workspace_bytes, 0u);
+}
+
+TEST(NBitsPlan, GemvUpToEightRows) {
+  for (int bits : {4, 8})
+    for (DType t : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+      for (int64_t m = 1; m <= 8; ++m) {
+        const NBitsMatMulPlan p = plan(problem(m, 4096, 4096, bits, 32, t));
+        EXPECT_EQ(p.path, NBitsPath::kGemv) << "M=" << m << " " << dtype_name(t);
+        EXPECT_EQ(p.workspace_bytes, 0u);
+      }
+      EXPECT_EQ(path(problem(9, 4096, 4096, bits, 32, t)), NBitsPath::kDequantGemm);
+    }
+}
+
+TEST(NBitsPlan, GemvRowsPerWarp) {
+  // The tensor-core tile always has 8 rows; the float32 FMA tile is sized to M.
+  const int64_t expected[9] = {0, 1, 2, 4, 4, 8, 8, 8, 8};
+  for (int64_t m = 1; m <= 8; ++m) {
+    EXPECT_EQ(plan(problem(m, 256, 4096, 4, 32, DType::kFloat32)).gemv_rows, expected[m]) << m;
+    EXPECT_EQ(plan(problem(m, 256, 4096, 4, 32, DType::kFloat16)).gemv_rows, 8) << m;
+  }
+}
+
+TEST(NBitsPlan, GemvNeedsWholeBlocksByPosition) {
+  // g_idx and typed zero points go through dequant + GEMM.
+  NBitsMatMulProblem p = problem(1, 4096, 4096);
+  p.has_g_idx = true;
+  EXPECT_EQ(path(p), NBitsPath::kDequantGemm);
+  p = problem(1, 4096, 4096);
+  p.zero_points = NBitsZeroPoints::kTyped;
+  EXPECT_EQ(path(p), NBitsPath::kDequantGemm);
+  p.zero_points = NBitsZeroPoints::kPacked;
+  EXPECT_EQ(path(p), NBitsPath::kGemv);
+  // A partial last block.
+  EXPECT_EQ(path(problem(1, 4096, 4096 + 32, 4, 64)), NBitsPath::kDequantGemm);
+  EXPECT_EQ(path(problem(1, 4096, 4096 + 64, 4, 64)), NBitsPath::kGemv);
+}
+
+TEST(NBitsPlan, GemvNeedsSixteenByteRows) {
+  // 4-bit, block 16: a block is 8 bytes, so an odd block count leaves rows of 8 * odd bytes.
+  EXPECT_EQ(path(problem(1, 256, 16 * 3, 4, 16)), NBitsPath::kDequantGemm);
+  EXPECT_EQ(path(problem(1, 256, 16 * 4, 4, 16)), NBitsPath::kGemv);
+  // 8-bit, block 16: every row is a multiple of 16 bytes.
+  EXPECT_EQ(path(problem(1, 256, 16 * 3, 8, 16)), NBitsPath::kGemv);
+}
+
+TEST(NBitsPlan, GemvNeedsSixteenByteAlignment) {
+  NBitsMatMulProblem p = problem(1, 4096, 4096);
+  p.alignment = 8;
+  const NBitsMatMulPlan q = plan(p);
+  EXPECT_EQ(q.path, NBitsPath::kDequantGemm);
+  EXPECT_TRUE(q.dequant_vec8);
+  p.alignment = 4;
+  EXPECT_FALSE(plan(p).dequant_vec8);
+}
+
+TEST(NBitsPlan, TensorCoresNeedAmpere) {
+  EXPECT_EQ(path(problem(1, 4096, 4096, 4, 32, DType::kFloat16), kTuring), NBitsPath::kDequantGemm);
+  EXPECT_EQ(path(problem(1, 4096, 4096, 4, 32, DType::kBFloat16), kTuring), NBitsPath::kDequantGemm);
+  EXPECT_EQ(path(problem(1, 4096, 4096, 4, 32, DType::kFloat32), kTuring), NBitsPath::kGemv);
+}
+
+TEST(NBitsPlan, AllowGemvFalseForcesDequantGemm) {
+  NBitsMatMulOptions o;
+  o.allow_gemv = false;
+  EXPECT_EQ(path(problem(1, 4096, 4096), kHopper, o), NBitsPath::kDequantGemm);
+}
+
+TEST(NBitsPlan, GemvAlgoDefaultsAndOverride) {
+  for (int bits : {4, 8})
+    for (int64_t bs : {16, 32, 64, 128, 256, 512}) {
+      const NBitsMatMulPlan p = plan(problem(1, 4096, 4096, bits, bs));
+      ASSERT_EQ(p.path, NBitsPath::kGemv) << bits << " " << bs;
+      EXPECT_GE(p.gemv_algo, 0);
+      EXPECT_LE(p.gemv_algo, 2);
+      for (int algo : {0, 1, 2}) {
+        NBitsMatMulOptions o;
+        o.gemv_algo = algo;
+        EXPECT_EQ(plan(problem(1, 4096, 4096, bits, bs), kHopper, o).gemv_algo, algo);
+      }
+    }
+}
+
+TEST(NBitsPlan, GemvKSplitKeepsFourWindowsPerWarp) {
+  // A window is 64 bytes of a row: 64 8-bit or 128 4-bit codes.
+  EXPECT_EQ(plan(problem(1, 4096, 4096, 8)).gemv_k_split, 8);   // 64 windows
+  EXPECT_EQ(plan(problem(1, 4096, 1024, 8)).gemv_k_split, 4);   // 16 windows
+  EXPECT_EQ(plan(problem(1, 4096, 512, 8)).gemv_k_split, 2);    // 8 windows
+  EXPECT_EQ(plan(problem(1, 4096, 256, 8)).gemv_k_split, 1);    // 4 windows
+  EXPECT_EQ(plan(problem(1, 4096, 64, 8)).gemv_k_split, 1);     // 1 window
+  EXPECT_EQ(plan(problem(1, 4096, 4096, 4)).gemv_k_split, 8);   // 32 windows
+  EXPECT_EQ(plan(problem(1, 4096, 2048, 4)).gemv_k_split, 4);   // 16 windows
+}
+
+TEST(NBitsPlan, DequantGemmTilesAndWorkspace) {
+  // 256 MiB scratch: float16 rows of K = 8192 are 16 KiB: 16384 rows per tile.
+  NBitsMatMulPlan p = plan(problem(64, 32768, 8192));
+  EXPECT_EQ(p.path, NBitsPath::kDequantGemm);
+  EXPECT_TRUE(p.dequant_vec8);
+  EXPECT_EQ(p.n_tile, 16384);
+  EXPECT_EQ(p.num_n_tiles, 2);
+  EXPECT_EQ(p.cublas_offset, 0u);
+  EXPECT_EQ(p.cublas_bytes, size_t{32} << 20);
+  EXPECT_EQ(p.scratch_offset, size_t{32} << 20);
+  EXPECT_EQ(p.scratch_bytes, size_t{256} << 20);
+  EXPECT_EQ(p.workspace_bytes, size_t{288} << 20);
+  // float32 rows are twice as large.
+  p = plan(problem(64, 32768, 8192, 4, 32, DType::kFloat32));
+  EXPECT_EQ(p.n_tile, 8192);
+  EXPECT_EQ(p.num_n_tiles, 4);
+  // Whole N in one tile when it fits; a small limit still gives one row per tile.
+  p = plan(problem(64, 100, 8192));
+  EXPECT_EQ(p.n_tile, 100);
+  EXPECT_EQ(p.num_n_tiles, 1);
+  EXPECT_EQ(p.scratch_bytes, size_t{100} * 8192 * 2);
+  NBitsMatMulOptions o;
+  o.dequant_scratch_bytes = 1000;
+  p = plan(problem(64, 100, 8192), kHopper, o);
+  EXPECT_EQ(p.n_tile, 1);
+  EXPECT_EQ(p.num_n_tiles, 100);
+  // Pre-Hopper cuBLAS workspace.
+  EXPECT_EQ(plan(problem(64, 100, 8192), kTuring).cublas_bytes, size_t{4} << 20);
+}
+
+TEST(NBitsPlan, ScalarDequantForOddK) {
+  const NBitsMatMulPlan p = plan(problem(16, 64, 100, 8, 16));
+  EXPECT_EQ(p.path, NBitsPath::kDequantGemm);
+  EXPECT_FALSE(p.dequant_vec8);
+}
+
+TEST(NBitsPlan, PrintsEveryDecision) {
+  NBitsMatMulProblem q = problem(3, 4096, 4096, 8, 128, DType::kBFloat16);
+  q.zero_points = NBitsZeroPoints::kPacked;
+  q.has_bias = true;
+  NBitsMatMulOptions o;
+  o.gemv_algo = 2;
+  const std::string gemv = printed(plan(q, kHopper, o));
+  EXPECT_EQ(gemv,
+            "NBitsMatMulPlan{path=gemv; nbits int8 bfloat16 M=3 N=4096 K=4096 block_size=128 "
+            "zero_points=packed bias align=16; sm90/132SMs; algo=2; rows=8; k_split=8; "
+            "workspace=0B}");
+  q.m = 100;
+  q.has_g_idx = true;
+  const std::string dq = printed(plan(q));
+  EXPECT_NE(dq.find("path=dequant_gemm"), std::string::npos) << dq;
+  EXPECT_NE(dq.find(" g_idx"), std::string::npos) << dq;
+  EXPECT_NE(dq.find("dequant=vec8; n_tile=4096 x 1"), std::string::npos) << dq;
+  EXPECT_NE(dq.find("cublas 33554432@0, scratch 33554432@33554432"), std::string::npos) << dq;
+}
+
+TEST(NBitsPlan, RejectsMalformedProblemsAndOptions) {
+  NBitsMatMulPlan out;
+  NBitsMatMulProblem p = problem(1, 64, 64);
+  p.dtype = DType::kUInt8;
+  EXPECT_EQ(plan_nbits_matmul(p, kHopper, {}, &out).code(), StatusCode::kInvalidArgument);
+  p = problem(1, 64, 64, 2);
+  EXPECT_EQ(plan_nbits_matmul(p, kHopper, {}, &out).code(), StatusCode::kNotSupported);
+  p = problem(1, 64, 64, 3);
+  EXPECT_EQ(plan_nbits_matmul(p, kHopper, {}, &out).code(), StatusCode::kInvalidArgument);
+  p = problem(1, 64, 64, 4, 24);
+  EXPECT_EQ(plan_nbits_matmul(p, kHopper, {}, &out).code(), StatusCode::kInvalidArgument);
+  p = problem(-1, 64, 64);
+  EXPECT_EQ(plan_nbits_matmul(p, kHopper, {}, &out).code(), StatusCode::kInvalidArgument);
+  NBitsMatMulOptions o;
+  o.dequant_scratch_bytes = 0;
+  EXPECT_EQ(plan_nbits_matmul(problem(1, 64, 64), kHopper, o, &out).code(),
+            StatusCode::kInvalidArgument);
+  o = NBitsMatMulOptions{};
+  o.gemv_algo = 3;
+  EXPECT_EQ(plan_nbits_matmul(problem(1, 64, 64), kHopper, o, &out).code(),
+            StatusCode::kInvalidArgument);
+}
+
+// ------------------------------------------------------------------ environment
+class NBitsEnvTest : public ::testing::Test {
+ protected:
+  static constexpr const char* kVars[2] = {"BQMM_DEQUANT_SCRATCH_MIB", "BQMM_NBITS_GEMV_ALGO"};
+  void SetUp() override {
+    for (int i = 0; i < 2; ++i) {
+      if (const char* v = std::getenv(kVars[i])) saved_[i] = v;
+      unsetenv(kVars[i]);
+    }
+  }
+  void TearDown() override {
+    for (int i = 0; i < 2; ++i) {
+      if (saved_[i]) setenv(kVars[i], saved_[i]->c_str(), 1);
+      else unsetenv(kVars[i]);
+    }
+  }
+  std::optional<std::string> saved_[2];
+};
+
+TEST_F(NBitsEnvTest, UnsetKeepsDefaults) {
+  NBitsMatMulOptions o;
+  ASSERT_TRUE(nbits_matmul_options_from_env(&o).ok());
+  EXPECT_EQ(o.dequant_scratch_bytes, 256 * kMiB);
+  EXPECT_EQ(o.gemv_algo, -1);
+  EXPECT_TRUE(o.allow_gemv);
+}
+
+TEST_F(NBitsEnvTest, GemvAlgoOverride) {
+  for (int algo : {0, 1, 2}) {
+    setenv("BQMM_NBITS_GEMV_ALGO", std::to_string(algo).c_str(), 1);
+    NBitsMatMulOptions o;
+    ASSERT_TRUE(nbits_matmul_options_from_env(&o).ok());
+    EXPECT_EQ(o.gemv_algo, algo);
+    EXPECT_EQ(plan(problem(1, 4096, 4096), kHopper, o).gemv_algo, algo);
+  }
+  for (const char* bad : {"3", "-1", "x", "1.5"}) {
+    setenv("BQMM_NBITS_GEMV_ALGO", bad, 1);
+    NBitsMatMulOptions o;
+    const Status s = nbits_matmul_options_from_env(&o);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("BQMM_NBITS_GEMV_ALGO"), std::string::npos) << s.message();
+  }
+}
+
+TEST_F(NBitsEnvTest, ScratchOverride) {
+  setenv("BQMM_DEQUANT_SCRATCH_MIB", "64", 1);
+  NBitsMatMulOptions o;
+  ASSERT_TRUE(nbits_matmul_options_from_env(&o).ok());
+  EXPECT_EQ(o.dequant_scratch_bytes, 64 * kMiB);
+  setenv("BQMM_DEQUANT_SCRATCH_MIB", "0", 1);
+  EXPECT_EQ(nbits_matmul_options_from_env(&o).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace bqmm

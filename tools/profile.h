@@ -1,0 +1,279 @@
+// bqmm-profile: what every operator's profiler shares. The command line, the case loop,
+// the reference check on sampled rows, the GPU timing with its dense cuBLAS baseline,
+// the table and the JSON lines live here; an operator (profile_fp8.cc, later
+// profile_nbits.cc) only says how to make its cases and inputs and how to run the
+// library on them, behind OpProfiler.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bqmm/device.h"
+#include "bqmm/status.h"
+#include "bqmm/tensor.h"
+#include "harness/accuracy.h"
+#include "harness/device_buffer.h"
+#include "harness/host_tensor.h"
+#include "harness/timing.h"
+
+namespace bqmm::profile {
+
+using harness::HostTensor;
+
+// ------------------------------------------------------------------ command line
+struct FlagSpec {
+  const char* name;   // "--m"
+  const char* value;  // the value's placeholder in --help ("M"), nullptr for a switch
+  const char* help;
+};
+
+// The parsed command line: "--flag value", "--flag=value" and switches, each flag at
+// most once, every flag one of the specs.
+class Flags {
+ public:
+  static Status parse(int argc, char** argv, const std::vector<FlagSpec>& specs, Flags* out);
+  bool has(const std::string& name) const { return values_.count(name) > 0; }
+  // The value of `name`, or `fallback` when it was not given.
+  std::string get(const std::string& name, const std::string& fallback = "") const;
+  // An integer in [min, max]; leaves *value alone when the flag was not given.
+  Status get_int(const std::string& name, int64_t min, int64_t max, int64_t* value) const;
+
+ private:
+  std::map<std::string, std::string> values_;
+};
+
+// Flags every operator has.
+std::vector<FlagSpec> common_flags();
+
+// The value of --op (default "fp8"), read before the full parse because the operator
+// decides which further flags exist.
+std::string op_name_from_argv(int argc, char** argv);
+
+// --activation-dtype spellings: fp16, bf16, fp32.
+const char* dtype_flag_name(DType dtype);
+
+// The common flags, read and checked.
+struct Settings {
+  std::string op;
+  std::optional<DType> dtype;  // --activation-dtype; absent: the operator's default
+  std::optional<int64_t> m, n, k;
+  int64_t block_size = 128;
+  bool bias = false;
+  std::string suite;  // "smoke", "decode", "prefill"; empty for the single case
+  int warmup = 10;
+  int repeat = 100;
+  uint64_t seed = 1;
+  bool cpu = false;  // --device cpu
+  std::string json_path;
+  std::string dump_dir;
+  bool explain = false;
+  std::optional<DeviceInfo> device_override;  // --sm and --num-sms
+  bool print_plan = false;                    // BQMM_PRINT_PLAN=1: print each case's plan
+};
+Status read_settings(const Flags& flags, Settings* out);
+
+// ------------------------------------------------------------------ JSON
+// One JSON object on one line, fields in insertion order.
+class JsonLine {
+ public:
+  void add_string(const std::string& key, const std::string& value);
+  void add_int(const std::string& key, std::optional<int64_t> value);  // null if absent
+  void add_bool(const std::string& key, bool value);
+  void add_number(const std::string& key,
+                  std::optional<double> value);  // null if absent or not finite
+  void add_null(const std::string& key);
+  std::string str() const { return "{" + body_ + "}"; }
+
+ private:
+  void add_raw(const std::string& key, const std::string& json_value);
+  std::string body_;
+};
+
+// ------------------------------------------------------------------ cases
+// One problem to profile. Operators derive from it to add their own settings.
+struct CaseSpec {
+  DType dtype = DType::kFloat16;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t block_size = 128;
+  bool bias = false;
+
+  virtual ~CaseSpec() = default;
+  // The operator's own settings, space separated ("w8a8"), for labels; "" for none.
+  virtual std::string variant() const = 0;
+  // The operator's own settings as JSON fields.
+  virtual void write_json(JsonLine* line) const = 0;
+};
+using CaseList = std::vector<std::unique_ptr<CaseSpec>>;
+
+// "fp8 bf16 M=8 N=4096 K=4096 bs=128 bias w8a8"
+std::string case_label(const std::string& op, const CaseSpec& c);
+// A directory name for the case's dumps: "fp8_bf16_M8_N4096_K4096_bs128_bias_w8a8".
+std::string case_dir_name(const std::string& op, const CaseSpec& c);
+// Cases with the same key differ only in M and share their inputs (weights are made and
+// uploaded once per key; A is made with the largest M and each case uses a prefix).
+std::string weight_key(const std::string& op, const CaseSpec& c);
+
+// Shapes of the decode and prefill suites, the same for every operator, ordered by
+// (N, K) first so that cases sharing weights are adjacent. Error for other names.
+struct SuiteShape {
+  int64_t m, n, k;
+};
+Status suite_shapes(const std::string& suite, std::vector<SuiteShape>* out);
+
+// ------------------------------------------------------------------ GPU
+// The device every case runs on: the library handle, a stream, the properties the
+// timing needs and the copy bandwidth measured once per process.
+class Gpu {
+ public:
+  static Status open(int warmup, int repeat, std::unique_ptr<Gpu>* out);  // device 0
+  ~Gpu();
+  Gpu(const Gpu&) = delete;
+  Gpu& operator=(const Gpu&) = delete;
+
+  const Handle& handle() const { return *handle_; }
+  cudaStream_t stream() const { return stream_; }
+  const std::string& name() const { return name_; }
+  const DeviceInfo& info() const { return handle_->device_info(); }
+  size_t l2_bytes() const { return l2_bytes_; }
+  double copy_bytes_per_second() const { return copy_bandwidth_; }
+  size_t copy_bandwidth_probe_bytes() const { return copy_probe_bytes_; }
+  int warmup() const { return warmup_; }
+  int repeat() const { return repeat_; }
+
+  // Copies of a `bytes` working set to rotate through for cold-L2 timing.
+  int copies_for(size_t bytes) const { return harness::cold_l2_copy_count(bytes, l2_bytes_); }
+  // Times `run` on stream() with the process's warm-up and repeat counts.
+  Status time(const harness::TimedRun& run, harness::TimingStats* out) const;
+  Status synchronize() const;
+
+ private:
+  Gpu() = default;
+  std::unique_ptr<Handle> handle_;
+  cudaStream_t stream_ = nullptr;
+  std::string name_;
+  size_t l2_bytes_ = 0;
+  double copy_bandwidth_ = 0;
+  size_t copy_probe_bytes_ = 0;
+  int warmup_ = 0, repeat_ = 0;
+};
+
+// The dense cuBLAS BF16 GEMM of a case's M, N, K, timed the same way as the operator:
+// the speed every quantized kernel must beat.
+class DenseBaseline {
+ public:
+  // `a`: the group's activation ([max M, K]), converted to bf16 on the host.
+  // `fill_weight` writes the bf16 [N, K] weight into device memory (operators
+  // dequantize their own weight there, so the GEMM multiplies realistic values); it is
+  // then replicated into enough copies for cold-L2 timing.
+  using FillWeight = std::function<Status(void* weight_bf16, cudaStream_t stream)>;
+  static Status create(const Gpu& gpu, const HostTensor& a, int64_t n,
+                       const FillWeight& fill_weight, std::unique_ptr<DenseBaseline>* out);
+  // Times the GEMM of A's first `m` rows; leaves *out empty when M, N or K is 0.
+  Status time(const Gpu& gpu, int64_t m, std::optional<harness::TimingStats>* out) const;
+
+ private:
+  DenseBaseline() = default;
+  int64_t n_ = 0, k_ = 0;
+  harness::DeviceTensor a_;  // bf16 [max M, K]
+  harness::RotatingCopies weight_;
+  harness::DeviceBuffer y_;
+  harness::DeviceBuffer cublas_workspace_;
+};
+
+// ------------------------------------------------------------------ accuracy
+// Output rows checked against the float64 reference: all when M <= 8, else 8 spread
+// evenly over [0, M) including the first and the last (the reference costs N * K per
+// row, too much for every row of a prefill case).
+std::vector<int64_t> sampled_rows(int64_t m);
+
+// Reference output rows of one input group, each computed once and shared by the cases
+// of the group (they use prefixes of the same A, so row r is the same for all of them).
+class ReferenceRows {
+ public:
+  using RowFn = std::function<std::vector<double>(int64_t row)>;
+  // std::launch::async computes requested rows on worker threads, overlapping the GPU
+  // runs; std::launch::deferred computes them when asked for, on the asking thread, so
+  // that they do not slow down a timed CPU emulation.
+  ReferenceRows(RowFn row, std::launch policy) : row_(std::move(row)), policy_(policy) {}
+  void request(const std::vector<int64_t>& rows);
+  // The rows' reference outputs, concatenated ([rows.size(), N]).
+  std::vector<double> get(const std::vector<int64_t>& rows);
+
+ private:
+  RowFn row_;
+  std::launch policy_;
+  std::map<int64_t, std::shared_future<std::vector<double>>> rows_;
+};
+
+// The SPEC section 4 check of rows `rows` of y ([M, n]) against their concatenated
+// reference outputs.
+harness::AccuracyReport compare_rows(const HostTensor& y, int64_t n,
+                                     const std::vector<int64_t>& rows,
+                                     const std::vector<double>& reference);
+
+// The first `rows` rows (along dimension 0) of `t`.
+HostTensor first_rows(const HostTensor& t, int64_t rows);
+
+// Writes each tensor to dir/<name>.<dtype tag>.npy, creating dir.
+Status dump_tensors(const std::string& dir,
+                    const std::vector<std::pair<std::string, const HostTensor*>>& tensors);
+
+// ------------------------------------------------------------------ operators
+// What a case run measured.
+struct CaseResult {
+  std::string path;  // the plan's path name, or "cpu_emulated_dequant_gemm"
+  harness::AccuracyReport accuracy;
+  std::string error;                            // set when the case could not run to the end
+  std::optional<harness::TimingStats> kernel;   // the operator, called as users call it
+  std::optional<harness::TimingStats> cublas;   // dense cuBLAS BF16, same M, N, K
+  std::optional<harness::TimingStats> dequant;  // dequant + GEMM paths: the dequantize kernel alone
+  std::optional<double> cpu_us;                 // CPU mode: the emulation's time
+  double weight_bytes = 0;   // quantized weight + scales: what a decode kernel must read
+  double dequant_bytes = 0;  // the dequantize kernel: weight and scales read, T written
+  int weight_copies = 0;     // rotated copies of the weights (cold L2)
+  bool passed() const { return error.empty() && accuracy.passed; }
+};
+
+class OpProfiler {
+ public:
+  virtual ~OpProfiler() = default;
+  virtual const char* name() const = 0;
+  // Flags of this operator only, added to the common ones.
+  virtual std::vector<FlagSpec> flags() const = 0;
+  // Reads this operator's flags and BQMM_* environment options; builds the single case
+  // or the suite that `settings` asks for.
+  virtual Status make_cases(const Flags& flags, const Settings& settings, CaseList* out) = 0;
+  // The library's plan for `c` on `device`, printable on one line.
+  virtual Status describe_plan(const CaseSpec& c, const DeviceInfo& device, std::string* out) = 0;
+  // Makes the inputs of the cases sharing c's weight key, A with `max_m` rows, and on
+  // the GPU (`gpu` non-null) their device copies and the dense baseline.
+  virtual Status load_group(const CaseSpec& c, int64_t max_m, uint64_t seed, const Gpu* gpu) = 0;
+  // Runs case `c` of the loaded group once on NaN-poisoned output and checks it; on the
+  // GPU then times it (and the baselines), on the CPU times the emulation. Writes the
+  // case's tensors under `dump_dir` when it is not empty.
+  virtual Status run_case(const CaseSpec& c, const Gpu* gpu, const std::string& dump_dir,
+                          CaseResult* result) = 0;
+};
+
+std::unique_ptr<OpProfiler> make_fp8_profiler();
+
+// ------------------------------------------------------------------ driver and report
+// --explain: prints each case's plan. Exit code: 0, or 2 when no device can be described.
+int explain_cases(OpProfiler& op, const Settings& settings, const CaseList& cases);
+// Runs every case (on the GPU, or the CPU reference when there is none or --device cpu),
+// printing a row per case, JSON lines and a summary. Exit code: 0, 1 if any case
+// failed, 2 when --json cannot be written.
+int run_cases(OpProfiler& op, const Settings& settings, const CaseList& cases);
+
+void print_usage(const std::vector<FlagSpec>& common, const std::vector<const OpProfiler*>& ops);
+
+}  // namespace bqmm::profile

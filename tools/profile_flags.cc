@@ -1,0 +1,227 @@
+// bqmm-profile's command line: parsing, the common settings and --help.
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "core/check.h"
+#include "core/env.h"
+#include "profile.h"
+
+namespace bqmm::profile {
+namespace {
+
+Status usage_error(std::string message) {
+  return Status(StatusCode::kInvalidArgument, std::move(message));
+}
+
+constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
+
+struct DTypeName {
+  const char* flag;
+  DType dtype;
+};
+constexpr DTypeName kDTypeNames[] = {
+    {"fp16", DType::kFloat16}, {"bf16", DType::kBFloat16}, {"fp32", DType::kFloat32}};
+
+const FlagSpec* find_spec(const std::vector<FlagSpec>& specs, const std::string& name) {
+  for (const FlagSpec& s : specs)
+    if (name == s.name) return &s;
+  return nullptr;
+}
+
+}  // namespace
+
+std::vector<FlagSpec> common_flags() {
+  return {
+      {"--op", "NAME", "operator to profile: fp8 (default)"},
+      {"--activation-dtype", "T",
+       "fp16, bf16 (fp32 where the operator takes it): the single "
+       "case's dtype (default fp16), or restricts a suite to it"},
+      {"--m", "M", "rows of A (product of its leading dims) of the single case"},
+      {"--n", "N", "output features of the single case"},
+      {"--k", "K", "reduction length of the single case"},
+      {"--block-size", "B", "K elements per weight scale (default 128)"},
+      {"--bias", nullptr, "add a bias input"},
+      {"--suite", "NAME",
+       "smoke (small, every path), decode (M <= 8) or prefill (M >= 16), "
+       "instead of --m/--n/--k"},
+      {"--warmup", "W", "untimed runs before timing (default 10)"},
+      {"--repeat", "R", "timed runs; median, p10 and p90 are reported (default 100)"},
+      {"--seed", "S", "seed of the random inputs (default 1)"},
+      {"--device", "D", "cuda (default; falls back to the CPU reference without a GPU) or cpu"},
+      {"--json", "FILE", "write one JSON object per case to FILE"},
+      {"--dump-dir", "DIR", "write each case's inputs and output as .npy files under DIR"},
+      {"--explain", nullptr, "print each case's plan and exit without running"},
+      {"--sm", "SM", "with --explain: plan for compute capability SM (e.g. 90), no GPU needed"},
+      {"--num-sms", "COUNT", "with --explain and --sm: the device's multiprocessor count"},
+      {"--help", nullptr, "print this help"},
+  };
+}
+
+Status Flags::parse(int argc, char** argv, const std::vector<FlagSpec>& specs, Flags* out) {
+  Flags flags;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("--", 0) != 0) return usage_error("unexpected argument \"" + arg + "\"");
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(0, eq);
+    const FlagSpec* spec = find_spec(specs, name);
+    if (spec == nullptr) return usage_error("unknown flag " + name + " (see --help)");
+    if (flags.has(name)) return usage_error(name + " given twice");
+    std::string value;
+    if (spec->value == nullptr) {
+      if (eq != std::string::npos) return usage_error(name + " takes no value");
+    } else if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+    } else if (i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) != 0) {
+      value = argv[++i];
+    } else {
+      return usage_error(name + " needs a value (" + spec->value + ")");
+    }
+    if (spec->value != nullptr && value.empty())
+      return usage_error(name + " needs a non-empty value (" + spec->value + ")");
+    flags.values_[name] = value;
+  }
+  *out = std::move(flags);
+  return Status::Ok();
+}
+
+std::string Flags::get(const std::string& name, const std::string& fallback) const {
+  const auto it = values_.find(name);
+  return it == values_.end() ? fallback : it->second;
+}
+
+Status Flags::get_int(const std::string& name, int64_t min, int64_t max, int64_t* value) const {
+  const auto it = values_.find(name);
+  if (it == values_.end()) return Status::Ok();
+  const char* text = it->second.c_str();
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || v < min || v > max) {
+    const std::string range = max == kInt64Max
+                                  ? ">= " + std::to_string(min)
+                                  : "in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+    return usage_error(name + ": expected an integer " + range + " but got \"" + it->second + "\"");
+  }
+  *value = v;
+  return Status::Ok();
+}
+
+std::string op_name_from_argv(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--op") == 0 && i + 1 < argc) return argv[i + 1];
+    if (std::strncmp(argv[i], "--op=", 5) == 0) return argv[i] + 5;
+  }
+  return "fp8";
+}
+
+const char* dtype_flag_name(DType dtype) {
+  for (const DTypeName& d : kDTypeNames)
+    if (d.dtype == dtype) return d.flag;
+  return dtype_name(dtype);
+}
+
+Status read_settings(const Flags& flags, Settings* out) {
+  Settings s;
+  s.op = flags.get("--op", "fp8");
+
+  if (flags.has("--activation-dtype")) {
+    const std::string name = flags.get("--activation-dtype");
+    for (const DTypeName& d : kDTypeNames)
+      if (name == d.flag) s.dtype = d.dtype;
+    if (!s.dtype)
+      return usage_error("--activation-dtype: expected fp16, bf16 or fp32 but got \"" + name +
+                         "\"");
+  }
+
+  const std::pair<const char*, std::optional<int64_t>*> dims[] = {
+      {"--m", &s.m}, {"--n", &s.n}, {"--k", &s.k}};
+  for (const auto& [name, dim] : dims) {
+    if (!flags.has(name)) continue;
+    int64_t v = 0;
+    BQMM_RETURN_IF_ERROR(flags.get_int(name, 0, kInt64Max, &v));
+    *dim = v;
+  }
+  BQMM_RETURN_IF_ERROR(flags.get_int("--block-size", 1, kInt64Max, &s.block_size));
+  s.bias = flags.has("--bias");
+
+  s.suite = flags.get("--suite");
+  const bool any_dim = s.m.has_value() || s.n.has_value() || s.k.has_value();
+  if (!s.suite.empty()) {
+    if (s.suite != "smoke" && s.suite != "decode" && s.suite != "prefill")
+      return usage_error("unknown suite \"" + s.suite + "\" (expected smoke, decode or prefill)");
+    if (any_dim) return usage_error("--suite and --m/--n/--k exclude each other");
+    if (s.suite == "smoke" && (flags.has("--bias") || flags.has("--block-size")))
+      return usage_error("--suite smoke sets bias and block size itself");
+  } else {
+    if (!any_dim) return usage_error("give --m, --n and --k for one case, or --suite (see --help)");
+    for (const auto& [name, dim] : dims)
+      if (!dim->has_value())
+        return usage_error(std::string("missing ") + name +
+                           " (a single case needs --m, --n and --k)");
+    // Every tensor's element count must fit in int64 (the library's 64-bit indexing).
+    int64_t product = 0;
+    BQMM_RETURN_IF_ERROR(check::mul_no_overflow("M * K", *s.m, *s.k, &product));
+    BQMM_RETURN_IF_ERROR(check::mul_no_overflow("N * K", *s.n, *s.k, &product));
+    BQMM_RETURN_IF_ERROR(check::mul_no_overflow("M * N", *s.m, *s.n, &product));
+  }
+
+  int64_t warmup = s.warmup, repeat = s.repeat, seed = static_cast<int64_t>(s.seed);
+  BQMM_RETURN_IF_ERROR(flags.get_int("--warmup", 0, 1000000, &warmup));
+  BQMM_RETURN_IF_ERROR(flags.get_int("--repeat", 1, 1000000, &repeat));
+  BQMM_RETURN_IF_ERROR(flags.get_int("--seed", 0, kInt64Max, &seed));
+  s.warmup = static_cast<int>(warmup);
+  s.repeat = static_cast<int>(repeat);
+  s.seed = static_cast<uint64_t>(seed);
+
+  const std::string device = flags.get("--device", "cuda");
+  if (device != "cuda" && device != "cpu")
+    return usage_error("--device: expected cuda or cpu but got \"" + device + "\"");
+  s.cpu = device == "cpu";
+  s.json_path = flags.get("--json");
+  s.dump_dir = flags.get("--dump-dir");
+  s.explain = flags.has("--explain");
+
+  if (flags.has("--sm") != flags.has("--num-sms"))
+    return usage_error("--sm and --num-sms go together");
+  if (flags.has("--sm")) {
+    if (!s.explain) return usage_error("--sm and --num-sms describe a device for --explain only");
+    int64_t sm = 0, num_sms = 0;
+    BQMM_RETURN_IF_ERROR(flags.get_int("--sm", 10, 1000, &sm));
+    BQMM_RETURN_IF_ERROR(flags.get_int("--num-sms", 1, 100000, &num_sms));
+    s.device_override = DeviceInfo{static_cast<int>(sm), static_cast<int>(num_sms)};
+  }
+  s.print_plan = env::flag("BQMM_PRINT_PLAN");
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+void print_usage(const std::vector<FlagSpec>& common, const std::vector<const OpProfiler*>& ops) {
+  std::printf(
+      "usage: bqmm-profile [--op NAME] (--m M --n N --k K | --suite NAME) [flags]\n"
+      "\n"
+      "Checks each case against the float64 CPU reference (output poisoned with NaN, sampled\n"
+      "rows) and times it with CUDA events on cold-L2 weights, next to dense cuBLAS BF16 of\n"
+      "the same M, N, K. Without a CUDA device (or with --device cpu) it checks the CPU\n"
+      "emulation of the dequant + GEMM path instead and times nothing on a GPU.\n");
+  const auto print_flags = [](const char* title, const std::vector<FlagSpec>& flags) {
+    std::printf("\n%s:\n", title);
+    for (const FlagSpec& f : flags) {
+      const std::string head = std::string(f.name) + (f.value ? std::string(" ") + f.value : "");
+      std::printf("  %-24s %s\n", head.c_str(), f.help);
+    }
+  };
+  print_flags("flags", common);
+  for (const OpProfiler* op : ops)
+    print_flags((std::string("--op ") + op->name() + " flags").c_str(), op->flags());
+  std::printf(
+      "\n"
+      "environment: the operators' BQMM_* options (e.g. BQMM_DEQUANT_SCRATCH_MIB,\n"
+      "BQMM_FP8_GEMV_MMA) apply; BQMM_PRINT_PLAN=1 prints each case's plan before it runs.\n"
+      "exit status: 0 every case passed, 1 a case failed or could not run, 2 bad usage.\n");
+}
+
+}  // namespace bqmm::profile

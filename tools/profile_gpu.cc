@@ -1,0 +1,107 @@
+// bqmm-profile: the GPU every case runs on and the dense cuBLAS baseline.
+#include <algorithm>
+
+#include "core/workspace.h"
+#include "cuda/cublas_gemm.h"
+#include "cuda/cuda_check.h"
+#include "profile.h"
+
+namespace bqmm::profile {
+
+Status Gpu::open(int warmup, int repeat, std::unique_ptr<Gpu>* out) {
+  constexpr int kDevice = 0;
+  std::unique_ptr<Gpu> gpu(new Gpu());
+  gpu->warmup_ = warmup;
+  gpu->repeat_ = repeat;
+  BQMM_CUDA_RETURN(cudaSetDevice(kDevice));
+  BQMM_RETURN_IF_ERROR(Handle::create(kDevice, &gpu->handle_));
+  // A blocking stream: the harness's uploads, poisoning and downloads run on the legacy
+  // default stream, and a blocking stream is ordered with it.
+  BQMM_CUDA_RETURN(cudaStreamCreate(&gpu->stream_));
+  cudaDeviceProp prop{};
+  BQMM_CUDA_RETURN(cudaGetDeviceProperties(&prop, kDevice));
+  gpu->name_ = prop.name;
+  gpu->l2_bytes_ = static_cast<size_t>(prop.l2CacheSize);
+
+  // 1 GiB per buffer is far beyond any cache and long enough (~0.5 ms on an H200) for
+  // event resolution not to matter; smaller GPUs get a quarter of their free memory.
+  size_t free_bytes = 0, total_bytes = 0;
+  BQMM_CUDA_RETURN(cudaMemGetInfo(&free_bytes, &total_bytes));
+  gpu->copy_probe_bytes_ = std::min<size_t>(size_t{1} << 30, free_bytes / 8 >> 20 << 20);
+  BQMM_RETURN_IF_ERROR(harness::measure_copy_bandwidth(gpu->copy_probe_bytes_, 3, 20, gpu->stream_,
+                                                       &gpu->copy_bandwidth_));
+  *out = std::move(gpu);
+  return Status::Ok();
+}
+
+Gpu::~Gpu() {
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+Status Gpu::time(const harness::TimedRun& run, harness::TimingStats* out) const {
+  return harness::time_with_events(stream_, warmup_, repeat_, run, out);
+}
+
+Status Gpu::synchronize() const {
+  return cuda::cuda_status(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+Status DenseBaseline::create(const Gpu& gpu, const HostTensor& a, int64_t n,
+                             const FillWeight& fill_weight, std::unique_ptr<DenseBaseline>* out) {
+  std::unique_ptr<DenseBaseline> d(new DenseBaseline());
+  d->n_ = n;
+  d->k_ = a.shape[1];
+  const int64_t max_m = a.shape[0];
+  if (max_m == 0 || n == 0 || d->k_ == 0) {  // nothing to multiply: time() reports nothing
+    *out = std::move(d);
+    return Status::Ok();
+  }
+
+  HostTensor a_bf16 = HostTensor::zeros(DType::kBFloat16, a.shape);
+  if (a.dtype == DType::kBFloat16) {
+    a_bf16.bytes = a.bytes;
+  } else {
+    for (int64_t i = 0; i < a.numel(); ++i) a_bf16.set(i, a.get(i));
+  }
+  BQMM_RETURN_IF_ERROR(harness::DeviceTensor::upload(a_bf16, &d->a_));
+
+  const size_t weight_bytes = static_cast<size_t>(n * d->k_) * dtype_size(DType::kBFloat16);
+  BQMM_RETURN_IF_ERROR(
+      harness::RotatingCopies::allocate(weight_bytes, gpu.copies_for(weight_bytes), &d->weight_));
+  BQMM_RETURN_IF_ERROR(fill_weight(d->weight_.copy(0), gpu.stream()));
+  BQMM_RETURN_IF_ERROR(d->weight_.replicate_first(gpu.stream()));
+
+  BQMM_RETURN_IF_ERROR(harness::DeviceBuffer::allocate(
+      static_cast<size_t>(max_m * n) * dtype_size(DType::kBFloat16), &d->y_));
+  BQMM_RETURN_IF_ERROR(harness::DeviceBuffer::allocate(cublas_workspace_bytes(gpu.info().sm),
+                                                       &d->cublas_workspace_));
+  BQMM_RETURN_IF_ERROR(gpu.synchronize());
+  *out = std::move(d);
+  return Status::Ok();
+}
+
+Status DenseBaseline::time(const Gpu& gpu, int64_t m,
+                           std::optional<harness::TimingStats>* out) const {
+  out->reset();
+  if (m == 0 || n_ == 0 || k_ == 0) return Status::Ok();
+  cuda::GemmRowMajorArgs args;
+  args.dtype = DType::kBFloat16;
+  args.m = m;
+  args.n = n_;
+  args.k = k_;
+  args.a = a_.data();
+  args.y = y_.data();
+  args.ldy = n_;
+  harness::TimingStats t;
+  BQMM_RETURN_IF_ERROR(gpu.time(
+      [&](int iteration) {
+        args.w = weight_.copy(iteration);
+        return cuda::gemm_row_major_awt(gpu.handle(), args, cublas_workspace_.data(),
+                                        cublas_workspace_.size(), gpu.stream());
+      },
+      &t));
+  *out = t;
+  return Status::Ok();
+}
+
+}  // namespace bqmm::profile

@@ -1,0 +1,374 @@
+// bqmm-profile: the case loop and its report (a row per case as it finishes, JSON lines,
+// a summary table), and --explain.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <ctime>
+#include <exception>
+
+#include "profile.h"
+
+namespace bqmm::profile {
+namespace {
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (u < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", u);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void JsonLine::add_raw(const std::string& key, const std::string& json_value) {
+  if (!body_.empty()) body_ += ", ";
+  body_ += "\"" + json_escape(key) + "\": " + json_value;
+}
+void JsonLine::add_string(const std::string& key, const std::string& value) {
+  add_raw(key, "\"" + json_escape(value) + "\"");
+}
+void JsonLine::add_int(const std::string& key, std::optional<int64_t> value) {
+  if (!value) return add_null(key);
+  add_raw(key, std::to_string(*value));
+}
+void JsonLine::add_bool(const std::string& key, bool value) {
+  add_raw(key, value ? "true" : "false");
+}
+void JsonLine::add_number(const std::string& key, std::optional<double> value) {
+  if (!value || !std::isfinite(*value)) return add_null(key);
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.8g", *value);
+  add_raw(key, buf);
+}
+void JsonLine::add_null(const std::string& key) { add_raw(key, "null"); }
+
+namespace {
+
+std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string format(const char* fmt, ...) {
+  char buf[512];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(buf, sizeof(buf), fmt, args);
+  va_end(args);
+  return buf;
+}
+
+// `value` printed with `fmt`, or "-" when absent.
+std::string optional_text(std::optional<double> value, const char* fmt) {
+  return value ? format(fmt, *value) : "-";
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// The ratios of ENGINEERING.md's "Measuring speed", from the median times.
+struct Ratios {
+  std::optional<double> weight_tbps;     // weight bytes / time
+  std::optional<double> pct_of_copy_bw;  // weight bandwidth / measured copy bandwidth
+  std::optional<double> tflops;          // 2 M N K / time
+  std::optional<double> speedup_vs_cublas;
+  std::optional<double> dequant_pct_of_copy_bw;
+};
+
+Ratios ratios(const CaseSpec& c, const CaseResult& r, const Gpu* gpu) {
+  Ratios x;
+  if (gpu == nullptr || !r.kernel) return x;
+  const double seconds = r.kernel->median_us * 1e-6;
+  const double copy = gpu->copy_bytes_per_second();
+  x.weight_tbps = r.weight_bytes / seconds / 1e12;
+  x.pct_of_copy_bw = 100 * r.weight_bytes / seconds / copy;
+  x.tflops = 2.0 * static_cast<double>(c.m) * static_cast<double>(c.n) * static_cast<double>(c.k) /
+             seconds / 1e12;
+  if (r.cublas) x.speedup_vs_cublas = r.cublas->median_us / r.kernel->median_us;
+  if (r.dequant)
+    x.dequant_pct_of_copy_bw = 100 * r.dequant_bytes / (r.dequant->median_us * 1e-6) / copy;
+  return x;
+}
+
+std::optional<double> median_of(const std::optional<harness::TimingStats>& t) {
+  return t ? std::optional<double>(t->median_us) : std::nullopt;
+}
+
+// The line printed as soon as a case finishes.
+std::string progress_row(const std::string& op, size_t index, size_t total, const CaseSpec& c,
+                         const CaseResult& r, const Ratios& x, double seconds) {
+  std::string s =
+      format("[%*zu/%zu] ", static_cast<int>(std::to_string(total).size()), index + 1, total) +
+      case_label(op, c) + ": ";
+  if (!r.error.empty()) return s + "ERROR " + r.error + format(" [%.1f s]", seconds);
+  s += r.path + format(", rel_err %.2e %s", r.accuracy.rel_err, r.passed() ? "PASS" : "FAIL");
+  if (r.kernel) {
+    s += format(", %.1f us (p10 %.1f, p90 %.1f), %.2f TB/s = %.0f%% of copy, %.2f TFLOP/s",
+                r.kernel->median_us, r.kernel->p10_us, r.kernel->p90_us, *x.weight_tbps,
+                *x.pct_of_copy_bw, *x.tflops);
+  }
+  if (r.cublas)
+    s += format(", cuBLAS bf16 %.1f us (x%.2f)", r.cublas->median_us, *x.speedup_vs_cublas);
+  if (r.dequant)
+    s += format(", dequant %.1f us (%.0f%% of copy)", r.dequant->median_us,
+                *x.dequant_pct_of_copy_bw);
+  if (r.cpu_us) s += format(", CPU %.0f us", *r.cpu_us);
+  if (!r.accuracy.passed) s += " [" + r.accuracy.to_string() + "]";
+  return s + format(" [%.1f s]", seconds);
+}
+
+struct RunInfo {
+  const Gpu* gpu;
+  const Settings* settings;
+  std::string date;
+};
+
+std::string json_row(const std::string& op, const CaseSpec& c, const CaseResult& r, const Ratios& x,
+                     const RunInfo& info) {
+  JsonLine j;
+  j.add_string("op", op);
+  j.add_string("activation_dtype", dtype_flag_name(c.dtype));
+  j.add_int("m", c.m);
+  j.add_int("n", c.n);
+  j.add_int("k", c.k);
+  j.add_int("block_size", c.block_size);
+  j.add_bool("bias", c.bias);
+  c.write_json(&j);
+  if (r.path.empty()) {
+    j.add_null("path");
+  } else {
+    j.add_string("path", r.path);
+  }
+  if (r.error.empty()) {
+    j.add_number("rel_err", r.accuracy.rel_err);
+    j.add_number("tolerance", r.accuracy.tolerance);
+    j.add_int("nan_mismatches", r.accuracy.nan_mismatches);
+  } else {  // the case did not get as far as the check
+    j.add_null("rel_err");
+    j.add_null("tolerance");
+    j.add_null("nan_mismatches");
+  }
+  j.add_bool("passed", r.passed());
+  j.add_number("median_us", median_of(r.kernel));
+  j.add_number("p10_us", r.kernel ? std::optional<double>(r.kernel->p10_us) : std::nullopt);
+  j.add_number("p90_us", r.kernel ? std::optional<double>(r.kernel->p90_us) : std::nullopt);
+  j.add_number("weight_bytes", r.weight_bytes);
+  j.add_number("weight_tbps", x.weight_tbps);
+  j.add_number("pct_of_copy_bw", x.pct_of_copy_bw);
+  j.add_number("tflops", x.tflops);
+  j.add_number("cublas_bf16_us", median_of(r.cublas));
+  j.add_number("speedup_vs_cublas", x.speedup_vs_cublas);
+  j.add_number("dequant_us", median_of(r.dequant));
+  j.add_number("dequant_pct_of_copy_bw", x.dequant_pct_of_copy_bw);
+  j.add_number("cpu_us", r.cpu_us);
+  if (const Gpu* gpu = info.gpu) {
+    j.add_int("weight_copies", r.weight_copies);
+    j.add_number("copy_bw_tbps", gpu->copy_bytes_per_second() / 1e12);
+    j.add_int("warmup", info.settings->warmup);
+    j.add_int("repeat", info.settings->repeat);
+    j.add_string("device", gpu->name());
+    j.add_int("sm", gpu->info().sm);
+    j.add_int("num_sms", gpu->info().num_sms);
+  } else {
+    for (const char* key : {"weight_copies", "copy_bw_tbps", "warmup", "repeat"}) j.add_null(key);
+    j.add_string("device", "cpu");
+    j.add_null("sm");
+    j.add_null("num_sms");
+  }
+  j.add_bool("graphs", false);
+  j.add_int("seed", static_cast<int64_t>(info.settings->seed));
+  j.add_string("date", info.date);
+  if (r.error.empty()) {
+    j.add_null("error");
+  } else {
+    j.add_string("error", r.error);
+  }
+  return j.str();
+}
+
+void print_summary(const std::string& op, const CaseList& cases,
+                   const std::vector<CaseResult>& results, const Gpu* gpu) {
+  const char* row_format =
+      "%-4s %-5s %5s %6s %6s %5s %-9s %-25s %9s %-5s %10s %6s %6s %8s %10s %7s\n";
+  std::printf("\nsummary (%s):\n", gpu ? "GPU medians; TB/s = weight bytes / time; % of copy "
+                                         "bandwidth; speedup = cuBLAS bf16 / bqmm"
+                                       : "CPU emulation only, no GPU timings");
+  std::printf(row_format, "op", "dtype", "M", "N", "K", "bs", "variant", "path", "rel_err", "pass",
+              gpu ? "median_us" : "cpu_us", "TB/s", "%copy", "TFLOP/s", "cuBLAS_us", "speedup");
+  size_t passed = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const CaseSpec& c = *cases[i];
+    const CaseResult& r = results[i];
+    const Ratios x = ratios(c, r, gpu);
+    passed += r.passed() ? 1 : 0;
+    const std::string variant = (c.bias ? std::string("bias") : "") +
+                                (c.bias && !c.variant().empty() ? "," : "") + c.variant();
+    std::printf(row_format, op.c_str(), dtype_flag_name(c.dtype), std::to_string(c.m).c_str(),
+                std::to_string(c.n).c_str(), std::to_string(c.k).c_str(),
+                std::to_string(c.block_size).c_str(), variant.empty() ? "-" : variant.c_str(),
+                r.path.empty() ? "-" : r.path.c_str(),
+                r.error.empty() ? format("%.2e", r.accuracy.rel_err).c_str() : "-",
+                !r.error.empty() ? "ERROR"
+                : r.passed()     ? "PASS"
+                                 : "FAIL",
+                optional_text(gpu ? median_of(r.kernel) : r.cpu_us, "%.1f").c_str(),
+                optional_text(x.weight_tbps, "%.2f").c_str(),
+                optional_text(x.pct_of_copy_bw, "%.1f").c_str(),
+                optional_text(x.tflops, "%.2f").c_str(),
+                optional_text(median_of(r.cublas), "%.1f").c_str(),
+                optional_text(x.speedup_vs_cublas, "%.2f").c_str());
+  }
+  std::printf("%zu of %zu cases passed\n", passed, cases.size());
+}
+
+}  // namespace
+
+int explain_cases(OpProfiler& op, const Settings& settings, const CaseList& cases) {
+  DeviceInfo device;
+  if (settings.device_override) {
+    device = *settings.device_override;
+  } else {
+    std::string why;
+    if (!harness::cuda_device_available(&why)) {
+      std::fprintf(stderr,
+                   "bqmm-profile: no CUDA device (%s): give --sm and --num-sms to explain "
+                   "the plans for a device that is not here\n",
+                   why.c_str());
+      return 2;
+    }
+    const Status s = query_device_info(0, &device);
+    if (!s.ok()) {
+      std::fprintf(stderr, "bqmm-profile: %s\n", s.to_string().c_str());
+      return 2;
+    }
+  }
+  std::printf("plans for sm%d with %d SMs (%zu cases)\n", device.sm, device.num_sms, cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    std::string plan;
+    const Status s = op.describe_plan(*cases[i], device, &plan);
+    if (!s.ok()) {
+      std::fprintf(stderr, "bqmm-profile: %s: %s\n", case_label(op.name(), *cases[i]).c_str(),
+                   s.to_string().c_str());
+      return 2;
+    }
+    std::printf("[%zu/%zu] %s\n  %s\n", i + 1, cases.size(),
+                case_label(op.name(), *cases[i]).c_str(), plan.c_str());
+  }
+  return 0;
+}
+
+int run_cases(OpProfiler& op, const Settings& settings, const CaseList& cases) {
+  std::FILE* json = nullptr;
+  if (!settings.json_path.empty()) {
+    json = std::fopen(settings.json_path.c_str(), "w");
+    if (json == nullptr) {
+      std::fprintf(stderr, "bqmm-profile: --json: cannot write %s\n", settings.json_path.c_str());
+      return 2;
+    }
+  }
+
+  std::printf("bqmm-profile: --op %s, %zu case(s)%s, seed %llu\n", op.name(), cases.size(),
+              settings.suite.empty() ? "" : (" of suite " + settings.suite).c_str(),
+              static_cast<unsigned long long>(settings.seed));
+  std::unique_ptr<Gpu> gpu;
+  std::string why;
+  if (settings.cpu) {
+    std::printf("--device cpu: running the CPU reference only; no kernel timings\n");
+  } else if (!harness::cuda_device_available(&why)) {
+    std::printf("no CUDA device (%s): running the CPU reference only; no kernel timings\n",
+                why.c_str());
+  } else {
+    const Status s = Gpu::open(settings.warmup, settings.repeat, &gpu);
+    if (!s.ok()) {
+      std::fprintf(stderr, "bqmm-profile: %s\n", s.to_string().c_str());
+      if (json != nullptr) std::fclose(json);
+      return 1;
+    }
+    std::printf(
+        "device: %s, sm%d, %d SMs, L2 %.1f MiB; copy bandwidth %.2f TB/s (cudaMemcpyAsync "
+        "device to device of %zu MiB, bytes read + written, median)\n",
+        gpu->name().c_str(), gpu->info().sm, gpu->info().num_sms, gpu->l2_bytes() / 1048576.0,
+        gpu->copy_bytes_per_second() / 1e12, gpu->copy_bandwidth_probe_bytes() >> 20);
+    std::printf(
+        "timing: CUDA events around each run, %d warm-up then median/p10/p90 of %d runs; "
+        "weights rotated over copies totalling > 4x L2 (cold L2); CUDA graphs: no\n",
+        settings.warmup, settings.repeat);
+  }
+  std::printf(
+      "accuracy: float64 reference on all rows when M <= 8, else 8 rows including "
+      "the first and the last\n");
+  std::fflush(stdout);
+
+  const RunInfo info{gpu.get(), &settings, utc_now()};
+  std::vector<CaseResult> results(cases.size());
+  uint64_t group_index = 0;
+  for (size_t first = 0; first < cases.size(); ++group_index) {
+    const std::string key = weight_key(op.name(), *cases[first]);
+    size_t end = first;
+    int64_t max_m = 0;
+    for (; end < cases.size() && weight_key(op.name(), *cases[end]) == key; ++end)
+      max_m = std::max(max_m, cases[end]->m);
+
+    std::printf("inputs for %s, M up to %lld: ", key.c_str(), static_cast<long long>(max_m));
+    std::fflush(stdout);
+    const auto load_start = std::chrono::steady_clock::now();
+    Status loaded;
+    try {
+      loaded = op.load_group(*cases[first], max_m, settings.seed + group_index, gpu.get());
+    } catch (const std::exception& e) {
+      loaded = Status(StatusCode::kInternal, e.what());
+    }
+    std::printf("%s in %.1f s\n", loaded.ok() ? "made" : "FAILED", seconds_since(load_start));
+
+    for (size_t i = first; i < end; ++i) {
+      const CaseSpec& c = *cases[i];
+      CaseResult& r = results[i];
+      const auto start = std::chrono::steady_clock::now();
+      Status s = loaded;
+      if (s.ok()) {
+        try {
+          s = op.run_case(c, gpu.get(), settings.dump_dir, &r);
+        } catch (const std::exception& e) {
+          s = Status(StatusCode::kInternal, e.what());
+        }
+      }
+      if (!s.ok()) r.error = s.to_string();
+      const Ratios x = ratios(c, r, gpu.get());
+      std::printf("%s\n",
+                  progress_row(op.name(), i, cases.size(), c, r, x, seconds_since(start)).c_str());
+      std::fflush(stdout);
+      if (json != nullptr) {
+        std::fprintf(json, "%s\n", json_row(op.name(), c, r, x, info).c_str());
+        std::fflush(json);
+      }
+    }
+    first = end;
+  }
+  if (json != nullptr) std::fclose(json);
+
+  print_summary(op.name(), cases, results, gpu.get());
+  const bool all_passed =
+      std::all_of(results.begin(), results.end(), [](const CaseResult& r) { return r.passed(); });
+  return all_passed ? 0 : 1;
+}
+
+}  // namespace bqmm::profile
