@@ -58,8 +58,8 @@ fi
 
 if has sanitize; then
   # Small, fast tests only: the sanitizer slows kernels by 10-100x.
-  memcheck_filter=${MEMCHECK_FILTER:-'Fp8DequantGemm.EveryOptionCombination:Fp8DequantGemm.NTiledScratch:Fp8DequantGemm.EmptyKGivesBias:Fp8DequantGemm.EmptyOutputs:Fp8DequantGemm.NanCodesPropagate:Fp8Kernels.*:Fp8RunContract.*:Fp8Gemv*Sanitize*'}
-  racecheck_filter=${RACECHECK_FILTER:-'Fp8Gemv*Sanitize*'}
+  memcheck_filter=${MEMCHECK_FILTER:-'Fp8DequantGemm.EveryOptionCombination:Fp8DequantGemm.NTiledScratch:Fp8DequantGemm.EmptyKGivesBias:Fp8DequantGemm.EmptyOutputs:Fp8DequantGemm.NanCodesPropagate:Fp8Kernels.*:Fp8RunContract.*:*Sanitize*'}
+  racecheck_filter=${RACECHECK_FILTER:-'*Sanitize*'}
   for tool in memcheck racecheck; do
     filter=$memcheck_filter
     [ "$tool" = racecheck ] && filter=$racecheck_filter

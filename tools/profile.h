@@ -265,6 +265,7 @@ class OpProfiler {
 };
 
 std::unique_ptr<OpProfiler> make_fp8_profiler();
+std::unique_ptr<OpProfiler> make_nbits_profiler();
 
 // ------------------------------------------------------------------ driver and report
 // --explain: prints each case's plan. Exit code: 0, or 2 when no device can be described.

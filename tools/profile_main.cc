@@ -19,6 +19,7 @@ struct OpEntry {
 };
 constexpr OpEntry kOps[] = {
     {"fp8", bqmm::profile::make_fp8_profiler},
+    {"nbits", bqmm::profile::make_nbits_profiler},
 };
 
 int usage_error(const std::string& message) {

@@ -4,6 +4,7 @@
 // The GEMV streams the packed weight once for all M <= 8 rows; everything it does not
 // take (larger M, g_idx, typed zero points, a partial last block, unaligned rows) goes
 // through the dequant + cuBLAS path, which handles every valid input.
+#include <algorithm>
 #include <limits>
 #include <ostream>
 #include <string>
@@ -18,9 +19,14 @@ namespace {
 constexpr int64_t kGemvMaxRows = 8;       // the mma N extent; the FMA tile's largest row group
 constexpr int64_t kGemvChunkBytes = 16;   // one 16-byte weight load per lane per row
 constexpr int64_t kGemvWindowChunks = 4;  // a lane quad covers 4 adjacent chunks of a row
+constexpr int64_t kGemvTileCols = 16;     // output columns per warp tile
 constexpr int kGemvMaxKSplit = 8;         // warps per block splitting K
-// Each warp keeps at least this many windows so the K split never starves it.
-constexpr int64_t kGemvMinWindowsPerWarp = 4;
+// Warps of the GEMV an SM holds at once (registers: <= 128 per thread for the tensor-core
+// tiles, up to 255 for float32's FMA tile), and the windows a warp's pipeline needs to
+// fill (its first loads' latency, paid once per warp).
+constexpr int64_t kGemvWarpsPerSm = 16;
+constexpr int64_t kGemvWarpsPerSmFloat = 8;
+constexpr int64_t kGemvPipelineFill = 2;
 
 // The fastest K-loop algorithm per (bits, block_size) measured on an H200 (docs/PERF.md,
 // "NBits GEMV K-loop algorithms"), indexed by log2(block_size) - 4 for block sizes
@@ -134,12 +140,26 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
         options.gemv_algo >= 0 ? options.gemv_algo : default_gemv_algo(p.bits, p.block_size);
     // The mma tile always has 8 activation rows; the FMA tile is sized to M.
     plan.gemv_rows = half_type || p.m > 4 ? 8 : p.m > 2 ? 4 : static_cast<int>(p.m);
+    // K split: a warp takes one column tile's every k_split-th window. The time is about
+    // (waves of resident warps) x (windows per warp + pipeline fill): more warps hide
+    // latency until they no longer fit in one wave, and a partial last wave costs a whole
+    // one. The cheapest k_split by that count wins (the larger on a tie).
     const int64_t windows =
         (p.row_bytes() / kGemvChunkBytes + kGemvWindowChunks - 1) / kGemvWindowChunks;
-    int k_split = 1;
-    while (k_split < kGemvMaxKSplit && k_split * 2 * kGemvMinWindowsPerWarp <= windows)
-      k_split *= 2;
-    plan.gemv_k_split = k_split;
+    const int64_t tiles = (p.n + kGemvTileCols - 1) / kGemvTileCols;
+    const int64_t resident =
+        std::max<int64_t>(1, device.num_sms) * (half_type ? kGemvWarpsPerSm : kGemvWarpsPerSmFloat);
+    int best = 1;
+    int64_t best_cost = std::numeric_limits<int64_t>::max();
+    for (int k_split = 1; k_split <= kGemvMaxKSplit && k_split <= windows; k_split *= 2) {
+      const int64_t waves = (tiles * k_split + resident - 1) / resident;
+      const int64_t cost = waves * ((windows + k_split - 1) / k_split + kGemvPipelineFill);
+      if (cost <= best_cost) {
+        best = k_split;
+        best_cost = cost;
+      }
+    }
+    plan.gemv_k_split = best;
     *out = plan;
     return Status::Ok();
   }

@@ -110,36 +110,6 @@ __device__ __forceinline__ uint2 load_stream_u2(const void* p) {
   return v;
 }
 
-// Asynchronous global -> shared copies (cp.async, SM80+): loads in flight that hold no
-// registers until they are consumed, so a warp can keep many of them outstanding. Each
-// copies `bytes` (16, or 4 for the cached variant) when pred is true and zero-fills the
-// destination without reading the source when it is false (src-size 0).
-// Weights: .cg caches in L2 only (read once, keep L1 for the re-read activations).
-__device__ __forceinline__ void cp_async_stream16(void* smem, const void* gmem, bool pred) {
-  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem),
-               "r"(pred ? 16 : 0)
-               : "memory");
-}
-// Data that other warps re-read (activations, scales): .ca keeps it in L1.
-template <int kBytes>
-__device__ __forceinline__ void cp_async_cached(void* smem, const void* gmem, bool pred) {
-  static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16, "cp.async.ca copies 4, 8 or 16 bytes");
-  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(dst), "l"(gmem),
-               "n"(kBytes), "r"(pred ? kBytes : 0)
-               : "memory");
-}
-// Closes the group of cp.async issued since the last commit (an empty group is legal and
-// keeps the group count uniform in pipeline tails).
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-// Waits until at most kPending of this thread's committed groups are still in flight; the
-// completed copies are then visible to this thread (other threads need a barrier).
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
-}
-
 // Outputs written once and not re-read by this kernel: evict-first streaming store.
 __device__ __forceinline__ void store_stream_u4(void* p, uint4 v) {
   asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y),
@@ -198,6 +168,18 @@ __device__ __forceinline__ uint32_t e4m3x2_to_packed2(uint32_t codes) {
     const float2 f = e4m3x2_to_float2(static_cast<uint16_t>(codes & 0xffffu));
     return float2_to_packed2<T>(f.x, f.y);
   }
+}
+
+// W8A8 on two activations packed in T (element 0 in the low half): qdq_e4m3 of each, with
+// the same conversions two lanes at a time (one e4m3x2 pack, one e4m3x2 -> f16x2 unpack),
+// so bit-identical to two qdq_e4m3 calls at about half the instructions.
+template <typename T>
+__device__ __forceinline__ uint32_t qdq_e4m3x2(uint32_t packed, float inv, float a_scale) {
+  const float2 a = packed2_to_float2<T>(packed);
+  const __nv_fp8x2_storage_t q =
+      __nv_cvt_float2_to_fp8x2(make_float2(a.x * inv, a.y * inv), __NV_SATFINITE, __NV_E4M3);
+  const float2 d = e4m3x2_to_float2(static_cast<uint16_t>(q));
+  return float2_to_packed2<T>(d.x * a_scale, d.y * a_scale);
 }
 
 // ----------------------------------------------------------------- tensor cores

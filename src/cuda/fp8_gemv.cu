@@ -73,17 +73,14 @@ __device__ __forceinline__ void load_act16(const T* p, bool pred, uint32_t (&v)[
   v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
 }
 
-// W8A8: the static activation quantize-dequantize of SPEC section 1, element by element
-// with the same qdq_e4m3 as the standalone QDQ kernel (so the fused result is bit-identical
-// to running that kernel first). Applied after the loads are issued, never between them.
+// W8A8: the static activation quantize-dequantize of SPEC section 1 on 16 activations,
+// two at a time (qdq_e4m3x2: the conversions of the standalone QDQ kernel's qdq_e4m3, so
+// the fused result is bit-identical to running that kernel first). Applied where the
+// activations are used, after every load of the iteration has been issued.
 template <typename T>
 __device__ __forceinline__ void qdq_act16(uint32_t (&v)[8], float inv, float a_scale) {
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const float2 f = packed2_to_float2<T>(v[i]);
-    v[i] = float2_to_packed2<T>(to_float(qdq_e4m3<T>(f.x, inv, a_scale)),
-                                to_float(qdq_e4m3<T>(f.y, inv, a_scale)));
-  }
+  for (int i = 0; i < 8; ++i) v[i] = qdq_e4m3x2<T>(v[i], inv, a_scale);
 }
 
 __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
@@ -117,12 +114,11 @@ __device__ __forceinline__ void store_output(const GemvParams<T>& p, int64_t row
 //            weight byte would exceed L1's 128 B/clock at HBM rate for kCols = 1.
 //   kUnroll  K chunks per lane per iteration: kUnroll * kCols 16-byte weight loads are in
 //            flight per lane before the first is used (memory-level parallelism).
-//   kMinBlocks  blocks per SM the register allocation must leave room for (caps the
-//            registers at 64K / (256 * kMinBlocks)): enough resident warps to keep the
-//            loads in flight that HBM bandwidth needs.
 //   kW8A8    a_scale given: QDQ fused into the activation load.
-template <typename T, int kRows, int kCols, int kUnroll, int kMinBlocks, bool kW8A8>
-__global__ void __launch_bounds__(kFmaThreads, kMinBlocks)
+// The explicit minimum of one block per SM lets ptxas use the registers it needs; without
+// it ptxas aimed lower and spilled (R4 W8A8: 8 bytes at 80 registers).
+template <typename T, int kRows, int kCols, int kUnroll, bool kW8A8>
+__global__ void __launch_bounds__(kFmaThreads, 1)
     Fp8GemvFmaKernel(const GemvParams<T> p) {
   static_assert(kRows * kCols <= kWarpSize, "one reduced value per lane group");
   const int lane = threadIdx.x % kWarpSize;
@@ -273,44 +269,26 @@ __global__ void __launch_bounds__(kFmaThreads, kMinBlocks)
 // 64 == 0): the four mma of a window accumulate into a fresh float32 tile that is then
 // scaled per column (d[0..1] by column g's scale, d[2..3] by column g + 8's) and added to
 // the running sums: exact products, float32 sums, no rounding of scaled weights to T.
+// The kKSplit warps of a block take windows warp, warp + kKSplit, ... (together they sweep
+// each column's bytes in order) and reduce through shared memory; warp 0 adds bias and
+// stores.
 //
-// Memory pipeline. The kKSplit warps of a block take windows warp, warp + kKSplit, ... of
-// the same 16 columns. Each warp streams its windows through a private ring of kStages
-// shared-memory slots with cp.async: kStages - 1 windows are in flight while one is
-// multiplied, and in-flight copies hold no registers, so a block keeps ~(kStages - 1) KB
-// of weight per warp outstanding even at the low occupancy of small N. Every lane copies
-// and later reads only its own slot entries, so the ring needs cp.async.wait_group and
-// no barrier. Finally the warps reduce through shared memory; warp 0 adds bias and stores.
-
-// One ring slot: what lane (g, t) needs for one window, in lane-major arrays so every
-// 16-byte shared load of the warp is contiguous (conflict-free).
-struct MmaSlot {
-  uint4 w_lo[kWarpSize];    // B[n0 + g][64w + 16t, +16)        (16 e4m3)
-  uint4 w_hi[kWarpSize];    // B[n0 + g + 8][64w + 16t, +16)
-  uint4 act_lo[kWarpSize];  // A[g][64w + 16t, +8)              (8 T)
-  uint4 act_hi[kWarpSize];  // A[g][64w + 16t + 8, +8)
-  float2 scale[kWarpSize];  // b_scale of columns n0 + g, n0 + g + 8 at window w
-};
-
 // Template parameters:
 //   T        activation type (__half or __nv_bfloat16); the mma runs in T.
 //   kKSplit  warps per block splitting the K windows of one 16-column tile: a warp has
 //            16 columns instead of the FMA kernel's 1-4, and splitting K restores the
 //            parallelism per column tile (the planner's k_split).
-//   kStages  ring slots per warp (kStages - 1 windows in flight); dynamic shared memory
-//            of kKSplit * kStages * sizeof(MmaSlot) bytes.
-//   kW8A8    a_scale given: QDQ fused into the activation use.
-template <typename T, int kKSplit, int kStages, bool kW8A8>
+//   kUnroll  windows per warp per pipeline step: while one group of kUnroll windows is
+//            multiplied, the next group's 2 * kUnroll 16-byte weight loads are in flight.
+//   kW8A8    a_scale given: QDQ fused into the activation load.
+template <typename T, int kKSplit, int kUnroll, bool kW8A8>
 __global__ void __launch_bounds__(kKSplit * kWarpSize)
     Fp8GemvMmaKernel(const GemvParams<T> p) {
-  static_assert(kStages >= 2, "at least one window in flight while one is used");
-  extern __shared__ uint4 mma_smem[];
   const int warp = threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   const int g = lane / 4;
   const int t = lane % 4;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kMmaCols;
-  MmaSlot* ring = reinterpret_cast<MmaSlot*>(mma_smem) + warp * kStages;
 
   float a_scale = 0.0f, inv = 0.0f;
   if constexpr (kW8A8) {
@@ -318,82 +296,87 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize)
     inv = qdq_inv_scale(a_scale);
   }
 
-  // Columns n0 + g ("lo") and n0 + g + 8 ("hi"), activation row g. Masked ones are
-  // zero-filled by their copies (which then read nothing); their pointers stay in bounds.
+  // Columns n0 + g ("lo") and n0 + g + 8 ("hi"), activation row g. Masked ones are never
+  // loaded (zero fragments, zero scale); their base pointers are clamped in bounds.
   const bool lo_ok = n0 + g < p.n;
   const bool hi_ok = n0 + g + 8 < p.n;
   const bool row_ok = g < p.m;
   const int64_t col_lo = lo_ok ? n0 + g : p.n - 1;
   const int64_t col_hi = hi_ok ? n0 + g + 8 : p.n - 1;
 
-  // This warp's windows: warp, warp + kKSplit, ...; pointers advance one stride per copy.
+  // This warp's windows: warp, warp + kKSplit, ... (`count` of them). The lane pointers
+  // sit at its current window and advance once per iteration, so every load of an
+  // iteration is a base register plus an immediate offset.
   const uint32_t windows = static_cast<uint32_t>(p.k / kMmaWindow);
   const int count = warp < static_cast<int>(windows)
                         ? static_cast<int>((windows - warp + kKSplit - 1) / kKSplit)
                         : 0;
-  constexpr int kStride = kKSplit * kMmaWindow;  // elements between a warp's windows
+  constexpr int kStride = kKSplit * kMmaWindow;  // K elements between a warp's windows
   const uint8_t* w_lo = p.b + col_lo * p.k + warp * kMmaWindow + 16 * t;
   const uint8_t* w_hi = p.b + col_hi * p.k + warp * kMmaWindow + 16 * t;
   const T* a_row = p.a + static_cast<int64_t>(row_ok ? g : 0) * p.k + warp * kMmaWindow + 16 * t;
   const float* s_lo = p.b_scale + col_lo * p.k_blocks;
   const float* s_hi = p.b_scale + col_hi * p.k_blocks;
-  uint32_t issue_win = warp;
-  int issue_slot = 0;
+  uint32_t win = warp;
 
-  // Copies the next window of this warp into the next slot (or nothing past the last
-  // window), and commits one group either way: group i always holds window i.
-  auto issue = [&](bool in) {
-    if (in) {
-      MmaSlot& s = ring[issue_slot];
-      cp_async_stream16(&s.w_lo[lane], w_lo, lo_ok);
-      cp_async_stream16(&s.w_hi[lane], w_hi, hi_ok);
-      cp_async_cached<16>(&s.act_lo[lane], a_row, row_ok);
-      cp_async_cached<16>(&s.act_hi[lane], a_row + 8, row_ok);
-      const uint32_t scale_idx = p.slices_per_block.div(issue_win);
-      cp_async_cached<4>(&s.scale[lane].x, s_lo + scale_idx, lo_ok);
-      cp_async_cached<4>(&s.scale[lane].y, s_hi + scale_idx, hi_ok);
-      w_lo += kStride;
-      w_hi += kStride;
-      a_row += kStride;
-      issue_win += kKSplit;
-      issue_slot = issue_slot + 1 == kStages ? 0 : issue_slot + 1;
-    }
-    cp_async_commit();
+  // One group of kUnroll windows in registers. Software pipeline: the loads of group i + 1
+  // are issued before group i is multiplied, so every warp keeps weight loads in flight
+  // through its mma and conversion work instead of alternating load and compute phases.
+  struct Group {
+    uint4 wl[kUnroll], wh[kUnroll];
+    uint32_t act[kUnroll][8];
+    float sl[kUnroll], sh[kUnroll];
   };
-
+  // Loads the group of `valid` (<= kUnroll, warp-uniform) windows at the lane pointers and
+  // advances them; windows past `valid` load nothing.
+  auto load = [&](Group& q, int valid) {
 #pragma unroll
-  for (int i = 0; i < kStages - 1; ++i) issue(i < count);
-
-  float acc[4] = {};
-  int read_slot = 0;
-  for (int i = 0; i < count; ++i) {
-    cp_async_wait<kStages - 2>();  // window i has landed (this lane's copies)
-    // Refill the slot read in the previous iteration: its values are already in registers.
-    issue(i + kStages - 1 < count);
-    const MmaSlot& s = ring[read_slot];
-    read_slot = read_slot + 1 == kStages ? 0 : read_slot + 1;
-    const uint4 wl = s.w_lo[lane];
-    const uint4 wh = s.w_hi[lane];
-    const uint4 al = s.act_lo[lane];
-    const uint4 ah = s.act_hi[lane];
-    const float2 sc = s.scale[lane];
-    uint32_t act[8] = {al.x, al.y, al.z, al.w, ah.x, ah.y, ah.z, ah.w};
-    if constexpr (kW8A8) qdq_act16<T>(act, inv, a_scale);
-    float part[4] = {};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const uint32_t lo = word(wl, j), hi = word(wh, j);
-      const uint32_t a[4] = {e4m3x2_to_packed2<T>(lo), e4m3x2_to_packed2<T>(hi),
-                             e4m3x2_to_packed2<T>(lo >> 16), e4m3x2_to_packed2<T>(hi >> 16)};
-      const uint32_t b[2] = {act[2 * j], act[2 * j + 1]};
-      mma_m16n8k16<T>(part, a, b, part);
+    for (int u = 0; u < kUnroll; ++u) {
+      const bool in = u < valid;
+      q.wl[u] = in && lo_ok ? load_stream_u4(w_lo + u * kStride) : make_uint4(0, 0, 0, 0);
+      q.wh[u] = in && hi_ok ? load_stream_u4(w_hi + u * kStride) : make_uint4(0, 0, 0, 0);
+      load_act16(a_row + u * kStride, in && row_ok, q.act[u]);
+      const uint32_t scale_idx = p.slices_per_block.div(win + u * kKSplit);
+      q.sl[u] = in && lo_ok ? __ldg(s_lo + scale_idx) : 0.0f;
+      q.sh[u] = in && hi_ok ? __ldg(s_hi + scale_idx) : 0.0f;
     }
-    acc[0] = fmaf(part[0], sc.x, acc[0]);
-    acc[1] = fmaf(part[1], sc.x, acc[1]);
-    acc[2] = fmaf(part[2], sc.y, acc[2]);
-    acc[3] = fmaf(part[3], sc.y, acc[3]);
+    w_lo += kUnroll * kStride;
+    w_hi += kUnroll * kStride;
+    a_row += kUnroll * kStride;
+    win += kUnroll * kKSplit;
+  };
+  float acc[4] = {};
+  auto multiply = [&](Group& q, int valid) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (u >= valid) break;  // warp-uniform: mma.sync needs every lane
+      if constexpr (kW8A8) qdq_act16<T>(q.act[u], inv, a_scale);
+      float part[4] = {};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t lo = word(q.wl[u], j), hi = word(q.wh[u], j);
+        const uint32_t a[4] = {e4m3x2_to_packed2<T>(lo), e4m3x2_to_packed2<T>(hi),
+                               e4m3x2_to_packed2<T>(lo >> 16), e4m3x2_to_packed2<T>(hi >> 16)};
+        const uint32_t b[2] = {q.act[u][2 * j], q.act[u][2 * j + 1]};
+        mma_m16n8k16<T>(part, a, b, part);
+      }
+      acc[0] = fmaf(part[0], q.sl[u], acc[0]);
+      acc[1] = fmaf(part[1], q.sl[u], acc[1]);
+      acc[2] = fmaf(part[2], q.sh[u], acc[2]);
+      acc[3] = fmaf(part[3], q.sh[u], acc[3]);
+    }
+  };
+  Group cur;
+  int valid = count < kUnroll ? count : kUnroll;
+  load(cur, valid);
+  for (int i = 0; i < count; i += kUnroll) {
+    const int next_valid = count - (i + kUnroll) < kUnroll ? count - (i + kUnroll) : kUnroll;
+    Group next;
+    load(next, next_valid);  // next_valid <= 0 past the end: loads nothing
+    multiply(cur, valid);
+    cur = next;
+    valid = next_valid;
   }
-  cp_async_wait<0>();  // only empty groups remain; nothing may land after the block exits
 
   // K-split reduction: warps 1.. hand their tiles to warp 0 (same lane, same ownership).
   if constexpr (kKSplit > 1) {
@@ -446,14 +429,16 @@ Status check_k_range(const Fp8GemvArgs& args, const char* kernel) {
   return Status::Ok();
 }
 
-// FMA kernel configuration per row group: columns per warp keep the activation bytes read
-// from L1 per weight byte (2 * kRows / kCols) under L1's bandwidth at HBM rate; unroll keeps
-// kCols * kUnroll = 4 weight loads in flight per lane.
+// FMA kernel configuration per row group, from H200 measurements (f16, M = kRows,
+// N x K in {16384 x 4096, 4096 x 16384, 28672 x 8192}). Several columns per warp reuse each
+// activation chunk (the L1 bytes per weight byte are 2 * kRows / kCols) and give every lane
+// kCols * kUnroll weight loads in flight. kRows = 8 takes ~170 registers for 4 columns
+// (one block per SM); capping it at 128 spilled and ran no faster.
 template <int kRows> struct FmaConfig;
-template <> struct FmaConfig<1> { static constexpr int kCols = 1, kUnroll = 4, kMinBlocks = 1; };
-template <> struct FmaConfig<2> { static constexpr int kCols = 1, kUnroll = 4, kMinBlocks = 1; };
-template <> struct FmaConfig<4> { static constexpr int kCols = 2, kUnroll = 2, kMinBlocks = 1; };
-template <> struct FmaConfig<8> { static constexpr int kCols = 4, kUnroll = 1, kMinBlocks = 2; };
+template <> struct FmaConfig<1> { static constexpr int kCols = 2, kUnroll = 2; };
+template <> struct FmaConfig<2> { static constexpr int kCols = 2, kUnroll = 2; };
+template <> struct FmaConfig<4> { static constexpr int kCols = 2, kUnroll = 2; };
+template <> struct FmaConfig<8> { static constexpr int kCols = 4, kUnroll = 1; };
 
 template <typename T, int kRows>
 Status launch_fma(const Fp8GemvArgs& args, cudaStream_t stream) {
@@ -468,17 +453,18 @@ Status launch_fma(const Fp8GemvArgs& args, cudaStream_t stream) {
                                              std::to_string(args.n));
   const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(blocks_y));
   if (args.a_scale != nullptr)
-    Fp8GemvFmaKernel<T, kRows, Config::kCols, Config::kUnroll, Config::kMinBlocks, true>
+    Fp8GemvFmaKernel<T, kRows, Config::kCols, Config::kUnroll, true>
         <<<grid, kFmaThreads, 0, stream>>>(p);
   else
-    Fp8GemvFmaKernel<T, kRows, Config::kCols, Config::kUnroll, Config::kMinBlocks, false>
+    Fp8GemvFmaKernel<T, kRows, Config::kCols, Config::kUnroll, false>
         <<<grid, kFmaThreads, 0, stream>>>(p);
   return check_launch("Fp8GemvFmaKernel");
 }
 
-// MMA kernel: ring slots per warp. 8 slots keep 7 KB of weight per warp in flight; a block
-// of 4 warps then takes 72 KB of shared memory (3 blocks per SM on Hopper, 2 on A100).
-constexpr int kMmaStages = 8;
+// MMA kernel: windows per pipeline step. 2, double-buffered, holds 4 windows in ~115
+// registers (4 blocks of 128 threads per SM); without the pipeline 4 ran no faster than 2,
+// and a 4-window step double-buffered would need ~170 registers.
+constexpr int kMmaUnroll = 2;
 
 template <typename T, int kKSplit>
 Status launch_mma(const Fp8GemvArgs& args, cudaStream_t stream) {
@@ -488,17 +474,11 @@ Status launch_mma(const Fp8GemvArgs& args, cudaStream_t stream) {
     return Status(StatusCode::kInternal,
                   "launch_fp8_gemv_mma: grid too large for N = " + std::to_string(args.n));
   const dim3 grid(static_cast<unsigned>(blocks));
-  constexpr int kSmem = kKSplit * kMmaStages * static_cast<int>(sizeof(MmaSlot));
-  auto launch = [&](auto kernel) -> Status {
-    // Above 48 KB a kernel must opt in to its dynamic shared memory (per device, cheap,
-    // no synchronization, legal while a stream is being captured).
-    BQMM_CUDA_RETURN(
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
-    kernel<<<grid, kKSplit * kWarpSize, kSmem, stream>>>(p);
-    return check_launch("Fp8GemvMmaKernel");
-  };
-  if (args.a_scale != nullptr) return launch(Fp8GemvMmaKernel<T, kKSplit, kMmaStages, true>);
-  return launch(Fp8GemvMmaKernel<T, kKSplit, kMmaStages, false>);
+  if (args.a_scale != nullptr)
+    Fp8GemvMmaKernel<T, kKSplit, kMmaUnroll, true><<<grid, kKSplit * kWarpSize, 0, stream>>>(p);
+  else
+    Fp8GemvMmaKernel<T, kKSplit, kMmaUnroll, false><<<grid, kKSplit * kWarpSize, 0, stream>>>(p);
+  return check_launch("Fp8GemvMmaKernel");
 }
 
 }  // namespace

@@ -43,16 +43,24 @@
 // Logical mma k 2t, 2t+1, 2t+8, 2t+9 then always maps, for every lane with the same t, to
 // the same physical k of the same chunk, which is all the mma needs.
 //
+// K loop. A warp's loads for a window are its chunk of both rows (two 16-byte streaming
+// loads) and, per chunk, the raw scales and zero points; activations are re-read by every
+// warp of the grid and stay in L1, so they are loaded where used. A GEMV at these sizes
+// is bound by how many bytes are in flight, not by arithmetic: the loads of the next
+// stage are issued before the current one is decoded (double buffering in registers), so
+// a warp always has one to two stages of loads outstanding.
+//
 // K-loop algorithms (the original design's three, a template parameter, chosen per block
 // size by the planner from measurements, docs/PERF.md):
-//   0 unrolled:  kUnroll windows per iteration, all their weight, activation, scale and
-//                zero-point loads issued before the first decode.
-//   1 loop:      one window per iteration, no unrolling.
-//   2 per block: an outer loop over quantization blocks; the scale and zero point of a
-//                block are fetched once per row and decoded once, then the block's windows
-//                (all loads first) reuse them. A block smaller than a window cannot be
-//                iterated alone (the quad's lanes straddle blocks); there the window is
-//                the unit and each lane fetches its own chunk's block, as in 1.
+//   0 unrolled:  stages of kStage windows, double-buffered, scales and zero points per
+//                chunk loaded with the weights.
+//   1 loop:      one window per iteration, its loads then its math: no unrolling and no
+//                prefetch, the original "simple loop".
+//   2 per block: stages are quantization blocks (or kStage-window parts of larger ones),
+//                double-buffered; a block's scale and zero point are loaded once per row
+//                and decoded once for all its windows. A block smaller than a window
+//                cannot be iterated alone (a quad's lanes straddle blocks): there the
+//                window is the unit and this is algorithm 0.
 //
 // File layout, top-down: constants and parameters, code decoding, the two warp tiles
 // (tensor-core and FMA), the kernel, then the launcher and its instantiated configurations.
@@ -72,18 +80,16 @@ constexpr int kTileCols = 16;     // output columns per warp tile: the mma M ext
 constexpr int kChunkBytes = 16;   // one 16-byte weight load per lane per row
 constexpr int kWindowChunks = 4;  // a lane quad covers 4 adjacent chunks of a row
 constexpr int kMaxKSplit = 8;     // warps per block
+// Windows per pipeline stage (algorithms 0 and 2). Two stages in registers: a window
+// costs a lane 8 registers of weights and 4 to 6 of raw scales and zero points. The FMA
+// tile's decoded chunk (64 floats for 4-bit) leaves room for one window per stage.
+template <typename T>
+constexpr int kStage = std::is_same_v<T, float> ? 1 : 2;
 // Tensor-core tiles: two blocks of kMaxKSplit warps per SM at least (128 registers per
-// thread at most), for the loads in flight. The FMA tile (float32, not a bandwidth
-// target: its kRows * 2 sums and per-row activations need more) may take 255.
+// thread at most). The FMA tile (float32, not a bandwidth target: its kRows * 2 sums and
+// per-row activations need more) may take 255.
 template <typename T>
 constexpr int kMinBlocksPerSm = std::is_same_v<T, float> ? 1 : 2;
-
-// Algo 0: windows per iteration (algo 2: per batch of a block). A window costs a lane 8
-// registers of weight loads, its activations (8 for 8-bit T1 pairs, 16 for 4-bit; none in
-// the FMA tile, which loads them where used) and its raw scales and zero points; 4 windows
-// of 8-bit (8 weight loads in flight per lane) or 2 of 4-bit stay under 128 registers.
-template <typename T, int kBits>
-constexpr int kUnroll = std::is_same_v<T, float> || kBits == 4 ? 2 : 4;
 
 template <int kBits>
 struct Codes {
@@ -115,22 +121,22 @@ struct GemvParams {
   uint32_t chunks;             // 16-byte chunks per row
   uint32_t windows;            // ceil(chunks / 4)
   uint32_t block_shift;        // log2(block_size)
-  uint32_t windows_per_block;  // algo 2: block_size / codes per window, 0 if below one
+  uint32_t windows_per_block;  // block_size / codes per window, 0 if below one
 };
 
 // ----------------------------------------------------------------- code decoding
-// The scale and zero point of one (row, block) as loaded (scale in T, the zero-point byte
-// and the nibble's shift), decoded only where used so the loads never wait on each other.
-template <typename T>
+// The scales and zero-point byte of one chunk of one row as loaded, decoded only where
+// used so that a stage's loads never wait on each other. scale[1] is the second half of
+// a 4-bit chunk, loaded only when that is another block (block_size 16).
+template <typename T, int kBits>
 struct RawQuant {
-  T scale;
+  T scale[Codes<kBits>::kGroups];
   uint32_t zp_byte;
-  uint32_t zp_shift;
 };
 
-// The same, in the form the word decoder takes (bit patterns, see decode_word):
-//   scale: T pair (float16 / bfloat16) or float32 bits;
-//   zero:  magic + zp as a T pair (float16; bfloat16 4-bit) or float32 2^23 + zp bits.
+// The constants of one (row, block) in the form the word decoder takes (bit patterns):
+//   scale: T pair (float16 / bfloat16) or float32;
+//   zero:  magic + zp as a T pair (float16; bfloat16 4-bit), or float32 2^23 + zp.
 struct BlockConsts {
   uint32_t scale;
   uint32_t zero;
@@ -141,22 +147,22 @@ __device__ __forceinline__ T zero_of() {
   return from_float<T>(0.0f);
 }
 
-// Row `row`'s scale and zero point of block `blk`; !ok gives scale 0 (the row is past N
-// or the chunk past K: its decoded weights are 0 and nothing is read).
+// Row `row`'s scales and zero point of the block `blk` (and, when `split`, blk + 1: the
+// second half of a 4-bit chunk); !ok gives scale 0 (the row is past N or the chunk past
+// K: its decoded weights are 0 and nothing is read).
 template <typename T, int kBits>
-__device__ __forceinline__ RawQuant<T> load_quant(const T* s_row, const uint8_t* zp_row,
-                                                  uint32_t blk, bool ok) {
-  RawQuant<T> r;
-  r.scale = ok ? __ldg(s_row + blk) : zero_of<T>();
+__device__ __forceinline__ RawQuant<T, kBits> load_quant(const T* s_row, const uint8_t* zp_row,
+                                                         uint32_t blk, bool ok, bool split) {
+  RawQuant<T, kBits> r;
+  r.scale[0] = ok ? __ldg(s_row + blk) : zero_of<T>();
+  if constexpr (Codes<kBits>::kGroups == 2)
+    r.scale[1] = ok && split ? __ldg(s_row + blk + 1) : zero_of<T>();
+  // Packed zero points: one byte per block (8-bit), two blocks per byte (4-bit), even
+  // block in the low nibble: blocks blk and blk + 1 of a split chunk share the byte.
   if (zp_row == nullptr) {
-    r.zp_byte = Codes<kBits>::kDefaultZeroPoint;
-    r.zp_shift = 0;
+    r.zp_byte = Codes<kBits>::kDefaultZeroPoint * (kBits == 4 ? 0x11u : 1u);
   } else {
-    // Packed zero points: one byte per block (8-bit), two blocks per byte (4-bit), even
-    // block in the low nibble.
-    const uint32_t byte_idx = kBits == 8 ? blk : blk >> 1;
-    r.zp_byte = ok ? __ldg(zp_row + byte_idx) : 0u;
-    r.zp_shift = kBits == 8 ? 0 : (blk & 1) * 4;
+    r.zp_byte = ok ? __ldg(zp_row + (kBits == 8 ? blk : blk >> 1)) : 0u;
   }
   return r;
 }
@@ -168,15 +174,20 @@ __device__ __forceinline__ uint32_t pack_pair(T v) {
   return static_cast<uint32_t>(bits) * 0x10001u;
 }
 
+// Group `group` of a chunk whose first block is `blk` (split: the group is its own block).
 template <typename T, int kBits>
-__device__ __forceinline__ BlockConsts make_consts(const RawQuant<T>& r) {
-  const uint32_t zp = (r.zp_byte >> r.zp_shift) & Codes<kBits>::kMask;
+__device__ __forceinline__ BlockConsts make_consts(const RawQuant<T, kBits>& r, uint32_t blk,
+                                                   int group, bool split) {
+  const bool second = Codes<kBits>::kGroups == 2 && group == 1 && split;
+  const uint32_t zp_shift = kBits == 8 ? 0 : ((blk + (second ? 1 : 0)) & 1) * 4;
+  const uint32_t zp = (r.zp_byte >> zp_shift) & Codes<kBits>::kMask;
+  const T scale = second ? r.scale[Codes<kBits>::kGroups - 1] : r.scale[0];
   BlockConsts c;
   if constexpr (std::is_same_v<T, float>) {
-    c.scale = __float_as_uint(r.scale);
+    c.scale = __float_as_uint(scale);
     c.zero = 0x4B000000u | zp;
   } else {
-    c.scale = pack_pair(r.scale);
+    c.scale = pack_pair(scale);
     if constexpr (std::is_same_v<T, __half>) {
       c.zero = (0x6400u | zp) * 0x10001u;
     } else if constexpr (kBits == 4) {
@@ -228,7 +239,7 @@ __device__ __forceinline__ float magic_byte_float(uint32_t word, int i) {
 //   8-bit: pairs (0, 1), (2, 3) of the word's 4 codes;
 //   4-bit: pairs (i, i + 4), i = 0..3, of its 8 codes.
 template <typename T, int kBits>
-__device__ __forceinline__ void decode_word_pairs(uint32_t q, BlockConsts c,
+__device__ __forceinline__ void decode_word_pairs(uint32_t q, const BlockConsts& c,
                                                   uint32_t (&out)[Codes<kBits>::kPerWord / 2]) {
   if constexpr (kBits == 4) {
     constexpr uint32_t kMagic = std::is_same_v<T, __half> ? 0x64006400u : 0x43004300u;
@@ -251,7 +262,7 @@ __device__ __forceinline__ void decode_word_pairs(uint32_t q, BlockConsts c,
 
 // One 32-bit word of codes -> float32 weights in code order (the FMA tile).
 template <int kBits>
-__device__ __forceinline__ void decode_word_floats(uint32_t q, BlockConsts c,
+__device__ __forceinline__ void decode_word_floats(uint32_t q, const BlockConsts& c,
                                                    float (&out)[Codes<kBits>::kPerWord]) {
   const float zero = __uint_as_float(c.zero);
   const float scale = __uint_as_float(c.scale);
@@ -270,9 +281,10 @@ __device__ __forceinline__ uint4 load_act_u4(const void* p, bool ok) {
 }
 
 // ================================================================= warp tiles
-// A tile holds one warp's accumulators, loads one chunk's activations and multiplies a
-// decoded chunk into its sums. After the K loop, values() hands its partial sums to the
-// K-split reduction and store() writes the owned outputs of the reduced sums.
+// A tile holds one warp's accumulators and multiplies one decoded chunk (both rows) with
+// the activations at the chunk's k, which it loads itself. After the K loop, values()
+// hands its partial sums to the K-split reduction and store() writes the owned outputs
+// of the reduced sums.
 
 // Tensor cores: D[16 columns][8 rows] += W[16][k16] * A^T[k16][8] per mma step.
 template <typename T, int kBits>
@@ -280,9 +292,6 @@ struct MmaTile {
   using C = Codes<kBits>;
   static constexpr int kActVecs = C::kPerChunk * static_cast<int>(sizeof(T)) / 16;
   static constexpr int kValues = 4;
-  struct Act {
-    uint4 v[kActVecs];
-  };
 
   float acc[4] = {};
   const T* a_row;  // activation row g
@@ -291,20 +300,15 @@ struct MmaTile {
   __device__ MmaTile(const GemvParams<T>& p, int g)
       : a_row(p.a + static_cast<int64_t>(g < p.m ? g : 0) * p.k), row_ok(g < p.m) {}
 
-  __device__ void load_act(Act& act, uint32_t chunk, bool ok) const {
-    const T* src = a_row + static_cast<size_t>(chunk) * C::kPerChunk;
-#pragma unroll
-    for (int i = 0; i < kActVecs; ++i) act.v[i] = load_act_u4(src + i * (16 / sizeof(T)), ok && row_ok);
-  }
-
   // Activation pairs matching decode_word_pairs's weight pairs for word j of the chunk.
-  __device__ static void act_pairs(const Act& act, int j, uint32_t (&out)[C::kPerWord / 2]) {
+  __device__ static void act_pairs(const uint4 (&act)[kActVecs], int j,
+                                   uint32_t (&out)[C::kPerWord / 2]) {
     if constexpr (kBits == 8) {
-      const uint4 v = act.v[j / 2];
+      const uint4 v = act[j / 2];
       out[0] = j % 2 == 0 ? v.x : v.z;
       out[1] = j % 2 == 0 ? v.y : v.w;
     } else {
-      const uint4 v = act.v[j];  // activations 8j .. 8j+7: x = (0, 1), y = (2, 3), ...
+      const uint4 v = act[j];  // activations 8j .. 8j+7: x = (0, 1), y = (2, 3), ...
       out[0] = __byte_perm(v.x, v.z, 0x5410u);  // (0, 4)
       out[1] = __byte_perm(v.x, v.z, 0x7632u);  // (1, 5)
       out[2] = __byte_perm(v.y, v.w, 0x5410u);  // (2, 6)
@@ -312,13 +316,19 @@ struct MmaTile {
     }
   }
 
-  // w[0], w[1]: the chunk of rows lo and hi; q[r][group]: their block constants.
-  __device__ void multiply(const uint4 (&w)[2], const Act& act,
+  // w[0], w[1]: chunk `chunk` of rows lo and hi; q[r][group]: their block constants.
+  __device__ void multiply(const uint4 (&w)[2], uint32_t chunk, bool chunk_ok,
                            const BlockConsts (&q)[2][C::kGroups]) {
+    const T* src = a_row + static_cast<size_t>(chunk) * C::kPerChunk;
     const uint32_t lo[4] = {w[0].x, w[0].y, w[0].z, w[0].w};
     const uint32_t hi[4] = {w[1].x, w[1].y, w[1].z, w[1].w};
+    uint4 act[kActVecs];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
+      // Each activation vector is loaded just before its first word (L1 hits): the
+      // 4-bit chunk's 64 bytes of activations are never all live at once.
+      if (j * kActVecs % 4 == 0)
+        act[j * kActVecs / 4] = load_act_u4(src + (j * kActVecs / 4) * (16 / sizeof(T)), chunk_ok && row_ok);
       const int group = j * C::kGroups / 4;
       uint32_t pl[C::kPerWord / 2], ph[C::kPerWord / 2], pa[C::kPerWord / 2];
       decode_word_pairs<T, kBits>(lo[j], q[0][group], pl);
@@ -353,12 +363,6 @@ template <int kBits, int kRows>
 struct FmaTile {
   using C = Codes<kBits>;
   static constexpr int kValues = 2 * kRows;
-  // Activations are loaded where used (kRows rows do not fit in registers): the load
-  // phase only records which chunk, and whether it lies inside the row.
-  struct Act {
-    uint32_t chunk;
-    bool ok;
-  };
 
   float acc[kRows][2] = {};
   const float* a;
@@ -367,41 +371,42 @@ struct FmaTile {
 
   __device__ FmaTile(const GemvParams<float>& p, int) : a(p.a), m(p.m), k(p.k) {}
 
-  __device__ void load_act(Act& act, uint32_t chunk, bool ok) const { act = Act{chunk, ok}; }
-
-  // The chunk's weights of both rows are decoded once, then each activation row is
-  // loaded (one chunk: 4 or 8 vectors) and multiplied in turn, so only one row's
-  // activations are live at a time.
-  __device__ void multiply(const uint4 (&w)[2], const Act& act,
+  // Each half of the chunk (two words) is decoded once for both rows, then each
+  // activation row is loaded (2 or 4 vectors) and multiplied in turn: only one half's
+  // weights and one row's activations are live at a time.
+  __device__ void multiply(const uint4 (&w)[2], uint32_t chunk, bool chunk_ok,
                            const BlockConsts (&q)[2][C::kGroups]) {
-    float wf[2][C::kPerChunk];
+    constexpr int kHalf = 2 * C::kPerWord;  // codes in two words
+    const uint32_t words[2][4] = {{w[0].x, w[0].y, w[0].z, w[0].w}, {w[1].x, w[1].y, w[1].z, w[1].w}};
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const uint32_t words[4] = {w[r].x, w[r].y, w[r].z, w[r].w};
+    for (int h = 0; h < 2; ++h) {
+      float wf[2][kHalf];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        float f[C::kPerWord];
-        decode_word_floats<kBits>(words[j], q[r][j * C::kGroups / 4], f);
+      for (int r = 0; r < 2; ++r)
 #pragma unroll
-        for (int i = 0; i < C::kPerWord; ++i) wf[r][j * C::kPerWord + i] = f[i];
-      }
-    }
-    const float* src = a + static_cast<int64_t>(act.chunk) * C::kPerChunk;
+        for (int j = 0; j < 2; ++j) {
+          float f[C::kPerWord];
+          decode_word_floats<kBits>(words[r][2 * h + j], q[r][(2 * h + j) * C::kGroups / 4], f);
 #pragma unroll
-    for (int row = 0; row < kRows; ++row) {
-      float x[C::kPerChunk];
+          for (int i = 0; i < C::kPerWord; ++i) wf[r][j * C::kPerWord + i] = f[i];
+        }
+      const float* src = a + static_cast<int64_t>(chunk) * C::kPerChunk + h * kHalf;
 #pragma unroll
-      for (int i = 0; i < C::kPerChunk / 4; ++i) {
-        const uint4 v = load_act_u4(src + row * k + 4 * i, act.ok && row < m);
-        x[4 * i] = __uint_as_float(v.x);
-        x[4 * i + 1] = __uint_as_float(v.y);
-        x[4 * i + 2] = __uint_as_float(v.z);
-        x[4 * i + 3] = __uint_as_float(v.w);
-      }
+      for (int row = 0; row < kRows; ++row) {
+        float x[kHalf];
 #pragma unroll
-      for (int e = 0; e < C::kPerChunk; ++e) {
-        acc[row][0] = fmaf(x[e], wf[0][e], acc[row][0]);
-        acc[row][1] = fmaf(x[e], wf[1][e], acc[row][1]);
+        for (int i = 0; i < kHalf / 4; ++i) {
+          const uint4 v = load_act_u4(src + row * k + 4 * i, chunk_ok && row < m);
+          x[4 * i] = __uint_as_float(v.x);
+          x[4 * i + 1] = __uint_as_float(v.y);
+          x[4 * i + 2] = __uint_as_float(v.z);
+          x[4 * i + 3] = __uint_as_float(v.w);
+        }
+#pragma unroll
+        for (int e = 0; e < kHalf; ++e) {
+          acc[row][0] = fmaf(x[e], wf[0][e], acc[row][0]);
+          acc[row][1] = fmaf(x[e], wf[1][e], acc[row][1]);
+        }
       }
     }
   }
@@ -432,22 +437,31 @@ struct FmaTile {
   }
 };
 
+// The loads of one pipeline stage: up to kWindows windows of this lane's chunk of both
+// rows, with the chunks' raw scales and zero points (per-chunk quantization) or the
+// stage's block's (per-block, in q[0]).
+template <typename T, int kBits, int kWindows>
+struct StageLoads {
+  uint4 w[kWindows][2];
+  RawQuant<T, kBits> q[kWindows][2];
+};
+
 // ================================================================= kernel
 // Template parameters:
 //   T      T1: __half, __nv_bfloat16 (tensor-core tile) or float (FMA tile).
 //   kBits  8 or 4.
 //   kAlgo  the K-loop algorithm (file comment): 0 unrolled, 1 loop, 2 per block.
 //   kRows  activation rows of the FMA tile (1, 2, 4, 8 >= M); the mma tile always has 8.
-// Block: kKSplit = blockDim.x / 32 warps on one 16-column tile; grid.x: the column tiles.
+// Block: k_split = blockDim.x / 32 warps on one 16-column tile, warp w taking the
+// windows w, w + k_split, ...; grid.x: the column tiles.
 template <typename T, int kBits, int kAlgo, int kRows>
 __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
     NBitsGemvKernel(const GemvParams<T> p) {
   using C = Codes<kBits>;
   using Tile = std::conditional_t<std::is_same_v<T, float>, FmaTile<kBits, kRows>,
                                   MmaTile<T, kBits>>;
-  constexpr int kU = kUnroll<T, kBits>;
-  const int k_split = blockDim.x / kWarpSize;
-  const int warp = threadIdx.x / kWarpSize;
+  const uint32_t k_split = blockDim.x / kWarpSize;
+  const uint32_t warp = threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   const int g = lane / 4;
   const int t = lane % 4;
@@ -462,93 +476,110 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const int64_t col = row_ok[r] ? n0 + g + 8 * r : p.n - 1;
-    w_row[r] = p.b + col * p.row_bytes + t * kChunkBytes;
+    w_row[r] = p.b + col * p.row_bytes;
     s_row[r] = p.scales + col * p.k_blocks;
     zp_row[r] = p.zp != nullptr ? p.zp + col * p.zp_row_bytes : nullptr;
   }
+  // The second half of a 4-bit chunk is another block only for block_size 16.
+  const bool split = C::kGroups == 2 && p.block_shift == 4;
 
   Tile tile(p, g);
 
-  // One window's loads for this lane: its chunk of both rows and its activations, and
-  // (per_chunk_quant) the chunk's scales and zero points. Windows past the row are
-  // warp-uniform no-ops; the last window's lanes past the row load nothing.
-  struct Loads {
-    uint4 w[2];
-    typename Tile::Act act;
-    RawQuant<T> q[2][C::kGroups];
-  };
-  auto load = [&](uint32_t win, Loads& l, bool per_chunk_quant) {
-    const uint32_t chunk = win * kWindowChunks + t;
-    const bool ok = win < p.windows && chunk < p.chunks;
+  // Chunk `chunk` of both rows into slot u of a stage (nothing when !ok) and, with
+  // per_chunk_quant, its scales and zero points.
+  auto load_chunk = [&](auto& l, int u, uint32_t chunk, bool ok, bool per_chunk_quant) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r)
-      l.w[r] = ok && row_ok[r] ? load_stream_u4(w_row[r] + static_cast<size_t>(win) * kWindowChunks * kChunkBytes)
-                               : make_uint4(0, 0, 0, 0);
-    tile.load_act(l.act, chunk, ok);
-    if (per_chunk_quant) {
-#pragma unroll
-      for (int r = 0; r < 2; ++r)
-#pragma unroll
-        for (int grp = 0; grp < C::kGroups; ++grp) {
-          const uint32_t blk = (chunk * C::kPerChunk + grp * 16) >> p.block_shift;
-          l.q[r][grp] = load_quant<T, kBits>(s_row[r], zp_row[r], blk, ok && row_ok[r]);
-        }
+    for (int r = 0; r < 2; ++r) {
+      l.w[u][r] = ok && row_ok[r] ? load_stream_u4(w_row[r] + static_cast<size_t>(chunk) * kChunkBytes)
+                                  : make_uint4(0, 0, 0, 0);
+      if (per_chunk_quant)
+        l.q[u][r] = load_quant<T, kBits>(s_row[r], zp_row[r], (chunk * C::kPerChunk) >> p.block_shift,
+                                         ok && row_ok[r], split);
     }
   };
-  auto multiply_own_quant = [&](const Loads& l) {
-    BlockConsts q[2][C::kGroups];
+  // Multiplies slot u of a stage (chunk `chunk`) with the block constants of q: its own
+  // (first block blk) or the stage's block blk.
+  auto multiply_chunk = [&](const auto& l, int u, uint32_t chunk, bool ok,
+                            const RawQuant<T, kBits> (&q)[2], uint32_t blk) {
+    BlockConsts c[2][C::kGroups];
 #pragma unroll
     for (int r = 0; r < 2; ++r)
 #pragma unroll
-      for (int grp = 0; grp < C::kGroups; ++grp) q[r][grp] = make_consts<T, kBits>(l.q[r][grp]);
-    tile.multiply(l.w, l.act, q);
+      for (int grp = 0; grp < C::kGroups; ++grp) c[r][grp] = make_consts<T, kBits>(q[r], blk, grp, split);
+    tile.multiply(l.w[u], chunk, ok, c);
   };
+  auto first_block = [&](uint32_t chunk) { return (chunk * C::kPerChunk) >> p.block_shift; };
 
-  if constexpr (kAlgo == kNBitsGemvAlgoUnrolled) {
-    for (uint32_t base = warp; base < p.windows; base += k_split * kU) {
-      Loads l[kU];
-#pragma unroll
-      for (int u = 0; u < kU; ++u) load(base + u * k_split, l[u], true);
-#pragma unroll
-      for (int u = 0; u < kU; ++u) {
-        if (base + u * k_split >= p.windows) break;  // warp-uniform: mma.sync needs all lanes
-        multiply_own_quant(l[u]);
-      }
-    }
-  } else if (kAlgo == kNBitsGemvAlgoLoop || p.windows_per_block == 0) {
+  if constexpr (kAlgo == kNBitsGemvAlgoLoop) {
+    // Warp w: windows w, w + k_split, ...; lane t: chunk t of each.
 #pragma unroll 1
     for (uint32_t win = warp; win < p.windows; win += k_split) {
-      Loads l;
-      load(win, l, true);
-      multiply_own_quant(l);
+      const uint32_t chunk = win * kWindowChunks + t;
+      const bool ok = chunk < p.chunks;
+      StageLoads<T, kBits, 1> l;
+      load_chunk(l, 0, chunk, ok, true);
+      multiply_chunk(l, 0, chunk, ok, l.q[0], first_block(chunk));
     }
   } else {
-    // Per block: K % block_size == 0, so the windows split into whole blocks.
-    const uint32_t blocks = p.windows / p.windows_per_block;
-#pragma unroll 1
-    for (uint32_t blk = warp; blk < blocks; blk += k_split) {
-      const uint32_t first = blk * p.windows_per_block;
-#pragma unroll 1
-      for (uint32_t done = 0; done < p.windows_per_block; done += kU) {
-        Loads l[kU];
+    // A warp streams a contiguous range of each row (so its requests to a DRAM page come
+    // together), in stages of `width` windows: lane t takes the stage's chunks
+    // first + width * t + u, u < width (the quad reads 64 * width contiguous bytes of
+    // each row). Unrolled: the warp's share of the windows, width kStage. Per block: the
+    // warp's share of the blocks, a stage being one block (or a kStage-window part of a
+    // larger one) whose scale and zero point are loaded once per row.
+    constexpr int kS = kStage<T>;
+    const bool per_block = kAlgo == kNBitsGemvAlgoPerBlock && p.windows_per_block > 0;
+    const uint32_t wpb = per_block ? p.windows_per_block : 1;
+    const uint32_t width = per_block && wpb < kS ? wpb : kS;
+    const uint32_t parts = per_block ? wpb / width : 1;
+    const uint32_t units = per_block ? p.windows / wpb : p.windows;  // blocks or windows
+    const uint32_t per_warp = (units + k_split - 1) / k_split;
+    const uint32_t unit_begin = min(warp * per_warp, units);
+    const uint32_t unit_end = min(unit_begin + per_warp, units);
+    const uint32_t stages = per_block ? (unit_end - unit_begin) * parts
+                                      : (unit_end - unit_begin + kS - 1) / kS;
+    const uint32_t end_chunk = min(unit_end * wpb * kWindowChunks, p.chunks);
+    auto block_of = [&](uint32_t s) { return unit_begin + s / parts; };
+    auto first_chunk = [&](uint32_t s) {
+      const uint32_t first_window =
+          per_block ? block_of(s) * wpb + (s % parts) * width : unit_begin + s * kS;
+      return first_window * kWindowChunks + width * t;
+    };
+    using Loads = StageLoads<T, kBits, kS>;
+    auto load_stage = [&](uint32_t s, Loads& l) {
+      const uint32_t c0 = first_chunk(s);
 #pragma unroll
-        for (int u = 0; u < kU; ++u) {
-          const uint32_t win = done + u < p.windows_per_block ? first + done + u : p.windows;
-          load(win, l[u], false);
-        }
-        BlockConsts q[2][C::kGroups];
+      for (int u = 0; u < kS; ++u)
+        load_chunk(l, u, c0 + u, s < stages && u < width && c0 + u < end_chunk, !per_block);
+      if (per_block) {
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const BlockConsts c = make_consts<T, kBits>(load_quant<T, kBits>(s_row[r], zp_row[r], blk, row_ok[r]));
+        for (int r = 0; r < 2; ++r)
+          l.q[0][r] = load_quant<T, kBits>(s_row[r], zp_row[r], block_of(s), s < stages && row_ok[r], false);
+      }
+    };
+    auto multiply_stage = [&](uint32_t s, const Loads& l) {
+      const uint32_t c0 = first_chunk(s);
 #pragma unroll
-          for (int grp = 0; grp < C::kGroups; ++grp) q[r][grp] = c;
-        }
-#pragma unroll
-        for (int u = 0; u < kU; ++u) {
-          if (done + u >= p.windows_per_block) break;  // warp-uniform
-          tile.multiply(l[u].w, l[u].act, q);
+      for (int u = 0; u < kS; ++u) {
+        if (u >= width) break;  // warp-uniform: mma.sync needs all lanes
+        const bool ok = c0 + u < end_chunk;
+        if (per_block) {
+          multiply_chunk(l, u, c0 + u, ok, l.q[0], block_of(s));
+        } else {
+          multiply_chunk(l, u, c0 + u, ok, l.q[u], first_block(c0 + u));
         }
       }
+    };
+    // Double buffering: stage s + 1's loads are in flight while stage s is multiplied.
+    Loads buf[2];
+    load_stage(0, buf[0]);
+#pragma unroll 1
+    for (uint32_t s = 0; s < stages; s += 2) {
+      load_stage(s + 1, buf[1]);
+      multiply_stage(s, buf[0]);
+      if (s + 1 >= stages) break;
+      load_stage(s + 2, buf[0]);
+      multiply_stage(s + 1, buf[1]);
     }
   }
 
@@ -564,7 +595,7 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
     }
     __syncthreads();
     if (warp > 0) return;
-    for (int w = 0; w < k_split - 1; ++w)
+    for (uint32_t w = 0; w < k_split - 1; ++w)
 #pragma unroll
       for (int i = 0; i < Tile::kValues; ++i) v[i] += partials[w][i][lane];
   }

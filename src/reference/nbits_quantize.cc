@@ -10,17 +10,6 @@
 namespace bqmm::reference {
 namespace {
 
-// Element i of a packed row of bits-wide values: one byte each (8-bit), or two per byte
-// with element 2j in the low nibble (4-bit).
-void put_packed(uint8_t* row, int64_t i, int bits, uint8_t v) {
-  if (bits == 8) {
-    row[i] = v;
-  } else {
-    const int shift = 4 * static_cast<int>(i % 2);
-    row[i / 2] = static_cast<uint8_t>((row[i / 2] & ~(0xF << shift)) | ((v & 0xF) << shift));
-  }
-}
-
 int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
 }  // namespace
@@ -34,7 +23,7 @@ HostTensor pack_nbits_codes(const std::vector<uint8_t>& q, int64_t n, int64_t k,
   const int64_t row_bytes = padded_k * bits / 8;
   for (int64_t row = 0; row < n; ++row)
     for (int64_t i = 0; i < padded_k; ++i)
-      put_packed(bytes + row * row_bytes, i, bits, i < k ? q[row * k + i] : pad);
+      nbits_put_packed(bytes + row * row_bytes, i, bits, i < k ? q[row * k + i] : pad);
   return b;
 }
 
@@ -45,7 +34,7 @@ HostTensor pack_nbits_zero_points(const std::vector<uint8_t>& zp, int64_t n, int
   auto* bytes = static_cast<uint8_t*>(out.data());
   for (int64_t row = 0; row < n; ++row)
     for (int64_t blk = 0; blk < k_blocks; ++blk)
-      put_packed(bytes + row * row_bytes, blk, bits, zp[row * k_blocks + blk]);
+      nbits_put_packed(bytes + row * row_bytes, blk, bits, zp[row * k_blocks + blk]);
   return out;
 }
 
@@ -130,9 +119,14 @@ NBitsCase make_random_nbits_case(const NBitsCaseSpec& spec, uint64_t seed) {
     c.attrs.n = n;
     c.attrs.bits = bits;
     c.attrs.block_size = spec.block_size;
-    std::vector<uint8_t> q(static_cast<size_t>(n * k));
-    for (auto& v : q) v = static_cast<uint8_t>(code(rng));
-    c.b = pack_nbits_codes(q, n, k, bits, spec.block_size);
+    // Uniform codes are uniform bytes in either width: 8 per draw (the CLI draws layers
+    // of 200M codes).
+    c.b = HostTensor::zeros(DType::kUInt8, Shape{n, k_blocks, spec.block_size * bits / 8});
+    for (size_t i = 0; i < c.b.bytes.size(); i += 8) {
+      const uint64_t r = rng();
+      for (size_t j = 0; j < 8 && i + j < c.b.bytes.size(); ++j)
+        c.b.bytes[i + j] = static_cast<uint8_t>(r >> (8 * j));
+    }
     // |q - zp| averages about 2^bits / 3: scale down so that outputs stay of order one.
     const double scale_unit = inv_sqrt_k * 3.0 / (1 << bits);
     c.scales = HostTensor::zeros(spec.dtype, Shape{n, k_blocks});
@@ -155,13 +149,13 @@ NBitsCase make_random_nbits_case(const NBitsCaseSpec& spec, uint64_t seed) {
     auto* bytes = static_cast<uint8_t*>(c.b.data());
     for (int64_t row = 0; row < n; ++row)
       for (int64_t i = k; i < padded_k; ++i)
-        put_packed(bytes + row * row_bytes, i, bits, static_cast<uint8_t>(code(rng)));
+        nbits_put_packed(bytes + row * row_bytes, i, bits, static_cast<uint8_t>(code(rng)));
   }
   if (c.zero_point_kind() == NBitsZeroPoints::kPacked && bits == 4 && k_blocks % 2 == 1) {
     const int64_t row_bytes = ceil_div(k_blocks * bits, 8);
     auto* bytes = static_cast<uint8_t*>(c.zero_points->data());
     for (int64_t row = 0; row < n; ++row)
-      put_packed(bytes + row * row_bytes, k_blocks, bits, static_cast<uint8_t>(code(rng)));
+      nbits_put_packed(bytes + row * row_bytes, k_blocks, bits, static_cast<uint8_t>(code(rng)));
   }
 
   if (spec.g_idx) {

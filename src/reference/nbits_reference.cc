@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "reference/codecs.h"
@@ -7,6 +8,42 @@
 #include "reference/nbits_reference.h"
 
 namespace bqmm::reference {
+namespace {
+
+// Row n's per-block scales and zero points as Real, looked up once per block (the
+// references run over N * K elements per output row in the CLI's layer-sized checks).
+template <typename Real>
+void block_constants(const NBitsCase& c, int64_t n, std::vector<Real>* scale,
+                     std::vector<Real>* zero) {
+  const int64_t k_blocks = c.k_blocks();
+  scale->resize(static_cast<size_t>(k_blocks));
+  zero->resize(static_cast<size_t>(k_blocks));
+  for (int64_t blk = 0; blk < k_blocks; ++blk) {
+    (*scale)[blk] = static_cast<Real>(c.scales.get(n * k_blocks + blk));
+    (*zero)[blk] = static_cast<Real>(nbits_zero_point(c, n, blk));
+  }
+}
+
+// Calls f(k, q, blk) for every k of row n: its code and its block (g_idx[k] or
+// k / block_size), or blk = -1 when g_idx is out of range.
+template <typename F>
+void for_each_code(const NBitsCase& c, int64_t n, F f) {
+  const int64_t k_blocks = c.k_blocks();
+  const int64_t row_bytes = k_blocks * c.block_size() * c.bits() / 8;
+  const auto* row = static_cast<const uint8_t*>(c.b.data()) + n * row_bytes;
+  const auto* g_idx = c.g_idx ? static_cast<const uint8_t*>(c.g_idx->data()) : nullptr;
+  for (int64_t k = 0; k < c.k(); ++k) {
+    int64_t blk = k / c.block_size();
+    if (g_idx != nullptr) {
+      int32_t g;
+      std::memcpy(&g, g_idx + 4 * k, sizeof(g));
+      blk = g >= 0 && g < k_blocks ? g : -1;
+    }
+    f(k, nbits_packed_at(row, k, c.bits()), blk);
+  }
+}
+
+}  // namespace
 
 int64_t NBitsCase::m() const {
   int64_t m = 1;
@@ -41,11 +78,23 @@ Shape NBitsCase::y_shape() const {
   return s;
 }
 
+uint32_t nbits_packed_at(const uint8_t* row, int64_t i, int bits) {
+  if (bits == 8) return row[i];
+  return (row[i / 2] >> (4 * (i % 2))) & 0xFu;
+}
+
+void nbits_put_packed(uint8_t* row, int64_t i, int bits, uint8_t value) {
+  if (bits == 8) {
+    row[i] = value;
+  } else {
+    const int shift = 4 * static_cast<int>(i % 2);
+    row[i / 2] = static_cast<uint8_t>((row[i / 2] & ~(0xF << shift)) | ((value & 0xF) << shift));
+  }
+}
+
 uint32_t nbits_code(const NBitsCase& c, int64_t n, int64_t k) {
   const int64_t row_bytes = c.k_blocks() * c.block_size() * c.bits() / 8;
-  const auto* row = static_cast<const uint8_t*>(c.b.data()) + n * row_bytes;
-  if (c.bits() == 8) return row[k];
-  return (row[k / 2] >> (4 * (k % 2))) & 0xFu;
+  return nbits_packed_at(static_cast<const uint8_t*>(c.b.data()) + n * row_bytes, k, c.bits());
 }
 
 double nbits_zero_point(const NBitsCase& c, int64_t n, int64_t blk) {
@@ -56,9 +105,8 @@ double nbits_zero_point(const NBitsCase& c, int64_t n, int64_t blk) {
       return c.zero_points->get(n * c.k_blocks() + blk);
     case NBitsZeroPoints::kPacked: {
       const int64_t row_bytes = (c.k_blocks() * c.bits() + 7) / 8;
-      const auto* row = static_cast<const uint8_t*>(c.zero_points->data()) + n * row_bytes;
-      if (c.bits() == 8) return row[blk];
-      return (row[blk / 2] >> (4 * (blk % 2))) & 0xF;
+      return nbits_packed_at(static_cast<const uint8_t*>(c.zero_points->data()) + n * row_bytes,
+                             blk, c.bits());
     }
   }
   return std::numeric_limits<double>::quiet_NaN();
@@ -69,17 +117,13 @@ int64_t nbits_block_of(const NBitsCase& c, int64_t k) {
 }
 
 void nbits_weight_row(const NBitsCase& c, int64_t n, std::vector<double>* w) {
-  const int64_t k_blocks = c.k_blocks();
+  std::vector<double> scale, zero;
+  block_constants(c, n, &scale, &zero);
   w->resize(static_cast<size_t>(c.k()));
-  for (int64_t k = 0; k < c.k(); ++k) {
-    const int64_t blk = nbits_block_of(c, k);
-    if (blk < 0 || blk >= k_blocks) {
-      (*w)[k] = std::numeric_limits<double>::quiet_NaN();
-      continue;
-    }
-    (*w)[k] = (static_cast<double>(nbits_code(c, n, k)) - nbits_zero_point(c, n, blk)) *
-              c.scales.get(n * k_blocks + blk);
-  }
+  for_each_code(c, n, [&](int64_t k, uint32_t q, int64_t blk) {
+    (*w)[k] = blk < 0 ? std::numeric_limits<double>::quiet_NaN()
+                      : (static_cast<double>(q) - zero[blk]) * scale[blk];
+  });
 }
 
 std::vector<double> nbits_matmul_reference(const NBitsCase& c, int64_t row_begin,
@@ -113,20 +157,14 @@ HostTensor nbits_matmul_emulate_dequant_gemm(const NBitsCase& c) {
   std::vector<float> w(static_cast<size_t>(k));
   std::vector<float> acc(static_cast<size_t>(rows));
   HostTensor y = HostTensor::zeros(t, c.y_shape());
-  const int64_t k_blocks = c.k_blocks();
+  std::vector<float> scale, zero;
   for (int64_t n = 0; n < n_total; ++n) {
     // As the dequant kernel writes the weights: (q - zp) * scale in float32, rounded to T1.
-    for (int64_t kk = 0; kk < k; ++kk) {
-      const int64_t blk = nbits_block_of(c, kk);
-      if (blk < 0 || blk >= k_blocks) {
-        w[kk] = std::numeric_limits<float>::quiet_NaN();
-        continue;
-      }
-      const auto q = static_cast<float>(nbits_code(c, n, kk));
-      const auto zp = static_cast<float>(nbits_zero_point(c, n, blk));
-      const auto s = static_cast<float>(c.scales.get(n * k_blocks + blk));
-      w[kk] = codec::round_to(t, (q - zp) * s);
-    }
+    block_constants(c, n, &scale, &zero);
+    for_each_code(c, n, [&](int64_t kk, uint32_t q, int64_t blk) {
+      w[kk] = blk < 0 ? std::numeric_limits<float>::quiet_NaN()
+                      : codec::round_to(t, (static_cast<float>(q) - zero[blk]) * scale[blk]);
+    });
     dot_rows(at, w, rows, acc.data());
     // cuBLAS rounds its FP32 sum to T1; the bias kernel then adds in FP32 and rounds again.
     const float bias = c.bias ? static_cast<float>(c.bias->get(n)) : 0.0f;

@@ -61,6 +61,11 @@ std::vector<double> nbits_matmul_reference(const NBitsCase& c, int64_t row_begin
 // in float32 and rounded again.
 HostTensor nbits_matmul_emulate_dequant_gemm(const NBitsCase& c);
 
+// Element i of a packed row of bits-wide values (codes, packed zero points): byte i
+// (8-bit), or the nibble of byte i / 2 with even i low (4-bit); and its inverse.
+uint32_t nbits_packed_at(const uint8_t* row, int64_t i, int bits);
+void nbits_put_packed(uint8_t* row, int64_t i, int bits, uint8_t value);
+
 // Packs integer codes q [N, K] (each < 2^bits) into B [N, k_blocks, block_size*bits/8],
 // low bits first; the padding of a partial last block is `pad`.
 HostTensor pack_nbits_codes(const std::vector<uint8_t>& q, int64_t n, int64_t k, int bits,

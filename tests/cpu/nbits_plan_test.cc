@@ -146,15 +146,26 @@ TEST(NBitsPlan, GemvAlgoDefaultsAndOverride) {
     }
 }
 
-TEST(NBitsPlan, GemvKSplitKeepsFourWindowsPerWarp) {
-  // A window is 64 bytes of a row: 64 8-bit or 128 4-bit codes.
-  EXPECT_EQ(plan(problem(1, 4096, 4096, 8)).gemv_k_split, 8);   // 64 windows
-  EXPECT_EQ(plan(problem(1, 4096, 1024, 8)).gemv_k_split, 4);   // 16 windows
-  EXPECT_EQ(plan(problem(1, 4096, 512, 8)).gemv_k_split, 2);    // 8 windows
-  EXPECT_EQ(plan(problem(1, 4096, 256, 8)).gemv_k_split, 1);    // 4 windows
-  EXPECT_EQ(plan(problem(1, 4096, 64, 8)).gemv_k_split, 1);     // 1 window
-  EXPECT_EQ(plan(problem(1, 4096, 4096, 4)).gemv_k_split, 8);   // 32 windows
-  EXPECT_EQ(plan(problem(1, 4096, 2048, 4)).gemv_k_split, 4);   // 16 windows
+// waves(k) = ceil(tiles * k / (132 SMs * 16 warps)), cost = waves * (windows / k + 2); the
+// cheapest k_split wins, the larger on a tie. A window is 64 bytes of a row: 64 8-bit or
+// 128 4-bit codes.
+TEST(NBitsPlan, GemvKSplitBalancesWavesAndWindows) {
+  // 256 tiles x 8 warps fit one wave: k_split 8 (64 windows: cost 1 * (8 + 2)).
+  EXPECT_EQ(plan(problem(1, 4096, 4096, 8)).gemv_k_split, 8);
+  // 512 tiles: k_split 8 needs two waves (2 * 18), 4 one (1 * 34).
+  EXPECT_EQ(plan(problem(1, 8192, 8192, 8)).gemv_k_split, 4);
+  EXPECT_EQ(plan(problem(1, 8192, 8192, 4)).gemv_k_split, 4);
+  // 1792 tiles: 7 waves of k_split 8 (7 * 18 = 126) beat 4 of 4 (136) and 1 of 1 (130).
+  EXPECT_EQ(plan(problem(1, 28672, 8192, 8)).gemv_k_split, 8);
+  // 896 tiles, 64 windows: k_split 2 fits one wave (34) against 4 waves of 8 (40).
+  EXPECT_EQ(plan(problem(1, 14336, 4096, 8)).gemv_k_split, 2);
+  // Never more warps than windows.
+  EXPECT_EQ(plan(problem(1, 16, 64, 8)).gemv_k_split, 1);
+  EXPECT_EQ(plan(problem(1, 16, 256, 8)).gemv_k_split, 4);
+  // float32's FMA tile: half the resident warps (8 per SM).
+  EXPECT_EQ(plan(problem(1, 8192, 8192, 8, 32, DType::kFloat32)).gemv_k_split, 2);
+  // An unknown device (0 SMs) counts as one SM: every split only adds waves.
+  EXPECT_EQ(plan(problem(1, 4096, 4096, 8), DeviceInfo{90, 0}).gemv_k_split, 1);
 }
 
 TEST(NBitsPlan, DequantGemmTilesAndWorkspace) {

@@ -1,0 +1,356 @@
+// The fused decode GEMV of Fp8WeightMatMul (0 < M <= 8): the CUDA-core kernel (gemv_fma)
+// and the tensor-core kernel (gemv_mma) through the public API against the float64
+// reference over every value of every axis, the mma's lane ownership with a one-hot probe
+// (exact), W8A8 bit identity with a host-QDQ'd activation, NaN propagation, graph capture,
+// a misaligned weight that must fall back, and small tail-heavy cases for the sanitizer.
+// Every test skips itself, saying so, without a CUDA device.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "bqmm/fp8_matmul.h"
+#include "common/fp8_runner.h"
+#include "common/gpu.h"
+#include "harness/device_buffer.h"
+#include "reference/codecs.h"
+#include "reference/fp8_reference.h"
+
+namespace bqmm {
+namespace {
+
+using harness::DeviceBuffer;
+using harness::DeviceTensor;
+using harness::HostTensor;
+using reference::Fp8Case;
+using reference::make_random_fp8_case;
+using testing::Fp8Run;
+using testing::matches_reference;
+using testing::run_fp8_on_device;
+
+constexpr DType kDTypes[] = {DType::kFloat16, DType::kBFloat16};
+
+Fp8MatMulOptions gemv_options(bool allow_mma) {
+  Fp8MatMulOptions o;
+  o.allow_gemv_mma = allow_mma;
+  return o;
+}
+
+// The path the planner must take for a GEMV-eligible problem on this device (the SPEC's
+// dispatch rule, restated so that the tests pin it).
+Fp8Path expected_gemv_path(const Handle& handle, bool allow_mma, int64_t k, int64_t block_size) {
+  const bool mma = allow_mma && handle.device_info().sm >= 80 && k % 64 == 0 && k >= 256 &&
+                   block_size % 64 == 0;
+  return mma ? Fp8Path::kGemvMma : Fp8Path::kGemvFma;
+}
+
+// Every M (1..8) with both option sets (the mma allowed or not), 3 cases per M: N, K and
+// the block size cycle with the case index (periods 5, 6 and the list length), so every
+// value of every axis is seen, with each option set, and every M gets a K the tensor-core
+// kernel takes. dtype, bias, a_scale and the weight distribution cycle too. Where the
+// planner does not take the tensor cores (K = 16, 48; block size 16) the test asserts the
+// CUDA-core path instead. Fresh data per case; about 4.3e8 reference MACs in all.
+void check_axes(bool allow_mma) {
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  const int64_t ns[] = {1, 17, 1026, 4098, 8194};
+  const int64_t ks[] = {16, 48, 256, 320, 1024, 4096};
+  const std::vector<int64_t> blocks = allow_mma ? std::vector<int64_t>{64, 128, 256, 512}
+                                                : std::vector<int64_t>{16, 64, 128, 256, 512};
+  int mma_cases = 0;
+  for (int64_t m = 1; m <= 8; ++m)
+    for (int j = 0; j < 3; ++j) {
+      const int i = static_cast<int>(m - 1) * 3 + j;
+      const int64_t n = ns[i % 5];
+      const int64_t k = ks[i % 6];
+      const int64_t bs = blocks[i % blocks.size()];
+      const DType t = kDTypes[(i / 3) % 2];
+      const bool bias = (i + i / 6) % 2 == 0;
+      const bool w8a8 = (i / 2) % 2 == 1;
+      const auto init = i % 3 == 0 ? reference::WeightInit::kAllCodes
+                                   : reference::WeightInit::kQuantizedNormal;
+      SCOPED_TRACE(::testing::Message() << "M=" << m << " N=" << n << " K=" << k << " block="
+                                        << bs << " " << dtype_name(t) << " bias=" << bias
+                                        << " w8a8=" << w8a8 << " allow_mma=" << allow_mma);
+      const Fp8Case c = make_random_fp8_case(t, m, n, k, bs, bias, w8a8,
+                                             0x6e30000 + (allow_mma ? 1000 : 0) + i, init);
+      Fp8Run run;
+      BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, gemv_options(allow_mma), &run));
+      const Fp8Path want = expected_gemv_path(*handle, allow_mma, k, bs);
+      EXPECT_EQ(run.plan.path, want) << run.plan;
+      if (want == Fp8Path::kGemvFma) {
+        EXPECT_EQ(run.plan.gemv_rows_per_warp, m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8);
+      }
+      mma_cases += want == Fp8Path::kGemvMma;
+      EXPECT_TRUE(matches_reference(c, run.y));
+    }
+  // Every M took the tensor cores at least once (on SM80+).
+  if (allow_mma && handle->device_info().sm >= 80) {
+    EXPECT_GE(mma_cases, 8);
+  }
+}
+
+TEST(Fp8GemvFma, AxesAgainstReference) {
+  BQMM_REQUIRE_GPU();
+  check_axes(/*allow_mma=*/false);
+}
+
+TEST(Fp8GemvMma, AxesAgainstReference) {
+  BQMM_REQUIRE_GPU();
+  check_axes(/*allow_mma=*/true);
+}
+
+// N far past one grid row of blocks (and not a multiple of any tile), 64-bit n * K.
+TEST(Fp8GemvMma, LargeNAgainstReference) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  for (bool allow_mma : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "allow_mma=" << allow_mma);
+    const Fp8Case c = make_random_fp8_case(DType::kBFloat16, 2, 262147, 256, 128, true, false,
+                                           0x6e31000 + allow_mma,
+                                           reference::WeightInit::kAllCodes);
+    Fp8Run run;
+    BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, gemv_options(allow_mma), &run));
+    EXPECT_EQ(run.plan.path, expected_gemv_path(*handle, allow_mma, 256, 128));
+    EXPECT_TRUE(matches_reference(c, run.y));
+  }
+}
+
+// Lane ownership of the tensor-core kernel: a one-hot activation (A[r, k0] = 1) against
+// weights that are distinct small integers must give exactly Y[r, n] = B[n, k0] and zero
+// in every other row. r runs over all 8 rows, k0 over every position of the first 64-wide
+// K window and a spread of positions in the others (each warp of the K split owns some),
+// N = 32 covers two 16-column tiles. A swapped fragment register, a wrong K permutation or
+// a wrong (row, column) store shows up as a wrong or misplaced value.
+TEST(Fp8GemvMma, LaneOwnershipProbe) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  if (handle->device_info().sm < 80) GTEST_SKIP() << "the tensor-core GEMV needs SM80+";
+  constexpr int64_t kM = 8, kN = 32, kK = 512;
+  std::vector<int64_t> k0s;
+  for (int64_t k0 = 0; k0 < 64; ++k0) k0s.push_back(k0);
+  for (int64_t k0 = 64; k0 < kK; k0 += 29) k0s.push_back(k0);
+  k0s.push_back(kK - 1);
+
+  for (DType t : kDTypes) {
+    SCOPED_TRACE(dtype_name(t));
+    Fp8Case c;
+    c.block_size = 128;
+    c.a = HostTensor::zeros(t, Shape{kM, kK});
+    c.b = HostTensor::zeros(DType::kFloat8E4M3, Shape{kN, kK});
+    c.b_scale = HostTensor::zeros(DType::kFloat32, Shape{kN, kK / 128});
+    // Column k holds a permutation of +-1..16 over n: index (a * n + s) % 32 with a =
+    // 2 (k % 16) + 1 (odd, so a bijection) and s = k / 16, distinct for all 512 k.
+    for (int64_t n = 0; n < kN; ++n)
+      for (int64_t k = 0; k < kK; ++k) {
+        const int64_t idx = ((2 * (k % 16) + 1) * n + k / 16) % 32;
+        c.b.set(n * kK + k, idx < 16 ? static_cast<double>(idx + 1) : -static_cast<double>(idx - 15));
+      }
+    for (int64_t i = 0; i < c.b_scale.numel(); ++i) c.b_scale.set(i, 1.0);
+
+    DeviceTensor a, b, bs, y;
+    BQMM_ASSERT_OK(DeviceTensor::upload(c.a, &a));
+    BQMM_ASSERT_OK(DeviceTensor::upload(c.b, &b));
+    BQMM_ASSERT_OK(DeviceTensor::upload(c.b_scale, &bs));
+    HostTensor y_host = HostTensor::zeros(t, Shape{kM, kN});
+    BQMM_ASSERT_OK(DeviceTensor::upload(y_host, &y));
+    Fp8MatMulArgs args;
+    args.a = a.view();
+    args.b = b.view();
+    args.b_scale = bs.view();
+    args.y = y.mutable_view();
+    Fp8MatMulProblem p;
+    BQMM_ASSERT_OK(validate_fp8_matmul(args, c.attrs(), &p));
+    Fp8MatMulPlan plan;
+    BQMM_ASSERT_OK(plan_fp8_matmul(p, handle->device_info(), gemv_options(true), &plan));
+    ASSERT_EQ(plan.path, Fp8Path::kGemvMma) << plan;
+    DeviceBuffer ws;
+    BQMM_ASSERT_OK(DeviceBuffer::allocate(plan.workspace_bytes, &ws));
+
+    int64_t mismatches = 0;
+    for (int64_t r = 0; r < kM; ++r)
+      for (int64_t k0 : k0s) {
+        HostTensor one_hot = HostTensor::zeros(t, Shape{kM, kK});
+        one_hot.set(r * kK + k0, 1.0);
+        ASSERT_EQ(cudaMemcpy(a.data(), one_hot.data(), one_hot.bytes.size(), cudaMemcpyHostToDevice),
+                  cudaSuccess);
+        BQMM_ASSERT_OK(y.poison());
+        BQMM_ASSERT_OK(run_fp8_matmul(*handle, plan, args, ws.data(), ws.size(), nullptr));
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        BQMM_ASSERT_OK(y.download(&y_host));
+        for (int64_t m = 0; m < kM; ++m)
+          for (int64_t n = 0; n < kN; ++n) {
+            const double want = m == r ? c.b.get(n * kK + k0) : 0.0;
+            const double got = y_host.get(m * kN + n);
+            if (got != want && mismatches++ < 10)
+              ADD_FAILURE() << "one-hot at row " << r << ", k " << k0 << ": Y[" << m << ", " << n
+                            << "] = " << got << ", want " << want;
+          }
+      }
+    EXPECT_EQ(mismatches, 0);
+  }
+}
+
+// W8A8 is fused into the GEMV's activation load: Y with a_scale equals, bit for bit, Y of
+// the same kernel fed the host-QDQ'd activation A' = QDQ(A) without a_scale.
+TEST(Fp8GemvMma, W8A8BitIdenticalToHostQdq) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  struct Case { int64_t m, n, k, block; };
+  int seed = 0;
+  for (bool allow_mma : {false, true})
+    for (DType t : kDTypes)
+      for (const Case s : {Case{3, 1026, 1024, 128}, Case{8, 300, 4096, 256}, Case{1, 77, 320, 64}}) {
+        SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k << " "
+                                          << dtype_name(t) << " allow_mma=" << allow_mma);
+        const Fp8Case c = make_random_fp8_case(t, s.m, s.n, s.k, s.block, true, true,
+                                               0x6e32000 + seed++);
+        ASSERT_TRUE(c.a_scale.has_value());
+        Fp8Case qdq = c;
+        qdq.a_scale.reset();
+        const float a_scale = static_cast<float>(c.a_scale->get(0));
+        for (int64_t i = 0; i < c.a.numel(); ++i)
+          qdq.a.set(i, codec::qdq_e4m3(t, static_cast<float>(c.a.get(i)), a_scale));
+
+        Fp8Run fused, host;
+        BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, gemv_options(allow_mma), &fused));
+        BQMM_ASSERT_OK(run_fp8_on_device(*handle, qdq, gemv_options(allow_mma), &host));
+        const Fp8Path want = expected_gemv_path(*handle, allow_mma, s.k, s.block);
+        EXPECT_EQ(fused.plan.path, want);
+        EXPECT_EQ(host.plan.path, want);
+        ASSERT_EQ(fused.y.bytes.size(), host.y.bytes.size());
+        EXPECT_EQ(std::memcmp(fused.y.bytes.data(), host.y.bytes.data(), host.y.bytes.size()), 0);
+        EXPECT_TRUE(matches_reference(c, fused.y));
+      }
+}
+
+// NaN codes (0x7F, 0xFF) reach exactly the outputs whose dot product touches them, in both
+// kernels (masked tail columns of the same tile stay clean).
+TEST(Fp8GemvMma, NanCodesPropagate) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  for (bool allow_mma : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "allow_mma=" << allow_mma);
+    Fp8Case c = make_random_fp8_case(DType::kFloat16, 3, 21, 256, 64, true, false, 0x6e33000);
+    c.b.bytes[2 * 256 + 5] = 0x7F;
+    c.b.bytes[17 * 256 + 255] = 0xFF;
+    Fp8Run run;
+    BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, gemv_options(allow_mma), &run));
+    EXPECT_EQ(run.plan.path, expected_gemv_path(*handle, allow_mma, 256, 64));
+    for (int64_t m = 0; m < 3; ++m)
+      for (int64_t n = 0; n < 21; ++n)
+        EXPECT_EQ(std::isnan(run.y.get(m * 21 + n)), n == 2 || n == 17) << m << "," << n;
+  }
+}
+
+// A weight pointer only 8-byte aligned cannot take the GEMV's 16-byte loads: the plan
+// falls back to dequant + GEMM and the result is still right (no fault).
+TEST(Fp8GemvFma, MisalignedWeightFallsBack) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  for (DType t : kDTypes)
+    for (bool allow_mma : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(t) << " allow_mma=" << allow_mma);
+      const Fp8Case c = make_random_fp8_case(t, 4, 1026, 1024, 128, true, allow_mma, 0x6e34000);
+      Fp8Run run;
+      BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, gemv_options(allow_mma), &run, 8));
+      EXPECT_LT(run.plan.problem.alignment, 16);
+      EXPECT_EQ(run.plan.path, Fp8Path::kDequantGemm) << run.plan;
+      EXPECT_TRUE(matches_reference(c, run.y));
+    }
+}
+
+// The GEMV path enqueues only (a_scale read on the device): it can be captured in a CUDA
+// graph and the replay computes the right answer.
+TEST(Fp8GemvMma, GraphCapturable) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  for (bool allow_mma : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "allow_mma=" << allow_mma);
+    const Fp8Case c = make_random_fp8_case(DType::kBFloat16, 5, 300, 512, 128, true, true,
+                                           0x6e35000 + allow_mma);
+    DeviceTensor a, b, bs, as, bias, y;
+    BQMM_ASSERT_OK(DeviceTensor::upload(c.a, &a));
+    BQMM_ASSERT_OK(DeviceTensor::upload(c.b, &b));
+    BQMM_ASSERT_OK(DeviceTensor::upload(c.b_scale, &bs));
+    BQMM_ASSERT_OK(DeviceTensor::upload(*c.a_scale, &as));
+    BQMM_ASSERT_OK(DeviceTensor::upload(*c.bias, &bias));
+    HostTensor y_host = HostTensor::zeros(DType::kBFloat16, c.y_shape());
+    BQMM_ASSERT_OK(DeviceTensor::upload(y_host, &y));
+    BQMM_ASSERT_OK(y.poison());
+    Fp8MatMulArgs args;
+    args.a = a.view();
+    args.b = b.view();
+    args.b_scale = bs.view();
+    args.a_scale = as.view();
+    args.bias = bias.view();
+    args.y = y.mutable_view();
+    Fp8MatMulProblem p;
+    BQMM_ASSERT_OK(validate_fp8_matmul(args, c.attrs(), &p));
+    Fp8MatMulPlan plan;
+    BQMM_ASSERT_OK(plan_fp8_matmul(p, handle->device_info(), gemv_options(allow_mma), &plan));
+    ASSERT_EQ(plan.path, expected_gemv_path(*handle, allow_mma, 512, 128));
+    ASSERT_EQ(plan.workspace_bytes, 0u);
+
+    cudaStream_t stream;
+    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+    cudaGraph_t graph;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    const Status run = run_fp8_matmul(*handle, plan, args, nullptr, 0, stream);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    BQMM_ASSERT_OK(run);
+    cudaGraphExec_t exec;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    BQMM_ASSERT_OK(y.download(&y_host));
+    EXPECT_TRUE(matches_reference(c, y_host));
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+  }
+}
+
+// Small, tail-heavy cases for compute-sanitizer (memcheck, racecheck on the K-split
+// reduction): N not a multiple of any tile, M leaving rows of the row group and the mma
+// masked, K ending mid-iteration, W8A8 and bias on.
+void check_sanitize_cases(bool allow_mma) {
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  struct Case { int64_t m, n, k, block; };
+  int seed = 0;
+  for (const Case s : {Case{3, 37, 320, 64}, Case{8, 19, 1344, 192}, Case{1, 1, 256, 128},
+                       Case{5, 33, 48, 16}})
+    for (DType t : kDTypes) {
+      SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k << " "
+                                        << dtype_name(t));
+      const Fp8Case c = make_random_fp8_case(t, s.m, s.n, s.k, s.block, true, true,
+                                             0x6e36000 + (allow_mma ? 100 : 0) + seed++);
+      Fp8Run run;
+      BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, gemv_options(allow_mma), &run));
+      EXPECT_EQ(run.plan.path, expected_gemv_path(*handle, allow_mma, s.k, s.block));
+      EXPECT_TRUE(matches_reference(c, run.y));
+    }
+}
+
+TEST(Fp8GemvFma, SanitizeTails) {
+  BQMM_REQUIRE_GPU();
+  check_sanitize_cases(/*allow_mma=*/false);
+}
+
+TEST(Fp8GemvMma, SanitizeTails) {
+  BQMM_REQUIRE_GPU();
+  check_sanitize_cases(/*allow_mma=*/true);
+}
+
+}  // namespace
+}  // namespace bqmm

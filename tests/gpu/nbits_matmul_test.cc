@@ -1,0 +1,669 @@
+// NBitsMatMul on the GPU: the decode GEMV (each K-loop algorithm forced in turn) and the
+// dequant + cuBLAS path over bits {4, 8}, block sizes 16..256, float32 / float16 /
+// bfloat16, no / packed / typed zero points, g_idx, bias, partial last blocks and odd N,
+// against the float64 reference; the hand examples exactly; the dequantize kernel bit for
+// bit; the run-time contract (workspace, plan/args mismatch, graph capture). Axes are
+// cycled deterministically (each value meets many shapes) so the CPU reference stays a
+// few seconds. Every test skips itself, saying so, without a CUDA device.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+#include <vector>
+
+#include "bqmm/nbits_matmul.h"
+#include "common/gpu.h"
+#include "common/nbits_runner.h"
+#include "cuda/launchers.h"
+#include "harness/device_buffer.h"
+#include "reference/codecs.h"
+#include "reference/nbits_reference.h"
+
+namespace bqmm {
+namespace {
+
+using harness::DeviceBuffer;
+using harness::DeviceTensor;
+using harness::HostTensor;
+using reference::make_random_nbits_case;
+using reference::NBitsCase;
+using reference::NBitsCaseSpec;
+using reference::WeightInit;
+using testing::matches_reference;
+using testing::NBitsRun;
+using testing::run_nbits_on_device;
+
+constexpr DType kDTypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
+// Both paths multiply weights rounded to T1 (as ONNX Runtime's do), an error of 2^-12
+// (float16) or 2^-9 (bfloat16) per weight, well inside SPEC's Frobenius tolerance over
+// many outputs. A single output, though, can cancel down to a small value and carry a
+// relative error of several times that: cases with N = 1 take kSingleColumnRows rows so
+// the norm is over that many independent sums.
+constexpr int64_t kSingleColumnRows = 8;
+constexpr int kBits[] = {4, 8};
+constexpr int64_t kBlockSizes[] = {16, 32, 64, 128, 256};
+
+NBitsMatMulOptions gemv_algo(int algo) {
+  NBitsMatMulOptions o;
+  o.gemv_algo = algo;
+  return o;
+}
+
+NBitsMatMulOptions dequant_gemm_only() {
+  NBitsMatMulOptions o;
+  o.allow_gemv = false;  // forces the default path also for M <= 8
+  return o;
+}
+
+::testing::Message describe(const NBitsCaseSpec& s) {
+  return ::testing::Message() << s.bits << "-bit " << dtype_name(s.dtype) << " M=" << s.m
+                              << " N=" << s.n << " K=" << s.k << " block=" << s.block_size
+                              << " zp=" << nbits_zero_points_name(s.zero_points)
+                              << (s.g_idx ? " g_idx" : "") << (s.bias ? " bias" : "")
+                              << (s.init == WeightInit::kAllCodes ? " all-codes" : "");
+}
+
+// Runs `spec` (fresh data from `seed`) with `options`, expects `path`, checks the result.
+void run_and_check(const NBitsCaseSpec& spec, uint64_t seed, const NBitsMatMulOptions& options,
+                   NBitsPath path, NBitsRun* run_out = nullptr) {
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  const NBitsCase c = make_random_nbits_case(spec, seed);
+  NBitsRun run;
+  BQMM_ASSERT_OK(run_nbits_on_device(*handle, c, options, &run));
+  EXPECT_EQ(run.plan.path, path) << run.plan;
+  if (options.gemv_algo >= 0 && path == NBitsPath::kGemv) {
+    EXPECT_EQ(run.plan.gemv_algo, options.gemv_algo);
+  }
+  EXPECT_TRUE(matches_reference(c, run.y)) << run.plan;
+  if (run_out != nullptr) *run_out = std::move(run);
+}
+
+// ------------------------------------------------------------------ GEMV
+// Every (bits, block size, dtype) with every algorithm forced in turn. M, N, K, zero
+// points, bias and weight init cycle with the case index: M over 1..8, N over odd and
+// partial-tile values, K over one block pair, a few blocks and 4096 (the K split).
+TEST(NBitsGemv, EveryAlgorithmBitsBlockSizeAndDtype) {
+  BQMM_REQUIRE_GPU();
+  const int64_t ns[] = {1, 17, 40, 300};
+  int index = 0;
+  for (int bits : kBits)
+    for (int64_t bs : kBlockSizes)
+      for (DType t : kDTypes)
+        for (int algo : {0, 1, 2}) {
+          NBitsCaseSpec s;
+          s.dtype = t;
+          s.bits = bits;
+          s.block_size = bs;
+          s.n = ns[index % 4];
+          s.m = s.n == 1 ? kSingleColumnRows : 1 + index % 8;
+          const int64_t ks[] = {2 * bs, 6 * bs, 4096};
+          s.k = ks[(index / 4) % 3];
+          s.zero_points = index % 2 == 0 ? NBitsZeroPoints::kNone : NBitsZeroPoints::kPacked;
+          s.bias = (index / 2) % 2 == 1;
+          s.init = index % 3 == 0 ? WeightInit::kAllCodes : WeightInit::kQuantizedNormal;
+          SCOPED_TRACE(describe(s) << " algo=" << algo);
+          run_and_check(s, 1000 + index, gemv_algo(algo), NBitsPath::kGemv);
+          ++index;
+        }
+}
+
+// Each M from 1 to 8 with each algorithm on one shape per width: the row masks of the
+// tensor-core tile and the FMA tile sizes (1, 2, 4, 8).
+TEST(NBitsGemv, EveryRowCount) {
+  BQMM_REQUIRE_GPU();
+  int index = 0;
+  for (int bits : kBits)
+    for (DType t : kDTypes)
+      for (int64_t m = 1; m <= 8; ++m) {
+        NBitsCaseSpec s;
+        s.dtype = t;
+        s.bits = bits;
+        s.block_size = 32;
+        s.m = m;
+        s.n = 33;
+        s.k = 512;
+        s.zero_points = NBitsZeroPoints::kPacked;
+        s.bias = true;
+        const int algo = index++ % 3;
+        SCOPED_TRACE(describe(s) << " algo=" << algo);
+        run_and_check(s, 2000 + index, gemv_algo(algo), NBitsPath::kGemv);
+      }
+}
+
+// Layer-sized shapes with the planner's own choices: many column tiles, K split over 8
+// warps, a 4096-multiple N plus a partial tile.
+TEST(NBitsGemv, LayerShapesWithDefaultPlan) {
+  BQMM_REQUIRE_GPU();
+  int index = 0;
+  for (int bits : kBits)
+    for (DType t : {DType::kFloat16, DType::kBFloat16})
+      for (int64_t m : {1, 8}) {
+        NBitsCaseSpec s;
+        s.dtype = t;
+        s.bits = bits;
+        s.block_size = index % 2 == 0 ? 32 : 128;
+        s.m = m;
+        s.n = 2048 + 8;
+        s.k = 4096;
+        s.zero_points = index % 2 == 0 ? NBitsZeroPoints::kPacked : NBitsZeroPoints::kNone;
+        s.bias = true;
+        SCOPED_TRACE(describe(s));
+        NBitsRun run;
+        run_and_check(s, 3000 + index++, NBitsMatMulOptions{}, NBitsPath::kGemv, &run);
+        EXPECT_EQ(run.plan.gemv_k_split, 8);
+      }
+}
+
+// The hand examples of the CPU suite, exactly (the weights are small integers times powers
+// of two, so every product and sum is exact in every type), through each path.
+TEST(NBitsGemv, HandExampleExactOnEveryPath) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  // 8-bit, default zero point 128, scale 0.5: rows q = 128 + k % 16 and q = 120, K = 64.
+  for (DType t : kDTypes)
+    for (int bits : kBits) {
+      NBitsCase c;
+      c.attrs.n = 2;
+      c.attrs.k = 64;
+      c.attrs.bits = bits;
+      c.attrs.block_size = 16;
+      const int zp = 1 << (bits - 1);
+      std::vector<uint8_t> q(128);
+      for (int k = 0; k < 64; ++k) {
+        q[k] = static_cast<uint8_t>(zp + (k % 16) % (bits == 4 ? 8 : 16));
+        q[64 + k] = static_cast<uint8_t>(zp - 8);
+      }
+      c.b = reference::pack_nbits_codes(q, 2, 64, bits, 16);
+      c.scales = HostTensor::zeros(t, Shape{2, 4});
+      for (int i = 0; i < 8; ++i) c.scales.set(i, 0.5);
+      c.a = HostTensor::zeros(t, Shape{2, 64});
+      for (int k = 0; k < 64; ++k) {
+        c.a.set(k, 1.0);
+        c.a.set(64 + k, k == 0 ? 1.0 : k == 63 ? 2.0 : 0.0);
+      }
+      c.bias = HostTensor::zeros(t, Shape{2});
+      c.bias->set(0, 1.0);
+      c.bias->set(1, 2.0);
+      const std::vector<double> want = reference::nbits_matmul_reference(c, 0, 2);
+      for (int variant = 0; variant < 4; ++variant) {
+        const NBitsMatMulOptions o = variant < 3 ? gemv_algo(variant) : dequant_gemm_only();
+        SCOPED_TRACE(::testing::Message() << bits << "-bit " << dtype_name(t) << " variant " << variant);
+        NBitsRun run;
+        BQMM_ASSERT_OK(run_nbits_on_device(*handle, c, o, &run));
+        EXPECT_EQ(run.plan.path, variant < 3 ? NBitsPath::kGemv : NBitsPath::kDequantGemm);
+        for (int i = 0; i < 4; ++i) EXPECT_EQ(run.y.get(i), want[i]) << i;
+      }
+    }
+}
+
+// A NaN activation makes its row NaN and leaves the others finite (mma and FMA tiles
+// alike), on both paths.
+TEST(NBitsGemv, NanActivationPropagatesToItsRowOnly) {
+  BQMM_REQUIRE_GPU();
+  int index = 0;
+  for (DType t : kDTypes)
+    for (bool dequant : {false, true}) {
+      NBitsCaseSpec s;
+      s.dtype = t;
+      s.m = 3;
+      s.n = 20;
+      s.k = 256;
+      s.bits = index % 2 == 0 ? 4 : 8;
+      NBitsCase c = make_random_nbits_case(s, 4000 + index++);
+      c.a.set(1 * 256 + 77, std::nan(""));
+      NBitsRun run;
+      BQMM_ASSERT_OK(run_nbits_on_device(*testing::shared_handle(), c,
+                                         dequant ? dequant_gemm_only() : NBitsMatMulOptions{}, &run));
+      for (int64_t m = 0; m < 3; ++m)
+        for (int64_t n = 0; n < 20; ++n)
+          EXPECT_EQ(std::isnan(run.y.get(m * 20 + n)), m == 1) << dtype_name(t) << " " << m << "," << n;
+    }
+}
+
+// ------------------------------------------------------------------ dequant + cuBLAS
+// Every (bits, block size, dtype) through the default path with what only it takes:
+// typed zero points, g_idx, K not a multiple of the block size, K % 8 != 0 (scalar
+// kernel), M > 8; and forced for M <= 8. Zero points, bias and init cycle.
+TEST(NBitsDequantGemm, EveryBitsBlockSizeAndDtype) {
+  BQMM_REQUIRE_GPU();
+  const int64_t ms[] = {1, 9, 33, 4};
+  const int64_t ns[] = {17, 1, 130};
+  const NBitsZeroPoints zps[] = {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked,
+                                 NBitsZeroPoints::kTyped};
+  int index = 0;
+  for (int bits : kBits)
+    for (int64_t bs : kBlockSizes)
+      for (DType t : kDTypes)
+        for (int variant = 0; variant < 2; ++variant) {
+          NBitsCaseSpec s;
+          s.dtype = t;
+          s.bits = bits;
+          s.block_size = bs;
+          s.n = ns[index % 3];
+          s.m = s.n == 1 ? std::max(ms[index % 4], kSingleColumnRows) : ms[index % 4];
+          // Partial last blocks: K % bs != 0, sometimes also K % 8 != 0.
+          const int64_t ks[] = {3 * bs + bs / 2, 2 * bs + 5, 4 * bs};
+          s.k = ks[index % 3];
+          s.zero_points = zps[(index / 2) % 3];
+          s.g_idx = variant == 1;
+          s.bias = index % 2 == 0;
+          s.init = index % 5 == 0 ? WeightInit::kAllCodes : WeightInit::kQuantizedNormal;
+          SCOPED_TRACE(describe(s));
+          NBitsRun run;
+          run_and_check(s, 5000 + index, dequant_gemm_only(), NBitsPath::kDequantGemm, &run);
+          EXPECT_EQ(run.plan.dequant_vec8, s.k % 8 == 0);
+          ++index;
+        }
+}
+
+// The full product of zero-point kind x g_idx x bias x width on one vector and one
+// scalar dequant shape with the default options: every option combination runs.
+TEST(NBitsDequantGemm, EveryOptionCombination) {
+  BQMM_REQUIRE_GPU();
+  int seed = 0;
+  for (int64_t k : {256, 100})
+    for (int bits : kBits)
+      for (auto zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked, NBitsZeroPoints::kTyped})
+        for (bool g_idx : {false, true})
+          for (bool bias : {false, true}) {
+            NBitsCaseSpec s;
+            s.dtype = kDTypes[seed % 3];
+            s.bits = bits;
+            s.block_size = 32;
+            s.m = 12;
+            s.n = 17;
+            s.k = k;
+            s.zero_points = zp;
+            s.g_idx = g_idx;
+            s.bias = bias;
+            SCOPED_TRACE(describe(s));
+            run_and_check(s, 6000 + seed++, NBitsMatMulOptions{}, NBitsPath::kDequantGemm);
+          }
+}
+
+// float32 must be true FP32 (tolerance 1e-5): a TF32 GEMM would miss by ~1e-3.
+TEST(NBitsDequantGemm, Float32IsTrueFp32) {
+  BQMM_REQUIRE_GPU();
+  NBitsCaseSpec s;
+  s.dtype = DType::kFloat32;
+  s.bits = 8;
+  s.block_size = 64;
+  s.m = 64;
+  s.n = 256;
+  s.k = 4096;
+  s.zero_points = NBitsZeroPoints::kTyped;
+  s.bias = true;
+  run_and_check(s, 7000, NBitsMatMulOptions{}, NBitsPath::kDequantGemm);
+  s.m = 8;
+  run_and_check(s, 7001, NBitsMatMulOptions{}, NBitsPath::kDequantGemm);  // typed zp
+  s.zero_points = NBitsZeroPoints::kPacked;
+  run_and_check(s, 7002, NBitsMatMulOptions{}, NBitsPath::kGemv);
+}
+
+// A scratch far smaller than the weight: many N tiles, the last one partial.
+TEST(NBitsDequantGemm, NTiledScratch) {
+  BQMM_REQUIRE_GPU();
+  for (DType t : kDTypes) {
+    NBitsCaseSpec s;
+    s.dtype = t;
+    s.bits = 4;
+    s.block_size = 64;
+    s.m = 20;
+    s.n = 1026;
+    s.k = 256;
+    s.zero_points = NBitsZeroPoints::kPacked;
+    s.g_idx = true;
+    s.bias = true;
+    NBitsMatMulOptions o;
+    o.dequant_scratch_bytes = 100 * 256 * static_cast<int64_t>(dtype_size(t));  // 100 rows
+    NBitsRun run;
+    SCOPED_TRACE(describe(s));
+    run_and_check(s, 7100, o, NBitsPath::kDequantGemm, &run);
+    EXPECT_EQ(run.plan.n_tile, 100);
+    EXPECT_EQ(run.plan.num_n_tiles, 11);
+  }
+}
+
+// Unaligned A or B cannot take the GEMV's 16-byte loads: the planner falls back, and the
+// dequant kernel takes byte loads when B is not even 8-byte aligned.
+TEST(NBitsDequantGemm, MisalignedPointersFallBack) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  NBitsCaseSpec s;
+  s.dtype = DType::kFloat16;
+  s.m = 2;
+  s.n = 33;
+  s.k = 256;
+  s.bits = 4;
+  s.zero_points = NBitsZeroPoints::kPacked;
+  const NBitsCase c = make_random_nbits_case(s, 7200);
+  struct Offsets { size_t a, b; bool vec8; };
+  for (const Offsets o : {Offsets{8, 0, true}, Offsets{0, 8, true}, Offsets{0, 4, false},
+                          Offsets{0, 1, false}, Offsets{2, 3, false}}) {
+    NBitsRun run;
+    BQMM_ASSERT_OK(run_nbits_on_device(*handle, c, NBitsMatMulOptions{}, &run, o.a, o.b));
+    EXPECT_EQ(run.plan.path, NBitsPath::kDequantGemm) << o.a << " " << o.b;
+    EXPECT_EQ(run.plan.dequant_vec8, o.vec8) << o.a << " " << o.b;
+    EXPECT_TRUE(matches_reference(c, run.y)) << o.a << " " << o.b;
+  }
+}
+
+// A rank-3 activation flattens its leading dims into M (both paths).
+TEST(NBitsDequantGemm, Rank3Activation) {
+  BQMM_REQUIRE_GPU();
+  for (int64_t m0 : {2, 5}) {
+    NBitsCaseSpec s;
+    s.dtype = DType::kBFloat16;
+    s.m = m0 * 3;
+    s.n = 40;
+    s.k = 128;
+    s.bits = 8;
+    s.bias = true;
+    NBitsCase c = make_random_nbits_case(s, 7300);
+    c.a.shape = Shape{m0, 3, 128};
+    NBitsRun run;
+    BQMM_ASSERT_OK(run_nbits_on_device(*testing::shared_handle(), c, NBitsMatMulOptions{}, &run));
+    EXPECT_EQ(run.plan.path, m0 * 3 <= 8 ? NBitsPath::kGemv : NBitsPath::kDequantGemm);
+    EXPECT_EQ(run.y.shape, (Shape{m0, 3, 40}));
+    EXPECT_TRUE(matches_reference(c, run.y));
+  }
+}
+
+// g_idx values out of range are the caller's responsibility: bqmm reads nothing out of
+// bounds (compute-sanitizer runs this test) and the outputs that depend on them are NaN.
+TEST(NBitsDequantGemm, OutOfRangeGIdxGivesNaNNotAFault) {
+  BQMM_REQUIRE_GPU();
+  for (int32_t bad : {-1, 4, 1 << 30}) {
+    NBitsCaseSpec s;
+    s.dtype = DType::kFloat16;
+    s.m = 2;
+    s.n = 9;
+    s.k = 128;
+    s.block_size = 32;
+    s.zero_points = NBitsZeroPoints::kPacked;
+    s.g_idx = true;
+    NBitsCase c = make_random_nbits_case(s, 7400);
+    c.g_idx->set(50, bad);
+    NBitsRun run;
+    BQMM_ASSERT_OK(run_nbits_on_device(*testing::shared_handle(), c, NBitsMatMulOptions{}, &run));
+    for (int64_t i = 0; i < run.y.numel(); ++i) ASSERT_TRUE(std::isnan(run.y.get(i))) << bad << " " << i;
+  }
+}
+
+// K == 0: Y = bias, or zeros, exactly (float32 included).
+TEST(NBitsDequantGemm, EmptyKGivesBias) {
+  BQMM_REQUIRE_GPU();
+  for (DType t : kDTypes)
+    for (bool bias : {false, true}) {
+      NBitsCaseSpec s;
+      s.dtype = t;
+      s.m = 5;
+      s.n = 33;
+      s.k = 0;
+      s.bias = bias;
+      const NBitsCase c = make_random_nbits_case(s, 7500);
+      NBitsRun run;
+      BQMM_ASSERT_OK(run_nbits_on_device(*testing::shared_handle(), c, NBitsMatMulOptions{}, &run));
+      EXPECT_EQ(run.plan.path, NBitsPath::kBiasOnly);
+      for (int64_t m = 0; m < 5; ++m)
+        for (int64_t n = 0; n < 33; ++n)
+          ASSERT_EQ(run.y.get(m * 33 + n), bias ? c.bias->get(n) : 0.0) << m << "," << n;
+    }
+}
+
+// M == 0 and N == 0 succeed and write nothing.
+TEST(NBitsDequantGemm, EmptyOutputs) {
+  BQMM_REQUIRE_GPU();
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{0, 64}, {4, 0}}) {
+    NBitsCaseSpec s;
+    s.m = m;
+    s.n = n;
+    s.k = 64;
+    s.zero_points = NBitsZeroPoints::kPacked;
+    s.bias = true;
+    const NBitsCase c = make_random_nbits_case(s, 7600);
+    NBitsRun run;
+    BQMM_ASSERT_OK(run_nbits_on_device(*testing::shared_handle(), c, NBitsMatMulOptions{}, &run));
+    EXPECT_EQ(run.plan.path, NBitsPath::kEmpty);
+    EXPECT_EQ(run.y.numel(), 0);
+  }
+}
+
+// ------------------------------------------------------------------ kernels
+// The dequantize kernel, bit for bit against (q - zp) * scale in float32 rounded to T1
+// (vector and scalar variants, every zero-point kind, g_idx, partial last block).
+TEST(NBitsKernels, DequantBitExact) {
+  BQMM_REQUIRE_GPU();
+  int index = 0;
+  for (int bits : kBits)
+    for (DType t : kDTypes)
+      for (auto zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked, NBitsZeroPoints::kTyped}) {
+        NBitsCaseSpec s;
+        s.dtype = t;
+        s.bits = bits;
+        s.block_size = 16 << (index % 3);
+        s.n = 70;
+        s.k = index % 2 == 0 ? 320 : 100;
+        s.zero_points = zp;
+        s.g_idx = index % 4 >= 2;
+        s.init = WeightInit::kAllCodes;
+        const NBitsCase c = make_random_nbits_case(s, 8000 + index++);
+        SCOPED_TRACE(describe(s));
+        DeviceTensor b, scales, zps, g_idx, out;
+        BQMM_ASSERT_OK(DeviceTensor::upload(c.b, &b));
+        BQMM_ASSERT_OK(DeviceTensor::upload(c.scales, &scales));
+        if (c.zero_points) BQMM_ASSERT_OK(DeviceTensor::upload(*c.zero_points, &zps));
+        if (c.g_idx) BQMM_ASSERT_OK(DeviceTensor::upload(*c.g_idx, &g_idx));
+        HostTensor host = HostTensor::zeros(t, Shape{s.n, s.k});
+        BQMM_ASSERT_OK(DeviceTensor::upload(host, &out));
+        BQMM_ASSERT_OK(out.poison());
+        cuda::NBitsDequantArgs d;
+        d.dtype = t;
+        d.bits = bits;
+        d.b = static_cast<const uint8_t*>(b.data());
+        d.scales = scales.data();
+        if (zp == NBitsZeroPoints::kPacked) d.zp_packed = static_cast<const uint8_t*>(zps.data());
+        if (zp == NBitsZeroPoints::kTyped) d.zp_typed = zps.data();
+        if (c.g_idx) d.g_idx = static_cast<const int32_t*>(g_idx.data());
+        d.rows = s.n;
+        d.k = s.k;
+        d.block_size = s.block_size;
+        d.out = out.data();
+        BQMM_ASSERT_OK(cuda::launch_nbits_dequant(d, s.k % 8 == 0, nullptr));
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        BQMM_ASSERT_OK(out.download(&host));
+        int64_t mismatches = 0;
+        for (int64_t r = 0; r < s.n; ++r)
+          for (int64_t k = 0; k < s.k; ++k) {
+            const int64_t blk = reference::nbits_block_of(c, k);
+            const auto q = static_cast<float>(reference::nbits_code(c, r, k));
+            const auto z = static_cast<float>(reference::nbits_zero_point(c, r, blk));
+            const auto sc = static_cast<float>(c.scales.get(r * c.k_blocks() + blk));
+            const float want = codec::round_to(t, (q - z) * sc);
+            const double got = host.get(r * s.k + k);
+            if (got != want && mismatches++ < 5)
+              ADD_FAILURE() << "row " << r << " k " << k << ": got " << got << " want " << want;
+          }
+        EXPECT_EQ(mismatches, 0);
+      }
+}
+
+// ------------------------------------------------------------------ run-time contract
+// run() checks the workspace and that the arguments are the plan's problem.
+TEST(NBitsRunContract, RejectsBadWorkspaceAndMismatchedArgs) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  NBitsCaseSpec s;
+  s.m = 16;
+  s.n = 64;
+  s.k = 128;
+  s.zero_points = NBitsZeroPoints::kPacked;
+  const NBitsCase c = make_random_nbits_case(s, 9000);
+  DeviceTensor a, b, scales, zps, y;
+  BQMM_ASSERT_OK(DeviceTensor::upload(c.a, &a));
+  BQMM_ASSERT_OK(DeviceTensor::upload(c.b, &b));
+  BQMM_ASSERT_OK(DeviceTensor::upload(c.scales, &scales));
+  BQMM_ASSERT_OK(DeviceTensor::upload(*c.zero_points, &zps));
+  BQMM_ASSERT_OK(DeviceTensor::upload(HostTensor::zeros(DType::kFloat16, Shape{16, 64}), &y));
+  NBitsMatMulArgs args;
+  args.a = a.view();
+  args.b = b.view();
+  args.scales = scales.view();
+  args.zero_points = zps.view();
+  args.y = y.mutable_view();
+  NBitsMatMulProblem p;
+  BQMM_ASSERT_OK(validate_nbits_matmul(args, c.attrs, &p));
+  NBitsMatMulPlan plan;
+  BQMM_ASSERT_OK(plan_nbits_matmul(p, handle->device_info(), NBitsMatMulOptions{}, &plan));
+  ASSERT_EQ(plan.path, NBitsPath::kDequantGemm);
+  DeviceBuffer ws;
+  BQMM_ASSERT_OK(DeviceBuffer::allocate(plan.workspace_bytes, &ws));
+
+  Status st = run_nbits_matmul(*handle, plan, args, ws.data(), plan.workspace_bytes - 1, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kWorkspaceTooSmall) << st.to_string();
+  st = run_nbits_matmul(*handle, plan, args, nullptr, plan.workspace_bytes, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+  st = run_nbits_matmul(*handle, plan, args, static_cast<uint8_t*>(ws.data()) + 16,
+                        plan.workspace_bytes, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+
+  NBitsMatMulArgs no_zp = args;
+  no_zp.zero_points.reset();
+  st = run_nbits_matmul(*handle, plan, no_zp, ws.data(), ws.size(), nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+  EXPECT_NE(st.message().find("plan: made for"), std::string::npos) << st.message();
+
+  // A GEMV plan (16-byte aligned pointers) refuses 8-byte aligned B.
+  NBitsMatMulArgs decode = args;
+  decode.a.shape = Shape{1, 128};
+  decode.y.shape = Shape{1, 64};
+  BQMM_ASSERT_OK(validate_nbits_matmul(decode, c.attrs, &p));
+  BQMM_ASSERT_OK(plan_nbits_matmul(p, handle->device_info(), NBitsMatMulOptions{}, &plan));
+  ASSERT_EQ(plan.path, NBitsPath::kGemv);
+  DeviceTensor b_off;
+  BQMM_ASSERT_OK(DeviceTensor::upload(c.b, &b_off, 8));
+  decode.b = b_off.view();
+  st = run_nbits_matmul(*handle, plan, decode, nullptr, 0, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+  EXPECT_NE(st.message().find("aligned"), std::string::npos) << st.message();
+}
+
+// run() enqueues only: both paths (dequant + cuBLAS over three N tiles with bias, and the
+// GEMV) can be captured in a CUDA graph, and the replay computes the right answer.
+TEST(NBitsRunContract, GraphCapturable) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  for (int64_t m : {40, 3}) {
+    NBitsCaseSpec s;
+    s.dtype = DType::kBFloat16;
+    s.m = m;
+    s.n = 300;
+    s.k = 512;
+    s.bits = 4;
+    s.block_size = 128;
+    s.zero_points = NBitsZeroPoints::kPacked;
+    s.bias = true;
+    const NBitsCase c = make_random_nbits_case(s, 9100 + m);
+    DeviceTensor a, b, scales, zps, bias, y;
+    BQMM_ASSERT_OK(DeviceTensor::upload(c.a, &a));
+    BQMM_ASSERT_OK(DeviceTensor::upload(c.b, &b));
+    BQMM_ASSERT_OK(DeviceTensor::upload(c.scales, &scales));
+    BQMM_ASSERT_OK(DeviceTensor::upload(*c.zero_points, &zps));
+    BQMM_ASSERT_OK(DeviceTensor::upload(*c.bias, &bias));
+    HostTensor y_host = HostTensor::zeros(s.dtype, c.y_shape());
+    BQMM_ASSERT_OK(DeviceTensor::upload(y_host, &y));
+    BQMM_ASSERT_OK(y.poison());
+    NBitsMatMulArgs args;
+    args.a = a.view();
+    args.b = b.view();
+    args.scales = scales.view();
+    args.zero_points = zps.view();
+    args.bias = bias.view();
+    args.y = y.mutable_view();
+    NBitsMatMulProblem p;
+    BQMM_ASSERT_OK(validate_nbits_matmul(args, c.attrs, &p));
+    NBitsMatMulOptions o;
+    o.dequant_scratch_bytes = 128 * 512 * 2;  // three tiles inside the graph
+    NBitsMatMulPlan plan;
+    BQMM_ASSERT_OK(plan_nbits_matmul(p, handle->device_info(), o, &plan));
+    ASSERT_EQ(plan.path, m > 8 ? NBitsPath::kDequantGemm : NBitsPath::kGemv);
+    if (m > 8) {
+      ASSERT_EQ(plan.num_n_tiles, 3);
+    }
+    DeviceBuffer ws;
+    BQMM_ASSERT_OK(DeviceBuffer::allocate(plan.workspace_bytes, &ws));
+
+    cudaStream_t stream;
+    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+    cudaGraph_t graph;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    const Status run = run_nbits_matmul(*handle, plan, args, ws.data(), ws.size(), stream);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    BQMM_ASSERT_OK(run);
+    cudaGraphExec_t exec;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    BQMM_ASSERT_OK(y.download(&y_host));
+    EXPECT_TRUE(matches_reference(c, y_host)) << plan;
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(stream);
+  }
+}
+
+// ------------------------------------------------------------------ compute-sanitizer
+// A few small cases of every kernel path, fast enough to run under memcheck: the GEMV of
+// each width, algorithm and tile type with partial column tiles and a partial last window,
+// the dequant kernels (vector, scalar, g_idx, typed zero points) and the bias fill.
+TEST(NBitsGemv, SanitizeSmall) {
+  BQMM_REQUIRE_GPU();
+  int index = 0;
+  for (int bits : kBits)
+    for (DType t : kDTypes)
+      for (int algo : {0, 1, 2}) {
+        NBitsCaseSpec s;
+        s.dtype = t;
+        s.bits = bits;
+        s.block_size = index % 2 == 0 ? 16 : 128;
+        s.m = 1 + index % 8;
+        s.n = 19;
+        s.k = bits == 8 ? 3 * s.block_size : 2 * s.block_size;  // 8-bit: a partial window
+        s.zero_points = index % 2 == 0 ? NBitsZeroPoints::kPacked : NBitsZeroPoints::kNone;
+        s.bias = true;
+        SCOPED_TRACE(describe(s) << " algo=" << algo);
+        run_and_check(s, 9500 + index++, gemv_algo(algo), NBitsPath::kGemv);
+      }
+  for (int64_t k : {96, 101})
+    for (auto zp : {NBitsZeroPoints::kPacked, NBitsZeroPoints::kTyped}) {
+      NBitsCaseSpec s;
+      s.dtype = kDTypes[index % 3];
+      s.bits = index % 2 == 0 ? 4 : 8;
+      s.block_size = 32;
+      s.m = 10;
+      s.n = 7;
+      s.k = k;
+      s.zero_points = zp;
+      s.g_idx = true;
+      s.bias = true;
+      SCOPED_TRACE(describe(s));
+      run_and_check(s, 9500 + index++, NBitsMatMulOptions{}, NBitsPath::kDequantGemm);
+    }
+  NBitsCaseSpec s;
+  s.dtype = DType::kFloat32;
+  s.m = 3;
+  s.n = 5;
+  s.k = 0;
+  s.bias = true;
+  run_and_check(s, 9600, NBitsMatMulOptions{}, NBitsPath::kBiasOnly);
+}
+
+}  // namespace
+}  // namespace bqmm
