@@ -99,6 +99,9 @@ struct Fp8MatMulPlan {
   bool dequant_vec16 = false;   // 16-element vector dequant kernel (else scalar)
   int64_t n_tile = 0;           // B rows dequantized per GEMM call
   int64_t num_n_tiles = 0;
+  // 2 when there are several tiles: tile i + 1 is dequantized (on the handle's second
+  // stream) into one buffer while tile i's GEMM reads the other.
+  int scratch_buffers = 0;
 
   // gemv_fma / gemv_mma
   int gemv_rows_per_warp = 0;  // gemv_fma: activation rows per warp (1, 2, 4 or 8)
@@ -107,7 +110,7 @@ struct Fp8MatMulPlan {
   // Workspace layout: byte offsets into the caller's workspace, each 256-byte aligned.
   size_t act_offset = 0, act_bytes = 0;        // QDQ'd activation, [M, K] of T
   size_t cublas_offset = 0, cublas_bytes = 0;  // cuBLAS's own workspace
-  size_t scratch_offset = 0, scratch_bytes = 0;  // dequantized B tile, [n_tile, K] of T
+  size_t scratch_offset = 0, scratch_bytes = 0;  // scratch_buffers x [n_tile, K] of T
   size_t workspace_bytes = 0;                  // total the caller must provide
 };
 std::ostream& operator<<(std::ostream& os, const Fp8MatMulPlan& plan);

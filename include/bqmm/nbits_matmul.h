@@ -130,6 +130,7 @@ struct NBitsMatMulPlan {
   bool dequant_vec8 = false;  // 8-element runs with one 16/32-byte store (else scalar)
   int64_t n_tile = 0;         // B rows dequantized per GEMM call
   int64_t num_n_tiles = 0;
+  int scratch_buffers = 0;    // 2 with several tiles: dequantization overlaps the GEMMs
 
   // gemv
   int gemv_algo = 0;          // kNBitsGemvAlgo*
@@ -138,7 +139,7 @@ struct NBitsMatMulPlan {
 
   // Workspace layout: byte offsets into the caller's workspace, each 256-byte aligned.
   size_t cublas_offset = 0, cublas_bytes = 0;    // cuBLAS's own workspace
-  size_t scratch_offset = 0, scratch_bytes = 0;  // dequantized B tile, [n_tile, K] of T1
+  size_t scratch_offset = 0, scratch_bytes = 0;  // scratch_buffers x [n_tile, K] of T1
   size_t workspace_bytes = 0;                    // total the caller must provide
 };
 std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan);

@@ -45,7 +45,7 @@ std::ostream& operator<<(std::ostream& os, const Fp8MatMulPlan& plan) {
   if (plan.path == Fp8Path::kDequantGemm) {
     os << "; qdq_activation=" << (plan.qdq_activation ? "yes" : "no")
        << "; dequant=" << (plan.dequant_vec16 ? "vec16" : "scalar") << "; n_tile=" << plan.n_tile
-       << " x " << plan.num_n_tiles;
+       << " x " << plan.num_n_tiles << " in " << plan.scratch_buffers << " buffer(s)";
   }
   if (plan.path == Fp8Path::kGemvFma) os << "; rows_per_warp=" << plan.gemv_rows_per_warp;
   if (plan.path == Fp8Path::kGemvMma) os << "; k_split=" << plan.gemv_k_split;
@@ -125,19 +125,19 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
   // within a row in 32 bits.
   plan.dequant_vec16 = p.k % 16 == 0 && p.alignment >= 16 && p.k < (int64_t{1} << 31);
 
-  // Tile N so the [n_tile, K] scratch stays under the limit; at least one row. Large
-  // tiles are rounded to a multiple of 256 rows so cuBLAS sees whole tiles.
   const int64_t row_bytes = p.k * static_cast<int64_t>(elem);
-  const int64_t n_tile = dequant_n_tile(p.n, row_bytes, options.dequant_scratch_bytes);
-  plan.n_tile = n_tile;
-  plan.num_n_tiles = (p.n + n_tile - 1) / n_tile;
+  const DequantTiling tiling =
+      DequantTiling::make(p.n, row_bytes, options.dequant_scratch_bytes);
+  plan.n_tile = tiling.n_tile;
+  plan.num_n_tiles = tiling.num_tiles;
+  plan.scratch_buffers = tiling.buffers;
 
   WorkspaceLayout layout;
   plan.act_bytes = plan.qdq_activation ? static_cast<size_t>(p.m * p.k) * elem : 0;
   plan.act_offset = layout.take(plan.act_bytes);
   plan.cublas_bytes = cublas_workspace_bytes(device.sm);
   plan.cublas_offset = layout.take(plan.cublas_bytes);
-  plan.scratch_bytes = static_cast<size_t>(n_tile * row_bytes);
+  plan.scratch_bytes = static_cast<size_t>(tiling.buffers * tiling.buffer_bytes);
   plan.scratch_offset = layout.take(plan.scratch_bytes);
   plan.workspace_bytes = layout.total();
   *out = plan;

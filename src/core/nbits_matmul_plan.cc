@@ -67,7 +67,7 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan) {
      << plan.device;
   if (plan.path == NBitsPath::kDequantGemm) {
     os << "; dequant=" << (plan.dequant_vec8 ? "vec8" : "scalar") << "; n_tile=" << plan.n_tile
-       << " x " << plan.num_n_tiles;
+       << " x " << plan.num_n_tiles << " in " << plan.scratch_buffers << " buffer(s)";
   }
   if (plan.path == NBitsPath::kGemv) {
     os << "; algo=" << plan.gemv_algo << "; rows=" << plan.gemv_rows
@@ -170,13 +170,16 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
   // with 16-byte stores into rows of K * sizeof(T1) bytes.
   plan.dequant_vec8 = p.k % 8 == 0 && p.alignment >= 8;
   const int64_t row_bytes = p.k * static_cast<int64_t>(dtype_size(p.dtype));
-  plan.n_tile = dequant_n_tile(p.n, row_bytes, options.dequant_scratch_bytes);
-  plan.num_n_tiles = (p.n + plan.n_tile - 1) / plan.n_tile;
+  const DequantTiling tiling =
+      DequantTiling::make(p.n, row_bytes, options.dequant_scratch_bytes);
+  plan.n_tile = tiling.n_tile;
+  plan.num_n_tiles = tiling.num_tiles;
+  plan.scratch_buffers = tiling.buffers;
 
   WorkspaceLayout layout;
   plan.cublas_bytes = cublas_workspace_bytes(device.sm);
   plan.cublas_offset = layout.take(plan.cublas_bytes);
-  plan.scratch_bytes = static_cast<size_t>(plan.n_tile * row_bytes);
+  plan.scratch_bytes = static_cast<size_t>(tiling.buffers * tiling.buffer_bytes);
   plan.scratch_offset = layout.take(plan.scratch_bytes);
   plan.workspace_bytes = layout.total();
   *out = plan;

@@ -11,6 +11,7 @@
 #include "core/env.h"
 #include "cuda/cublas_gemm.h"
 #include "cuda/launchers.h"
+#include "cuda/tiled_dequant_gemm.h"
 
 namespace bqmm {
 namespace {
@@ -37,7 +38,6 @@ Status check_args_match_plan(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& arg
 Status run_dequant_gemm(const Handle& handle, const Fp8MatMulPlan& plan,
                         const Fp8MatMulArgs& args, uint8_t* ws, cudaStream_t stream) {
   const Fp8MatMulProblem& p = plan.problem;
-  const size_t elem = dtype_size(p.dtype);
   const void* a = args.a.data;
   if (plan.qdq_activation) {
     void* a_qdq = ws + plan.act_offset;
@@ -48,27 +48,26 @@ Status run_dequant_gemm(const Handle& handle, const Fp8MatMulPlan& plan,
   }
   const auto* b = static_cast<const uint8_t*>(args.b.data);
   const auto* b_scale = static_cast<const float*>(args.b_scale.data);
-  auto* y = static_cast<uint8_t*>(args.y.data);
-  void* scratch = ws + plan.scratch_offset;
   const int64_t k_blocks = p.k_blocks();
-  for (int64_t n0 = 0; n0 < p.n; n0 += plan.n_tile) {
-    const int64_t rows = std::min(plan.n_tile, p.n - n0);
-    BQMM_RETURN_IF_ERROR(cuda::launch_fp8_dequant(p.dtype, b + n0 * p.k,
-                                                  b_scale + n0 * k_blocks, rows, p.k,
-                                                  p.block_size, plan.dequant_vec16, scratch,
-                                                  stream));
-    cuda::GemmRowMajorArgs g;
-    g.dtype = p.dtype;
-    g.m = p.m;
-    g.n = rows;
-    g.k = p.k;
-    g.a = a;
-    g.w = scratch;
-    g.y = y + n0 * static_cast<int64_t>(elem);
-    g.ldy = p.n;
-    BQMM_RETURN_IF_ERROR(cuda::gemm_row_major_awt(handle, g, ws + plan.cublas_offset,
-                                                  plan.cublas_bytes, stream));
-  }
+  cuda::TiledDequantGemm t;
+  t.dtype = p.dtype;
+  t.m = p.m;
+  t.n = p.n;
+  t.k = p.k;
+  t.a = a;
+  t.y = args.y.data;
+  t.n_tile = plan.n_tile;
+  t.buffers = plan.scratch_buffers;
+  t.scratch = ws + plan.scratch_offset;
+  t.cublas_workspace = ws + plan.cublas_offset;
+  t.cublas_workspace_bytes = plan.cublas_bytes;
+  BQMM_RETURN_IF_ERROR(cuda::run_tiled_dequant_gemm(
+      handle, t,
+      [&](int64_t n0, int64_t rows, void* out, cudaStream_t s) {
+        return cuda::launch_fp8_dequant(p.dtype, b + n0 * p.k, b_scale + n0 * k_blocks, rows,
+                                        p.k, p.block_size, plan.dequant_vec16, out, s);
+      },
+      stream));
   if (p.has_bias)
     BQMM_RETURN_IF_ERROR(cuda::launch_bias_add(p.dtype, args.y.data, args.bias->data, p.m,
                                                p.n, stream));

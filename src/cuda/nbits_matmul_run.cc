@@ -11,6 +11,7 @@
 #include "core/env.h"
 #include "cuda/cublas_gemm.h"
 #include "cuda/launchers.h"
+#include "cuda/tiled_dequant_gemm.h"
 
 namespace bqmm {
 namespace {
@@ -50,35 +51,37 @@ Status run_dequant_gemm(const Handle& handle, const NBitsMatMulPlan& plan,
   // Bytes from one row of the zero points to the next.
   const int64_t zp_row_bytes =
       p.zero_points == NBitsZeroPoints::kTyped ? k_blocks * elem : p.zp_row_bytes();
-  auto* y = static_cast<uint8_t*>(args.y.data);
-  void* scratch = ws + plan.scratch_offset;
-  for (int64_t n0 = 0; n0 < p.n; n0 += plan.n_tile) {
-    const int64_t rows = std::min(plan.n_tile, p.n - n0);
-    cuda::NBitsDequantArgs d;
-    d.dtype = p.dtype;
-    d.bits = p.bits;
-    d.b = b + n0 * p.row_bytes();
-    d.scales = scales + n0 * k_blocks * elem;
-    if (p.zero_points == NBitsZeroPoints::kPacked) d.zp_packed = zp + n0 * zp_row_bytes;
-    if (p.zero_points == NBitsZeroPoints::kTyped) d.zp_typed = zp + n0 * zp_row_bytes;
-    d.g_idx = args.g_idx ? static_cast<const int32_t*>(args.g_idx->data) : nullptr;
-    d.rows = rows;
-    d.k = p.k;
-    d.block_size = p.block_size;
-    d.out = scratch;
-    BQMM_RETURN_IF_ERROR(cuda::launch_nbits_dequant(d, plan.dequant_vec8, stream));
-    cuda::GemmRowMajorArgs g;
-    g.dtype = p.dtype;
-    g.m = p.m;
-    g.n = rows;
-    g.k = p.k;
-    g.a = args.a.data;
-    g.w = scratch;
-    g.y = y + n0 * elem;
-    g.ldy = p.n;
-    BQMM_RETURN_IF_ERROR(cuda::gemm_row_major_awt(handle, g, ws + plan.cublas_offset,
-                                                  plan.cublas_bytes, stream));
-  }
+  const int32_t* g_idx = args.g_idx ? static_cast<const int32_t*>(args.g_idx->data) : nullptr;
+  cuda::TiledDequantGemm t;
+  t.dtype = p.dtype;
+  t.m = p.m;
+  t.n = p.n;
+  t.k = p.k;
+  t.a = args.a.data;
+  t.y = args.y.data;
+  t.n_tile = plan.n_tile;
+  t.buffers = plan.scratch_buffers;
+  t.scratch = ws + plan.scratch_offset;
+  t.cublas_workspace = ws + plan.cublas_offset;
+  t.cublas_workspace_bytes = plan.cublas_bytes;
+  BQMM_RETURN_IF_ERROR(cuda::run_tiled_dequant_gemm(
+      handle, t,
+      [&](int64_t n0, int64_t rows, void* out, cudaStream_t s) {
+        cuda::NBitsDequantArgs d;
+        d.dtype = p.dtype;
+        d.bits = p.bits;
+        d.b = b + n0 * p.row_bytes();
+        d.scales = scales + n0 * k_blocks * elem;
+        if (p.zero_points == NBitsZeroPoints::kPacked) d.zp_packed = zp + n0 * zp_row_bytes;
+        if (p.zero_points == NBitsZeroPoints::kTyped) d.zp_typed = zp + n0 * zp_row_bytes;
+        d.g_idx = g_idx;
+        d.rows = rows;
+        d.k = p.k;
+        d.block_size = p.block_size;
+        d.out = out;
+        return cuda::launch_nbits_dequant(d, plan.dequant_vec8, s);
+      },
+      stream));
   if (p.has_bias)
     BQMM_RETURN_IF_ERROR(cuda::launch_bias_add(p.dtype, args.y.data, args.bias->data, p.m,
                                                p.n, stream));

@@ -1,7 +1,6 @@
 #include "harness/timing.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 
 #include "core/workspace.h"
@@ -9,6 +8,16 @@
 
 namespace bqmm::harness {
 namespace {
+
+// Owns a captured graph and its executable instance.
+struct Graph {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ~Graph() {
+    if (exec != nullptr) cudaGraphExecDestroy(exec);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+  }
+};
 
 // Owns the CUDA events of one timing loop, so that every early return destroys them.
 class EventSet {
@@ -57,26 +66,37 @@ Status time_with_events(cudaStream_t stream, int warmup, int repeat, const Timed
     return Status(StatusCode::kInvalidArgument,
                   "time_with_events: expected warmup >= 0 and repeat >= 1 but got " +
                       std::to_string(warmup) + " and " + std::to_string(repeat));
-  int iteration = 0;
-  const auto warm_start = std::chrono::steady_clock::now();
-  for (int i = 0; i < warmup; ++i) BQMM_RETURN_IF_ERROR(run(iteration++));
-  const double host_us_per_run =
-      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - warm_start)
-          .count() / std::max(warmup, 1);
-  BQMM_CUDA_RETURN(cudaStreamSynchronize(stream));
-
   // A pair of events per run rather than one pair around all runs: the spread (p10, p90)
   // shows clock and contention noise that a single average would hide.
   EventSet events;
   BQMM_RETURN_IF_ERROR(events.create(2 * static_cast<size_t>(repeat)));
-  // Enqueueing a run with its two events costs the host more than the run's own enqueue;
-  // twice the warm-up's per-run cost plus a margin covers it (capped: 0.5 s).
-  BQMM_RETURN_IF_ERROR(gpu_spin(stream, std::min(2.0 * host_us_per_run * repeat + 200.0, 5e5)));
-  for (int i = 0; i < repeat; ++i) {
-    BQMM_CUDA_RETURN(cudaEventRecord(events[2 * i], stream));
-    BQMM_RETURN_IF_ERROR(run(iteration++));
-    BQMM_CUDA_RETURN(cudaEventRecord(events[2 * i + 1], stream));
+
+  // The timed runs, each between its two event records, are captured as one CUDA graph:
+  // replayed, they run back to back paced by the GPU alone, as in a graph-captured model.
+  // Enqueued one by one instead, runs shorter than their host-side cost (validation,
+  // launches, event records: a few microseconds) would be timed with the host's gaps in
+  // them, and a GPU that waited for the host would drop its clocks.
+  BQMM_CUDA_RETURN(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  Status captured = Status::Ok();
+  for (int i = 0; i < repeat && captured.ok(); ++i) {
+    captured = cuda::cuda_status(
+        cudaEventRecordWithFlags(events[2 * i], stream, cudaEventRecordExternal), "event record");
+    if (captured.ok()) captured = run(warmup + i);
+    if (captured.ok())
+      captured = cuda::cuda_status(
+          cudaEventRecordWithFlags(events[2 * i + 1], stream, cudaEventRecordExternal),
+          "event record");
   }
+  Graph graph;
+  const cudaError_t ended = cudaStreamEndCapture(stream, &graph.graph);
+  BQMM_RETURN_IF_ERROR(captured);
+  BQMM_CUDA_RETURN(ended);
+  BQMM_CUDA_RETURN(cudaGraphInstantiate(&graph.exec, graph.graph, 0));
+
+  // Warm-up runs, then the graph right behind them with no synchronization in between,
+  // so the timed runs start on a GPU already busy at its working clocks.
+  for (int i = 0; i < warmup; ++i) BQMM_RETURN_IF_ERROR(run(i));
+  BQMM_CUDA_RETURN(cudaGraphLaunch(graph.exec, stream));
   BQMM_CUDA_RETURN(cudaStreamSynchronize(stream));
 
   std::vector<double> samples_us(repeat);

@@ -36,16 +36,13 @@ TimingStats summarize_us(const std::vector<double>& samples_us);
 // read the same copy.
 using TimedRun = std::function<Status(int iteration)>;
 
-// Runs `run` `warmup` times, then `repeat` times each between its own pair of CUDA
-// events, all enqueued back to back on `stream` behind a gpu_spin long enough for the host
-// to enqueue them all (measured on the warm-up), with one synchronization at the end: the
-// GPU, not the host, paces the runs, so each time is the device time of one run, as a
-// CUDA graph replay would see it. Summarizes the event times.
+// Captures `repeat` runs, each between its own pair of CUDA events, as one CUDA graph;
+// then runs `run` `warmup` times and replays the graph right behind them, with one
+// synchronization at the end: the GPU, not the host, paces the timed runs, so each time
+// is the device time of one run inside a graph replay. `run` must be capturable (bqmm's
+// run_* are). Summarizes the event times.
 Status time_with_events(cudaStream_t stream, int warmup, int repeat, const TimedRun& run,
                         TimingStats* out);
-
-// Keeps `stream` busy for `microseconds` (a one-thread kernel polling the global timer).
-Status gpu_spin(cudaStream_t stream, double microseconds);
 
 // How many copies of a `bytes_per_copy` working set make all copies together exceed
 // 4 x `l2_bytes`, so that a copy is evicted before it is read again: at least 1.

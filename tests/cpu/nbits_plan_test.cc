@@ -169,12 +169,14 @@ TEST(NBitsPlan, GemvKSplitBalancesWavesAndWindows) {
 }
 
 TEST(NBitsPlan, DequantGemmTilesAndWorkspace) {
-  // 256 MiB scratch: float16 rows of K = 8192 are 16 KiB: 16384 rows per tile.
+  // 256 MiB scratch: float16 rows of K = 8192 are 16 KiB; N is split in 4 tiles of 8192
+  // rows in two overlapping buffers of 128 MiB.
   NBitsMatMulPlan p = plan(problem(64, 32768, 8192));
   EXPECT_EQ(p.path, NBitsPath::kDequantGemm);
   EXPECT_TRUE(p.dequant_vec8);
-  EXPECT_EQ(p.n_tile, 16384);
-  EXPECT_EQ(p.num_n_tiles, 2);
+  EXPECT_EQ(p.n_tile, 8192);
+  EXPECT_EQ(p.num_n_tiles, 4);
+  EXPECT_EQ(p.scratch_buffers, 2);
   EXPECT_EQ(p.cublas_offset, 0u);
   EXPECT_EQ(p.cublas_bytes, size_t{32} << 20);
   EXPECT_EQ(p.scratch_offset, size_t{32} << 20);
@@ -182,8 +184,8 @@ TEST(NBitsPlan, DequantGemmTilesAndWorkspace) {
   EXPECT_EQ(p.workspace_bytes, size_t{288} << 20);
   // float32 rows are twice as large.
   p = plan(problem(64, 32768, 8192, 4, 32, DType::kFloat32));
-  EXPECT_EQ(p.n_tile, 8192);
-  EXPECT_EQ(p.num_n_tiles, 4);
+  EXPECT_EQ(p.n_tile, 4096);
+  EXPECT_EQ(p.num_n_tiles, 8);
   // Whole N in one tile when it fits; a small limit still gives one row per tile.
   p = plan(problem(64, 100, 8192));
   EXPECT_EQ(p.n_tile, 100);
@@ -220,8 +222,8 @@ TEST(NBitsPlan, PrintsEveryDecision) {
   const std::string dq = printed(plan(q));
   EXPECT_NE(dq.find("path=dequant_gemm"), std::string::npos) << dq;
   EXPECT_NE(dq.find(" g_idx"), std::string::npos) << dq;
-  EXPECT_NE(dq.find("dequant=vec8; n_tile=4096 x 1"), std::string::npos) << dq;
-  EXPECT_NE(dq.find("cublas 33554432@0, scratch 33554432@33554432"), std::string::npos) << dq;
+  EXPECT_NE(dq.find("dequant=vec8; n_tile=1024 x 4 in 2 buffer(s)"), std::string::npos) << dq;
+  EXPECT_NE(dq.find("cublas 33554432@0, scratch 16777216@33554432"), std::string::npos) << dq;
 }
 
 TEST(NBitsPlan, RejectsMalformedProblemsAndOptions) {

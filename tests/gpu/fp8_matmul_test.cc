@@ -116,7 +116,7 @@ TEST(Fp8DequantGemm, NTiledScratch) {
   for (DType t : kDTypes) {
     const Fp8Case c = make_random_fp8_case(t, 33, 1026, 256, 128, true, true, 91);
     Fp8MatMulOptions o;
-    o.dequant_scratch_bytes = 100 * 256 * 2;  // 100 rows per tile
+    o.dequant_scratch_bytes = 2 * 100 * 256 * 2;  // two overlapping buffers of 100 rows
     Fp8Run run;
     BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, o, &run));
     EXPECT_EQ(run.plan.n_tile, 100);
@@ -330,7 +330,7 @@ TEST(Fp8RunContract, GraphCapturable) {
   Fp8MatMulProblem p;
   BQMM_ASSERT_OK(validate_fp8_matmul(args, c.attrs(), &p));
   Fp8MatMulOptions o;
-  o.dequant_scratch_bytes = 128 * 512 * 2;  // three tiles inside the graph
+  o.dequant_scratch_bytes = 2 * 128 * 512 * 2;  // three tiles in two buffers inside the graph
   Fp8MatMulPlan plan;
   BQMM_ASSERT_OK(plan_fp8_matmul(p, handle->device_info(), o, &plan));
   ASSERT_EQ(plan.path, Fp8Path::kDequantGemm);
