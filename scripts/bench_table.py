@@ -1,30 +1,53 @@
 #!/usr/bin/env python3
 """Prints bqmm-profile JSON lines (one or more files) as one compact table, for the
-summaries of gpu_check.sh and for docs/PERF.md."""
+summaries of gpu_check.sh and (with --markdown) for docs/PERF.md."""
 import json
 import sys
 
+COLUMNS = [  # header, JSON field, format
+    ("op", "op", "s"), ("dtype", "activation_dtype", "s"), ("bits", "bits", "d"),
+    ("bs", "block_size", "d"), ("zp", "zero_points", "s"), ("algo", "gemv_algo", "d"),
+    ("M", "m", "d"), ("N", "n", "d"), ("K", "k", "d"), ("path", "path", "s"),
+    ("rel_err", "rel_err", ".1e"), ("ok", "passed", "ok"), ("us", "median_us", ".1f"),
+    ("TB/s", "weight_tbps", ".2f"), ("%copy", "pct_of_copy_bw", ".0f"),
+    ("TFLOP/s", "tflops", ".1f"), ("cuBLAS us", "cublas_bf16_us", ".1f"),
+    ("speedup", "speedup_vs_cublas", ".2f"), ("dequant %copy", "dequant_pct_of_copy_bw", ".0f"),
+]
 
-def fmt(v, spec):
-    return format(v, spec) if isinstance(v, (int, float)) else "-"
+
+def cell(row, field, spec):
+    v = row.get(field)
+    if spec == "ok":
+        return "-" if v is None else ("yes" if v else "NO")
+    if v is None:
+        return "-"
+    if spec == "s":
+        return str(v)
+    try:
+        return format(v, spec)
+    except (TypeError, ValueError):
+        return str(v)
 
 
-def main(paths):
+def main(argv):
+    markdown = "--markdown" in argv
+    paths = [a for a in argv if a != "--markdown"]
     rows = []
     for path in paths:
         with open(path) as f:
             rows += [json.loads(line) for line in f if line.strip()]
-    head = ("op", "dtype", "M", "N", "K", "path", "rel_err", "ok", "us", "TB/s", "%copy",
-            "TFLOP/s", "cublas_us", "speedup", "dq_%copy")
-    print("{:<5} {:<5} {:>5} {:>6} {:>6} {:<13} {:>8} {:>3} {:>9} {:>6} {:>6} {:>8} {:>9} {:>7} {:>8}".format(*head))
-    for r in rows:
-        print("{:<5} {:<5} {:>5} {:>6} {:>6} {:<13} {:>8} {:>3} {:>9} {:>6} {:>6} {:>8} {:>9} {:>7} {:>8}".format(
-            r.get("op", "?"), r.get("activation_dtype", "?"), r.get("m"), r.get("n"), r.get("k"),
-            str(r.get("path")), fmt(r.get("rel_err"), ".1e"), "yes" if r.get("passed") else "NO",
-            fmt(r.get("median_us"), ".1f"), fmt(r.get("weight_tbps"), ".2f"),
-            fmt(r.get("pct_of_copy_bw"), ".0f"), fmt(r.get("tflops"), ".1f"),
-            fmt(r.get("cublas_bf16_us"), ".1f"), fmt(r.get("speedup_vs_cublas"), ".2f"),
-            fmt(r.get("dequant_pct_of_copy_bw"), ".0f")))
+    # Only the columns some row has.
+    cols = [c for c in COLUMNS if any(r.get(c[1]) is not None for r in rows)]
+    table = [[c[0] for c in cols]] + [[cell(r, c[1], c[2]) for c in cols] for r in rows]
+    if markdown:
+        print("| " + " | ".join(table[0]) + " |")
+        print("|" + "---|" * len(cols))
+        for t in table[1:]:
+            print("| " + " | ".join(t) + " |")
+        return
+    widths = [max(len(t[i]) for t in table) for i in range(len(cols))]
+    for t in table:
+        print("  ".join(v.rjust(w) for v, w in zip(t, widths)))
 
 
 if __name__ == "__main__":

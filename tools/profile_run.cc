@@ -194,7 +194,11 @@ std::string json_row(const std::string& op, const CaseSpec& c, const CaseResult&
     j.add_null("sm");
     j.add_null("num_sms");
   }
-  j.add_bool("graphs", true);
+  if (r.kernel) {
+    j.add_bool("graphs", r.kernel->graph);
+  } else {
+    j.add_null("graphs");
+  }
   j.add_int("seed", static_cast<int64_t>(info.settings->seed));
   j.add_string("date", info.date);
   if (r.error.empty()) {
@@ -310,7 +314,7 @@ int run_cases(OpProfiler& op, const Settings& settings, const CaseList& cases) {
         gpu->copy_bytes_per_second() / 1e12, gpu->copy_bandwidth_probe_bytes() >> 20);
     std::printf(
         "timing: CUDA events around each run, %d warm-up then median/p10/p90 of %d runs; "
-        "weights rotated over copies totalling > 4x L2 (cold L2); CUDA graphs: yes (the timed runs are one captured graph, replayed behind the warm-up)\n",
+        "weights rotated over copies totalling > 4x L2 (cold L2); CUDA graphs: the timed runs are one captured graph replayed behind the warm-up (JSON 'graphs')\n",
         settings.warmup, settings.repeat);
   }
   std::printf(

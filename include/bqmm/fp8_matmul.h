@@ -77,12 +77,17 @@ struct Fp8MatMulOptions {
   // Upper bound of the dequantized-weight scratch (bytes). The weight is dequantized
   // and multiplied in N tiles of at most this size (at least one row per tile).
   int64_t dequant_scratch_bytes = int64_t{256} << 20;
+  // Overlap each N tile's dequantization with the previous tile's GEMM (the handle's
+  // second stream, two scratch buffers; BQMM_DEQUANT_OVERLAP=1). Off by default: not yet
+  // measured on a GPU (docs/PERF.md).
+  bool overlap_dequant = false;
   // Allow the fused decode GEMV (false forces dequant + GEMM, e.g. to test that path).
   bool allow_gemv = true;
   // Allow the tensor-core GEMV sub-path; BQMM_FP8_GEMV_MMA=0 clears it.
   bool allow_gemv_mma = true;
 };
-// Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB) and
+// Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB),
+// BQMM_DEQUANT_OVERLAP (0 or 1) and
 // BQMM_FP8_GEMV_MMA (0 forces the CUDA-core GEMV, 1 allows the tensor-core one).
 // A malformed value is an error that names the variable.
 Status fp8_matmul_options_from_env(Fp8MatMulOptions* opts);

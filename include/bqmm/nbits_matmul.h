@@ -108,14 +108,18 @@ struct NBitsMatMulOptions {
   // Upper bound of the dequantized-weight scratch (bytes). The weight is dequantized
   // and multiplied in N tiles of at most this size (at least one row per tile).
   int64_t dequant_scratch_bytes = int64_t{256} << 20;
+  // Overlap each N tile's dequantization with the previous tile's GEMM (the handle's
+  // second stream, two scratch buffers; BQMM_DEQUANT_OVERLAP=1). Off by default: not yet
+  // measured on a GPU (docs/PERF.md).
+  bool overlap_dequant = false;
   // Allow the fused decode GEMV (false forces dequant + GEMM, e.g. to test that path).
   bool allow_gemv = true;
   // GEMV K-loop algorithm (kNBitsGemvAlgo*), or -1 for the planner's default per
   // block size (the fastest measured on an H200, docs/PERF.md).
   int gemv_algo = -1;
 };
-// Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB) and
-// BQMM_NBITS_GEMV_ALGO (0, 1 or 2 forces that GEMV algorithm). A malformed value is an
+// Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB),
+// BQMM_DEQUANT_OVERLAP (0 or 1) and BQMM_NBITS_GEMV_ALGO (0, 1 or 2 forces that GEMV algorithm). A malformed value is an
 // error that names the variable.
 Status nbits_matmul_options_from_env(NBitsMatMulOptions* opts);
 

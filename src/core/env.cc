@@ -21,6 +21,16 @@ Status read_int(const char* name, int64_t min, int64_t max, int64_t* value) {
   return Status::Ok();
 }
 
+Status read_dequant_options(int64_t* scratch_bytes, bool* overlap) {
+  int64_t mib = -1;
+  BQMM_RETURN_IF_ERROR(read_int("BQMM_DEQUANT_SCRATCH_MIB", 1, int64_t{1} << 30, &mib));
+  if (mib > 0) *scratch_bytes = mib << 20;
+  int64_t on = -1;
+  BQMM_RETURN_IF_ERROR(read_int("BQMM_DEQUANT_OVERLAP", 0, 1, &on));
+  if (on >= 0) *overlap = on == 1;
+  return Status::Ok();
+}
+
 bool flag(const char* name) {
   const char* text = std::getenv(name);
   return text != nullptr && *text != '\0' && std::string(text) != "0";

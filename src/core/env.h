@@ -12,6 +12,11 @@ namespace bqmm::env {
 // Set but not an integer in [min, max]: InvalidArgument naming the variable.
 Status read_int(const char* name, int64_t min, int64_t max, int64_t* value);
 
+// The options both operators' dequant + GEMM paths share: BQMM_DEQUANT_SCRATCH_MIB (a
+// positive integer, MiB) into *scratch_bytes and BQMM_DEQUANT_OVERLAP (0 or 1) into
+// *overlap; unset variables leave their value alone.
+Status read_dequant_options(int64_t* scratch_bytes, bool* overlap);
+
 // true when `name` is set to a non-empty value other than "0".
 bool flag(const char* name);
 

@@ -59,9 +59,8 @@ std::ostream& operator<<(std::ostream& os, const Fp8MatMulPlan& plan) {
 }
 
 Status fp8_matmul_options_from_env(Fp8MatMulOptions* opts) {
-  int64_t mib = -1;
-  BQMM_RETURN_IF_ERROR(env::read_int("BQMM_DEQUANT_SCRATCH_MIB", 1, int64_t{1} << 30, &mib));
-  if (mib > 0) opts->dequant_scratch_bytes = mib << 20;
+  BQMM_RETURN_IF_ERROR(
+      env::read_dequant_options(&opts->dequant_scratch_bytes, &opts->overlap_dequant));
   int64_t mma = -1;
   BQMM_RETURN_IF_ERROR(env::read_int("BQMM_FP8_GEMV_MMA", 0, 1, &mma));
   if (mma >= 0) opts->allow_gemv_mma = mma == 1;
@@ -127,7 +126,7 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
 
   const int64_t row_bytes = p.k * static_cast<int64_t>(elem);
   const DequantTiling tiling =
-      DequantTiling::make(p.n, row_bytes, options.dequant_scratch_bytes);
+      DequantTiling::make(p.n, row_bytes, options.dequant_scratch_bytes, options.overlap_dequant);
   plan.n_tile = tiling.n_tile;
   plan.num_n_tiles = tiling.num_tiles;
   plan.scratch_buffers = tiling.buffers;

@@ -28,11 +28,13 @@ constexpr int64_t kGemvWarpsPerSm = 16;
 constexpr int64_t kGemvWarpsPerSmFloat = 8;
 constexpr int64_t kGemvPipelineFill = 2;
 
-// The fastest K-loop algorithm per (bits, block_size) measured on an H200 (docs/PERF.md,
-// "NBits GEMV K-loop algorithms"), indexed by log2(block_size) - 4 for block sizes
-// 16..256; larger blocks take the 256 entry.
+// The fastest K-loop algorithm per (bits, block_size) measured on an H200 at M = 1,
+// N = K = 8192, float16 (docs/PERF.md, "NBitsMatMul GEMV: K-loop algorithms"), indexed by
+// log2(block_size) - 4 for block sizes 16..256; larger blocks take the 256 entry. 8-bit:
+// the unrolled loop by 7 to 33%. 4-bit: algorithms 0 and 1 within 6%; the plain loop by 2 to
+// 3% at blocks 16 and 32, a tie at 64, the unrolled loop by 2 to 6% above.
 constexpr int kDefaultGemvAlgo8Bit[5] = {0, 0, 0, 0, 0};
-constexpr int kDefaultGemvAlgo4Bit[5] = {0, 0, 0, 0, 0};
+constexpr int kDefaultGemvAlgo4Bit[5] = {1, 1, 0, 0, 0};
 
 int default_gemv_algo(int bits, int64_t block_size) {
   int i = 0;
@@ -82,9 +84,8 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan) {
 }
 
 Status nbits_matmul_options_from_env(NBitsMatMulOptions* opts) {
-  int64_t mib = -1;
-  BQMM_RETURN_IF_ERROR(env::read_int("BQMM_DEQUANT_SCRATCH_MIB", 1, int64_t{1} << 30, &mib));
-  if (mib > 0) opts->dequant_scratch_bytes = mib << 20;
+  BQMM_RETURN_IF_ERROR(
+      env::read_dequant_options(&opts->dequant_scratch_bytes, &opts->overlap_dequant));
   int64_t algo = -1;
   BQMM_RETURN_IF_ERROR(env::read_int("BQMM_NBITS_GEMV_ALGO", 0, 2, &algo));
   if (algo >= 0) opts->gemv_algo = static_cast<int>(algo);
@@ -171,7 +172,7 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
   plan.dequant_vec8 = p.k % 8 == 0 && p.alignment >= 8;
   const int64_t row_bytes = p.k * static_cast<int64_t>(dtype_size(p.dtype));
   const DequantTiling tiling =
-      DequantTiling::make(p.n, row_bytes, options.dequant_scratch_bytes);
+      DequantTiling::make(p.n, row_bytes, options.dequant_scratch_bytes, options.overlap_dequant);
   plan.n_tile = tiling.n_tile;
   plan.num_n_tiles = tiling.num_tiles;
   plan.scratch_buffers = tiling.buffers;

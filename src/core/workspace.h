@@ -29,12 +29,13 @@ class WorkspaceLayout {
 };
 
 // How the dequant + GEMM paths tile N. The weight is dequantized into a scratch of at most
-// `scratch_bytes` and multiplied tile by tile. With two or more tiles the scratch holds two
-// buffers, so that the dequantization of tile i + 1 (memory-bound, on the handle's second
-// stream) overlaps the GEMM of tile i (compute-bound at prefill sizes): each buffer then
-// gets half the limit, and an N of at least kOverlapMinRows * kOverlapTiles rows is split
-// into at least kOverlapTiles tiles even when it would fit, so that only the first tile's
-// dequantization is exposed. Tiles of 256 rows or more are multiples of 256 rows.
+// `scratch_bytes` and multiplied tile by tile: as many rows per tile as fit (at least one).
+// With `overlap`, several tiles use two buffers, so that the dequantization of tile i + 1
+// (memory-bound, on the handle's second stream) overlaps the GEMM of tile i (compute-bound
+// at prefill sizes): each buffer then gets half the limit, and an N of at least
+// kOverlapMinRows * kOverlapTiles rows is split into at least kOverlapTiles tiles even when
+// it would fit, so that only the first tile's dequantization is exposed. Tiles of 256 rows
+// or more are multiples of 256 rows.
 struct DequantTiling {
   static constexpr int64_t kOverlapTiles = 4;
   static constexpr int64_t kOverlapMinRows = 512;
@@ -44,17 +45,17 @@ struct DequantTiling {
   int buffers = 0;        // 1, or 2 when tiles overlap
   int64_t buffer_bytes = 0;  // one buffer, padded to kWorkspaceAlign
 
-  static DequantTiling make(int64_t n, int64_t row_bytes, int64_t scratch_bytes) {
+  static DequantTiling make(int64_t n, int64_t row_bytes, int64_t scratch_bytes, bool overlap) {
     DequantTiling t;
-    const int64_t split = n >= kOverlapTiles * kOverlapMinRows
+    const int64_t split = overlap && n >= kOverlapTiles * kOverlapMinRows
                               ? (n + kOverlapTiles - 1) / kOverlapTiles : n;
     int64_t rows = std::min(split, scratch_bytes / row_bytes);  // one buffer: all of N
-    if (rows < n) rows = std::min(split, scratch_bytes / 2 / row_bytes);  // two buffers
+    if (overlap && rows < n) rows = std::min(split, scratch_bytes / 2 / row_bytes);  // two buffers
     if (rows < 1) rows = 1;  // a row larger than the limit still runs, alone
     if (rows < n && rows >= 256) rows = rows / 256 * 256;
     t.n_tile = rows < n ? rows : n;
     t.num_tiles = (n + t.n_tile - 1) / t.n_tile;
-    t.buffers = t.num_tiles >= 2 ? 2 : 1;
+    t.buffers = overlap && t.num_tiles >= 2 ? 2 : 1;
     t.buffer_bytes = static_cast<int64_t>(align_up(static_cast<size_t>(t.n_tile * row_bytes),
                                                    kWorkspaceAlign));
     return t;

@@ -60,6 +60,31 @@ TimingStats summarize_us(const std::vector<double>& samples_us) {
   return s;
 }
 
+namespace {
+
+// Captures the `repeat` timed runs with their event records as one instantiated graph.
+Status capture_timed_runs(cudaStream_t stream, int first_iteration, int repeat,
+                          const TimedRun& run, EventSet& events, Graph* graph) {
+  BQMM_CUDA_RETURN(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  Status captured = Status::Ok();
+  for (int i = 0; i < repeat && captured.ok(); ++i) {
+    captured = cuda::cuda_status(
+        cudaEventRecordWithFlags(events[2 * i], stream, cudaEventRecordExternal), "event record");
+    if (captured.ok()) captured = run(first_iteration + i);
+    if (captured.ok())
+      captured = cuda::cuda_status(
+          cudaEventRecordWithFlags(events[2 * i + 1], stream, cudaEventRecordExternal),
+          "event record");
+  }
+  const cudaError_t ended = cudaStreamEndCapture(stream, &graph->graph);
+  BQMM_RETURN_IF_ERROR(captured);
+  BQMM_CUDA_RETURN(ended);
+  BQMM_CUDA_RETURN(cudaGraphInstantiate(&graph->exec, graph->graph, 0));
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status time_with_events(cudaStream_t stream, int warmup, int repeat, const TimedRun& run,
                         TimingStats* out) {
   if (warmup < 0 || repeat < 1)
@@ -76,27 +101,22 @@ Status time_with_events(cudaStream_t stream, int warmup, int repeat, const Timed
   // Enqueued one by one instead, runs shorter than their host-side cost (validation,
   // launches, event records: a few microseconds) would be timed with the host's gaps in
   // them, and a GPU that waited for the host would drop its clocks.
-  BQMM_CUDA_RETURN(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  Status captured = Status::Ok();
-  for (int i = 0; i < repeat && captured.ok(); ++i) {
-    captured = cuda::cuda_status(
-        cudaEventRecordWithFlags(events[2 * i], stream, cudaEventRecordExternal), "event record");
-    if (captured.ok()) captured = run(warmup + i);
-    if (captured.ok())
-      captured = cuda::cuda_status(
-          cudaEventRecordWithFlags(events[2 * i + 1], stream, cudaEventRecordExternal),
-          "event record");
-  }
   Graph graph;
-  const cudaError_t ended = cudaStreamEndCapture(stream, &graph.graph);
-  BQMM_RETURN_IF_ERROR(captured);
-  BQMM_CUDA_RETURN(ended);
-  BQMM_CUDA_RETURN(cudaGraphInstantiate(&graph.exec, graph.graph, 0));
+  const bool use_graph = capture_timed_runs(stream, warmup, repeat, run, events, &graph).ok();
+  if (!use_graph) cudaGetLastError();  // clear the failed capture's error; time eagerly
 
-  // Warm-up runs, then the graph right behind them with no synchronization in between,
-  // so the timed runs start on a GPU already busy at its working clocks.
+  // Warm-up runs, then the timed runs right behind them with no synchronization in
+  // between, so that they start on a GPU already busy at its working clocks.
   for (int i = 0; i < warmup; ++i) BQMM_RETURN_IF_ERROR(run(i));
-  BQMM_CUDA_RETURN(cudaGraphLaunch(graph.exec, stream));
+  if (use_graph) {
+    BQMM_CUDA_RETURN(cudaGraphLaunch(graph.exec, stream));
+  } else {
+    for (int i = 0; i < repeat; ++i) {
+      BQMM_CUDA_RETURN(cudaEventRecord(events[2 * i], stream));
+      BQMM_RETURN_IF_ERROR(run(warmup + i));
+      BQMM_CUDA_RETURN(cudaEventRecord(events[2 * i + 1], stream));
+    }
+  }
   BQMM_CUDA_RETURN(cudaStreamSynchronize(stream));
 
   std::vector<double> samples_us(repeat);
@@ -106,6 +126,7 @@ Status time_with_events(cudaStream_t stream, int warmup, int repeat, const Timed
     samples_us[i] = 1e3 * ms;
   }
   *out = summarize_us(samples_us);
+  out->graph = use_graph;
   return Status::Ok();
 }
 

@@ -21,6 +21,7 @@ struct TimingStats {
   double p10_us = 0;
   double p90_us = 0;
   int runs = 0;
+  bool graph = false;  // the timed runs were replayed from a captured CUDA graph
 };
 
 // The q-quantile (q in [0, 1]) of `samples`, interpolating linearly between the two
@@ -39,8 +40,9 @@ using TimedRun = std::function<Status(int iteration)>;
 // Captures `repeat` runs, each between its own pair of CUDA events, as one CUDA graph;
 // then runs `run` `warmup` times and replays the graph right behind them, with one
 // synchronization at the end: the GPU, not the host, paces the timed runs, so each time
-// is the device time of one run inside a graph replay. `run` must be capturable (bqmm's
-// run_* are). Summarizes the event times.
+// is the device time of one run inside a graph replay. Should the capture fail (a `run`
+// that cannot be captured), the runs are enqueued one by one instead, each between its
+// events, and TimingStats::graph says which. Summarizes the event times.
 Status time_with_events(cudaStream_t stream, int warmup, int repeat, const TimedRun& run,
                         TimingStats* out);
 

@@ -174,15 +174,13 @@ TEST(Fp8Plan, W8A8GemvNeedsNoWorkspace) {
 
 // ------------------------------------------------------------------ dequant + GEMM tiling
 TEST(Fp8Plan, NTilesOfTheScratchLimit) {
-  // Row of B in bf16: 8192 * 2 = 16 KiB; 256 MiB holds 16384 rows, fewer than N, so the
-  // scratch is two overlapping buffers of 128 MiB = 8192 rows each.
+  // Row of B in bf16: 8192 * 2 = 16 KiB; 256 MiB holds exactly 16384 rows.
   const Fp8MatMulPlan pl = plan(problem(16, 262144, 8192, 128, DType::kBFloat16));
   ASSERT_EQ(pl.path, Fp8Path::kDequantGemm);
   EXPECT_FALSE(pl.qdq_activation);
   EXPECT_TRUE(pl.dequant_vec16);
-  EXPECT_EQ(pl.n_tile, 8192);
-  EXPECT_EQ(pl.num_n_tiles, 32);
-  EXPECT_EQ(pl.scratch_buffers, 2);
+  EXPECT_EQ(pl.n_tile, 16384);
+  EXPECT_EQ(pl.num_n_tiles, 16);
   EXPECT_EQ(pl.act_bytes, 0u);
   EXPECT_EQ(pl.cublas_offset, 0u);
   EXPECT_EQ(pl.cublas_bytes, size_t{32} << 20);  // Hopper
@@ -191,34 +189,61 @@ TEST(Fp8Plan, NTilesOfTheScratchLimit) {
   EXPECT_EQ(pl.workspace_bytes, size_t{288} << 20);
 }
 
-TEST(Fp8Plan, CublasWorkspaceBeforeHopperIsSmaller) {
-  // N = 4096 >= 4 x 512 fits the scratch but is split in 4 tiles (two buffers) so that
-  // the dequantization of a tile overlaps the GEMM of the one before.
-  const Fp8MatMulPlan pl = plan(problem(16, 4096, 4096), kAmpere);
-  EXPECT_EQ(pl.cublas_bytes, size_t{4} << 20);
+// With overlap_dequant, several tiles use two buffers (each half the limit) and an N of at
+// least 4 x 512 rows is split in at least 4 tiles even when it would fit.
+TEST(Fp8Plan, OverlapUsesTwoBuffersOfHalfTheLimit) {
+  Fp8MatMulOptions o;
+  o.overlap_dequant = true;
+  // bf16 rows of 16 KiB: 256 MiB holds 16384 rows < N, so two buffers of 8192 rows.
+  Fp8MatMulPlan pl = plan(problem(16, 262144, 8192, 128, DType::kBFloat16), kHopper, o);
+  EXPECT_EQ(pl.n_tile, 8192);
+  EXPECT_EQ(pl.num_n_tiles, 32);
+  EXPECT_EQ(pl.scratch_buffers, 2);
+  EXPECT_EQ(pl.scratch_bytes, size_t{256} << 20);
+  EXPECT_NE(printed(pl).find("n_tile=8192 x 32 in 2 buffer(s)"), std::string::npos);
+  // N = 4096 fits but is split in 4 tiles of 1024 rows.
+  pl = plan(problem(16, 4096, 4096), kAmpere, o);
   EXPECT_EQ(pl.n_tile, 1024);
   EXPECT_EQ(pl.num_n_tiles, 4);
   EXPECT_EQ(pl.scratch_buffers, 2);
   EXPECT_EQ(pl.scratch_bytes, size_t{2} * 1024 * 4096 * 2);
-  EXPECT_EQ(pl.workspace_bytes, (size_t{4} << 20) + size_t{2} * 1024 * 4096 * 2);
+  // Below 4 x 512 rows and fitting: one tile, one buffer.
+  pl = plan(problem(16, 2047, 4096), kHopper, o);
+  EXPECT_EQ(pl.num_n_tiles, 1);
+  EXPECT_EQ(pl.scratch_buffers, 1);
+  // A limit that forces tiles: two buffers of 500 rows -> 256-row multiples.
+  o.dequant_scratch_bytes = 1000 * 8192;
+  pl = plan(problem(16, 4096, 4096), kHopper, o);
+  EXPECT_EQ(pl.n_tile, 256);
+  EXPECT_EQ(pl.num_n_tiles, 16);
+  EXPECT_EQ(pl.scratch_bytes, size_t{2} * 256 * 8192);
+}
+
+TEST(Fp8Plan, CublasWorkspaceBeforeHopperIsSmaller) {
+  const Fp8MatMulPlan pl = plan(problem(16, 4096, 4096), kAmpere);
+  EXPECT_EQ(pl.cublas_bytes, size_t{4} << 20);
+  EXPECT_EQ(pl.n_tile, 4096);
+  EXPECT_EQ(pl.num_n_tiles, 1);
+  EXPECT_EQ(pl.scratch_bytes, size_t{4096} * 4096 * 2);
+  EXPECT_EQ(pl.workspace_bytes, (size_t{4} << 20) + size_t{4096} * 4096 * 2);
 }
 
 TEST(Fp8Plan, LargeTilesAreWholeMultiplesOf256Rows) {
   Fp8MatMulOptions o;
-  o.dequant_scratch_bytes = 2000 * 8192;  // two buffers of 1000 rows of K = 4096 float16
+  o.dequant_scratch_bytes = 1000 * 8192;  // 1000 rows of K = 4096 float16
   const Fp8MatMulPlan pl = plan(problem(16, 4096, 4096), kHopper, o);
   EXPECT_EQ(pl.n_tile, 768);
   EXPECT_EQ(pl.num_n_tiles, 6);  // 5 * 768 + 256
-  EXPECT_EQ(pl.scratch_bytes, size_t{2} * 768 * 8192);
+  EXPECT_EQ(pl.scratch_bytes, size_t{768} * 8192);
 }
 
 TEST(Fp8Plan, SmallTilesAreNotRounded) {
   Fp8MatMulOptions o;
-  o.dequant_scratch_bytes = 200 * 8192 + 8191;
+  o.dequant_scratch_bytes = 100 * 8192 + 8191;
   const Fp8MatMulPlan pl = plan(problem(16, 4096, 4096), kHopper, o);
   EXPECT_EQ(pl.n_tile, 100);
   EXPECT_EQ(pl.num_n_tiles, 41);
-  EXPECT_EQ(pl.scratch_bytes, size_t{2} * 100 * 8192);
+  EXPECT_EQ(pl.scratch_bytes, size_t{100} * 8192);
 }
 
 TEST(Fp8Plan, AtLeastOneRowPerTile) {
@@ -227,7 +252,7 @@ TEST(Fp8Plan, AtLeastOneRowPerTile) {
   const Fp8MatMulPlan pl = plan(problem(16, 37, 4096), kHopper, o);
   EXPECT_EQ(pl.n_tile, 1);
   EXPECT_EQ(pl.num_n_tiles, 37);
-  EXPECT_EQ(pl.scratch_bytes, 2 * 8192u);  // two buffers of one row
+  EXPECT_EQ(pl.scratch_bytes, 8192u);
 }
 
 TEST(Fp8Plan, TileNeverExceedsN) {
@@ -247,9 +272,8 @@ TEST(Fp8Plan, W8A8ReservesTheActivationFirst) {
   EXPECT_EQ(pl.act_bytes, 73872u);
   EXPECT_EQ(pl.cublas_offset, 73984u);
   EXPECT_EQ(pl.scratch_offset, 73984u + (size_t{32} << 20));
-  EXPECT_EQ(pl.n_tile, 1024);
-  EXPECT_EQ(pl.scratch_bytes, size_t{2} * 1024 * 4104 * 2);
-  // 1024 * 4104 * 2 is a multiple of 256 already.
+  EXPECT_EQ(pl.scratch_bytes, size_t{4096} * 4104 * 2);
+  // 4096 * 4104 * 2 is a multiple of 256 already.
   EXPECT_EQ(pl.workspace_bytes, pl.scratch_offset + pl.scratch_bytes);
   for (size_t off : {pl.act_offset, pl.cublas_offset, pl.scratch_offset})
     EXPECT_EQ(off % 256, 0u);
@@ -259,7 +283,7 @@ TEST(Fp8Plan, OffsetsStay256AlignedForOddSizes) {
   Fp8MatMulProblem p = problem(13, 7, 4104, 8);
   p.has_a_scale = true;
   Fp8MatMulOptions o;
-  o.dequant_scratch_bytes = 2 * 3 * 4104 * 2 + 1;
+  o.dequant_scratch_bytes = 3 * 4104 * 2 + 1;
   const Fp8MatMulPlan pl = plan(p, kAmpere, o);
   EXPECT_EQ(pl.n_tile, 3);
   EXPECT_EQ(pl.num_n_tiles, 3);
@@ -294,7 +318,7 @@ TEST(Fp8Plan, PrintsPathAndTiles) {
   EXPECT_NE(fma.find("rows_per_warp=4"), std::string::npos) << fma;
   const std::string gemm = printed(plan(problem(16, 262144, 8192, 128, DType::kBFloat16)));
   EXPECT_NE(gemm.find("path=dequant_gemm"), std::string::npos) << gemm;
-  EXPECT_NE(gemm.find("n_tile=8192 x 32 in 2 buffer(s)"), std::string::npos) << gemm;
+  EXPECT_NE(gemm.find("n_tile=16384 x 16 in 1 buffer(s)"), std::string::npos) << gemm;
   EXPECT_NE(gemm.find("bfloat16"), std::string::npos) << gemm;
   EXPECT_NE(gemm.find("sm90"), std::string::npos) << gemm;
 }
@@ -308,21 +332,23 @@ TEST(Fp8Plan, IsPure) {
 // ------------------------------------------------------------------ environment
 class Fp8EnvTest : public ::testing::Test {
  protected:
-  static constexpr const char* kVars[] = {"BQMM_DEQUANT_SCRATCH_MIB", "BQMM_FP8_GEMV_MMA"};
+  static constexpr int kCount = 3;
+  static constexpr const char* kVars[kCount] = {"BQMM_DEQUANT_SCRATCH_MIB", "BQMM_FP8_GEMV_MMA",
+                                                "BQMM_DEQUANT_OVERLAP"};
   void SetUp() override {
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < kCount; ++i) {
       const char* v = std::getenv(kVars[i]);
       saved_[i] = v ? std::optional<std::string>(v) : std::nullopt;
       unsetenv(kVars[i]);
     }
   }
   void TearDown() override {
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < kCount; ++i) {
       if (saved_[i]) setenv(kVars[i], saved_[i]->c_str(), 1);
       else unsetenv(kVars[i]);
     }
   }
-  std::optional<std::string> saved_[2];
+  std::optional<std::string> saved_[kCount];
 };
 
 TEST_F(Fp8EnvTest, UnsetKeepsOptions) {
@@ -349,8 +375,15 @@ TEST_F(Fp8EnvTest, ScratchMib) {
   Fp8MatMulOptions o;
   ASSERT_TRUE(fp8_matmul_options_from_env(&o).ok());
   EXPECT_EQ(o.dequant_scratch_bytes, 64 * kMiB);
-  // 64 MiB: two buffers of 32 MiB = 2048 rows of 16 KiB.
-  EXPECT_EQ(plan(problem(16, 262144, 8192, 128, DType::kBFloat16), kHopper, o).n_tile, 2048);
+  EXPECT_EQ(plan(problem(16, 262144, 8192, 128, DType::kBFloat16), kHopper, o).n_tile, 4096);
+  EXPECT_FALSE(o.overlap_dequant);
+  setenv("BQMM_DEQUANT_OVERLAP", "1", 1);
+  ASSERT_TRUE(fp8_matmul_options_from_env(&o).ok());
+  EXPECT_TRUE(o.overlap_dequant);
+  setenv("BQMM_DEQUANT_OVERLAP", "2", 1);
+  const Status s = fp8_matmul_options_from_env(&o);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("BQMM_DEQUANT_OVERLAP"), std::string::npos) << s.message();
 }
 
 TEST_F(Fp8EnvTest, MalformedScratchMibIsAnError) {

@@ -108,21 +108,26 @@ TEST(Fp8DequantGemm, Rank3Activation) {
   EXPECT_TRUE(matches_reference(c, run.y));
 }
 
-// A scratch far smaller than the weight: many N tiles, the last one partial.
+// A scratch far smaller than the weight: many N tiles, the last one partial; one buffer,
+// or two with the dequantization overlapping the GEMMs on the handle's second stream.
 TEST(Fp8DequantGemm, NTiledScratch) {
   BQMM_REQUIRE_GPU();
   const Handle* handle = testing::shared_handle();
   ASSERT_NE(handle, nullptr);
-  for (DType t : kDTypes) {
-    const Fp8Case c = make_random_fp8_case(t, 33, 1026, 256, 128, true, true, 91);
-    Fp8MatMulOptions o;
-    o.dequant_scratch_bytes = 2 * 100 * 256 * 2;  // two overlapping buffers of 100 rows
-    Fp8Run run;
-    BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, o, &run));
-    EXPECT_EQ(run.plan.n_tile, 100);
-    EXPECT_EQ(run.plan.num_n_tiles, 11);
-    EXPECT_TRUE(matches_reference(c, run.y));
-  }
+  for (bool overlap : {false, true})
+    for (DType t : kDTypes) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(t) << " overlap=" << overlap);
+      const Fp8Case c = make_random_fp8_case(t, 33, 1026, 256, 128, true, true, 91);
+      Fp8MatMulOptions o;
+      o.overlap_dequant = overlap;
+      o.dequant_scratch_bytes = (overlap ? 2 : 1) * 100 * 256 * 2;  // buffers of 100 rows
+      Fp8Run run;
+      BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, o, &run));
+      EXPECT_EQ(run.plan.n_tile, 100);
+      EXPECT_EQ(run.plan.num_n_tiles, 11);
+      EXPECT_EQ(run.plan.scratch_buffers, overlap ? 2 : 1);
+      EXPECT_TRUE(matches_reference(c, run.y));
+    }
   // One row larger than the limit still runs, one row per tile.
   const Fp8Case c = make_random_fp8_case(DType::kFloat16, 9, 17, 4104, 256, false, false, 92);
   Fp8MatMulOptions o;
@@ -303,11 +308,10 @@ TEST(Fp8RunContract, RejectsBadWorkspaceAndMismatchedArgs) {
   EXPECT_NE(s.message().find("aligned"), std::string::npos) << s.message();
 }
 
-// run() enqueues only: the whole dequant + cuBLAS chain with W8A8 and bias can be
-// captured in a CUDA graph (an allocation or a synchronization would break the capture)
+// run() enqueues only: the whole dequant + cuBLAS chain with W8A8 and bias, with and
+// without the overlapping second stream, can be captured in a CUDA graph (an allocation or a synchronization would break the capture)
 // and the replay computes the right answer.
-TEST(Fp8RunContract, GraphCapturable) {
-  BQMM_REQUIRE_GPU();
+void check_graph_capture(bool overlap) {
   const Handle* handle = testing::shared_handle();
   ASSERT_NE(handle, nullptr);
   const Fp8Case c = make_random_fp8_case(DType::kBFloat16, 40, 300, 512, 128, true, true, 97);
@@ -330,7 +334,8 @@ TEST(Fp8RunContract, GraphCapturable) {
   Fp8MatMulProblem p;
   BQMM_ASSERT_OK(validate_fp8_matmul(args, c.attrs(), &p));
   Fp8MatMulOptions o;
-  o.dequant_scratch_bytes = 2 * 128 * 512 * 2;  // three tiles in two buffers inside the graph
+  o.overlap_dequant = overlap;  // with it, a second stream forks and joins inside the graph
+  o.dequant_scratch_bytes = (overlap ? 2 : 1) * 128 * 512 * 2;  // three tiles in the graph
   Fp8MatMulPlan plan;
   BQMM_ASSERT_OK(plan_fp8_matmul(p, handle->device_info(), o, &plan));
   ASSERT_EQ(plan.path, Fp8Path::kDequantGemm);
@@ -354,6 +359,14 @@ TEST(Fp8RunContract, GraphCapturable) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
+}
+
+TEST(Fp8RunContract, GraphCapturable) {
+  BQMM_REQUIRE_GPU();
+  for (bool overlap : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "overlap=" << overlap);
+    check_graph_capture(overlap);
+  }
 }
 
 }  // namespace

@@ -319,7 +319,7 @@ TEST(NBitsDequantGemm, NTiledScratch) {
     s.g_idx = true;
     s.bias = true;
     NBitsMatMulOptions o;
-    o.dequant_scratch_bytes = 2 * 100 * 256 * static_cast<int64_t>(dtype_size(t));  // 2 x 100 rows
+    o.dequant_scratch_bytes = 100 * 256 * static_cast<int64_t>(dtype_size(t));  // 100 rows
     NBitsRun run;
     SCOPED_TRACE(describe(s));
     run_and_check(s, 7100, o, NBitsPath::kDequantGemm, &run);
@@ -590,7 +590,7 @@ TEST(NBitsRunContract, GraphCapturable) {
     NBitsMatMulProblem p;
     BQMM_ASSERT_OK(validate_nbits_matmul(args, c.attrs, &p));
     NBitsMatMulOptions o;
-    o.dequant_scratch_bytes = 2 * 128 * 512 * 2;  // three tiles in two buffers inside the graph
+    o.dequant_scratch_bytes = 128 * 512 * 2;  // three tiles inside the graph
     NBitsMatMulPlan plan;
     BQMM_ASSERT_OK(plan_nbits_matmul(p, handle->device_info(), o, &plan));
     ASSERT_EQ(plan.path, m > 8 ? NBitsPath::kDequantGemm : NBitsPath::kGemv);
