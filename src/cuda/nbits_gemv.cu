@@ -127,7 +127,7 @@ struct GemvParams {
 // ----------------------------------------------------------------- code decoding
 // The scales and zero-point byte of one chunk of one row as loaded, decoded only where
 // used so that a stage's loads never wait on each other. scale[1] is the second half of
-// a 4-bit chunk, loaded only when that is another block (block_size 16).
+// a 4-bit chunk (another block only for block_size 16).
 template <typename T, int kBits>
 struct RawQuant {
   T scale[Codes<kBits>::kGroups];
@@ -142,28 +142,19 @@ struct BlockConsts {
   uint32_t zero;
 };
 
-template <typename T>
-__device__ __forceinline__ T zero_of() {
-  return from_float<T>(0.0f);
-}
-
 // Row `row`'s scales and zero point of the block `blk` (and, when `split`, blk + 1: the
-// second half of a 4-bit chunk); !ok gives scale 0 (the row is past N or the chunk past
-// K: its decoded weights are 0 and nothing is read).
+// second half of a 4-bit chunk). Every address is valid (the caller clamps rows and
+// chunks), so the loads need no predicate and no branch.
 template <typename T, int kBits>
 __device__ __forceinline__ RawQuant<T, kBits> load_quant(const T* s_row, const uint8_t* zp_row,
-                                                         uint32_t blk, bool ok, bool split) {
+                                                         uint32_t blk, bool split) {
   RawQuant<T, kBits> r;
-  r.scale[0] = ok ? __ldg(s_row + blk) : zero_of<T>();
-  if constexpr (Codes<kBits>::kGroups == 2)
-    r.scale[1] = ok && split ? __ldg(s_row + blk + 1) : zero_of<T>();
+  r.scale[0] = __ldg(s_row + blk);
+  if constexpr (Codes<kBits>::kGroups == 2) r.scale[1] = __ldg(s_row + blk + (split ? 1 : 0));
   // Packed zero points: one byte per block (8-bit), two blocks per byte (4-bit), even
   // block in the low nibble: blocks blk and blk + 1 of a split chunk share the byte.
-  if (zp_row == nullptr) {
-    r.zp_byte = Codes<kBits>::kDefaultZeroPoint * (kBits == 4 ? 0x11u : 1u);
-  } else {
-    r.zp_byte = ok ? __ldg(zp_row + (kBits == 8 ? blk : blk >> 1)) : 0u;
-  }
+  r.zp_byte = zp_row == nullptr ? Codes<kBits>::kDefaultZeroPoint * (kBits == 4 ? 0x11u : 1u)
+                                : __ldg(zp_row + (kBits == 8 ? blk : blk >> 1));
   return r;
 }
 
@@ -274,15 +265,11 @@ __device__ __forceinline__ void decode_word_floats(uint32_t q, const BlockConsts
   }
 }
 
-// Activations are re-read by every warp of the grid: plain read-only loads that stay in L1
-// and L2 (the weights, read once, take load_stream_u4 past L1 instead). Zeros when !ok.
-__device__ __forceinline__ uint4 load_act_u4(const void* p, bool ok) {
-  return ok ? __ldg(static_cast<const uint4*>(p)) : make_uint4(0, 0, 0, 0);
-}
-
 // ================================================================= warp tiles
 // A tile holds one warp's accumulators and multiplies one decoded chunk (both rows) with
-// the activations at the chunk's k, which it loads itself. After the K loop, values()
+// the activations at the chunk's k, which it loads itself: activations are re-read by
+// every warp of the grid and stay in L1 (plain read-only loads; the weights, read once,
+// take load_stream_u4 past L1 instead). After the K loop, values()
 // hands its partial sums to the K-split reduction and store() writes the owned outputs
 // of the reduced sums.
 
@@ -294,11 +281,12 @@ struct MmaTile {
   static constexpr int kValues = 4;
 
   float acc[4] = {};
-  const T* a_row;  // activation row g
-  bool row_ok;     // g < M
+  // Activation row g, or row M - 1 for g >= M: its products land in output rows that are
+  // never stored, so the lanes need no predicate.
+  const T* a_row;
 
   __device__ MmaTile(const GemvParams<T>& p, int g)
-      : a_row(p.a + static_cast<int64_t>(g < p.m ? g : 0) * p.k), row_ok(g < p.m) {}
+      : a_row(p.a + static_cast<int64_t>(g < p.m ? g : p.m - 1) * p.k) {}
 
   // Activation pairs matching decode_word_pairs's weight pairs for word j of the chunk.
   __device__ static void act_pairs(const uint4 (&act)[kActVecs], int j,
@@ -316,8 +304,10 @@ struct MmaTile {
     }
   }
 
-  // w[0], w[1]: chunk `chunk` of rows lo and hi; q[r][group]: their block constants.
-  __device__ void multiply(const uint4 (&w)[2], uint32_t chunk, bool chunk_ok,
+  // w[0], w[1]: chunk `chunk` of rows lo and hi (an in-bounds chunk); q[r][group]: their
+  // block constants. masked (warp-uniform): some lanes' chunks lie outside the warp's
+  // range, and those (!chunk_ok) multiply zero activations.
+  __device__ void multiply(const uint4 (&w)[2], uint32_t chunk, bool masked, bool chunk_ok,
                            const BlockConsts (&q)[2][C::kGroups]) {
     const T* src = a_row + static_cast<size_t>(chunk) * C::kPerChunk;
     const uint32_t lo[4] = {w[0].x, w[0].y, w[0].z, w[0].w};
@@ -327,8 +317,11 @@ struct MmaTile {
     for (int j = 0; j < 4; ++j) {
       // Each activation vector is loaded just before its first word (L1 hits): the
       // 4-bit chunk's 64 bytes of activations are never all live at once.
-      if (j * kActVecs % 4 == 0)
-        act[j * kActVecs / 4] = load_act_u4(src + (j * kActVecs / 4) * (16 / sizeof(T)), chunk_ok && row_ok);
+      if (j * kActVecs % 4 == 0) {
+        uint4& v = act[j * kActVecs / 4];
+        v = __ldg(reinterpret_cast<const uint4*>(src) + j * kActVecs / 4);
+        if (masked && !chunk_ok) v = make_uint4(0, 0, 0, 0);
+      }
       const int group = j * C::kGroups / 4;
       uint32_t pl[C::kPerWord / 2], ph[C::kPerWord / 2], pa[C::kPerWord / 2];
       decode_word_pairs<T, kBits>(lo[j], q[0][group], pl);
@@ -374,7 +367,8 @@ struct FmaTile {
   // Each half of the chunk (two words) is decoded once for both rows, then each
   // activation row is loaded (2 or 4 vectors) and multiplied in turn: only one half's
   // weights and one row's activations are live at a time.
-  __device__ void multiply(const uint4 (&w)[2], uint32_t chunk, bool chunk_ok,
+  // As MmaTile::multiply. Rows >= M read row M - 1 into sums that are never stored.
+  __device__ void multiply(const uint4 (&w)[2], uint32_t chunk, bool masked, bool chunk_ok,
                            const BlockConsts (&q)[2][C::kGroups]) {
     constexpr int kHalf = 2 * C::kPerWord;  // codes in two words
     const uint32_t words[2][4] = {{w[0].x, w[0].y, w[0].z, w[0].w}, {w[1].x, w[1].y, w[1].z, w[1].w}};
@@ -396,7 +390,8 @@ struct FmaTile {
         float x[kHalf];
 #pragma unroll
         for (int i = 0; i < kHalf / 4; ++i) {
-          const uint4 v = load_act_u4(src + row * k + 4 * i, chunk_ok && row < m);
+          uint4 v = __ldg(reinterpret_cast<const uint4*>(src + (row < m ? row : m - 1) * k) + i);
+          if (masked && !chunk_ok) v = make_uint4(0, 0, 0, 0);
           x[4 * i] = __uint_as_float(v.x);
           x[4 * i + 1] = __uint_as_float(v.y);
           x[4 * i + 2] = __uint_as_float(v.z);
@@ -467,8 +462,8 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
   const int t = lane % 4;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTileCols;
 
-  // Rows lo = n0 + g and hi = n0 + g + 8. Rows past N keep in-bounds pointers and are
-  // never loaded (zero codes and zero scales decode to zero weights).
+  // Rows lo = n0 + g and hi = n0 + g + 8. Rows past N read row N - 1 into sums that are
+  // never stored, so no load needs a predicate (nor the branch around it).
   const bool row_ok[2] = {n0 + g < p.n, n0 + g + 8 < p.n};
   const uint8_t* w_row[2];
   const T* s_row[2];
@@ -485,40 +480,40 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
 
   Tile tile(p, g);
 
-  // Chunk `chunk` of both rows into slot u of a stage (nothing when !ok) and, with
+  // Chunk `chunk` (< p.chunks) of both rows into slot u of a stage and, with
   // per_chunk_quant, its scales and zero points.
-  auto load_chunk = [&](auto& l, int u, uint32_t chunk, bool ok, bool per_chunk_quant) {
+  auto load_chunk = [&](auto& l, int u, uint32_t chunk, bool per_chunk_quant) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      l.w[u][r] = ok && row_ok[r] ? load_stream_u4(w_row[r] + static_cast<size_t>(chunk) * kChunkBytes)
-                                  : make_uint4(0, 0, 0, 0);
+      l.w[u][r] = load_stream_u4(w_row[r] + static_cast<size_t>(chunk) * kChunkBytes);
       if (per_chunk_quant)
-        l.q[u][r] = load_quant<T, kBits>(s_row[r], zp_row[r], (chunk * C::kPerChunk) >> p.block_shift,
-                                         ok && row_ok[r], split);
+        l.q[u][r] = load_quant<T, kBits>(s_row[r], zp_row[r], (chunk * C::kPerChunk) >> p.block_shift, split);
     }
   };
-  // Multiplies slot u of a stage (chunk `chunk`) with the block constants of q: its own
-  // (first block blk) or the stage's block blk.
-  auto multiply_chunk = [&](const auto& l, int u, uint32_t chunk, bool ok,
+  // Multiplies slot u of a stage (chunk `chunk`) with the block constants of q: the
+  // chunk's own (first block blk) or the stage's block blk. masked / ok: see MmaTile.
+  auto multiply_chunk = [&](const auto& l, int u, uint32_t chunk, bool masked, bool ok,
                             const RawQuant<T, kBits> (&q)[2], uint32_t blk) {
     BlockConsts c[2][C::kGroups];
 #pragma unroll
     for (int r = 0; r < 2; ++r)
 #pragma unroll
       for (int grp = 0; grp < C::kGroups; ++grp) c[r][grp] = make_consts<T, kBits>(q[r], blk, grp, split);
-    tile.multiply(l.w[u], chunk, ok, c);
+    tile.multiply(l.w[u], chunk, masked, ok, c);
   };
   auto first_block = [&](uint32_t chunk) { return (chunk * C::kPerChunk) >> p.block_shift; };
 
   if constexpr (kAlgo == kNBitsGemvAlgoLoop) {
-    // Warp w: windows w, w + k_split, ...; lane t: chunk t of each.
+    // Warp w: windows w, w + k_split, ...; lane t: chunk t of each. Only a row's last
+    // window can be partial.
 #pragma unroll 1
     for (uint32_t win = warp; win < p.windows; win += k_split) {
       const uint32_t chunk = win * kWindowChunks + t;
-      const bool ok = chunk < p.chunks;
+      const bool masked = (win + 1) * kWindowChunks > p.chunks;
+      const uint32_t in_row = min(chunk, p.chunks - 1);
       StageLoads<T, kBits, 1> l;
-      load_chunk(l, 0, chunk, ok, true);
-      multiply_chunk(l, 0, chunk, ok, l.q[0], first_block(chunk));
+      load_chunk(l, 0, in_row, true);
+      multiply_chunk(l, 0, in_row, masked, chunk < p.chunks, l.q[0], first_block(in_row));
     }
   } else {
     // A warp streams a contiguous range of each row (so its requests to a DRAM page come
@@ -526,7 +521,8 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
     // first + width * t + u, u < width (the quad reads 64 * width contiguous bytes of
     // each row). Unrolled: the warp's share of the windows, width kStage. Per block: the
     // warp's share of the blocks, a stage being one block (or a kStage-window part of a
-    // larger one) whose scale and zero point are loaded once per row.
+    // larger one) whose scale and zero point are loaded once per row; blocks hold whole
+    // windows, so those stages are never partial.
     constexpr int kS = kStage<T>;
     const bool per_block = kAlgo == kNBitsGemvAlgoPerBlock && p.windows_per_block > 0;
     const uint32_t wpb = per_block ? p.windows_per_block : 1;
@@ -540,45 +536,51 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
                                       : (unit_end - unit_begin + kS - 1) / kS;
     const uint32_t end_chunk = min(unit_end * wpb * kWindowChunks, p.chunks);
     auto block_of = [&](uint32_t s) { return unit_begin + s / parts; };
-    auto first_chunk = [&](uint32_t s) {
-      const uint32_t first_window =
-          per_block ? block_of(s) * wpb + (s % parts) * width : unit_begin + s * kS;
-      return first_window * kWindowChunks + width * t;
+    auto first_window = [&](uint32_t s) {
+      return per_block ? block_of(s) * wpb + (s % parts) * width : unit_begin + s * kS;
     };
     using Loads = StageLoads<T, kBits, kS>;
+    // Whether stage s has lanes past the warp's range (warp-uniform): only those stages
+    // clamp their chunk indices, so the others address slot u as c0 + u (an immediate).
+    auto partial = [&](uint32_t s) { return (first_window(s) + width) * kWindowChunks > end_chunk; };
     auto load_stage = [&](uint32_t s, Loads& l) {
-      const uint32_t c0 = first_chunk(s);
+      const uint32_t c0 = first_window(s) * kWindowChunks + width * t;
+      const uint32_t last = partial(s) ? p.chunks - 1 : UINT32_MAX;
 #pragma unroll
-      for (int u = 0; u < kS; ++u)
-        load_chunk(l, u, c0 + u, s < stages && u < width && c0 + u < end_chunk, !per_block);
+      for (int u = 0; u < kS; ++u) {
+        if (u >= width) break;  // warp-uniform
+        load_chunk(l, u, min(c0 + u, last), !per_block);
+      }
       if (per_block) {
 #pragma unroll
-        for (int r = 0; r < 2; ++r)
-          l.q[0][r] = load_quant<T, kBits>(s_row[r], zp_row[r], block_of(s), s < stages && row_ok[r], false);
+        for (int r = 0; r < 2; ++r) l.q[0][r] = load_quant<T, kBits>(s_row[r], zp_row[r], block_of(s), false);
       }
     };
     auto multiply_stage = [&](uint32_t s, const Loads& l) {
-      const uint32_t c0 = first_chunk(s);
+      const uint32_t c0 = first_window(s) * kWindowChunks + width * t;
+      const bool masked = partial(s);
+      const uint32_t last = masked ? p.chunks - 1 : UINT32_MAX;
 #pragma unroll
       for (int u = 0; u < kS; ++u) {
         if (u >= width) break;  // warp-uniform: mma.sync needs all lanes
+        const uint32_t in_row = min(c0 + u, last);
         const bool ok = c0 + u < end_chunk;
         if (per_block) {
-          multiply_chunk(l, u, c0 + u, ok, l.q[0], block_of(s));
+          multiply_chunk(l, u, in_row, false, true, l.q[0], block_of(s));
         } else {
-          multiply_chunk(l, u, c0 + u, ok, l.q[u], first_block(c0 + u));
+          multiply_chunk(l, u, in_row, masked, ok, l.q[u], first_block(in_row));
         }
       }
     };
     // Double buffering: stage s + 1's loads are in flight while stage s is multiplied.
     Loads buf[2];
-    load_stage(0, buf[0]);
+    if (stages > 0) load_stage(0, buf[0]);
 #pragma unroll 1
     for (uint32_t s = 0; s < stages; s += 2) {
-      load_stage(s + 1, buf[1]);
+      if (s + 1 < stages) load_stage(s + 1, buf[1]);
       multiply_stage(s, buf[0]);
       if (s + 1 >= stages) break;
-      load_stage(s + 2, buf[0]);
+      if (s + 2 < stages) load_stage(s + 2, buf[0]);
       multiply_stage(s + 1, buf[1]);
     }
   }
