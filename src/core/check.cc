@@ -74,6 +74,12 @@ int pointer_alignment(const void* p) {
   return a;
 }
 
+int min_pointer_alignment(std::initializer_list<const void*> ps) {
+  int a = 16;
+  for (const void* p : ps) a = std::min(a, pointer_alignment(p));
+  return a;
+}
+
 Status data(const char* name, const void* data, int64_t numel, DType dtype) {
   if (numel > 0 && data == nullptr)
     return invalid(std::string(name) + ": null data pointer for " + std::to_string(numel) +

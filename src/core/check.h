@@ -36,6 +36,8 @@ Status data(const char* name, const void* data, int64_t numel, DType dtype);
 
 // Largest power of two <= 16 that divides the address (16 for nullptr).
 int pointer_alignment(const void* p);
+// The smallest pointer_alignment of `ps` (an absent optional input passes nullptr).
+int min_pointer_alignment(std::initializer_list<const void*> ps);
 
 // Splits an activation [..., K] into M (product of leading dims) and K; rank >= 1.
 Status leading_dims(const char* name, const Shape& shape, int64_t* m, int64_t* k);

@@ -90,10 +90,8 @@ Status validate_fp8_matmul(const Fp8MatMulArgs& args, const Fp8MatMulAttrs& attr
   p.block_size = attrs.block_size;
   p.has_bias = args.bias.has_value();
   p.has_a_scale = args.a_scale.has_value();
-  p.alignment = std::min({check::pointer_alignment(args.a.data),
-                          check::pointer_alignment(args.b.data),
-                          check::pointer_alignment(args.y.data),
-                          args.bias ? check::pointer_alignment(args.bias->data) : 16});
+  p.alignment = check::min_pointer_alignment(
+      {args.a.data, args.b.data, args.y.data, args.bias ? args.bias->data : nullptr});
   *problem = p;
   return Status::Ok();
 }

@@ -127,10 +127,8 @@ Status validate_nbits_matmul(const NBitsMatMulArgs& args, const NBitsMatMulAttrs
   p.zero_points = zp_kind;
   p.has_g_idx = args.g_idx.has_value();
   p.has_bias = args.bias.has_value();
-  p.alignment = std::min({check::pointer_alignment(args.a.data),
-                          check::pointer_alignment(args.b.data),
-                          check::pointer_alignment(args.y.data),
-                          args.bias ? check::pointer_alignment(args.bias->data) : 16});
+  p.alignment = check::min_pointer_alignment(
+      {args.a.data, args.b.data, args.y.data, args.bias ? args.bias->data : nullptr});
   *problem = p;
   return Status::Ok();
 }

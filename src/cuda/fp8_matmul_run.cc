@@ -2,14 +2,11 @@
 // stream; never allocates, never synchronizes, never reads device memory on the host.
 #include <cstdint>
 #include <algorithm>
-#include <iostream>
-#include <sstream>
 #include <string>
 
 #include "bqmm/fp8_matmul.h"
 #include "core/check.h"
-#include "core/env.h"
-#include "cuda/cublas_gemm.h"
+#include "core/run_prologue.h"
 #include "cuda/launchers.h"
 #include "cuda/tiled_dequant_gemm.h"
 
@@ -21,18 +18,9 @@ Status check_args_match_plan(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& arg
   Fp8MatMulProblem p;
   BQMM_RETURN_IF_ERROR(validate_fp8_matmul(args, Fp8MatMulAttrs{plan.problem.block_size}, &p));
   const Fp8MatMulProblem& q = plan.problem;
-  if (p.dtype != q.dtype || p.m != q.m || p.n != q.n || p.k != q.k ||
-      p.has_bias != q.has_bias || p.has_a_scale != q.has_a_scale) {
-    std::ostringstream os;
-    os << "plan: made for {" << q << "} but the arguments are {" << p << "}";
-    return Status(StatusCode::kInvalidArgument, os.str());
-  }
-  if (p.alignment < q.alignment)
-    return Status(StatusCode::kInvalidArgument,
-                  "plan: made for " + std::to_string(q.alignment) +
-                      "-byte aligned a, b, bias and y but the arguments are only " +
-                      std::to_string(p.alignment) + "-byte aligned; plan again for them");
-  return Status::Ok();
+  return check_plan_matches(q, p,
+                            p.dtype == q.dtype && p.m == q.m && p.n == q.n && p.k == q.k &&
+                                p.has_bias == q.has_bias && p.has_a_scale == q.has_a_scale);
 }
 
 Status run_dequant_gemm(const Handle& handle, const Fp8MatMulPlan& plan,
@@ -97,17 +85,7 @@ Status run_fp8_matmul(const Handle& handle, const Fp8MatMulPlan& plan,
                       cudaStream_t stream) {
   BQMM_RETURN_IF_ERROR(check_args_match_plan(plan, args));
   BQMM_RETURN_IF_ERROR(check::workspace(workspace, workspace_bytes, plan.workspace_bytes));
-  // BQMM_PRINT_PLAN=1: each plan once per thread when it changes, not once per call.
-  static const bool print_plan = env::flag("BQMM_PRINT_PLAN");
-  if (print_plan) {
-    thread_local std::string last_printed;
-    std::ostringstream os;
-    os << plan;
-    if (os.str() != last_printed) {
-      last_printed = os.str();
-      std::cerr << "bqmm: " << last_printed << "\n";
-    }
-  }
+  print_plan_if_asked(plan);
 
   const Fp8MatMulProblem& p = plan.problem;
   switch (plan.path) {

@@ -2,14 +2,11 @@
 // never allocates, never synchronizes, never reads device memory on the host.
 #include <algorithm>
 #include <cstdint>
-#include <iostream>
-#include <sstream>
 #include <string>
 
 #include "bqmm/nbits_matmul.h"
 #include "core/check.h"
-#include "core/env.h"
-#include "cuda/cublas_gemm.h"
+#include "core/run_prologue.h"
 #include "cuda/launchers.h"
 #include "cuda/tiled_dequant_gemm.h"
 
@@ -26,18 +23,9 @@ Status check_args_match_plan(const NBitsMatMulPlan& plan, const NBitsMatMulArgs&
   attrs.block_size = q.block_size;
   NBitsMatMulProblem p;
   BQMM_RETURN_IF_ERROR(validate_nbits_matmul(args, attrs, &p));
-  if (p.dtype != q.dtype || p.m != q.m || p.zero_points != q.zero_points ||
-      p.has_g_idx != q.has_g_idx || p.has_bias != q.has_bias) {
-    std::ostringstream os;
-    os << "plan: made for {" << q << "} but the arguments are {" << p << "}";
-    return Status(StatusCode::kInvalidArgument, os.str());
-  }
-  if (p.alignment < q.alignment)
-    return Status(StatusCode::kInvalidArgument,
-                  "plan: made for " + std::to_string(q.alignment) +
-                      "-byte aligned a, b, bias and y but the arguments are only " +
-                      std::to_string(p.alignment) + "-byte aligned; plan again for them");
-  return Status::Ok();
+  return check_plan_matches(q, p,
+                            p.dtype == q.dtype && p.m == q.m && p.zero_points == q.zero_points &&
+                                p.has_g_idx == q.has_g_idx && p.has_bias == q.has_bias);
 }
 
 Status run_dequant_gemm(const Handle& handle, const NBitsMatMulPlan& plan,
@@ -113,8 +101,7 @@ Status run_nbits_matmul(const Handle& handle, const NBitsMatMulPlan& plan,
                         cudaStream_t stream) {
   BQMM_RETURN_IF_ERROR(check_args_match_plan(plan, args));
   BQMM_RETURN_IF_ERROR(check::workspace(workspace, workspace_bytes, plan.workspace_bytes));
-  static const bool print_plan = env::flag("BQMM_PRINT_PLAN");
-  if (print_plan) std::cerr << "bqmm: " << plan << "\n";
+  print_plan_if_asked(plan);
 
   const NBitsMatMulProblem& p = plan.problem;
   switch (plan.path) {

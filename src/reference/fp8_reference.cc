@@ -1,13 +1,11 @@
-// The float64 reference and the dequant + GEMM emulation share one loop structure: for
-// each output column n the weight row is dequantized once, then every activation row is
-// multiplied by it. The activation is stored k-major (at[k * rows + r]) so the inner loop
-// runs over independent rows, which the compiler vectorizes, while every row still sums
-// in k order.
+// The float64 reference and the dequant + GEMM emulation of Fp8WeightMatMul, on the row
+// loop of reference/dense_rows.h.
 #include <algorithm>
 #include <array>
 #include <cstring>
 
 #include "reference/codecs.h"
+#include "reference/dense_rows.h"
 #include "reference/fp8_reference.h"
 
 namespace bqmm::reference {
@@ -32,17 +30,12 @@ std::vector<float> scales_of(const Fp8Case& c) {
 template <typename Acc>
 std::vector<Acc> activation_k_major(const Fp8Case& c, int64_t row_begin, int64_t row_end) {
   const int64_t k = c.k();
-  const int64_t rows = row_end - row_begin;
-  std::vector<Acc> at(static_cast<size_t>(rows * k));
   const bool qdq = c.a_scale.has_value();
   const float a_scale = qdq ? static_cast<float>(c.a_scale->get(0)) : 0.0f;
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t kk = 0; kk < k; ++kk) {
-      const auto a = static_cast<float>(c.a.get((row_begin + r) * k + kk));
-      at[kk * rows + r] = qdq ? codec::qdq_e4m3(c.dtype(), a, a_scale) : a;
-    }
-  }
-  return at;
+  return k_major_rows<Acc>(row_end - row_begin, k, [&](int64_t r, int64_t kk) {
+    const auto a = static_cast<float>(c.a.get((row_begin + r) * k + kk));
+    return qdq ? codec::qdq_e4m3(c.dtype(), a, a_scale) : a;
+  });
 }
 
 // Weight row n: w[k] = dequant(e4m3 value, scale of k's block).
@@ -57,16 +50,6 @@ void weight_row(const Fp8Case& c, const std::vector<float>& scales, int64_t n,
     const float s = scales[n * k_blocks + blk];
     const int64_t end = std::min(k, (blk + 1) * c.block_size);
     for (int64_t kk = blk * c.block_size; kk < end; ++kk) (*w)[kk] = dequant(table[codes[kk]], s);
-  }
-}
-
-template <typename Acc>
-void dot_rows(const std::vector<Acc>& at, const std::vector<Acc>& w, int64_t rows, Acc* acc) {
-  std::fill(acc, acc + rows, Acc(0));
-  for (size_t kk = 0; kk < w.size(); ++kk) {
-    const Acc wk = w[kk];
-    const Acc* a = at.data() + kk * rows;
-    for (int64_t r = 0; r < rows; ++r) acc[r] += a[r] * wk;
   }
 }
 

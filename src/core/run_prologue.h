@@ -1,0 +1,46 @@
+// What every operator's run() does before it enqueues anything: check that the arguments
+// are the plan's problem, and print the plan when BQMM_PRINT_PLAN is set. Host only.
+#pragma once
+
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include "bqmm/status.h"
+#include "core/env.h"
+
+namespace bqmm {
+
+// `got` is the problem validate_*() made of the run's arguments; `same` says whether it
+// matches `planned` in everything the plan depends on besides alignment, which may be
+// larger than planned (never smaller: the vector kernels need what the plan assumed).
+template <typename Problem>
+Status check_plan_matches(const Problem& planned, const Problem& got, bool same) {
+  if (!same) {
+    std::ostringstream os;
+    os << "plan: made for {" << planned << "} but the arguments are {" << got << "}";
+    return Status(StatusCode::kInvalidArgument, os.str());
+  }
+  if (got.alignment < planned.alignment)
+    return Status(StatusCode::kInvalidArgument,
+                  "plan: made for " + std::to_string(planned.alignment) +
+                      "-byte aligned data pointers but the arguments are only " +
+                      std::to_string(got.alignment) + "-byte aligned; plan again for them");
+  return Status::Ok();
+}
+
+// BQMM_PRINT_PLAN=1: each plan to stderr once per thread when it changes, not once per call
+// (a timing loop would otherwise print, and pay for printing, every run).
+template <typename Plan>
+void print_plan_if_asked(const Plan& plan) {
+  static const bool asked = env::flag("BQMM_PRINT_PLAN");
+  if (!asked) return;
+  thread_local std::string last_printed;
+  std::ostringstream os;
+  os << plan;
+  if (os.str() == last_printed) return;
+  last_printed = os.str();
+  std::cerr << "bqmm: " << last_printed << "\n";
+}
+
+}  // namespace bqmm
