@@ -1,8 +1,9 @@
 // bqmm-profile: what every operator's profiler shares. The command line, the case loop,
-// the reference check on sampled rows, the GPU timing with its dense cuBLAS baseline,
-// the table and the JSON lines live here; an operator (profile_fp8.cc, later
-// profile_nbits.cc) only says how to make its cases and inputs and how to run the
-// library on them, behind OpProfiler.
+// the run of a case (device copies, the check on poisoned output, the timed runs over
+// rotated weight copies, the dequantize kernel's time, the CPU emulation, the dumps), the
+// reference check on sampled rows, the dense cuBLAS baseline, the table and the JSON
+// lines live here; an operator (profile_fp8.cc, profile_nbits.cc) only says how to make
+// its cases and inputs and how to plan and run the library on them, behind OpProfiler.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -13,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -114,6 +116,34 @@ struct CaseSpec {
 };
 using CaseList = std::vector<std::unique_ptr<CaseSpec>>;
 
+// A case of an operator's CaseSpec type, with the settings every operator has.
+template <typename Case>
+std::unique_ptr<Case> new_case(DType dtype, int64_t m, int64_t n, int64_t k, int64_t block_size,
+                               bool bias) {
+  auto c = std::make_unique<Case>();
+  c->dtype = dtype;
+  c->m = m;
+  c->n = n;
+  c->k = k;
+  c->block_size = block_size;
+  c->bias = bias;
+  return c;
+}
+
+// The fields every operator's problem type (Fp8MatMulProblem, NBitsMatMulProblem) has,
+// from the case.
+template <typename Problem>
+Problem common_problem(const CaseSpec& c) {
+  Problem p;
+  p.dtype = c.dtype;
+  p.m = c.m;
+  p.n = c.n;
+  p.k = c.k;
+  p.block_size = c.block_size;
+  p.has_bias = c.bias;
+  return p;
+}
+
 // "fp8 bf16 M=8 N=4096 K=4096 bs=128 bias w8a8"
 std::string case_label(const std::string& op, const CaseSpec& c);
 // A directory name for the case's dumps: "fp8_bf16_M8_N4096_K4096_bs128_bias_w8a8".
@@ -128,6 +158,20 @@ struct SuiteShape {
   int64_t m, n, k;
 };
 Status suite_shapes(const std::string& suite, std::vector<SuiteShape>* out);
+
+// Calls add(dtype, m, n, k) for each case that is not the operator's own: the single
+// case of --m, --n and --k, or every shape of the decode or prefill suite in float16 and
+// bfloat16 (or only the --activation-dtype). The smoke suite is each operator's own list.
+using AddShape = std::function<void(DType dtype, int64_t m, int64_t n, int64_t k)>;
+Status for_each_shape(const Settings& settings, const AddShape& add);
+
+// `value` as its operator<< prints it (a plan: on one line).
+template <typename T>
+std::string to_text(const T& value) {
+  std::ostringstream os;
+  os << value;
+  return os.str();
+}
 
 // ------------------------------------------------------------------ GPU
 // The device every case runs on: the library handle, a stream, the properties the
@@ -164,6 +208,28 @@ class Gpu {
   double copy_bandwidth_ = 0;
   size_t copy_probe_bytes_ = 0;
   int warmup_ = 0, repeat_ = 0;
+};
+
+// A host tensor and the name of its dump file; null for an absent optional input.
+using NamedTensor = std::pair<std::string, const HostTensor*>;
+
+// Copies of a group's quantized weight for cold-L2 timing: one blob per copy, so that a
+// run's B, scales and zero points come from the same copy, each part starting 256-byte
+// aligned like a separate allocation would.
+class WeightCopies {
+ public:
+  // Uploads `parts` (B, then its scales and zero points) into copy 0 and replicates it. An
+  // absent part (null) keeps its aligned place with no bytes.
+  static Status upload(const Gpu& gpu, const std::vector<NamedTensor>& parts, WeightCopies* out);
+  // Part `part` of copy `copy` (modulo the count).
+  const uint8_t* part(int64_t copy, size_t part) const {
+    return static_cast<const uint8_t*>(copies_.copy(copy)) + offsets_[part];
+  }
+  int count() const { return copies_.count(); }
+
+ private:
+  harness::RotatingCopies copies_;
+  std::vector<size_t> offsets_;  // of each part in a copy
 };
 
 // The dense cuBLAS BF16 GEMM of a case's M, N, K, timed the same way as the operator:
@@ -224,8 +290,7 @@ harness::AccuracyReport compare_rows(const HostTensor& y, int64_t n,
 HostTensor first_rows(const HostTensor& t, int64_t rows);
 
 // Writes each tensor to dir/<name>.<dtype tag>.npy, creating dir.
-Status dump_tensors(const std::string& dir,
-                    const std::vector<std::pair<std::string, const HostTensor*>>& tensors);
+Status dump_tensors(const std::string& dir, const std::vector<NamedTensor>& tensors);
 
 // ------------------------------------------------------------------ operators
 // What a case run measured.
@@ -243,9 +308,64 @@ struct CaseResult {
   bool passed() const { return error.empty() && accuracy.passed; }
 };
 
+// An input besides A and the weight (a_scale, g_idx, bias): the name of its dump file,
+// its host tensor and, on the GPU, the device tensor the shared layer uploads it to.
+struct OtherInput {
+  std::string name;
+  const HostTensor* host;
+  harness::DeviceTensor* device;
+};
+
+// The inputs of the cases that differ only in M, as the operator makes them: what they
+// are, their reference and CPU emulation. On the GPU the shared layer uploads them; the
+// operator passes their device copies to the library.
+class GroupInputs {
+ public:
+  virtual ~GroupInputs() = default;
+  // A with the group's largest M ([max M, K]); each case uses its first M rows.
+  virtual const HostTensor& a() const = 0;
+  // The quantized weight, rotated over WeightCopies in this order: B, then its scales
+  // (and zero points). An absent part is a null tensor.
+  virtual std::vector<NamedTensor> weight() const = 0;
+  // The other inputs, absent ones left out.
+  virtual std::vector<OtherInput> others() = 0;
+  // Row `row` of the float64 reference output; called on worker threads.
+  virtual std::vector<double> reference_row(int64_t row) const = 0;
+  // The library's dequantize + GEMM emulated on the CPU for A's first `m` rows, ready to
+  // run, so that the time taken by the call is the emulation's alone.
+  virtual std::function<HostTensor()> emulation(int64_t m) const = 0;
+
+  // GPU only, after the uploads: the dense baseline, multiplying this weight dequantized
+  // to bfloat16.
+  virtual Status create_dense_baseline(const Gpu& gpu,
+                                       std::unique_ptr<DenseBaseline>* out) const = 0;
+
+  // GPU only, uploaded by the shared layer.
+  harness::DeviceTensor device_a;
+  WeightCopies weights;
+};
+
+// One case planned by its operator for the GPU, to be run on any weight copy (the plan
+// made for copy 0 holds for every copy: they share the 256-byte alignment).
+struct PlannedCase {
+  std::string path;  // the plan's path name
+  std::string text;  // the plan on one line
+  size_t workspace_bytes = 0;
+  // The dequantize + GEMM path, whose dequantize kernel is also timed alone.
+  bool dequant_gemm = false;
+  // Enqueues the operator on the GPU's stream as users call it, on weight copy `copy`.
+  std::function<Status(int64_t copy, void* workspace, size_t workspace_bytes)> run;
+  // Enqueues the plan's dequantize kernel on weight copy `copy`, writing T [N, K] to `out`.
+  std::function<Status(int64_t copy, void* out)> dequantize;
+};
+
+// An operator's profiler. The operator says which cases there are, makes a group's
+// inputs and plans a case on them; load_group and run_case do the rest the same way for
+// every operator.
 class OpProfiler {
  public:
-  virtual ~OpProfiler() = default;
+  OpProfiler();  // out of line, like the destructor: Group is defined in profile_op.cc
+  virtual ~OpProfiler();
   virtual const char* name() const = 0;
   // Flags of this operator only, added to the common ones.
   virtual std::vector<FlagSpec> flags() const = 0;
@@ -254,14 +374,31 @@ class OpProfiler {
   virtual Status make_cases(const Flags& flags, const Settings& settings, CaseList* out) = 0;
   // The library's plan for `c` on `device`, printable on one line.
   virtual Status describe_plan(const CaseSpec& c, const DeviceInfo& device, std::string* out) = 0;
+
   // Makes the inputs of the cases sharing c's weight key, A with `max_m` rows, and on
   // the GPU (`gpu` non-null) their device copies and the dense baseline.
-  virtual Status load_group(const CaseSpec& c, int64_t max_m, uint64_t seed, const Gpu* gpu) = 0;
+  Status load_group(const CaseSpec& c, int64_t max_m, uint64_t seed, const Gpu* gpu);
   // Runs case `c` of the loaded group once on NaN-poisoned output and checks it; on the
   // GPU then times it (and the baselines), on the CPU times the emulation. Writes the
-  // case's tensors under `dump_dir` when it is not empty.
-  virtual Status run_case(const CaseSpec& c, const Gpu* gpu, const std::string& dump_dir,
-                          CaseResult* result) = 0;
+  // case's tensors under settings.dump_dir when it is not empty.
+  Status run_case(const CaseSpec& c, const Gpu* gpu, const Settings& settings,
+                  CaseResult* result);
+
+ protected:
+  // The host inputs of the cases sharing c's weight key, A with `max_m` rows.
+  virtual std::unique_ptr<GroupInputs> make_inputs(const CaseSpec& c, int64_t max_m,
+                                                   uint64_t seed) = 0;
+  // Validates and plans case `c` on the device copies of `inputs`, writing `y` ([M, N]
+  // of T), the way users call the library.
+  virtual Status plan_case(const CaseSpec& c, const GroupInputs& inputs,
+                           const MutableTensorView& y, const Gpu& gpu, PlannedCase* out) = 0;
+
+ private:
+  struct Group;
+  Status run_gpu(const CaseSpec& c, const Gpu& gpu, bool print_plan, HostTensor* y,
+                 CaseResult* result);
+
+  std::unique_ptr<Group> group_;
 };
 
 std::unique_ptr<OpProfiler> make_fp8_profiler();

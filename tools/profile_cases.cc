@@ -57,6 +57,21 @@ Status suite_shapes(const std::string& suite, std::vector<SuiteShape>* out) {
   return Status::Ok();
 }
 
+Status for_each_shape(const Settings& settings, const AddShape& add) {
+  if (settings.suite.empty()) {
+    add(settings.dtype.value_or(DType::kFloat16), *settings.m, *settings.n, *settings.k);
+    return Status::Ok();
+  }
+  std::vector<SuiteShape> shapes;
+  BQMM_RETURN_IF_ERROR(suite_shapes(settings.suite, &shapes));
+  const std::vector<DType> dtypes =
+      settings.dtype ? std::vector<DType>{*settings.dtype}
+                     : std::vector<DType>{DType::kFloat16, DType::kBFloat16};
+  for (DType d : dtypes)
+    for (const SuiteShape& s : shapes) add(d, s.m, s.n, s.k);
+  return Status::Ok();
+}
+
 std::vector<int64_t> sampled_rows(int64_t m) {
   constexpr int64_t kSampled = 8;
   std::vector<int64_t> rows;
@@ -105,8 +120,7 @@ HostTensor first_rows(const HostTensor& t, int64_t rows) {
   return out;
 }
 
-Status dump_tensors(const std::string& dir,
-                    const std::vector<std::pair<std::string, const HostTensor*>>& tensors) {
+Status dump_tensors(const std::string& dir, const std::vector<NamedTensor>& tensors) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return Status(StatusCode::kInvalidArgument, dir + ": cannot create: " + ec.message());

@@ -1,4 +1,5 @@
-// bqmm-profile: the GPU every case runs on and the dense cuBLAS baseline.
+// bqmm-profile: the GPU every case runs on, the rotated weight copies and the dense
+// cuBLAS baseline.
 #include <algorithm>
 
 #include "core/workspace.h"
@@ -44,6 +45,28 @@ Status Gpu::time(const harness::TimedRun& run, harness::TimingStats* out) const 
 
 Status Gpu::synchronize() const {
   return cuda::cuda_status(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+Status WeightCopies::upload(const Gpu& gpu, const std::vector<NamedTensor>& parts,
+                            WeightCopies* out) {
+  WeightCopies w;
+  size_t copy_bytes = 0;
+  for (const NamedTensor& p : parts) {
+    w.offsets_.push_back(align_up(copy_bytes, kWorkspaceAlign));
+    copy_bytes = w.offsets_.back() + (p.second != nullptr ? p.second->bytes.size() : 0);
+  }
+  BQMM_RETURN_IF_ERROR(
+      harness::RotatingCopies::allocate(copy_bytes, gpu.copies_for(copy_bytes), &w.copies_));
+  auto* first = static_cast<uint8_t*>(w.copies_.copy(0));
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const HostTensor* t = parts[i].second;
+    if (t != nullptr && !t->bytes.empty())
+      BQMM_CUDA_RETURN(cudaMemcpyAsync(first + w.offsets_[i], t->data(), t->bytes.size(),
+                                       cudaMemcpyHostToDevice, gpu.stream()));
+  }
+  BQMM_RETURN_IF_ERROR(w.copies_.replicate_first(gpu.stream()));
+  *out = std::move(w);
+  return Status::Ok();
 }
 
 Status DenseBaseline::create(const Gpu& gpu, const HostTensor& a, int64_t n,

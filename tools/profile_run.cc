@@ -350,7 +350,7 @@ int run_cases(OpProfiler& op, const Settings& settings, const CaseList& cases) {
       Status s = loaded;
       if (s.ok()) {
         try {
-          s = op.run_case(c, gpu.get(), settings.dump_dir, &r);
+          s = op.run_case(c, gpu.get(), settings, &r);
         } catch (const std::exception& e) {
           s = Status(StatusCode::kInternal, e.what());
         }

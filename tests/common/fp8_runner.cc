@@ -1,11 +1,6 @@
 #include "common/fp8_runner.h"
 
-#include <cuda_runtime_api.h>
-
-#include <optional>
-
 #include "harness/accuracy.h"
-#include "harness/device_buffer.h"
 
 namespace bqmm::testing {
 
@@ -13,37 +8,42 @@ using harness::DeviceBuffer;
 using harness::DeviceTensor;
 using harness::HostTensor;
 
+Status Fp8DeviceCase::run(const Handle& handle, cudaStream_t stream) const {
+  return run_fp8_matmul(handle, plan, args, workspace.data(), workspace.size(), stream);
+}
+
+Status upload_fp8_case(const reference::Fp8Case& c, Fp8DeviceCase* d, size_t b_offset) {
+  BQMM_RETURN_IF_ERROR(DeviceTensor::upload(c.a, &d->a));
+  BQMM_RETURN_IF_ERROR(DeviceTensor::upload(c.b, &d->b, b_offset));
+  BQMM_RETURN_IF_ERROR(DeviceTensor::upload(c.b_scale, &d->b_scale));
+  if (c.a_scale) BQMM_RETURN_IF_ERROR(DeviceTensor::upload(*c.a_scale, &d->a_scale));
+  if (c.bias) BQMM_RETURN_IF_ERROR(DeviceTensor::upload(*c.bias, &d->bias));
+  BQMM_RETURN_IF_ERROR(upload_poisoned(c.dtype(), c.y_shape(), &d->y));
+  d->args.a = d->a.view();
+  d->args.b = d->b.view();
+  d->args.b_scale = d->b_scale.view();
+  if (c.a_scale) d->args.a_scale = d->a_scale.view();
+  if (c.bias) d->args.bias = d->bias.view();
+  d->args.y = d->y.mutable_view();
+  return Status::Ok();
+}
+
+Status plan_fp8_case(const Handle& handle, const reference::Fp8Case& c,
+                     const Fp8MatMulOptions& options, Fp8DeviceCase* d) {
+  Fp8MatMulProblem problem;
+  BQMM_RETURN_IF_ERROR(validate_fp8_matmul(d->args, c.attrs(), &problem));
+  BQMM_RETURN_IF_ERROR(plan_fp8_matmul(problem, handle.device_info(), options, &d->plan));
+  return DeviceBuffer::allocate(d->plan.workspace_bytes, &d->workspace);
+}
+
 Status run_fp8_on_device(const Handle& handle, const reference::Fp8Case& c,
                          const Fp8MatMulOptions& options, Fp8Run* out, size_t b_offset) {
-  DeviceTensor a, b, b_scale, a_scale, bias, y;
-  BQMM_RETURN_IF_ERROR(DeviceTensor::upload(c.a, &a));
-  BQMM_RETURN_IF_ERROR(DeviceTensor::upload(c.b, &b, b_offset));
-  BQMM_RETURN_IF_ERROR(DeviceTensor::upload(c.b_scale, &b_scale));
-  if (c.a_scale) BQMM_RETURN_IF_ERROR(DeviceTensor::upload(*c.a_scale, &a_scale));
-  if (c.bias) BQMM_RETURN_IF_ERROR(DeviceTensor::upload(*c.bias, &bias));
-  HostTensor y_host = HostTensor::zeros(c.dtype(), c.y_shape());
-  BQMM_RETURN_IF_ERROR(DeviceTensor::upload(y_host, &y));
-  BQMM_RETURN_IF_ERROR(y.poison());
-
-  Fp8MatMulArgs args;
-  args.a = a.view();
-  args.b = b.view();
-  args.b_scale = b_scale.view();
-  if (c.a_scale) args.a_scale = a_scale.view();
-  if (c.bias) args.bias = bias.view();
-  args.y = y.mutable_view();
-
-  Fp8MatMulProblem problem;
-  BQMM_RETURN_IF_ERROR(validate_fp8_matmul(args, c.attrs(), &problem));
-  BQMM_RETURN_IF_ERROR(plan_fp8_matmul(problem, handle.device_info(), options, &out->plan));
-  DeviceBuffer workspace;
-  BQMM_RETURN_IF_ERROR(DeviceBuffer::allocate(out->plan.workspace_bytes, &workspace));
-  BQMM_RETURN_IF_ERROR(run_on_fresh_stream([&](cudaStream_t stream) {
-    return run_fp8_matmul(handle, out->plan, args, workspace.data(), workspace.size(), stream);
-  }));
-  BQMM_RETURN_IF_ERROR(y.download(&y_host));
-  out->y = std::move(y_host);
-  return Status::Ok();
+  Fp8DeviceCase d;
+  BQMM_RETURN_IF_ERROR(upload_fp8_case(c, &d, b_offset));
+  BQMM_RETURN_IF_ERROR(plan_fp8_case(handle, c, options, &d));
+  BQMM_RETURN_IF_ERROR(run_on_fresh_stream([&](cudaStream_t s) { return d.run(handle, s); }));
+  out->plan = d.plan;
+  return d.y.download(&out->y);
 }
 
 ::testing::AssertionResult matches_reference(const reference::Fp8Case& c, const HostTensor& y) {

@@ -1,5 +1,7 @@
 // GPU test guard: every GPU test starts with BQMM_REQUIRE_GPU(), which skips the test,
 // saying why, when no CUDA device can be used. A GPU test never passes vacuously.
+// Also what the tests of both operators share on the device: the cuBLAS handle, a fresh
+// stream, a CUDA graph replay and a NaN-poisoned output.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -33,8 +35,21 @@ namespace bqmm::testing {
 // failure) when it cannot be created.
 const Handle* shared_handle();
 
+// What a test enqueues: one operator call on the given stream.
+using Enqueue = std::function<Status(cudaStream_t)>;
+
 // Runs `enqueue` on a fresh stream and synchronizes: the enqueue's error, else the
 // kernels' execution error, else OK.
-Status run_on_fresh_stream(const std::function<Status(cudaStream_t)>& enqueue);
+Status run_on_fresh_stream(const Enqueue& enqueue);
+
+// Captures `enqueue` on a fresh stream into a CUDA graph, replays the graph once on that
+// stream and synchronizes: the enqueue's error, else the capture's, the replay's or the
+// kernels' execution error, else OK. An allocation or a synchronization inside `enqueue`
+// breaks the capture, so OK shows that it only enqueues (the run() contract).
+Status run_in_graph(const Enqueue& enqueue);
+
+// A device output of `dtype` and `shape` with every byte 0xFF (NaN in every float type):
+// an output element that no kernel writes stays NaN, which the accuracy check reports.
+Status upload_poisoned(DType dtype, const Shape& shape, harness::DeviceTensor* out);
 
 }  // namespace bqmm::testing

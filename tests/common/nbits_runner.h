@@ -1,26 +1,50 @@
 // Runs one NBitsMatMul case on the GPU the way a user would (validate -> plan -> run)
-// with a NaN-poisoned output, and checks it against the float64 reference.
+// with a NaN-poisoned output, and checks it against the float64 reference. The steps are
+// also there one by one for the tests that call run_nbits_matmul or a kernel themselves.
 #pragma once
 
 #include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
 
 #include <cstddef>
 
 #include "bqmm/nbits_matmul.h"
 #include "common/gpu.h"  // shared_handle
+#include "harness/device_buffer.h"
 #include "harness/host_tensor.h"
 #include "reference/nbits_reference.h"
 
 namespace bqmm::testing {
+
+// One case on the device: its tensors (absent optional inputs stay empty), the arguments
+// that point at them and, once planned, the plan with a workspace of its size.
+struct NBitsDeviceCase {
+  harness::DeviceTensor a, b, scales, zero_points, g_idx, bias, y;
+  NBitsMatMulArgs args;
+  NBitsMatMulPlan plan;
+  harness::DeviceBuffer workspace;
+
+  // Enqueues run_nbits_matmul of this plan and these arguments with the whole workspace.
+  Status run(const Handle& handle, cudaStream_t stream) const;
+};
+
+// Uploads `c` (A and B placed `a_offset` and `b_offset` bytes into their buffers, to make
+// misaligned pointers) and a NaN-poisoned Y; fills args.
+Status upload_nbits_case(const reference::NBitsCase& c, NBitsDeviceCase* d,
+                         size_t a_offset = 0, size_t b_offset = 0);
+
+// Validates d->args, plans with `options` for the handle's device and allocates the
+// plan's workspace.
+Status plan_nbits_case(const Handle& handle, const reference::NBitsCase& c,
+                       const NBitsMatMulOptions& options, NBitsDeviceCase* d);
 
 struct NBitsRun {
   NBitsMatMulPlan plan;
   harness::HostTensor y;
 };
 
-// Uploads `c` (A and B placed `a_offset` and `b_offset` bytes into their buffers, to make
-// misaligned pointers), plans with `options` for the handle's device, runs on a fresh
-// stream, synchronizes and downloads Y.
+// Uploads and plans `c` as above, runs it on a fresh stream, synchronizes and downloads Y.
 Status run_nbits_on_device(const Handle& handle, const reference::NBitsCase& c,
                            const NBitsMatMulOptions& options, NBitsRun* out,
                            size_t a_offset = 0, size_t b_offset = 0);

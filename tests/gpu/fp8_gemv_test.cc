@@ -22,8 +22,6 @@
 namespace bqmm {
 namespace {
 
-using harness::DeviceBuffer;
-using harness::DeviceTensor;
 using harness::HostTensor;
 using reference::Fp8Case;
 using reference::make_random_fp8_case;
@@ -153,36 +151,24 @@ TEST(Fp8GemvMma, LaneOwnershipProbe) {
       }
     for (int64_t i = 0; i < c.b_scale.numel(); ++i) c.b_scale.set(i, 1.0);
 
-    DeviceTensor a, b, bs, y;
-    BQMM_ASSERT_OK(DeviceTensor::upload(c.a, &a));
-    BQMM_ASSERT_OK(DeviceTensor::upload(c.b, &b));
-    BQMM_ASSERT_OK(DeviceTensor::upload(c.b_scale, &bs));
-    HostTensor y_host = HostTensor::zeros(t, Shape{kM, kN});
-    BQMM_ASSERT_OK(DeviceTensor::upload(y_host, &y));
-    Fp8MatMulArgs args;
-    args.a = a.view();
-    args.b = b.view();
-    args.b_scale = bs.view();
-    args.y = y.mutable_view();
-    Fp8MatMulProblem p;
-    BQMM_ASSERT_OK(validate_fp8_matmul(args, c.attrs(), &p));
-    Fp8MatMulPlan plan;
-    BQMM_ASSERT_OK(plan_fp8_matmul(p, handle->device_info(), gemv_options(true), &plan));
-    ASSERT_EQ(plan.path, Fp8Path::kGemvMma) << plan;
-    DeviceBuffer ws;
-    BQMM_ASSERT_OK(DeviceBuffer::allocate(plan.workspace_bytes, &ws));
+    testing::Fp8DeviceCase d;
+    BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
+    BQMM_ASSERT_OK(testing::plan_fp8_case(*handle, c, gemv_options(true), &d));
+    ASSERT_EQ(d.plan.path, Fp8Path::kGemvMma) << d.plan;
 
     int64_t mismatches = 0;
     for (int64_t r = 0; r < kM; ++r)
       for (int64_t k0 : k0s) {
         HostTensor one_hot = HostTensor::zeros(t, Shape{kM, kK});
         one_hot.set(r * kK + k0, 1.0);
-        ASSERT_EQ(cudaMemcpy(a.data(), one_hot.data(), one_hot.bytes.size(), cudaMemcpyHostToDevice),
+        ASSERT_EQ(cudaMemcpy(d.a.data(), one_hot.data(), one_hot.bytes.size(),
+                             cudaMemcpyHostToDevice),
                   cudaSuccess);
-        BQMM_ASSERT_OK(y.poison());
-        BQMM_ASSERT_OK(run_fp8_matmul(*handle, plan, args, ws.data(), ws.size(), nullptr));
+        BQMM_ASSERT_OK(d.y.poison());
+        BQMM_ASSERT_OK(d.run(*handle, nullptr));
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        BQMM_ASSERT_OK(y.download(&y_host));
+        HostTensor y_host;
+        BQMM_ASSERT_OK(d.y.download(&y_host));
         for (int64_t m = 0; m < kM; ++m)
           for (int64_t n = 0; n < kN; ++n) {
             const double want = m == r ? c.b.get(n * kK + k0) : 0.0;
@@ -278,45 +264,15 @@ TEST(Fp8GemvMma, GraphCapturable) {
     SCOPED_TRACE(::testing::Message() << "allow_mma=" << allow_mma);
     const Fp8Case c = make_random_fp8_case(DType::kBFloat16, 5, 300, 512, 128, true, true,
                                            0x6e35000 + allow_mma);
-    DeviceTensor a, b, bs, as, bias, y;
-    BQMM_ASSERT_OK(DeviceTensor::upload(c.a, &a));
-    BQMM_ASSERT_OK(DeviceTensor::upload(c.b, &b));
-    BQMM_ASSERT_OK(DeviceTensor::upload(c.b_scale, &bs));
-    BQMM_ASSERT_OK(DeviceTensor::upload(*c.a_scale, &as));
-    BQMM_ASSERT_OK(DeviceTensor::upload(*c.bias, &bias));
-    HostTensor y_host = HostTensor::zeros(DType::kBFloat16, c.y_shape());
-    BQMM_ASSERT_OK(DeviceTensor::upload(y_host, &y));
-    BQMM_ASSERT_OK(y.poison());
-    Fp8MatMulArgs args;
-    args.a = a.view();
-    args.b = b.view();
-    args.b_scale = bs.view();
-    args.a_scale = as.view();
-    args.bias = bias.view();
-    args.y = y.mutable_view();
-    Fp8MatMulProblem p;
-    BQMM_ASSERT_OK(validate_fp8_matmul(args, c.attrs(), &p));
-    Fp8MatMulPlan plan;
-    BQMM_ASSERT_OK(plan_fp8_matmul(p, handle->device_info(), gemv_options(allow_mma), &plan));
-    ASSERT_EQ(plan.path, expected_gemv_path(*handle, allow_mma, 512, 128));
-    ASSERT_EQ(plan.workspace_bytes, 0u);
-
-    cudaStream_t stream;
-    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-    cudaGraph_t graph;
-    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    const Status run = run_fp8_matmul(*handle, plan, args, nullptr, 0, stream);
-    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-    BQMM_ASSERT_OK(run);
-    cudaGraphExec_t exec;
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    BQMM_ASSERT_OK(y.download(&y_host));
-    EXPECT_TRUE(matches_reference(c, y_host));
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(stream);
+    testing::Fp8DeviceCase d;
+    BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
+    BQMM_ASSERT_OK(testing::plan_fp8_case(*handle, c, gemv_options(allow_mma), &d));
+    ASSERT_EQ(d.plan.path, expected_gemv_path(*handle, allow_mma, 512, 128));
+    ASSERT_EQ(d.plan.workspace_bytes, 0u);
+    BQMM_ASSERT_OK(testing::run_in_graph([&](cudaStream_t s) { return d.run(*handle, s); }));
+    HostTensor y;
+    BQMM_ASSERT_OK(d.y.download(&y));
+    EXPECT_TRUE(matches_reference(c, y));
   }
 }
 

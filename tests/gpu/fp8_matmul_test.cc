@@ -21,7 +21,6 @@
 namespace bqmm {
 namespace {
 
-using harness::DeviceBuffer;
 using harness::DeviceTensor;
 using harness::HostTensor;
 using reference::Fp8Case;
@@ -205,14 +204,13 @@ TEST(Fp8Kernels, DequantBitExact) {
       DeviceTensor db, ds;
       BQMM_ASSERT_OK(DeviceTensor::upload(b, &db));
       BQMM_ASSERT_OK(DeviceTensor::upload(scale, &ds));
-      HostTensor out = HostTensor::zeros(t, Shape{s.rows, s.k});
       DeviceTensor dout;
-      BQMM_ASSERT_OK(DeviceTensor::upload(out, &dout));
-      BQMM_ASSERT_OK(dout.poison());
+      BQMM_ASSERT_OK(testing::upload_poisoned(t, Shape{s.rows, s.k}, &dout));
       BQMM_ASSERT_OK(cuda::launch_fp8_dequant(t, static_cast<const uint8_t*>(db.data()),
                                               static_cast<const float*>(ds.data()), s.rows, s.k,
                                               s.block, s.vec16, dout.data(), nullptr));
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      HostTensor out;
       BQMM_ASSERT_OK(dout.download(&out));
       int64_t mismatches = 0;
       for (int64_t r = 0; r < s.rows; ++r)
@@ -271,94 +269,50 @@ TEST(Fp8RunContract, RejectsBadWorkspaceAndMismatchedArgs) {
   const Handle* handle = testing::shared_handle();
   ASSERT_NE(handle, nullptr);
   const Fp8Case c = make_random_fp8_case(DType::kFloat16, 16, 64, 128, 128, false, false, 96);
-  DeviceTensor a, b, bs, y;
-  BQMM_ASSERT_OK(DeviceTensor::upload(c.a, &a));
-  BQMM_ASSERT_OK(DeviceTensor::upload(c.b, &b));
-  BQMM_ASSERT_OK(DeviceTensor::upload(c.b_scale, &bs));
-  BQMM_ASSERT_OK(DeviceTensor::upload(HostTensor::zeros(DType::kFloat16, Shape{16, 64}), &y));
-  Fp8MatMulArgs args;
-  args.a = a.view();
-  args.b = b.view();
-  args.b_scale = bs.view();
-  args.y = y.mutable_view();
-  Fp8MatMulProblem p;
-  BQMM_ASSERT_OK(validate_fp8_matmul(args, c.attrs(), &p));
-  Fp8MatMulPlan plan;
-  BQMM_ASSERT_OK(plan_fp8_matmul(p, handle->device_info(), Fp8MatMulOptions{}, &plan));
-  DeviceBuffer ws;
-  BQMM_ASSERT_OK(DeviceBuffer::allocate(plan.workspace_bytes, &ws));
+  testing::Fp8DeviceCase d;
+  BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
+  BQMM_ASSERT_OK(testing::plan_fp8_case(*handle, c, Fp8MatMulOptions{}, &d));
 
-  Status s = run_fp8_matmul(*handle, plan, args, ws.data(), plan.workspace_bytes - 1, nullptr);
+  Status s = run_fp8_matmul(*handle, d.plan, d.args, d.workspace.data(),
+                            d.plan.workspace_bytes - 1, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kWorkspaceTooSmall) << s.to_string();
-  s = run_fp8_matmul(*handle, plan, args, nullptr, plan.workspace_bytes, nullptr);
+  s = run_fp8_matmul(*handle, d.plan, d.args, nullptr, d.plan.workspace_bytes, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
 
-  Fp8MatMulArgs with_bias = args;
-  with_bias.bias = TensorView{a.data(), DType::kFloat16, Shape{64}};
-  s = run_fp8_matmul(*handle, plan, with_bias, ws.data(), ws.size(), nullptr);
+  Fp8MatMulArgs with_bias = d.args;
+  with_bias.bias = TensorView{d.a.data(), DType::kFloat16, Shape{64}};
+  s = run_fp8_matmul(*handle, d.plan, with_bias, d.workspace.data(), d.workspace.size(), nullptr);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
 
   // A plan made for 16-byte aligned pointers refuses 8-byte aligned ones.
   DeviceTensor b_off;
   BQMM_ASSERT_OK(DeviceTensor::upload(c.b, &b_off, 8));
-  Fp8MatMulArgs misaligned = args;
+  Fp8MatMulArgs misaligned = d.args;
   misaligned.b = b_off.view();
-  s = run_fp8_matmul(*handle, plan, misaligned, ws.data(), ws.size(), nullptr);
+  s = run_fp8_matmul(*handle, d.plan, misaligned, d.workspace.data(), d.workspace.size(), nullptr);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
   EXPECT_NE(s.message().find("aligned"), std::string::npos) << s.message();
 }
 
 // run() enqueues only: the whole dequant + cuBLAS chain with W8A8 and bias, with and
-// without the overlapping second stream, can be captured in a CUDA graph (an allocation or a synchronization would break the capture)
-// and the replay computes the right answer.
+// without the overlapping second stream, can be captured in a CUDA graph (an allocation
+// or a synchronization would break the capture) and the replay computes the right answer.
 void check_graph_capture(bool overlap) {
   const Handle* handle = testing::shared_handle();
   ASSERT_NE(handle, nullptr);
   const Fp8Case c = make_random_fp8_case(DType::kBFloat16, 40, 300, 512, 128, true, true, 97);
-  DeviceTensor a, b, bs, as, bias, y;
-  BQMM_ASSERT_OK(DeviceTensor::upload(c.a, &a));
-  BQMM_ASSERT_OK(DeviceTensor::upload(c.b, &b));
-  BQMM_ASSERT_OK(DeviceTensor::upload(c.b_scale, &bs));
-  BQMM_ASSERT_OK(DeviceTensor::upload(*c.a_scale, &as));
-  BQMM_ASSERT_OK(DeviceTensor::upload(*c.bias, &bias));
-  HostTensor y_host = HostTensor::zeros(DType::kBFloat16, c.y_shape());
-  BQMM_ASSERT_OK(DeviceTensor::upload(y_host, &y));
-  BQMM_ASSERT_OK(y.poison());
-  Fp8MatMulArgs args;
-  args.a = a.view();
-  args.b = b.view();
-  args.b_scale = bs.view();
-  args.a_scale = as.view();
-  args.bias = bias.view();
-  args.y = y.mutable_view();
-  Fp8MatMulProblem p;
-  BQMM_ASSERT_OK(validate_fp8_matmul(args, c.attrs(), &p));
   Fp8MatMulOptions o;
   o.overlap_dequant = overlap;  // with it, a second stream forks and joins inside the graph
   o.dequant_scratch_bytes = (overlap ? 2 : 1) * 128 * 512 * 2;  // three tiles in the graph
-  Fp8MatMulPlan plan;
-  BQMM_ASSERT_OK(plan_fp8_matmul(p, handle->device_info(), o, &plan));
-  ASSERT_EQ(plan.path, Fp8Path::kDequantGemm);
-  ASSERT_EQ(plan.num_n_tiles, 3);
-  DeviceBuffer ws;
-  BQMM_ASSERT_OK(DeviceBuffer::allocate(plan.workspace_bytes, &ws));
-
-  cudaStream_t stream;
-  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-  cudaGraph_t graph;
-  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  const Status run = run_fp8_matmul(*handle, plan, args, ws.data(), ws.size(), stream);
-  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-  BQMM_ASSERT_OK(run);
-  cudaGraphExec_t exec;
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  BQMM_ASSERT_OK(y.download(&y_host));
-  EXPECT_TRUE(matches_reference(c, y_host));
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  cudaStreamDestroy(stream);
+  testing::Fp8DeviceCase d;
+  BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
+  BQMM_ASSERT_OK(testing::plan_fp8_case(*handle, c, o, &d));
+  ASSERT_EQ(d.plan.path, Fp8Path::kDequantGemm);
+  ASSERT_EQ(d.plan.num_n_tiles, 3);
+  BQMM_ASSERT_OK(testing::run_in_graph([&](cudaStream_t s) { return d.run(*handle, s); }));
+  HostTensor y;
+  BQMM_ASSERT_OK(d.y.download(&y));
+  EXPECT_TRUE(matches_reference(c, y));
 }
 
 TEST(Fp8RunContract, GraphCapturable) {

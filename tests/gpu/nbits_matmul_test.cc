@@ -24,7 +24,6 @@
 namespace bqmm {
 namespace {
 
-using harness::DeviceBuffer;
 using harness::DeviceTensor;
 using harness::HostTensor;
 using reference::make_random_nbits_case;
@@ -55,6 +54,20 @@ NBitsMatMulOptions dequant_gemm_only() {
   NBitsMatMulOptions o;
   o.allow_gemv = false;  // forces the default path also for M <= 8
   return o;
+}
+
+// A case of `dtype` and `bits`, A [m, k], B [n, k] in blocks of `block_size` (the order of
+// make_random_fp8_case); no zero points, g_idx or bias and normal weights until set.
+NBitsCaseSpec nbits_spec(DType dtype, int bits, int64_t m, int64_t n, int64_t k,
+                         int64_t block_size) {
+  NBitsCaseSpec s;
+  s.dtype = dtype;
+  s.bits = bits;
+  s.m = m;
+  s.n = n;
+  s.k = k;
+  s.block_size = block_size;
+  return s;
 }
 
 ::testing::Message describe(const NBitsCaseSpec& s) {
@@ -93,14 +106,10 @@ TEST(NBitsGemv, EveryAlgorithmBitsBlockSizeAndDtype) {
     for (int64_t bs : kBlockSizes)
       for (DType t : kDTypes)
         for (int algo : {0, 1, 2}) {
-          NBitsCaseSpec s;
-          s.dtype = t;
-          s.bits = bits;
-          s.block_size = bs;
-          s.n = ns[index % 4];
-          s.m = s.n == 1 ? kSingleColumnRows : 1 + index % 8;
+          const int64_t n = ns[index % 4];
           const int64_t ks[] = {2 * bs, 6 * bs, 4096};
-          s.k = ks[(index / 4) % 3];
+          NBitsCaseSpec s = nbits_spec(t, bits, n == 1 ? kSingleColumnRows : 1 + index % 8, n,
+                                       ks[(index / 4) % 3], bs);
           s.zero_points = index % 2 == 0 ? NBitsZeroPoints::kNone : NBitsZeroPoints::kPacked;
           s.bias = (index / 2) % 2 == 1;
           s.init = index % 3 == 0 ? WeightInit::kAllCodes : WeightInit::kQuantizedNormal;
@@ -118,13 +127,7 @@ TEST(NBitsGemv, EveryRowCount) {
   for (int bits : kBits)
     for (DType t : kDTypes)
       for (int64_t m = 1; m <= 8; ++m) {
-        NBitsCaseSpec s;
-        s.dtype = t;
-        s.bits = bits;
-        s.block_size = 32;
-        s.m = m;
-        s.n = 33;
-        s.k = 512;
+        NBitsCaseSpec s = nbits_spec(t, bits, m, 33, 512, 32);
         s.zero_points = NBitsZeroPoints::kPacked;
         s.bias = true;
         const int algo = index++ % 3;
@@ -141,13 +144,7 @@ TEST(NBitsGemv, LayerShapesWithDefaultPlan) {
   for (int bits : kBits)
     for (DType t : {DType::kFloat16, DType::kBFloat16})
       for (int64_t m : {1, 8}) {
-        NBitsCaseSpec s;
-        s.dtype = t;
-        s.bits = bits;
-        s.block_size = index % 2 == 0 ? 32 : 128;
-        s.m = m;
-        s.n = 2048 + 8;
-        s.k = 4096;
+        NBitsCaseSpec s = nbits_spec(t, bits, m, 2048 + 8, 4096, index % 2 == 0 ? 32 : 128);
         s.zero_points = index % 2 == 0 ? NBitsZeroPoints::kPacked : NBitsZeroPoints::kNone;
         s.bias = true;
         SCOPED_TRACE(describe(s));
@@ -207,12 +204,7 @@ TEST(NBitsGemv, NanActivationPropagatesToItsRowOnly) {
   int index = 0;
   for (DType t : kDTypes)
     for (bool dequant : {false, true}) {
-      NBitsCaseSpec s;
-      s.dtype = t;
-      s.m = 3;
-      s.n = 20;
-      s.k = 256;
-      s.bits = index % 2 == 0 ? 4 : 8;
+      const NBitsCaseSpec s = nbits_spec(t, index % 2 == 0 ? 4 : 8, 3, 20, 256, 32);
       NBitsCase c = make_random_nbits_case(s, 4000 + index++);
       c.a.set(1 * 256 + 77, std::nan(""));
       NBitsRun run;
@@ -239,15 +231,11 @@ TEST(NBitsDequantGemm, EveryBitsBlockSizeAndDtype) {
     for (int64_t bs : kBlockSizes)
       for (DType t : kDTypes)
         for (int variant = 0; variant < 2; ++variant) {
-          NBitsCaseSpec s;
-          s.dtype = t;
-          s.bits = bits;
-          s.block_size = bs;
-          s.n = ns[index % 3];
-          s.m = s.n == 1 ? std::max(ms[index % 4], kSingleColumnRows) : ms[index % 4];
+          const int64_t n = ns[index % 3];
+          const int64_t m = n == 1 ? std::max(ms[index % 4], kSingleColumnRows) : ms[index % 4];
           // Partial last blocks: K % bs != 0, sometimes also K % 8 != 0.
           const int64_t ks[] = {3 * bs + bs / 2, 2 * bs + 5, 4 * bs};
-          s.k = ks[index % 3];
+          NBitsCaseSpec s = nbits_spec(t, bits, m, n, ks[index % 3], bs);
           s.zero_points = zps[(index / 2) % 3];
           s.g_idx = variant == 1;
           s.bias = index % 2 == 0;
@@ -270,13 +258,7 @@ TEST(NBitsDequantGemm, EveryOptionCombination) {
       for (auto zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked, NBitsZeroPoints::kTyped})
         for (bool g_idx : {false, true})
           for (bool bias : {false, true}) {
-            NBitsCaseSpec s;
-            s.dtype = kDTypes[seed % 3];
-            s.bits = bits;
-            s.block_size = 32;
-            s.m = 12;
-            s.n = 17;
-            s.k = k;
+            NBitsCaseSpec s = nbits_spec(kDTypes[seed % 3], bits, 12, 17, k, 32);
             s.zero_points = zp;
             s.g_idx = g_idx;
             s.bias = bias;
@@ -288,13 +270,7 @@ TEST(NBitsDequantGemm, EveryOptionCombination) {
 // float32 must be true FP32 (tolerance 1e-5): a TF32 GEMM would miss by ~1e-3.
 TEST(NBitsDequantGemm, Float32IsTrueFp32) {
   BQMM_REQUIRE_GPU();
-  NBitsCaseSpec s;
-  s.dtype = DType::kFloat32;
-  s.bits = 8;
-  s.block_size = 64;
-  s.m = 64;
-  s.n = 256;
-  s.k = 4096;
+  NBitsCaseSpec s = nbits_spec(DType::kFloat32, 8, 64, 256, 4096, 64);
   s.zero_points = NBitsZeroPoints::kTyped;
   s.bias = true;
   run_and_check(s, 7000, NBitsMatMulOptions{}, NBitsPath::kDequantGemm);
@@ -308,13 +284,7 @@ TEST(NBitsDequantGemm, Float32IsTrueFp32) {
 TEST(NBitsDequantGemm, NTiledScratch) {
   BQMM_REQUIRE_GPU();
   for (DType t : kDTypes) {
-    NBitsCaseSpec s;
-    s.dtype = t;
-    s.bits = 4;
-    s.block_size = 64;
-    s.m = 20;
-    s.n = 1026;
-    s.k = 256;
+    NBitsCaseSpec s = nbits_spec(t, 4, 20, 1026, 256, 64);
     s.zero_points = NBitsZeroPoints::kPacked;
     s.g_idx = true;
     s.bias = true;
@@ -334,12 +304,7 @@ TEST(NBitsDequantGemm, MisalignedPointersFallBack) {
   BQMM_REQUIRE_GPU();
   const Handle* handle = testing::shared_handle();
   ASSERT_NE(handle, nullptr);
-  NBitsCaseSpec s;
-  s.dtype = DType::kFloat16;
-  s.m = 2;
-  s.n = 33;
-  s.k = 256;
-  s.bits = 4;
+  NBitsCaseSpec s = nbits_spec(DType::kFloat16, 4, 2, 33, 256, 32);
   s.zero_points = NBitsZeroPoints::kPacked;
   const NBitsCase c = make_random_nbits_case(s, 7200);
   struct Offsets { size_t a, b; bool vec8; };
@@ -357,12 +322,7 @@ TEST(NBitsDequantGemm, MisalignedPointersFallBack) {
 TEST(NBitsDequantGemm, Rank3Activation) {
   BQMM_REQUIRE_GPU();
   for (int64_t m0 : {2, 5}) {
-    NBitsCaseSpec s;
-    s.dtype = DType::kBFloat16;
-    s.m = m0 * 3;
-    s.n = 40;
-    s.k = 128;
-    s.bits = 8;
+    NBitsCaseSpec s = nbits_spec(DType::kBFloat16, 8, m0 * 3, 40, 128, 32);
     s.bias = true;
     NBitsCase c = make_random_nbits_case(s, 7300);
     c.a.shape = Shape{m0, 3, 128};
@@ -379,12 +339,7 @@ TEST(NBitsDequantGemm, Rank3Activation) {
 TEST(NBitsDequantGemm, OutOfRangeGIdxGivesNaNNotAFault) {
   BQMM_REQUIRE_GPU();
   for (int32_t bad : {-1, 4, 1 << 30}) {
-    NBitsCaseSpec s;
-    s.dtype = DType::kFloat16;
-    s.m = 2;
-    s.n = 9;
-    s.k = 128;
-    s.block_size = 32;
+    NBitsCaseSpec s = nbits_spec(DType::kFloat16, 4, 2, 9, 128, 32);
     s.zero_points = NBitsZeroPoints::kPacked;
     s.g_idx = true;
     NBitsCase c = make_random_nbits_case(s, 7400);
@@ -400,11 +355,7 @@ TEST(NBitsDequantGemm, EmptyKGivesBias) {
   BQMM_REQUIRE_GPU();
   for (DType t : kDTypes)
     for (bool bias : {false, true}) {
-      NBitsCaseSpec s;
-      s.dtype = t;
-      s.m = 5;
-      s.n = 33;
-      s.k = 0;
+      NBitsCaseSpec s = nbits_spec(t, 4, 5, 33, 0, 32);
       s.bias = bias;
       const NBitsCase c = make_random_nbits_case(s, 7500);
       NBitsRun run;
@@ -420,10 +371,7 @@ TEST(NBitsDequantGemm, EmptyKGivesBias) {
 TEST(NBitsDequantGemm, EmptyOutputs) {
   BQMM_REQUIRE_GPU();
   for (auto [m, n] : {std::pair<int64_t, int64_t>{0, 64}, {4, 0}}) {
-    NBitsCaseSpec s;
-    s.m = m;
-    s.n = n;
-    s.k = 64;
+    NBitsCaseSpec s = nbits_spec(DType::kFloat16, 4, m, n, 64, 32);
     s.zero_points = NBitsZeroPoints::kPacked;
     s.bias = true;
     const NBitsCase c = make_random_nbits_case(s, 7600);
@@ -443,39 +391,33 @@ TEST(NBitsKernels, DequantBitExact) {
   for (int bits : kBits)
     for (DType t : kDTypes)
       for (auto zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked, NBitsZeroPoints::kTyped}) {
-        NBitsCaseSpec s;
-        s.dtype = t;
-        s.bits = bits;
-        s.block_size = 16 << (index % 3);
-        s.n = 70;
-        s.k = index % 2 == 0 ? 320 : 100;
+        NBitsCaseSpec s = nbits_spec(t, bits, 1, 70, index % 2 == 0 ? 320 : 100, 16 << (index % 3));
         s.zero_points = zp;
         s.g_idx = index % 4 >= 2;
         s.init = WeightInit::kAllCodes;
         const NBitsCase c = make_random_nbits_case(s, 8000 + index++);
         SCOPED_TRACE(describe(s));
-        DeviceTensor b, scales, zps, g_idx, out;
-        BQMM_ASSERT_OK(DeviceTensor::upload(c.b, &b));
-        BQMM_ASSERT_OK(DeviceTensor::upload(c.scales, &scales));
-        if (c.zero_points) BQMM_ASSERT_OK(DeviceTensor::upload(*c.zero_points, &zps));
-        if (c.g_idx) BQMM_ASSERT_OK(DeviceTensor::upload(*c.g_idx, &g_idx));
-        HostTensor host = HostTensor::zeros(t, Shape{s.n, s.k});
-        BQMM_ASSERT_OK(DeviceTensor::upload(host, &out));
-        BQMM_ASSERT_OK(out.poison());
+        // The kernel reads only the weights' tensors; A and Y come along unused.
+        testing::NBitsDeviceCase dev;
+        BQMM_ASSERT_OK(testing::upload_nbits_case(c, &dev));
+        DeviceTensor out;
+        BQMM_ASSERT_OK(testing::upload_poisoned(t, Shape{s.n, s.k}, &out));
         cuda::NBitsDequantArgs d;
         d.dtype = t;
         d.bits = bits;
-        d.b = static_cast<const uint8_t*>(b.data());
-        d.scales = scales.data();
-        if (zp == NBitsZeroPoints::kPacked) d.zp_packed = static_cast<const uint8_t*>(zps.data());
-        if (zp == NBitsZeroPoints::kTyped) d.zp_typed = zps.data();
-        if (c.g_idx) d.g_idx = static_cast<const int32_t*>(g_idx.data());
+        d.b = static_cast<const uint8_t*>(dev.b.data());
+        d.scales = dev.scales.data();
+        if (zp == NBitsZeroPoints::kPacked)
+          d.zp_packed = static_cast<const uint8_t*>(dev.zero_points.data());
+        if (zp == NBitsZeroPoints::kTyped) d.zp_typed = dev.zero_points.data();
+        if (c.g_idx) d.g_idx = static_cast<const int32_t*>(dev.g_idx.data());
         d.rows = s.n;
         d.k = s.k;
         d.block_size = s.block_size;
         d.out = out.data();
         BQMM_ASSERT_OK(cuda::launch_nbits_dequant(d, s.k % 8 == 0, nullptr));
         ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        HostTensor host;
         BQMM_ASSERT_OK(out.download(&host));
         int64_t mismatches = 0;
         for (int64_t r = 0; r < s.n; ++r)
@@ -499,51 +441,36 @@ TEST(NBitsRunContract, RejectsBadWorkspaceAndMismatchedArgs) {
   BQMM_REQUIRE_GPU();
   const Handle* handle = testing::shared_handle();
   ASSERT_NE(handle, nullptr);
-  NBitsCaseSpec s;
-  s.m = 16;
-  s.n = 64;
-  s.k = 128;
+  NBitsCaseSpec s = nbits_spec(DType::kFloat16, 4, 16, 64, 128, 32);
   s.zero_points = NBitsZeroPoints::kPacked;
   const NBitsCase c = make_random_nbits_case(s, 9000);
-  DeviceTensor a, b, scales, zps, y;
-  BQMM_ASSERT_OK(DeviceTensor::upload(c.a, &a));
-  BQMM_ASSERT_OK(DeviceTensor::upload(c.b, &b));
-  BQMM_ASSERT_OK(DeviceTensor::upload(c.scales, &scales));
-  BQMM_ASSERT_OK(DeviceTensor::upload(*c.zero_points, &zps));
-  BQMM_ASSERT_OK(DeviceTensor::upload(HostTensor::zeros(DType::kFloat16, Shape{16, 64}), &y));
-  NBitsMatMulArgs args;
-  args.a = a.view();
-  args.b = b.view();
-  args.scales = scales.view();
-  args.zero_points = zps.view();
-  args.y = y.mutable_view();
-  NBitsMatMulProblem p;
-  BQMM_ASSERT_OK(validate_nbits_matmul(args, c.attrs, &p));
-  NBitsMatMulPlan plan;
-  BQMM_ASSERT_OK(plan_nbits_matmul(p, handle->device_info(), NBitsMatMulOptions{}, &plan));
-  ASSERT_EQ(plan.path, NBitsPath::kDequantGemm);
-  DeviceBuffer ws;
-  BQMM_ASSERT_OK(DeviceBuffer::allocate(plan.workspace_bytes, &ws));
+  testing::NBitsDeviceCase d;
+  BQMM_ASSERT_OK(testing::upload_nbits_case(c, &d));
+  BQMM_ASSERT_OK(testing::plan_nbits_case(*handle, c, NBitsMatMulOptions{}, &d));
+  ASSERT_EQ(d.plan.path, NBitsPath::kDequantGemm);
 
-  Status st = run_nbits_matmul(*handle, plan, args, ws.data(), plan.workspace_bytes - 1, nullptr);
+  Status st = run_nbits_matmul(*handle, d.plan, d.args, d.workspace.data(),
+                               d.plan.workspace_bytes - 1, nullptr);
   EXPECT_EQ(st.code(), StatusCode::kWorkspaceTooSmall) << st.to_string();
-  st = run_nbits_matmul(*handle, plan, args, nullptr, plan.workspace_bytes, nullptr);
+  st = run_nbits_matmul(*handle, d.plan, d.args, nullptr, d.plan.workspace_bytes, nullptr);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
-  st = run_nbits_matmul(*handle, plan, args, static_cast<uint8_t*>(ws.data()) + 16,
-                        plan.workspace_bytes, nullptr);
+  st = run_nbits_matmul(*handle, d.plan, d.args, static_cast<uint8_t*>(d.workspace.data()) + 16,
+                        d.plan.workspace_bytes, nullptr);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
 
-  NBitsMatMulArgs no_zp = args;
+  NBitsMatMulArgs no_zp = d.args;
   no_zp.zero_points.reset();
-  st = run_nbits_matmul(*handle, plan, no_zp, ws.data(), ws.size(), nullptr);
+  st = run_nbits_matmul(*handle, d.plan, no_zp, d.workspace.data(), d.workspace.size(), nullptr);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
   EXPECT_NE(st.message().find("plan: made for"), std::string::npos) << st.message();
 
   // A GEMV plan (16-byte aligned pointers) refuses 8-byte aligned B.
-  NBitsMatMulArgs decode = args;
+  NBitsMatMulArgs decode = d.args;
   decode.a.shape = Shape{1, 128};
   decode.y.shape = Shape{1, 64};
+  NBitsMatMulProblem p;
   BQMM_ASSERT_OK(validate_nbits_matmul(decode, c.attrs, &p));
+  NBitsMatMulPlan plan;
   BQMM_ASSERT_OK(plan_nbits_matmul(p, handle->device_info(), NBitsMatMulOptions{}, &plan));
   ASSERT_EQ(plan.path, NBitsPath::kGemv);
   DeviceTensor b_off;
@@ -561,61 +488,23 @@ TEST(NBitsRunContract, GraphCapturable) {
   const Handle* handle = testing::shared_handle();
   ASSERT_NE(handle, nullptr);
   for (int64_t m : {40, 3}) {
-    NBitsCaseSpec s;
-    s.dtype = DType::kBFloat16;
-    s.m = m;
-    s.n = 300;
-    s.k = 512;
-    s.bits = 4;
-    s.block_size = 128;
+    NBitsCaseSpec s = nbits_spec(DType::kBFloat16, 4, m, 300, 512, 128);
     s.zero_points = NBitsZeroPoints::kPacked;
     s.bias = true;
     const NBitsCase c = make_random_nbits_case(s, 9100 + m);
-    DeviceTensor a, b, scales, zps, bias, y;
-    BQMM_ASSERT_OK(DeviceTensor::upload(c.a, &a));
-    BQMM_ASSERT_OK(DeviceTensor::upload(c.b, &b));
-    BQMM_ASSERT_OK(DeviceTensor::upload(c.scales, &scales));
-    BQMM_ASSERT_OK(DeviceTensor::upload(*c.zero_points, &zps));
-    BQMM_ASSERT_OK(DeviceTensor::upload(*c.bias, &bias));
-    HostTensor y_host = HostTensor::zeros(s.dtype, c.y_shape());
-    BQMM_ASSERT_OK(DeviceTensor::upload(y_host, &y));
-    BQMM_ASSERT_OK(y.poison());
-    NBitsMatMulArgs args;
-    args.a = a.view();
-    args.b = b.view();
-    args.scales = scales.view();
-    args.zero_points = zps.view();
-    args.bias = bias.view();
-    args.y = y.mutable_view();
-    NBitsMatMulProblem p;
-    BQMM_ASSERT_OK(validate_nbits_matmul(args, c.attrs, &p));
     NBitsMatMulOptions o;
     o.dequant_scratch_bytes = 128 * 512 * 2;  // three tiles inside the graph
-    NBitsMatMulPlan plan;
-    BQMM_ASSERT_OK(plan_nbits_matmul(p, handle->device_info(), o, &plan));
-    ASSERT_EQ(plan.path, m > 8 ? NBitsPath::kDequantGemm : NBitsPath::kGemv);
+    testing::NBitsDeviceCase d;
+    BQMM_ASSERT_OK(testing::upload_nbits_case(c, &d));
+    BQMM_ASSERT_OK(testing::plan_nbits_case(*handle, c, o, &d));
+    ASSERT_EQ(d.plan.path, m > 8 ? NBitsPath::kDequantGemm : NBitsPath::kGemv);
     if (m > 8) {
-      ASSERT_EQ(plan.num_n_tiles, 3);
+      ASSERT_EQ(d.plan.num_n_tiles, 3);
     }
-    DeviceBuffer ws;
-    BQMM_ASSERT_OK(DeviceBuffer::allocate(plan.workspace_bytes, &ws));
-
-    cudaStream_t stream;
-    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-    cudaGraph_t graph;
-    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    const Status run = run_nbits_matmul(*handle, plan, args, ws.data(), ws.size(), stream);
-    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-    BQMM_ASSERT_OK(run);
-    cudaGraphExec_t exec;
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    BQMM_ASSERT_OK(y.download(&y_host));
-    EXPECT_TRUE(matches_reference(c, y_host)) << plan;
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
-    cudaStreamDestroy(stream);
+    BQMM_ASSERT_OK(testing::run_in_graph([&](cudaStream_t st) { return d.run(*handle, st); }));
+    HostTensor y;
+    BQMM_ASSERT_OK(d.y.download(&y));
+    EXPECT_TRUE(matches_reference(c, y)) << d.plan;
   }
 }
 
@@ -629,13 +518,9 @@ TEST(NBitsGemv, SanitizeSmall) {
   for (int bits : kBits)
     for (DType t : kDTypes)
       for (int algo : {0, 1, 2}) {
-        NBitsCaseSpec s;
-        s.dtype = t;
-        s.bits = bits;
-        s.block_size = index % 2 == 0 ? 16 : 128;
-        s.m = 1 + index % 8;
-        s.n = 19;
-        s.k = bits == 8 ? 3 * s.block_size : 2 * s.block_size;  // 8-bit: a partial window
+        const int64_t bs = index % 2 == 0 ? 16 : 128;
+        // 8-bit: a partial window.
+        NBitsCaseSpec s = nbits_spec(t, bits, 1 + index % 8, 19, bits == 8 ? 3 * bs : 2 * bs, bs);
         s.zero_points = index % 2 == 0 ? NBitsZeroPoints::kPacked : NBitsZeroPoints::kNone;
         s.bias = true;
         SCOPED_TRACE(describe(s) << " algo=" << algo);
@@ -643,24 +528,14 @@ TEST(NBitsGemv, SanitizeSmall) {
       }
   for (int64_t k : {96, 101})
     for (auto zp : {NBitsZeroPoints::kPacked, NBitsZeroPoints::kTyped}) {
-      NBitsCaseSpec s;
-      s.dtype = kDTypes[index % 3];
-      s.bits = index % 2 == 0 ? 4 : 8;
-      s.block_size = 32;
-      s.m = 10;
-      s.n = 7;
-      s.k = k;
+      NBitsCaseSpec s = nbits_spec(kDTypes[index % 3], index % 2 == 0 ? 4 : 8, 10, 7, k, 32);
       s.zero_points = zp;
       s.g_idx = true;
       s.bias = true;
       SCOPED_TRACE(describe(s));
       run_and_check(s, 9500 + index++, NBitsMatMulOptions{}, NBitsPath::kDequantGemm);
     }
-  NBitsCaseSpec s;
-  s.dtype = DType::kFloat32;
-  s.m = 3;
-  s.n = 5;
-  s.k = 0;
+  NBitsCaseSpec s = nbits_spec(DType::kFloat32, 4, 3, 5, 0, 32);
   s.bias = true;
   run_and_check(s, 9600, NBitsMatMulOptions{}, NBitsPath::kBiasOnly);
 }
