@@ -13,7 +13,8 @@ namespace bqmm::cuda {
 
 // fp8_dequant.cu: out[r, k] = T(e4m3(b[r, k]) * b_scale[r, k / block_size]) for
 // `rows` rows of B (b and b_scale already point at the first row of the tile).
-// vec16: one 16-byte chunk per thread; needs K % 16 == 0 and 16-byte aligned b.
+// vec16: the vector kernel (8-byte loads, 16-byte stores, fully coalesced); needs
+// K % 16 == 0, K < 2^31 and a 16-byte aligned b. Otherwise the scalar kernel (any K).
 Status launch_fp8_dequant(DType t, const uint8_t* b, const float* b_scale, int64_t rows,
                           int64_t k, int64_t block_size, bool vec16, void* out,
                           cudaStream_t stream);
