@@ -85,10 +85,20 @@ struct Fp8MatMulOptions {
   bool allow_gemv = true;
   // Allow the tensor-core GEMV sub-path; BQMM_FP8_GEMV_MMA=0 clears it.
   bool allow_gemv_mma = true;
+  // The fewest rows (M) that take the tensor-core GEMV where it is allowed; fewer take
+  // the CUDA-core one. 3 by measurement on the H200: at M = 1 and 2 the CUDA-core kernel
+  // streams faster, from M = 3 the tensor cores win (docs/PERF.md). 1 gives the original
+  // design's rule, tensor cores at every M (BQMM_FP8_GEMV_MMA=1).
+  int gemv_mma_min_rows = 3;
+  // gemv_mma's warps per block splitting K: 0 lets the planner choose from N, K and the
+  // SM count (its wave model); 1, 2, 4 or 8 forces one (BQMM_FP8_GEMV_KSPLIT).
+  int gemv_k_split = 0;
 };
 // Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB),
-// BQMM_DEQUANT_OVERLAP (0 or 1) and
-// BQMM_FP8_GEMV_MMA (0 forces the CUDA-core GEMV, 1 allows the tensor-core one).
+// BQMM_DEQUANT_OVERLAP (0 or 1),
+// BQMM_FP8_GEMV_MMA (0: CUDA-core GEMV only; 1: tensor cores at every M, the original
+// design's rule; unset: gemv_mma_min_rows decides) and
+// BQMM_FP8_GEMV_KSPLIT (0, 1, 2, 4 or 8; see gemv_k_split).
 // A malformed value is an error that names the variable.
 Status fp8_matmul_options_from_env(Fp8MatMulOptions* opts);
 

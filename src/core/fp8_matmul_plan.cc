@@ -10,12 +10,19 @@
 
 #include "bqmm/fp8_matmul.h"
 #include "core/env.h"
+#include "core/gemv_split.h"
 #include "core/workspace.h"
 
 namespace bqmm {
 namespace {
 constexpr int64_t kGemvMaxRows = 8;  // the mma "N" extent; the FMA kernel's largest row group
-constexpr int kGemvMmaKSplit = 4;    // warps per block sharing one 16-column tile's K range
+// gemv_mma's K split (core/gemv_split.h): 16-column tiles, 64-element (64-byte) windows,
+// at least 16 warps per SM (the kernel's launch bounds), k_split 1, 2, 4 or 8.
+constexpr int64_t kGemvMmaTileCols = 16;
+constexpr int64_t kGemvMmaWindow = 64;
+constexpr int64_t kGemvMmaWarpsPerSm = 16;
+constexpr int64_t kGemvMmaPipelineFill = 2;
+constexpr int kGemvMmaMaxKSplit = 8;
 }  // namespace
 
 const char* fp8_path_name(Fp8Path path) {
@@ -64,6 +71,14 @@ Status fp8_matmul_options_from_env(Fp8MatMulOptions* opts) {
   int64_t mma = -1;
   BQMM_RETURN_IF_ERROR(env::read_int("BQMM_FP8_GEMV_MMA", 0, 1, &mma));
   if (mma >= 0) opts->allow_gemv_mma = mma == 1;
+  if (mma == 1) opts->gemv_mma_min_rows = 1;
+  int64_t k_split = -1;
+  BQMM_RETURN_IF_ERROR(env::read_int("BQMM_FP8_GEMV_KSPLIT", 0, 8, &k_split));
+  if (k_split == 3 || (k_split > 4 && k_split < 8))
+    return Status(StatusCode::kInvalidArgument,
+                  "BQMM_FP8_GEMV_KSPLIT: expected 0, 1, 2, 4 or 8 but got " +
+                      std::to_string(k_split));
+  if (k_split >= 0) opts->gemv_k_split = static_cast<int>(k_split);
   return Status::Ok();
 }
 
@@ -76,6 +91,15 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
   if (p.m < 0 || p.n < 0 || p.k < 0 || p.block_size <= 0)
     return Status(StatusCode::kInvalidArgument,
                   "problem: expected M, N, K >= 0 and block_size > 0");
+  if (options.gemv_k_split != 0 && options.gemv_k_split != 1 && options.gemv_k_split != 2 &&
+      options.gemv_k_split != 4 && options.gemv_k_split != 8)
+    return Status(StatusCode::kInvalidArgument,
+                  "options.gemv_k_split: expected 0 (planner's choice), 1, 2, 4 or 8 but got " +
+                      std::to_string(options.gemv_k_split));
+  if (options.gemv_mma_min_rows < 1)
+    return Status(StatusCode::kInvalidArgument,
+                  "options.gemv_mma_min_rows: expected >= 1 but got " +
+                      std::to_string(options.gemv_mma_min_rows));
   if (options.dequant_scratch_bytes <= 0)
     return Status(StatusCode::kInvalidArgument,
                   "options.dequant_scratch_bytes: expected > 0 but got " +
@@ -102,12 +126,20 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
                     p.block_size % 16 == 0 && p.alignment >= 16;
   if (gemv) {
     // Tensor cores: a 64-element K window per lane load, so K and block_size are
-    // multiples of 64; K >= 256 keeps every warp of the K split busy.
-    const bool mma = options.allow_gemv_mma && device.sm >= 80 && p.k % 64 == 0 &&
-                     p.k >= 256 && p.block_size % 64 == 0;
+    // multiples of 64; K >= 256 keeps every warp of the K split busy. Below
+    // gemv_mma_min_rows rows the CUDA-core kernel is the faster stream.
+    const bool mma = options.allow_gemv_mma && p.m >= options.gemv_mma_min_rows &&
+                     device.sm >= 80 && p.k % 64 == 0 && p.k >= 256 && p.block_size % 64 == 0;
     if (mma) {
       plan.path = Fp8Path::kGemvMma;
-      plan.gemv_k_split = kGemvMmaKSplit;
+      GemvSplitModel split;
+      split.tiles = (p.n + kGemvMmaTileCols - 1) / kGemvMmaTileCols;
+      split.windows = p.k / kGemvMmaWindow;
+      split.resident_warps = std::max<int64_t>(1, device.num_sms) * kGemvMmaWarpsPerSm;
+      split.pipeline_fill = kGemvMmaPipelineFill;
+      split.max_k_split = kGemvMmaMaxKSplit;
+      plan.gemv_k_split =
+          options.gemv_k_split > 0 ? options.gemv_k_split : choose_gemv_k_split(split);
     } else {
       plan.path = Fp8Path::kGemvFma;
       plan.gemv_rows_per_warp = p.m <= 1 ? 1 : p.m <= 2 ? 2 : p.m <= 4 ? 4 : 8;

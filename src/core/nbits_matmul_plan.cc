@@ -11,6 +11,7 @@
 
 #include "bqmm/nbits_matmul.h"
 #include "core/env.h"
+#include "core/gemv_split.h"
 #include "core/workspace.h"
 
 namespace bqmm {
@@ -141,26 +142,16 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
         options.gemv_algo >= 0 ? options.gemv_algo : default_gemv_algo(p.bits, p.block_size);
     // The mma tile always has 8 activation rows; the FMA tile is sized to M.
     plan.gemv_rows = half_type || p.m > 4 ? 8 : p.m > 2 ? 4 : static_cast<int>(p.m);
-    // K split: a warp takes one column tile's every k_split-th window. The time is about
-    // (waves of resident warps) x (windows per warp + pipeline fill): more warps hide
-    // latency until they no longer fit in one wave, and a partial last wave costs a whole
-    // one. The cheapest k_split by that count wins (the larger on a tie).
-    const int64_t windows =
+    // K split (core/gemv_split.h): float32's FMA tile holds fewer warps per SM.
+    GemvSplitModel split;
+    split.tiles = (p.n + kGemvTileCols - 1) / kGemvTileCols;
+    split.windows =
         (p.row_bytes() / kGemvChunkBytes + kGemvWindowChunks - 1) / kGemvWindowChunks;
-    const int64_t tiles = (p.n + kGemvTileCols - 1) / kGemvTileCols;
-    const int64_t resident =
+    split.resident_warps =
         std::max<int64_t>(1, device.num_sms) * (half_type ? kGemvWarpsPerSm : kGemvWarpsPerSmFloat);
-    int best = 1;
-    int64_t best_cost = std::numeric_limits<int64_t>::max();
-    for (int k_split = 1; k_split <= kGemvMaxKSplit && k_split <= windows; k_split *= 2) {
-      const int64_t waves = (tiles * k_split + resident - 1) / resident;
-      const int64_t cost = waves * ((windows + k_split - 1) / k_split + kGemvPipelineFill);
-      if (cost <= best_cost) {
-        best = k_split;
-        best_cost = cost;
-      }
-    }
-    plan.gemv_k_split = best;
+    split.pipeline_fill = kGemvPipelineFill;
+    split.max_k_split = kGemvMaxKSplit;
+    plan.gemv_k_split = choose_gemv_k_split(split);
     *out = plan;
     return Status::Ok();
   }

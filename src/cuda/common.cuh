@@ -100,6 +100,44 @@ __device__ __forceinline__ uint4 load_stream_u4(const void* p) {
   return v;
 }
 
+// Predicated forms: the registers are zeroed, then the load is issued under the predicate.
+// A C++ `pred ? load(p) : 0` compiles to a load and a select that waits for the loaded
+// value right away, which serializes a pipeline of loads; here nothing reads the result
+// before the code that uses it, so any number of these can be in flight.
+#define BQMM_PREDICATED_LOAD_V4(qualifiers)                                                \
+  asm volatile(                                                                            \
+      "{\n .reg .pred q;\n setp.ne.b32 q, %5, 0;\n"                                       \
+      " mov.b32 %0, 0;\n mov.b32 %1, 0;\n mov.b32 %2, 0;\n mov.b32 %3, 0;\n"             \
+      " @q ld.global.nc" qualifiers ".v4.u32 {%0, %1, %2, %3}, [%4];\n}"                    \
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)                                         \
+      : "l"(p), "r"(static_cast<int>(pred)))
+
+// Weight bytes (streamed past L1), zeros where !pred.
+__device__ __forceinline__ uint4 load_stream_u4_if(const void* p, bool pred) {
+  uint4 v;
+  BQMM_PREDICATED_LOAD_V4(".L1::no_allocate");
+  return v;
+}
+
+// Re-read data (activations: kept in L1), zeros where !pred.
+__device__ __forceinline__ uint4 load_cached_u4_if(const void* p, bool pred) {
+  uint4 v;
+  BQMM_PREDICATED_LOAD_V4("");
+  return v;
+}
+#undef BQMM_PREDICATED_LOAD_V4
+
+// A float through the read-only path (scales), 0 where !pred.
+__device__ __forceinline__ float load_f32_if(const float* p, bool pred) {
+  float v;
+  asm volatile(
+      "{\n .reg .pred q;\n setp.ne.b32 q, %2, 0;\n mov.b32 %0, 0;\n"
+      " @q ld.global.nc.f32 %0, [%1];\n}"
+      : "=f"(v)
+      : "l"(p), "r"(static_cast<int>(pred)));
+  return v;
+}
+
 // The 8-byte form, for kernels whose lanes take 8 weight bytes so that the wider output
 // they produce (8 x T = 16 bytes) is stored fully coalesced.
 __device__ __forceinline__ uint2 load_stream_u2(const void* p) {

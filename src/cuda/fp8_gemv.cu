@@ -9,7 +9,7 @@
 //
 //   Fp8GemvFmaKernel  CUDA cores: a warp per kCols output columns, all M rows at once.
 //   Fp8GemvMmaKernel  tensor cores (SM80+): mma.m16n8k16, 16 columns per warp, kKSplit
-//                     warps per block splitting K.
+//                     warps per block splitting K, a ring of kMmaDepth windows in flight.
 //
 // Numerics (both): every weight * activation product is exact (e4m3 * T fits in float32,
 // and e4m3 -> T is exact), the sums are float32, the block scale is applied in float32 to
@@ -35,6 +35,8 @@ constexpr int kFmaThreads = kFmaWarps * kWarpSize;
 constexpr int kMmaWindow = 64;      // K elements per lane load pair in the MMA kernel
 constexpr int kMmaCols = 16;        // output columns per MMA warp (the mma M extent)
 constexpr int kMmaMaxRows = 8;      // activation rows per mma (the mma N extent)
+constexpr int kMmaDepth = 4;        // windows in flight per MMA lane (the K loop's ring)
+constexpr int kMmaWarpsPerSm = 16;  // MMA kernel residency (core/fp8_matmul_plan.cc)
 
 // Everything a GEMV kernel reads, typed. Column and row counts are 64-bit where they
 // multiply K (N * K passes 2^31 for large layers); chunk and window counters are 32-bit
@@ -64,11 +66,8 @@ struct GemvParams {
 // so masked rows, masked tail chunks and missing columns add nothing and read nothing.
 template <typename T>
 __device__ __forceinline__ void load_act16(const T* p, bool pred, uint32_t (&v)[8]) {
-  uint4 lo = make_uint4(0, 0, 0, 0), hi = make_uint4(0, 0, 0, 0);
-  if (pred) {
-    lo = __ldg(reinterpret_cast<const uint4*>(p));
-    hi = __ldg(reinterpret_cast<const uint4*>(p) + 1);
-  }
+  const uint4 lo = load_cached_u4_if(p, pred);
+  const uint4 hi = load_cached_u4_if(reinterpret_cast<const uint4*>(p) + 1, pred);
   v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
   v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
 }
@@ -168,9 +167,8 @@ __global__ void __launch_bounds__(kFmaThreads, 1)
 #pragma unroll
       for (int c = 0; c < kCols; ++c) {
         const bool ok = in && col_ok[c];
-        w[u][c] = ok ? load_stream_u4(w_ptr + c * p.k + u * kWarpSize * kChunk)
-                     : make_uint4(0, 0, 0, 0);
-        s[u][c] = ok ? __ldg(s_base + c * p.k_blocks + scale_idx) : 0.0f;
+        w[u][c] = load_stream_u4_if(w_ptr + c * p.k + u * kWarpSize * kChunk, ok);
+        s[u][c] = load_f32_if(s_base + c * p.k_blocks + scale_idx, ok);
       }
     }
 #pragma unroll
@@ -273,16 +271,22 @@ __global__ void __launch_bounds__(kFmaThreads, 1)
 // each column's bytes in order) and reduce through shared memory; warp 0 adds bias and
 // stores.
 //
+// K loop: a ring of kDepth windows of weights (2 x 16 bytes per lane each) and their
+// scales. Slot u is consumed, then refilled with the window kDepth ahead, so every lane
+// keeps kDepth - 1 to kDepth windows (up to kDepth * 32 bytes) of weight loads in flight
+// at all times: at HBM latency the bytes in flight, not the arithmetic, set the speed.
+// Activations (L1/L2 hits) are loaded one window ahead of their mma, outside the ring,
+// which keeps the ring's registers for weights.
+//
 // Template parameters:
 //   T        activation type (__half or __nv_bfloat16); the mma runs in T.
-//   kKSplit  warps per block splitting the K windows of one 16-column tile: a warp has
-//            16 columns instead of the FMA kernel's 1-4, and splitting K restores the
-//            parallelism per column tile (the planner's k_split).
-//   kUnroll  windows per warp per pipeline step: while one group of kUnroll windows is
-//            multiplied, the next group's 2 * kUnroll 16-byte weight loads are in flight.
+//   kKSplit  warps per block splitting the K windows of one 16-column tile (the planner's
+//            k_split, core/gemv_split.h: 1, 2, 4 or 8).
 //   kW8A8    a_scale given: QDQ fused into the activation load.
-template <typename T, int kKSplit, int kUnroll, bool kW8A8>
-__global__ void __launch_bounds__(kKSplit * kWarpSize)
+// Launch bounds: 16 warps per SM at least (128 registers per thread at most), the
+// residency the planner's wave model assumes.
+template <typename T, int kKSplit, bool kW8A8>
+__global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
     Fp8GemvMmaKernel(const GemvParams<T> p) {
   const int warp = threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
@@ -304,78 +308,70 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize)
   const int64_t col_lo = lo_ok ? n0 + g : p.n - 1;
   const int64_t col_hi = hi_ok ? n0 + g + 8 : p.n - 1;
 
-  // This warp's windows: warp, warp + kKSplit, ... (`count` of them). The lane pointers
-  // sit at its current window and advance once per iteration, so every load of an
-  // iteration is a base register plus an immediate offset.
+  // This warp's windows: warp, warp + kKSplit, ... (`count` of them); its i-th window sits
+  // i * kStride elements past the first. Lane pointers at the first window.
   const uint32_t windows = static_cast<uint32_t>(p.k / kMmaWindow);
   const int count = warp < static_cast<int>(windows)
                         ? static_cast<int>((windows - warp + kKSplit - 1) / kKSplit)
                         : 0;
-  constexpr int kStride = kKSplit * kMmaWindow;  // K elements between a warp's windows
+  constexpr int kStride = kKSplit * kMmaWindow;
   const uint8_t* w_lo = p.b + col_lo * p.k + warp * kMmaWindow + 16 * t;
   const uint8_t* w_hi = p.b + col_hi * p.k + warp * kMmaWindow + 16 * t;
   const T* a_row = p.a + static_cast<int64_t>(row_ok ? g : 0) * p.k + warp * kMmaWindow + 16 * t;
   const float* s_lo = p.b_scale + col_lo * p.k_blocks;
   const float* s_hi = p.b_scale + col_hi * p.k_blocks;
-  uint32_t win = warp;
 
-  // One group of kUnroll windows in registers. Software pipeline: the loads of group i + 1
-  // are issued before group i is multiplied, so every warp keeps weight loads in flight
-  // through its mma and conversion work instead of alternating load and compute phases.
-  struct Group {
-    uint4 wl[kUnroll], wh[kUnroll];
-    uint32_t act[kUnroll][8];
-    float sl[kUnroll], sh[kUnroll];
+  // The ring. load(u, i) fills slot u with window i (nothing past `count`).
+  uint4 wl[kMmaDepth], wh[kMmaDepth];
+  float sl[kMmaDepth], sh[kMmaDepth];
+  auto load = [&](int u, int i) {
+    const bool in = i < count;
+    const int64_t off = static_cast<int64_t>(i) * kStride;
+    wl[u] = load_stream_u4_if(w_lo + off, in && lo_ok);
+    wh[u] = load_stream_u4_if(w_hi + off, in && hi_ok);
+    const uint32_t scale_idx = p.slices_per_block.div(warp + static_cast<uint32_t>(i) * kKSplit);
+    sl[u] = load_f32_if(s_lo + scale_idx, in && lo_ok);
+    sh[u] = load_f32_if(s_hi + scale_idx, in && hi_ok);
   };
-  // Loads the group of `valid` (<= kUnroll, warp-uniform) windows at the lane pointers and
-  // advances them; windows past `valid` load nothing.
-  auto load = [&](Group& q, int valid) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const bool in = u < valid;
-      q.wl[u] = in && lo_ok ? load_stream_u4(w_lo + u * kStride) : make_uint4(0, 0, 0, 0);
-      q.wh[u] = in && hi_ok ? load_stream_u4(w_hi + u * kStride) : make_uint4(0, 0, 0, 0);
-      load_act16(a_row + u * kStride, in && row_ok, q.act[u]);
-      const uint32_t scale_idx = p.slices_per_block.div(win + u * kKSplit);
-      q.sl[u] = in && lo_ok ? __ldg(s_lo + scale_idx) : 0.0f;
-      q.sh[u] = in && hi_ok ? __ldg(s_hi + scale_idx) : 0.0f;
-    }
-    w_lo += kUnroll * kStride;
-    w_hi += kUnroll * kStride;
-    a_row += kUnroll * kStride;
-    win += kUnroll * kKSplit;
-  };
+  for (int u = 0; u < kMmaDepth; ++u) load(u, u);
+  uint32_t act[8];
+  load_act16(a_row, row_ok && count > 0, act);
+
   float acc[4] = {};
-  auto multiply = [&](Group& q, int valid) {
+  for (int i0 = 0; i0 < count; i0 += kMmaDepth) {
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (u >= valid) break;  // warp-uniform: mma.sync needs every lane
-      if constexpr (kW8A8) qdq_act16<T>(q.act[u], inv, a_scale);
+    for (int u = 0; u < kMmaDepth; ++u) {
+      const int i = i0 + u;
+      if (i >= count) break;  // warp-uniform: mma.sync needs every lane
+      uint32_t cur[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) cur[e] = act[e];
+      load_act16(a_row + static_cast<int64_t>(i + 1) * kStride, row_ok && i + 1 < count, act);
+      if constexpr (kW8A8) qdq_act16<T>(cur, inv, a_scale);
+      // Decode the slot, then refill it before the mma so the load is in flight sooner.
+      uint32_t frag[4][4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t lo = word(wl[u], j), hi = word(wh[u], j);
+        frag[j][0] = e4m3x2_to_packed2<T>(lo);
+        frag[j][1] = e4m3x2_to_packed2<T>(hi);
+        frag[j][2] = e4m3x2_to_packed2<T>(lo >> 16);
+        frag[j][3] = e4m3x2_to_packed2<T>(hi >> 16);
+      }
+      const float scale_lo = sl[u], scale_hi = sh[u];
+      load(u, i + kMmaDepth);
       float part[4] = {};
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
-        const uint32_t lo = word(q.wl[u], j), hi = word(q.wh[u], j);
-        const uint32_t a[4] = {e4m3x2_to_packed2<T>(lo), e4m3x2_to_packed2<T>(hi),
-                               e4m3x2_to_packed2<T>(lo >> 16), e4m3x2_to_packed2<T>(hi >> 16)};
-        const uint32_t b[2] = {q.act[u][2 * j], q.act[u][2 * j + 1]};
-        mma_m16n8k16<T>(part, a, b, part);
+        const uint32_t b[2] = {cur[2 * j], cur[2 * j + 1]};
+        mma_m16n8k16<T>(part, frag[j], b, part);
       }
-      acc[0] = fmaf(part[0], q.sl[u], acc[0]);
-      acc[1] = fmaf(part[1], q.sl[u], acc[1]);
-      acc[2] = fmaf(part[2], q.sh[u], acc[2]);
-      acc[3] = fmaf(part[3], q.sh[u], acc[3]);
+      acc[0] = fmaf(part[0], scale_lo, acc[0]);
+      acc[1] = fmaf(part[1], scale_lo, acc[1]);
+      acc[2] = fmaf(part[2], scale_hi, acc[2]);
+      acc[3] = fmaf(part[3], scale_hi, acc[3]);
     }
-  };
-  Group cur;
-  int valid = count < kUnroll ? count : kUnroll;
-  load(cur, valid);
-  for (int i = 0; i < count; i += kUnroll) {
-    const int next_valid = count - (i + kUnroll) < kUnroll ? count - (i + kUnroll) : kUnroll;
-    Group next;
-    load(next, next_valid);  // next_valid <= 0 past the end: loads nothing
-    multiply(cur, valid);
-    cur = next;
-    valid = next_valid;
   }
 
   // K-split reduction: warps 1.. hand their tiles to warp 0 (same lane, same ownership).
@@ -461,11 +457,6 @@ Status launch_fma(const Fp8GemvArgs& args, cudaStream_t stream) {
   return check_launch("Fp8GemvFmaKernel");
 }
 
-// MMA kernel: windows per pipeline step. 2, double-buffered, holds 4 windows in ~115
-// registers (4 blocks of 128 threads per SM); without the pipeline 4 ran no faster than 2,
-// and a 4-window step double-buffered would need ~170 registers.
-constexpr int kMmaUnroll = 2;
-
 template <typename T, int kKSplit>
 Status launch_mma(const Fp8GemvArgs& args, cudaStream_t stream) {
   const GemvParams<T> p = make_params<T>(args, kMmaWindow);
@@ -475,9 +466,9 @@ Status launch_mma(const Fp8GemvArgs& args, cudaStream_t stream) {
                   "launch_fp8_gemv_mma: grid too large for N = " + std::to_string(args.n));
   const dim3 grid(static_cast<unsigned>(blocks));
   if (args.a_scale != nullptr)
-    Fp8GemvMmaKernel<T, kKSplit, kMmaUnroll, true><<<grid, kKSplit * kWarpSize, 0, stream>>>(p);
+    Fp8GemvMmaKernel<T, kKSplit, true><<<grid, kKSplit * kWarpSize, 0, stream>>>(p);
   else
-    Fp8GemvMmaKernel<T, kKSplit, kMmaUnroll, false><<<grid, kKSplit * kWarpSize, 0, stream>>>(p);
+    Fp8GemvMmaKernel<T, kKSplit, false><<<grid, kKSplit * kWarpSize, 0, stream>>>(p);
   return check_launch("Fp8GemvMmaKernel");
 }
 
@@ -510,11 +501,14 @@ Status launch_fp8_gemv_mma(const Fp8GemvArgs& args, int k_split, cudaStream_t st
   return dispatch_half_types(args.dtype, "launch_fp8_gemv_mma", [&](auto tag) -> Status {
     using T = decltype(tag);
     switch (k_split) {
+      case 1: return launch_mma<T, 1>(args, stream);
+      case 2: return launch_mma<T, 2>(args, stream);
       case 4: return launch_mma<T, 4>(args, stream);
+      case 8: return launch_mma<T, 8>(args, stream);
       default:
         return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: k_split " +
                                                  std::to_string(k_split) +
-                                                 " is not instantiated (4)");
+                                                 " is not instantiated (1, 2, 4, 8)");
     }
   });
 }

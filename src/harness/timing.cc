@@ -86,7 +86,7 @@ Status capture_timed_runs(cudaStream_t stream, int first_iteration, int repeat,
 }  // namespace
 
 Status time_with_events(cudaStream_t stream, int warmup, int repeat, const TimedRun& run,
-                        TimingStats* out) {
+                        TimingStats* out, Replay replay) {
   if (warmup < 0 || repeat < 1)
     return Status(StatusCode::kInvalidArgument,
                   "time_with_events: expected warmup >= 0 and repeat >= 1 but got " +
@@ -102,8 +102,9 @@ Status time_with_events(cudaStream_t stream, int warmup, int repeat, const Timed
   // launches, event records: a few microseconds) would be timed with the host's gaps in
   // them, and a GPU that waited for the host would drop its clocks.
   Graph graph;
-  const bool use_graph = capture_timed_runs(stream, warmup, repeat, run, events, &graph).ok();
-  if (!use_graph) cudaGetLastError();  // clear the failed capture's error; time eagerly
+  const bool use_graph = replay == Replay::kGraph &&
+                         capture_timed_runs(stream, warmup, repeat, run, events, &graph).ok();
+  if (!use_graph && replay == Replay::kGraph) cudaGetLastError();  // clear the failed capture
 
   // Warm-up runs, then the timed runs right behind them with no synchronization in
   // between, so that they start on a GPU already busy at its working clocks.
@@ -176,7 +177,7 @@ Status measure_copy_bandwidth(size_t bytes, int warmup, int repeat, cudaStream_t
             cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice, stream),
             "cudaMemcpyAsync (copy bandwidth)");
       },
-      &t));
+      &t, Replay::kEager));
   *bytes_per_second = 2.0 * static_cast<double>(bytes) / (t.median_us * 1e-6);
   return Status::Ok();
 }

@@ -43,8 +43,12 @@ using TimedRun = std::function<Status(int iteration)>;
 // is the device time of one run inside a graph replay. Should the capture fail (a `run`
 // that cannot be captured), the runs are enqueued one by one instead, each between its
 // events, and TimingStats::graph says which. Summarizes the event times.
+// Replay::kEager skips the capture: for work whose graph node is not what the stream
+// would run (a device-to-device cudaMemcpyAsync runs as a copy kernel on a stream but as
+// a copy-engine memcpy node in a graph, at about 2/3 of the kernel's bandwidth on H200).
+enum class Replay { kGraph, kEager };
 Status time_with_events(cudaStream_t stream, int warmup, int repeat, const TimedRun& run,
-                        TimingStats* out);
+                        TimingStats* out, Replay replay = Replay::kGraph);
 
 // How many copies of a `bytes_per_copy` working set make all copies together exceed
 // 4 x `l2_bytes`, so that a copy is evicted before it is read again: at least 1.
@@ -74,7 +78,7 @@ class RotatingCopies {
 
 // Device-to-device copy bandwidth in bytes per second: a cudaMemcpyAsync of `bytes`
 // between two fresh buffers, (bytes read + bytes written) / median time of `repeat`
-// copies after `warmup`. The ceiling a weight-streaming kernel is compared with.
+// copies after `warmup`, enqueued eagerly (Replay::kEager). The ceiling a weight-streaming kernel is compared with.
 Status measure_copy_bandwidth(size_t bytes, int warmup, int repeat, cudaStream_t stream,
                               double* bytes_per_second);
 

@@ -79,16 +79,73 @@ TEST(Fp8Plan, KZeroIsBiasOnly) {
 }
 
 TEST(Fp8Plan, DecodeRowsTakeTheGemv) {
-  for (int64_t m : {1, 8}) {
+  for (int64_t m : {3, 8}) {
     EXPECT_EQ(path(problem(m, 4096, 4096), kHopper), Fp8Path::kGemvMma) << m;
     EXPECT_EQ(path(problem(m, 4096, 4096), kAmpere), Fp8Path::kGemvMma) << m;
     EXPECT_EQ(path(problem(m, 4096, 4096), kTuring), Fp8Path::kGemvFma) << m;
     // K % 16 == 0 and block % 16 == 0 but not the mma's multiples of 64.
     EXPECT_EQ(path(problem(m, 4096, 4112, 16), kHopper), Fp8Path::kGemvFma) << m;
   }
-  const Fp8MatMulPlan pl = plan(problem(1, 4096, 4096));
-  EXPECT_EQ(pl.gemv_k_split, 4);
+  const Fp8MatMulPlan pl = plan(problem(3, 4096, 4096));
+  EXPECT_EQ(pl.gemv_k_split, 8);
   EXPECT_EQ(pl.workspace_bytes, 0u);
+}
+
+// M = 1 and 2 stream faster on CUDA cores (docs/PERF.md): the tensor cores start at
+// gemv_mma_min_rows = 3 by default; 1 restores the original design's rule.
+TEST(Fp8Plan, GemvMmaStartsAtThreeRows) {
+  for (const DeviceInfo& d : {kHopper, kAmpere}) {
+    EXPECT_EQ(path(problem(1, 4096, 4096), d), Fp8Path::kGemvFma);
+    EXPECT_EQ(path(problem(2, 4096, 4096), d), Fp8Path::kGemvFma);
+    EXPECT_EQ(path(problem(3, 4096, 4096), d), Fp8Path::kGemvMma);
+  }
+  EXPECT_EQ(plan(problem(2, 4096, 4096)).gemv_rows_per_warp, 2);
+  Fp8MatMulOptions o;
+  o.gemv_mma_min_rows = 1;
+  EXPECT_EQ(path(problem(1, 4096, 4096), kHopper, o), Fp8Path::kGemvMma);
+  o.gemv_mma_min_rows = 9;
+  EXPECT_EQ(path(problem(8, 4096, 4096), kHopper, o), Fp8Path::kGemvFma);
+  o.gemv_mma_min_rows = 0;
+  Fp8MatMulPlan pl;
+  const Status s = plan_fp8_matmul(problem(1, 4096, 4096), kHopper, o, &pl);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("gemv_mma_min_rows"), std::string::npos) << s.message();
+}
+
+// gemv_mma's K split, the wave model of core/gemv_split.h with 132 x 16 resident warps:
+// cost = waves x (K / 64 / k_split + 2), the cheapest wins, the larger on a tie.
+TEST(Fp8Plan, GemvMmaKSplitBalancesWavesAndWindows) {
+  // 256 tiles x 8 warps = one wave: 64 windows / 8 + 2 = 10.
+  EXPECT_EQ(plan(problem(4, 4096, 4096)).gemv_k_split, 8);
+  EXPECT_EQ(plan(problem(8, 4096, 14336)).gemv_k_split, 8);
+  // 512 tiles: k_split 4 is one wave (32 + 2), 8 two (2 x 18).
+  EXPECT_EQ(plan(problem(4, 8192, 8192)).gemv_k_split, 4);
+  // 896 tiles: k_split 2 is one wave (34), 4 two (2 x 18).
+  EXPECT_EQ(plan(problem(4, 14336, 4096)).gemv_k_split, 2);
+  // 1792 tiles: 7 waves of k_split 8 (7 x 18 = 126) against one of k_split 1 (130).
+  EXPECT_EQ(plan(problem(4, 28672, 8192)).gemv_k_split, 8);
+  // K = 256 is 4 windows: at most k_split 4.
+  EXPECT_EQ(plan(problem(4, 16, 256)).gemv_k_split, 4);
+  // 108 SMs hold 1728 warps: 512 tiles take 2 waves at k_split 4 (2 x 34) and 3 at
+  // k_split 8 (3 x 18).
+  EXPECT_EQ(plan(problem(4, 8192, 8192), kAmpere).gemv_k_split, 8);
+  // An unknown SM count is one SM, never a division by zero.
+  EXPECT_EQ(plan(problem(4, 4096, 4096), DeviceInfo{90, 0}).gemv_k_split, 1);
+}
+
+TEST(Fp8Plan, GemvMmaKSplitCanBeForced) {
+  Fp8MatMulOptions o;
+  for (int k_split : {1, 2, 4, 8}) {
+    o.gemv_k_split = k_split;
+    EXPECT_EQ(plan(problem(4, 4096, 4096), kHopper, o).gemv_k_split, k_split);
+  }
+  Fp8MatMulPlan pl;
+  for (int bad : {-1, 3, 16}) {
+    o.gemv_k_split = bad;
+    const Status s = plan_fp8_matmul(problem(4, 4096, 4096), kHopper, o, &pl);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("gemv_k_split"), std::string::npos) << s.message();
+  }
 }
 
 TEST(Fp8Plan, NineRowsLeaveTheGemv) {
@@ -123,25 +180,25 @@ TEST(Fp8Plan, UnalignedPointersFallBack) {
 }
 
 TEST(Fp8Plan, MmaNeedsKAtLeast256) {
-  EXPECT_EQ(path(problem(1, 4096, 192, 64)), Fp8Path::kGemvFma);
-  EXPECT_EQ(path(problem(1, 4096, 256, 64)), Fp8Path::kGemvMma);
+  EXPECT_EQ(path(problem(4, 4096, 192, 64)), Fp8Path::kGemvFma);
+  EXPECT_EQ(path(problem(4, 4096, 256, 64)), Fp8Path::kGemvMma);
 }
 
 TEST(Fp8Plan, MmaNeedsKMultipleOf64) {
-  EXPECT_EQ(path(problem(1, 4096, 256 + 16, 64)), Fp8Path::kGemvFma);
-  EXPECT_EQ(path(problem(1, 4096, 256 + 64, 64)), Fp8Path::kGemvMma);
+  EXPECT_EQ(path(problem(4, 4096, 256 + 16, 64)), Fp8Path::kGemvFma);
+  EXPECT_EQ(path(problem(4, 4096, 256 + 64, 64)), Fp8Path::kGemvMma);
 }
 
 TEST(Fp8Plan, MmaNeedsBlockMultipleOf64) {
-  EXPECT_EQ(path(problem(1, 4096, 256, 32)), Fp8Path::kGemvFma);
-  EXPECT_EQ(path(problem(1, 4096, 256, 64)), Fp8Path::kGemvMma);
-  EXPECT_EQ(path(problem(1, 4096, 256, 96)), Fp8Path::kGemvFma);
-  EXPECT_EQ(path(problem(1, 4096, 256, 128)), Fp8Path::kGemvMma);
+  EXPECT_EQ(path(problem(4, 4096, 256, 32)), Fp8Path::kGemvFma);
+  EXPECT_EQ(path(problem(4, 4096, 256, 64)), Fp8Path::kGemvMma);
+  EXPECT_EQ(path(problem(4, 4096, 256, 96)), Fp8Path::kGemvFma);
+  EXPECT_EQ(path(problem(4, 4096, 256, 128)), Fp8Path::kGemvMma);
 }
 
 TEST(Fp8Plan, MmaNeedsSm80) {
-  EXPECT_EQ(path(problem(1, 4096, 256, 64), DeviceInfo{75, 40}), Fp8Path::kGemvFma);
-  EXPECT_EQ(path(problem(1, 4096, 256, 64), DeviceInfo{80, 108}), Fp8Path::kGemvMma);
+  EXPECT_EQ(path(problem(4, 4096, 256, 64), DeviceInfo{75, 40}), Fp8Path::kGemvFma);
+  EXPECT_EQ(path(problem(4, 4096, 256, 64), DeviceInfo{80, 108}), Fp8Path::kGemvMma);
 }
 
 TEST(Fp8Plan, OptionsDisableGemvPaths) {
@@ -312,7 +369,7 @@ TEST(Fp8Plan, RejectsBadProblemsAndOptions) {
 TEST(Fp8Plan, PrintsPathAndTiles) {
   EXPECT_NE(printed(plan(problem(0, 64, 64))).find("path=empty"), std::string::npos);
   EXPECT_NE(printed(plan(problem(1, 64, 0))).find("path=bias_only"), std::string::npos);
-  EXPECT_NE(printed(plan(problem(1, 64, 4096))).find("path=gemv_mma"), std::string::npos);
+  EXPECT_NE(printed(plan(problem(3, 64, 4096))).find("path=gemv_mma"), std::string::npos);
   const std::string fma = printed(plan(problem(3, 64, 4096), kTuring));
   EXPECT_NE(fma.find("path=gemv_fma"), std::string::npos) << fma;
   EXPECT_NE(fma.find("rows_per_warp=4"), std::string::npos) << fma;
@@ -332,9 +389,9 @@ TEST(Fp8Plan, IsPure) {
 // ------------------------------------------------------------------ environment
 class Fp8EnvTest : public ::testing::Test {
  protected:
-  static constexpr int kCount = 3;
+  static constexpr int kCount = 4;
   static constexpr const char* kVars[kCount] = {"BQMM_DEQUANT_SCRATCH_MIB", "BQMM_FP8_GEMV_MMA",
-                                                "BQMM_DEQUANT_OVERLAP"};
+                                                "BQMM_DEQUANT_OVERLAP", "BQMM_FP8_GEMV_KSPLIT"};
   void SetUp() override {
     for (int i = 0; i < kCount; ++i) {
       const char* v = std::getenv(kVars[i]);
@@ -407,6 +464,27 @@ TEST_F(Fp8EnvTest, GemvMma) {
   setenv("BQMM_FP8_GEMV_MMA", "1", 1);
   ASSERT_TRUE(fp8_matmul_options_from_env(&o).ok());
   EXPECT_TRUE(o.allow_gemv_mma);
+  EXPECT_EQ(o.gemv_mma_min_rows, 1);
+  EXPECT_EQ(plan(problem(1, 4096, 4096), kHopper, o).path, Fp8Path::kGemvMma);
+}
+
+TEST_F(Fp8EnvTest, GemvKSplit) {
+  Fp8MatMulOptions o;
+  setenv("BQMM_FP8_GEMV_KSPLIT", "2", 1);
+  ASSERT_TRUE(fp8_matmul_options_from_env(&o).ok());
+  EXPECT_EQ(o.gemv_k_split, 2);
+  EXPECT_EQ(plan(problem(4, 4096, 4096), kHopper, o).gemv_k_split, 2);
+  setenv("BQMM_FP8_GEMV_KSPLIT", "0", 1);
+  ASSERT_TRUE(fp8_matmul_options_from_env(&o).ok());
+  EXPECT_EQ(o.gemv_k_split, 0);
+  for (const char* bad : {"3", "6", "16", "-1", "x"}) {
+    setenv("BQMM_FP8_GEMV_KSPLIT", bad, 1);
+    Fp8MatMulOptions fresh;
+    const Status s = fp8_matmul_options_from_env(&fresh);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("BQMM_FP8_GEMV_KSPLIT"), std::string::npos) << s.message();
+    EXPECT_EQ(fresh.gemv_k_split, 0) << bad;
+  }
 }
 
 TEST_F(Fp8EnvTest, MalformedGemvMmaIsAnError) {

@@ -93,8 +93,11 @@ void expect_no_hazards(int64_t tiles, bool overlap) {
   for (size_t i = 0; i < sim.steps.size(); ++i)
     EXPECT_TRUE(covers(sim.done[last_main], sim.done[i])) << "step " << i << " not joined";
   // The second stream starts after the caller's earlier work (the fork).
-  for (size_t i = 0; i < sim.steps.size(); ++i)
-    if (sim.steps[i].second_stream) EXPECT_GE(sim.done[i][0], 1) << "step " << i;
+  for (size_t i = 0; i < sim.steps.size(); ++i) {
+    if (sim.steps[i].second_stream) {
+      EXPECT_GE(sim.done[i][0], 1) << "step " << i;
+    }
+  }
 }
 
 TEST(TileSchedule, NoHazardsWithOrWithoutOverlap) {

@@ -31,14 +31,17 @@ using testing::run_fp8_on_device;
 
 constexpr DType kDTypes[] = {DType::kFloat16, DType::kBFloat16};
 
+// allow_mma: the tensor cores at every M where the kernel applies (the original design's
+// rule), so that both kernels are tested at every M; else the CUDA cores only.
 Fp8MatMulOptions gemv_options(bool allow_mma) {
   Fp8MatMulOptions o;
   o.allow_gemv_mma = allow_mma;
+  o.gemv_mma_min_rows = 1;
   return o;
 }
 
-// The path the planner must take for a GEMV-eligible problem on this device (the SPEC's
-// dispatch rule, restated so that the tests pin it).
+// The path the planner must take for a GEMV-eligible problem on this device with
+// gemv_options (the SPEC's dispatch rule, restated so that the tests pin it).
 Fp8Path expected_gemv_path(const Handle& handle, bool allow_mma, int64_t k, int64_t block_size) {
   const bool mma = allow_mma && handle.device_info().sm >= 80 && k % 64 == 0 && k >= 256 &&
                    block_size % 64 == 0;
@@ -306,6 +309,35 @@ TEST(Fp8GemvFma, SanitizeTails) {
 TEST(Fp8GemvMma, SanitizeTails) {
   BQMM_REQUIRE_GPU();
   check_sanitize_cases(/*allow_mma=*/true);
+}
+
+// Every instantiated K split of the tensor-core kernel, forced: windows that do not divide
+// evenly among the warps (21 windows), fewer windows than warps (4 windows, so warps of
+// k_split 8 have none and only add zeros), the ring's tail, masked columns and rows.
+// Small enough for compute-sanitizer (racecheck sees the shared-memory reduction).
+TEST(Fp8GemvMma, SanitizeEveryKSplit) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  if (handle->device_info().sm < 80) GTEST_SKIP() << "the tensor-core GEMV needs SM80+";
+  struct Case { int64_t m, n, k, block; };
+  int seed = 0;
+  for (int k_split : {1, 2, 4, 8})
+    for (const Case s : {Case{3, 37, 1344, 64}, Case{8, 40, 256, 128}, Case{1, 17, 4096, 256}}) {
+      const DType t = kDTypes[seed % 2];
+      SCOPED_TRACE(::testing::Message() << "k_split=" << k_split << " M=" << s.m << " N=" << s.n
+                                        << " K=" << s.k << " " << dtype_name(t));
+      const Fp8Case c = make_random_fp8_case(t, s.m, s.n, s.k, s.block, seed % 3 != 0,
+                                             seed % 2 == 0, 0x6e37000 + seed);
+      ++seed;
+      Fp8MatMulOptions o = gemv_options(true);
+      o.gemv_k_split = k_split;
+      Fp8Run run;
+      BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, o, &run));
+      ASSERT_EQ(run.plan.path, Fp8Path::kGemvMma) << run.plan;
+      EXPECT_EQ(run.plan.gemv_k_split, k_split);
+      EXPECT_TRUE(matches_reference(c, run.y));
+    }
 }
 
 }  // namespace

@@ -1,0 +1,41 @@
+// The K split of the tensor-core decode GEMVs (Fp8WeightMatMul's gemv_mma and
+// NBitsMatMul's gemv), one rule for both planners.
+//
+// Both kernels give a warp one 16-column tile and every k_split-th 64-byte window of its
+// rows; the k_split warps of a block reduce through shared memory. The time is about
+//     (waves of resident warps) x (windows per warp + pipeline fill):
+// more warps hide more load latency until they no longer fit in one wave, and a partial
+// last wave costs a whole one. The cheapest power of two up to max_k_split (and up to the
+// window count) wins, the larger on a tie.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+namespace bqmm {
+
+struct GemvSplitModel {
+  int64_t tiles = 0;            // 16-column tiles: ceil(N / 16)
+  int64_t windows = 0;          // 64-byte windows per weight row
+  int64_t resident_warps = 0;   // warps of the kernel the whole GPU holds at once
+  int64_t pipeline_fill = 0;    // windows' worth of time a warp's first loads cost
+  int max_k_split = 1;          // the largest instantiated k_split (a power of two)
+};
+
+inline int choose_gemv_k_split(const GemvSplitModel& m) {
+  const int64_t resident = std::max<int64_t>(1, m.resident_warps);
+  int best = 1;
+  int64_t best_cost = std::numeric_limits<int64_t>::max();
+  for (int k_split = 1; k_split <= m.max_k_split && k_split <= m.windows; k_split *= 2) {
+    const int64_t waves = (m.tiles * k_split + resident - 1) / resident;
+    const int64_t cost = waves * ((m.windows + k_split - 1) / k_split + m.pipeline_fill);
+    if (cost <= best_cost) {
+      best = k_split;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
+}  // namespace bqmm
