@@ -19,6 +19,7 @@
 //
 // File layout, top-down: launch constants, kernel parameters, the activation-load helpers,
 // the two kernels, then the launchers with the configurations the planner can pick.
+#include <cstdlib>
 #include <string>
 
 #include "cuda/common.cuh"
@@ -396,6 +397,150 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
   if (hi_ok && row + 1 < p.m) store_output(p, row + 1, col_hi, acc[3]);
 }
 
+// ================================================================= staged tensor-core kernel
+// The tensor-core kernel's math with the weights staged through shared memory: cp.async
+// copies each row's next 256 bytes (4 windows) with 16 lanes per row, so one warp
+// instruction reads two rows of 256 contiguous bytes instead of eight rows of 64 (the
+// register kernel's fragment-shaped loads), and a ring of kStagedStages stages per warp
+// keeps the copies of the next stages in flight while one is multiplied. Fragments are
+// then read from shared memory in the register kernel's K permutation (the same table).
+// Each warp owns its ring (no block barrier in the K loop); the kKSplit warps of a block
+// take stages warp, warp + kKSplit, ... of one 16-column tile and reduce as above.
+constexpr int kStagedRowBytes = 256;                           // K bytes of a row per stage
+constexpr int kStagedWindows = kStagedRowBytes / kMmaWindow;   // 4
+constexpr int kStagedRowPitch = kStagedRowBytes + 64;          // rows g, g + 1: 16 banks apart
+constexpr int kStagedStages = 4;
+constexpr int kStagedWeightBytes = kMmaCols * kStagedRowPitch;
+constexpr int kStagedStageBytes = kStagedWeightBytes + kMmaCols * kStagedWindows * 4;
+constexpr int kStagedWarpBytes = kStagedStages * kStagedStageBytes;
+
+template <typename T, int kKSplit, bool kW8A8>
+__global__ void __launch_bounds__(kKSplit * kWarpSize) Fp8GemvStagedKernel(const GemvParams<T> p) {
+  extern __shared__ uint4 staged_smem[];
+  const int warp = threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  const int g = lane / 4;
+  const int t = lane % 4;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kMmaCols;
+  uint8_t* const ring = reinterpret_cast<uint8_t*>(staged_smem) + warp * kStagedWarpBytes;
+
+  float a_scale = 0.0f, inv = 0.0f;
+  if constexpr (kW8A8) {
+    a_scale = *p.a_scale;
+    inv = qdq_inv_scale(a_scale);
+  }
+  const bool row_ok = g < p.m;
+  const T* a_row = p.a + static_cast<int64_t>(row_ok ? g : 0) * p.k + 16 * t;
+
+  // Copy roles: lane l copies bytes 16 (l % 16) .. + 15 of rows l / 16 + 2r, r = 0..7, and
+  // the scales of row l % 16 for windows 2 (l / 16) and 2 (l / 16) + 1 of the stage.
+  const int copy_off = 16 * (lane % 16);
+  const int copy_row = lane / 16;
+  const int scale_row = lane % 16;
+  const int scale_win = 2 * (lane / 16);
+  const bool scale_row_ok = n0 + scale_row < p.n;
+
+  const uint32_t windows = static_cast<uint32_t>(p.k / kMmaWindow);
+  const uint32_t stages = (windows + kStagedWindows - 1) / kStagedWindows;
+  const int count = warp < static_cast<int>(stages)
+                        ? static_cast<int>((stages - warp + kKSplit - 1) / kKSplit)
+                        : 0;
+  // K offset of this warp's i-th stage.
+  auto stage_k = [&](int i) {
+    return static_cast<int64_t>(warp + i * kKSplit) * kStagedRowBytes;
+  };
+  // Issues the copies of stage i into ring slot i % kStagedStages and commits them as one
+  // group (an empty group past the last stage keeps the group count uniform).
+  auto issue = [&](int i) {
+    if (i < count) {
+      uint8_t* slot = ring + (i % kStagedStages) * kStagedStageBytes;
+      const int64_t k0 = stage_k(i);
+      const bool k_ok = k0 + copy_off < p.k;
+#pragma unroll
+      for (int r = 0; r < kMmaCols / 2; ++r) {
+        const int row = copy_row + 2 * r;
+        const bool ok = k_ok && n0 + row < p.n;
+        const uint8_t* src = ok ? p.b + (n0 + row) * p.k + k0 + copy_off : p.b;
+        cp_async_16(slot + row * kStagedRowPitch + copy_off, src, ok);
+      }
+      float* scales = reinterpret_cast<float*>(slot + kStagedWeightBytes);
+#pragma unroll
+      for (int w = 0; w < 2; ++w) {
+        const int j = scale_win + w;
+        const int64_t kw = k0 + j * kMmaWindow;
+        const bool ok = scale_row_ok && kw < p.k;
+        const float* src =
+            ok ? p.b_scale + (n0 + scale_row) * p.k_blocks +
+                     p.slices_per_block.div(static_cast<uint32_t>(kw / kMmaWindow))
+               : p.b_scale;
+        cp_async_4(scales + scale_row * kStagedWindows + j, src, ok);
+      }
+    }
+    cp_async_commit();
+  };
+
+#pragma unroll
+  for (int s = 0; s < kStagedStages - 1; ++s) issue(s);
+  float acc[4] = {};
+  for (int i = 0; i < count; ++i) {
+    issue(i + kStagedStages - 1);
+    cp_async_wait<kStagedStages - 1>();  // stage i's group is complete (this lane's copies)
+    __syncwarp();                        // ... and every lane's, visible to the warp
+    const uint8_t* slot = ring + (i % kStagedStages) * kStagedStageBytes;
+    const float* scales = reinterpret_cast<const float*>(slot + kStagedWeightBytes);
+    const int64_t k0 = stage_k(i);
+#pragma unroll
+    for (int j = 0; j < kStagedWindows; ++j) {
+      // Windows past K hold zero weights and load zero activations: they add nothing.
+      uint32_t act[8];
+      load_act16(a_row + k0 + j * kMmaWindow, row_ok && k0 + j * kMmaWindow < p.k, act);
+      if constexpr (kW8A8) qdq_act16<T>(act, inv, a_scale);
+      const uint4 wl =
+          *reinterpret_cast<const uint4*>(slot + g * kStagedRowPitch + j * kMmaWindow + 16 * t);
+      const uint4 wh = *reinterpret_cast<const uint4*>(slot + (g + 8) * kStagedRowPitch +
+                                                       j * kMmaWindow + 16 * t);
+      const float scale_lo = scales[g * kStagedWindows + j];
+      const float scale_hi = scales[(g + 8) * kStagedWindows + j];
+      float part[4] = {};
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const uint32_t lo = word(wl, q), hi = word(wh, q);
+        const uint32_t a[4] = {e4m3x2_to_packed2<T>(lo), e4m3x2_to_packed2<T>(hi),
+                               e4m3x2_to_packed2<T>(lo >> 16), e4m3x2_to_packed2<T>(hi >> 16)};
+        const uint32_t b[2] = {act[2 * q], act[2 * q + 1]};
+        mma_m16n8k16<T>(part, a, b, part);
+      }
+      acc[0] = fmaf(part[0], scale_lo, acc[0]);
+      acc[1] = fmaf(part[1], scale_lo, acc[1]);
+      acc[2] = fmaf(part[2], scale_hi, acc[2]);
+      acc[3] = fmaf(part[3], scale_hi, acc[3]);
+    }
+    __syncwarp();  // every lane is done with the slot before the next issue refills it
+  }
+  cp_async_wait<0>();
+
+  if constexpr (kKSplit > 1) {
+    __shared__ float4 partials[kKSplit - 1][kWarpSize];
+    if (warp > 0) partials[warp - 1][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    __syncthreads();
+    if (warp > 0) return;
+#pragma unroll
+    for (int w = 0; w < kKSplit - 1; ++w) {
+      const float4 q = partials[w][lane];
+      acc[0] += q.x;
+      acc[1] += q.y;
+      acc[2] += q.z;
+      acc[3] += q.w;
+    }
+  }
+  const int row = 2 * t;
+  const int64_t col_lo = n0 + g, col_hi = n0 + g + 8;
+  if (col_lo < p.n && row < p.m) store_output(p, row, col_lo, acc[0]);
+  if (col_lo < p.n && row + 1 < p.m) store_output(p, row + 1, col_lo, acc[1]);
+  if (col_hi < p.n && row < p.m) store_output(p, row, col_hi, acc[2]);
+  if (col_hi < p.n && row + 1 < p.m) store_output(p, row + 1, col_hi, acc[3]);
+}
+
 // ================================================================= launchers
 template <typename T>
 GemvParams<T> make_params(const Fp8GemvArgs& args, int64_t slice) {
@@ -457,6 +602,15 @@ Status launch_fma(const Fp8GemvArgs& args, cudaStream_t stream) {
   return check_launch("Fp8GemvFmaKernel");
 }
 
+template <typename T, int kKSplit, bool kW8A8>
+Status launch_staged(const GemvParams<T>& p, dim3 grid, cudaStream_t stream) {
+  const int smem = kKSplit * kStagedWarpBytes;
+  BQMM_CUDA_RETURN(cudaFuncSetAttribute(Fp8GemvStagedKernel<T, kKSplit, kW8A8>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  Fp8GemvStagedKernel<T, kKSplit, kW8A8><<<grid, kKSplit * kWarpSize, smem, stream>>>(p);
+  return check_launch("Fp8GemvStagedKernel");
+}
+
 template <typename T, int kKSplit>
 Status launch_mma(const Fp8GemvArgs& args, cudaStream_t stream) {
   const GemvParams<T> p = make_params<T>(args, kMmaWindow);
@@ -465,6 +619,14 @@ Status launch_mma(const Fp8GemvArgs& args, cudaStream_t stream) {
     return Status(StatusCode::kInternal,
                   "launch_fp8_gemv_mma: grid too large for N = " + std::to_string(args.n));
   const dim3 grid(static_cast<unsigned>(blocks));
+  static const bool staged = [] {
+    const char* v = std::getenv("BQMM_EXPERIMENT_STAGED");
+    return v != nullptr && v[0] == '1';
+  }();
+  if (staged) {
+    return args.a_scale != nullptr ? launch_staged<T, kKSplit, true>(p, grid, stream)
+                                   : launch_staged<T, kKSplit, false>(p, grid, stream);
+  }
   if (args.a_scale != nullptr)
     Fp8GemvMmaKernel<T, kKSplit, true><<<grid, kKSplit * kWarpSize, 0, stream>>>(p);
   else
