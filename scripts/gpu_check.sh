@@ -5,7 +5,8 @@
 # Logs and JSON go to $OUT (default ./out).
 #
 #   scripts/gpu_check.sh [steps]     steps: comma list of build,test,sanitize,bench
-#                                    (default: all); BENCH_SUITES="decode prefill"
+#                                    (default: all); BENCH_SUITES="decode prefill" (fp8);
+#                                    NBITS_BENCH_BITS="8 4" (NBitsMatMul decode suite)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -80,6 +81,14 @@ if has bench; then
       >"$OUT/bench_$suite.log" 2>&1
     rc=$?
     summary+=("bench $suite: rc=$rc ($(( $(stamp) - t0 ))s), $(wc -l < "$OUT/bench_$suite.jsonl" 2>/dev/null || echo 0) cases")
+  done
+  # NBitsMatMul at decode sizes (its larger M take the same dequant + cuBLAS path as FP8).
+  for bits in ${NBITS_BENCH_BITS:-8 4}; do
+    t0=$(stamp)
+    "$build/bqmm-profile" --op nbits --bits "$bits" --suite decode \
+      --json "$OUT/bench_nbits${bits}_decode.jsonl" >"$OUT/bench_nbits${bits}_decode.log" 2>&1
+    rc=$?
+    summary+=("bench nbits$bits decode: rc=$rc ($(( $(stamp) - t0 ))s), $(wc -l < "$OUT/bench_nbits${bits}_decode.jsonl" 2>/dev/null || echo 0) cases")
   done
   python3 scripts/bench_table.py "$OUT"/bench_*.jsonl > "$OUT/bench_table.txt" 2>&1 || true
 fi

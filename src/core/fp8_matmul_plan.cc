@@ -127,7 +127,7 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
   if (gemv) {
     // Tensor cores: a 64-element K window per lane load, so K and block_size are
     // multiples of 64; K >= 256 keeps every warp of the K split busy. Below
-    // gemv_mma_min_rows rows the CUDA-core kernel is the faster stream.
+    // gemv_mma_min_rows rows (M = 1 by default) the CUDA-core kernel is the faster stream.
     const bool mma = options.allow_gemv_mma && p.m >= options.gemv_mma_min_rows &&
                      device.sm >= 80 && p.k % 64 == 0 && p.k >= 256 && p.block_size % 64 == 0;
     if (mma) {

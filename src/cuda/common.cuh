@@ -138,29 +138,6 @@ __device__ __forceinline__ float load_f32_if(const float* p, bool pred) {
   return v;
 }
 
-// cp.async (SM80+): global -> shared without registers, tracked per thread in commit
-// groups. src_bytes 0 zero-fills the destination and reads nothing (masked rows, tails).
-__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool pred) {
-  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem),
-               "r"(pred ? 16 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_4(void* smem, const void* gmem, bool pred) {
-  const uint32_t dst = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(gmem),
-               "r"(pred ? 4 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-// Waits until at most kPending of this thread's commit groups are still in flight.
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
-}
-
 // The 8-byte form, for kernels whose lanes take 8 weight bytes so that the wider output
 // they produce (8 x T = 16 bytes) is stored fully coalesced.
 __device__ __forceinline__ uint2 load_stream_u2(const void* p) {

@@ -19,7 +19,6 @@
 //
 // File layout, top-down: launch constants, kernel parameters, the activation-load helpers,
 // the two kernels, then the launchers with the configurations the planner can pick.
-#include <cstdlib>
 #include <string>
 
 #include "cuda/common.cuh"
@@ -36,7 +35,7 @@ constexpr int kFmaThreads = kFmaWarps * kWarpSize;
 constexpr int kMmaWindow = 64;      // K elements per lane load pair in the MMA kernel
 constexpr int kMmaCols = 16;        // output columns per MMA warp (the mma M extent)
 constexpr int kMmaMaxRows = 8;      // activation rows per mma (the mma N extent)
-constexpr int kMmaDepth = 4;        // windows in flight per MMA lane (the K loop's ring)
+constexpr int kMmaDepth = 2;        // windows in flight per MMA lane (the K loop's ring)
 constexpr int kMmaWarpsPerSm = 16;  // MMA kernel residency (core/fp8_matmul_plan.cc)
 
 // Everything a GEMV kernel reads, typed. Column and row counts are 64-bit where they
@@ -272,12 +271,13 @@ __global__ void __launch_bounds__(kFmaThreads, 1)
 // each column's bytes in order) and reduce through shared memory; warp 0 adds bias and
 // stores.
 //
-// K loop: a ring of kDepth windows of weights (2 x 16 bytes per lane each) and their
-// scales. Slot u is consumed, then refilled with the window kDepth ahead, so every lane
-// keeps kDepth - 1 to kDepth windows (up to kDepth * 32 bytes) of weight loads in flight
-// at all times: at HBM latency the bytes in flight, not the arithmetic, set the speed.
-// Activations (L1/L2 hits) are loaded one window ahead of their mma, outside the ring,
-// which keeps the ring's registers for weights.
+// K loop: a ring of kMmaDepth windows of weights (2 x 16 bytes per lane each) and their
+// scales. Slot u is consumed, then refilled with the window kMmaDepth ahead, so every
+// lane keeps kMmaDepth - 1 to kMmaDepth windows of weight loads in flight at all times.
+// Activations (L1/L2 hits) are loaded one window ahead of their mma, outside the ring.
+// Measured on the H200 (docs/PERF.md): a ring of 2 or 4, predicated or unconditional
+// loads, 16 or 24 warps per SM all land within 5 % of each other (about 2.9-3.2 TB/s);
+// the ring of 2 with unconditional loads is the fastest at M = 8 and the simplest.
 //
 // Template parameters:
 //   T        activation type (__half or __nv_bfloat16); the mma runs in T.
@@ -310,47 +310,55 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
   const int64_t col_hi = hi_ok ? n0 + g + 8 : p.n - 1;
 
   // This warp's windows: warp, warp + kKSplit, ... (`count` of them); its i-th window sits
-  // i * kStride elements past the first. Lane pointers at the first window.
+  // i * kStride elements past the first.
   const uint32_t windows = static_cast<uint32_t>(p.k / kMmaWindow);
   const int count = warp < static_cast<int>(windows)
                         ? static_cast<int>((windows - warp + kKSplit - 1) / kKSplit)
                         : 0;
   constexpr int kStride = kKSplit * kMmaWindow;
-  const uint8_t* w_lo = p.b + col_lo * p.k + warp * kMmaWindow + 16 * t;
-  const uint8_t* w_hi = p.b + col_hi * p.k + warp * kMmaWindow + 16 * t;
-  const T* a_row = p.a + static_cast<int64_t>(row_ok ? g : 0) * p.k + warp * kMmaWindow + 16 * t;
-  const float* s_lo = p.b_scale + col_lo * p.k_blocks;
-  const float* s_hi = p.b_scale + col_hi * p.k_blocks;
+  const uint8_t* const w_lo = p.b + col_lo * p.k + warp * kMmaWindow + 16 * t;
+  const uint8_t* const w_hi = p.b + col_hi * p.k + warp * kMmaWindow + 16 * t;
+  // Activation row g, or row 0 for g >= M: those rows only feed outputs of rows >= M,
+  // which are never stored, so they need no zeroing (nor a predicate on the load).
+  const T* const a_row =
+      p.a + static_cast<int64_t>(row_ok ? g : 0) * p.k + warp * kMmaWindow + 16 * t;
+  const float* const s_lo = p.b_scale + col_lo * p.k_blocks;
+  const float* const s_hi = p.b_scale + col_hi * p.k_blocks;
 
-  // The ring. load(u, i) fills slot u with window i (nothing past `count`).
+  // Every load is unconditional at a valid address: masked columns read a clamped row
+  // (their sums are never stored) and ring slots past `count` re-read the last window
+  // (never consumed). No predicate, no zeroing, no select: a loaded register is first
+  // read where it is used, so all kMmaDepth windows stay in flight.
   uint4 wl[kMmaDepth], wh[kMmaDepth];
   float sl[kMmaDepth], sh[kMmaDepth];
-  auto load = [&](int u, int i) {
-    const bool in = i < count;
+  uint32_t act[2][8];  // ping-pong: window i's activations in act[i % 2]
+  auto load_window = [&](int u, int i) {
     const int64_t off = static_cast<int64_t>(i) * kStride;
-    wl[u] = load_stream_u4_if(w_lo + off, in && lo_ok);
-    wh[u] = load_stream_u4_if(w_hi + off, in && hi_ok);
+    wl[u] = load_stream_u4(w_lo + off);
+    wh[u] = load_stream_u4(w_hi + off);
     const uint32_t scale_idx = p.slices_per_block.div(warp + static_cast<uint32_t>(i) * kKSplit);
-    sl[u] = load_f32_if(s_lo + scale_idx, in && lo_ok);
-    sh[u] = load_f32_if(s_hi + scale_idx, in && hi_ok);
+    sl[u] = __ldg(s_lo + scale_idx);
+    sh[u] = __ldg(s_hi + scale_idx);
   };
-#pragma unroll
-  for (int u = 0; u < kMmaDepth; ++u) load(u, u);
-  uint32_t act[8];
-  load_act16(a_row, row_ok && count > 0, act);
+  auto load_act = [&](uint32_t (&v)[8], int i) {
+    const uint4* src = reinterpret_cast<const uint4*>(a_row + static_cast<int64_t>(i) * kStride);
+    const uint4 lo = __ldg(src), hi = __ldg(src + 1);
+    v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
+    v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+  };
 
   float acc[4] = {};
-  for (int i0 = 0; i0 < count; i0 += kMmaDepth) {
+  // One round: consume the windows i0 .. i0 + kMmaDepth - 1 (slot u holds i0 + u), refill
+  // slot u with window i0 + u + kMmaDepth and load the activations one window ahead.
+  // kTail: the last rounds, where windows past `count` are skipped (warp-uniform) and the
+  // loads ahead clamp to the last window.
+  auto round = [&](int i0, auto tail) {
+    constexpr bool kTail = decltype(tail)::value;
 #pragma unroll
     for (int u = 0; u < kMmaDepth; ++u) {
       const int i = i0 + u;
-      if (i >= count) break;  // warp-uniform: mma.sync needs every lane
-      uint32_t cur[8];
-#pragma unroll
-      for (int e = 0; e < 8; ++e) cur[e] = act[e];
-      load_act16(a_row + static_cast<int64_t>(i + 1) * kStride, row_ok && i + 1 < count, act);
-      if constexpr (kW8A8) qdq_act16<T>(cur, inv, a_scale);
-      // Decode the slot, then refill it before the mma so the load is in flight sooner.
+      if (kTail && i >= count) break;  // warp-uniform: mma.sync needs every lane
+      load_act(act[(u + 1) % 2], kTail ? min(i + 1, count - 1) : i + 1);
       uint32_t frag[4][4];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -361,7 +369,9 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
         frag[j][3] = e4m3x2_to_packed2<T>(hi >> 16);
       }
       const float scale_lo = sl[u], scale_hi = sh[u];
-      load(u, i + kMmaDepth);
+      load_window(u, kTail ? min(i + kMmaDepth, count - 1) : i + kMmaDepth);
+      uint32_t (&cur)[8] = act[u % 2];
+      if constexpr (kW8A8) qdq_act16<T>(cur, inv, a_scale);
       float part[4] = {};
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -373,6 +383,14 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
       acc[2] = fmaf(part[2], scale_hi, acc[2]);
       acc[3] = fmaf(part[3], scale_hi, acc[3]);
     }
+  };
+  if (count > 0) {
+#pragma unroll
+    for (int u = 0; u < kMmaDepth; ++u) load_window(u, min(u, count - 1));
+    load_act(act[0], 0);
+    int i0 = 0;
+    for (; i0 + 2 * kMmaDepth <= count; i0 += kMmaDepth) round(i0, std::false_type{});
+    for (; i0 < count; i0 += kMmaDepth) round(i0, std::true_type{});
   }
 
   // K-split reduction: warps 1.. hand their tiles to warp 0 (same lane, same ownership).
@@ -395,150 +413,6 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
   if (lo_ok && row + 1 < p.m) store_output(p, row + 1, col_lo, acc[1]);
   if (hi_ok && row < p.m) store_output(p, row, col_hi, acc[2]);
   if (hi_ok && row + 1 < p.m) store_output(p, row + 1, col_hi, acc[3]);
-}
-
-// ================================================================= staged tensor-core kernel
-// The tensor-core kernel's math with the weights staged through shared memory: cp.async
-// copies each row's next 256 bytes (4 windows) with 16 lanes per row, so one warp
-// instruction reads two rows of 256 contiguous bytes instead of eight rows of 64 (the
-// register kernel's fragment-shaped loads), and a ring of kStagedStages stages per warp
-// keeps the copies of the next stages in flight while one is multiplied. Fragments are
-// then read from shared memory in the register kernel's K permutation (the same table).
-// Each warp owns its ring (no block barrier in the K loop); the kKSplit warps of a block
-// take stages warp, warp + kKSplit, ... of one 16-column tile and reduce as above.
-constexpr int kStagedRowBytes = 256;                           // K bytes of a row per stage
-constexpr int kStagedWindows = kStagedRowBytes / kMmaWindow;   // 4
-constexpr int kStagedRowPitch = kStagedRowBytes + 64;          // rows g, g + 1: 16 banks apart
-constexpr int kStagedStages = 4;
-constexpr int kStagedWeightBytes = kMmaCols * kStagedRowPitch;
-constexpr int kStagedStageBytes = kStagedWeightBytes + kMmaCols * kStagedWindows * 4;
-constexpr int kStagedWarpBytes = kStagedStages * kStagedStageBytes;
-
-template <typename T, int kKSplit, bool kW8A8>
-__global__ void __launch_bounds__(kKSplit * kWarpSize) Fp8GemvStagedKernel(const GemvParams<T> p) {
-  extern __shared__ uint4 staged_smem[];
-  const int warp = threadIdx.x / kWarpSize;
-  const int lane = threadIdx.x % kWarpSize;
-  const int g = lane / 4;
-  const int t = lane % 4;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kMmaCols;
-  uint8_t* const ring = reinterpret_cast<uint8_t*>(staged_smem) + warp * kStagedWarpBytes;
-
-  float a_scale = 0.0f, inv = 0.0f;
-  if constexpr (kW8A8) {
-    a_scale = *p.a_scale;
-    inv = qdq_inv_scale(a_scale);
-  }
-  const bool row_ok = g < p.m;
-  const T* a_row = p.a + static_cast<int64_t>(row_ok ? g : 0) * p.k + 16 * t;
-
-  // Copy roles: lane l copies bytes 16 (l % 16) .. + 15 of rows l / 16 + 2r, r = 0..7, and
-  // the scales of row l % 16 for windows 2 (l / 16) and 2 (l / 16) + 1 of the stage.
-  const int copy_off = 16 * (lane % 16);
-  const int copy_row = lane / 16;
-  const int scale_row = lane % 16;
-  const int scale_win = 2 * (lane / 16);
-  const bool scale_row_ok = n0 + scale_row < p.n;
-
-  const uint32_t windows = static_cast<uint32_t>(p.k / kMmaWindow);
-  const uint32_t stages = (windows + kStagedWindows - 1) / kStagedWindows;
-  const int count = warp < static_cast<int>(stages)
-                        ? static_cast<int>((stages - warp + kKSplit - 1) / kKSplit)
-                        : 0;
-  // K offset of this warp's i-th stage.
-  auto stage_k = [&](int i) {
-    return static_cast<int64_t>(warp + i * kKSplit) * kStagedRowBytes;
-  };
-  // Issues the copies of stage i into ring slot i % kStagedStages and commits them as one
-  // group (an empty group past the last stage keeps the group count uniform).
-  auto issue = [&](int i) {
-    if (i < count) {
-      uint8_t* slot = ring + (i % kStagedStages) * kStagedStageBytes;
-      const int64_t k0 = stage_k(i);
-      const bool k_ok = k0 + copy_off < p.k;
-#pragma unroll
-      for (int r = 0; r < kMmaCols / 2; ++r) {
-        const int row = copy_row + 2 * r;
-        const bool ok = k_ok && n0 + row < p.n;
-        const uint8_t* src = ok ? p.b + (n0 + row) * p.k + k0 + copy_off : p.b;
-        cp_async_16(slot + row * kStagedRowPitch + copy_off, src, ok);
-      }
-      float* scales = reinterpret_cast<float*>(slot + kStagedWeightBytes);
-#pragma unroll
-      for (int w = 0; w < 2; ++w) {
-        const int j = scale_win + w;
-        const int64_t kw = k0 + j * kMmaWindow;
-        const bool ok = scale_row_ok && kw < p.k;
-        const float* src =
-            ok ? p.b_scale + (n0 + scale_row) * p.k_blocks +
-                     p.slices_per_block.div(static_cast<uint32_t>(kw / kMmaWindow))
-               : p.b_scale;
-        cp_async_4(scales + scale_row * kStagedWindows + j, src, ok);
-      }
-    }
-    cp_async_commit();
-  };
-
-#pragma unroll
-  for (int s = 0; s < kStagedStages - 1; ++s) issue(s);
-  float acc[4] = {};
-  for (int i = 0; i < count; ++i) {
-    issue(i + kStagedStages - 1);
-    cp_async_wait<kStagedStages - 1>();  // stage i's group is complete (this lane's copies)
-    __syncwarp();                        // ... and every lane's, visible to the warp
-    const uint8_t* slot = ring + (i % kStagedStages) * kStagedStageBytes;
-    const float* scales = reinterpret_cast<const float*>(slot + kStagedWeightBytes);
-    const int64_t k0 = stage_k(i);
-#pragma unroll
-    for (int j = 0; j < kStagedWindows; ++j) {
-      // Windows past K hold zero weights and load zero activations: they add nothing.
-      uint32_t act[8];
-      load_act16(a_row + k0 + j * kMmaWindow, row_ok && k0 + j * kMmaWindow < p.k, act);
-      if constexpr (kW8A8) qdq_act16<T>(act, inv, a_scale);
-      const uint4 wl =
-          *reinterpret_cast<const uint4*>(slot + g * kStagedRowPitch + j * kMmaWindow + 16 * t);
-      const uint4 wh = *reinterpret_cast<const uint4*>(slot + (g + 8) * kStagedRowPitch +
-                                                       j * kMmaWindow + 16 * t);
-      const float scale_lo = scales[g * kStagedWindows + j];
-      const float scale_hi = scales[(g + 8) * kStagedWindows + j];
-      float part[4] = {};
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const uint32_t lo = word(wl, q), hi = word(wh, q);
-        const uint32_t a[4] = {e4m3x2_to_packed2<T>(lo), e4m3x2_to_packed2<T>(hi),
-                               e4m3x2_to_packed2<T>(lo >> 16), e4m3x2_to_packed2<T>(hi >> 16)};
-        const uint32_t b[2] = {act[2 * q], act[2 * q + 1]};
-        mma_m16n8k16<T>(part, a, b, part);
-      }
-      acc[0] = fmaf(part[0], scale_lo, acc[0]);
-      acc[1] = fmaf(part[1], scale_lo, acc[1]);
-      acc[2] = fmaf(part[2], scale_hi, acc[2]);
-      acc[3] = fmaf(part[3], scale_hi, acc[3]);
-    }
-    __syncwarp();  // every lane is done with the slot before the next issue refills it
-  }
-  cp_async_wait<0>();
-
-  if constexpr (kKSplit > 1) {
-    __shared__ float4 partials[kKSplit - 1][kWarpSize];
-    if (warp > 0) partials[warp - 1][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-    __syncthreads();
-    if (warp > 0) return;
-#pragma unroll
-    for (int w = 0; w < kKSplit - 1; ++w) {
-      const float4 q = partials[w][lane];
-      acc[0] += q.x;
-      acc[1] += q.y;
-      acc[2] += q.z;
-      acc[3] += q.w;
-    }
-  }
-  const int row = 2 * t;
-  const int64_t col_lo = n0 + g, col_hi = n0 + g + 8;
-  if (col_lo < p.n && row < p.m) store_output(p, row, col_lo, acc[0]);
-  if (col_lo < p.n && row + 1 < p.m) store_output(p, row + 1, col_lo, acc[1]);
-  if (col_hi < p.n && row < p.m) store_output(p, row, col_hi, acc[2]);
-  if (col_hi < p.n && row + 1 < p.m) store_output(p, row + 1, col_hi, acc[3]);
 }
 
 // ================================================================= launchers
@@ -602,15 +476,6 @@ Status launch_fma(const Fp8GemvArgs& args, cudaStream_t stream) {
   return check_launch("Fp8GemvFmaKernel");
 }
 
-template <typename T, int kKSplit, bool kW8A8>
-Status launch_staged(const GemvParams<T>& p, dim3 grid, cudaStream_t stream) {
-  const int smem = kKSplit * kStagedWarpBytes;
-  BQMM_CUDA_RETURN(cudaFuncSetAttribute(Fp8GemvStagedKernel<T, kKSplit, kW8A8>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  Fp8GemvStagedKernel<T, kKSplit, kW8A8><<<grid, kKSplit * kWarpSize, smem, stream>>>(p);
-  return check_launch("Fp8GemvStagedKernel");
-}
-
 template <typename T, int kKSplit>
 Status launch_mma(const Fp8GemvArgs& args, cudaStream_t stream) {
   const GemvParams<T> p = make_params<T>(args, kMmaWindow);
@@ -619,14 +484,6 @@ Status launch_mma(const Fp8GemvArgs& args, cudaStream_t stream) {
     return Status(StatusCode::kInternal,
                   "launch_fp8_gemv_mma: grid too large for N = " + std::to_string(args.n));
   const dim3 grid(static_cast<unsigned>(blocks));
-  static const bool staged = [] {
-    const char* v = std::getenv("BQMM_EXPERIMENT_STAGED");
-    return v != nullptr && v[0] == '1';
-  }();
-  if (staged) {
-    return args.a_scale != nullptr ? launch_staged<T, kKSplit, true>(p, grid, stream)
-                                   : launch_staged<T, kKSplit, false>(p, grid, stream);
-  }
   if (args.a_scale != nullptr)
     Fp8GemvMmaKernel<T, kKSplit, true><<<grid, kKSplit * kWarpSize, 0, stream>>>(p);
   else

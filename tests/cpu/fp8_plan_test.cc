@@ -79,27 +79,27 @@ TEST(Fp8Plan, KZeroIsBiasOnly) {
 }
 
 TEST(Fp8Plan, DecodeRowsTakeTheGemv) {
-  for (int64_t m : {3, 8}) {
+  for (int64_t m : {2, 8}) {
     EXPECT_EQ(path(problem(m, 4096, 4096), kHopper), Fp8Path::kGemvMma) << m;
     EXPECT_EQ(path(problem(m, 4096, 4096), kAmpere), Fp8Path::kGemvMma) << m;
     EXPECT_EQ(path(problem(m, 4096, 4096), kTuring), Fp8Path::kGemvFma) << m;
     // K % 16 == 0 and block % 16 == 0 but not the mma's multiples of 64.
     EXPECT_EQ(path(problem(m, 4096, 4112, 16), kHopper), Fp8Path::kGemvFma) << m;
   }
-  const Fp8MatMulPlan pl = plan(problem(3, 4096, 4096));
+  const Fp8MatMulPlan pl = plan(problem(2, 4096, 4096));
   EXPECT_EQ(pl.gemv_k_split, 8);
   EXPECT_EQ(pl.workspace_bytes, 0u);
 }
 
-// M = 1 and 2 stream faster on CUDA cores (docs/PERF.md): the tensor cores start at
-// gemv_mma_min_rows = 3 by default; 1 restores the original design's rule.
-TEST(Fp8Plan, GemvMmaStartsAtThreeRows) {
+// M = 1 streams faster on CUDA cores (docs/PERF.md): the tensor cores start at
+// gemv_mma_min_rows = 2 by default; 1 restores the original design's rule.
+TEST(Fp8Plan, GemvMmaStartsAtTwoRows) {
   for (const DeviceInfo& d : {kHopper, kAmpere}) {
     EXPECT_EQ(path(problem(1, 4096, 4096), d), Fp8Path::kGemvFma);
-    EXPECT_EQ(path(problem(2, 4096, 4096), d), Fp8Path::kGemvFma);
+    EXPECT_EQ(path(problem(2, 4096, 4096), d), Fp8Path::kGemvMma);
     EXPECT_EQ(path(problem(3, 4096, 4096), d), Fp8Path::kGemvMma);
   }
-  EXPECT_EQ(plan(problem(2, 4096, 4096)).gemv_rows_per_warp, 2);
+  EXPECT_EQ(plan(problem(1, 4096, 4096)).gemv_rows_per_warp, 1);
   Fp8MatMulOptions o;
   o.gemv_mma_min_rows = 1;
   EXPECT_EQ(path(problem(1, 4096, 4096), kHopper, o), Fp8Path::kGemvMma);
