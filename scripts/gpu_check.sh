@@ -68,9 +68,11 @@ if has sanitize; then
     compute-sanitizer --tool "$tool" --error-exitcode 86 \
       "$build/tests/bqmm_gpu_tests" --gtest_filter="$filter" --gtest_brief=1 >"$OUT/$tool.log" 2>&1
     rc=$?
-    errors=$(grep -oP 'ERROR SUMMARY: \K[0-9]+' "$OUT/$tool.log" | tail -n 1)
+    # memcheck ends with "ERROR SUMMARY: N errors", racecheck with
+    # "RACECHECK SUMMARY: N hazards displayed (...)".
+    errors=$(grep -oP '(ERROR|RACECHECK) SUMMARY: \K[0-9]+' "$OUT/$tool.log" | tail -n 1)
     ran=$(grep -oP '\[  PASSED  \] \K[0-9]+' "$OUT/$tool.log" | tail -n 1)
-    summary+=("$tool: ${errors:-?} errors, ${ran:-0} tests passed under it, rc=$rc ($(( $(stamp) - t0 ))s)")
+    summary+=("$tool: ${errors:-?} errors/hazards, ${ran:-0} tests passed under it, rc=$rc ($(( $(stamp) - t0 ))s)")
   done
 fi
 
