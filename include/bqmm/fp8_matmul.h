@@ -86,9 +86,10 @@ struct Fp8MatMulOptions {
   // Allow the tensor-core GEMV sub-path; BQMM_FP8_GEMV_MMA=0 clears it.
   bool allow_gemv_mma = true;
   // The fewest rows (M) that take the tensor-core GEMV where it is allowed; fewer take
-  // the CUDA-core one. 2 by measurement on the H200: at M = 1 the CUDA-core kernel streams
-  // 10-20 % faster, from M = 2 the tensor cores win (docs/PERF.md). 1 gives the original
-  // design's rule, tensor cores at every M (BQMM_FP8_GEMV_MMA=1).
+  // the CUDA-core one. 2 by measurement on the H200 (docs/PERF.md): at M = 1 the tensor-core
+  // kernel takes 8-26 % longer, at M = 2 the two are within 7 % of each other, from
+  // M = 4 the tensor cores are 1.2-2.5x faster. 1 gives the original design's rule,
+  // tensor cores at every M (BQMM_FP8_GEMV_MMA=1).
   int gemv_mma_min_rows = 2;
   // gemv_mma's warps per block splitting K: 0 lets the planner choose from N, K and the
   // SM count (its wave model); 1, 2, 4 or 8 forces one (BQMM_FP8_GEMV_KSPLIT).
