@@ -16,13 +16,6 @@
 namespace bqmm {
 namespace {
 constexpr int64_t kGemvMaxRows = 8;  // the mma "N" extent; the FMA kernel's largest row group
-// gemv_mma's K split (core/gemv_split.h): 16-column tiles, 64-element (64-byte) windows,
-// at least 16 warps per SM (the kernel's launch bounds), k_split 1, 2, 4 or 8.
-constexpr int64_t kGemvMmaTileCols = 16;
-constexpr int64_t kGemvMmaWindow = 64;
-constexpr int64_t kGemvMmaWarpsPerSm = 16;
-constexpr int64_t kGemvMmaPipelineFill = 2;
-constexpr int kGemvMmaMaxKSplit = 8;
 }  // namespace
 
 const char* fp8_path_name(Fp8Path path) {
@@ -132,14 +125,11 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
                      device.sm >= 80 && p.k % 64 == 0 && p.k >= 256 && p.block_size % 64 == 0;
     if (mma) {
       plan.path = Fp8Path::kGemvMma;
-      GemvSplitModel split;
-      split.tiles = (p.n + kGemvMmaTileCols - 1) / kGemvMmaTileCols;
-      split.windows = p.k / kGemvMmaWindow;
-      split.resident_warps = std::max<int64_t>(1, device.num_sms) * kGemvMmaWarpsPerSm;
-      split.pipeline_fill = kGemvMmaPipelineFill;
-      split.max_k_split = kGemvMmaMaxKSplit;
-      plan.gemv_k_split =
-          options.gemv_k_split > 0 ? options.gemv_k_split : choose_gemv_k_split(split);
+      // K split (core/gemv_split.h): a window is 64 e4m3 codes, one byte each.
+      plan.gemv_k_split = options.gemv_k_split > 0
+                              ? options.gemv_k_split
+                              : choose_gemv_k_split(p.n, p.k / kGemvWindowBytes, device.num_sms,
+                                                    kGemvTensorCoreWarpsPerSm);
     } else {
       plan.path = Fp8Path::kGemvFma;
       plan.gemv_rows_per_warp = p.m <= 1 ? 1 : p.m <= 2 ? 2 : p.m <= 4 ? 4 : 8;

@@ -15,6 +15,16 @@
 
 namespace bqmm {
 
+// The geometry both kernels share.
+constexpr int64_t kGemvTileCols = 16;     // output columns per warp tile (the mma M extent)
+constexpr int64_t kGemvWindowBytes = 64;  // K bytes of a row per lane quad and window
+constexpr int kGemvMaxKSplit = 8;         // the largest instantiated k_split
+// Warps of a tensor-core GEMV an SM holds at once (the kernels' launch bounds: <= 128
+// registers per thread), and the windows a warp's pipeline needs to fill (its first
+// loads' latency, paid once per warp).
+constexpr int64_t kGemvTensorCoreWarpsPerSm = 16;
+constexpr int64_t kGemvPipelineFill = 2;
+
 struct GemvSplitModel {
   int64_t tiles = 0;            // 16-column tiles: ceil(N / 16)
   int64_t windows = 0;          // 64-byte windows per weight row
@@ -36,6 +46,18 @@ inline int choose_gemv_k_split(const GemvSplitModel& m) {
     }
   }
   return best;
+}
+
+// The model of an N-column GEMV with `windows` windows per row on `num_sms` SMs holding
+// `warps_per_sm` of its warps each (an unknown SM count counts as one SM).
+inline int choose_gemv_k_split(int64_t n, int64_t windows, int num_sms, int64_t warps_per_sm) {
+  GemvSplitModel m;
+  m.tiles = (n + kGemvTileCols - 1) / kGemvTileCols;
+  m.windows = windows;
+  m.resident_warps = std::max<int64_t>(1, num_sms) * warps_per_sm;
+  m.pipeline_fill = kGemvPipelineFill;
+  m.max_k_split = kGemvMaxKSplit;
+  return choose_gemv_k_split(m);
 }
 
 }  // namespace bqmm

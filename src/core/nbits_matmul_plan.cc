@@ -19,15 +19,9 @@ namespace {
 
 constexpr int64_t kGemvMaxRows = 8;       // the mma N extent; the FMA tile's largest row group
 constexpr int64_t kGemvChunkBytes = 16;   // one 16-byte weight load per lane per row
-constexpr int64_t kGemvWindowChunks = 4;  // a lane quad covers 4 adjacent chunks of a row
-constexpr int64_t kGemvTileCols = 16;     // output columns per warp tile
-constexpr int kGemvMaxKSplit = 8;         // warps per block splitting K
-// Warps of the GEMV an SM holds at once (registers: <= 128 per thread for the tensor-core
-// tiles, up to 255 for float32's FMA tile), and the windows a warp's pipeline needs to
-// fill (its first loads' latency, paid once per warp).
-constexpr int64_t kGemvWarpsPerSm = 16;
+// Warps of float32's FMA tile an SM holds at once (up to 255 registers per thread); the
+// tensor-core tiles hold kGemvTensorCoreWarpsPerSm (core/gemv_split.h).
 constexpr int64_t kGemvWarpsPerSmFloat = 8;
-constexpr int64_t kGemvPipelineFill = 2;
 
 // The fastest K-loop algorithm per (bits, block_size) measured on an H200 at M = 1,
 // N = K = 8192, float16 (docs/PERF.md, "NBitsMatMul GEMV: K-loop algorithms"), indexed by
@@ -143,15 +137,9 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     // The mma tile always has 8 activation rows; the FMA tile is sized to M.
     plan.gemv_rows = half_type || p.m > 4 ? 8 : p.m > 2 ? 4 : static_cast<int>(p.m);
     // K split (core/gemv_split.h): float32's FMA tile holds fewer warps per SM.
-    GemvSplitModel split;
-    split.tiles = (p.n + kGemvTileCols - 1) / kGemvTileCols;
-    split.windows =
-        (p.row_bytes() / kGemvChunkBytes + kGemvWindowChunks - 1) / kGemvWindowChunks;
-    split.resident_warps =
-        std::max<int64_t>(1, device.num_sms) * (half_type ? kGemvWarpsPerSm : kGemvWarpsPerSmFloat);
-    split.pipeline_fill = kGemvPipelineFill;
-    split.max_k_split = kGemvMaxKSplit;
-    plan.gemv_k_split = choose_gemv_k_split(split);
+    plan.gemv_k_split = choose_gemv_k_split(
+        p.n, (p.row_bytes() + kGemvWindowBytes - 1) / kGemvWindowBytes, device.num_sms,
+        half_type ? kGemvTensorCoreWarpsPerSm : kGemvWarpsPerSmFloat);
     *out = plan;
     return Status::Ok();
   }
