@@ -140,6 +140,7 @@ struct RawQuant {
 struct BlockConsts {
   uint32_t scale;
   uint32_t zero;
+  uint32_t zero_hi;  // float16 4-bit, scale-on-result decode: (0x6400 | zp << 4) pairs
 };
 
 // Row `row`'s scales and zero point of the block `blk` (and, when `split`, blk + 1: the
@@ -181,6 +182,7 @@ __device__ __forceinline__ BlockConsts make_consts(const RawQuant<T, kBits>& r, 
     c.scale = pack_pair(scale);
     if constexpr (std::is_same_v<T, __half>) {
       c.zero = (0x6400u | zp) * 0x10001u;
+      c.zero_hi = (0x6400u | (zp << 4)) * 0x10001u;
     } else if constexpr (kBits == 4) {
       c.zero = (0x4300u | zp) * 0x10001u;
     } else {
@@ -251,6 +253,38 @@ __device__ __forceinline__ void decode_word_pairs(uint32_t q, const BlockConsts&
   }
 }
 
+// As decode_word_pairs without the scale, for the scale-on-result tile: q - zp exactly,
+// packed in T, the block scale applied to the float32 mma result instead. Same pair order
+// (i, i + 4) for 4-bit. float16 4-bit takes the high nibbles where they lie (one lop3 per
+// pair, one shift per word, as in Marlin's dequantization): pairs 1 and 3 come out as
+// 16 (q - zp), exact in float16 (|16 (q - zp)| <= 240), and the caller scales their mma
+// by scale / 16 (exact: a power of two in float32).
+template <typename T, int kBits>
+__device__ __forceinline__ void decode_word_pairs_unscaled(uint32_t q, const BlockConsts& c,
+                                                           uint32_t (&out)[Codes<kBits>::kPerWord / 2]) {
+  if constexpr (kBits == 4 && std::is_same_v<T, __half>) {
+    const uint32_t q_hi = q >> 8;
+    out[0] = pair_bits<T>(__hsub2(as_pair<T>((q & 0x000F000Fu) | 0x64006400u), as_pair<T>(c.zero)));
+    out[1] = pair_bits<T>(__hsub2(as_pair<T>((q & 0x00F000F0u) | 0x64006400u), as_pair<T>(c.zero_hi)));
+    out[2] = pair_bits<T>(__hsub2(as_pair<T>((q_hi & 0x000F000Fu) | 0x64006400u), as_pair<T>(c.zero)));
+    out[3] = pair_bits<T>(__hsub2(as_pair<T>((q_hi & 0x00F000F0u) | 0x64006400u), as_pair<T>(c.zero_hi)));
+  } else if constexpr (kBits == 4) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      out[i] = pair_bits<T>(__hsub2(as_pair<T>(((q >> (4 * i)) & 0x000F000Fu) | 0x43004300u),
+                                    as_pair<T>(c.zero)));
+  } else if constexpr (std::is_same_v<T, __half>) {
+    out[0] = pair_bits<T>(__hsub2(as_pair<T>(__byte_perm(q, 0x64646464u, 0x4140u)), as_pair<T>(c.zero)));
+    out[1] = pair_bits<T>(__hsub2(as_pair<T>(__byte_perm(q, 0x64646464u, 0x4342u)), as_pair<T>(c.zero)));
+  } else {
+    const float zero = __uint_as_float(c.zero);
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      out[h] = float2_to_packed2<T>(magic_byte_float(q, 2 * h) - zero,
+                                    magic_byte_float(q, 2 * h + 1) - zero);
+  }
+}
+
 // One 32-bit word of codes -> float32 weights in code order (the FMA tile).
 template <int kBits>
 __device__ __forceinline__ void decode_word_floats(uint32_t q, const BlockConsts& c,
@@ -274,7 +308,12 @@ __device__ __forceinline__ void decode_word_floats(uint32_t q, const BlockConsts
 // of the reduced sums.
 
 // Tensor cores: D[16 columns][8 rows] += W[16][k16] * A^T[k16][8] per mma step.
-template <typename T, int kBits>
+// kResultScale: every chunk of a window lies in one quantization block (block_size >= the
+// window's codes: 64 for 8-bit, 128 for 4-bit), so the mma of a chunk can run on q - zp
+// and the block scale multiply its float32 result: fewer instructions per code (the
+// decode was the 4-bit kernel's limit) and exact products of the unrounded weights.
+// Otherwise each weight is scaled (and rounded to T) before the mma.
+template <typename T, int kBits, bool kResultScale>
 struct MmaTile {
   using C = Codes<kBits>;
   static constexpr int kActVecs = C::kPerChunk * static_cast<int>(sizeof(T)) / 16;
@@ -312,6 +351,8 @@ struct MmaTile {
     const T* src = a_row + static_cast<size_t>(chunk) * C::kPerChunk;
     const uint32_t lo[4] = {w[0].x, w[0].y, w[0].z, w[0].w};
     const uint32_t hi[4] = {w[1].x, w[1].y, w[1].z, w[1].w};
+    // kResultScale: the chunk's unscaled sums (part16: the float16 4-bit high nibbles).
+    float part[4] = {}, part16[4] = {};
     uint4 act[kActVecs];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
@@ -324,15 +365,40 @@ struct MmaTile {
       }
       const int group = j * C::kGroups / 4;
       uint32_t pl[C::kPerWord / 2], ph[C::kPerWord / 2], pa[C::kPerWord / 2];
-      decode_word_pairs<T, kBits>(lo[j], q[0][group], pl);
-      decode_word_pairs<T, kBits>(hi[j], q[1][group], ph);
       act_pairs(act, j, pa);
+      if constexpr (kResultScale) {
+        decode_word_pairs_unscaled<T, kBits>(lo[j], q[0][0], pl);
+        decode_word_pairs_unscaled<T, kBits>(hi[j], q[1][0], ph);
+        if constexpr (kBits == 4) {
+          // Pairs 0, 2 into part, pairs 1, 3 (16 (q - zp) for float16) into part16.
+          const uint32_t a0[4] = {pl[0], ph[0], pl[2], ph[2]}, b0[2] = {pa[0], pa[2]};
+          const uint32_t a1[4] = {pl[1], ph[1], pl[3], ph[3]}, b1[2] = {pa[1], pa[3]};
+          mma_m16n8k16<T>(part, a0, b0, part);
+          mma_m16n8k16<T>(part16, a1, b1, part16);
+        } else {
+          const uint32_t a[4] = {pl[0], ph[0], pl[1], ph[1]}, b[2] = {pa[0], pa[1]};
+          mma_m16n8k16<T>(part, a, b, part);
+        }
+      } else {
+        decode_word_pairs<T, kBits>(lo[j], q[0][group], pl);
+        decode_word_pairs<T, kBits>(hi[j], q[1][group], ph);
 #pragma unroll
-      for (int s = 0; s < C::kPerWord / 4; ++s) {
-        const uint32_t a[4] = {pl[2 * s], ph[2 * s], pl[2 * s + 1], ph[2 * s + 1]};
-        const uint32_t b[2] = {pa[2 * s], pa[2 * s + 1]};
-        mma_m16n8k16<T>(acc, a, b, acc);
+        for (int s = 0; s < C::kPerWord / 4; ++s) {
+          const uint32_t a[4] = {pl[2 * s], ph[2 * s], pl[2 * s + 1], ph[2 * s + 1]};
+          const uint32_t b[2] = {pa[2 * s], pa[2 * s + 1]};
+          mma_m16n8k16<T>(acc, a, b, acc);
+        }
       }
+    }
+    if constexpr (kResultScale) {
+      // The block scales of rows lo (d[0..1]) and hi (d[2..3]), in float32.
+      const float s_lo = to_float(as_pair<T>(q[0][0].scale).x);
+      const float s_hi = to_float(as_pair<T>(q[1][0].scale).x);
+      constexpr float kHi = kBits == 4 && std::is_same_v<T, __half> ? 1.0f / 16.0f : 1.0f;
+      acc[0] = fmaf(part[0] + part16[0] * kHi, s_lo, acc[0]);
+      acc[1] = fmaf(part[1] + part16[1] * kHi, s_lo, acc[1]);
+      acc[2] = fmaf(part[2] + part16[2] * kHi, s_hi, acc[2]);
+      acc[3] = fmaf(part[3] + part16[3] * kHi, s_hi, acc[3]);
     }
   }
 
@@ -449,12 +515,12 @@ struct StageLoads {
 //   kRows  activation rows of the FMA tile (1, 2, 4, 8 >= M); the mma tile always has 8.
 // Block: k_split = blockDim.x / 32 warps on one 16-column tile, warp w taking the
 // windows w, w + k_split, ...; grid.x: the column tiles.
-template <typename T, int kBits, int kAlgo, int kRows>
+template <typename T, int kBits, int kAlgo, int kRows, bool kResultScale = false>
 __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
     NBitsGemvKernel(const GemvParams<T> p) {
   using C = Codes<kBits>;
   using Tile = std::conditional_t<std::is_same_v<T, float>, FmaTile<kBits, kRows>,
-                                  MmaTile<T, kBits>>;
+                                  MmaTile<T, kBits, kResultScale>>;
   const uint32_t k_split = blockDim.x / kWarpSize;
   const uint32_t warp = threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
@@ -517,9 +583,10 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
     }
   } else {
     // A warp streams a contiguous range of each row (so its requests to a DRAM page come
-    // together), in stages of `width` windows: lane t takes the stage's chunks
-    // first + width * t + u, u < width (the quad reads 64 * width contiguous bytes of
-    // each row). Unrolled: the warp's share of the windows, width kStage. Per block: the
+    // together), in stages of `width` windows: lane t takes chunk t of each window u of
+    // the stage, first + 4u + t (each load of the quad reads a window's 64 contiguous
+    // bytes of a row, and each mma takes one window, so with block_size >= the window's
+    // codes its chunks share one block and the scale can go on the mma result). Unrolled: the warp's share of the windows, width kStage. Per block: the
     // warp's share of the blocks, a stage being one block (or a kStage-window part of a
     // larger one) whose scale and zero point are loaded once per row; blocks hold whole
     // windows, so those stages are never partial.
@@ -541,15 +608,15 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
     };
     using Loads = StageLoads<T, kBits, kS>;
     // Whether stage s has lanes past the warp's range (warp-uniform): only those stages
-    // clamp their chunk indices, so the others address slot u as c0 + u (an immediate).
+    // clamp their chunk indices, so the others address slot u as c0 + 4u (an immediate).
     auto partial = [&](uint32_t s) { return (first_window(s) + width) * kWindowChunks > end_chunk; };
     auto load_stage = [&](uint32_t s, Loads& l) {
-      const uint32_t c0 = first_window(s) * kWindowChunks + width * t;
+      const uint32_t c0 = first_window(s) * kWindowChunks + t;
       const uint32_t last = partial(s) ? p.chunks - 1 : UINT32_MAX;
 #pragma unroll
       for (int u = 0; u < kS; ++u) {
         if (u >= width) break;  // warp-uniform
-        load_chunk(l, u, min(c0 + u, last), !per_block);
+        load_chunk(l, u, min(c0 + kWindowChunks * u, last), !per_block);
       }
       if (per_block) {
 #pragma unroll
@@ -557,14 +624,14 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
       }
     };
     auto multiply_stage = [&](uint32_t s, const Loads& l) {
-      const uint32_t c0 = first_window(s) * kWindowChunks + width * t;
+      const uint32_t c0 = first_window(s) * kWindowChunks + t;
       const bool masked = partial(s);
       const uint32_t last = masked ? p.chunks - 1 : UINT32_MAX;
 #pragma unroll
       for (int u = 0; u < kS; ++u) {
         if (u >= width) break;  // warp-uniform: mma.sync needs all lanes
-        const uint32_t in_row = min(c0 + u, last);
-        const bool ok = c0 + u < end_chunk;
+        const uint32_t in_row = min(c0 + kWindowChunks * u, last);
+        const bool ok = c0 + kWindowChunks * u < end_chunk;
         if (per_block) {
           multiply_chunk(l, u, in_row, false, true, l.q[0], block_of(s));
         } else {
@@ -654,7 +721,11 @@ Status launch_config(const NBitsGemvArgs& args, int rows, int k_split, cudaStrea
     if (rows != 8)
       return Status(StatusCode::kInternal, "launch_nbits_gemv: the tensor-core tile has 8 rows, not " +
                                                std::to_string(rows));
-    NBitsGemvKernel<T, kBits, kAlgo, 8><<<grid, block, 0, stream>>>(p);
+    // Scale on the mma result when a window's chunks share one block.
+    if (args.block_size >= Codes<kBits>::kPerWindow)
+      NBitsGemvKernel<T, kBits, kAlgo, 8, true><<<grid, block, 0, stream>>>(p);
+    else
+      NBitsGemvKernel<T, kBits, kAlgo, 8, false><<<grid, block, 0, stream>>>(p);
   }
   return check_launch("NBitsGemvKernel");
 }
