@@ -15,6 +15,14 @@
 
 namespace bqmm {
 namespace {
+
+// Where the TMA weight stream beats register loads (H200, docs/PERF.md "Decode"): a long
+// stream per warp amortizes its start (barriers, first tiles' latency), and above 4 rows
+// the activation loads, not the weights, set the pace. Measured at M = 2 / 4: 28672 x 8192
+// 12 % / 9 % faster; 8192 x 8192, 14336 x 4096, 4096 x 14336 and 4096 x 4096 3-20 %
+// slower; at M = 8 a tie or slower.
+constexpr int64_t kGemvTmaMinWeightBytes = int64_t{128} << 20;
+constexpr int64_t kGemvTmaMaxRows = 4;
 constexpr int64_t kGemvMaxRows = 8;  // the mma "N" extent; the FMA kernel's largest row group
 }  // namespace
 
@@ -48,7 +56,8 @@ std::ostream& operator<<(std::ostream& os, const Fp8MatMulPlan& plan) {
        << " x " << plan.num_n_tiles << " in " << plan.scratch_buffers << " buffer(s)";
   }
   if (plan.path == Fp8Path::kGemvFma) os << "; rows_per_warp=" << plan.gemv_rows_per_warp;
-  if (plan.path == Fp8Path::kGemvMma) os << "; k_split=" << plan.gemv_k_split;
+  if (plan.path == Fp8Path::kGemvMma)
+    os << "; k_split=" << plan.gemv_k_split << "; tma=" << (plan.gemv_tma ? 1 : 0);
   os << "; workspace=" << plan.workspace_bytes << "B";
   if (plan.workspace_bytes > 0) {
     os << " (act " << plan.act_bytes << "@" << plan.act_offset << ", cublas "
@@ -72,6 +81,9 @@ Status fp8_matmul_options_from_env(Fp8MatMulOptions* opts) {
                   "BQMM_FP8_GEMV_KSPLIT: expected 0, 1, 2, 4 or 8 but got " +
                       std::to_string(k_split));
   if (k_split >= 0) opts->gemv_k_split = static_cast<int>(k_split);
+  int64_t tma = -1;
+  BQMM_RETURN_IF_ERROR(env::read_int("BQMM_FP8_GEMV_TMA", 0, 1, &tma));
+  if (tma >= 0) opts->gemv_tma = static_cast<int>(tma);
   return Status::Ok();
 }
 
@@ -89,6 +101,10 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
     return Status(StatusCode::kInvalidArgument,
                   "options.gemv_k_split: expected 0 (planner's choice), 1, 2, 4 or 8 but got " +
                       std::to_string(options.gemv_k_split));
+  if (options.gemv_tma < -1 || options.gemv_tma > 1)
+    return Status(StatusCode::kInvalidArgument,
+                  "options.gemv_tma: expected -1 (planner's choice), 0 or 1 but got " +
+                      std::to_string(options.gemv_tma));
   if (options.gemv_mma_min_rows < 1)
     return Status(StatusCode::kInvalidArgument,
                   "options.gemv_mma_min_rows: expected >= 1 but got " +
@@ -125,10 +141,17 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
                      device.sm >= 80 && p.k % 64 == 0 && p.k >= 256 && p.block_size % 64 == 0;
     if (mma) {
       plan.path = Fp8Path::kGemvMma;
-      // K split (core/gemv_split.h): a window is 64 e4m3 codes, one byte each.
+      // SM90+: weight tiles of 128 bytes per row by the tensor memory accelerator (its
+      // coordinates are 32-bit). K split (core/gemv_split.h) over the kernel's units of
+      // K: TMA tiles, else 64-byte windows (64 e4m3 codes, one byte each).
+      const bool tma_fits = device.sm >= 90 && p.n < (int64_t{1} << 31) && p.k < (int64_t{1} << 31);
+      const bool tma_faster = p.n * p.k >= kGemvTmaMinWeightBytes && p.m <= kGemvTmaMaxRows;
+      plan.gemv_tma = tma_fits && (options.gemv_tma == 1 || (options.gemv_tma < 0 && tma_faster));
+      const int64_t units = plan.gemv_tma ? (p.k + kGemvTmaTileBytes - 1) / kGemvTmaTileBytes
+                                          : p.k / kGemvWindowBytes;
       plan.gemv_k_split = options.gemv_k_split > 0
                               ? options.gemv_k_split
-                              : choose_gemv_k_split(p.n, p.k / kGemvWindowBytes, device.num_sms,
+                              : choose_gemv_k_split(p.n, units, device.num_sms,
                                                     kGemvTensorCoreWarpsPerSm);
     } else {
       plan.path = Fp8Path::kGemvFma;

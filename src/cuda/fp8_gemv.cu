@@ -23,6 +23,7 @@
 
 #include "cuda/common.cuh"
 #include "cuda/cuda_check.h"
+#include "cuda/tma.cuh"
 #include "cuda/launchers.h"
 
 namespace bqmm::cuda {
@@ -37,6 +38,7 @@ constexpr int kMmaCols = 16;        // output columns per MMA warp (the mma M ex
 constexpr int kMmaMaxRows = 8;      // activation rows per mma (the mma N extent)
 constexpr int kMmaDepth = 2;        // windows in flight per MMA lane (the K loop's ring)
 constexpr int kMmaWarpsPerSm = 16;  // MMA kernel residency (core/fp8_matmul_plan.cc)
+constexpr int kStageSteps = 8;      // mma steps (16 K elements each) per 128-byte TMA tile
 
 // Everything a GEMV kernel reads, typed. Column and row counts are 64-bit where they
 // multiply K (N * K passes 2^31 for large layers); chunk and window counters are 32-bit
@@ -415,6 +417,184 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
   if (hi_ok && row + 1 < p.m) store_output(p, row + 1, col_hi, acc[3]);
 }
 
+// ================================================================= TMA tensor-core kernel
+// The tensor-core kernel's math with the weight stream of cuda/tma.cuh (SM90+): one copy
+// instruction per 16-row x 128-byte tile (128 K elements) into a per-warp ring of kTmaDepth
+// shared-memory slots, read back by ldmatrix. No weight registers in flight, no weight
+// load instructions, no clamping (rows past N and the bytes of a last half tile, K % 128
+// == 64, arrive as zeros).
+//
+// K permutation: ldmatrix_tile_chunks gives lane (g, t) word t of chunk c of rows g and
+// g + 8, the codes at tile offsets 16c + 4t .. 16c + 4t + 3. mma step c takes chunk c with
+// the ownership table of Fp8GemvMmaKernel, 4t + 16c + {0, 1} in place of 16t + 4j + {0, 1}
+// (and + {2, 3} likewise); the lane's activations of step c are the 4 elements of row g at
+// 16c + 4t (one 8-byte load). Steps 0-3 cover the tile's first 64 K offsets (one scale),
+// steps 4-7 the last 64 (the next).
+//
+// K loop: warp w of the block takes tiles w, w + kKSplit, ...; lane 0 starts the copies
+// of the first kTmaDepth, and after the warp has multiplied tile i it starts tile i +
+// kTmaDepth into the freed slot (the __syncwarp before it orders every lane's ldmatrix of
+// the slot before the copy). The activations and scales of tile i + 2 are loaded while tile
+// i is multiplied.
+//
+// Template parameters and launch bounds as Fp8GemvMmaKernel; shared memory (dynamic):
+// kKSplit * kTmaDepth slots of 2 KB, 1024-byte aligned.
+constexpr int kTmaDepth = 4;  // tiles in flight per warp: 16 warps x 4 x 2 KB = 128 KB per SM
+
+template <typename T, int kKSplit, bool kW8A8>
+__global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
+    Fp8GemvTmaKernel(const __grid_constant__ CUtensorMap map, const GemvParams<T> p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const int warp = threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  const int g = lane / 4;
+  const int t = lane % 4;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kMmaCols;
+  extern __shared__ uint8_t tma_smem[];
+  uint8_t* const slots = reinterpret_cast<uint8_t*>(
+      (reinterpret_cast<uintptr_t>(tma_smem) + kTmaSlotAlign - 1) & ~uintptr_t{kTmaSlotAlign - 1});
+  uint8_t* const ring = slots + warp * kTmaDepth * kTmaSlotBytes;
+  __shared__ uint64_t full[kKSplit][kTmaDepth];
+
+  float a_scale = 0.0f, inv = 0.0f;
+  if constexpr (kW8A8) {
+    a_scale = *p.a_scale;  // on the device: the op stays graph-capturable
+    inv = qdq_inv_scale(a_scale);
+  }
+
+  // This warp's tiles: warp, warp + kKSplit, ... (`count` of them). A K % 128 == 64 row
+  // ends in a half tile (its upper 64 bytes arrive as zeros and are not multiplied).
+  const uint32_t tiles = static_cast<uint32_t>((p.k + kTmaBoxBytes - 1) / kTmaBoxBytes);
+  const uint32_t windows = static_cast<uint32_t>(p.k / kMmaWindow);
+  const int count = warp < static_cast<int>(tiles)
+                        ? static_cast<int>((tiles - warp + kKSplit - 1) / kKSplit)
+                        : 0;
+  const int half_i = p.k % kTmaBoxBytes != 0 && (tiles - 1 - warp) % kKSplit == 0
+                         ? static_cast<int>((tiles - 1 - warp) / kKSplit)
+                         : -1;
+  auto tile_x = [&](int i) { return static_cast<int32_t>((warp + i * kKSplit) * kTmaBoxBytes); };
+
+  if (lane == 0) {
+    tma_prefetch_map(&map);
+#pragma unroll
+    for (int u = 0; u < kTmaDepth; ++u) mbarrier_init(&full[warp][u], 1);
+    mbarrier_init_fence();
+#pragma unroll
+    for (int u = 0; u < kTmaDepth; ++u)
+      if (u < count)
+        tma_load_tile(&map, ring + u * kTmaSlotBytes, &full[warp][u], tile_x(u),
+                      static_cast<int32_t>(n0));
+  }
+  __syncwarp();
+
+  // Columns n0 + g ("lo") and n0 + g + 8 ("hi"), activation row g; masked columns read
+  // the scales of a clamped column and rows g >= M read row 0 (never stored).
+  const bool lo_ok = n0 + g < p.n;
+  const bool hi_ok = n0 + g + 8 < p.n;
+  const int64_t col_lo = lo_ok ? n0 + g : p.n - 1;
+  const int64_t col_hi = hi_ok ? n0 + g + 8 : p.n - 1;
+  const float* const s_lo = p.b_scale + col_lo * p.k_blocks;
+  const float* const s_hi = p.b_scale + col_hi * p.k_blocks;
+  const T* const a_row =
+      p.a + static_cast<int64_t>(g < p.m ? g : 0) * p.k + warp * kTmaBoxBytes + 4 * t;
+
+  // Tile i's activations (8 steps x 4 elements; a half tile has steps 0-3) and scales
+  // (column lo halves 0, 1; column hi halves 0, 1) in buffer i % 3, loaded two tiles ahead
+  // (at M = 8 they come from L2, as slowly as the weights under a full stream). Lane t of
+  // a quad loads scale t (one load, 16 lines per warp instead of four loads of 8) and the
+  // quad shares them by shuffles where they are used.
+  constexpr int kOperandBuffers = 3;
+  uint2 act[kOperandBuffers][kStageSteps];
+  float sc[kOperandBuffers];
+  const float* const s_mine = t < 2 ? s_lo : s_hi;
+  auto load_operands = [&](int b, int i) {
+    const T* src = a_row + static_cast<int64_t>(i) * kKSplit * kTmaBoxBytes;
+    const bool half = i == half_i;
+#pragma unroll
+    for (int c = 0; c < kStageSteps; ++c)
+      if (c < kStageSteps / 2 || !half) act[b][c] = __ldg(reinterpret_cast<const uint2*>(src + 16 * c));
+    const uint32_t window = min(2 * (warp + static_cast<uint32_t>(i) * kKSplit) + t % 2, windows - 1);
+    sc[b] = __ldg(s_mine + p.slices_per_block.div(window));
+  };
+
+  float acc[4] = {};
+  auto consume = [&](int b, int i) {
+    if (i + 2 < count) load_operands((b + 2) % kOperandBuffers, i + 2);
+    const int u = i % kTmaDepth;
+    mbarrier_wait(&full[warp][u], static_cast<uint32_t>(i / kTmaDepth) & 1);
+    const uint32_t slot = smem_addr(ring + u * kTmaSlotBytes);
+    const bool half = i == half_i;  // warp-uniform
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (h == 1 && half) break;
+      float part[4] = {};
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        uint32_t w[4];
+        ldmatrix_tile_chunks(slot, 4 * h + 2 * q, lane, w);
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int c = 4 * h + 2 * q + e;
+          const uint32_t lo = w[2 * e], hi = w[2 * e + 1];
+          const uint32_t frag[4] = {e4m3x2_to_packed2<T>(lo), e4m3x2_to_packed2<T>(hi),
+                                    e4m3x2_to_packed2<T>(lo >> 16), e4m3x2_to_packed2<T>(hi >> 16)};
+          uint32_t bv[2] = {act[b][c].x, act[b][c].y};
+          if constexpr (kW8A8) {
+            bv[0] = qdq_e4m3x2<T>(bv[0], inv, a_scale);
+            bv[1] = qdq_e4m3x2<T>(bv[1], inv, a_scale);
+          }
+          mma_m16n8k16<T>(part, frag, bv, part);
+        }
+      }
+      const int quad = lane & ~3;
+      const float scale_lo = __shfl_sync(0xffffffffu, sc[b], quad + h);
+      const float scale_hi = __shfl_sync(0xffffffffu, sc[b], quad + 2 + h);
+      acc[0] = fmaf(part[0], scale_lo, acc[0]);
+      acc[1] = fmaf(part[1], scale_lo, acc[1]);
+      acc[2] = fmaf(part[2], scale_hi, acc[2]);
+      acc[3] = fmaf(part[3], scale_hi, acc[3]);
+    }
+    __syncwarp();
+    if (lane == 0 && i + kTmaDepth < count)
+      tma_load_tile(&map, ring + u * kTmaSlotBytes, &full[warp][u], tile_x(i + kTmaDepth),
+                    static_cast<int32_t>(n0));
+  };
+  if (count > 0) load_operands(0, 0);
+  if (count > 1) load_operands(1, 1);
+  int i = 0;
+  for (; i + 2 < count; i += kOperandBuffers) {
+    consume(0, i);
+    consume(1, i + 1);
+    consume(2, i + 2);
+  }
+  if (i < count) consume(0, i);
+  if (i + 1 < count) consume(1, i + 1);
+
+  // K-split reduction: warps 1.. hand their tiles to warp 0 (same lane, same ownership).
+  if constexpr (kKSplit > 1) {
+    __shared__ float4 partials[kKSplit - 1][kWarpSize];
+    if (warp > 0) partials[warp - 1][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    __syncthreads();
+    if (warp > 0) return;
+#pragma unroll
+    for (int w = 0; w < kKSplit - 1; ++w) {
+      const float4 q = partials[w][lane];
+      acc[0] += q.x;
+      acc[1] += q.y;
+      acc[2] += q.z;
+      acc[3] += q.w;
+    }
+  }
+  const int row = 2 * t;
+  if (lo_ok && row < p.m) store_output(p, row, col_lo, acc[0]);
+  if (lo_ok && row + 1 < p.m) store_output(p, row + 1, col_lo, acc[1]);
+  if (hi_ok && row < p.m) store_output(p, row, col_hi, acc[2]);
+  if (hi_ok && row + 1 < p.m) store_output(p, row + 1, col_hi, acc[3]);
+#else
+  __trap();  // SM90+ only; the planner never asks for it below
+#endif
+}
+
 // ================================================================= launchers
 template <typename T>
 GemvParams<T> make_params(const Fp8GemvArgs& args, int64_t slice) {
@@ -476,8 +656,35 @@ Status launch_fma(const Fp8GemvArgs& args, cudaStream_t stream) {
   return check_launch("Fp8GemvFmaKernel");
 }
 
+template <typename T, int kKSplit, bool kW8A8>
+Status launch_tma_config(const CUtensorMap& map, const GemvParams<T>& p, dim3 grid,
+                         cudaStream_t stream) {
+  constexpr int kSmem = kKSplit * kTmaDepth * kTmaSlotBytes + kTmaSlotAlign;
+  // Above 48 KB a kernel must opt in (per device: set at every launch, a host-side call
+  // that stream capture allows).
+  BQMM_CUDA_RETURN(cudaFuncSetAttribute(Fp8GemvTmaKernel<T, kKSplit, kW8A8>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  Fp8GemvTmaKernel<T, kKSplit, kW8A8><<<grid, kKSplit * kWarpSize, kSmem, stream>>>(map, p);
+  return check_launch("Fp8GemvTmaKernel");
+}
+
 template <typename T, int kKSplit>
-Status launch_mma(const Fp8GemvArgs& args, cudaStream_t stream) {
+Status launch_tma(const Fp8GemvArgs& args, cudaStream_t stream) {
+  const GemvParams<T> p = make_params<T>(args, kMmaWindow);
+  CUtensorMap map;
+  BQMM_RETURN_IF_ERROR(make_tile_tensor_map(args.b, args.n, args.k, &map));
+  const int64_t blocks = (args.n + kMmaCols - 1) / kMmaCols;
+  if (blocks > 0x7fffffff || args.n > 0x7fffffff || args.k > 0x7fffffff)
+    return Status(StatusCode::kInternal, "launch_fp8_gemv_mma (TMA): N = " + std::to_string(args.n) +
+                                             ", K = " + std::to_string(args.k) + " exceed 2^31");
+  const dim3 grid(static_cast<unsigned>(blocks));
+  return args.a_scale != nullptr ? launch_tma_config<T, kKSplit, true>(map, p, grid, stream)
+                                 : launch_tma_config<T, kKSplit, false>(map, p, grid, stream);
+}
+
+template <typename T, int kKSplit>
+Status launch_mma(const Fp8GemvArgs& args, bool tma, cudaStream_t stream) {
+  if (tma) return launch_tma<T, kKSplit>(args, stream);
   const GemvParams<T> p = make_params<T>(args, kMmaWindow);
   const int64_t blocks = (args.n + kMmaCols - 1) / kMmaCols;
   if (blocks > 0x7fffffff)
@@ -511,7 +718,7 @@ Status launch_fp8_gemv_fma(const Fp8GemvArgs& args, int rows_per_warp, cudaStrea
   });
 }
 
-Status launch_fp8_gemv_mma(const Fp8GemvArgs& args, int k_split, cudaStream_t stream) {
+Status launch_fp8_gemv_mma(const Fp8GemvArgs& args, int k_split, bool tma, cudaStream_t stream) {
   if (args.m == 0 || args.n == 0) return Status::Ok();
   if (args.m > kMmaMaxRows)
     return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: M = " + std::to_string(args.m) +
@@ -520,10 +727,10 @@ Status launch_fp8_gemv_mma(const Fp8GemvArgs& args, int k_split, cudaStream_t st
   return dispatch_half_types(args.dtype, "launch_fp8_gemv_mma", [&](auto tag) -> Status {
     using T = decltype(tag);
     switch (k_split) {
-      case 1: return launch_mma<T, 1>(args, stream);
-      case 2: return launch_mma<T, 2>(args, stream);
-      case 4: return launch_mma<T, 4>(args, stream);
-      case 8: return launch_mma<T, 8>(args, stream);
+      case 1: return launch_mma<T, 1>(args, tma, stream);
+      case 2: return launch_mma<T, 2>(args, tma, stream);
+      case 4: return launch_mma<T, 4>(args, tma, stream);
+      case 8: return launch_mma<T, 8>(args, tma, stream);
       default:
         return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: k_split " +
                                                  std::to_string(k_split) +

@@ -123,7 +123,8 @@ TEST(Fp8Plan, GemvMmaKSplitBalancesWavesAndWindows) {
   // 896 tiles: k_split 2 is one wave (34), 4 two (2 x 18).
   EXPECT_EQ(plan(problem(4, 14336, 4096)).gemv_k_split, 2);
   // 1792 tiles: 7 waves of k_split 8 (7 x 18 = 126) against one of k_split 1 (130).
-  EXPECT_EQ(plan(problem(4, 28672, 8192)).gemv_k_split, 8);
+  // (M = 8: at M <= 4 this layer takes TMA tiles, below.)
+  EXPECT_EQ(plan(problem(8, 28672, 8192)).gemv_k_split, 8);
   // K = 256 is 4 windows: at most k_split 4.
   EXPECT_EQ(plan(problem(4, 16, 256)).gemv_k_split, 4);
   // 108 SMs hold 1728 warps: 512 tiles take 2 waves at k_split 4 (2 x 34) and 3 at
@@ -131,6 +132,40 @@ TEST(Fp8Plan, GemvMmaKSplitBalancesWavesAndWindows) {
   EXPECT_EQ(plan(problem(4, 8192, 8192), kAmpere).gemv_k_split, 8);
   // An unknown SM count is one SM, never a division by zero.
   EXPECT_EQ(plan(problem(4, 4096, 4096), DeviceInfo{90, 0}).gemv_k_split, 1);
+}
+
+// SM90+: the TMA weight stream where it measured faster (weights >= 128 MiB, M <= 4), or
+// as forced; its K split deals out 128-byte tiles instead of 64-byte windows.
+TEST(Fp8Plan, GemvTmaWhereMeasuredFaster) {
+  const int64_t k = 8192, n_at_limit = (int64_t{128} << 20) / 8192;  // 16384
+  EXPECT_TRUE(plan(problem(2, n_at_limit, k)).gemv_tma);
+  EXPECT_TRUE(plan(problem(4, 28672, k)).gemv_tma);
+  EXPECT_FALSE(plan(problem(2, n_at_limit - 16, k)).gemv_tma);  // just below 128 MiB
+  EXPECT_FALSE(plan(problem(5, 28672, k)).gemv_tma);            // above 4 rows
+  EXPECT_FALSE(plan(problem(4, 28672, k), kAmpere).gemv_tma);   // no TMA below SM90
+  EXPECT_FALSE(plan(problem(4, 8192, 8192)).gemv_tma);
+  // 1792 tiles, 64 tiles per row: one wave of k_split 1 (64 + 2) against two of 2 (2 x 34).
+  EXPECT_EQ(plan(problem(4, 28672, k)).gemv_k_split, 1);
+  EXPECT_NE(printed(plan(problem(4, 28672, k))).find("tma=1"), std::string::npos);
+  EXPECT_NE(printed(plan(problem(4, 8192, 8192))).find("tma=0"), std::string::npos);
+
+  Fp8MatMulOptions o;
+  o.gemv_tma = 1;
+  EXPECT_TRUE(plan(problem(8, 4096, 4096), kHopper, o).gemv_tma);
+  EXPECT_FALSE(plan(problem(8, 4096, 4096), kAmpere, o).gemv_tma);
+  // 256 tiles, 32 tiles per row: one wave of k_split 8 (4 + 2).
+  EXPECT_EQ(plan(problem(8, 4096, 4096), kHopper, o).gemv_k_split, 8);
+  // K = 320: 3 TMA tiles (the last a half tile), so k_split 2 at most.
+  EXPECT_EQ(plan(problem(8, 16, 320), kHopper, o).gemv_k_split, 2);
+  o.gemv_tma = 0;
+  EXPECT_FALSE(plan(problem(4, 28672, k), kHopper, o).gemv_tma);
+  Fp8MatMulPlan pl;
+  for (int bad : {-2, 2}) {
+    o.gemv_tma = bad;
+    const Status s = plan_fp8_matmul(problem(4, 4096, 4096), kHopper, o, &pl);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("gemv_tma"), std::string::npos) << s.message();
+  }
 }
 
 TEST(Fp8Plan, GemvMmaKSplitCanBeForced) {
@@ -389,9 +424,10 @@ TEST(Fp8Plan, IsPure) {
 // ------------------------------------------------------------------ environment
 class Fp8EnvTest : public ::testing::Test {
  protected:
-  static constexpr int kCount = 4;
+  static constexpr int kCount = 5;
   static constexpr const char* kVars[kCount] = {"BQMM_DEQUANT_SCRATCH_MIB", "BQMM_FP8_GEMV_MMA",
-                                                "BQMM_DEQUANT_OVERLAP", "BQMM_FP8_GEMV_KSPLIT"};
+                                                "BQMM_DEQUANT_OVERLAP", "BQMM_FP8_GEMV_KSPLIT",
+                                                "BQMM_FP8_GEMV_TMA"};
   void SetUp() override {
     for (int i = 0; i < kCount; ++i) {
       const char* v = std::getenv(kVars[i]);
@@ -484,6 +520,27 @@ TEST_F(Fp8EnvTest, GemvKSplit) {
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_NE(s.message().find("BQMM_FP8_GEMV_KSPLIT"), std::string::npos) << s.message();
     EXPECT_EQ(fresh.gemv_k_split, 0) << bad;
+  }
+}
+
+TEST_F(Fp8EnvTest, GemvTma) {
+  Fp8MatMulOptions o;
+  EXPECT_EQ(o.gemv_tma, -1);
+  setenv("BQMM_FP8_GEMV_TMA", "0", 1);
+  ASSERT_TRUE(fp8_matmul_options_from_env(&o).ok());
+  EXPECT_EQ(o.gemv_tma, 0);
+  EXPECT_FALSE(plan(problem(4, 28672, 8192), kHopper, o).gemv_tma);
+  setenv("BQMM_FP8_GEMV_TMA", "1", 1);
+  ASSERT_TRUE(fp8_matmul_options_from_env(&o).ok());
+  EXPECT_EQ(o.gemv_tma, 1);
+  EXPECT_TRUE(plan(problem(8, 4096, 4096), kHopper, o).gemv_tma);
+  for (const char* bad : {"2", "-1", "on"}) {
+    setenv("BQMM_FP8_GEMV_TMA", bad, 1);
+    Fp8MatMulOptions fresh;
+    const Status s = fp8_matmul_options_from_env(&fresh);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("BQMM_FP8_GEMV_TMA"), std::string::npos) << s.message();
+    EXPECT_EQ(fresh.gemv_tma, -1) << bad;
   }
 }
 

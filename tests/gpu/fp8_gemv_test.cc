@@ -32,13 +32,19 @@ using testing::run_fp8_on_device;
 constexpr DType kDTypes[] = {DType::kFloat16, DType::kBFloat16};
 
 // allow_mma: the tensor cores at every M where the kernel applies (the original design's
-// rule), so that both kernels are tested at every M; else the CUDA cores only.
-Fp8MatMulOptions gemv_options(bool allow_mma) {
+// rule), so that both kernels are tested at every M; else the CUDA cores only. tma: the
+// tensor-core kernel's weight stream forced to register loads (0) or, on SM90+, to TMA
+// tiles (1), so that both are tested on every shape.
+Fp8MatMulOptions gemv_options(bool allow_mma, int tma = 0) {
   Fp8MatMulOptions o;
   o.allow_gemv_mma = allow_mma;
   o.gemv_mma_min_rows = 1;
+  o.gemv_tma = tma;
   return o;
 }
+
+// TMA tiles were asked for and the device has them.
+bool takes_tma(const Handle& handle, int tma) { return tma == 1 && handle.device_info().sm >= 90; }
 
 // The path the planner must take for a GEMV-eligible problem on this device with
 // gemv_options (the SPEC's dispatch rule, restated so that the tests pin it).
@@ -54,7 +60,7 @@ Fp8Path expected_gemv_path(const Handle& handle, bool allow_mma, int64_t k, int6
 // kernel takes. dtype, bias, a_scale and the weight distribution cycle too. Where the
 // planner does not take the tensor cores (K = 16, 48; block size 16) the test asserts the
 // CUDA-core path instead. Fresh data per case; about 4.3e8 reference MACs in all.
-void check_axes(bool allow_mma) {
+void check_axes(bool allow_mma, int tma = 0) {
   const Handle* handle = testing::shared_handle();
   ASSERT_NE(handle, nullptr);
   const int64_t ns[] = {1, 17, 1026, 4098, 8194};
@@ -75,13 +81,17 @@ void check_axes(bool allow_mma) {
                                    : reference::WeightInit::kQuantizedNormal;
       SCOPED_TRACE(::testing::Message() << "M=" << m << " N=" << n << " K=" << k << " block="
                                         << bs << " " << dtype_name(t) << " bias=" << bias
-                                        << " w8a8=" << w8a8 << " allow_mma=" << allow_mma);
+                                        << " w8a8=" << w8a8 << " allow_mma=" << allow_mma
+                                        << " tma=" << tma);
       const Fp8Case c = make_random_fp8_case(t, m, n, k, bs, bias, w8a8,
-                                             0x6e30000 + (allow_mma ? 1000 : 0) + i, init);
+                                             0x6e30000 + (allow_mma ? 1000 : 0) + 2000 * tma + i, init);
       Fp8Run run;
-      BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, gemv_options(allow_mma), &run));
+      BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, gemv_options(allow_mma, tma), &run));
       const Fp8Path want = expected_gemv_path(*handle, allow_mma, k, bs);
       EXPECT_EQ(run.plan.path, want) << run.plan;
+      if (want == Fp8Path::kGemvMma) {
+        EXPECT_EQ(run.plan.gemv_tma, takes_tma(*handle, tma));
+      }
       if (want == Fp8Path::kGemvFma) {
         EXPECT_EQ(run.plan.gemv_rows_per_warp, m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8);
       }
@@ -104,6 +114,13 @@ TEST(Fp8GemvMma, AxesAgainstReference) {
   check_axes(/*allow_mma=*/true);
 }
 
+// The same axes through the TMA weight stream (SM90+; elsewhere the planner keeps the
+// register loads and the test checks that).
+TEST(Fp8GemvTma, AxesAgainstReference) {
+  BQMM_REQUIRE_GPU();
+  check_axes(/*allow_mma=*/true, /*tma=*/1);
+}
+
 // N far past one grid row of blocks (and not a multiple of any tile), 64-bit n * K.
 TEST(Fp8GemvMma, LargeNAgainstReference) {
   BQMM_REQUIRE_GPU();
@@ -123,9 +140,9 @@ TEST(Fp8GemvMma, LargeNAgainstReference) {
 
 // Lane ownership of the tensor-core kernel: a one-hot activation (A[r, k0] = 1) against
 // weights that are distinct small integers must give exactly Y[r, n] = B[n, k0] and zero
-// in every other row. r runs over all 8 rows, k0 over every position of the first 64-wide
-// K window and a spread of positions in the others (each warp of the K split owns some),
-// N = 32 covers two 16-column tiles. A swapped fragment register, a wrong K permutation or
+// in every other row. r runs over all 8 rows, k0 over every position of the first 128 K
+// (two register windows, one TMA tile) and a spread of positions in the others (each warp
+// of the K split owns some), N = 32 covers two 16-column tiles; both weight streams. A swapped fragment register, a wrong K permutation or
 // a wrong (row, column) store shows up as a wrong or misplaced value.
 TEST(Fp8GemvMma, LaneOwnershipProbe) {
   BQMM_REQUIRE_GPU();
@@ -134,12 +151,13 @@ TEST(Fp8GemvMma, LaneOwnershipProbe) {
   if (handle->device_info().sm < 80) GTEST_SKIP() << "the tensor-core GEMV needs SM80+";
   constexpr int64_t kM = 8, kN = 32, kK = 512;
   std::vector<int64_t> k0s;
-  for (int64_t k0 = 0; k0 < 64; ++k0) k0s.push_back(k0);
-  for (int64_t k0 = 64; k0 < kK; k0 += 29) k0s.push_back(k0);
+  for (int64_t k0 = 0; k0 < 128; ++k0) k0s.push_back(k0);  // a register window, a TMA tile
+  for (int64_t k0 = 128; k0 < kK; k0 += 29) k0s.push_back(k0);
   k0s.push_back(kK - 1);
 
+  for (int tma : {0, 1})
   for (DType t : kDTypes) {
-    SCOPED_TRACE(dtype_name(t));
+    SCOPED_TRACE(::testing::Message() << dtype_name(t) << " tma=" << tma);
     Fp8Case c;
     c.block_size = 128;
     c.a = HostTensor::zeros(t, Shape{kM, kK});
@@ -156,8 +174,9 @@ TEST(Fp8GemvMma, LaneOwnershipProbe) {
 
     testing::Fp8DeviceCase d;
     BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
-    BQMM_ASSERT_OK(testing::plan_fp8_case(*handle, c, gemv_options(true), &d));
+    BQMM_ASSERT_OK(testing::plan_fp8_case(*handle, c, gemv_options(true, tma), &d));
     ASSERT_EQ(d.plan.path, Fp8Path::kGemvMma) << d.plan;
+    ASSERT_EQ(d.plan.gemv_tma, takes_tma(*handle, tma)) << d.plan;
 
     int64_t mismatches = 0;
     for (int64_t r = 0; r < kM; ++r)
@@ -263,13 +282,14 @@ TEST(Fp8GemvMma, GraphCapturable) {
   BQMM_REQUIRE_GPU();
   const Handle* handle = testing::shared_handle();
   ASSERT_NE(handle, nullptr);
-  for (bool allow_mma : {false, true}) {
-    SCOPED_TRACE(::testing::Message() << "allow_mma=" << allow_mma);
+  for (int mode : {0, 1, 2}) {  // CUDA cores, tensor cores by register loads, by TMA tiles
+    const bool allow_mma = mode > 0;
+    SCOPED_TRACE(::testing::Message() << "mode=" << mode);
     const Fp8Case c = make_random_fp8_case(DType::kBFloat16, 5, 300, 512, 128, true, true,
-                                           0x6e35000 + allow_mma);
+                                           0x6e35000 + mode);
     testing::Fp8DeviceCase d;
     BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
-    BQMM_ASSERT_OK(testing::plan_fp8_case(*handle, c, gemv_options(allow_mma), &d));
+    BQMM_ASSERT_OK(testing::plan_fp8_case(*handle, c, gemv_options(allow_mma, mode == 2), &d));
     ASSERT_EQ(d.plan.path, expected_gemv_path(*handle, allow_mma, 512, 128));
     ASSERT_EQ(d.plan.workspace_bytes, 0u);
     BQMM_ASSERT_OK(testing::run_in_graph([&](cudaStream_t s) { return d.run(*handle, s); }));
@@ -282,7 +302,7 @@ TEST(Fp8GemvMma, GraphCapturable) {
 // Small, tail-heavy cases for compute-sanitizer (memcheck, racecheck on the K-split
 // reduction): N not a multiple of any tile, M leaving rows of the row group and the mma
 // masked, K ending mid-iteration, W8A8 and bias on.
-void check_sanitize_cases(bool allow_mma) {
+void check_sanitize_cases(bool allow_mma, int tma = 0) {
   const Handle* handle = testing::shared_handle();
   ASSERT_NE(handle, nullptr);
   struct Case { int64_t m, n, k, block; };
@@ -293,9 +313,9 @@ void check_sanitize_cases(bool allow_mma) {
       SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k << " "
                                         << dtype_name(t));
       const Fp8Case c = make_random_fp8_case(t, s.m, s.n, s.k, s.block, true, true,
-                                             0x6e36000 + (allow_mma ? 100 : 0) + seed++);
+                                             0x6e36000 + (allow_mma ? 100 : 0) + 200 * tma + seed++);
       Fp8Run run;
-      BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, gemv_options(allow_mma), &run));
+      BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, gemv_options(allow_mma, tma), &run));
       EXPECT_EQ(run.plan.path, expected_gemv_path(*handle, allow_mma, s.k, s.block));
       EXPECT_TRUE(matches_reference(c, run.y));
     }
@@ -311,8 +331,14 @@ TEST(Fp8GemvMma, SanitizeTails) {
   check_sanitize_cases(/*allow_mma=*/true);
 }
 
-// Every instantiated K split of the tensor-core kernel, forced: windows that do not divide
-// evenly among the warps (21 windows), fewer windows than warps (4 windows, so warps of
+TEST(Fp8GemvTma, SanitizeTails) {
+  BQMM_REQUIRE_GPU();
+  check_sanitize_cases(/*allow_mma=*/true, /*tma=*/1);
+}
+
+// Every instantiated K split of the tensor-core kernel, forced, with register loads and
+// with TMA tiles: windows that do not divide evenly among the warps (21 windows; 10.5 TMA
+// tiles, the last a half tile), fewer windows than warps (4 windows, 2 tiles, so warps of
 // k_split 8 have none and only add zeros), the ring's tail, masked columns and rows.
 // Small enough for compute-sanitizer (racecheck sees the shared-memory reduction).
 TEST(Fp8GemvMma, SanitizeEveryKSplit) {
@@ -322,20 +348,22 @@ TEST(Fp8GemvMma, SanitizeEveryKSplit) {
   if (handle->device_info().sm < 80) GTEST_SKIP() << "the tensor-core GEMV needs SM80+";
   struct Case { int64_t m, n, k, block; };
   int seed = 0;
+  for (int tma : {0, 1})
   for (int k_split : {1, 2, 4, 8})
     for (const Case s : {Case{3, 37, 1344, 64}, Case{8, 40, 256, 128}, Case{1, 17, 4096, 256}}) {
       const DType t = kDTypes[seed % 2];
       SCOPED_TRACE(::testing::Message() << "k_split=" << k_split << " M=" << s.m << " N=" << s.n
-                                        << " K=" << s.k << " " << dtype_name(t));
+                                        << " K=" << s.k << " " << dtype_name(t) << " tma=" << tma);
       const Fp8Case c = make_random_fp8_case(t, s.m, s.n, s.k, s.block, seed % 3 != 0,
                                              seed % 2 == 0, 0x6e37000 + seed);
       ++seed;
-      Fp8MatMulOptions o = gemv_options(true);
+      Fp8MatMulOptions o = gemv_options(true, tma);
       o.gemv_k_split = k_split;
       Fp8Run run;
       BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, o, &run));
       ASSERT_EQ(run.plan.path, Fp8Path::kGemvMma) << run.plan;
       EXPECT_EQ(run.plan.gemv_k_split, k_split);
+      EXPECT_EQ(run.plan.gemv_tma, takes_tma(*handle, tma));
       EXPECT_TRUE(matches_reference(c, run.y));
     }
 }

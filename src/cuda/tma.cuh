@@ -1,0 +1,111 @@
+// The Hopper (SM90) tensor memory accelerator for the decode GEMVs: a weight matrix
+// [rows, row_bytes] of bytes described once per call by a tensor map, and a warp's
+// 16-row x 128-byte tiles copied by one instruction into shared memory, completion
+// tracked by an mbarrier per ring slot.
+//
+// Why: a GEMV is a stream, and its speed is the bytes in flight per SM. Register loads in
+// mma-fragment shape (8 rows x 64 bytes per warp instruction) stream at most 2.6 TB/s on
+// the H200 whatever the warps and loads in flight, 4 x 128-byte rows 4.1-4.4 and 512
+// contiguous bytes 4.3-4.6 (memcpy 4.23). A TMA ring of 16-row x 128-byte boxes read back
+// with ldmatrix, with the M = 8 activation loads of a GEMV beside it, streams 4.0-4.1
+// TB/s (scratch benchmarks, 2 GiB cold, 2026-11-29; docs/PERF.md), and it takes no
+// registers and no load instructions: the loads in flight are shared memory, not
+// registers, and the L1 pipe is left to the activations.
+//
+// Layout: SWIZZLE_128B, so 16-byte chunk c of tile row r lands at r * 128 +
+// 16 * (c ^ (r % 8)) of a 1024-byte aligned slot: the eight rows an ldmatrix matrix reads
+// sit in eight different bank groups. Rows past the matrix and bytes past row_bytes are
+// filled with zeros by the copy (so tiles need no clamping).
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "bqmm/status.h"
+
+namespace bqmm::cuda {
+
+constexpr int kTmaBoxRows = 16;    // tile rows per copy (the mma M extent)
+constexpr int kTmaBoxBytes = 128;  // bytes of each row per copy (the swizzle span)
+constexpr int kTmaSlotBytes = kTmaBoxRows * kTmaBoxBytes;  // 2 KB
+constexpr int kTmaSlotAlign = 1024;  // SWIZZLE_128B's shared-memory alignment
+
+// Host: the tensor map of a row-major [rows, row_bytes] byte matrix at `base` with boxes
+// of 16 rows x 128 bytes. Needs a 16-byte aligned base and row_bytes % 16 == 0 (the
+// GEMV planners guarantee both). Host-only work (no device call, graph-capture safe).
+Status make_tile_tensor_map(const void* base, int64_t rows, int64_t row_bytes, CUtensorMap* out);
+
+// ----------------------------------------------------------------- device side
+#if defined(__CUDACC__)
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void mbarrier_init(uint64_t* bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count)
+               : "memory");
+}
+
+// Makes the initializations visible to the async proxy (the copies complete on them).
+__device__ __forceinline__ void mbarrier_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+
+// Lane 0 of the owning warp: arm `bar` for one 2 KB tile and start the copy of the tile
+// whose first byte is (x bytes into the row, row y) into `slot`.
+__device__ __forceinline__ void tma_load_tile(const CUtensorMap* map, void* slot, uint64_t* bar,
+                                              int32_t x, int32_t y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
+               "r"(kTmaSlotBytes)
+               : "memory");
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];" ::"r"(smem_addr(slot)),
+      "l"(map), "r"(x), "r"(y), "r"(smem_addr(bar))
+      : "memory");
+#else
+  __trap();  // the planner asks for TMA tiles on SM90+ only
+#endif
+}
+
+// Lane 0, first thing: fetch the tensor map (a kernel parameter) into the TMA unit's cache
+// while the barriers are set up, so the first copy does not wait for it.
+__device__ __forceinline__ void tma_prefetch_map(const CUtensorMap* map) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("prefetch.tensormap [%0];" ::"l"(map) : "memory");
+#endif
+}
+
+// Every lane: wait until the tile of phase `parity` has landed in the slot of `bar`.
+__device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done)
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        " selp.u32 %0, 1, 0, p;\n}"
+        : "=r"(done)
+        : "r"(smem_addr(bar)), "r"(parity)
+        : "memory");
+}
+
+// Chunks c0 and c0 + 1 of a landed tile in mma A-fragment order: w[0] = chunk c0 of row g,
+// w[1] = chunk c0 of row g + 8, w[2] = chunk c0 + 1 of row g, w[3] = chunk c0 + 1 of row
+// g + 8, each the lane's word t (bytes 4t .. 4t + 3 of the chunk), g = lane / 4,
+// t = lane % 4. Lanes 8q .. 8q + 7 address matrix q's rows.
+__device__ __forceinline__ void ldmatrix_tile_chunks(uint32_t slot, int c0, int lane,
+                                                     uint32_t (&w)[4]) {
+  const int row = (lane % 8) + 8 * ((lane / 8) % 2);
+  const int chunk = c0 + lane / 16;
+  const uint32_t addr = slot + row * kTmaBoxBytes + ((chunk ^ (row % 8)) * 16);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(w[0]), "=r"(w[1]), "=r"(w[2]), "=r"(w[3])
+               : "r"(addr)
+               : "memory");
+}
+
+#endif  // __CUDACC__
+
+}  // namespace bqmm::cuda
