@@ -96,7 +96,7 @@ struct Fp8MatMulOptions {
   int gemv_k_split = 0;
   // gemv_mma on SM90+: weight tiles by the tensor memory accelerator instead of register
   // loads. -1: where measured faster on the H200 (docs/PERF.md: weights of 128 MiB and
-  // more, M <= 4); 0: never; 1: always (BQMM_FP8_GEMV_TMA=0 / 1).
+  // more); 0: never; 1: always (BQMM_FP8_GEMV_TMA=0 / 1).
   int gemv_tma = -1;
 };
 // Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB),

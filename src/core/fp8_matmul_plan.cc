@@ -17,12 +17,11 @@ namespace bqmm {
 namespace {
 
 // Where the TMA weight stream beats register loads (H200, docs/PERF.md "Decode"): a long
-// stream per warp amortizes its start (barriers, first tiles' latency), and above 4 rows
-// the activation loads, not the weights, set the pace. Measured at M = 2 / 4: 28672 x 8192
-// 12 % / 9 % faster; 8192 x 8192, 14336 x 4096, 4096 x 14336 and 4096 x 4096 3-20 %
-// slower; at M = 8 a tie or slower.
+// stream per warp amortizes its start (barriers, the first tiles' latency). Measured at
+// M = 2 / 4 / 8, float16: 28672 x 8192 88 / 88 / 82 % of copy against 77 / 77 / 76 %;
+// 8192 x 8192 68 / 66 / 63 against 68 / 67 / 67; 14336 x 4096, 4096 x 14336 and
+// 4096 x 4096 1-9 points below.
 constexpr int64_t kGemvTmaMinWeightBytes = int64_t{128} << 20;
-constexpr int64_t kGemvTmaMaxRows = 4;
 constexpr int64_t kGemvMaxRows = 8;  // the mma "N" extent; the FMA kernel's largest row group
 }  // namespace
 
@@ -145,7 +144,7 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
       // coordinates are 32-bit). K split (core/gemv_split.h) over the kernel's units of
       // K: TMA tiles, else 64-byte windows (64 e4m3 codes, one byte each).
       const bool tma_fits = device.sm >= 90 && p.n < (int64_t{1} << 31) && p.k < (int64_t{1} << 31);
-      const bool tma_faster = p.n * p.k >= kGemvTmaMinWeightBytes && p.m <= kGemvTmaMaxRows;
+      const bool tma_faster = p.n * p.k >= kGemvTmaMinWeightBytes;
       plan.gemv_tma = tma_fits && (options.gemv_tma == 1 || (options.gemv_tma < 0 && tma_faster));
       const int64_t units = plan.gemv_tma ? (p.k + kGemvTmaTileBytes - 1) / kGemvTmaTileBytes
                                           : p.k / kGemvWindowBytes;

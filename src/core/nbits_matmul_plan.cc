@@ -24,12 +24,13 @@ constexpr int64_t kGemvChunkBytes = 16;   // one 16-byte weight load per lane pe
 constexpr int64_t kGemvWarpsPerSmFloat = 8;
 
 // The fastest K-loop algorithm per (bits, block_size) measured on an H200 at M = 1,
-// N = K = 8192, float16 (docs/PERF.md, "NBitsMatMul GEMV: K-loop algorithms"), indexed by
-// log2(block_size) - 4 for block sizes 16..256; larger blocks take the 256 entry. 8-bit:
-// the unrolled loop by 7 to 33%. 4-bit: algorithms 0 and 1 within 6%; the plain loop by 2 to
-// 3% at blocks 16 and 32, a tie at 64, the unrolled loop by 2 to 6% above.
+// N = K = 8192, float16 (docs/PERF.md, "NBitsMatMul GEMV: K-loop algorithms", graph-timed
+// 2026-11-29 after the scale-on-result tile), indexed by log2(block_size) - 4 for block
+// sizes 16..256; larger blocks take the 256 entry. The unrolled loop wins everywhere:
+// 8-bit by 28 to 31 % over the plain loop and 14 to 106 % over per-block stages; 4-bit by
+// 7 to 10 % over the loop and 5 to 64 % over per-block stages.
 constexpr int kDefaultGemvAlgo8Bit[5] = {0, 0, 0, 0, 0};
-constexpr int kDefaultGemvAlgo4Bit[5] = {1, 1, 0, 0, 0};
+constexpr int kDefaultGemvAlgo4Bit[5] = {0, 0, 0, 0, 0};
 
 int default_gemv_algo(int bits, int64_t block_size) {
   int i = 0;

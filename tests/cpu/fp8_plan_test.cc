@@ -123,8 +123,11 @@ TEST(Fp8Plan, GemvMmaKSplitBalancesWavesAndWindows) {
   // 896 tiles: k_split 2 is one wave (34), 4 two (2 x 18).
   EXPECT_EQ(plan(problem(4, 14336, 4096)).gemv_k_split, 2);
   // 1792 tiles: 7 waves of k_split 8 (7 x 18 = 126) against one of k_split 1 (130).
-  // (M = 8: at M <= 4 this layer takes TMA tiles, below.)
-  EXPECT_EQ(plan(problem(8, 28672, 8192)).gemv_k_split, 8);
+  // (Register loads forced: on Hopper this layer takes TMA tiles, below.)
+  Fp8MatMulOptions no_tma;
+  no_tma.gemv_tma = 0;
+  EXPECT_EQ(plan(problem(8, 28672, 8192), kHopper, no_tma).gemv_k_split, 8);
+  EXPECT_EQ(plan(problem(8, 28672, 8192), kAmpere).gemv_k_split, 8);
   // K = 256 is 4 windows: at most k_split 4.
   EXPECT_EQ(plan(problem(4, 16, 256)).gemv_k_split, 4);
   // 108 SMs hold 1728 warps: 512 tiles take 2 waves at k_split 4 (2 x 34) and 3 at
@@ -134,14 +137,14 @@ TEST(Fp8Plan, GemvMmaKSplitBalancesWavesAndWindows) {
   EXPECT_EQ(plan(problem(4, 4096, 4096), DeviceInfo{90, 0}).gemv_k_split, 1);
 }
 
-// SM90+: the TMA weight stream where it measured faster (weights >= 128 MiB, M <= 4), or
-// as forced; its K split deals out 128-byte tiles instead of 64-byte windows.
+// SM90+: the TMA weight stream where it measured faster (weights >= 128 MiB), or as
+// forced; its K split deals out 128-byte tiles instead of 64-byte windows.
 TEST(Fp8Plan, GemvTmaWhereMeasuredFaster) {
   const int64_t k = 8192, n_at_limit = (int64_t{128} << 20) / 8192;  // 16384
   EXPECT_TRUE(plan(problem(2, n_at_limit, k)).gemv_tma);
   EXPECT_TRUE(plan(problem(4, 28672, k)).gemv_tma);
   EXPECT_FALSE(plan(problem(2, n_at_limit - 16, k)).gemv_tma);  // just below 128 MiB
-  EXPECT_FALSE(plan(problem(5, 28672, k)).gemv_tma);            // above 4 rows
+  EXPECT_TRUE(plan(problem(8, 28672, k)).gemv_tma);
   EXPECT_FALSE(plan(problem(4, 28672, k), kAmpere).gemv_tma);   // no TMA below SM90
   EXPECT_FALSE(plan(problem(4, 8192, 8192)).gemv_tma);
   // 1792 tiles, 64 tiles per row: one wave of k_split 1 (64 + 2) against two of 2 (2 x 34).

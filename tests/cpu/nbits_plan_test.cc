@@ -131,15 +131,14 @@ TEST(NBitsPlan, AllowGemvFalseForcesDequantGemm) {
   EXPECT_EQ(path(problem(1, 4096, 4096), kHopper, o), NBitsPath::kDequantGemm);
 }
 
-// The measured defaults (docs/PERF.md): 8-bit always the unrolled loop; 4-bit the plain
-// loop for blocks 16 and 32, the unrolled loop from 64 (and above 256).
+// The measured defaults (docs/PERF.md): the unrolled loop for both widths at every block
+// size (and above 256).
 TEST(NBitsPlan, GemvAlgoDefaultsAndOverride) {
   for (int bits : {4, 8})
     for (int64_t bs : {16, 32, 64, 128, 256, 512}) {
       const NBitsMatMulPlan p = plan(problem(1, 4096, 4096, bits, bs));
       ASSERT_EQ(p.path, NBitsPath::kGemv) << bits << " " << bs;
-      const int expected = bits == 4 && bs <= 32 ? kNBitsGemvAlgoLoop : kNBitsGemvAlgoUnrolled;
-      EXPECT_EQ(p.gemv_algo, expected) << bits << " " << bs;
+      EXPECT_EQ(p.gemv_algo, kNBitsGemvAlgoUnrolled) << bits << " " << bs;
       for (int algo : {0, 1, 2}) {
         NBitsMatMulOptions o;
         o.gemv_algo = algo;
