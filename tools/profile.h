@@ -296,6 +296,7 @@ Status dump_tensors(const std::string& dir, const std::vector<NamedTensor>& tens
 // What a case run measured.
 struct CaseResult {
   std::string path;  // the plan's path name, or "cpu_emulated_dequant_gemm"
+  std::string plan;  // GPU: the plan on one line (kernel choices: k_split, tma, algo, ...)
   harness::AccuracyReport accuracy;
   std::string error;                            // set when the case could not run to the end
   std::optional<harness::TimingStats> kernel;   // the operator, called as users call it

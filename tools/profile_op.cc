@@ -61,6 +61,7 @@ Status OpProfiler::run_gpu(const CaseSpec& c, const Gpu& gpu, bool print_plan, H
   BQMM_RETURN_IF_ERROR(plan_case(c, *g.inputs, y_dev.mutable_view(), gpu, &plan));
   if (print_plan) std::printf("  plan: %s\n", plan.text.c_str());
   result->path = plan.path;
+  result->plan = plan.text;
   DeviceBuffer workspace;
   BQMM_RETURN_IF_ERROR(DeviceBuffer::allocate(plan.workspace_bytes, &workspace));
 

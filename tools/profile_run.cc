@@ -158,6 +158,11 @@ std::string json_row(const std::string& op, const CaseSpec& c, const CaseResult&
   } else {
     j.add_string("path", r.path);
   }
+  if (r.plan.empty()) {
+    j.add_null("plan");
+  } else {
+    j.add_string("plan", r.plan);
+  }
   if (r.error.empty()) {
     j.add_number("rel_err", r.accuracy.rel_err);
     j.add_number("tolerance", r.accuracy.tolerance);
