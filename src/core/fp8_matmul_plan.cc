@@ -20,7 +20,7 @@ namespace {
 // stream per warp amortizes its start (barriers, the first tiles' latency). Measured at
 // M = 2 / 4 / 8, float16: 28672 x 8192 88 / 88 / 82 % of copy against 77 / 77 / 76 %;
 // 8192 x 8192 68 / 66 / 63 against 68 / 67 / 67; 14336 x 4096, 4096 x 14336 and
-// 4096 x 4096 1-9 points below.
+// 4096 x 4096 0-9 points below.
 constexpr int64_t kGemvTmaMinWeightBytes = int64_t{128} << 20;
 constexpr int64_t kGemvMaxRows = 8;  // the mma "N" extent; the FMA kernel's largest row group
 }  // namespace

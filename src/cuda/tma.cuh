@@ -3,14 +3,13 @@
 // 16-row x 128-byte tiles copied by one instruction into shared memory, completion
 // tracked by an mbarrier per ring slot.
 //
-// Why: a GEMV is a stream, and its speed is the bytes in flight per SM. Register loads in
-// mma-fragment shape (8 rows x 64 bytes per warp instruction) stream at most 2.6 TB/s on
-// the H200 whatever the warps and loads in flight, 4 x 128-byte rows 4.1-4.4 and 512
-// contiguous bytes 4.3-4.6 (memcpy 4.23). A TMA ring of 16-row x 128-byte boxes read back
-// with ldmatrix, with the M = 8 activation loads of a GEMV beside it, streams 4.0-4.1
-// TB/s (scratch benchmarks, 2 GiB cold, 2026-11-29; docs/PERF.md), and it takes no
-// registers and no load instructions: the loads in flight are shared memory, not
-// registers, and the L1 pipe is left to the activations.
+// Why: register loads in mma-fragment shape (8 rows x 64 bytes per warp instruction)
+// stream 2.5-3.3 TB/s on the H200 for 2-8 loads in flight per lane and 16-48 warps per
+// SM, 4 x 128-byte rows 3.9-4.4 and 512 contiguous bytes 4.3-4.6 (memcpy 4.23). A TMA ring
+// of 16-row x 128-byte boxes read back with ldmatrix, with the M = 8 activation loads of
+// a GEMV beside it, streams 4.0-4.1 TB/s (tools/microbench, 2 GiB cold, 2026-11-29;
+// docs/PERF.md), and it takes no registers and no load instructions: the bytes in flight
+// sit in shared memory, and the L1 load pipe is left to the activations.
 //
 // Layout: SWIZZLE_128B, so 16-byte chunk c of tile row r lands at r * 128 +
 // 16 * (c ^ (r % 8)) of a 1024-byte aligned slot: the eight rows an ldmatrix matrix reads
