@@ -238,6 +238,35 @@ __global__ void __launch_bounds__(kFmaThreads, 1)
   }
 }
 
+// The end of both tensor-core kernels: the K-split reduction (warps 1.. hand their tiles
+// to warp 0 through shared memory, same lane, same ownership), then warp 0's lane (g, t)
+// adds the bias to and stores rows 2t, 2t + 1 of columns lo and hi (D fragment d[0..1],
+// d[2..3]; masked rows and columns are not stored).
+template <int kKSplit, typename T>
+__device__ __forceinline__ void reduce_and_store_tile(const GemvParams<T>& p, float (&acc)[4],
+                                                      int warp, int lane, bool lo_ok, bool hi_ok,
+                                                      int64_t col_lo, int64_t col_hi) {
+  if constexpr (kKSplit > 1) {
+    __shared__ float4 partials[kKSplit - 1][kWarpSize];
+    if (warp > 0) partials[warp - 1][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
+    __syncthreads();
+    if (warp > 0) return;
+#pragma unroll
+    for (int w = 0; w < kKSplit - 1; ++w) {
+      const float4 q = partials[w][lane];
+      acc[0] += q.x;
+      acc[1] += q.y;
+      acc[2] += q.z;
+      acc[3] += q.w;
+    }
+  }
+  const int row = 2 * (lane % 4);
+  if (lo_ok && row < p.m) store_output(p, row, col_lo, acc[0]);
+  if (lo_ok && row + 1 < p.m) store_output(p, row + 1, col_lo, acc[1]);
+  if (hi_ok && row < p.m) store_output(p, row, col_hi, acc[2]);
+  if (hi_ok && row + 1 < p.m) store_output(p, row + 1, col_hi, acc[3]);
+}
+
 // ================================================================= tensor-core kernel
 // Y^T tile = W tile * A^T with mma.m16n8k16: the weight is the mma's A operand (16 output
 // columns = mma M, row-major [n][k] as stored), the activation its B operand (up to 8 rows
@@ -395,26 +424,7 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
     for (; i0 < count; i0 += kMmaDepth) round(i0, std::true_type{});
   }
 
-  // K-split reduction: warps 1.. hand their tiles to warp 0 (same lane, same ownership).
-  if constexpr (kKSplit > 1) {
-    __shared__ float4 partials[kKSplit - 1][kWarpSize];
-    if (warp > 0) partials[warp - 1][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-    __syncthreads();
-    if (warp > 0) return;
-#pragma unroll
-    for (int w = 0; w < kKSplit - 1; ++w) {
-      const float4 q = partials[w][lane];
-      acc[0] += q.x;
-      acc[1] += q.y;
-      acc[2] += q.z;
-      acc[3] += q.w;
-    }
-  }
-  const int row = 2 * t;
-  if (lo_ok && row < p.m) store_output(p, row, col_lo, acc[0]);
-  if (lo_ok && row + 1 < p.m) store_output(p, row + 1, col_lo, acc[1]);
-  if (hi_ok && row < p.m) store_output(p, row, col_hi, acc[2]);
-  if (hi_ok && row + 1 < p.m) store_output(p, row + 1, col_hi, acc[3]);
+  reduce_and_store_tile<kKSplit>(p, acc, warp, lane, lo_ok, hi_ok, col_lo, col_hi);
 }
 
 // ================================================================= TMA tensor-core kernel
@@ -570,26 +580,7 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
   if (i < count) consume(0, i);
   if (i + 1 < count) consume(1, i + 1);
 
-  // K-split reduction: warps 1.. hand their tiles to warp 0 (same lane, same ownership).
-  if constexpr (kKSplit > 1) {
-    __shared__ float4 partials[kKSplit - 1][kWarpSize];
-    if (warp > 0) partials[warp - 1][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-    __syncthreads();
-    if (warp > 0) return;
-#pragma unroll
-    for (int w = 0; w < kKSplit - 1; ++w) {
-      const float4 q = partials[w][lane];
-      acc[0] += q.x;
-      acc[1] += q.y;
-      acc[2] += q.z;
-      acc[3] += q.w;
-    }
-  }
-  const int row = 2 * t;
-  if (lo_ok && row < p.m) store_output(p, row, col_lo, acc[0]);
-  if (lo_ok && row + 1 < p.m) store_output(p, row + 1, col_lo, acc[1]);
-  if (hi_ok && row < p.m) store_output(p, row, col_hi, acc[2]);
-  if (hi_ok && row + 1 < p.m) store_output(p, row + 1, col_hi, acc[3]);
+  reduce_and_store_tile<kKSplit>(p, acc, warp, lane, lo_ok, hi_ok, col_lo, col_hi);
 #else
   __trap();  // SM90+ only; the planner never asks for it below
 #endif
