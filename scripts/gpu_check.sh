@@ -4,9 +4,14 @@
 # the shared-memory kernels), run the benchmark suites, and print a short summary last.
 # Logs and JSON go to $OUT (default ./out).
 #
-#   scripts/gpu_check.sh [steps]     steps: comma list of build,test,sanitize,bench
-#                                    (default: all); BENCH_SUITES="decode prefill" (fp8);
-#                                    NBITS_BENCH_BITS="8 4" (NBitsMatMul decode suite)
+#   scripts/gpu_check.sh [steps]     steps: comma list of build,test,sanitize,bench,variants
+#                                    (default: the first four); BENCH_SUITES="decode prefill"
+#                                    (fp8); NBITS_BENCH_BITS="8 4" (NBitsMatMul decode suite)
+#   variants: the FP8 decode suite with each GEMV kernel and weight stream forced
+#   (BQMM_FP8_GEMV_MMA=0: CUDA cores; BQMM_FP8_GEMV_MMA=1 with BQMM_FP8_GEMV_TMA=0 / 1:
+#   tensor cores by register loads / TMA tiles, at every M) and the NBits K-loop sweep
+#   (M = 1, 8192 x 8192, float16, every block size, both widths): the comparison columns
+#   of docs/PERF.md, about 2 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -93,6 +98,26 @@ if has bench; then
     summary+=("bench nbits$bits decode: rc=$rc ($(( $(stamp) - t0 ))s), $(wc -l < "$OUT/bench_nbits${bits}_decode.jsonl" 2>/dev/null || echo 0) cases")
   done
   python3 scripts/bench_table.py "$OUT"/bench_*.jsonl > "$OUT/bench_table.txt" 2>&1 || true
+fi
+
+if has variants; then
+  t0=$(stamp)
+  for v in "fma BQMM_FP8_GEMV_MMA=0" "mma_registers BQMM_FP8_GEMV_MMA=1 BQMM_FP8_GEMV_TMA=0" \
+           "mma_tma BQMM_FP8_GEMV_MMA=1 BQMM_FP8_GEMV_TMA=1"; do
+    set -- $v
+    name=$1; shift
+    env "$@" "$build/bqmm-profile" --op fp8 --suite decode --json "$OUT/variant_fp8_decode_$name.jsonl" \
+      >"$OUT/variant_fp8_decode_$name.log" 2>&1
+  done
+  for bits in 4 8; do
+    for bs in 16 32 64 128 256; do
+      "$build/bqmm-profile" --op nbits --bits "$bits" --block-size "$bs" --m 1 --n 8192 --k 8192 \
+        --nbits-algo all --json "$OUT/variant_nbits_algo.jsonl.part" >>"$OUT/variant_nbits_algo.log" 2>&1
+      cat "$OUT/variant_nbits_algo.jsonl.part" >>"$OUT/variant_nbits_algo.jsonl"
+    done
+  done
+  rm -f "$OUT/variant_nbits_algo.jsonl.part"
+  summary+=("variants: $(cat "$OUT"/variant_*.jsonl 2>/dev/null | wc -l) cases ($(( $(stamp) - t0 ))s)")
 fi
 
 echo
