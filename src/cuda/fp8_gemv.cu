@@ -4,21 +4,28 @@
 //
 // with A' = QDQ(A) (W8A8, fused into the activation load) or A. At these M the op is a
 // stream over the weight: N * K bytes of e4m3 against M * K activations that stay in
-// L1/L2, so both kernels read every weight byte exactly once, 16 bytes per load, with
-// several loads in flight per lane, and never materialize a dequantized weight.
+// L1/L2, so every kernel here reads each weight byte exactly once, with many bytes in
+// flight per SM, and never materializes a dequantized weight.
 //
-//   Fp8GemvFmaKernel  CUDA cores: a warp per kCols output columns, all M rows at once.
+//   Fp8GemvFmaKernel  CUDA cores: a warp per kCols output columns, all M rows at once,
+//                     one 16-byte register load per lane and chunk.
 //   Fp8GemvMmaKernel  tensor cores (SM80+): mma.m16n8k16, 16 columns per warp, kKSplit
-//                     warps per block splitting K, a ring of kMmaDepth windows in flight.
+//                     warps per block splitting K, a ring of kMmaDepth windows of
+//                     fragment-shaped register loads in flight.
+//   Fp8GemvTmaKernel  the same mma tile and K split (SM90+), the weights copied by the
+//                     tensor memory accelerator in 16-row x 128-byte tiles into a
+//                     per-warp shared-memory ring and read back by ldmatrix
+//                     (cuda/tma.cuh says why: the load shape).
 //
-// Numerics (both): every weight * activation product is exact (e4m3 * T fits in float32,
+// Numerics (all): every weight * activation product is exact (e4m3 * T fits in float32,
 // and e4m3 -> T is exact), the sums are float32, the block scale is applied in float32 to
-// the partial sum of the 16- (FMA) or 64-element (MMA) K slice it covers, bias is added in
-// float32 and Y is rounded to T once. The two kernels sum in different orders, so they
-// agree to rounding, not bit for bit.
+// the partial sum of the 16- (FMA) or 64-element (MMA, TMA) K slice it covers, bias is
+// added in float32 and Y is rounded to T once. The kernels sum in different orders, so
+// they agree to rounding, not bit for bit.
 //
 // File layout, top-down: launch constants, kernel parameters, the activation-load helpers,
-// the two kernels, then the launchers with the configurations the planner can pick.
+// the three kernels (the tensor-core ones sharing their epilogue), then the launchers with
+// the configurations the planner can pick.
 #include <string>
 
 #include "cuda/common.cuh"
