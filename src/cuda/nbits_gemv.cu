@@ -26,8 +26,12 @@
 //       bfloat16, 8-bit: bfloat16 has 8 significant bits, too few for 128 + c, c < 256:
 //                 float(0x4B000000 | c) = 2^23 + c, minus 2^23 + zp in float32, packs
 //                 exactly to bfloat16 (|q - zp| <= 255), then one bfloat16 multiply.
-//     So w = round_T((q - zp) * scale), the same single rounding as the dequant + cuBLAS
-//     path's weights; products and sums are then exact/FP32 in the mma.
+//     Blocks smaller than a window (8-bit: 64 codes, 4-bit: 128): w = round_T((q - zp) *
+//     scale), the same single rounding as the dequant + cuBLAS path's weights, then
+//     exact products and FP32 sums in the mma. Blocks of a window or more (MmaTile's
+//     kResultScale): every chunk an mma takes shares one block, so the mma multiplies the
+//     exact q - zp and the block scale multiplies each chunk's FP32 partial sum (float16
+//     4-bit decodes the high nibbles in place as 16 (q - zp), scaled by scale / 16).
 //   float32: CUDA cores, w = (q - zp) * scale in float32 (one rounding), FMA into FP32 sums;
 //     float32 must stay true FP32 (SPEC tolerance 1e-5), which TF32 mma would not be.
 //
@@ -39,7 +43,8 @@
 //          the activation words (4j, 4j+1), (4j+2, 4j+3). 4 mma per chunk.
 //   4-bit: word j (codes 8j .. 8j+7) decodes, one lop3 per pair, to (8j+i, 8j+i+4),
 //          i = 0..3; the activations are paired the same way with one prmt per pair.
-//          Two mma per word, 8 per chunk.
+//          Two mma per word (pairs 0, 1 and 2, 3; with kResultScale 0, 2 and 1, 3, so
+//          the float16 high-nibble pairs get their own accumulator), 8 per chunk.
 // Logical mma k 2t, 2t+1, 2t+8, 2t+9 then always maps, for every lane with the same t, to
 // the same physical k of the same chunk, which is all the mma needs.
 //
