@@ -304,6 +304,61 @@ __device__ __forceinline__ void decode_word_floats(uint32_t q, const BlockConsts
   }
 }
 
+// ----------------------------------------------------------------- scale-on-result steps
+// Shared by MmaTile (register loads) and NBitsGemvTmaKernel (TMA tiles): one 32-bit word
+// of codes of rows lo and hi, decoded without the scale (decode_word_pairs_unscaled), times
+// the activation pairs `pa` that match it, into the unscaled sums part (and part16: the
+// float16 4-bit high nibbles, 16 (q - zp)); then the block scales applied in float32.
+
+// Activation pairs matching a word's weight pairs. 8-bit: the word's 4 activations as
+// two packed words (x = (0, 1), y = (2, 3)); 4-bit: its 8 activations v (x = (0, 1),
+// y = (2, 3), ...) paired (i, i + 4).
+__device__ __forceinline__ void pair_act8(uint32_t x, uint32_t y, uint32_t (&out)[2]) {
+  out[0] = x;
+  out[1] = y;
+}
+__device__ __forceinline__ void pair_act4(const uint4& v, uint32_t (&out)[4]) {
+  out[0] = __byte_perm(v.x, v.z, 0x5410u);  // (0, 4)
+  out[1] = __byte_perm(v.x, v.z, 0x7632u);  // (1, 5)
+  out[2] = __byte_perm(v.y, v.w, 0x5410u);  // (2, 6)
+  out[3] = __byte_perm(v.y, v.w, 0x7632u);  // (3, 7)
+}
+
+template <typename T, int kBits>
+__device__ __forceinline__ void mma_word_unscaled(uint32_t lo, uint32_t hi, const BlockConsts& c_lo,
+                                                  const BlockConsts& c_hi,
+                                                  const uint32_t (&pa)[Codes<kBits>::kPerWord / 2],
+                                                  float (&part)[4], float (&part16)[4]) {
+  uint32_t pl[Codes<kBits>::kPerWord / 2], ph[Codes<kBits>::kPerWord / 2];
+  decode_word_pairs_unscaled<T, kBits>(lo, c_lo, pl);
+  decode_word_pairs_unscaled<T, kBits>(hi, c_hi, ph);
+  if constexpr (kBits == 4) {
+    // Pairs 0, 2 into part, pairs 1, 3 (16 (q - zp) for float16) into part16.
+    const uint32_t a0[4] = {pl[0], ph[0], pl[2], ph[2]}, b0[2] = {pa[0], pa[2]};
+    const uint32_t a1[4] = {pl[1], ph[1], pl[3], ph[3]}, b1[2] = {pa[1], pa[3]};
+    mma_m16n8k16<T>(part, a0, b0, part);
+    mma_m16n8k16<T>(part16, a1, b1, part16);
+  } else {
+    const uint32_t a[4] = {pl[0], ph[0], pl[1], ph[1]}, b[2] = {pa[0], pa[1]};
+    mma_m16n8k16<T>(part, a, b, part);
+  }
+}
+
+// acc += (part + part16 / 16) * scale, rows lo (d[0..1]) and hi (d[2..3]) by their own
+// block scale, in float32 (the / 16 only for float16 4-bit, exact).
+template <typename T, int kBits>
+__device__ __forceinline__ void apply_block_scales(float (&acc)[4], const float (&part)[4],
+                                                   const float (&part16)[4], const BlockConsts& c_lo,
+                                                   const BlockConsts& c_hi) {
+  const float s_lo = to_float(as_pair<T>(c_lo.scale).x);
+  const float s_hi = to_float(as_pair<T>(c_hi.scale).x);
+  constexpr float kHi = kBits == 4 && std::is_same_v<T, __half> ? 1.0f / 16.0f : 1.0f;
+  acc[0] = fmaf(part[0] + part16[0] * kHi, s_lo, acc[0]);
+  acc[1] = fmaf(part[1] + part16[1] * kHi, s_lo, acc[1]);
+  acc[2] = fmaf(part[2] + part16[2] * kHi, s_hi, acc[2]);
+  acc[3] = fmaf(part[3] + part16[3] * kHi, s_hi, acc[3]);
+}
+
 // ================================================================= warp tiles
 // A tile holds one warp's accumulators and multiplies one decoded chunk (both rows) with
 // the activations at the chunk's k, which it loads itself: activations are re-read by
@@ -337,14 +392,9 @@ struct MmaTile {
                                    uint32_t (&out)[C::kPerWord / 2]) {
     if constexpr (kBits == 8) {
       const uint4 v = act[j / 2];
-      out[0] = j % 2 == 0 ? v.x : v.z;
-      out[1] = j % 2 == 0 ? v.y : v.w;
+      pair_act8(j % 2 == 0 ? v.x : v.z, j % 2 == 0 ? v.y : v.w, out);
     } else {
-      const uint4 v = act[j];  // activations 8j .. 8j+7: x = (0, 1), y = (2, 3), ...
-      out[0] = __byte_perm(v.x, v.z, 0x5410u);  // (0, 4)
-      out[1] = __byte_perm(v.x, v.z, 0x7632u);  // (1, 5)
-      out[2] = __byte_perm(v.y, v.w, 0x5410u);  // (2, 6)
-      out[3] = __byte_perm(v.y, v.w, 0x7632u);  // (3, 7)
+      pair_act4(act[j], out);  // activations 8j .. 8j+7
     }
   }
 
@@ -369,22 +419,12 @@ struct MmaTile {
         if (masked && !chunk_ok) v = make_uint4(0, 0, 0, 0);
       }
       const int group = j * C::kGroups / 4;
-      uint32_t pl[C::kPerWord / 2], ph[C::kPerWord / 2], pa[C::kPerWord / 2];
+      uint32_t pa[C::kPerWord / 2];
       act_pairs(act, j, pa);
       if constexpr (kResultScale) {
-        decode_word_pairs_unscaled<T, kBits>(lo[j], q[0][0], pl);
-        decode_word_pairs_unscaled<T, kBits>(hi[j], q[1][0], ph);
-        if constexpr (kBits == 4) {
-          // Pairs 0, 2 into part, pairs 1, 3 (16 (q - zp) for float16) into part16.
-          const uint32_t a0[4] = {pl[0], ph[0], pl[2], ph[2]}, b0[2] = {pa[0], pa[2]};
-          const uint32_t a1[4] = {pl[1], ph[1], pl[3], ph[3]}, b1[2] = {pa[1], pa[3]};
-          mma_m16n8k16<T>(part, a0, b0, part);
-          mma_m16n8k16<T>(part16, a1, b1, part16);
-        } else {
-          const uint32_t a[4] = {pl[0], ph[0], pl[1], ph[1]}, b[2] = {pa[0], pa[1]};
-          mma_m16n8k16<T>(part, a, b, part);
-        }
+        mma_word_unscaled<T, kBits>(lo[j], hi[j], q[0][0], q[1][0], pa, part, part16);
       } else {
+        uint32_t pl[C::kPerWord / 2], ph[C::kPerWord / 2];
         decode_word_pairs<T, kBits>(lo[j], q[0][group], pl);
         decode_word_pairs<T, kBits>(hi[j], q[1][group], ph);
 #pragma unroll
@@ -395,16 +435,7 @@ struct MmaTile {
         }
       }
     }
-    if constexpr (kResultScale) {
-      // The block scales of rows lo (d[0..1]) and hi (d[2..3]), in float32.
-      const float s_lo = to_float(as_pair<T>(q[0][0].scale).x);
-      const float s_hi = to_float(as_pair<T>(q[1][0].scale).x);
-      constexpr float kHi = kBits == 4 && std::is_same_v<T, __half> ? 1.0f / 16.0f : 1.0f;
-      acc[0] = fmaf(part[0] + part16[0] * kHi, s_lo, acc[0]);
-      acc[1] = fmaf(part[1] + part16[1] * kHi, s_lo, acc[1]);
-      acc[2] = fmaf(part[2] + part16[2] * kHi, s_hi, acc[2]);
-      acc[3] = fmaf(part[3] + part16[3] * kHi, s_hi, acc[3]);
-    }
+    if constexpr (kResultScale) apply_block_scales<T, kBits>(acc, part, part16, q[0][0], q[1][0]);
   }
 
   __device__ void values(float (&v)[kValues]) const {
