@@ -117,9 +117,15 @@ struct NBitsMatMulOptions {
   // GEMV K-loop algorithm (kNBitsGemvAlgo*), or -1 for the planner's default per
   // block size (the fastest measured on an H200, docs/PERF.md).
   int gemv_algo = -1;
+  // 1: on SM90, the tensor-core GEMV takes its weights as TMA tiles (as Fp8WeightMatMul's
+  // gemv_tma) where it applies: float16 / bfloat16, block_size >= 64 (8-bit) or >= 128
+  // (4-bit). 0 (default): register loads. Opt-in until measured on a GPU (written
+  // 2026-11-29 without one; docs/PERF.md). BQMM_NBITS_GEMV_TMA=0 / 1.
+  int gemv_tma = 0;
 };
 // Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB),
-// BQMM_DEQUANT_OVERLAP (0 or 1) and BQMM_NBITS_GEMV_ALGO (0, 1 or 2 forces that GEMV algorithm). A malformed value is an
+// BQMM_DEQUANT_OVERLAP (0 or 1), BQMM_NBITS_GEMV_ALGO (0, 1 or 2 forces that GEMV
+// algorithm) and BQMM_NBITS_GEMV_TMA (0 or 1; see gemv_tma). A malformed value is an
 // error that names the variable.
 Status nbits_matmul_options_from_env(NBitsMatMulOptions* opts);
 
@@ -140,6 +146,7 @@ struct NBitsMatMulPlan {
   int gemv_algo = 0;          // kNBitsGemvAlgo*
   int gemv_rows = 0;          // activation rows per warp tile (float32: 1, 2, 4, 8; else 8)
   int gemv_k_split = 0;       // warps per block splitting K
+  bool gemv_tma = false;      // weight tiles by TMA (SM90+); gemv_algo does not apply then
 
   // Workspace layout: byte offsets into the caller's workspace, each 256-byte aligned.
   size_t cublas_offset = 0, cublas_bytes = 0;    // cuBLAS's own workspace

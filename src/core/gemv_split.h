@@ -18,7 +18,7 @@ namespace bqmm {
 // The geometry both kernels share.
 constexpr int64_t kGemvTileCols = 16;     // output columns per warp tile (the mma M extent)
 constexpr int64_t kGemvWindowBytes = 64;  // K bytes of a row per lane quad and window
-constexpr int64_t kGemvTmaTileBytes = 128;  // K bytes of a row per TMA tile (FP8, SM90+)
+constexpr int64_t kGemvTmaTileBytes = 128;  // K bytes of a row per TMA tile (SM90+)
 constexpr int kGemvMaxKSplit = 8;         // the largest instantiated k_split
 // Warps of a tensor-core GEMV an SM holds at once (the kernels' launch bounds: <= 128
 // registers per thread), and the windows a warp's pipeline needs to fill (its first

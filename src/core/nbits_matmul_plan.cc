@@ -69,7 +69,7 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan) {
   }
   if (plan.path == NBitsPath::kGemv) {
     os << "; algo=" << plan.gemv_algo << "; rows=" << plan.gemv_rows
-       << "; k_split=" << plan.gemv_k_split;
+       << "; k_split=" << plan.gemv_k_split << "; tma=" << (plan.gemv_tma ? 1 : 0);
   }
   os << "; workspace=" << plan.workspace_bytes << "B";
   if (plan.workspace_bytes > 0) {
@@ -85,6 +85,9 @@ Status nbits_matmul_options_from_env(NBitsMatMulOptions* opts) {
   int64_t algo = -1;
   BQMM_RETURN_IF_ERROR(env::read_int("BQMM_NBITS_GEMV_ALGO", 0, 2, &algo));
   if (algo >= 0) opts->gemv_algo = static_cast<int>(algo);
+  int64_t tma = -1;
+  BQMM_RETURN_IF_ERROR(env::read_int("BQMM_NBITS_GEMV_TMA", 0, 1, &tma));
+  if (tma >= 0) opts->gemv_tma = static_cast<int>(tma);
   return Status::Ok();
 }
 
@@ -105,6 +108,8 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
   if (options.gemv_algo < -1 || options.gemv_algo > 2)
     return invalid("options.gemv_algo: expected -1 (default), 0, 1 or 2 but got " +
                    std::to_string(options.gemv_algo));
+  if (options.gemv_tma < 0 || options.gemv_tma > 1)
+    return invalid("options.gemv_tma: expected 0 or 1 but got " + std::to_string(options.gemv_tma));
 
   NBitsMatMulPlan plan;
   plan.problem = p;
@@ -137,9 +142,16 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
         options.gemv_algo >= 0 ? options.gemv_algo : default_gemv_algo(p.bits, p.block_size);
     // The mma tile always has 8 activation rows; the FMA tile is sized to M.
     plan.gemv_rows = half_type || p.m > 4 ? 8 : p.m > 2 ? 4 : static_cast<int>(p.m);
-    // K split (core/gemv_split.h): float32's FMA tile holds fewer warps per SM.
+    // TMA tiles when asked for, where the kernel applies: SM90, the tensor-core tile, and
+    // blocks no smaller than half a 128-byte tile's codes (each half takes one scale).
+    const int64_t half_tile_codes = kGemvTmaTileBytes / 2 * 8 / p.bits;
+    plan.gemv_tma = options.gemv_tma == 1 && device.sm >= 90 && half_type &&
+                    p.block_size >= half_tile_codes && p.n < (int64_t{1} << 31);
+    // K split (core/gemv_split.h) over the kernel's units of K (TMA tiles or 64-byte
+    // windows): float32's FMA tile holds fewer warps per SM.
+    const int64_t unit_bytes = plan.gemv_tma ? kGemvTmaTileBytes : kGemvWindowBytes;
     plan.gemv_k_split = choose_gemv_k_split(
-        p.n, (p.row_bytes() + kGemvWindowBytes - 1) / kGemvWindowBytes, device.num_sms,
+        p.n, (p.row_bytes() + unit_bytes - 1) / unit_bytes, device.num_sms,
         half_type ? kGemvTensorCoreWarpsPerSm : kGemvWarpsPerSmFloat);
     *out = plan;
     return Status::Ok();

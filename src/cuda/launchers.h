@@ -88,8 +88,10 @@ struct NBitsGemvArgs {
 };
 // algo: the K-loop strategy (kNBitsGemvAlgo* of bqmm/nbits_matmul.h); rows: activation
 // rows per warp tile (8 for float16 / bfloat16; 1, 2, 4 or 8 >= M for float32); k_split:
-// warps per block splitting K (1, 2, 4 or 8).
-Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_split,
+// warps per block splitting K (1, 2, 4 or 8). tma (SM90+, float16 / bfloat16, block_size
+// >= 64 codes for 8-bit, >= 128 for 4-bit): the weights by TMA tiles (cuda/tma.cuh); algo
+// does not apply then.
+Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_split, bool tma,
                          cudaStream_t stream);
 
 }  // namespace bqmm::cuda

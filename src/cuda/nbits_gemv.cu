@@ -67,14 +67,20 @@
 //                cannot be iterated alone (a quad's lanes straddle blocks): there the
 //                window is the unit and this is algorithm 0.
 //
-// File layout, top-down: constants and parameters, code decoding, the two warp tiles
-// (tensor-core and FMA), the kernel, then the launcher and its instantiated configurations.
+// NBitsGemvTmaKernel (opt-in, SM90+, float16 / bfloat16, blocks of half a 128-byte tile or
+// more): the same tensor-core math with the weights copied as 16-row x 128-byte TMA tiles
+// (cuda/tma.cuh), the loop of Fp8GemvTmaKernel; not yet run on a GPU (see its comment).
+//
+// File layout, top-down: constants and parameters, code decoding, the scale-on-result
+// steps, the two warp tiles (tensor-core and FMA), the shared epilogue, the register-load
+// kernel, the TMA kernel, then the launcher and its instantiated configurations.
 #include <string>
 #include <type_traits>
 
 #include "bqmm/nbits_matmul.h"
 #include "cuda/common.cuh"
 #include "cuda/cuda_check.h"
+#include "cuda/tma.cuh"
 #include "cuda/launchers.h"
 
 namespace bqmm::cuda {
@@ -543,6 +549,34 @@ struct StageLoads {
   RawQuant<T, kBits> q[kWindows][2];
 };
 
+// The end of both kernels: the K-split reduction (warps 1.. hand their partial sums to
+// warp 0 through shared memory, same lane, same ownership), then warp 0 adds the bias in
+// float32 and rounds to T once; rows >= M and columns past N (row_ok) are not stored.
+template <typename Tile, typename T>
+__device__ __forceinline__ void reduce_and_store(const GemvParams<T>& p, float (&v)[Tile::kValues],
+                                                 uint32_t warp, int lane, uint32_t k_split,
+                                                 int64_t n0, const bool (&row_ok)[2]) {
+  __shared__ float partials[kMaxKSplit - 1][Tile::kValues][kWarpSize];
+  if (k_split > 1) {
+    if (warp > 0) {
+#pragma unroll
+      for (int i = 0; i < Tile::kValues; ++i) partials[warp - 1][i][lane] = v[i];
+    }
+    __syncthreads();
+    if (warp > 0) return;
+    for (uint32_t w = 0; w < k_split - 1; ++w)
+#pragma unroll
+      for (int i = 0; i < Tile::kValues; ++i) v[i] += partials[w][i][lane];
+  }
+  const int g = lane / 4;
+  Tile::store(v, lane % 4, [&](int row, int r, float value) {
+    if (row >= p.m || !row_ok[r]) return;
+    const int64_t col = n0 + g + 8 * r;
+    if (p.bias != nullptr) value += to_float(p.bias[col]);
+    p.y[row * p.n + col] = from_float<T>(value);
+  });
+}
+
 // ================================================================= kernel
 // Template parameters:
 //   T      T1: __half, __nv_bfloat16 (tensor-core tile) or float (FMA tile).
@@ -688,28 +722,152 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
     }
   }
 
-  // K-split reduction: warps 1.. hand their partial sums to warp 0 (same lane, same
-  // ownership); warp 0 adds the bias in float32 and rounds to T once.
   float v[Tile::kValues];
   tile.values(v);
-  __shared__ float partials[kMaxKSplit - 1][Tile::kValues][kWarpSize];
-  if (k_split > 1) {
-    if (warp > 0) {
+  reduce_and_store<Tile>(p, v, warp, lane, k_split, n0, row_ok);
+}
+
+// ================================================================= TMA kernel
+// SM90+, float16 / bfloat16, blocks of at least half a tile's codes (8-bit: 64, 4-bit:
+// 128): the tensor-core GEMV with the weight stream of cuda/tma.cuh, the loop of
+// Fp8GemvTmaKernel (src/cuda/fp8_gemv.cu, which says why) with the N-bit decode. Warp w of
+// the block takes the 128-byte tiles w, w + k_split, ... of its 16 rows (a tile: 8 chunks
+// of 16 bytes, 128 8-bit or 256 4-bit codes per row); lane 0 keeps kNBitsTmaDepth of them
+// in flight in the warp's shared-memory ring. ldmatrix_tile_chunks gives lane (g, t) word
+// t of chunk c of rows g and g + 8: its codes are chunk c's 4t .. 4t + 3 (8-bit) or
+// 8t .. 8t + 7 (4-bit), decoded and multiplied exactly as MmaTile's scale-on-result words
+// (mma_word_unscaled) with the activations of the same codes, one 8- or 16-byte load.
+// Chunks 0-3 and 4-7 of a tile each lie in one block: their unscaled sums take the block
+// scale in float32 (apply_block_scales). A row's last tile may be partial (row_bytes
+// % 128 != 0): its missing chunks arrive as zeros and are skipped (warp-uniform). The
+// scales and zero points of tile i + 1 are loaded while tile i is multiplied.
+//
+// Written 2026-11-29 without a GPU to run it on: the planner takes it only when asked
+// (NBitsMatMulOptions::gemv_tma = 1), until it has passed the GPU suite and been measured.
+constexpr int kNBitsTmaDepth = 4;  // tiles in flight per warp (16 warps x 4 x 2 KB per SM)
+constexpr int kTileChunks = kTmaBoxBytes / kChunkBytes;  // 8
+
+template <typename T, int kBits>
+__global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
+    NBitsGemvTmaKernel(const __grid_constant__ CUtensorMap map, const GemvParams<T> p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using C = Codes<kBits>;
+  using Tile = MmaTile<T, kBits, true>;
+  const uint32_t k_split = blockDim.x / kWarpSize;
+  const uint32_t warp = threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  const int g = lane / 4;
+  const int t = lane % 4;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTileCols;
+  extern __shared__ uint8_t tma_smem[];
+  uint8_t* const slots = reinterpret_cast<uint8_t*>(
+      (reinterpret_cast<uintptr_t>(tma_smem) + kTmaSlotAlign - 1) & ~uintptr_t{kTmaSlotAlign - 1});
+  uint8_t* const ring = slots + warp * kNBitsTmaDepth * kTmaSlotBytes;
+  __shared__ uint64_t full[kMaxKSplit][kNBitsTmaDepth];
+
+  // This warp's tiles: warp, warp + k_split, ... (`count` of them).
+  const uint32_t tiles = static_cast<uint32_t>((p.row_bytes + kTmaBoxBytes - 1) / kTmaBoxBytes);
+  const int count = warp < tiles ? static_cast<int>((tiles - warp + k_split - 1) / k_split) : 0;
+  auto tile_byte = [&](int i) { return (warp + static_cast<uint32_t>(i) * k_split) * kTmaBoxBytes; };
+  if (lane == 0) {
+    tma_prefetch_map(&map);
 #pragma unroll
-      for (int i = 0; i < Tile::kValues; ++i) partials[warp - 1][i][lane] = v[i];
-    }
-    __syncthreads();
-    if (warp > 0) return;
-    for (uint32_t w = 0; w < k_split - 1; ++w)
+    for (int u = 0; u < kNBitsTmaDepth; ++u) mbarrier_init(&full[warp][u], 1);
+    mbarrier_init_fence();
 #pragma unroll
-      for (int i = 0; i < Tile::kValues; ++i) v[i] += partials[w][i][lane];
+    for (int u = 0; u < kNBitsTmaDepth; ++u)
+      if (u < count)
+        tma_load_tile(&map, ring + u * kTmaSlotBytes, &full[warp][u],
+                      static_cast<int32_t>(tile_byte(u)), static_cast<int32_t>(n0));
   }
-  Tile::store(v, t, [&](int row, int r, float value) {
-    if (row >= p.m || !row_ok[r]) return;
-    const int64_t col = n0 + g + 8 * r;
-    if (p.bias != nullptr) value += to_float(p.bias[col]);
-    p.y[row * p.n + col] = from_float<T>(value);
-  });
+  __syncwarp();
+
+  // Rows lo = n0 + g and hi = n0 + g + 8; rows past N read the scales and zero points of
+  // row N - 1 into sums that are never stored. Activation row g, or M - 1 for g >= M.
+  const bool row_ok[2] = {n0 + g < p.n, n0 + g + 8 < p.n};
+  const T* s_row[2];
+  const uint8_t* zp_row[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t col = row_ok[r] ? n0 + g + 8 * r : p.n - 1;
+    s_row[r] = p.scales + col * p.k_blocks;
+    zp_row[r] = p.zp != nullptr ? p.zp + col * p.zp_row_bytes : nullptr;
+  }
+  const T* const a_row = p.a + static_cast<int64_t>(g < p.m ? g : p.m - 1) * p.k;
+
+  // Tile i's scales and zero points (rows lo, hi; halves 0, 1), double-buffered by i % 2.
+  // A half past the row's end reads the last block's (never used).
+  RawQuant<T, kBits> quant[2][2][2];
+  auto load_quant_tile = [&](int b, int i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t byte = min(tile_byte(i) + h * (kTmaBoxBytes / 2), static_cast<uint32_t>(p.row_bytes) - 1);
+      const uint32_t blk = (byte * (8 / kBits)) >> p.block_shift;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) quant[b][h][r] = load_quant<T, kBits>(s_row[r], zp_row[r], blk, false);
+    }
+  };
+
+  float acc[4] = {};
+  auto consume = [&](int b, int i) {
+    if (i + 1 < count) load_quant_tile(b ^ 1, i + 1);
+    const int u = i % kNBitsTmaDepth;
+    mbarrier_wait(&full[warp][u], static_cast<uint32_t>(i / kNBitsTmaDepth) & 1);
+    const uint32_t slot = smem_addr(ring + u * kTmaSlotBytes);
+    const uint32_t byte0 = tile_byte(i);
+    const int chunks = static_cast<int>(min(static_cast<uint32_t>(kTileChunks),
+                                            static_cast<uint32_t>((p.row_bytes - byte0) / kChunkBytes)));
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (4 * h >= chunks) break;  // warp-uniform
+      const uint32_t blk =
+          ((byte0 + h * (kTmaBoxBytes / 2)) * (8 / kBits)) >> p.block_shift;
+      const BlockConsts c_lo = make_consts<T, kBits>(quant[b][h][0], blk, 0, false);
+      const BlockConsts c_hi = make_consts<T, kBits>(quant[b][h][1], blk, 0, false);
+      float part[4] = {}, part16[4] = {};
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {
+        if (4 * h + 2 * q >= chunks) break;  // warp-uniform
+        uint32_t w[4];
+        ldmatrix_tile_chunks(slot, 4 * h + 2 * q, lane, w);
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int c = 4 * h + 2 * q + e;
+          if (c >= chunks) break;  // warp-uniform
+          // The activations of the lane's word: codes from (byte0 + 16c) * codes per byte
+          // + t * codes per word.
+          const T* src = a_row + static_cast<int64_t>(byte0 + kChunkBytes * c) * (8 / kBits) +
+                         t * C::kPerWord;
+          uint32_t pa[C::kPerWord / 2];
+          if constexpr (kBits == 8) {
+            const uint2 v = __ldg(reinterpret_cast<const uint2*>(src));
+            pair_act8(v.x, v.y, pa);
+          } else {
+            pair_act4(__ldg(reinterpret_cast<const uint4*>(src)), pa);
+          }
+          mma_word_unscaled<T, kBits>(w[2 * e], w[2 * e + 1], c_lo, c_hi, pa, part, part16);
+        }
+      }
+      apply_block_scales<T, kBits>(acc, part, part16, c_lo, c_hi);
+    }
+    __syncwarp();
+    if (lane == 0 && i + kNBitsTmaDepth < count)
+      tma_load_tile(&map, ring + u * kTmaSlotBytes, &full[warp][u],
+                    static_cast<int32_t>(tile_byte(i + kNBitsTmaDepth)), static_cast<int32_t>(n0));
+  };
+  if (count > 0) load_quant_tile(0, 0);
+  int i = 0;
+  for (; i + 1 < count; i += 2) {
+    consume(0, i);
+    consume(1, i + 1);
+  }
+  if (i < count) consume(0, i);
+
+  float v[Tile::kValues] = {acc[0], acc[1], acc[2], acc[3]};
+  reduce_and_store<Tile>(p, v, warp, lane, k_split, n0, row_ok);
+#else
+  __trap();  // SM90+ only; the planner never asks for it below
+#endif
 }
 
 // ================================================================= launcher
@@ -767,6 +925,30 @@ Status launch_config(const NBitsGemvArgs& args, int rows, int k_split, cudaStrea
 }
 
 template <typename T, int kBits>
+Status launch_tma(const NBitsGemvArgs& args, int k_split, cudaStream_t stream) {
+  if constexpr (std::is_same_v<T, float>) {
+    return Status(StatusCode::kInternal, "launch_nbits_gemv: no TMA tile for float32");
+  } else {
+    if (args.block_size < Codes<kBits>::kPerWindow)
+      return Status(StatusCode::kInternal, "launch_nbits_gemv: TMA tiles need blocks of " +
+                                               std::to_string(Codes<kBits>::kPerWindow) +
+                                               " codes or more, not " +
+                                               std::to_string(args.block_size));
+    const GemvParams<T> p = make_params<T>(args);
+    CUtensorMap map;
+    BQMM_RETURN_IF_ERROR(make_tile_tensor_map(args.b, args.n, p.row_bytes, &map));
+    const int smem = k_split * kNBitsTmaDepth * kTmaSlotBytes + kTmaSlotAlign;
+    // Above 48 KB a kernel must opt in (per device: set at every launch, a host-side call
+    // that stream capture allows).
+    BQMM_CUDA_RETURN(cudaFuncSetAttribute(NBitsGemvTmaKernel<T, kBits>,
+                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    const dim3 grid(static_cast<unsigned>((args.n + kTileCols - 1) / kTileCols));
+    NBitsGemvTmaKernel<T, kBits><<<grid, k_split * kWarpSize, smem, stream>>>(map, p);
+    return check_launch("NBitsGemvTmaKernel");
+  }
+}
+
+template <typename T, int kBits>
 Status launch_algo(const NBitsGemvArgs& args, int algo, int rows, int k_split,
                    cudaStream_t stream) {
   switch (algo) {
@@ -801,12 +983,15 @@ Status check_gemv_args(const NBitsGemvArgs& args, int rows, int k_split) {
 
 }  // namespace
 
-Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_split,
+Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_split, bool tma,
                          cudaStream_t stream) {
   if (args.m == 0 || args.n == 0) return Status::Ok();
   BQMM_RETURN_IF_ERROR(check_gemv_args(args, rows, k_split));
   return dispatch_float_types(args.dtype, "launch_nbits_gemv", [&](auto tag) -> Status {
     using T = decltype(tag);
+    if (tma)
+      return args.bits == 8 ? launch_tma<T, 8>(args, k_split, stream)
+                            : launch_tma<T, 4>(args, k_split, stream);
     return args.bits == 8 ? launch_algo<T, 8>(args, algo, rows, k_split, stream)
                           : launch_algo<T, 4>(args, algo, rows, k_split, stream);
   });

@@ -91,7 +91,8 @@ Status run_gemv(const NBitsMatMulPlan& plan, const NBitsMatMulArgs& args, cudaSt
   g.n = p.n;
   g.k = p.k;
   g.block_size = p.block_size;
-  return cuda::launch_nbits_gemv(g, plan.gemv_algo, plan.gemv_rows, plan.gemv_k_split, stream);
+  return cuda::launch_nbits_gemv(g, plan.gemv_algo, plan.gemv_rows, plan.gemv_k_split,
+                                 plan.gemv_tma, stream);
 }
 
 }  // namespace

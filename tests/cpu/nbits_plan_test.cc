@@ -13,6 +13,7 @@ namespace bqmm {
 namespace {
 
 constexpr DeviceInfo kHopper{90, 132};
+constexpr DeviceInfo kAmpere{80, 108};
 constexpr DeviceInfo kTuring{75, 40};
 constexpr int64_t kMiB = int64_t{1} << 20;
 
@@ -214,6 +215,35 @@ TEST(NBitsPlan, ScalarDequantForOddK) {
   EXPECT_FALSE(p.dequant_vec8);
 }
 
+// TMA tiles only when asked for (not yet measured), and only where the kernel applies:
+// SM90, float16 / bfloat16, blocks of at least half a 128-byte tile's codes (8-bit 64,
+// 4-bit 128). Its K split deals out 128-byte tiles.
+TEST(NBitsPlan, GemvTmaOnlyWhenAskedAndApplicable) {
+  NBitsMatMulOptions o;
+  EXPECT_EQ(o.gemv_tma, 0);
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 8, 128)).gemv_tma);
+  o.gemv_tma = 1;
+  EXPECT_TRUE(plan(problem(1, 28672, 8192, 8, 64), kHopper, o).gemv_tma);
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 8, 32), kHopper, o).gemv_tma);
+  EXPECT_TRUE(plan(problem(8, 4096, 4096, 4, 128, DType::kBFloat16), kHopper, o).gemv_tma);
+  EXPECT_FALSE(plan(problem(8, 4096, 4096, 4, 64), kHopper, o).gemv_tma);
+  EXPECT_FALSE(plan(problem(1, 4096, 4096, 8, 128, DType::kFloat32), kHopper, o).gemv_tma);
+  EXPECT_FALSE(plan(problem(1, 4096, 4096, 8, 128), kAmpere, o).gemv_tma);
+  // 256 tiles, 4096 bytes per row = 32 TMA tiles: one wave of k_split 8 (4 + 2).
+  EXPECT_EQ(plan(problem(1, 4096, 4096, 8, 128), kHopper, o).gemv_k_split, 8);
+  // 4-bit K = 512: 256 bytes per row = 2 tiles, so k_split 2 at most (4 windows).
+  EXPECT_EQ(plan(problem(1, 16, 512, 4, 128), kHopper, o).gemv_k_split, 2);
+  o.gemv_tma = 0;
+  EXPECT_EQ(plan(problem(1, 16, 512, 4, 128), kHopper, o).gemv_k_split, 4);
+  NBitsMatMulPlan pl;
+  for (int bad : {-1, 2}) {
+    o.gemv_tma = bad;
+    const Status s = plan_nbits_matmul(problem(1, 4096, 4096), kHopper, o, &pl);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("gemv_tma"), std::string::npos) << s.message();
+  }
+}
+
 TEST(NBitsPlan, PrintsEveryDecision) {
   NBitsMatMulProblem q = problem(3, 4096, 4096, 8, 128, DType::kBFloat16);
   q.zero_points = NBitsZeroPoints::kPacked;
@@ -224,7 +254,7 @@ TEST(NBitsPlan, PrintsEveryDecision) {
   EXPECT_EQ(gemv,
             "NBitsMatMulPlan{path=gemv; nbits int8 bfloat16 M=3 N=4096 K=4096 block_size=128 "
             "zero_points=packed bias align=16; sm90/132SMs; algo=2; rows=8; k_split=8; "
-            "workspace=0B}");
+            "tma=0; workspace=0B}");
   q.m = 100;
   q.has_g_idx = true;
   const std::string dq = printed(plan(q));
@@ -260,20 +290,22 @@ TEST(NBitsPlan, RejectsMalformedProblemsAndOptions) {
 // ------------------------------------------------------------------ environment
 class NBitsEnvTest : public ::testing::Test {
  protected:
-  static constexpr const char* kVars[2] = {"BQMM_DEQUANT_SCRATCH_MIB", "BQMM_NBITS_GEMV_ALGO"};
+  static constexpr int kCount = 3;
+  static constexpr const char* kVars[kCount] = {"BQMM_DEQUANT_SCRATCH_MIB", "BQMM_NBITS_GEMV_ALGO",
+                                                "BQMM_NBITS_GEMV_TMA"};
   void SetUp() override {
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < kCount; ++i) {
       if (const char* v = std::getenv(kVars[i])) saved_[i] = v;
       unsetenv(kVars[i]);
     }
   }
   void TearDown() override {
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < kCount; ++i) {
       if (saved_[i]) setenv(kVars[i], saved_[i]->c_str(), 1);
       else unsetenv(kVars[i]);
     }
   }
-  std::optional<std::string> saved_[2];
+  std::optional<std::string> saved_[kCount];
 };
 
 TEST_F(NBitsEnvTest, UnsetKeepsDefaults) {
@@ -298,6 +330,25 @@ TEST_F(NBitsEnvTest, GemvAlgoOverride) {
     const Status s = nbits_matmul_options_from_env(&o);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_NE(s.message().find("BQMM_NBITS_GEMV_ALGO"), std::string::npos) << s.message();
+  }
+}
+
+TEST_F(NBitsEnvTest, GemvTmaOverride) {
+  setenv("BQMM_NBITS_GEMV_TMA", "1", 1);
+  NBitsMatMulOptions o;
+  ASSERT_TRUE(nbits_matmul_options_from_env(&o).ok());
+  EXPECT_EQ(o.gemv_tma, 1);
+  EXPECT_TRUE(plan(problem(1, 4096, 4096, 8, 128), kHopper, o).gemv_tma);
+  setenv("BQMM_NBITS_GEMV_TMA", "0", 1);
+  ASSERT_TRUE(nbits_matmul_options_from_env(&o).ok());
+  EXPECT_EQ(o.gemv_tma, 0);
+  for (const char* bad : {"2", "-1", "yes"}) {
+    setenv("BQMM_NBITS_GEMV_TMA", bad, 1);
+    NBitsMatMulOptions fresh;
+    const Status s = nbits_matmul_options_from_env(&fresh);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("BQMM_NBITS_GEMV_TMA"), std::string::npos) << s.message();
+    EXPECT_EQ(fresh.gemv_tma, 0) << bad;
   }
 }
 

@@ -119,6 +119,42 @@ TEST(NBitsGemv, EveryAlgorithmBitsBlockSizeAndDtype) {
         }
 }
 
+// The TMA weight stream (NBitsMatMulOptions::gemv_tma = 1; SM90+, float16 / bfloat16,
+// blocks of at least half a 128-byte tile's codes): every width, applicable block size and
+// dtype, M cycling over 1..8, N over odd and partial-tile values, K over short rows, rows
+// ending in a partial tile (8-bit: 3 x 64 bytes; 4-bit: 3 x 64 bytes of 128 codes) and
+// 4096, zero points none / packed, bias on and off. Where the device has no TMA the plan
+// must keep the register loads (and the case is still checked).
+TEST(NBitsGemvTma, EveryBitsBlockSizeAndDtype) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  const bool has_tma = handle->device_info().sm >= 90;
+  const int64_t ns[] = {1, 17, 40, 300};
+  NBitsMatMulOptions o;
+  o.gemv_tma = 1;
+  int index = 0;
+  for (int bits : kBits)
+    for (int64_t bs : {64, 128, 256})
+      for (DType t : {DType::kFloat16, DType::kBFloat16}) {
+        if (bs * bits / 8 < 64) continue;  // below half a tile: not a TMA case
+        const int64_t ks[] = {2 * bs, 3 * 64 * 8 / bits, 4096, 6 * bs};
+        for (int j = 0; j < 4; ++j) {
+          const int64_t n = ns[(index + j) % 4];
+          const int64_t k = ks[j] % bs == 0 ? ks[j] : 2 * bs;
+          NBitsCaseSpec s = nbits_spec(t, bits, n == 1 ? kSingleColumnRows : 1 + (index + j) % 8, n, k, bs);
+          s.zero_points = (index + j) % 2 == 0 ? NBitsZeroPoints::kNone : NBitsZeroPoints::kPacked;
+          s.bias = (index + j) % 3 != 0;
+          s.init = j % 2 == 0 ? WeightInit::kAllCodes : WeightInit::kQuantizedNormal;
+          SCOPED_TRACE(describe(s) << " tma");
+          NBitsRun run;
+          run_and_check(s, 7000 + index * 4 + j, o, NBitsPath::kGemv, &run);
+          EXPECT_EQ(run.plan.gemv_tma, has_tma) << run.plan;
+        }
+        ++index;
+      }
+}
+
 // Each M from 1 to 8 with each algorithm on one shape per width: the row masks of the
 // tensor-core tile and the FMA tile sizes (1, 2, 4, 8).
 TEST(NBitsGemv, EveryRowCount) {
@@ -538,6 +574,17 @@ TEST(NBitsGemv, SanitizeSmall) {
   NBitsCaseSpec s = nbits_spec(DType::kFloat32, 4, 3, 5, 0, 32);
   s.bias = true;
   run_and_check(s, 9600, NBitsMatMulOptions{}, NBitsPath::kBiasOnly);
+  // The TMA tile: a partial column tile, a row ending in a partial tile, both widths.
+  NBitsMatMulOptions tma;
+  tma.gemv_tma = 1;
+  for (int bits : kBits) {
+    NBitsCaseSpec c = nbits_spec(kDTypes[1 + bits / 8], bits, 5, 19, 3 * 64 * 8 / bits, bits == 8 ? 64 : 128);
+    if (c.k % c.block_size != 0) c.k = 2 * c.block_size;
+    c.zero_points = NBitsZeroPoints::kPacked;
+    c.bias = true;
+    SCOPED_TRACE(describe(c) << " tma");
+    run_and_check(c, 9700 + bits, tma, NBitsPath::kGemv);
+  }
 }
 
 }  // namespace
