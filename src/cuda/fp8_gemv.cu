@@ -468,10 +468,8 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
   const int t = lane % 4;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kMmaCols;
   extern __shared__ uint8_t tma_smem[];
-  uint8_t* const slots = reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(tma_smem) + kTmaSlotAlign - 1) & ~uintptr_t{kTmaSlotAlign - 1});
-  uint8_t* const ring = slots + warp * kTmaDepth * kTmaSlotBytes;
   __shared__ uint64_t full[kKSplit][kTmaDepth];
+  const TmaTileRing<kTmaDepth> ring(tma_smem, warp, full[warp]);
 
   float a_scale = 0.0f, inv = 0.0f;
   if constexpr (kW8A8) {
@@ -492,15 +490,10 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
   auto tile_x = [&](int i) { return static_cast<int32_t>((warp + i * kKSplit) * kTmaBoxBytes); };
 
   if (lane == 0) {
-    tma_prefetch_map(&map);
-#pragma unroll
-    for (int u = 0; u < kTmaDepth; ++u) mbarrier_init(&full[warp][u], 1);
-    mbarrier_init_fence();
+    ring.init(&map);
 #pragma unroll
     for (int u = 0; u < kTmaDepth; ++u)
-      if (u < count)
-        tma_load_tile(&map, ring + u * kTmaSlotBytes, &full[warp][u], tile_x(u),
-                      static_cast<int32_t>(n0));
+      if (u < count) ring.load(&map, u, tile_x(u), static_cast<int32_t>(n0));
   }
   __syncwarp();
 
@@ -537,9 +530,7 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
   float acc[4] = {};
   auto consume = [&](int b, int i) {
     if (i + 2 < count) load_operands((b + 2) % kOperandBuffers, i + 2);
-    const int u = i % kTmaDepth;
-    mbarrier_wait(&full[warp][u], static_cast<uint32_t>(i / kTmaDepth) & 1);
-    const uint32_t slot = smem_addr(ring + u * kTmaSlotBytes);
+    const uint32_t slot = ring.wait(i);
     const bool half = i == half_i;  // warp-uniform
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -573,8 +564,7 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
     }
     __syncwarp();
     if (lane == 0 && i + kTmaDepth < count)
-      tma_load_tile(&map, ring + u * kTmaSlotBytes, &full[warp][u], tile_x(i + kTmaDepth),
-                    static_cast<int32_t>(n0));
+      ring.load(&map, i + kTmaDepth, tile_x(i + kTmaDepth), static_cast<int32_t>(n0));
   };
   if (count > 0) load_operands(0, 0);
   if (count > 1) load_operands(1, 1);

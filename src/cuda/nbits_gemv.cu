@@ -760,25 +760,19 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
   const int t = lane % 4;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTileCols;
   extern __shared__ uint8_t tma_smem[];
-  uint8_t* const slots = reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(tma_smem) + kTmaSlotAlign - 1) & ~uintptr_t{kTmaSlotAlign - 1});
-  uint8_t* const ring = slots + warp * kNBitsTmaDepth * kTmaSlotBytes;
   __shared__ uint64_t full[kMaxKSplit][kNBitsTmaDepth];
+  const TmaTileRing<kNBitsTmaDepth> ring(tma_smem, static_cast<int>(warp), full[warp]);
 
   // This warp's tiles: warp, warp + k_split, ... (`count` of them).
   const uint32_t tiles = static_cast<uint32_t>((p.row_bytes + kTmaBoxBytes - 1) / kTmaBoxBytes);
   const int count = warp < tiles ? static_cast<int>((tiles - warp + k_split - 1) / k_split) : 0;
   auto tile_byte = [&](int i) { return (warp + static_cast<uint32_t>(i) * k_split) * kTmaBoxBytes; };
   if (lane == 0) {
-    tma_prefetch_map(&map);
-#pragma unroll
-    for (int u = 0; u < kNBitsTmaDepth; ++u) mbarrier_init(&full[warp][u], 1);
-    mbarrier_init_fence();
+    ring.init(&map);
 #pragma unroll
     for (int u = 0; u < kNBitsTmaDepth; ++u)
       if (u < count)
-        tma_load_tile(&map, ring + u * kTmaSlotBytes, &full[warp][u],
-                      static_cast<int32_t>(tile_byte(u)), static_cast<int32_t>(n0));
+        ring.load(&map, u, static_cast<int32_t>(tile_byte(u)), static_cast<int32_t>(n0));
   }
   __syncwarp();
 
@@ -811,9 +805,7 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
   float acc[4] = {};
   auto consume = [&](int b, int i) {
     if (i + 1 < count) load_quant_tile(b ^ 1, i + 1);
-    const int u = i % kNBitsTmaDepth;
-    mbarrier_wait(&full[warp][u], static_cast<uint32_t>(i / kNBitsTmaDepth) & 1);
-    const uint32_t slot = smem_addr(ring + u * kTmaSlotBytes);
+    const uint32_t slot = ring.wait(i);
     const uint32_t byte0 = tile_byte(i);
     const int chunks = static_cast<int>(min(static_cast<uint32_t>(kTileChunks),
                                             static_cast<uint32_t>((p.row_bytes - byte0) / kChunkBytes)));
@@ -852,8 +844,8 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
     }
     __syncwarp();
     if (lane == 0 && i + kNBitsTmaDepth < count)
-      tma_load_tile(&map, ring + u * kTmaSlotBytes, &full[warp][u],
-                    static_cast<int32_t>(tile_byte(i + kNBitsTmaDepth)), static_cast<int32_t>(n0));
+      ring.load(&map, i + kNBitsTmaDepth, static_cast<int32_t>(tile_byte(i + kNBitsTmaDepth)),
+                static_cast<int32_t>(n0));
   };
   if (count > 0) load_quant_tile(0, 0);
   int i = 0;

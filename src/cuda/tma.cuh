@@ -90,6 +90,42 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
         : "memory");
 }
 
+// A warp's ring of kDepth tile slots (in the kernel's dynamic shared memory, 2 KB each,
+// 1024-byte aligned) and their mbarriers (in the kernel's static shared memory). Tile i of
+// the warp's sequence goes to slot i % kDepth; its copy completes phase i / kDepth of
+// that slot's barrier.
+template <int kDepth>
+struct TmaTileRing {
+  uint8_t* slots;  // this warp's kDepth slots
+  uint64_t* bars;  // this warp's kDepth barriers
+
+  // The warp's ring: `dynamic_smem` is the kernel's extern shared array (sized
+  // warps * kDepth * kTmaSlotBytes + kTmaSlotAlign), `warp_bars` its kDepth barriers.
+  __device__ TmaTileRing(uint8_t* dynamic_smem, int warp, uint64_t* warp_bars)
+      : slots(reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(dynamic_smem) +
+                                          kTmaSlotAlign - 1) &
+                                         ~uintptr_t{kTmaSlotAlign - 1}) +
+              warp * kDepth * kTmaSlotBytes),
+        bars(warp_bars) {}
+
+  // Lane 0, once: fetch the tensor map and set up the barriers.
+  __device__ void init(const CUtensorMap* map) const {
+    tma_prefetch_map(map);
+#pragma unroll
+    for (int u = 0; u < kDepth; ++u) mbarrier_init(&bars[u], 1);
+    mbarrier_init_fence();
+  }
+  // Lane 0: start the copy of tile i of the sequence, the box at (x bytes, row y).
+  __device__ void load(const CUtensorMap* map, int i, int32_t x, int32_t y) const {
+    tma_load_tile(map, slots + (i % kDepth) * kTmaSlotBytes, &bars[i % kDepth], x, y);
+  }
+  // Every lane: wait for tile i; returns its slot's shared address.
+  __device__ uint32_t wait(int i) const {
+    mbarrier_wait(&bars[i % kDepth], static_cast<uint32_t>(i / kDepth) & 1);
+    return smem_addr(slots + (i % kDepth) * kTmaSlotBytes);
+  }
+};
+
 // Chunks c0 and c0 + 1 of a landed tile in mma A-fragment order: w[0] = chunk c0 of row g,
 // w[1] = chunk c0 of row g + 8, w[2] = chunk c0 + 1 of row g, w[3] = chunk c0 + 1 of row
 // g + 8, each the lane's word t (bytes 4t .. 4t + 3 of the chunk), g = lane / 4,
