@@ -143,14 +143,13 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
       // SM90+: weight tiles of 128 bytes per row by the tensor memory accelerator (its
       // coordinates are 32-bit). K split (core/gemv_split.h) over the kernel's units of
       // K: TMA tiles, else 64-byte windows (64 e4m3 codes, one byte each).
-      const bool tma_fits = device.sm >= 90 && p.n < (int64_t{1} << 31) && p.k < (int64_t{1} << 31);
       const bool tma_faster = p.n * p.k >= kGemvTmaMinWeightBytes;
-      plan.gemv_tma = tma_fits && (options.gemv_tma == 1 || (options.gemv_tma < 0 && tma_faster));
-      const int64_t units = plan.gemv_tma ? (p.k + kGemvTmaTileBytes - 1) / kGemvTmaTileBytes
-                                          : p.k / kGemvWindowBytes;
+      plan.gemv_tma = gemv_tma_fits(device.sm, p.n, p.k) &&
+                      (options.gemv_tma == 1 || (options.gemv_tma < 0 && tma_faster));
       plan.gemv_k_split = options.gemv_k_split > 0
                               ? options.gemv_k_split
-                              : choose_gemv_k_split(p.n, units, device.num_sms,
+                              : choose_gemv_k_split(p.n, gemv_k_units(p.k, plan.gemv_tma),
+                                                    device.num_sms,
                                                     kGemvTensorCoreWarpsPerSm);
     } else {
       plan.path = Fp8Path::kGemvFma;

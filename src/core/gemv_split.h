@@ -26,6 +26,19 @@ constexpr int kGemvMaxKSplit = 8;         // the largest instantiated k_split
 constexpr int64_t kGemvTensorCoreWarpsPerSm = 16;
 constexpr int64_t kGemvPipelineFill = 2;
 
+// SM90's TMA tile stream (cuda/tma.cuh) can carry an [n, row_bytes] weight: the copy
+// engine exists, and the tiles' box coordinates (bytes into a row, row) are 32-bit.
+inline bool gemv_tma_fits(int sm, int64_t n, int64_t row_bytes) {
+  return sm >= 90 && n < (int64_t{1} << 31) && row_bytes < (int64_t{1} << 31);
+}
+
+// The units of K a GEMV's K split deals out per row of `row_bytes` bytes: 128-byte TMA
+// tiles, or the register-load kernels' 64-byte windows.
+inline int64_t gemv_k_units(int64_t row_bytes, bool tma) {
+  const int64_t unit = tma ? kGemvTmaTileBytes : kGemvWindowBytes;
+  return (row_bytes + unit - 1) / unit;
+}
+
 struct GemvSplitModel {
   int64_t tiles = 0;            // 16-column tiles: ceil(N / 16)
   int64_t windows = 0;          // 64-byte windows per weight row

@@ -145,13 +145,12 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     // TMA tiles when asked for, where the kernel applies: SM90, the tensor-core tile, and
     // blocks no smaller than half a 128-byte tile's codes (each half takes one scale).
     const int64_t half_tile_codes = kGemvTmaTileBytes / 2 * 8 / p.bits;
-    plan.gemv_tma = options.gemv_tma == 1 && device.sm >= 90 && half_type &&
-                    p.block_size >= half_tile_codes && p.n < (int64_t{1} << 31);
+    plan.gemv_tma = options.gemv_tma == 1 && half_type && p.block_size >= half_tile_codes &&
+                    gemv_tma_fits(device.sm, p.n, p.row_bytes());
     // K split (core/gemv_split.h) over the kernel's units of K (TMA tiles or 64-byte
     // windows): float32's FMA tile holds fewer warps per SM.
-    const int64_t unit_bytes = plan.gemv_tma ? kGemvTmaTileBytes : kGemvWindowBytes;
     plan.gemv_k_split = choose_gemv_k_split(
-        p.n, (p.row_bytes() + unit_bytes - 1) / unit_bytes, device.num_sms,
+        p.n, gemv_k_units(p.row_bytes(), plan.gemv_tma), device.num_sms,
         half_type ? kGemvTensorCoreWarpsPerSm : kGemvWarpsPerSmFloat);
     *out = plan;
     return Status::Ok();

@@ -47,5 +47,25 @@ TEST(GemvSplit, NoResidencyInformationIsOneWarp) {
 
 TEST(GemvSplit, NoWindowsIsOne) { EXPECT_EQ(choose_gemv_k_split(model(16, 0, 1000)), 1); }
 
+// The K units both planners deal out: 64-byte windows, or 128-byte TMA tiles (a partial
+// last one counts).
+TEST(GemvSplit, KUnits) {
+  EXPECT_EQ(gemv_k_units(8192, false), 128);
+  EXPECT_EQ(gemv_k_units(8192, true), 64);
+  EXPECT_EQ(gemv_k_units(320, true), 3);
+  EXPECT_EQ(gemv_k_units(48, false), 1);
+  EXPECT_EQ(gemv_k_units(0, true), 0);
+}
+
+// TMA tiles need SM90 and 32-bit box coordinates.
+TEST(GemvSplit, TmaFits) {
+  const int64_t k2g = int64_t{1} << 31;
+  EXPECT_TRUE(gemv_tma_fits(90, 28672, 8192));
+  EXPECT_TRUE(gemv_tma_fits(100, k2g - 1, k2g - 1));
+  EXPECT_FALSE(gemv_tma_fits(89, 28672, 8192));
+  EXPECT_FALSE(gemv_tma_fits(90, k2g, 8192));
+  EXPECT_FALSE(gemv_tma_fits(90, 16, k2g));
+}
+
 }  // namespace
 }  // namespace bqmm
