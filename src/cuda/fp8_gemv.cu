@@ -647,11 +647,9 @@ Status launch_fma(const Fp8GemvArgs& args, cudaStream_t stream) {
 template <typename T, int kKSplit, bool kW8A8>
 Status launch_tma_config(const CUtensorMap& map, const GemvParams<T>& p, dim3 grid,
                          cudaStream_t stream) {
-  constexpr int kSmem = kKSplit * kTmaDepth * kTmaSlotBytes + kTmaSlotAlign;
-  // Above 48 KB a kernel must opt in (per device: set at every launch, a host-side call
-  // that stream capture allows).
-  BQMM_CUDA_RETURN(cudaFuncSetAttribute(Fp8GemvTmaKernel<T, kKSplit, kW8A8>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  constexpr int kSmem = tma_ring_smem_bytes(kKSplit, kTmaDepth);
+  BQMM_RETURN_IF_ERROR(allow_dynamic_smem(
+      reinterpret_cast<const void*>(Fp8GemvTmaKernel<T, kKSplit, kW8A8>), kSmem));
   Fp8GemvTmaKernel<T, kKSplit, kW8A8><<<grid, kKSplit * kWarpSize, kSmem, stream>>>(map, p);
   return check_launch("Fp8GemvTmaKernel");
 }

@@ -929,11 +929,9 @@ Status launch_tma(const NBitsGemvArgs& args, int k_split, cudaStream_t stream) {
     const GemvParams<T> p = make_params<T>(args);
     CUtensorMap map;
     BQMM_RETURN_IF_ERROR(make_tile_tensor_map(args.b, args.n, p.row_bytes, &map));
-    const int smem = k_split * kNBitsTmaDepth * kTmaSlotBytes + kTmaSlotAlign;
-    // Above 48 KB a kernel must opt in (per device: set at every launch, a host-side call
-    // that stream capture allows).
-    BQMM_CUDA_RETURN(cudaFuncSetAttribute(NBitsGemvTmaKernel<T, kBits>,
-                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    const int smem = tma_ring_smem_bytes(k_split, kNBitsTmaDepth);
+    BQMM_RETURN_IF_ERROR(
+        allow_dynamic_smem(reinterpret_cast<const void*>(NBitsGemvTmaKernel<T, kBits>), smem));
     const dim3 grid(static_cast<unsigned>((args.n + kTileCols - 1) / kTileCols));
     NBitsGemvTmaKernel<T, kBits><<<grid, k_split * kWarpSize, smem, stream>>>(map, p);
     return check_launch("NBitsGemvTmaKernel");

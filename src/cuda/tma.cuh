@@ -36,6 +36,17 @@ constexpr int kTmaSlotAlign = 1024;  // SWIZZLE_128B's shared-memory alignment
 // GEMV planners guarantee both). Host-only work (no device call, graph-capture safe).
 Status make_tile_tensor_map(const void* base, int64_t rows, int64_t row_bytes, CUtensorMap* out);
 
+// Dynamic shared memory of a block whose `warps` warps each own a ring of `depth` slots
+// (TmaTileRing), with room to align the first slot.
+constexpr int tma_ring_smem_bytes(int warps, int depth) {
+  return warps * depth * kTmaSlotBytes + kTmaSlotAlign;
+}
+
+// Host: lets `kernel` launch with `smem_bytes` of dynamic shared memory (above 48 KB a
+// kernel must opt in; the setting is per device, so launchers call this at every launch:
+// a host-side call that stream capture allows).
+Status allow_dynamic_smem(const void* kernel, int smem_bytes);
+
 // ----------------------------------------------------------------- device side
 #if defined(__CUDACC__)
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
