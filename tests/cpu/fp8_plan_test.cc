@@ -3,18 +3,18 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <optional>
-#include <sstream>
 #include <string>
 
 #include "bqmm/fp8_matmul.h"
+#include "common/plan_testing.h"
 
 namespace bqmm {
 namespace {
 
-constexpr DeviceInfo kHopper{90, 132};
-constexpr DeviceInfo kAmpere{80, 108};
-constexpr DeviceInfo kTuring{75, 40};
+using testing::kAmpere;
+using testing::kHopper;
+using testing::kTuring;
+using testing::printed;
 constexpr int64_t kMiB = int64_t{1} << 20;
 
 Fp8MatMulProblem problem(int64_t m, int64_t n, int64_t k, int64_t block_size = 128,
@@ -39,12 +39,6 @@ Fp8MatMulPlan plan(const Fp8MatMulProblem& p, const DeviceInfo& d = kHopper,
 Fp8Path path(const Fp8MatMulProblem& p, const DeviceInfo& d = kHopper,
              const Fp8MatMulOptions& o = Fp8MatMulOptions{}) {
   return plan(p, d, o).path;
-}
-
-std::string printed(const Fp8MatMulPlan& p) {
-  std::ostringstream os;
-  os << p;
-  return os.str();
 }
 
 const DeviceInfo kAllDevices[] = {kHopper, kAmpere, kTuring};
@@ -427,24 +421,8 @@ TEST(Fp8Plan, IsPure) {
 // ------------------------------------------------------------------ environment
 class Fp8EnvTest : public ::testing::Test {
  protected:
-  static constexpr int kCount = 5;
-  static constexpr const char* kVars[kCount] = {"BQMM_DEQUANT_SCRATCH_MIB", "BQMM_FP8_GEMV_MMA",
-                                                "BQMM_DEQUANT_OVERLAP", "BQMM_FP8_GEMV_KSPLIT",
-                                                "BQMM_FP8_GEMV_TMA"};
-  void SetUp() override {
-    for (int i = 0; i < kCount; ++i) {
-      const char* v = std::getenv(kVars[i]);
-      saved_[i] = v ? std::optional<std::string>(v) : std::nullopt;
-      unsetenv(kVars[i]);
-    }
-  }
-  void TearDown() override {
-    for (int i = 0; i < kCount; ++i) {
-      if (saved_[i]) setenv(kVars[i], saved_[i]->c_str(), 1);
-      else unsetenv(kVars[i]);
-    }
-  }
-  std::optional<std::string> saved_[kCount];
+  testing::EnvGuard env_{"BQMM_DEQUANT_SCRATCH_MIB", "BQMM_FP8_GEMV_MMA", "BQMM_DEQUANT_OVERLAP",
+                         "BQMM_FP8_GEMV_KSPLIT", "BQMM_FP8_GEMV_TMA"};
 };
 
 TEST_F(Fp8EnvTest, UnsetKeepsOptions) {

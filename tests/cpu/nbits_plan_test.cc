@@ -3,18 +3,18 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <optional>
-#include <sstream>
 #include <string>
 
 #include "bqmm/nbits_matmul.h"
+#include "common/plan_testing.h"
 
 namespace bqmm {
 namespace {
 
-constexpr DeviceInfo kHopper{90, 132};
-constexpr DeviceInfo kAmpere{80, 108};
-constexpr DeviceInfo kTuring{75, 40};
+using testing::kAmpere;
+using testing::kHopper;
+using testing::kTuring;
+using testing::printed;
 constexpr int64_t kMiB = int64_t{1} << 20;
 
 NBitsMatMulProblem problem(int64_t m, int64_t n, int64_t k, int bits = 4,
@@ -40,12 +40,6 @@ NBitsMatMulPlan plan(const NBitsMatMulProblem& p, const DeviceInfo& d = kHopper,
 NBitsPath path(const NBitsMatMulProblem& p, const DeviceInfo& d = kHopper,
                const NBitsMatMulOptions& o = NBitsMatMulOptions{}) {
   return plan(p, d, o).path;
-}
-
-std::string printed(const NBitsMatMulPlan& p) {
-  std::ostringstream os;
-  os << p;
-  return os.str();
 }
 
 TEST(NBitsPlan, PathNames) {
@@ -290,22 +284,8 @@ TEST(NBitsPlan, RejectsMalformedProblemsAndOptions) {
 // ------------------------------------------------------------------ environment
 class NBitsEnvTest : public ::testing::Test {
  protected:
-  static constexpr int kCount = 3;
-  static constexpr const char* kVars[kCount] = {"BQMM_DEQUANT_SCRATCH_MIB", "BQMM_NBITS_GEMV_ALGO",
-                                                "BQMM_NBITS_GEMV_TMA"};
-  void SetUp() override {
-    for (int i = 0; i < kCount; ++i) {
-      if (const char* v = std::getenv(kVars[i])) saved_[i] = v;
-      unsetenv(kVars[i]);
-    }
-  }
-  void TearDown() override {
-    for (int i = 0; i < kCount; ++i) {
-      if (saved_[i]) setenv(kVars[i], saved_[i]->c_str(), 1);
-      else unsetenv(kVars[i]);
-    }
-  }
-  std::optional<std::string> saved_[kCount];
+  testing::EnvGuard env_{"BQMM_DEQUANT_SCRATCH_MIB", "BQMM_NBITS_GEMV_ALGO",
+                         "BQMM_NBITS_GEMV_TMA"};
 };
 
 TEST_F(NBitsEnvTest, UnsetKeepsDefaults) {
