@@ -779,43 +779,67 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
   // Rows lo = n0 + g and hi = n0 + g + 8; rows past N read the scales and zero points of
   // row N - 1 into sums that are never stored. Activation row g, or M - 1 for g >= M.
   const bool row_ok[2] = {n0 + g < p.n, n0 + g + 8 < p.n};
-  const T* s_row[2];
-  const uint8_t* zp_row[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int64_t col = row_ok[r] ? n0 + g + 8 * r : p.n - 1;
-    s_row[r] = p.scales + col * p.k_blocks;
-    zp_row[r] = p.zp != nullptr ? p.zp + col * p.zp_row_bytes : nullptr;
-  }
-  const T* const a_row = p.a + static_cast<int64_t>(g < p.m ? g : p.m - 1) * p.k;
+  // Lane t of a quad loads the scale and zero point of row (t < 2 ? lo : hi), tile half
+  // t % 2 (one load each instead of four), and the quad shares them by shuffles.
+  const int64_t col_mine = (t < 2 ? row_ok[0] : row_ok[1]) ? n0 + g + 8 * (t / 2) : p.n - 1;
+  const T* const s_mine = p.scales + col_mine * p.k_blocks;
+  const uint8_t* const zp_mine = p.zp != nullptr ? p.zp + col_mine * p.zp_row_bytes : nullptr;
+  const T* const a_row = p.a + static_cast<int64_t>(g < p.m ? g : p.m - 1) * p.k + t * C::kPerWord;
+  // Chunks of tile i that hold codes (a row's last tile may be partial; warp-uniform).
+  auto tile_chunks = [&](int i) {
+    return static_cast<int>(min(static_cast<uint32_t>(kTileChunks),
+                                static_cast<uint32_t>((p.row_bytes - tile_byte(i)) / kChunkBytes)));
+  };
 
-  // Tile i's scales and zero points (rows lo, hi; halves 0, 1), double-buffered by i % 2.
-  // A half past the row's end reads the last block's (never used).
-  RawQuant<T, kBits> quant[2][2][2];
-  auto load_quant_tile = [&](int b, int i) {
+  // Tile i's operands in buffer i % kOperandBuffers, loaded kOperandBuffers - 1 tiles
+  // ahead: at M = 8 the activations come from L2 and the scales from DRAM, as slowly as
+  // the weights under a full stream, so a load at the point of use stalls the warp for
+  // the whole latency once per tile (the first version did: half the speed of the
+  // register-load kernel). Activations: the lane's word of each chunk, 4 codes (8-bit,
+  // 8 bytes) or 8 (4-bit, 16 bytes); chunks past a partial tile's end are not loaded
+  // (they lie past the activation row). 4-bit takes two buffers (its tile is twice the
+  // math, and three would pass 128 registers).
+  using ActVec = std::conditional_t<kBits == 8, uint2, uint4>;
+  constexpr int kOperandBuffers = kBits == 8 ? 3 : 2;
+  ActVec act[kOperandBuffers][kTileChunks];
+  RawQuant<T, kBits> quant[kOperandBuffers];
+  auto load_operands = [&](int b, int i) {
+    const uint32_t byte0 = tile_byte(i);
+    const int chunks = tile_chunks(i);
+    const T* src = a_row + static_cast<int64_t>(byte0) * (8 / kBits);
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const uint32_t byte = min(tile_byte(i) + h * (kTmaBoxBytes / 2), static_cast<uint32_t>(p.row_bytes) - 1);
-      const uint32_t blk = (byte * (8 / kBits)) >> p.block_shift;
+    for (int c = 0; c < kTileChunks; ++c)
+      if (c < chunks) act[b][c] = __ldg(reinterpret_cast<const ActVec*>(src + c * C::kPerChunk));
+    // A half past the row's end reads the last block's (never used).
+    const uint32_t byte = min(byte0 + (t % 2) * (kTmaBoxBytes / 2), static_cast<uint32_t>(p.row_bytes) - 1);
+    quant[b] = load_quant<T, kBits>(s_mine, zp_mine, (byte * (8 / kBits)) >> p.block_shift, false);
+  };
+  // Row r's (0: lo, 1: hi) constants of half h of the tile in buffer b, from quad lane 2r + h.
+  auto consts = [&](int b, int r, int h, uint32_t blk) {
+    const int src = (lane & ~3) + 2 * r + h;
+    RawQuant<T, kBits> q;
+    uint16_t bits;
+    memcpy(&bits, &quant[b].scale[0], sizeof(bits));
+    bits = static_cast<uint16_t>(__shfl_sync(0xffffffffu, static_cast<uint32_t>(bits), src));
 #pragma unroll
-      for (int r = 0; r < 2; ++r) quant[b][h][r] = load_quant<T, kBits>(s_row[r], zp_row[r], blk, false);
-    }
+    for (int grp = 0; grp < C::kGroups; ++grp) memcpy(&q.scale[grp], &bits, sizeof(bits));
+    q.zp_byte = __shfl_sync(0xffffffffu, quant[b].zp_byte, src);
+    return make_consts<T, kBits>(q, blk, 0, false);
   };
 
   float acc[4] = {};
   auto consume = [&](int b, int i) {
-    if (i + 1 < count) load_quant_tile(b ^ 1, i + 1);
+    if (i + kOperandBuffers - 1 < count)
+      load_operands((b + kOperandBuffers - 1) % kOperandBuffers, i + kOperandBuffers - 1);
     const uint32_t slot = ring.wait(i);
     const uint32_t byte0 = tile_byte(i);
-    const int chunks = static_cast<int>(min(static_cast<uint32_t>(kTileChunks),
-                                            static_cast<uint32_t>((p.row_bytes - byte0) / kChunkBytes)));
+    const int chunks = tile_chunks(i);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (4 * h >= chunks) break;  // warp-uniform
-      const uint32_t blk =
-          ((byte0 + h * (kTmaBoxBytes / 2)) * (8 / kBits)) >> p.block_shift;
-      const BlockConsts c_lo = make_consts<T, kBits>(quant[b][h][0], blk, 0, false);
-      const BlockConsts c_hi = make_consts<T, kBits>(quant[b][h][1], blk, 0, false);
+      const uint32_t blk = ((byte0 + h * (kTmaBoxBytes / 2)) * (8 / kBits)) >> p.block_shift;
+      const BlockConsts c_lo = consts(b, 0, h, blk);
+      const BlockConsts c_hi = consts(b, 1, h, blk);
       float part[4] = {}, part16[4] = {};
 #pragma unroll
       for (int q = 0; q < 2; ++q) {
@@ -826,16 +850,11 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
         for (int e = 0; e < 2; ++e) {
           const int c = 4 * h + 2 * q + e;
           if (c >= chunks) break;  // warp-uniform
-          // The activations of the lane's word: codes from (byte0 + 16c) * codes per byte
-          // + t * codes per word.
-          const T* src = a_row + static_cast<int64_t>(byte0 + kChunkBytes * c) * (8 / kBits) +
-                         t * C::kPerWord;
           uint32_t pa[C::kPerWord / 2];
           if constexpr (kBits == 8) {
-            const uint2 v = __ldg(reinterpret_cast<const uint2*>(src));
-            pair_act8(v.x, v.y, pa);
+            pair_act8(act[b][c].x, act[b][c].y, pa);
           } else {
-            pair_act4(__ldg(reinterpret_cast<const uint4*>(src)), pa);
+            pair_act4(act[b][c], pa);
           }
           mma_word_unscaled<T, kBits>(w[2 * e], w[2 * e + 1], c_lo, c_hi, pa, part, part16);
         }
@@ -847,13 +866,17 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
       ring.load(&map, i + kNBitsTmaDepth, static_cast<int32_t>(tile_byte(i + kNBitsTmaDepth)),
                 static_cast<int32_t>(n0));
   };
-  if (count > 0) load_quant_tile(0, 0);
+#pragma unroll
+  for (int u = 0; u < kOperandBuffers - 1; ++u)
+    if (u < count) load_operands(u, u);
   int i = 0;
-  for (; i + 1 < count; i += 2) {
-    consume(0, i);
-    consume(1, i + 1);
+  for (; i + kOperandBuffers - 1 < count; i += kOperandBuffers) {
+#pragma unroll
+    for (int u = 0; u < kOperandBuffers; ++u) consume(u, i + u);
   }
-  if (i < count) consume(0, i);
+#pragma unroll
+  for (int u = 0; u < kOperandBuffers - 1; ++u)
+    if (i + u < count) consume(u, i + u);
 
   float v[Tile::kValues] = {acc[0], acc[1], acc[2], acc[3]};
   reduce_and_store<Tile>(p, v, warp, lane, k_split, n0, row_ok);
