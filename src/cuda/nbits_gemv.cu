@@ -359,10 +359,14 @@ __device__ __forceinline__ void apply_block_scales(float (&acc)[4], const float 
   const float s_lo = to_float(as_pair<T>(c_lo.scale).x);
   const float s_hi = to_float(as_pair<T>(c_hi.scale).x);
   constexpr float kHi = kBits == 4 && std::is_same_v<T, __half> ? 1.0f / 16.0f : 1.0f;
-  acc[0] = fmaf(part[0] + part16[0] * kHi, s_lo, acc[0]);
-  acc[1] = fmaf(part[1] + part16[1] * kHi, s_lo, acc[1]);
-  acc[2] = fmaf(part[2] + part16[2] * kHi, s_hi, acc[2]);
-  acc[3] = fmaf(part[3] + part16[3] * kHi, s_hi, acc[3]);
+  float sum[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)  // 8-bit leaves part16 at zero (and x + 0 is not folded)
+    sum[i] = kBits == 4 ? part[i] + part16[i] * kHi : part[i];
+  acc[0] = fmaf(sum[0], s_lo, acc[0]);
+  acc[1] = fmaf(sum[1], s_lo, acc[1]);
+  acc[2] = fmaf(sum[2], s_hi, acc[2]);
+  acc[3] = fmaf(sum[3], s_hi, acc[3]);
 }
 
 // ================================================================= warp tiles
@@ -785,11 +789,17 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
   const T* const s_mine = p.scales + col_mine * p.k_blocks;
   const uint8_t* const zp_mine = p.zp != nullptr ? p.zp + col_mine * p.zp_row_bytes : nullptr;
   const T* const a_row = p.a + static_cast<int64_t>(g < p.m ? g : p.m - 1) * p.k + t * C::kPerWord;
-  // Chunks of tile i that hold codes (a row's last tile may be partial; warp-uniform).
-  auto tile_chunks = [&](int i) {
-    return static_cast<int>(min(static_cast<uint32_t>(kTileChunks),
-                                static_cast<uint32_t>((p.row_bytes - tile_byte(i)) / kChunkBytes)));
-  };
+  // Only a row's last tile can be partial (row_bytes % 128 != 0): if this warp has it,
+  // it is its tile `partial_i` with `partial_chunks` chunks of codes. Every other tile
+  // takes the code path without chunk tests (kFull), whose loads and mma steps the
+  // compiler can interleave freely (the tests' branches split them apart).
+  const int partial_i = p.row_bytes % kTmaBoxBytes != 0 && count > 0 &&
+                                tile_byte(count - 1) + kTmaBoxBytes > p.row_bytes
+                            ? count - 1
+                            : -1;
+  const int partial_chunks = static_cast<int>((p.row_bytes % kTmaBoxBytes) / kChunkBytes);
+  using Full = std::true_type;
+  using Partial = std::false_type;
 
   // Tile i's operands in buffer i % kOperandBuffers, loaded kOperandBuffers - 1 tiles
   // ahead: at M = 8 the activations come from L2 and the scales from DRAM, as slowly as
@@ -803,9 +813,9 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
   constexpr int kOperandBuffers = kBits == 8 ? 3 : 2;
   ActVec act[kOperandBuffers][kTileChunks];
   RawQuant<T, kBits> quant[kOperandBuffers];
-  auto load_operands = [&](int b, int i) {
+  auto load_operands_as = [&](auto full, int b, int i) {
     const uint32_t byte0 = tile_byte(i);
-    const int chunks = tile_chunks(i);
+    const int chunks = decltype(full)::value ? kTileChunks : partial_chunks;
     const T* src = a_row + static_cast<int64_t>(byte0) * (8 / kBits);
 #pragma unroll
     for (int c = 0; c < kTileChunks; ++c)
@@ -813,6 +823,12 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
     // A half past the row's end reads the last block's (never used).
     const uint32_t byte = min(byte0 + (t % 2) * (kTmaBoxBytes / 2), static_cast<uint32_t>(p.row_bytes) - 1);
     quant[b] = load_quant<T, kBits>(s_mine, zp_mine, (byte * (8 / kBits)) >> p.block_shift, false);
+  };
+  auto load_operands = [&](int b, int i) {
+    if (i == partial_i)
+      load_operands_as(Partial(), b, i);
+    else
+      load_operands_as(Full(), b, i);
   };
   // Row r's (0: lo, 1: hi) constants of half h of the tile in buffer b, from quad lane 2r + h.
   auto consts = [&](int b, int r, int h, uint32_t blk) {
@@ -828,12 +844,9 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
   };
 
   float acc[4] = {};
-  auto consume = [&](int b, int i) {
-    if (i + kOperandBuffers - 1 < count)
-      load_operands((b + kOperandBuffers - 1) % kOperandBuffers, i + kOperandBuffers - 1);
-    const uint32_t slot = ring.wait(i);
+  auto multiply_tile = [&](auto full, int b, int i, uint32_t slot) {
     const uint32_t byte0 = tile_byte(i);
-    const int chunks = tile_chunks(i);
+    const int chunks = decltype(full)::value ? kTileChunks : partial_chunks;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (4 * h >= chunks) break;  // warp-uniform
@@ -861,6 +874,15 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
       }
       apply_block_scales<T, kBits>(acc, part, part16, c_lo, c_hi);
     }
+  };
+  auto consume = [&](int b, int i) {
+    if (i + kOperandBuffers - 1 < count)
+      load_operands((b + kOperandBuffers - 1) % kOperandBuffers, i + kOperandBuffers - 1);
+    const uint32_t slot = ring.wait(i);
+    if (i == partial_i)
+      multiply_tile(Partial(), b, i, slot);
+    else
+      multiply_tile(Full(), b, i, slot);
     __syncwarp();
     if (lane == 0 && i + kNBitsTmaDepth < count)
       ring.load(&map, i + kNBitsTmaDepth, static_cast<int32_t>(tile_byte(i + kNBitsTmaDepth)),
