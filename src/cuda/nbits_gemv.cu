@@ -239,6 +239,16 @@ __device__ __forceinline__ float magic_byte_float(uint32_t word, int i) {
   return __uint_as_float(__byte_perm(word, 0x4B00u, 0x5440u + i));
 }
 
+// (x & kMask) | kMagic in one lop3: written in C, the two immediates make it an and and an
+// or (ptxas does not fuse them; SASS of the 4-bit tile, 2026-11-29: 160 LOP3 per 16 mma,
+// two per nibble pair). With both in one lop3, ptxas keeps one in a register.
+template <uint32_t kMask, uint32_t kMagic>
+__device__ __forceinline__ uint32_t and_or(uint32_t x) {
+  uint32_t r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(x), "n"(kMask), "n"(kMagic));  // (a & b) | c
+  return r;
+}
+
 // One 32-bit word of codes -> packed T pairs of weights (float16 / bfloat16):
 //   8-bit: pairs (0, 1), (2, 3) of the word's 4 codes;
 //   4-bit: pairs (i, i + 4), i = 0..3, of its 8 codes.
@@ -249,7 +259,7 @@ __device__ __forceinline__ void decode_word_pairs(uint32_t q, const BlockConsts&
     constexpr uint32_t kMagic = std::is_same_v<T, __half> ? 0x64006400u : 0x43004300u;
 #pragma unroll
     for (int i = 0; i < 4; ++i)
-      out[i] = sub_mul_pair<T>(((q >> (4 * i)) & 0x000F000Fu) | kMagic, c.zero, c.scale);
+      out[i] = sub_mul_pair<T>(and_or<0x000F000Fu, kMagic>(q >> (4 * i)), c.zero, c.scale);
   } else if constexpr (std::is_same_v<T, __half>) {
     out[0] = sub_mul_pair<T>(__byte_perm(q, 0x64646464u, 0x4140u), c.zero, c.scale);
     out[1] = sub_mul_pair<T>(__byte_perm(q, 0x64646464u, 0x4342u), c.zero, c.scale);
@@ -275,14 +285,14 @@ __device__ __forceinline__ void decode_word_pairs_unscaled(uint32_t q, const Blo
                                                            uint32_t (&out)[Codes<kBits>::kPerWord / 2]) {
   if constexpr (kBits == 4 && std::is_same_v<T, __half>) {
     const uint32_t q_hi = q >> 8;
-    out[0] = pair_bits<T>(__hsub2(as_pair<T>((q & 0x000F000Fu) | 0x64006400u), as_pair<T>(c.zero)));
-    out[1] = pair_bits<T>(__hsub2(as_pair<T>((q & 0x00F000F0u) | 0x64006400u), as_pair<T>(c.zero_hi)));
-    out[2] = pair_bits<T>(__hsub2(as_pair<T>((q_hi & 0x000F000Fu) | 0x64006400u), as_pair<T>(c.zero)));
-    out[3] = pair_bits<T>(__hsub2(as_pair<T>((q_hi & 0x00F000F0u) | 0x64006400u), as_pair<T>(c.zero_hi)));
+    out[0] = pair_bits<T>(__hsub2(as_pair<T>(and_or<0x000F000Fu, 0x64006400u>(q)), as_pair<T>(c.zero)));
+    out[1] = pair_bits<T>(__hsub2(as_pair<T>(and_or<0x00F000F0u, 0x64006400u>(q)), as_pair<T>(c.zero_hi)));
+    out[2] = pair_bits<T>(__hsub2(as_pair<T>(and_or<0x000F000Fu, 0x64006400u>(q_hi)), as_pair<T>(c.zero)));
+    out[3] = pair_bits<T>(__hsub2(as_pair<T>(and_or<0x00F000F0u, 0x64006400u>(q_hi)), as_pair<T>(c.zero_hi)));
   } else if constexpr (kBits == 4) {
 #pragma unroll
     for (int i = 0; i < 4; ++i)
-      out[i] = pair_bits<T>(__hsub2(as_pair<T>(((q >> (4 * i)) & 0x000F000Fu) | 0x43004300u),
+      out[i] = pair_bits<T>(__hsub2(as_pair<T>(and_or<0x000F000Fu, 0x43004300u>(q >> (4 * i))),
                                     as_pair<T>(c.zero)));
   } else if constexpr (std::is_same_v<T, __half>) {
     out[0] = pair_bits<T>(__hsub2(as_pair<T>(__byte_perm(q, 0x64646464u, 0x4140u)), as_pair<T>(c.zero)));
@@ -813,6 +823,12 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
   constexpr int kOperandBuffers = kBits == 8 ? 3 : 2;
   ActVec act[kOperandBuffers][kTileChunks];
   RawQuant<T, kBits> quant[kOperandBuffers];
+  // The block of this lane's tile half t % 2 of the tile at byte0 (a half past the row's
+  // end takes the last block's constants, never used).
+  auto own_block = [&](uint32_t byte0) {
+    const uint32_t byte = min(byte0 + (t % 2) * (kTmaBoxBytes / 2), static_cast<uint32_t>(p.row_bytes) - 1);
+    return (byte * (8 / kBits)) >> p.block_shift;
+  };
   auto load_operands_as = [&](auto full, int b, int i) {
     const uint32_t byte0 = tile_byte(i);
     const int chunks = decltype(full)::value ? kTileChunks : partial_chunks;
@@ -820,9 +836,7 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
 #pragma unroll
     for (int c = 0; c < kTileChunks; ++c)
       if (c < chunks) act[b][c] = __ldg(reinterpret_cast<const ActVec*>(src + c * C::kPerChunk));
-    // A half past the row's end reads the last block's (never used).
-    const uint32_t byte = min(byte0 + (t % 2) * (kTmaBoxBytes / 2), static_cast<uint32_t>(p.row_bytes) - 1);
-    quant[b] = load_quant<T, kBits>(s_mine, zp_mine, (byte * (8 / kBits)) >> p.block_shift, false);
+    quant[b] = load_quant<T, kBits>(s_mine, zp_mine, own_block(byte0), false);
   };
   auto load_operands = [&](int b, int i) {
     if (i == partial_i)
@@ -830,29 +844,31 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
     else
       load_operands_as(Full(), b, i);
   };
-  // Row r's (0: lo, 1: hi) constants of half h of the tile in buffer b, from quad lane 2r + h.
-  auto consts = [&](int b, int r, int h, uint32_t blk) {
+  // The block constants of the tile in buffer b (first byte byte0): each lane decodes its
+  // own (row, half) once, and row r's (0: lo, 1: hi) constants of half h are then read
+  // from quad lane 2r + h (decoding all four in every lane cost ~30 instructions a tile).
+  auto own_consts = [&](int b, uint32_t byte0) {
+    return make_consts<T, kBits>(quant[b], own_block(byte0), 0, false);
+  };
+  auto shared_consts = [&](const BlockConsts& own, int r, int h) {
     const int src = (lane & ~3) + 2 * r + h;
-    RawQuant<T, kBits> q;
-    uint16_t bits;
-    memcpy(&bits, &quant[b].scale[0], sizeof(bits));
-    bits = static_cast<uint16_t>(__shfl_sync(0xffffffffu, static_cast<uint32_t>(bits), src));
-#pragma unroll
-    for (int grp = 0; grp < C::kGroups; ++grp) memcpy(&q.scale[grp], &bits, sizeof(bits));
-    q.zp_byte = __shfl_sync(0xffffffffu, quant[b].zp_byte, src);
-    return make_consts<T, kBits>(q, blk, 0, false);
+    BlockConsts c;
+    c.scale = __shfl_sync(0xffffffffu, own.scale, src);
+    c.zero = __shfl_sync(0xffffffffu, own.zero, src);
+    c.zero_hi = kBits == 4 && std::is_same_v<T, __half> ? __shfl_sync(0xffffffffu, own.zero_hi, src) : 0u;
+    return c;
   };
 
   float acc[4] = {};
   auto multiply_tile = [&](auto full, int b, int i, uint32_t slot) {
     const uint32_t byte0 = tile_byte(i);
     const int chunks = decltype(full)::value ? kTileChunks : partial_chunks;
+    const BlockConsts own = own_consts(b, byte0);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (4 * h >= chunks) break;  // warp-uniform
-      const uint32_t blk = ((byte0 + h * (kTmaBoxBytes / 2)) * (8 / kBits)) >> p.block_shift;
-      const BlockConsts c_lo = consts(b, 0, h, blk);
-      const BlockConsts c_hi = consts(b, 1, h, blk);
+      const BlockConsts c_lo = shared_consts(own, 0, h);
+      const BlockConsts c_hi = shared_consts(own, 1, h);
       float part[4] = {}, part16[4] = {};
 #pragma unroll
       for (int q = 0; q < 2; ++q) {
