@@ -10,9 +10,9 @@
 #   variants: the FP8 decode suite with each GEMV kernel and weight stream forced
 #   (BQMM_FP8_GEMV_MMA=0: CUDA cores; BQMM_FP8_GEMV_MMA=1 with BQMM_FP8_GEMV_TMA=0 / 1:
 #   tensor cores by register loads / TMA tiles, at every M), the NBits decode suite with
-#   TMA weight tiles (BQMM_NBITS_GEMV_TMA=1) and the NBits K-loop sweep (M = 1,
+#   each weight stream forced (BQMM_NBITS_GEMV_TMA=0 / 1) and the NBits K-loop sweep (M = 1,
 #   8192 x 8192, float16, every block size, both widths): the comparison columns of
-#   docs/PERF.md, about 3 minutes.
+#   docs/PERF.md, about 4 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -110,9 +110,12 @@ if has variants; then
     env "$@" "$build/bqmm-profile" --op fp8 --suite decode --json "$OUT/variant_fp8_decode_$name.jsonl" \
       >"$OUT/variant_fp8_decode_$name.log" 2>&1
   done
-  for bits in 8 4; do  # the N-bit tensor-core GEMV with TMA weight tiles (opt-in)
-    BQMM_NBITS_GEMV_TMA=1 "$build/bqmm-profile" --op nbits --bits "$bits" --suite decode \
-      --json "$OUT/variant_nbits${bits}_decode_tma.jsonl" >"$OUT/variant_nbits${bits}_decode_tma.log" 2>&1
+  for bits in 8 4; do  # the N-bit tensor-core GEMV with each weight stream forced
+    for v in "registers 0" "tma 1"; do
+      set -- $v
+      BQMM_NBITS_GEMV_TMA=$2 "$build/bqmm-profile" --op nbits --bits "$bits" --suite decode \
+        --json "$OUT/variant_nbits${bits}_decode_$1.jsonl" >"$OUT/variant_nbits${bits}_decode_$1.log" 2>&1
+    done
   done
   for bits in 4 8; do
     for bs in 16 32 64 128 256; do

@@ -117,11 +117,11 @@ struct NBitsMatMulOptions {
   // GEMV K-loop algorithm (kNBitsGemvAlgo*), or -1 for the planner's default per
   // block size (the fastest measured on an H200, docs/PERF.md).
   int gemv_algo = -1;
-  // 1: on SM90, the tensor-core GEMV takes its weights as TMA tiles (as Fp8WeightMatMul's
-  // gemv_tma) where it applies: float16 / bfloat16, block_size >= 64 (8-bit) or >= 128
-  // (4-bit). 0 (default): register loads. Opt-in until measured on a GPU (written
-  // 2026-11-29 without one; docs/PERF.md). BQMM_NBITS_GEMV_TMA=0 / 1.
-  int gemv_tma = 0;
+  // On SM90 the tensor-core GEMV can take its weights as TMA tiles (as Fp8WeightMatMul's
+  // gemv_tma) where that kernel applies: float16 / bfloat16, block_size >= 64 (8-bit) or
+  // >= 128 (4-bit). -1: where measured faster on the H200 (docs/PERF.md: N x K >= 128 Mi,
+  // and M <= 4 for 8-bit); 0: never; 1: wherever it applies (BQMM_NBITS_GEMV_TMA=0 / 1).
+  int gemv_tma = -1;
 };
 // Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB),
 // BQMM_DEQUANT_OVERLAP (0 or 1), BQMM_NBITS_GEMV_ALGO (0, 1 or 2 forces that GEMV

@@ -16,12 +16,6 @@
 namespace bqmm {
 namespace {
 
-// Where the TMA weight stream beats register loads (H200, docs/PERF.md "Decode"): a long
-// stream per warp amortizes its start (barriers, the first tiles' latency). Measured at
-// M = 2 / 4 / 8, float16: 28672 x 8192 88 / 88 / 82 % of copy against 77 / 77 / 76 %;
-// 8192 x 8192 68 / 66 / 63 against 68 / 67 / 67; 14336 x 4096, 4096 x 14336 and
-// 4096 x 4096 0-9 points below.
-constexpr int64_t kGemvTmaMinWeightBytes = int64_t{128} << 20;
 constexpr int64_t kGemvMaxRows = 8;  // the mma "N" extent; the FMA kernel's largest row group
 }  // namespace
 
@@ -143,7 +137,9 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
       // SM90+: weight tiles of 128 bytes per row by the tensor memory accelerator (its
       // coordinates are 32-bit). K split (core/gemv_split.h) over the kernel's units of
       // K: TMA tiles, else 64-byte windows (64 e4m3 codes, one byte each).
-      const bool tma_faster = p.n * p.k >= kGemvTmaMinWeightBytes;
+      // Where it pays (core/gemv_split.h; FP8 at M = 2 / 4 / 8, float16, 28672 x 8192: 88 /
+      // 88 / 82 % of copy against 77 / 77 / 76 % by register loads).
+      const bool tma_faster = gemv_tma_pays(p.n, p.k);
       plan.gemv_tma = gemv_tma_fits(device.sm, p.n, p.k) &&
                       (options.gemv_tma == 1 || (options.gemv_tma < 0 && tma_faster));
       plan.gemv_k_split = options.gemv_k_split > 0

@@ -32,6 +32,15 @@ inline bool gemv_tma_fits(int sm, int64_t n, int64_t row_bytes) {
   return sm >= 90 && n < (int64_t{1} << 31) && row_bytes < (int64_t{1} << 31);
 }
 
+// Where the TMA weight stream beats register loads on the H200 (docs/PERF.md "Decode"): a
+// long stream per warp amortizes its start (barriers, the first tiles' latency), so the
+// rule is a size of N x K codes (one byte each for FP8, half a byte for 4-bit, whose
+// tile holds twice the codes and twice the math). Measured 2026-11-29: FP8 M = 2..8 and
+// NBits 8-bit M <= 4 / 4-bit M = 1..8 at 28672 x 8192 (224 Mi codes) 5-15 % faster;
+// 8192 x 8192 (64 Mi) and below mixed or up to 31 % slower.
+constexpr int64_t kGemvTmaMinCodes = int64_t{128} << 20;
+inline bool gemv_tma_pays(int64_t n, int64_t k) { return n * k >= kGemvTmaMinCodes; }
+
 // The units of K a GEMV's K split deals out per row of `row_bytes` bytes: 128-byte TMA
 // tiles, or the register-load kernels' 64-byte windows.
 inline int64_t gemv_k_units(int64_t row_bytes, bool tma) {

@@ -108,8 +108,9 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
   if (options.gemv_algo < -1 || options.gemv_algo > 2)
     return invalid("options.gemv_algo: expected -1 (default), 0, 1 or 2 but got " +
                    std::to_string(options.gemv_algo));
-  if (options.gemv_tma < 0 || options.gemv_tma > 1)
-    return invalid("options.gemv_tma: expected 0 or 1 but got " + std::to_string(options.gemv_tma));
+  if (options.gemv_tma < -1 || options.gemv_tma > 1)
+    return invalid("options.gemv_tma: expected -1 (planner's choice), 0 or 1 but got " +
+                   std::to_string(options.gemv_tma));
 
   NBitsMatMulPlan plan;
   plan.problem = p;
@@ -142,11 +143,15 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
         options.gemv_algo >= 0 ? options.gemv_algo : default_gemv_algo(p.bits, p.block_size);
     // The mma tile always has 8 activation rows; the FMA tile is sized to M.
     plan.gemv_rows = half_type || p.m > 4 ? 8 : p.m > 2 ? 4 : static_cast<int>(p.m);
-    // TMA tiles when asked for, where the kernel applies: SM90, the tensor-core tile, and
-    // blocks no smaller than half a 128-byte tile's codes (each half takes one scale).
+    // TMA tiles where the kernel applies (SM90, the tensor-core tile, blocks no smaller
+    // than half a 128-byte tile's codes: each half takes one scale) and, unless forced,
+    // where they pay (core/gemv_split.h): 8-bit only up to M = 4 (at M = 8 the
+    // activations' L1 traffic per tile made it 12 % slower at 28672 x 8192, H200).
     const int64_t half_tile_codes = kGemvTmaTileBytes / 2 * 8 / p.bits;
-    plan.gemv_tma = options.gemv_tma == 1 && half_type && p.block_size >= half_tile_codes &&
-                    gemv_tma_fits(device.sm, p.n, p.row_bytes());
+    const bool tma_applies = half_type && p.block_size >= half_tile_codes &&
+                             gemv_tma_fits(device.sm, p.n, p.row_bytes());
+    const bool tma_faster = gemv_tma_pays(p.n, p.k) && (p.bits == 4 || p.m <= 4);
+    plan.gemv_tma = tma_applies && (options.gemv_tma == 1 || (options.gemv_tma < 0 && tma_faster));
     // K split (core/gemv_split.h) over the kernel's units of K (TMA tiles or 64-byte
     // windows): float32's FMA tile holds fewer warps per SM.
     plan.gemv_k_split = choose_gemv_k_split(

@@ -67,9 +67,10 @@
 //                cannot be iterated alone (a quad's lanes straddle blocks): there the
 //                window is the unit and this is algorithm 0.
 //
-// NBitsGemvTmaKernel (opt-in, SM90+, float16 / bfloat16, blocks of half a 128-byte tile or
-// more): the same tensor-core math with the weights copied as 16-row x 128-byte TMA tiles
-// (cuda/tma.cuh), the loop of Fp8GemvTmaKernel; not yet run on a GPU (see its comment).
+// NBitsGemvTmaKernel (SM90+, float16 / bfloat16, blocks of half a 128-byte tile or more;
+// the planner's choice for large weights, core/gemv_split.h): the same tensor-core math
+// with the weights copied as 16-row x 128-byte TMA tiles (cuda/tma.cuh), the loop of
+// Fp8GemvTmaKernel.
 //
 // File layout, top-down: constants and parameters, code decoding, the scale-on-result
 // steps, the two warp tiles (tensor-core and FMA), the shared epilogue, the register-load
@@ -753,11 +754,16 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
 // (mma_word_unscaled) with the activations of the same codes, one 8- or 16-byte load.
 // Chunks 0-3 and 4-7 of a tile each lie in one block: their unscaled sums take the block
 // scale in float32 (apply_block_scales). A row's last tile may be partial (row_bytes
-// % 128 != 0): its missing chunks arrive as zeros and are skipped (warp-uniform). The
-// scales and zero points of tile i + 1 are loaded while tile i is multiplied.
+// % 128 != 0): its missing chunks arrive as zeros and are skipped (warp-uniform, on a
+// code path of its own). The activations, scales and zero points of a tile are loaded
+// one (4-bit) or two (8-bit) tiles ahead.
 //
-// Written 2026-11-29 without a GPU to run it on: the planner takes it only when asked
-// (NBitsMatMulOptions::gemv_tma = 1), until it has passed the GPU suite and been measured.
+// H200 history (2026-11-29, M = 1, float16, 28672 x 8192, bqmm-profile): first version,
+// operands loaded at the point of use, 151 us 8-bit / 133 us 4-bit (register loads: 75 /
+// 63); operands tiles ahead 88 / 68; full tiles without chunk tests 71 / 60; one lop3 per
+// nibble pair and each lane's own constants shared 68 / 55 (register loads then 75 / 56).
+// ncu on the 4-bit tile: issue-bound at ~16 warps per SM (0.6 instructions per cycle per
+// scheduler), ~300 SASS instructions per 16-row x 256-code tile.
 constexpr int kNBitsTmaDepth = 4;  // tiles in flight per warp (16 warps x 4 x 2 KB per SM)
 constexpr int kTileChunks = kTmaBoxBytes / kChunkBytes;  // 8
 

@@ -209,15 +209,28 @@ TEST(NBitsPlan, ScalarDequantForOddK) {
   EXPECT_FALSE(p.dequant_vec8);
 }
 
-// TMA tiles only when asked for (not yet measured), and only where the kernel applies:
-// SM90, float16 / bfloat16, blocks of at least half a 128-byte tile's codes (8-bit 64,
-// 4-bit 128). Its K split deals out 128-byte tiles.
-TEST(NBitsPlan, GemvTmaOnlyWhenAskedAndApplicable) {
+// TMA tiles where the kernel applies (SM90, float16 / bfloat16, blocks of at least half a
+// 128-byte tile's codes: 8-bit 64, 4-bit 128) and, by default, where measured faster:
+// N x K >= 128 Mi codes, and M <= 4 for 8-bit. Its K split deals out 128-byte tiles.
+TEST(NBitsPlan, GemvTmaWhereItPaysOrWhenAsked) {
   NBitsMatMulOptions o;
-  EXPECT_EQ(o.gemv_tma, 0);
-  EXPECT_FALSE(plan(problem(1, 28672, 8192, 8, 128)).gemv_tma);
+  EXPECT_EQ(o.gemv_tma, -1);
+  // The rule: 28672 x 8192 = 224 Mi codes; 8192 x 16384 = 128 Mi exactly; 8192 x 16368 below.
+  EXPECT_TRUE(plan(problem(1, 28672, 8192, 8, 128)).gemv_tma);
+  EXPECT_TRUE(plan(problem(4, 28672, 8192, 8, 128)).gemv_tma);
+  EXPECT_FALSE(plan(problem(5, 28672, 8192, 8, 128)).gemv_tma);  // 8-bit: M <= 4 only
+  EXPECT_TRUE(plan(problem(8, 28672, 8192, 4, 128)).gemv_tma);   // 4-bit: every M
+  EXPECT_TRUE(plan(problem(8, 8192, 16384, 4, 128, DType::kBFloat16)).gemv_tma);
+  EXPECT_FALSE(plan(problem(8, 8192, 16384 - 128, 4, 128)).gemv_tma);
+  EXPECT_FALSE(plan(problem(1, 8192, 8192, 8, 128)).gemv_tma);
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 8, 32)).gemv_tma);  // block below half a tile
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 64)).gemv_tma);
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 8, 128, DType::kFloat32)).gemv_tma);
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 8, 128), kAmpere).gemv_tma);
+  // Forced on: wherever the kernel applies, at any size and M.
   o.gemv_tma = 1;
   EXPECT_TRUE(plan(problem(1, 28672, 8192, 8, 64), kHopper, o).gemv_tma);
+  EXPECT_TRUE(plan(problem(8, 28672, 8192, 8, 128), kHopper, o).gemv_tma);
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 8, 32), kHopper, o).gemv_tma);
   EXPECT_TRUE(plan(problem(8, 4096, 4096, 4, 128, DType::kBFloat16), kHopper, o).gemv_tma);
   EXPECT_FALSE(plan(problem(8, 4096, 4096, 4, 64), kHopper, o).gemv_tma);
@@ -229,8 +242,9 @@ TEST(NBitsPlan, GemvTmaOnlyWhenAskedAndApplicable) {
   EXPECT_EQ(plan(problem(1, 16, 512, 4, 128), kHopper, o).gemv_k_split, 2);
   o.gemv_tma = 0;
   EXPECT_EQ(plan(problem(1, 16, 512, 4, 128), kHopper, o).gemv_k_split, 4);
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 8, 128), kHopper, o).gemv_tma);  // forced off
   NBitsMatMulPlan pl;
-  for (int bad : {-1, 2}) {
+  for (int bad : {-2, 2}) {
     o.gemv_tma = bad;
     const Status s = plan_nbits_matmul(problem(1, 4096, 4096), kHopper, o, &pl);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
@@ -322,13 +336,14 @@ TEST_F(NBitsEnvTest, GemvTmaOverride) {
   setenv("BQMM_NBITS_GEMV_TMA", "0", 1);
   ASSERT_TRUE(nbits_matmul_options_from_env(&o).ok());
   EXPECT_EQ(o.gemv_tma, 0);
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 8, 128), kHopper, o).gemv_tma);
   for (const char* bad : {"2", "-1", "yes"}) {
     setenv("BQMM_NBITS_GEMV_TMA", bad, 1);
     NBitsMatMulOptions fresh;
     const Status s = nbits_matmul_options_from_env(&fresh);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_NE(s.message().find("BQMM_NBITS_GEMV_TMA"), std::string::npos) << s.message();
-    EXPECT_EQ(fresh.gemv_tma, 0) << bad;
+    EXPECT_EQ(fresh.gemv_tma, -1) << bad;
   }
 }
 
