@@ -111,13 +111,7 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
   plan.problem = p;
   plan.device = device;
 
-  if (p.m == 0 || p.n == 0) {
-    plan.path = Fp8Path::kEmpty;
-    *out = plan;
-    return Status::Ok();
-  }
-  if (p.k == 0) {
-    plan.path = Fp8Path::kBiasOnly;
+  if (plan_trivial_path(Fp8Path::kEmpty, Fp8Path::kBiasOnly, plan)) {
     *out = plan;
     return Status::Ok();
   }
@@ -163,21 +157,10 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
   // within a row in 32 bits.
   plan.dequant_vec16 = p.k % 16 == 0 && p.alignment >= 16 && p.k < (int64_t{1} << 31);
 
-  const int64_t row_bytes = p.k * static_cast<int64_t>(elem);
-  const DequantTiling tiling =
-      DequantTiling::make(p.n, row_bytes, options.dequant_scratch_bytes, options.overlap_dequant);
-  plan.n_tile = tiling.n_tile;
-  plan.num_n_tiles = tiling.num_tiles;
-  plan.scratch_buffers = tiling.buffers;
-
   WorkspaceLayout layout;
   plan.act_bytes = plan.qdq_activation ? static_cast<size_t>(p.m * p.k) * elem : 0;
   plan.act_offset = layout.take(plan.act_bytes);
-  plan.cublas_bytes = cublas_workspace_bytes(device.sm);
-  plan.cublas_offset = layout.take(plan.cublas_bytes);
-  plan.scratch_bytes = static_cast<size_t>(tiling.buffers * tiling.buffer_bytes);
-  plan.scratch_offset = layout.take(plan.scratch_bytes);
-  plan.workspace_bytes = layout.total();
+  plan_dequant_gemm_workspace(p.k * static_cast<int64_t>(elem), options, device.sm, layout, plan);
   *out = plan;
   return Status::Ok();
 }

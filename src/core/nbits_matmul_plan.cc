@@ -116,13 +116,7 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
   plan.problem = p;
   plan.device = device;
 
-  if (p.m == 0 || p.n == 0) {
-    plan.path = NBitsPath::kEmpty;
-    *out = plan;
-    return Status::Ok();
-  }
-  if (p.k == 0) {
-    plan.path = NBitsPath::kBiasOnly;
+  if (plan_trivial_path(NBitsPath::kEmpty, NBitsPath::kBiasOnly, plan)) {
     *out = plan;
     return Status::Ok();
   }
@@ -166,19 +160,9 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
   // The vector kernel reads 8 codes with one load (8 or 4 bytes of B) and writes them
   // with 16-byte stores into rows of K * sizeof(T1) bytes.
   plan.dequant_vec8 = p.k % 8 == 0 && p.alignment >= 8;
-  const int64_t row_bytes = p.k * static_cast<int64_t>(dtype_size(p.dtype));
-  const DequantTiling tiling =
-      DequantTiling::make(p.n, row_bytes, options.dequant_scratch_bytes, options.overlap_dequant);
-  plan.n_tile = tiling.n_tile;
-  plan.num_n_tiles = tiling.num_tiles;
-  plan.scratch_buffers = tiling.buffers;
-
   WorkspaceLayout layout;
-  plan.cublas_bytes = cublas_workspace_bytes(device.sm);
-  plan.cublas_offset = layout.take(plan.cublas_bytes);
-  plan.scratch_bytes = static_cast<size_t>(tiling.buffers * tiling.buffer_bytes);
-  plan.scratch_offset = layout.take(plan.scratch_bytes);
-  plan.workspace_bytes = layout.total();
+  plan_dequant_gemm_workspace(p.k * static_cast<int64_t>(dtype_size(p.dtype)), options,
+                              device.sm, layout, plan);
   *out = plan;
   return Status::Ok();
 }

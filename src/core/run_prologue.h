@@ -7,6 +7,7 @@
 #include <string>
 
 #include "bqmm/status.h"
+#include "core/check.h"
 #include "core/env.h"
 
 namespace bqmm {
@@ -41,6 +42,18 @@ void print_plan_if_asked(const Plan& plan) {
   if (os.str() == last_printed) return;
   last_printed = os.str();
   std::cerr << "bqmm: " << last_printed << "\n";
+}
+
+// The start of every run(): `matches` is the operator's check that the arguments are the
+// plan's problem (check_plan_matches), then the workspace must hold the plan's bytes, then
+// BQMM_PRINT_PLAN.
+template <typename Plan>
+Status begin_run(const Plan& plan, const Status& matches, const void* workspace,
+                 size_t workspace_bytes) {
+  BQMM_RETURN_IF_ERROR(matches);
+  BQMM_RETURN_IF_ERROR(check::workspace(workspace, workspace_bytes, plan.workspace_bytes));
+  print_plan_if_asked(plan);
+  return Status::Ok();
 }
 
 }  // namespace bqmm

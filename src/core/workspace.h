@@ -65,4 +65,39 @@ struct DequantTiling {
 // cuBLAS's recommended workspace: 32 MiB on Hopper, 4 MiB before.
 inline size_t cublas_workspace_bytes(int sm) { return sm >= 90 ? (size_t{32} << 20) : (size_t{4} << 20); }
 
+// The dequant + GEMM part of either operator's plan (Fp8MatMulPlan, NBitsMatMulPlan: the
+// same field names): N tiles of a dequantized weight of `row_bytes` per row, then the
+// cuBLAS workspace and the scratch buffers taken from `layout` (after whatever the
+// operator took before), and the workspace total.
+template <typename Plan, typename Options>
+void plan_dequant_gemm_workspace(int64_t row_bytes, const Options& options, int sm,
+                                 WorkspaceLayout& layout, Plan& plan) {
+  const DequantTiling tiling = DequantTiling::make(plan.problem.n, row_bytes,
+                                                   options.dequant_scratch_bytes,
+                                                   options.overlap_dequant);
+  plan.n_tile = tiling.n_tile;
+  plan.num_n_tiles = tiling.num_tiles;
+  plan.scratch_buffers = tiling.buffers;
+  plan.cublas_bytes = cublas_workspace_bytes(sm);
+  plan.cublas_offset = layout.take(plan.cublas_bytes);
+  plan.scratch_bytes = static_cast<size_t>(tiling.buffers * tiling.buffer_bytes);
+  plan.scratch_offset = layout.take(plan.scratch_bytes);
+  plan.workspace_bytes = layout.total();
+}
+
+// The paths every operator plans before its own: nothing to do for M or N = 0, Y = bias
+// (or zeros) for K = 0. Returns whether `plan` took one of them.
+template <typename Plan, typename Path>
+bool plan_trivial_path(Path empty, Path bias_only, Plan& plan) {
+  if (plan.problem.m == 0 || plan.problem.n == 0) {
+    plan.path = empty;
+    return true;
+  }
+  if (plan.problem.k == 0) {
+    plan.path = bias_only;
+    return true;
+  }
+  return false;
+}
+
 }  // namespace bqmm

@@ -8,7 +8,7 @@
 #include "core/check.h"
 #include "core/run_prologue.h"
 #include "cuda/launchers.h"
-#include "cuda/tiled_dequant_gemm.h"
+#include "cuda/run_paths.h"
 
 namespace bqmm {
 namespace {
@@ -37,29 +37,13 @@ Status run_dequant_gemm(const Handle& handle, const Fp8MatMulPlan& plan,
   const auto* b = static_cast<const uint8_t*>(args.b.data);
   const auto* b_scale = static_cast<const float*>(args.b_scale.data);
   const int64_t k_blocks = p.k_blocks();
-  cuda::TiledDequantGemm t;
-  t.dtype = p.dtype;
-  t.m = p.m;
-  t.n = p.n;
-  t.k = p.k;
-  t.a = a;
-  t.y = args.y.data;
-  t.n_tile = plan.n_tile;
-  t.buffers = plan.scratch_buffers;
-  t.scratch = ws + plan.scratch_offset;
-  t.cublas_workspace = ws + plan.cublas_offset;
-  t.cublas_workspace_bytes = plan.cublas_bytes;
-  BQMM_RETURN_IF_ERROR(cuda::run_tiled_dequant_gemm(
-      handle, t,
+  return cuda::run_planned_dequant_gemm(
+      handle, plan, a, args.y.data, args.bias ? args.bias->data : nullptr, ws,
       [&](int64_t n0, int64_t rows, void* out, cudaStream_t s) {
         return cuda::launch_fp8_dequant(p.dtype, b + n0 * p.k, b_scale + n0 * k_blocks, rows,
                                         p.k, p.block_size, plan.dequant_vec16, out, s);
       },
-      stream));
-  if (p.has_bias)
-    BQMM_RETURN_IF_ERROR(cuda::launch_bias_add(p.dtype, args.y.data, args.bias->data, p.m,
-                                               p.n, stream));
-  return Status::Ok();
+      stream);
 }
 
 cuda::Fp8GemvArgs gemv_args(const Fp8MatMulProblem& p, const Fp8MatMulArgs& args) {
@@ -83,26 +67,24 @@ cuda::Fp8GemvArgs gemv_args(const Fp8MatMulProblem& p, const Fp8MatMulArgs& args
 Status run_fp8_matmul(const Handle& handle, const Fp8MatMulPlan& plan,
                       const Fp8MatMulArgs& args, void* workspace, size_t workspace_bytes,
                       cudaStream_t stream) {
-  BQMM_RETURN_IF_ERROR(check_args_match_plan(plan, args));
-  BQMM_RETURN_IF_ERROR(check::workspace(workspace, workspace_bytes, plan.workspace_bytes));
-  print_plan_if_asked(plan);
-
-  const Fp8MatMulProblem& p = plan.problem;
-  switch (plan.path) {
-    case Fp8Path::kEmpty:
-      return Status::Ok();
-    case Fp8Path::kBiasOnly:
-      return cuda::launch_fill_bias(p.dtype, args.y.data, args.bias ? args.bias->data : nullptr,
-                                    p.m, p.n, stream);
-    case Fp8Path::kGemvFma:
-      return cuda::launch_fp8_gemv_fma(gemv_args(p, args), plan.gemv_rows_per_warp, stream);
-    case Fp8Path::kGemvMma:
-      return cuda::launch_fp8_gemv_mma(gemv_args(p, args), plan.gemv_k_split, plan.gemv_tma,
-                                       stream);
-    case Fp8Path::kDequantGemm:
-      return run_dequant_gemm(handle, plan, args, static_cast<uint8_t*>(workspace), stream);
-  }
-  return Status(StatusCode::kInternal, "run_fp8_matmul: unknown path");
+  return cuda::run_plan(
+      plan, args, check_args_match_plan(plan, args), workspace, workspace_bytes, stream,
+      [&]() -> Status {
+        const Fp8MatMulProblem& p = plan.problem;
+        switch (plan.path) {
+          case Fp8Path::kEmpty:
+          case Fp8Path::kBiasOnly:
+            break;  // run by run_plan
+          case Fp8Path::kGemvFma:
+            return cuda::launch_fp8_gemv_fma(gemv_args(p, args), plan.gemv_rows_per_warp, stream);
+          case Fp8Path::kGemvMma:
+            return cuda::launch_fp8_gemv_mma(gemv_args(p, args), plan.gemv_k_split, plan.gemv_tma,
+                                             stream);
+          case Fp8Path::kDequantGemm:
+            return run_dequant_gemm(handle, plan, args, static_cast<uint8_t*>(workspace), stream);
+        }
+        return Status(StatusCode::kInternal, "run_fp8_matmul: unknown path");
+      });
 }
 
 }  // namespace bqmm

@@ -8,7 +8,7 @@
 #include "core/check.h"
 #include "core/run_prologue.h"
 #include "cuda/launchers.h"
-#include "cuda/tiled_dequant_gemm.h"
+#include "cuda/run_paths.h"
 
 namespace bqmm {
 namespace {
@@ -40,20 +40,8 @@ Status run_dequant_gemm(const Handle& handle, const NBitsMatMulPlan& plan,
   const int64_t zp_row_bytes =
       p.zero_points == NBitsZeroPoints::kTyped ? k_blocks * elem : p.zp_row_bytes();
   const int32_t* g_idx = args.g_idx ? static_cast<const int32_t*>(args.g_idx->data) : nullptr;
-  cuda::TiledDequantGemm t;
-  t.dtype = p.dtype;
-  t.m = p.m;
-  t.n = p.n;
-  t.k = p.k;
-  t.a = args.a.data;
-  t.y = args.y.data;
-  t.n_tile = plan.n_tile;
-  t.buffers = plan.scratch_buffers;
-  t.scratch = ws + plan.scratch_offset;
-  t.cublas_workspace = ws + plan.cublas_offset;
-  t.cublas_workspace_bytes = plan.cublas_bytes;
-  BQMM_RETURN_IF_ERROR(cuda::run_tiled_dequant_gemm(
-      handle, t,
+  return cuda::run_planned_dequant_gemm(
+      handle, plan, args.a.data, args.y.data, args.bias ? args.bias->data : nullptr, ws,
       [&](int64_t n0, int64_t rows, void* out, cudaStream_t s) {
         cuda::NBitsDequantArgs d;
         d.dtype = p.dtype;
@@ -69,11 +57,7 @@ Status run_dequant_gemm(const Handle& handle, const NBitsMatMulPlan& plan,
         d.out = out;
         return cuda::launch_nbits_dequant(d, plan.dequant_vec8, s);
       },
-      stream));
-  if (p.has_bias)
-    BQMM_RETURN_IF_ERROR(cuda::launch_bias_add(p.dtype, args.y.data, args.bias->data, p.m,
-                                               p.n, stream));
-  return Status::Ok();
+      stream);
 }
 
 Status run_gemv(const NBitsMatMulPlan& plan, const NBitsMatMulArgs& args, cudaStream_t stream) {
@@ -100,23 +84,20 @@ Status run_gemv(const NBitsMatMulPlan& plan, const NBitsMatMulArgs& args, cudaSt
 Status run_nbits_matmul(const Handle& handle, const NBitsMatMulPlan& plan,
                         const NBitsMatMulArgs& args, void* workspace, size_t workspace_bytes,
                         cudaStream_t stream) {
-  BQMM_RETURN_IF_ERROR(check_args_match_plan(plan, args));
-  BQMM_RETURN_IF_ERROR(check::workspace(workspace, workspace_bytes, plan.workspace_bytes));
-  print_plan_if_asked(plan);
-
-  const NBitsMatMulProblem& p = plan.problem;
-  switch (plan.path) {
-    case NBitsPath::kEmpty:
-      return Status::Ok();
-    case NBitsPath::kBiasOnly:
-      return cuda::launch_fill_bias(p.dtype, args.y.data, args.bias ? args.bias->data : nullptr,
-                                    p.m, p.n, stream);
-    case NBitsPath::kGemv:
-      return run_gemv(plan, args, stream);
-    case NBitsPath::kDequantGemm:
-      return run_dequant_gemm(handle, plan, args, static_cast<uint8_t*>(workspace), stream);
-  }
-  return Status(StatusCode::kInternal, "run_nbits_matmul: unknown path");
+  return cuda::run_plan(
+      plan, args, check_args_match_plan(plan, args), workspace, workspace_bytes, stream,
+      [&]() -> Status {
+        switch (plan.path) {
+          case NBitsPath::kEmpty:
+          case NBitsPath::kBiasOnly:
+            break;  // run by run_plan
+          case NBitsPath::kGemv:
+            return run_gemv(plan, args, stream);
+          case NBitsPath::kDequantGemm:
+            return run_dequant_gemm(handle, plan, args, static_cast<uint8_t*>(workspace), stream);
+        }
+        return Status(StatusCode::kInternal, "run_nbits_matmul: unknown path");
+      });
 }
 
 }  // namespace bqmm

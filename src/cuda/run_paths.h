@@ -1,0 +1,58 @@
+// The run() paths both operators share, on either operator's plan and arguments
+// (Fp8MatMulPlan / Fp8MatMulArgs, NBitsMatMulPlan / NBitsMatMulArgs: the same field and
+// path names): nothing for M or N = 0, Y = bias for K = 0, and the dequant + GEMM loop.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "bqmm/device.h"
+#include "bqmm/status.h"
+#include "core/run_prologue.h"
+#include "cuda/launchers.h"
+#include "cuda/tiled_dequant_gemm.h"
+
+namespace bqmm::cuda {
+
+// Every operator's run(): the common start (core/run_prologue.h; `matches` is the
+// operator's check of the arguments against the plan), the shared paths kEmpty and
+// kBiasOnly, then `own()` for the operator's own paths.
+template <typename Plan, typename Args, typename Own>
+Status run_plan(const Plan& plan, const Args& args, const Status& matches, const void* workspace,
+                size_t workspace_bytes, cudaStream_t stream, Own&& own) {
+  BQMM_RETURN_IF_ERROR(begin_run(plan, matches, workspace, workspace_bytes));
+  using Path = decltype(plan.path);
+  if (plan.path == Path::kEmpty) return Status::Ok();
+  if (plan.path == Path::kBiasOnly)
+    return launch_fill_bias(plan.problem.dtype, args.y.data,
+                            args.bias ? args.bias->data : nullptr, plan.problem.m,
+                            plan.problem.n, stream);
+  return own();
+}
+
+// The planned dequant + GEMM path on A `a` (the input, or its QDQ copy), Y `y` and
+// workspace `ws`, then the bias (or nullptr) added in a second pass (cuBLAS's output is
+// rounded to T once before it).
+template <typename Plan>
+Status run_planned_dequant_gemm(const Handle& handle, const Plan& plan, const void* a, void* y,
+                                const void* bias, uint8_t* ws, const DequantTile& dequant,
+                                cudaStream_t stream) {
+  TiledDequantGemm t;
+  t.dtype = plan.problem.dtype;
+  t.m = plan.problem.m;
+  t.n = plan.problem.n;
+  t.k = plan.problem.k;
+  t.a = a;
+  t.y = y;
+  t.n_tile = plan.n_tile;
+  t.buffers = plan.scratch_buffers;
+  t.scratch = ws + plan.scratch_offset;
+  t.cublas_workspace = ws + plan.cublas_offset;
+  t.cublas_workspace_bytes = plan.cublas_bytes;
+  BQMM_RETURN_IF_ERROR(run_tiled_dequant_gemm(handle, t, dequant, stream));
+  if (bias == nullptr) return Status::Ok();
+  return launch_bias_add(t.dtype, y, bias, t.m, t.n, stream);
+}
+
+}  // namespace bqmm::cuda
