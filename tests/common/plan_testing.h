@@ -1,6 +1,7 @@
 // Helpers of the planner tests (tests/cpu/*_plan_test.cc), shared by both operators:
-// the devices they plan for, a plan printed to a string, and a scope that clears the
-// environment overrides a test sets and restores them afterwards.
+// the devices they plan for, plan() / path() of either operator's problem, a plan printed
+// to a string, and a scope that clears the environment overrides a test sets and
+// restores them afterwards.
 #pragma once
 
 #include <cstdlib>
@@ -11,13 +12,50 @@
 #include <utility>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "bqmm/device.h"
+#include "bqmm/fp8_matmul.h"
+#include "bqmm/nbits_matmul.h"
 
 namespace bqmm::testing {
 
 constexpr DeviceInfo kHopper{90, 132};
 constexpr DeviceInfo kAmpere{80, 108};
 constexpr DeviceInfo kTuring{75, 40};
+
+// Each operator's plan and options types and planner, by its problem type.
+template <typename Problem>
+struct Operator;
+template <>
+struct Operator<Fp8MatMulProblem> {
+  using Plan = Fp8MatMulPlan;
+  using Options = Fp8MatMulOptions;
+  static constexpr auto planner = plan_fp8_matmul;
+};
+template <>
+struct Operator<NBitsMatMulProblem> {
+  using Plan = NBitsMatMulPlan;
+  using Options = NBitsMatMulOptions;
+  static constexpr auto planner = plan_nbits_matmul;
+};
+
+// The plan of `p` on `d` with options `o`; planning must succeed.
+template <typename Problem, typename Op = Operator<Problem>>
+typename Op::Plan plan(const Problem& p, const DeviceInfo& d = kHopper,
+                       const typename Op::Options& o = typename Op::Options{}) {
+  typename Op::Plan out;
+  const Status s = Op::planner(p, d, o, &out);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  return out;
+}
+
+// The path of that plan.
+template <typename Problem, typename Op = Operator<Problem>>
+auto path(const Problem& p, const DeviceInfo& d = kHopper,
+          const typename Op::Options& o = typename Op::Options{}) {
+  return plan(p, d, o).path;
+}
 
 // A plan as operator<< prints it (the BQMM_PRINT_PLAN / --explain line).
 template <typename Plan>

@@ -14,6 +14,8 @@ namespace {
 using testing::kAmpere;
 using testing::kHopper;
 using testing::kTuring;
+using testing::path;
+using testing::plan;
 using testing::printed;
 constexpr int64_t kMiB = int64_t{1} << 20;
 
@@ -26,19 +28,6 @@ Fp8MatMulProblem problem(int64_t m, int64_t n, int64_t k, int64_t block_size = 1
   p.k = k;
   p.block_size = block_size;
   return p;
-}
-
-Fp8MatMulPlan plan(const Fp8MatMulProblem& p, const DeviceInfo& d = kHopper,
-                   const Fp8MatMulOptions& o = Fp8MatMulOptions{}) {
-  Fp8MatMulPlan out;
-  const Status s = plan_fp8_matmul(p, d, o, &out);
-  EXPECT_TRUE(s.ok()) << s.to_string();
-  return out;
-}
-
-Fp8Path path(const Fp8MatMulProblem& p, const DeviceInfo& d = kHopper,
-             const Fp8MatMulOptions& o = Fp8MatMulOptions{}) {
-  return plan(p, d, o).path;
 }
 
 const DeviceInfo kAllDevices[] = {kHopper, kAmpere, kTuring};

@@ -14,6 +14,8 @@ namespace {
 using testing::kAmpere;
 using testing::kHopper;
 using testing::kTuring;
+using testing::path;
+using testing::plan;
 using testing::printed;
 constexpr int64_t kMiB = int64_t{1} << 20;
 
@@ -27,19 +29,6 @@ NBitsMatMulProblem problem(int64_t m, int64_t n, int64_t k, int bits = 4,
   p.bits = bits;
   p.block_size = block_size;
   return p;
-}
-
-NBitsMatMulPlan plan(const NBitsMatMulProblem& p, const DeviceInfo& d = kHopper,
-                     const NBitsMatMulOptions& o = NBitsMatMulOptions{}) {
-  NBitsMatMulPlan out;
-  const Status s = plan_nbits_matmul(p, d, o, &out);
-  EXPECT_TRUE(s.ok()) << s.to_string();
-  return out;
-}
-
-NBitsPath path(const NBitsMatMulProblem& p, const DeviceInfo& d = kHopper,
-               const NBitsMatMulOptions& o = NBitsMatMulOptions{}) {
-  return plan(p, d, o).path;
 }
 
 TEST(NBitsPlan, PathNames) {
