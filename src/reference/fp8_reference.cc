@@ -55,11 +55,7 @@ void weight_row(const Fp8Case& c, const std::vector<float>& scales, int64_t n,
 
 }  // namespace
 
-int64_t Fp8Case::m() const {
-  int64_t m = 1;
-  for (int i = 0; i + 1 < a.shape.rank(); ++i) m *= a.shape[i];
-  return m;
-}
+int64_t Fp8Case::m() const { return leading_rows(a.shape); }
 
 Fp8MatMulArgs Fp8Case::args(HostTensor* y) const {
   Fp8MatMulArgs args;
@@ -72,56 +68,28 @@ Fp8MatMulArgs Fp8Case::args(HostTensor* y) const {
   return args;
 }
 
-Shape Fp8Case::y_shape() const {
-  Shape s = a.shape;
-  if (s.rank() > 0) s[s.rank() - 1] = n();
-  return s;
-}
+Shape Fp8Case::y_shape() const { return output_shape(a.shape, n()); }
 
 std::vector<double> fp8_matmul_reference(const Fp8Case& c, int64_t row_begin, int64_t row_end) {
-  row_end = std::min(row_end, c.m());
-  row_begin = std::clamp<int64_t>(row_begin, 0, std::max<int64_t>(row_end, 0));
-  const int64_t rows = std::max<int64_t>(row_end - row_begin, 0);
-  const int64_t n_total = c.n();
-  const std::vector<double> at = activation_k_major<double>(c, row_begin, row_begin + rows);
+  const RowRange rows = RowRange::clamp(row_begin, row_end, c.m());
+  const std::vector<double> at = activation_k_major<double>(c, rows.begin, rows.begin + rows.count);
   const std::vector<float> scales = scales_of(c);
   // e4m3 (4 significant bits) times a float32 scale (24) is exact in a double.
   const auto dequant = [](float v, float s) { return static_cast<double>(v) * s; };
-  std::vector<double> w(static_cast<size_t>(c.k()));
-  std::vector<double> acc(static_cast<size_t>(rows));
-  std::vector<double> y(static_cast<size_t>(rows * n_total));
-  for (int64_t n = 0; n < n_total; ++n) {
-    weight_row(c, scales, n, dequant, &w);
-    dot_rows(at, w, rows, acc.data());
-    const double bias = c.bias ? c.bias->get(n) : 0.0;
-    for (int64_t r = 0; r < rows; ++r) y[r * n_total + n] = acc[r] + bias;
-  }
-  return y;
+  return exact_output_rows(at, rows.count, c.n(), c.k(), c.bias, [&](int64_t n, auto* w) {
+    weight_row(c, scales, n, dequant, w);
+  });
 }
 
 HostTensor fp8_matmul_emulate_dequant_gemm(const Fp8Case& c) {
   const DType t = c.dtype();
-  const int64_t rows = c.m();
-  const int64_t n_total = c.n();
-  const std::vector<float> at = activation_k_major<float>(c, 0, rows);
+  const std::vector<float> at = activation_k_major<float>(c, 0, c.m());
   const std::vector<float> scales = scales_of(c);
   // The dequant kernel writes T(float(e4m3) * scale): the GEMM sees weights rounded to T.
   const auto dequant = [t](float v, float s) { return codec::round_to(t, v * s); };
-  std::vector<float> w(static_cast<size_t>(c.k()));
-  std::vector<float> acc(static_cast<size_t>(rows));
-  HostTensor y = HostTensor::zeros(t, c.y_shape());
-  for (int64_t n = 0; n < n_total; ++n) {
-    weight_row(c, scales, n, dequant, &w);
-    dot_rows(at, w, rows, acc.data());
-    // cuBLAS rounds its FP32 sum to T; the bias kernel then adds in FP32 and rounds again.
-    const float bias = c.bias ? static_cast<float>(c.bias->get(n)) : 0.0f;
-    for (int64_t r = 0; r < rows; ++r) {
-      float v = codec::round_to(t, acc[r]);
-      if (c.bias) v = codec::round_to(t, v + bias);
-      y.set(r * n_total + n, v);
-    }
-  }
-  return y;
+  return emulated_dequant_gemm_rows(
+      t, at, c.m(), c.n(), c.k(), c.bias, c.y_shape(),
+      [&](int64_t n, auto* w) { weight_row(c, scales, n, dequant, w); });
 }
 
 }  // namespace bqmm::reference

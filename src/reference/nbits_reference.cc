@@ -45,11 +45,7 @@ void for_each_code(const NBitsCase& c, int64_t n, F f) {
 
 }  // namespace
 
-int64_t NBitsCase::m() const {
-  int64_t m = 1;
-  for (int i = 0; i + 1 < a.shape.rank(); ++i) m *= a.shape[i];
-  return m;
-}
+int64_t NBitsCase::m() const { return leading_rows(a.shape); }
 
 int64_t NBitsCase::k_blocks() const {
   return k() / block_size() + (k() % block_size() != 0 ? 1 : 0);
@@ -72,11 +68,7 @@ NBitsMatMulArgs NBitsCase::args(HostTensor* y) const {
   return args;
 }
 
-Shape NBitsCase::y_shape() const {
-  Shape s = a.shape;
-  if (s.rank() > 0) s[s.rank() - 1] = n();
-  return s;
-}
+Shape NBitsCase::y_shape() const { return output_shape(a.shape, n()); }
 
 uint32_t nbits_packed_at(const uint8_t* row, int64_t i, int bits) {
   if (bits == 8) return row[i];
@@ -128,53 +120,30 @@ void nbits_weight_row(const NBitsCase& c, int64_t n, std::vector<double>* w) {
 
 std::vector<double> nbits_matmul_reference(const NBitsCase& c, int64_t row_begin,
                                            int64_t row_end) {
-  row_end = std::min(row_end, c.m());
-  row_begin = std::clamp<int64_t>(row_begin, 0, std::max<int64_t>(row_end, 0));
-  const int64_t rows = std::max<int64_t>(row_end - row_begin, 0);
+  const RowRange rows = RowRange::clamp(row_begin, row_end, c.m());
   const int64_t k = c.k();
-  const int64_t n_total = c.n();
   const std::vector<double> at = k_major_rows<double>(
-      rows, k, [&](int64_t r, int64_t kk) { return c.a.get((row_begin + r) * k + kk); });
-  std::vector<double> w;
-  std::vector<double> acc(static_cast<size_t>(rows));
-  std::vector<double> y(static_cast<size_t>(rows * n_total));
-  for (int64_t n = 0; n < n_total; ++n) {
-    nbits_weight_row(c, n, &w);
-    dot_rows(at, w, rows, acc.data());
-    const double bias = c.bias ? c.bias->get(n) : 0.0;
-    for (int64_t r = 0; r < rows; ++r) y[r * n_total + n] = acc[r] + bias;
-  }
-  return y;
+      rows.count, k, [&](int64_t r, int64_t kk) { return c.a.get((rows.begin + r) * k + kk); });
+  return exact_output_rows(at, rows.count, c.n(), k, c.bias,
+                           [&](int64_t n, std::vector<double>* w) { nbits_weight_row(c, n, w); });
 }
 
 HostTensor nbits_matmul_emulate_dequant_gemm(const NBitsCase& c) {
   const DType t = c.dtype();
   const int64_t rows = c.m();
   const int64_t k = c.k();
-  const int64_t n_total = c.n();
   const std::vector<float> at = k_major_rows<float>(
       rows, k, [&](int64_t r, int64_t kk) { return static_cast<float>(c.a.get(r * k + kk)); });
-  std::vector<float> w(static_cast<size_t>(k));
-  std::vector<float> acc(static_cast<size_t>(rows));
-  HostTensor y = HostTensor::zeros(t, c.y_shape());
   std::vector<float> scale, zero;
-  for (int64_t n = 0; n < n_total; ++n) {
-    // As the dequant kernel writes the weights: (q - zp) * scale in float32, rounded to T1.
-    block_constants(c, n, &scale, &zero);
-    for_each_code(c, n, [&](int64_t kk, uint32_t q, int64_t blk) {
-      w[kk] = blk < 0 ? std::numeric_limits<float>::quiet_NaN()
-                      : codec::round_to(t, (static_cast<float>(q) - zero[blk]) * scale[blk]);
-    });
-    dot_rows(at, w, rows, acc.data());
-    // cuBLAS rounds its FP32 sum to T1; the bias kernel then adds in FP32 and rounds again.
-    const float bias = c.bias ? static_cast<float>(c.bias->get(n)) : 0.0f;
-    for (int64_t r = 0; r < rows; ++r) {
-      float v = codec::round_to(t, acc[r]);
-      if (c.bias) v = codec::round_to(t, v + bias);
-      y.set(r * n_total + n, v);
-    }
-  }
-  return y;
+  return emulated_dequant_gemm_rows(
+      t, at, rows, c.n(), k, c.bias, c.y_shape(), [&](int64_t n, std::vector<float>* w) {
+        // As the dequant kernel writes the weights: (q - zp) * scale in float32, rounded to T1.
+        block_constants(c, n, &scale, &zero);
+        for_each_code(c, n, [&](int64_t kk, uint32_t q, int64_t blk) {
+          (*w)[kk] = blk < 0 ? std::numeric_limits<float>::quiet_NaN()
+                             : codec::round_to(t, (static_cast<float>(q) - zero[blk]) * scale[blk]);
+        });
+      });
 }
 
 }  // namespace bqmm::reference
