@@ -477,25 +477,14 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
     inv = qdq_inv_scale(a_scale);
   }
 
-  // This warp's tiles: warp, warp + kKSplit, ... (`count` of them). A K % 128 == 64 row
-  // ends in a half tile (its upper 64 bytes arrive as zeros and are not multiplied).
-  const uint32_t tiles = static_cast<uint32_t>((p.k + kTmaBoxBytes - 1) / kTmaBoxBytes);
+  // This warp's tiles: warp, warp + kKSplit, ... A K % 128 == 64 row ends in a half tile
+  // (its upper 64 bytes arrive as zeros and are not multiplied).
+  const WarpTiles tiles(p.k, static_cast<uint32_t>(warp), kKSplit);
+  const int count = tiles.count;
+  const int half_i = tiles.partial;
   const uint32_t windows = static_cast<uint32_t>(p.k / kMmaWindow);
-  const int count = warp < static_cast<int>(tiles)
-                        ? static_cast<int>((tiles - warp + kKSplit - 1) / kKSplit)
-                        : 0;
-  const int half_i = p.k % kTmaBoxBytes != 0 && (tiles - 1 - warp) % kKSplit == 0
-                         ? static_cast<int>((tiles - 1 - warp) / kKSplit)
-                         : -1;
-  auto tile_x = [&](int i) { return static_cast<int32_t>((warp + i * kKSplit) * kTmaBoxBytes); };
-
-  if (lane == 0) {
-    ring.init(&map);
-#pragma unroll
-    for (int u = 0; u < kTmaDepth; ++u)
-      if (u < count) ring.load(&map, u, tile_x(u), static_cast<int32_t>(n0));
-  }
-  __syncwarp();
+  const int32_t y0 = static_cast<int32_t>(n0);
+  ring.start(&map, tiles, y0, lane);
 
   // Columns n0 + g ("lo") and n0 + g + 8 ("hi"), activation row g; masked columns read
   // the scales of a clamped column and rows g >= M read row 0 (never stored).
@@ -562,9 +551,7 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
       acc[2] = fmaf(part[2], scale_hi, acc[2]);
       acc[3] = fmaf(part[3], scale_hi, acc[3]);
     }
-    __syncwarp();
-    if (lane == 0 && i + kTmaDepth < count)
-      ring.load(&map, i + kTmaDepth, tile_x(i + kTmaDepth), static_cast<int32_t>(n0));
+    ring.refill(&map, tiles, i, y0, lane);
   };
   if (count > 0) load_operands(0, 0);
   if (count > 1) load_operands(1, 1);

@@ -784,17 +784,11 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
   const TmaTileRing<kNBitsTmaDepth> ring(tma_smem, static_cast<int>(warp), full[warp]);
 
   // This warp's tiles: warp, warp + k_split, ... (`count` of them).
-  const uint32_t tiles = static_cast<uint32_t>((p.row_bytes + kTmaBoxBytes - 1) / kTmaBoxBytes);
-  const int count = warp < tiles ? static_cast<int>((tiles - warp + k_split - 1) / k_split) : 0;
-  auto tile_byte = [&](int i) { return (warp + static_cast<uint32_t>(i) * k_split) * kTmaBoxBytes; };
-  if (lane == 0) {
-    ring.init(&map);
-#pragma unroll
-    for (int u = 0; u < kNBitsTmaDepth; ++u)
-      if (u < count)
-        ring.load(&map, u, static_cast<int32_t>(tile_byte(u)), static_cast<int32_t>(n0));
-  }
-  __syncwarp();
+  const WarpTiles tiles(p.row_bytes, warp, k_split);
+  const int count = tiles.count;
+  auto tile_byte = [&](int i) { return tiles.x(i); };
+  const int32_t y0 = static_cast<int32_t>(n0);
+  ring.start(&map, tiles, y0, lane);
 
   // Rows lo = n0 + g and hi = n0 + g + 8; rows past N read the scales and zero points of
   // row N - 1 into sums that are never stored. Activation row g, or M - 1 for g >= M.
@@ -809,10 +803,7 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
   // it is its tile `partial_i` with `partial_chunks` chunks of codes. Every other tile
   // takes the code path without chunk tests (kFull), whose loads and mma steps the
   // compiler can interleave freely (the tests' branches split them apart).
-  const int partial_i = p.row_bytes % kTmaBoxBytes != 0 && count > 0 &&
-                                tile_byte(count - 1) + kTmaBoxBytes > p.row_bytes
-                            ? count - 1
-                            : -1;
+  const int partial_i = tiles.partial;
   const int partial_chunks = static_cast<int>((p.row_bytes % kTmaBoxBytes) / kChunkBytes);
   using Full = std::true_type;
   using Partial = std::false_type;
@@ -905,10 +896,7 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
       multiply_tile(Partial(), b, i, slot);
     else
       multiply_tile(Full(), b, i, slot);
-    __syncwarp();
-    if (lane == 0 && i + kNBitsTmaDepth < count)
-      ring.load(&map, i + kNBitsTmaDepth, static_cast<int32_t>(tile_byte(i + kNBitsTmaDepth)),
-                static_cast<int32_t>(n0));
+    ring.refill(&map, tiles, i, y0, lane);
   };
 #pragma unroll
   for (int u = 0; u < kOperandBuffers - 1; ++u)

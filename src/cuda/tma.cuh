@@ -101,6 +101,27 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
         : "memory");
 }
 
+// The 128-byte tiles of a row of `row_bytes` bytes that warp `warp` of a block's `k_split`
+// takes: warp, warp + k_split, ... (`count` of them; tile i of this sequence starts x(i)
+// bytes into the row). A row that is not a whole number of tiles ends in a partial tile
+// (its missing bytes arrive as zeros): `partial` is its index in this warp's sequence, or
+// -1 where the warp does not have it.
+struct WarpTiles {
+  uint32_t first = 0, stride = 0;
+  int count = 0, partial = -1;
+
+  __device__ WarpTiles(int64_t row_bytes, uint32_t warp, uint32_t k_split)
+      : first(warp), stride(k_split) {
+    const uint32_t tiles = static_cast<uint32_t>((row_bytes + kTmaBoxBytes - 1) / kTmaBoxBytes);
+    if (warp >= tiles) return;
+    count = static_cast<int>((tiles - warp + k_split - 1) / k_split);
+    if (row_bytes % kTmaBoxBytes != 0 && (tiles - 1 - warp) % k_split == 0) partial = count - 1;
+  }
+  __device__ uint32_t x(int i) const {
+    return (first + static_cast<uint32_t>(i) * stride) * kTmaBoxBytes;
+  }
+};
+
 // A warp's ring of kDepth tile slots (in the kernel's dynamic shared memory, 2 KB each,
 // 1024-byte aligned) and their mbarriers (in the kernel's static shared memory). Tile i of
 // the warp's sequence goes to slot i % kDepth; its copy completes phase i / kDepth of
@@ -129,6 +150,25 @@ struct TmaTileRing {
   // Lane 0: start the copy of tile i of the sequence, the box at (x bytes, row y).
   __device__ void load(const CUtensorMap* map, int i, int32_t x, int32_t y) const {
     tma_load_tile(map, slots + (i % kDepth) * kTmaSlotBytes, &bars[i % kDepth], x, y);
+  }
+  // The whole warp: lane 0 sets the ring up and starts the copies of the first kDepth
+  // tiles of `tiles` (rows y .. y + 15).
+  __device__ void start(const CUtensorMap* map, const WarpTiles& tiles, int32_t y, int lane) const {
+    if (lane == 0) {
+      init(map);
+#pragma unroll
+      for (int u = 0; u < kDepth; ++u)
+        if (u < tiles.count) load(map, u, static_cast<int32_t>(tiles.x(u)), y);
+    }
+    __syncwarp();
+  }
+  // The whole warp, after every lane's last read of tile i: lane 0 starts tile i + kDepth
+  // into the slot tile i leaves (the __syncwarp orders the reads before the copy).
+  __device__ void refill(const CUtensorMap* map, const WarpTiles& tiles, int i, int32_t y,
+                         int lane) const {
+    __syncwarp();
+    if (lane == 0 && i + kDepth < tiles.count)
+      load(map, i + kDepth, static_cast<int32_t>(tiles.x(i + kDepth)), y);
   }
   // Every lane: wait for tile i; returns its slot's shared address.
   __device__ uint32_t wait(int i) const {
