@@ -23,11 +23,13 @@
 #include <cstdint>
 
 #include "bqmm/status.h"
+#include "core/gemv_split.h"
 
 namespace bqmm::cuda {
 
-constexpr int kTmaBoxRows = 16;    // tile rows per copy (the mma M extent)
-constexpr int kTmaBoxBytes = 128;  // bytes of each row per copy (the swizzle span)
+constexpr int kTmaBoxRows = 16;  // tile rows per copy (the mma M extent)
+// Bytes of each row per copy (the swizzle span); the planners' unit of K (core/gemv_split.h).
+constexpr int kTmaBoxBytes = static_cast<int>(kGemvTmaTileBytes);
 constexpr int kTmaSlotBytes = kTmaBoxRows * kTmaBoxBytes;  // 2 KB
 constexpr int kTmaSlotAlign = 1024;  // SWIZZLE_128B's shared-memory alignment
 
@@ -101,21 +103,17 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
         : "memory");
 }
 
-// The 128-byte tiles of a row of `row_bytes` bytes that warp `warp` of a block's `k_split`
-// takes: warp, warp + k_split, ... (`count` of them; tile i of this sequence starts x(i)
-// bytes into the row). A row that is not a whole number of tiles ends in a partial tile
-// (its missing bytes arrive as zeros): `partial` is its index in this warp's sequence, or
-// -1 where the warp does not have it.
+// A warp's tiles of a row (gemv_warp_tiles, core/gemv_split.h: count, partial) and where
+// tile i of them starts: x(i) bytes into the row.
 struct WarpTiles {
   uint32_t first = 0, stride = 0;
   int count = 0, partial = -1;
 
   __device__ WarpTiles(int64_t row_bytes, uint32_t warp, uint32_t k_split)
       : first(warp), stride(k_split) {
-    const uint32_t tiles = static_cast<uint32_t>((row_bytes + kTmaBoxBytes - 1) / kTmaBoxBytes);
-    if (warp >= tiles) return;
-    count = static_cast<int>((tiles - warp + k_split - 1) / k_split);
-    if (row_bytes % kTmaBoxBytes != 0 && (tiles - 1 - warp) % k_split == 0) partial = count - 1;
+    const GemvWarpTiles t = gemv_warp_tiles(row_bytes, warp, k_split);  // core/gemv_split.h
+    count = t.count;
+    partial = t.partial;
   }
   __device__ uint32_t x(int i) const {
     return (first + static_cast<uint32_t>(i) * stride) * kTmaBoxBytes;

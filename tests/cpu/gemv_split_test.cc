@@ -67,5 +67,37 @@ TEST(GemvSplit, TmaFits) {
   EXPECT_FALSE(gemv_tma_fits(90, 16, k2g));
 }
 
+// Where the TMA rule starts: N x K of 128 Mi codes.
+TEST(GemvSplit, TmaPays) {
+  EXPECT_TRUE(gemv_tma_pays(28672, 8192));
+  EXPECT_TRUE(gemv_tma_pays(8192, 16384));
+  EXPECT_FALSE(gemv_tma_pays(8192, 16384 - 1));
+  EXPECT_FALSE(gemv_tma_pays(8192, 8192));
+}
+
+// A warp's TMA tiles against an enumeration of the row's tiles: tile j of a row of T
+// tiles goes to warp j % k_split, and only the last (tile T - 1) can be partial.
+TEST(GemvSplit, WarpTilesMatchEnumeration) {
+  for (const int64_t row_bytes : {16, 64, 128, 144, 256, 320, 1024, 4096 + 64, 8192, 14336}) {
+    const int64_t tiles = (row_bytes + 127) / 128;
+    for (const uint32_t k_split : {1u, 2u, 4u, 8u}) {
+      int covered = 0;
+      for (uint32_t warp = 0; warp < k_split; ++warp) {
+        int count = 0, partial = -1;
+        for (int64_t j = warp; j < tiles; j += k_split, ++count)
+          if (j == tiles - 1 && row_bytes % 128 != 0) partial = count;
+        const GemvWarpTiles t = gemv_warp_tiles(row_bytes, warp, k_split);
+        EXPECT_EQ(t.count, count) << row_bytes << " " << warp << "/" << k_split;
+        EXPECT_EQ(t.partial, partial) << row_bytes << " " << warp << "/" << k_split;
+        covered += t.count;
+      }
+      EXPECT_EQ(covered, tiles) << row_bytes << " k_split " << k_split;
+    }
+  }
+  // A warp past the row's tiles has none.
+  EXPECT_EQ(gemv_warp_tiles(256, 5, 8).count, 0);
+  EXPECT_EQ(gemv_warp_tiles(256, 5, 8).partial, -1);
+}
+
 }  // namespace
 }  // namespace bqmm
