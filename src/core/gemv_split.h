@@ -44,22 +44,22 @@ inline bool gemv_tma_pays(int64_t n, int64_t k) { return n * k >= kGemvTmaMinCod
 // The 128-byte TMA tiles of a row of `row_bytes` bytes that warp `warp` of a block's
 // `k_split` warps takes: warp, warp + k_split, ... (`count` of them). A row that is not a
 // whole number of tiles ends in a partial tile: `partial` is its index in this warp's
-// sequence, or -1 where the warp does not have it. constexpr: the TMA kernels call it on
+// sequence, or -1 where the warp does not have it. constexpr: the TMA kernels build it on
 // the device (cuda/tma.cuh, WarpTiles), the CPU tests on the host.
 struct GemvWarpTiles {
   int count = 0;
   int partial = -1;
+
+  constexpr GemvWarpTiles() = default;
+  constexpr GemvWarpTiles(int64_t row_bytes, uint32_t warp, uint32_t k_split) {
+    const auto tiles =
+        static_cast<uint32_t>((row_bytes + kGemvTmaTileBytes - 1) / kGemvTmaTileBytes);
+    if (warp >= tiles) return;
+    count = static_cast<int>((tiles - warp + k_split - 1) / k_split);
+    if (row_bytes % kGemvTmaTileBytes != 0 && (tiles - 1 - warp) % k_split == 0)
+      partial = count - 1;
+  }
 };
-constexpr GemvWarpTiles gemv_warp_tiles(int64_t row_bytes, uint32_t warp, uint32_t k_split) {
-  GemvWarpTiles r;
-  const auto tiles =
-      static_cast<uint32_t>((row_bytes + kGemvTmaTileBytes - 1) / kGemvTmaTileBytes);
-  if (warp >= tiles) return r;
-  r.count = static_cast<int>((tiles - warp + k_split - 1) / k_split);
-  if (row_bytes % kGemvTmaTileBytes != 0 && (tiles - 1 - warp) % k_split == 0)
-    r.partial = r.count - 1;
-  return r;
-}
 
 // The units of K a GEMV's K split deals out per row of `row_bytes` bytes: 128-byte TMA
 // tiles, or the register-load kernels' 64-byte windows.

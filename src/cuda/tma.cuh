@@ -103,18 +103,13 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
         : "memory");
 }
 
-// A warp's tiles of a row (gemv_warp_tiles, core/gemv_split.h: count, partial) and where
+// A warp's tiles of a row (GemvWarpTiles, core/gemv_split.h: count, partial) and where
 // tile i of them starts: x(i) bytes into the row.
-struct WarpTiles {
+struct WarpTiles : GemvWarpTiles {
   uint32_t first = 0, stride = 0;
-  int count = 0, partial = -1;
 
   __device__ WarpTiles(int64_t row_bytes, uint32_t warp, uint32_t k_split)
-      : first(warp), stride(k_split) {
-    const GemvWarpTiles t = gemv_warp_tiles(row_bytes, warp, k_split);  // core/gemv_split.h
-    count = t.count;
-    partial = t.partial;
-  }
+      : GemvWarpTiles(row_bytes, warp, k_split), first(warp), stride(k_split) {}
   __device__ uint32_t x(int i) const {
     return (first + static_cast<uint32_t>(i) * stride) * kTmaBoxBytes;
   }

@@ -86,7 +86,7 @@ TEST(GemvSplit, WarpTilesMatchEnumeration) {
         int count = 0, partial = -1;
         for (int64_t j = warp; j < tiles; j += k_split, ++count)
           if (j == tiles - 1 && row_bytes % 128 != 0) partial = count;
-        const GemvWarpTiles t = gemv_warp_tiles(row_bytes, warp, k_split);
+        const GemvWarpTiles t(row_bytes, warp, k_split);
         EXPECT_EQ(t.count, count) << row_bytes << " " << warp << "/" << k_split;
         EXPECT_EQ(t.partial, partial) << row_bytes << " " << warp << "/" << k_split;
         covered += t.count;
@@ -95,8 +95,8 @@ TEST(GemvSplit, WarpTilesMatchEnumeration) {
     }
   }
   // A warp past the row's tiles has none.
-  EXPECT_EQ(gemv_warp_tiles(256, 5, 8).count, 0);
-  EXPECT_EQ(gemv_warp_tiles(256, 5, 8).partial, -1);
+  EXPECT_EQ(GemvWarpTiles(256, 5, 8).count, 0);
+  EXPECT_EQ(GemvWarpTiles(256, 5, 8).partial, -1);
 }
 
 }  // namespace
