@@ -18,12 +18,6 @@ uint64_t double_bits(double v) {
   return b;
 }
 
-float float_from_bits(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, sizeof f);
-  return f;
-}
-
 // Rounds the magnitude of a finite double to nearest-even in a binary format with
 // `mant_bits` stored mantissa bits and exponent bias `bias` (IEEE-style subnormals), and
 // returns the magnitude's bit pattern. Values beyond the format's range come back as
@@ -75,7 +69,7 @@ float e4m3_to_float(uint8_t code) {
     const float mag = static_cast<float>(mant) * 0x1p-9f;
     return sign ? -mag : mag;
   }
-  return float_from_bits(sign | ((exp - 7 + 127) << 23) | (mant << 20));
+  return float_of(sign | ((exp - 7 + 127) << 23) | (mant << 20));
 }
 
 uint8_t double_to_e4m3_satfinite(double v) {
@@ -98,14 +92,14 @@ float half_to_float(uint16_t bits) {
     const float mag = static_cast<float>(mant) * 0x1p-24f;
     return sign ? -mag : mag;
   }
-  if (exp == 0x1F) return float_from_bits(sign | 0x7F800000u | (mant << 13));
-  return float_from_bits(sign | ((exp - 15 + 127) << 23) | (mant << 13));
+  if (exp == 0x1F) return float_of(sign | 0x7F800000u | (mant << 13));
+  return float_of(sign | ((exp - 15 + 127) << 23) | (mant << 13));
 }
 
 uint16_t double_to_half(double v) { return double_to_16bit(v, 10, 15, 0x7BFF, 0x7C00); }
 uint16_t float_to_half(float v) { return double_to_half(v); }
 
-float bf16_to_float(uint16_t bits) { return float_from_bits(static_cast<uint32_t>(bits) << 16); }
+float bf16_to_float(uint16_t bits) { return float_of(static_cast<uint32_t>(bits) << 16); }
 
 uint16_t double_to_bf16(double v) { return double_to_16bit(v, 7, 127, 0x7F7F, 0x7F80); }
 uint16_t float_to_bf16(float v) { return double_to_bf16(v); }

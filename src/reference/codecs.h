@@ -4,10 +4,23 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "bqmm/tensor.h"
 
 namespace bqmm::codec {
+
+// The bit pattern of a float and back (std::bit_cast is C++20).
+inline uint32_t bits_of(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  return b;
+}
+inline float float_of(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, sizeof f);
+  return f;
+}
 
 float e4m3_to_float(uint8_t code);                 // exact
 uint8_t float_to_e4m3_satfinite(float v);          // RNE, |v| > 448 -> +-448, NaN -> 0x7F

@@ -18,16 +18,6 @@ namespace {
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 const float kInf = std::numeric_limits<float>::infinity();
 
-uint32_t bits_of(float f) {
-  uint32_t b;
-  std::memcpy(&b, &f, sizeof b);
-  return b;
-}
-float float_of(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, sizeof f);
-  return f;
-}
 
 // Float bit patterns to compare with CUDA: every 997th pattern (all exponents, both
 // signs, NaNs, infinities) and every upper half with low halves that put exact ties and
@@ -179,14 +169,21 @@ TEST(Half, HandPicked) {
   EXPECT_EQ(float_to_half(kNaN), 0x7FFF);
 }
 
-TEST(Half, MatchesCuda) {
+// ours(f) against CUDA's host-side conversion cuda(f) (a 16-bit type) on probe_bits().
+template <typename Ours, typename Cuda>
+void expect_matches_cuda(Ours ours, Cuda cuda) {
   for (uint32_t b : probe_bits()) {
     const float f = float_of(b);
-    const __half h = __float2half_rn(f);
-    uint16_t cuda;
-    std::memcpy(&cuda, &h, sizeof cuda);
-    ASSERT_EQ(float_to_half(f), cuda) << "float bits " << std::hex << b;
+    const auto h = cuda(f);
+    uint16_t expected;
+    static_assert(sizeof h == sizeof expected);
+    std::memcpy(&expected, &h, sizeof expected);
+    ASSERT_EQ(ours(f), expected) << "float bits " << std::hex << b;
   }
+}
+
+TEST(Half, MatchesCuda) {
+  expect_matches_cuda(float_to_half, [](float f) { return __float2half_rn(f); });
 }
 
 TEST(BFloat16, RoundTripsEveryNonNaNPattern) {
@@ -210,13 +207,7 @@ TEST(BFloat16, HandPicked) {
 }
 
 TEST(BFloat16, MatchesCuda) {
-  for (uint32_t b : probe_bits()) {
-    const float f = float_of(b);
-    const __nv_bfloat16 h = __float2bfloat16_rn(f);
-    uint16_t cuda;
-    std::memcpy(&cuda, &h, sizeof cuda);
-    ASSERT_EQ(float_to_bf16(f), cuda) << "float bits " << std::hex << b;
-  }
+  expect_matches_cuda(float_to_bf16, [](float f) { return __float2bfloat16_rn(f); });
 }
 
 TEST(Codecs, DoubleToHalfAndBf16RoundOnce) {
