@@ -130,6 +130,11 @@ Status workspace(const void* data, size_t bytes, size_t required) {
   return Status::Ok();
 }
 
+Status int_in_range(const char* name, int64_t got, int64_t lo, int64_t hi, const char* expected) {
+  if (got >= lo && got <= hi) return Status::Ok();
+  return invalid(std::string(name) + ": expected " + expected + " but got " + std::to_string(got));
+}
+
 Status mul_no_overflow(const char* what, int64_t a, int64_t b, int64_t* out) {
   if (a != 0 && b > std::numeric_limits<int64_t>::max() / a)
     return invalid(std::string(what) + ": " + std::to_string(a) + " * " + std::to_string(b) +

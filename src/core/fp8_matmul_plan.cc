@@ -10,6 +10,7 @@
 
 #include "bqmm/fp8_matmul.h"
 #include "core/env.h"
+#include "core/check.h"
 #include "core/gemv_split.h"
 #include "core/workspace.h"
 
@@ -94,18 +95,11 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
     return Status(StatusCode::kInvalidArgument,
                   "options.gemv_k_split: expected 0 (planner's choice), 1, 2, 4 or 8 but got " +
                       std::to_string(options.gemv_k_split));
-  if (options.gemv_tma < -1 || options.gemv_tma > 1)
-    return Status(StatusCode::kInvalidArgument,
-                  "options.gemv_tma: expected -1 (planner's choice), 0 or 1 but got " +
-                      std::to_string(options.gemv_tma));
+  BQMM_RETURN_IF_ERROR(check::shared_options(options));
   if (options.gemv_mma_min_rows < 1)
     return Status(StatusCode::kInvalidArgument,
                   "options.gemv_mma_min_rows: expected >= 1 but got " +
                       std::to_string(options.gemv_mma_min_rows));
-  if (options.dequant_scratch_bytes <= 0)
-    return Status(StatusCode::kInvalidArgument,
-                  "options.dequant_scratch_bytes: expected > 0 but got " +
-                      std::to_string(options.dequant_scratch_bytes));
 
   Fp8MatMulPlan plan;
   plan.problem = p;

@@ -11,6 +11,7 @@
 
 #include "bqmm/nbits_matmul.h"
 #include "core/env.h"
+#include "core/check.h"
 #include "core/gemv_split.h"
 #include "core/workspace.h"
 
@@ -102,15 +103,10 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
   if (p.m < 0 || p.n < 0 || p.k < 0 || p.block_size < 16 ||
       (p.block_size & (p.block_size - 1)) != 0)
     return invalid("problem: expected M, N, K >= 0 and block_size a power of two >= 16");
-  if (options.dequant_scratch_bytes <= 0)
-    return invalid("options.dequant_scratch_bytes: expected > 0 but got " +
-                   std::to_string(options.dequant_scratch_bytes));
+  BQMM_RETURN_IF_ERROR(check::shared_options(options));
   if (options.gemv_algo < -1 || options.gemv_algo > 2)
     return invalid("options.gemv_algo: expected -1 (default), 0, 1 or 2 but got " +
                    std::to_string(options.gemv_algo));
-  if (options.gemv_tma < -1 || options.gemv_tma > 1)
-    return invalid("options.gemv_tma: expected -1 (planner's choice), 0 or 1 but got " +
-                   std::to_string(options.gemv_tma));
 
   NBitsMatMulPlan plan;
   plan.problem = p;

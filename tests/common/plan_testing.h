@@ -57,6 +57,15 @@ auto path(const Problem& p, const DeviceInfo& d = kHopper,
   return plan(p, d, o).path;
 }
 
+// Planning `p` with options `o` fails with InvalidArgument and a message naming `what`.
+template <typename Problem, typename Op = Operator<Problem>>
+void expect_rejected(const Problem& p, const typename Op::Options& o, const std::string& what) {
+  typename Op::Plan out;
+  const Status s = Op::planner(p, kHopper, o, &out);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find(what), std::string::npos) << s.message();
+}
+
 // A plan as operator<< prints it (the BQMM_PRINT_PLAN / --explain line).
 template <typename Plan>
 std::string printed(const Plan& plan) {
