@@ -786,7 +786,6 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
   // This warp's tiles: warp, warp + k_split, ... (`count` of them).
   const WarpTiles tiles(p.row_bytes, warp, k_split);
   const int count = tiles.count;
-  auto tile_byte = [&](int i) { return tiles.x(i); };
   const int32_t y0 = static_cast<int32_t>(n0);
   ring.start(&map, tiles, y0, lane);
 
@@ -827,7 +826,7 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
     return (byte * (8 / kBits)) >> p.block_shift;
   };
   auto load_operands_as = [&](auto full, int b, int i) {
-    const uint32_t byte0 = tile_byte(i);
+    const uint32_t byte0 = tiles.x(i);
     const int chunks = decltype(full)::value ? kTileChunks : partial_chunks;
     const T* src = a_row + static_cast<int64_t>(byte0) * (8 / kBits);
 #pragma unroll
@@ -858,7 +857,7 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
 
   float acc[4] = {};
   auto multiply_tile = [&](auto full, int b, int i, uint32_t slot) {
-    const uint32_t byte0 = tile_byte(i);
+    const uint32_t byte0 = tiles.x(i);
     const int chunks = decltype(full)::value ? kTileChunks : partial_chunks;
     const BlockConsts own = own_consts(b, byte0);
 #pragma unroll
