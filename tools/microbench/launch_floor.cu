@@ -1,0 +1,225 @@
+// Launch-floor micro-benchmark: what does an ideal weight stream of S bytes take under
+// bqmm-profile's timing, and how much of that is the fixed cost of one launch?
+// Standalone (not built by CMake; no bqmm code):
+//
+//   nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/launch_floor tools/microbench/launch_floor.cu
+//   /tmp/launch_floor
+//
+// The kernel is the fastest load shape of stream_shapes.cu (each warp instruction reads
+// 512 contiguous bytes, 8 16-byte loads in flight per lane, loads past L1), over a buffer
+// of S bytes; copies of it rotate so that their total exceeds 4x the L2 (cold, as the
+// profiler). Three ways to time R = 100 runs of it, each replayed from a CUDA graph:
+//   events      a pair of events around every run inside the graph, median (what
+//               harness::time_with_events does for every bqmm-profile number)
+//   b2b         the R runs back to back, one event pair around all, total / R
+//   b2b+pdl     the same with programmatic dependent launch: a run may start while the
+//               previous one drains (each kernel allows it at its start); what a GEMV
+//               that prefetches weights before waiting for its activations could reach
+// Prints per S: us and TB/s for each, and a least-squares fit time = S / B + t0.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CK(x)                                                                   \
+  do {                                                                          \
+    cudaError_t err_ = (x);                                                     \
+    if (err_ != cudaSuccess) {                                                  \
+      printf("CUDA %s at line %d\n", cudaGetErrorString(err_), __LINE__);      \
+      exit(1);                                                                  \
+    }                                                                           \
+  } while (0)
+
+__device__ __forceinline__ uint4 load_stream(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+constexpr int kThreads = 256;
+constexpr int kUnroll = 8;
+
+// Each warp streams one contiguous slab; lane l reads 16-byte words l, l + 32, ...
+template <bool kPdl>
+__global__ void __launch_bounds__(kThreads) stream_read(const uint4* buf, size_t words,
+                                                        uint32_t* out) {
+  if constexpr (kPdl) asm volatile("griddepcontrol.launch_dependents;");
+  const int lane = threadIdx.x % 32;
+  const size_t warps = static_cast<size_t>(gridDim.x) * (kThreads / 32);
+  const size_t warp = static_cast<size_t>(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
+  const size_t per = (words + warps - 1) / warps;
+  const size_t begin = warp * per < words ? warp * per : words;
+  const size_t end = begin + per < words ? begin + per : words;
+  uint32_t acc = 0;
+  size_t i = begin + lane;
+  for (; i + (kUnroll - 1) * 32 < end; i += kUnroll * 32) {
+    uint4 v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) v[u] = load_stream(buf + i + u * 32);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) acc ^= v[u].x + v[u].y + v[u].z + v[u].w;
+  }
+  for (; i < end; i += 32) {
+    const uint4 v = load_stream(buf + i);
+    acc ^= v.x + v.y + v.z + v.w;
+  }
+  if constexpr (kPdl) asm volatile("griddepcontrol.wait;" ::: "memory");  // the output
+  if (acc == 0x9e3779b9u) out[0] = acc;  // keeps the loads; practically never stores
+}
+
+__global__ void empty_kernel() {}
+
+enum class Mode { kEvents, kBackToBack, kBackToBackPdl };
+
+struct Setup {
+  const uint8_t* pool;
+  size_t bytes;  // per copy
+  int copies;
+  int blocks;
+  uint32_t* out;
+  bool empty = false;
+};
+
+void launch(const Setup& s, int i, cudaStream_t stream, bool pdl) {
+  if (s.empty) {
+    empty_kernel<<<1, 32, 0, stream>>>();
+    return;
+  }
+  const uint4* buf = reinterpret_cast<const uint4*>(s.pool + (i % s.copies) * s.bytes);
+  const size_t words = s.bytes / 16;
+  if (!pdl) {
+    stream_read<false><<<s.blocks, kThreads, 0, stream>>>(buf, words, s.out);
+    return;
+  }
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(s.blocks);
+  cfg.blockDim = dim3(kThreads);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  CK(cudaLaunchKernelEx(&cfg, stream_read<true>, buf, words, s.out));
+}
+
+// Microseconds of one run, timed by `mode` over `repeat` graph-replayed runs.
+double time_us(const Setup& s, Mode mode, cudaStream_t stream) {
+  constexpr int kWarmup = 10, kRepeat = 100;
+  const bool pdl = mode == Mode::kBackToBackPdl;
+  std::vector<cudaEvent_t> ev(2 * kRepeat);
+  for (auto& e : ev) CK(cudaEventCreate(&e));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  if (mode != Mode::kEvents) CK(cudaEventRecordWithFlags(ev[0], stream, cudaEventRecordExternal));
+  for (int i = 0; i < kRepeat; ++i) {
+    if (mode == Mode::kEvents)
+      CK(cudaEventRecordWithFlags(ev[2 * i], stream, cudaEventRecordExternal));
+    launch(s, kWarmup + i, stream, pdl);
+    if (mode == Mode::kEvents)
+      CK(cudaEventRecordWithFlags(ev[2 * i + 1], stream, cudaEventRecordExternal));
+  }
+  if (mode != Mode::kEvents) CK(cudaEventRecordWithFlags(ev[1], stream, cudaEventRecordExternal));
+  CK(cudaStreamEndCapture(stream, &graph));
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < kWarmup; ++i) launch(s, i, stream, false);
+  CK(cudaGraphLaunch(exec, stream));
+  CK(cudaStreamSynchronize(stream));
+  double result;
+  if (mode == Mode::kEvents) {
+    std::vector<double> t(kRepeat);
+    for (int i = 0; i < kRepeat; ++i) {
+      float ms;
+      CK(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]));
+      t[i] = 1e3 * ms;
+    }
+    std::sort(t.begin(), t.end());
+    result = 0.5 * (t[kRepeat / 2 - 1] + t[kRepeat / 2]);
+  } else {
+    float ms;
+    CK(cudaEventElapsedTime(&ms, ev[0], ev[1]));
+    result = 1e3 * ms / kRepeat;
+  }
+  CK(cudaGraphExecDestroy(exec));
+  CK(cudaGraphDestroy(graph));
+  for (auto& e : ev) CK(cudaEventDestroy(e));
+  return result;
+}
+
+int main() {
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  cudaStream_t stream;
+  CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const size_t kPool = size_t{1} << 30;
+  uint8_t* pool;
+  CK(cudaMalloc(&pool, 2 * kPool));
+  CK(cudaMemset(pool, 1, 2 * kPool));
+  uint32_t* out;
+  CK(cudaMalloc(&out, 4));
+
+  // Copy bandwidth as the profiler measures it: 1 GiB device-to-device, eager, best of 5.
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  float best = 1e9f;
+  for (int i = 0; i < 6; ++i) {
+    CK(cudaEventRecord(e0, stream));
+    CK(cudaMemcpyAsync(pool + kPool, pool, kPool, cudaMemcpyDeviceToDevice, stream));
+    CK(cudaEventRecord(e1, stream));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (i > 0) best = std::min(best, ms);
+  }
+  const double copy_tbps = 2.0 * kPool / (best * 1e-3) / 1e12;
+  printf("%s, %d SMs, L2 %d MB; copy bandwidth (r+w, 1 GiB) %.2f TB/s\n", prop.name,
+         prop.multiProcessorCount, prop.l2CacheSize >> 20, copy_tbps);
+
+  const char* names[] = {"events", "b2b", "b2b+pdl"};
+  {
+    Setup s{pool, 0, 1, 1, out, true};
+    printf("empty kernel <<<1, 32>>>:");
+    for (int m = 0; m < 3; ++m) printf("  %s %.2f us", names[m], time_us(s, Mode(m), stream));
+    printf("\n");
+  }
+  const size_t l2 = static_cast<size_t>(prop.l2CacheSize);
+  for (int blocks_per_sm : {4, 8}) {
+    printf("\nstream_read, %d blocks of %d threads per SM\n", blocks_per_sm, kThreads);
+    printf("%8s %6s | %-16s | %-16s | %-16s\n", "MB", "copies", "events us TB/s %",
+           "b2b us TB/s %", "b2b+pdl us TB/s %");
+    std::vector<double> xs, ys[3];
+    for (size_t mb : {4, 8, 17, 35, 69, 138, 242, 484}) {
+      const size_t bytes = mb << 20;
+      const int copies = static_cast<int>(std::min<size_t>(2 * kPool / bytes, 4 * l2 / bytes + 1));
+      if (copies * bytes < 4 * l2 && copies < 2) continue;
+      Setup s{pool, bytes, std::max(copies, 1), blocks_per_sm * prop.multiProcessorCount, out};
+      printf("%8zu %6d |", mb, s.copies);
+      xs.push_back(static_cast<double>(bytes));
+      for (int m = 0; m < 3; ++m) {
+        const double us = time_us(s, Mode(m), stream);
+        ys[m].push_back(us);
+        const double tbps = bytes / (us * 1e-6) / 1e12;
+        printf(" %6.2f %4.2f %3.0f |", us, tbps, 100 * tbps / copy_tbps);
+      }
+      printf("\n");
+    }
+    for (int m = 0; m < 3; ++m) {  // least squares: us = bytes / B + t0
+      const double n = xs.size();
+      double sx = 0, sy = 0, sxx = 0, sxy = 0;
+      for (size_t i = 0; i < xs.size(); ++i) {
+        sx += xs[i]; sy += ys[m][i]; sxx += xs[i] * xs[i]; sxy += xs[i] * ys[m][i];
+      }
+      const double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx), t0 = (sy - slope * sx) / n;
+      printf("fit %-8s: B = %.2f TB/s, t0 = %.2f us\n", names[m], 1e-6 / slope, t0);
+    }
+  }
+  CK(cudaGetLastError());
+  return 0;
+}
