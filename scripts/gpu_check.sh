@@ -10,7 +10,8 @@
 #   variants: the FP8 decode suite with each GEMV kernel and weight stream forced
 #   (BQMM_FP8_GEMV_MMA=0: CUDA cores; BQMM_FP8_GEMV_MMA=1 with BQMM_FP8_GEMV_TMA=0 / 1:
 #   tensor cores by register loads / TMA tiles, at every M), the NBits decode suite with
-#   each weight stream forced (BQMM_NBITS_GEMV_TMA=0 / 1) and the NBits K-loop sweep (M = 1,
+#   each weight stream forced (BQMM_NBITS_GEMV_TMA=0 / 1), the 8-bit CUDA-core kernel forced
+#   (BQMM_NBITS_GEMV_FMA=1) and the NBits K-loop sweep (M = 1,
 #   8192 x 8192, float16, every block size, both widths): the comparison columns of
 #   docs/PERF.md, about 4 minutes.
 set -uo pipefail
@@ -117,6 +118,9 @@ if has variants; then
         --json "$OUT/variant_nbits${bits}_decode_$1.jsonl" >"$OUT/variant_nbits${bits}_decode_$1.log" 2>&1
     done
   done
+  # The 8-bit CUDA-core GEMV forced where it applies (M <= 2; larger M keep their plan).
+  BQMM_NBITS_GEMV_FMA=1 "$build/bqmm-profile" --op nbits --bits 8 --suite decode \
+    --json "$OUT/variant_nbits8_decode_fma.jsonl" >"$OUT/variant_nbits8_decode_fma.log" 2>&1
   for bits in 4 8; do
     for bs in 16 32 64 128 256; do
       "$build/bqmm-profile" --op nbits --bits "$bits" --block-size "$bs" --m 1 --n 8192 --k 8192 \

@@ -122,11 +122,17 @@ struct NBitsMatMulOptions {
   // >= 128 (4-bit). -1: where measured faster on the H200 (docs/PERF.md: N x K >= 128 Mi,
   // and M <= 4 for 8-bit); 0: never; 1: wherever it applies (BQMM_NBITS_GEMV_TMA=0 / 1).
   int gemv_tma = -1;
+  // 8-bit codes with float16 / bfloat16 activations, M <= 2: the CUDA-core GEMV (a warp
+  // per output column, lanes along K: the load shape that streams HBM fastest, at one FMA
+  // per weight and row). -1: where measured faster on the H200 (docs/PERF.md: M = 1),
+  // unless gemv_algo or gemv_tma is set (they choose among the tensor-core kernels);
+  // 0: never; 1: wherever it applies (BQMM_NBITS_GEMV_FMA=0 / 1).
+  int gemv_fma = -1;
 };
 // Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB),
 // BQMM_DEQUANT_OVERLAP (0 or 1), BQMM_NBITS_GEMV_ALGO (0, 1 or 2 forces that GEMV
-// algorithm) and BQMM_NBITS_GEMV_TMA (0 or 1; see gemv_tma). A malformed value is an
-// error that names the variable.
+// algorithm), BQMM_NBITS_GEMV_TMA (0 or 1; see gemv_tma) and BQMM_NBITS_GEMV_FMA (0 or 1;
+// see gemv_fma). A malformed value is an error that names the variable.
 Status nbits_matmul_options_from_env(NBitsMatMulOptions* opts);
 
 // The planner's decision: which path, which kernels, the tiling and the workspace layout.
@@ -143,8 +149,11 @@ struct NBitsMatMulPlan {
   int scratch_buffers = 0;    // 2 with several tiles: dequantization overlaps the GEMMs
 
   // gemv
+  bool gemv_fma = false;      // the CUDA-core kernel (8-bit, M <= 2); the fields below but
+                              // gemv_rows do not apply then
   int gemv_algo = 0;          // kNBitsGemvAlgo*
-  int gemv_rows = 0;          // activation rows per warp tile (float32: 1, 2, 4, 8; else 8)
+  int gemv_rows = 0;          // activation rows per warp (tile): float32 and gemv_fma
+                              // 1, 2, 4, 8 >= M; the tensor-core tiles 8
   int gemv_k_split = 0;       // warps per block splitting K
   bool gemv_tma = false;      // weight tiles by TMA (SM90+); gemv_algo does not apply then
 

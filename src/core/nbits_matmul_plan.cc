@@ -20,6 +20,7 @@ namespace {
 
 constexpr int64_t kGemvMaxRows = 8;       // the mma N extent; the FMA tile's largest row group
 constexpr int64_t kGemvChunkBytes = 16;   // one 16-byte weight load per lane per row
+constexpr int64_t kGemvFmaMaxRows = 2;    // the CUDA-core kernel's instantiated row groups
 // Warps of float32's FMA tile an SM holds at once (up to 255 registers per thread); the
 // tensor-core tiles hold kGemvTensorCoreWarpsPerSm (core/gemv_split.h).
 constexpr int64_t kGemvWarpsPerSmFloat = 8;
@@ -68,7 +69,9 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan) {
     os << "; dequant=" << (plan.dequant_vec8 ? "vec8" : "scalar") << "; n_tile=" << plan.n_tile
        << " x " << plan.num_n_tiles << " in " << plan.scratch_buffers << " buffer(s)";
   }
-  if (plan.path == NBitsPath::kGemv) {
+  if (plan.path == NBitsPath::kGemv && plan.gemv_fma) {
+    os << "; fma=1; rows=" << plan.gemv_rows;
+  } else if (plan.path == NBitsPath::kGemv) {
     os << "; algo=" << plan.gemv_algo << "; rows=" << plan.gemv_rows
        << "; k_split=" << plan.gemv_k_split << "; tma=" << (plan.gemv_tma ? 1 : 0);
   }
@@ -89,6 +92,9 @@ Status nbits_matmul_options_from_env(NBitsMatMulOptions* opts) {
   int64_t tma = -1;
   BQMM_RETURN_IF_ERROR(env::read_int("BQMM_NBITS_GEMV_TMA", 0, 1, &tma));
   if (tma >= 0) opts->gemv_tma = static_cast<int>(tma);
+  int64_t fma = -1;
+  BQMM_RETURN_IF_ERROR(env::read_int("BQMM_NBITS_GEMV_FMA", 0, 1, &fma));
+  if (fma >= 0) opts->gemv_fma = static_cast<int>(fma);
   return Status::Ok();
 }
 
@@ -107,6 +113,8 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
   if (options.gemv_algo < -1 || options.gemv_algo > 2)
     return invalid("options.gemv_algo: expected -1 (default), 0, 1 or 2 but got " +
                    std::to_string(options.gemv_algo));
+  BQMM_RETURN_IF_ERROR(check::int_in_range("options.gemv_fma", options.gemv_fma, -1, 1,
+                                           "-1 (planner's choice), 0 or 1"));
 
   NBitsMatMulPlan plan;
   plan.problem = p;
@@ -129,6 +137,18 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
                     (!half_type || device.sm >= 80);
   if (gemv) {
     plan.path = NBitsPath::kGemv;
+    // The CUDA-core kernel (8-bit, float16 / bfloat16, M <= 2); unless forced, at M = 1,
+    // where it was faster on the H200 (docs/PERF.md), and not when gemv_algo or gemv_tma
+    // is set: those choose among the tensor-core kernels.
+    const bool fma_applies = half_type && p.bits == 8 && p.m <= kGemvFmaMaxRows;
+    const bool fma_default = p.m == 1 && options.gemv_algo < 0 && options.gemv_tma < 0;
+    plan.gemv_fma =
+        fma_applies && (options.gemv_fma == 1 || (options.gemv_fma < 0 && fma_default));
+    if (plan.gemv_fma) {
+      plan.gemv_rows = static_cast<int>(p.m);
+      *out = plan;
+      return Status::Ok();
+    }
     plan.gemv_algo =
         options.gemv_algo >= 0 ? options.gemv_algo : default_gemv_algo(p.bits, p.block_size);
     // The mma tile always has 8 activation rows; the FMA tile is sized to M.

@@ -138,6 +138,27 @@ __device__ __forceinline__ float load_f32_if(const float* p, bool pred) {
   return v;
 }
 
+// A 16-bit value (a float16 / bfloat16 scale, as bits) and a byte (packed zero points)
+// through the read-only path, zero-extended; 0 where !pred.
+__device__ __forceinline__ uint32_t load_u16_if(const void* p, bool pred) {
+  uint32_t v;
+  asm volatile(
+      "{\n .reg .pred q;\n setp.ne.b32 q, %2, 0;\n mov.b32 %0, 0;\n"
+      " @q ld.global.nc.u16 %0, [%1];\n}"
+      : "=r"(v)
+      : "l"(p), "r"(static_cast<int>(pred)));
+  return v;
+}
+__device__ __forceinline__ uint32_t load_u8_if(const void* p, bool pred) {
+  uint32_t v;
+  asm volatile(
+      "{\n .reg .pred q;\n setp.ne.b32 q, %2, 0;\n mov.b32 %0, 0;\n"
+      " @q ld.global.nc.u8 %0, [%1];\n}"
+      : "=r"(v)
+      : "l"(p), "r"(static_cast<int>(pred)));
+  return v;
+}
+
 // The 8-byte form, for kernels whose lanes take 8 weight bytes so that the wider output
 // they produce (8 x T = 16 bytes) is stored fully coalesced.
 __device__ __forceinline__ uint2 load_stream_u2(const void* p) {

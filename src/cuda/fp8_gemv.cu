@@ -7,8 +7,9 @@
 // L1/L2, so every kernel here reads each weight byte exactly once, with many bytes in
 // flight per SM, and never materializes a dequantized weight.
 //
-//   Fp8GemvFmaKernel  CUDA cores: a warp per kCols output columns, all M rows at once,
-//                     one 16-byte register load per lane and chunk.
+//   GemvFmaKernel     CUDA cores (cuda/gemv_fma.cuh, shared with NBits 8-bit): a warp per
+//                     kCols output columns, all M rows at once, one 16-byte register
+//                     load per lane and chunk; Fp8FmaCodec below is its e4m3 format.
 //   Fp8GemvMmaKernel  tensor cores (SM80+): mma.m16n8k16, 16 columns per warp, kKSplit
 //                     warps per block splitting K, a ring of kMmaDepth windows of
 //                     fragment-shaped register loads in flight.
@@ -23,13 +24,14 @@
 // added in float32 and Y is rounded to T once. The kernels sum in different orders, so
 // they agree to rounding, not bit for bit.
 //
-// File layout, top-down: launch constants, kernel parameters, the activation-load helpers,
-// the three kernels (the tensor-core ones sharing their epilogue), then the launchers with
-// the configurations the planner can pick.
+// File layout, top-down: launch constants, kernel parameters, the W8A8 activation
+// transform, the CUDA-core kernel's codec, the two tensor-core kernels (sharing their
+// epilogue), then the launchers with the configurations the planner can pick.
 #include <string>
 
 #include "cuda/common.cuh"
 #include "cuda/cuda_check.h"
+#include "cuda/gemv_fma.cuh"
 #include "cuda/tma.cuh"
 #include "cuda/launchers.h"
 
@@ -37,9 +39,7 @@ namespace bqmm::cuda {
 namespace {
 
 // ----------------------------------------------------------------- launch constants
-constexpr int kChunk = 16;          // K elements per lane load: 16 e4m3 = one 16-byte load
-constexpr int kFmaWarps = 8;        // warps per block of the FMA kernel
-constexpr int kFmaThreads = kFmaWarps * kWarpSize;
+constexpr int kChunk = kFmaChunk;   // K elements per lane load: 16 e4m3 = one 16-byte load
 constexpr int kMmaWindow = 64;      // K elements per lane load pair in the MMA kernel
 constexpr int kMmaCols = 16;        // output columns per MMA warp (the mma M extent)
 constexpr int kMmaMaxRows = 8;      // activation rows per mma (the mma N extent)
@@ -67,183 +67,61 @@ struct GemvParams {
   FastDivU32 slices_per_block;
 };
 
-// ----------------------------------------------------------------- activation loads
-// Activations are re-read by every warp of the grid: plain read-only loads that stay in L1
-// and L2 (the weights, read once, take load_stream_u4 past L1 instead).
-
-// 16 consecutive activations (one K chunk, 32 bytes) as 8 packed pairs; zeros when !pred,
-// so masked rows, masked tail chunks and missing columns add nothing and read nothing.
-template <typename T>
-__device__ __forceinline__ void load_act16(const T* p, bool pred, uint32_t (&v)[8]) {
-  const uint4 lo = load_cached_u4_if(p, pred);
-  const uint4 hi = load_cached_u4_if(reinterpret_cast<const uint4*>(p) + 1, pred);
-  v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
-  v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
-}
-
-// W8A8: the static activation quantize-dequantize of SPEC section 1 on 16 activations,
-// two at a time (qdq_e4m3x2: the conversions of the standalone QDQ kernel's qdq_e4m3, so
-// the fused result is bit-identical to running that kernel first). Applied where the
-// activations are used, after every load of the iteration has been issued.
-template <typename T>
-__device__ __forceinline__ void qdq_act16(uint32_t (&v)[8], float inv, float a_scale) {
+// ----------------------------------------------------------------- W8A8 activations
+// W8A8: the static activation quantize-dequantize of SPEC section 1, on packed pairs of
+// activations (qdq_e4m3x2: the conversions of the standalone QDQ kernel's qdq_e4m3, so the
+// fused result is bit-identical to running that kernel first). Every kernel builds one at
+// its start (a_scale is read on the device: the op stays graph-capturable) and applies it
+// where the activations are used, after every load of the iteration has been issued.
+// Without W8A8 it is nothing.
+template <typename T, bool kW8A8>
+struct W8A8Qdq {
+  float a_scale = 0.0f, inv = 0.0f;
+  __device__ explicit W8A8Qdq(const GemvParams<T>& p) {
+    if constexpr (kW8A8) {
+      a_scale = *p.a_scale;
+      inv = qdq_inv_scale(a_scale);
+    }
+  }
+  template <int N>
+  __device__ __forceinline__ void operator()(uint32_t (&v)[N]) const {
+    if constexpr (kW8A8) {
 #pragma unroll
-  for (int i = 0; i < 8; ++i) v[i] = qdq_e4m3x2<T>(v[i], inv, a_scale);
-}
-
-__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
-  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-}
-
-// Bias (float32) and the single rounding to T of one output element.
-template <typename T>
-__device__ __forceinline__ void store_output(const GemvParams<T>& p, int64_t row, int64_t col,
-                                             float v) {
-  if (p.bias != nullptr) v += to_float(p.bias[col]);
-  p.y[row * p.n + col] = from_float<T>(v);
-}
+      for (int i = 0; i < N; ++i) v[i] = qdq_e4m3x2<T>(v[i], inv, a_scale);
+    }
+  }
+};
 
 // ================================================================= CUDA-core kernel
-// A warp owns kCols consecutive output columns and kRows activation rows (the whole M <= 8
-// in one row group, so each weight row is streamed exactly once). Lane l takes the K chunks
-// l, l + 32, l + 64, ...: one 16-byte weight load per chunk and column, coalesced into
-// 512 contiguous bytes per warp and column. Per chunk it decodes the 16 weights to float32
-// once, multiplies them with the 16 activations of every row (one exact product each) into
-// a float32 partial, and folds the chunk's block scale into the running sum with one FMA
-// per row and column. A warp-wide scatter reduction leaves one (row, column) total per lane
-// group; that lane adds the bias and stores.
-//
-// Template parameters:
-//   T        activation type (__half or __nv_bfloat16).
-//   kRows    activation rows per warp (1, 2, 4, 8; the planner's rows_per_warp >= M).
-//            Rows >= M are neither read nor written (their activations load as zeros).
-//   kCols    output columns per warp. Each activation chunk is loaded once per warp and
-//            reused across kCols columns: with kRows = 8 the 16 activation bytes per
-//            weight byte would exceed L1's 128 B/clock at HBM rate for kCols = 1.
-//   kUnroll  K chunks per lane per iteration: kUnroll * kCols 16-byte weight loads are in
-//            flight per lane before the first is used (memory-level parallelism).
-//   kW8A8    a_scale given: QDQ fused into the activation load.
-// The explicit minimum of one block per SM lets ptxas use the registers it needs; without
-// it ptxas aimed lower and spilled (R4 W8A8: 8 bytes at 80 registers).
-template <typename T, int kRows, int kCols, int kUnroll, bool kW8A8>
-__global__ void __launch_bounds__(kFmaThreads, 1)
-    Fp8GemvFmaKernel(const GemvParams<T> p) {
-  static_assert(kRows * kCols <= kWarpSize, "one reduced value per lane group");
-  const int lane = threadIdx.x % kWarpSize;
-  const int64_t n0 =
-      (static_cast<int64_t>(blockIdx.x) * kFmaWarps + threadIdx.x / kWarpSize) * kCols;
-  if (n0 >= p.n) return;  // whole warp: no block-level synchronization in this kernel
-  const int row0 = blockIdx.y * kRows;
+// GemvFmaKernel (cuda/gemv_fma.cuh) on e4m3 codes: a chunk of 16 codes takes one float32
+// block scale (block_size % 16 == 0, so a chunk never straddles two blocks); W8A8's QDQ is
+// the activation transform.
+template <typename T_, bool kW8A8>
+struct Fp8FmaCodec {
+  using T = T_;
+  using Params = GemvParams<T>;
+  using Consts = float;  // the chunk's block scale
 
-  float a_scale = 0.0f, inv = 0.0f;
-  if constexpr (kW8A8) {
-    a_scale = *p.a_scale;  // on the device: the op stays graph-capturable
-    inv = qdq_inv_scale(a_scale);
+  __device__ static uint32_t block_of(const Params& p, uint32_t chunk) {
+    return p.slices_per_block.div(chunk);
   }
-
-  // Columns n0 + c and rows row0 + r; masked ones (past N, past M) are never loaded.
-  bool col_ok[kCols];
-#pragma unroll
-  for (int c = 0; c < kCols; ++c) col_ok[c] = n0 + c < p.n;
-  bool row_ok[kRows];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) row_ok[r] = row0 + r < p.m;
-  // Lane pointers at this lane's first chunk, advanced once per iteration so that every
-  // load of an iteration is a base register plus an immediate offset. Column c and row r
-  // sit c * K (r * K) further on.
-  const uint8_t* w_ptr = p.b + n0 * p.k + lane * kChunk;
-  const T* a_ptr = p.a + static_cast<int64_t>(row0) * p.k + lane * kChunk;
-  const float* s_base = p.b_scale + n0 * p.k_blocks;
-
-  float acc[kRows][kCols] = {};
-  const uint32_t chunks = static_cast<uint32_t>(p.k / kChunk);
-  constexpr int kStride = kUnroll * kWarpSize * kChunk;  // K elements per iteration
-
-  // One iteration: kUnroll chunks per lane starting at chunk `base` (warp-uniform).
-  // kTail: the last, partial iteration; slots past K are skipped (warp-uniform) and lanes
-  // past K load nothing. The main iterations carry no guards, so every weight load of the
-  // iteration is issued before the first FMA. Activations (L1 hits) are loaded row by row
-  // where they are used, which keeps kRows * 8 registers per slot free.
-  auto step = [&](uint32_t base, auto tail) {
-    constexpr bool kTail = decltype(tail)::value;
-    uint4 w[kUnroll][kCols];
-    float s[kUnroll][kCols];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const uint32_t chunk = base + u * kWarpSize + lane;
-      const bool in = !kTail || chunk < chunks;
-      const uint32_t scale_idx = p.slices_per_block.div(chunk);
-#pragma unroll
-      for (int c = 0; c < kCols; ++c) {
-        const bool ok = in && col_ok[c];
-        w[u][c] = load_stream_u4_if(w_ptr + c * p.k + u * kWarpSize * kChunk, ok);
-        s[u][c] = load_f32_if(s_base + c * p.k_blocks + scale_idx, ok);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (kTail && base + u * kWarpSize >= chunks) break;
-      const bool in = !kTail || base + u * kWarpSize + lane < chunks;
-      // 16 weights of each column, decoded once and reused by every row.
-      float wf[kCols][kChunk];
-#pragma unroll
-      for (int c = 0; c < kCols; ++c)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const float2 lo = e4m3x2_to_float2(static_cast<uint16_t>(word(w[u][c], q)));
-          const float2 hi = e4m3x2_to_float2(static_cast<uint16_t>(word(w[u][c], q) >> 16));
-          wf[c][4 * q + 0] = lo.x;
-          wf[c][4 * q + 1] = lo.y;
-          wf[c][4 * q + 2] = hi.x;
-          wf[c][4 * q + 3] = hi.y;
-        }
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        uint32_t act[8];
-        load_act16(a_ptr + r * p.k + u * kWarpSize * kChunk, in && row_ok[r], act);
-        if constexpr (kW8A8) qdq_act16<T>(act, inv, a_scale);
-        float af[kChunk];
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const float2 f = packed2_to_float2<T>(act[i]);
-          af[2 * i] = f.x;
-          af[2 * i + 1] = f.y;
-        }
-#pragma unroll
-        for (int c = 0; c < kCols; ++c) {
-          float partial = 0.0f;
-#pragma unroll
-          for (int e = 0; e < kChunk; ++e) partial = fmaf(af[e], wf[c][e], partial);
-          acc[r][c] = fmaf(partial, s[u][c], acc[r][c]);
-        }
-      }
-    }
-    w_ptr += kStride;
-    a_ptr += kStride;
-  };
-
-  uint32_t base = 0;
-  for (; base + kUnroll * kWarpSize <= chunks; base += kUnroll * kWarpSize)
-    step(base, std::false_type{});
-  if (base < chunks) step(base, std::true_type{});
-
-  // Value i = c * kRows + r ends up, summed over the warp, in lanes i * 32 / (kRows * kCols)
-  // and up; the first lane of each group writes it.
-  constexpr int kValues = kRows * kCols;
-  float v[kValues];
-#pragma unroll
-  for (int c = 0; c < kCols; ++c)
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) v[c * kRows + r] = acc[r][c];
-  const float total = warp_reduce_sum_scatter(v, lane);
-  constexpr int kLanesPerValue = kWarpSize / kValues;
-  if (lane % kLanesPerValue == 0) {
-    const int i = lane / kLanesPerValue;
-    const int64_t col = n0 + i / kRows;
-    const int row = row0 + i % kRows;
-    if (col < p.n && row < p.m) store_output(p, row, col, total);
+  __device__ static float load_consts(const Params& p, int64_t col, uint32_t blk, bool ok) {
+    return load_f32_if(p.b_scale + col * p.k_blocks + blk, ok);
   }
-}
+  __device__ static void decode(const uint4& w, float, float (&wf)[kChunk]) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const float2 lo = e4m3x2_to_float2(static_cast<uint16_t>(word(w, q)));
+      const float2 hi = e4m3x2_to_float2(static_cast<uint16_t>(word(w, q) >> 16));
+      wf[4 * q + 0] = lo.x;
+      wf[4 * q + 1] = lo.y;
+      wf[4 * q + 2] = hi.x;
+      wf[4 * q + 3] = hi.y;
+    }
+  }
+  __device__ static float scale(float s) { return s; }
+  using Act = W8A8Qdq<T, kW8A8>;
+};
 
 // The end of both tensor-core kernels: the K-split reduction (warps 1.. hand their tiles
 // to warp 0 through shared memory, same lane, same ownership), then warp 0's lane (g, t)
@@ -333,11 +211,7 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
   const int t = lane % 4;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kMmaCols;
 
-  float a_scale = 0.0f, inv = 0.0f;
-  if constexpr (kW8A8) {
-    a_scale = *p.a_scale;  // on the device: the op stays graph-capturable
-    inv = qdq_inv_scale(a_scale);
-  }
+  const W8A8Qdq<T, kW8A8> qdq(p);
 
   // Columns n0 + g ("lo") and n0 + g + 8 ("hi"), activation row g. Masked ones are never
   // loaded (zero fragments, zero scale); their base pointers are clamped in bounds.
@@ -409,7 +283,7 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
       const float scale_lo = sl[u], scale_hi = sh[u];
       load_window(u, kTail ? min(i + kMmaDepth, count - 1) : i + kMmaDepth);
       uint32_t (&cur)[8] = act[u % 2];
-      if constexpr (kW8A8) qdq_act16<T>(cur, inv, a_scale);
+      qdq(cur);
       float part[4] = {};
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
@@ -471,11 +345,7 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
   __shared__ uint64_t full[kKSplit][kTmaDepth];
   const TmaTileRing<kTmaDepth> ring(tma_smem, warp, full[warp]);
 
-  float a_scale = 0.0f, inv = 0.0f;
-  if constexpr (kW8A8) {
-    a_scale = *p.a_scale;  // on the device: the op stays graph-capturable
-    inv = qdq_inv_scale(a_scale);
-  }
+  const W8A8Qdq<T, kW8A8> qdq(p);
 
   // This warp's tiles: warp, warp + kKSplit, ... A K % 128 == 64 row ends in a half tile
   // (its upper 64 bytes arrive as zeros and are not multiplied).
@@ -536,10 +406,7 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
           const uint32_t frag[4] = {e4m3x2_to_packed2<T>(lo), e4m3x2_to_packed2<T>(hi),
                                     e4m3x2_to_packed2<T>(lo >> 16), e4m3x2_to_packed2<T>(hi >> 16)};
           uint32_t bv[2] = {act[b][c].x, act[b][c].y};
-          if constexpr (kW8A8) {
-            bv[0] = qdq_e4m3x2<T>(bv[0], inv, a_scale);
-            bv[1] = qdq_e4m3x2<T>(bv[1], inv, a_scale);
-          }
+          qdq(bv);
           mma_m16n8k16<T>(part, frag, bv, part);
         }
       }
@@ -599,36 +466,14 @@ Status check_k_range(const Fp8GemvArgs& args, const char* kernel) {
   return Status::Ok();
 }
 
-// FMA kernel configuration per row group, from H200 measurements (f16, M = kRows,
-// N x K in {16384 x 4096, 4096 x 16384, 28672 x 8192}). Several columns per warp reuse each
-// activation chunk (the L1 bytes per weight byte are 2 * kRows / kCols) and give every lane
-// kCols * kUnroll weight loads in flight. kRows = 8 takes ~170 registers for 4 columns
-// (one block per SM); capping it at 128 spilled and ran no faster.
-template <int kRows> struct FmaConfig;
-template <> struct FmaConfig<1> { static constexpr int kCols = 2, kUnroll = 2; };
-template <> struct FmaConfig<2> { static constexpr int kCols = 2, kUnroll = 2; };
-template <> struct FmaConfig<4> { static constexpr int kCols = 2, kUnroll = 2; };
-template <> struct FmaConfig<8> { static constexpr int kCols = 4, kUnroll = 1; };
-
 template <typename T, int kRows>
 Status launch_fma(const Fp8GemvArgs& args, cudaStream_t stream) {
-  using Config = FmaConfig<kRows>;
   const GemvParams<T> p = make_params<T>(args, kChunk);
-  const int64_t cols_per_block = int64_t{kFmaWarps} * Config::kCols;
-  const int64_t blocks_x = (args.n + cols_per_block - 1) / cols_per_block;
-  const int64_t blocks_y = (args.m + kRows - 1) / kRows;
-  if (blocks_x > 0x7fffffff || blocks_y > 65535)
-    return Status(StatusCode::kInternal, "launch_fp8_gemv_fma: grid too large for M = " +
-                                             std::to_string(args.m) + ", N = " +
-                                             std::to_string(args.n));
-  const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(blocks_y));
-  if (args.a_scale != nullptr)
-    Fp8GemvFmaKernel<T, kRows, Config::kCols, Config::kUnroll, true>
-        <<<grid, kFmaThreads, 0, stream>>>(p);
-  else
-    Fp8GemvFmaKernel<T, kRows, Config::kCols, Config::kUnroll, false>
-        <<<grid, kFmaThreads, 0, stream>>>(p);
-  return check_launch("Fp8GemvFmaKernel");
+  return args.a_scale != nullptr
+             ? launch_gemv_fma<Fp8FmaCodec<T, true>, kRows>(p, args.m, args.n, stream,
+                                                            "GemvFmaKernel<fp8>")
+             : launch_gemv_fma<Fp8FmaCodec<T, false>, kRows>(p, args.m, args.n, stream,
+                                                             "GemvFmaKernel<fp8>");
 }
 
 template <typename T, int kKSplit, bool kW8A8>

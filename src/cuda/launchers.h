@@ -93,5 +93,8 @@ struct NBitsGemvArgs {
 // does not apply then.
 Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_split, bool tma,
                          cudaStream_t stream);
+// CUDA cores, 8-bit codes, float16 / bfloat16 (cuda/gemv_fma.cuh): a warp per two output
+// columns, lanes along K; rows (1 or 2, >= M) activation rows per warp.
+Status launch_nbits_gemv_fma(const NBitsGemvArgs& args, int rows, cudaStream_t stream);
 
 }  // namespace bqmm::cuda

@@ -81,6 +81,7 @@
 #include "bqmm/nbits_matmul.h"
 #include "cuda/common.cuh"
 #include "cuda/cuda_check.h"
+#include "cuda/gemv_fma.cuh"
 #include "cuda/tma.cuh"
 #include "cuda/launchers.h"
 
@@ -916,6 +917,52 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
 #endif
 }
 
+// ================================================================= CUDA-core kernel (8-bit)
+// GemvFmaKernel (cuda/gemv_fma.cuh) on 8-bit integer codes, float16 / bfloat16 activations:
+// the planner's kernel at M = 1, where its 512-byte warp loads stream faster than the
+// tensor-core tiles' fragment-shaped ones. A chunk of 16 codes lies in one block
+// (block_size >= 16, a power of two); q - zp is exact in float32 (2^23 + c minus
+// 2^23 + zp, one prmt and one add per code), the block scale multiplies the chunk's float32
+// partial sum. kZeroPoints: packed zero points given (else 2^(bits - 1)), a template
+// parameter so that no select waits on a zero-point load.
+template <typename T_, bool kZeroPoints>
+struct NBits8FmaCodec {
+  using T = T_;
+  using Params = GemvParams<T>;
+  struct Consts {
+    uint32_t scale;  // the block scale's T bits
+    uint32_t zp;     // the zero-point byte (packed zero points only)
+  };
+
+  __device__ static uint32_t block_of(const Params& p, uint32_t chunk) {
+    return chunk >> (p.block_shift - 4);  // 16 codes per chunk
+  }
+  __device__ static Consts load_consts(const Params& p, int64_t col, uint32_t blk, bool ok) {
+    Consts c;
+    c.scale = load_u16_if(p.scales + col * p.k_blocks + blk, ok);
+    c.zp = kZeroPoints ? load_u8_if(p.zp + col * p.zp_row_bytes + blk, ok) : 0;
+    return c;
+  }
+  __device__ static void decode(const uint4& w, const Consts& c, float (&wf)[kFmaChunk]) {
+    const uint32_t zp = kZeroPoints ? c.zp : Codes<8>::kDefaultZeroPoint;
+    const float zero = __uint_as_float(0x4B000000u | zp);
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) wf[4 * q + i] = magic_byte_float(word(w, q), i) - zero;
+  }
+  __device__ static float scale(const Consts& c) {
+    const uint16_t bits = static_cast<uint16_t>(c.scale);
+    T v;
+    memcpy(&v, &bits, sizeof(v));
+    return to_float(v);
+  }
+  struct Act {  // no activation transform
+    __device__ explicit Act(const Params&) {}
+    __device__ void operator()(uint32_t (&)[8]) const {}
+  };
+};
+
 // ================================================================= launcher
 template <typename T>
 GemvParams<T> make_params(const NBitsGemvArgs& args) {
@@ -1008,6 +1055,15 @@ Status launch_algo(const NBitsGemvArgs& args, int algo, int rows, int k_split,
   }
 }
 
+template <typename T, int kRows>
+Status launch_fma_rows(const NBitsGemvArgs& args, cudaStream_t stream) {
+  const GemvParams<T> p = make_params<T>(args);
+  constexpr const char* kName = "GemvFmaKernel<nbits8>";
+  return args.zp_packed != nullptr
+             ? launch_gemv_fma<NBits8FmaCodec<T, true>, kRows>(p, args.m, args.n, stream, kName)
+             : launch_gemv_fma<NBits8FmaCodec<T, false>, kRows>(p, args.m, args.n, stream, kName);
+}
+
 // The planner only asks for what the kernel takes; a violation is a bug, reported here
 // rather than run out of bounds.
 Status check_gemv_args(const NBitsGemvArgs& args, int rows, int k_split) {
@@ -1038,6 +1094,25 @@ Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_sp
                             : launch_tma<T, 4>(args, k_split, stream);
     return args.bits == 8 ? launch_algo<T, 8>(args, algo, rows, k_split, stream)
                           : launch_algo<T, 4>(args, algo, rows, k_split, stream);
+  });
+}
+
+Status launch_nbits_gemv_fma(const NBitsGemvArgs& args, int rows, cudaStream_t stream) {
+  if (args.m == 0 || args.n == 0) return Status::Ok();
+  BQMM_RETURN_IF_ERROR(check_gemv_args(args, rows, 1));
+  if (args.bits != 8)
+    return Status(StatusCode::kInternal, "launch_nbits_gemv_fma: 8-bit codes only, not " +
+                                             std::to_string(args.bits));
+  return dispatch_half_types(args.dtype, "launch_nbits_gemv_fma", [&](auto tag) -> Status {
+    using T = decltype(tag);
+    switch (rows) {
+      case 1: return launch_fma_rows<T, 1>(args, stream);
+      case 2: return launch_fma_rows<T, 2>(args, stream);
+      default:
+        return Status(StatusCode::kInternal, "launch_nbits_gemv_fma: rows " +
+                                                 std::to_string(rows) +
+                                                 " is not instantiated (1, 2)");
+    }
   });
 }
 

@@ -75,6 +75,7 @@ Status run_gemv(const NBitsMatMulPlan& plan, const NBitsMatMulArgs& args, cudaSt
   g.n = p.n;
   g.k = p.k;
   g.block_size = p.block_size;
+  if (plan.gemv_fma) return cuda::launch_nbits_gemv_fma(g, plan.gemv_rows, stream);
   return cuda::launch_nbits_gemv(g, plan.gemv_algo, plan.gemv_rows, plan.gemv_k_split,
                                  plan.gemv_tma, stream);
 }

@@ -116,41 +116,93 @@ TEST(NBitsPlan, AllowGemvFalseForcesDequantGemm) {
 }
 
 // The measured defaults (docs/PERF.md): the unrolled loop for both widths at every block
-// size (and above 256).
+// size (and above 256). M = 2: at M = 1 8-bit takes the CUDA-core kernel by default.
 TEST(NBitsPlan, GemvAlgoDefaultsAndOverride) {
   for (int bits : {4, 8})
     for (int64_t bs : {16, 32, 64, 128, 256, 512}) {
-      const NBitsMatMulPlan p = plan(problem(1, 4096, 4096, bits, bs));
+      const NBitsMatMulPlan p = plan(problem(2, 4096, 4096, bits, bs));
       ASSERT_EQ(p.path, NBitsPath::kGemv) << bits << " " << bs;
+      EXPECT_FALSE(p.gemv_fma);
       EXPECT_EQ(p.gemv_algo, kNBitsGemvAlgoUnrolled) << bits << " " << bs;
-      for (int algo : {0, 1, 2}) {
-        NBitsMatMulOptions o;
-        o.gemv_algo = algo;
-        EXPECT_EQ(plan(problem(1, 4096, 4096, bits, bs), kHopper, o).gemv_algo, algo);
-      }
+      for (int m : {1, 2})
+        for (int algo : {0, 1, 2}) {
+          NBitsMatMulOptions o;
+          o.gemv_algo = algo;  // a forced algorithm keeps the tensor-core kernel at M = 1
+          const NBitsMatMulPlan q = plan(problem(m, 4096, 4096, bits, bs), kHopper, o);
+          EXPECT_FALSE(q.gemv_fma);
+          EXPECT_EQ(q.gemv_algo, algo);
+        }
     }
+}
+
+// The CUDA-core kernel: 8-bit codes, float16 / bfloat16, M <= 2 where it applies; by
+// default at M = 1 only (measured faster there, docs/PERF.md), and not when gemv_algo or
+// gemv_tma choose a tensor-core kernel. Its plan has no K split or TMA.
+TEST(NBitsPlan, GemvFmaAtOneRowOfEightBitCodes) {
+  NBitsMatMulOptions o;
+  EXPECT_EQ(o.gemv_fma, -1);
+  for (DType t : {DType::kFloat16, DType::kBFloat16})
+    for (int64_t bs : {16, 32, 128, 256}) {
+      const NBitsMatMulPlan p = plan(problem(1, 28672, 8192, 8, bs, t));
+      EXPECT_TRUE(p.gemv_fma) << p;
+      EXPECT_EQ(p.gemv_rows, 1);
+      EXPECT_FALSE(p.gemv_tma);
+      EXPECT_EQ(p.gemv_k_split, 0);
+      EXPECT_FALSE(plan(problem(2, 28672, 8192, 8, bs, t)).gemv_fma);
+      EXPECT_TRUE(plan(problem(1, 4096, 4096, 8, bs, t), kAmpere).gemv_fma);
+    }
+  EXPECT_FALSE(plan(problem(1, 8192, 8192, 4, 128)).gemv_fma);  // 4-bit: tensor cores
+  EXPECT_FALSE(plan(problem(1, 8192, 8192, 8, 128, DType::kFloat32)).gemv_fma);
+  NBitsMatMulProblem zp = problem(1, 8192, 8192, 8, 128);
+  zp.zero_points = NBitsZeroPoints::kPacked;
+  EXPECT_TRUE(plan(zp).gemv_fma);
+  zp.zero_points = NBitsZeroPoints::kTyped;  // the dequant path's only
+  EXPECT_EQ(path(zp), NBitsPath::kDequantGemm);
+  // A forced weight stream of the tensor-core kernel keeps it, on or off.
+  for (int tma : {0, 1}) {
+    o.gemv_tma = tma;
+    EXPECT_FALSE(plan(problem(1, 28672, 8192, 8, 128), kHopper, o).gemv_fma) << tma;
+  }
+  // Forced on: M <= 2 of 8-bit half types (rows sized to M); forced off: never.
+  o = NBitsMatMulOptions{};
+  o.gemv_fma = 1;
+  EXPECT_TRUE(plan(problem(2, 8192, 8192, 8, 64), kHopper, o).gemv_fma);
+  EXPECT_EQ(plan(problem(2, 8192, 8192, 8, 64), kHopper, o).gemv_rows, 2);
+  EXPECT_FALSE(plan(problem(3, 8192, 8192, 8, 64), kHopper, o).gemv_fma);
+  EXPECT_FALSE(plan(problem(1, 8192, 8192, 4, 64), kHopper, o).gemv_fma);
+  o.gemv_algo = 1;  // forced on wins over a forced algorithm
+  EXPECT_TRUE(plan(problem(1, 8192, 8192, 8, 64), kHopper, o).gemv_fma);
+  o = NBitsMatMulOptions{};
+  o.gemv_fma = 0;
+  EXPECT_FALSE(plan(problem(1, 8192, 8192, 8, 64), kHopper, o).gemv_fma);
+  for (int bad : {-2, 2}) {
+    SCOPED_TRACE(bad);
+    o.gemv_fma = bad;
+    testing::expect_rejected(problem(1, 4096, 4096), o, "gemv_fma");
+  }
 }
 
 // waves(k) = ceil(tiles * k / (132 SMs * 16 warps)), cost = waves * (windows / k + 2); the
 // cheapest k_split wins, the larger on a tie. A window is 64 bytes of a row: 64 8-bit or
 // 128 4-bit codes.
 TEST(NBitsPlan, GemvKSplitBalancesWavesAndWindows) {
+  // M = 2: at M = 1 8-bit takes the CUDA-core kernel, which has no K split.
   // 256 tiles x 8 warps fit one wave: k_split 8 (64 windows: cost 1 * (8 + 2)).
-  EXPECT_EQ(plan(problem(1, 4096, 4096, 8)).gemv_k_split, 8);
+  EXPECT_EQ(plan(problem(2, 4096, 4096, 8)).gemv_k_split, 8);
   // 512 tiles: k_split 8 needs two waves (2 * 18), 4 one (1 * 34).
-  EXPECT_EQ(plan(problem(1, 8192, 8192, 8)).gemv_k_split, 4);
-  EXPECT_EQ(plan(problem(1, 8192, 8192, 4)).gemv_k_split, 4);
+  EXPECT_EQ(plan(problem(2, 8192, 8192, 8)).gemv_k_split, 4);
+  EXPECT_EQ(plan(problem(2, 8192, 8192, 4)).gemv_k_split, 4);
   // 1792 tiles: 7 waves of k_split 8 (7 * 18 = 126) beat 4 of 4 (136) and 1 of 1 (130).
-  EXPECT_EQ(plan(problem(1, 28672, 8192, 8)).gemv_k_split, 8);
+  EXPECT_EQ(plan(problem(2, 28672, 8192, 8)).gemv_k_split, 8);
   // 896 tiles, 64 windows: k_split 2 fits one wave (34) against 4 waves of 8 (40).
-  EXPECT_EQ(plan(problem(1, 14336, 4096, 8)).gemv_k_split, 2);
+  EXPECT_EQ(plan(problem(2, 14336, 4096, 8)).gemv_k_split, 2);
   // Never more warps than windows.
-  EXPECT_EQ(plan(problem(1, 16, 64, 8)).gemv_k_split, 1);
-  EXPECT_EQ(plan(problem(1, 16, 256, 8)).gemv_k_split, 4);
+  EXPECT_EQ(plan(problem(2, 16, 64, 8)).gemv_k_split, 1);
+  EXPECT_EQ(plan(problem(2, 16, 256, 8)).gemv_k_split, 4);
   // float32's FMA tile: half the resident warps (8 per SM).
-  EXPECT_EQ(plan(problem(1, 8192, 8192, 8, 32, DType::kFloat32)).gemv_k_split, 2);
+  EXPECT_EQ(plan(problem(2, 8192, 8192, 8, 32, DType::kFloat32)).gemv_k_split, 2);
   // An unknown device (0 SMs) counts as one SM: every split only adds waves.
-  EXPECT_EQ(plan(problem(1, 4096, 4096, 8), DeviceInfo{90, 0}).gemv_k_split, 1);
+  EXPECT_EQ(plan(problem(2, 4096, 4096, 8), DeviceInfo{90, 0}).gemv_k_split, 1);
 }
 
 TEST(NBitsPlan, DequantGemmTilesAndWorkspace) {
@@ -205,8 +257,9 @@ TEST(NBitsPlan, GemvTmaWhereItPaysOrWhenAsked) {
   NBitsMatMulOptions o;
   EXPECT_EQ(o.gemv_tma, -1);
   // The rule: 28672 x 8192 = 224 Mi codes; 8192 x 16384 = 128 Mi exactly; 8192 x 16368 below.
-  EXPECT_TRUE(plan(problem(1, 28672, 8192, 8, 128)).gemv_tma);
+  EXPECT_TRUE(plan(problem(2, 28672, 8192, 8, 128)).gemv_tma);  // M = 1: gemv_fma
   EXPECT_TRUE(plan(problem(4, 28672, 8192, 8, 128)).gemv_tma);
+  EXPECT_TRUE(plan(problem(1, 28672, 8192, 4, 128)).gemv_tma);
   EXPECT_FALSE(plan(problem(5, 28672, 8192, 8, 128)).gemv_tma);  // 8-bit: M <= 4 only
   EXPECT_TRUE(plan(problem(8, 28672, 8192, 4, 128)).gemv_tma);   // 4-bit: every M
   EXPECT_TRUE(plan(problem(8, 8192, 16384, 4, 128, DType::kBFloat16)).gemv_tma);
@@ -250,6 +303,10 @@ TEST(NBitsPlan, PrintsEveryDecision) {
             "NBitsMatMulPlan{path=gemv; nbits int8 bfloat16 M=3 N=4096 K=4096 block_size=128 "
             "zero_points=packed bias align=16; sm90/132SMs; algo=2; rows=8; k_split=8; "
             "tma=0; workspace=0B}");
+  q.m = 1;
+  EXPECT_EQ(printed(plan(q)),
+            "NBitsMatMulPlan{path=gemv; nbits int8 bfloat16 M=1 N=4096 K=4096 block_size=128 "
+            "zero_points=packed bias align=16; sm90/132SMs; fma=1; rows=1; workspace=0B}");
   q.m = 100;
   q.has_g_idx = true;
   const std::string dq = printed(plan(q));
@@ -286,7 +343,7 @@ TEST(NBitsPlan, RejectsMalformedProblemsAndOptions) {
 class NBitsEnvTest : public ::testing::Test {
  protected:
   testing::EnvGuard env_{"BQMM_DEQUANT_SCRATCH_MIB", "BQMM_NBITS_GEMV_ALGO",
-                         "BQMM_NBITS_GEMV_TMA"};
+                         "BQMM_NBITS_GEMV_TMA", "BQMM_NBITS_GEMV_FMA"};
 };
 
 TEST_F(NBitsEnvTest, UnsetKeepsDefaults) {
@@ -331,6 +388,26 @@ TEST_F(NBitsEnvTest, GemvTmaOverride) {
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_NE(s.message().find("BQMM_NBITS_GEMV_TMA"), std::string::npos) << s.message();
     EXPECT_EQ(fresh.gemv_tma, -1) << bad;
+  }
+}
+
+TEST_F(NBitsEnvTest, GemvFmaOverride) {
+  setenv("BQMM_NBITS_GEMV_FMA", "1", 1);
+  NBitsMatMulOptions o;
+  ASSERT_TRUE(nbits_matmul_options_from_env(&o).ok());
+  EXPECT_EQ(o.gemv_fma, 1);
+  EXPECT_TRUE(plan(problem(2, 4096, 4096, 8, 128), kHopper, o).gemv_fma);
+  setenv("BQMM_NBITS_GEMV_FMA", "0", 1);
+  ASSERT_TRUE(nbits_matmul_options_from_env(&o).ok());
+  EXPECT_EQ(o.gemv_fma, 0);
+  EXPECT_FALSE(plan(problem(1, 4096, 4096, 8, 128), kHopper, o).gemv_fma);
+  for (const char* bad : {"2", "-1", "on"}) {
+    setenv("BQMM_NBITS_GEMV_FMA", bad, 1);
+    NBitsMatMulOptions fresh;
+    const Status s = nbits_matmul_options_from_env(&fresh);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("BQMM_NBITS_GEMV_FMA"), std::string::npos) << s.message();
+    EXPECT_EQ(fresh.gemv_fma, -1) << bad;
   }
 }
 

@@ -155,6 +155,37 @@ TEST(NBitsGemvTma, EveryBitsBlockSizeAndDtype) {
       }
 }
 
+// The CUDA-core kernel (NBitsMatMulOptions::gemv_fma = 1: 8-bit, float16 / bfloat16,
+// M <= 2): every block size and dtype, M 1 and 2, N over odd and partial-block values
+// (two columns per warp, eight warps per block), K over short rows, a few blocks, 4096 (a
+// whole number of 64-chunk iterations) and 4096 + one block (a partial last iteration),
+// zero points none / packed, bias on and off, all codes or normal weights.
+TEST(NBitsGemvFma, EveryBlockSizeDtypeAndZeroPoints) {
+  BQMM_REQUIRE_GPU();
+  const int64_t ns[] = {1, 17, 40, 300};
+  NBitsMatMulOptions o;
+  o.gemv_fma = 1;
+  int index = 0;
+  for (int64_t bs : kBlockSizes)
+    for (DType t : {DType::kFloat16, DType::kBFloat16}) {
+      const int64_t ks[] = {2 * bs, 6 * bs, 4096, 4096 + bs};
+      for (int j = 0; j < 4; ++j) {
+        const int64_t n = ns[(index + j) % 4];
+        const int64_t m = n == 1 ? 1 : 1 + (index + j) % 2;
+        NBitsCaseSpec s = nbits_spec(t, 8, m, n, ks[j], bs);
+        s.zero_points = (index + j) % 2 == 0 ? NBitsZeroPoints::kNone : NBitsZeroPoints::kPacked;
+        s.bias = (index + j) % 3 != 0;
+        s.init = j % 2 == 0 ? WeightInit::kAllCodes : WeightInit::kQuantizedNormal;
+        SCOPED_TRACE(describe(s) << " fma");
+        NBitsRun run;
+        run_and_check(s, 8000 + index * 4 + j, o, NBitsPath::kGemv, &run);
+        EXPECT_TRUE(run.plan.gemv_fma) << run.plan;
+        EXPECT_EQ(run.plan.gemv_rows, m) << run.plan;
+      }
+      ++index;
+    }
+}
+
 // Each M from 1 to 8 with each algorithm on one shape per width: the row masks of the
 // tensor-core tile and the FMA tile sizes (1, 2, 4, 8).
 TEST(NBitsGemv, EveryRowCount) {
@@ -186,7 +217,10 @@ TEST(NBitsGemv, LayerShapesWithDefaultPlan) {
         SCOPED_TRACE(describe(s));
         NBitsRun run;
         run_and_check(s, 3000 + index++, NBitsMatMulOptions{}, NBitsPath::kGemv, &run);
-        EXPECT_EQ(run.plan.gemv_k_split, 8);
+        EXPECT_EQ(run.plan.gemv_fma, bits == 8 && m == 1) << run.plan;
+        if (!run.plan.gemv_fma) {
+          EXPECT_EQ(run.plan.gemv_k_split, 8) << run.plan;
+        }
       }
 }
 
@@ -222,31 +256,47 @@ TEST(NBitsGemv, HandExampleExactOnEveryPath) {
       c.bias->set(0, 1.0);
       c.bias->set(1, 2.0);
       const std::vector<double> want = reference::nbits_matmul_reference(c, 0, 2);
-      for (int variant = 0; variant < 4; ++variant) {
-        const NBitsMatMulOptions o = variant < 3 ? gemv_algo(variant) : dequant_gemm_only();
+      // Variants: the three K-loop algorithms, the CUDA-core kernel where it applies
+      // (8-bit float16 / bfloat16; the others keep their tile), dequant + cuBLAS.
+      for (int variant = 0; variant < 5; ++variant) {
+        NBitsMatMulOptions o = variant < 3 ? gemv_algo(variant) : dequant_gemm_only();
+        if (variant == 3) {
+          o = NBitsMatMulOptions{};
+          o.gemv_fma = 1;
+        }
         SCOPED_TRACE(::testing::Message() << bits << "-bit " << dtype_name(t) << " variant " << variant);
         NBitsRun run;
         BQMM_ASSERT_OK(run_nbits_on_device(*handle, c, o, &run));
-        EXPECT_EQ(run.plan.path, variant < 3 ? NBitsPath::kGemv : NBitsPath::kDequantGemm);
+        EXPECT_EQ(run.plan.path, variant < 4 ? NBitsPath::kGemv : NBitsPath::kDequantGemm);
+        if (variant == 3) {
+          EXPECT_EQ(run.plan.gemv_fma, bits == 8 && t != DType::kFloat32);
+        }
         for (int i = 0; i < 4; ++i) EXPECT_EQ(run.y.get(i), want[i]) << i;
       }
     }
 }
 
-// A NaN activation makes its row NaN and leaves the others finite (mma and FMA tiles
-// alike), on both paths.
+// A NaN activation makes its row NaN and leaves the others finite (mma, FMA tile and
+// CUDA-core kernel alike), on both paths.
 TEST(NBitsGemv, NanActivationPropagatesToItsRowOnly) {
   BQMM_REQUIRE_GPU();
   int index = 0;
+  NBitsMatMulOptions fma;
+  fma.gemv_fma = 1;
   for (DType t : kDTypes)
-    for (bool dequant : {false, true}) {
-      const NBitsCaseSpec s = nbits_spec(t, index % 2 == 0 ? 4 : 8, 3, 20, 256, 32);
+    for (int variant = 0; variant < 3; ++variant) {  // the default plan, dequant, gemv_fma
+      const bool cuda_cores = variant == 2 && t != DType::kFloat32;
+      if (variant == 2 && !cuda_cores) continue;
+      const int64_t rows = cuda_cores ? 2 : 3;
+      const NBitsCaseSpec s = nbits_spec(t, index % 2 == 0 && !cuda_cores ? 4 : 8, rows, 20, 256, 32);
       NBitsCase c = make_random_nbits_case(s, 4000 + index++);
       c.a.set(1 * 256 + 77, std::nan(""));
       NBitsRun run;
-      BQMM_ASSERT_OK(run_nbits_on_device(*testing::shared_handle(), c,
-                                         dequant ? dequant_gemm_only() : NBitsMatMulOptions{}, &run));
-      for (int64_t m = 0; m < 3; ++m)
+      const NBitsMatMulOptions o = variant == 0 ? NBitsMatMulOptions{}
+                                   : variant == 1 ? dequant_gemm_only() : fma;
+      BQMM_ASSERT_OK(run_nbits_on_device(*testing::shared_handle(), c, o, &run));
+      EXPECT_EQ(run.plan.gemv_fma, cuda_cores) << run.plan;
+      for (int64_t m = 0; m < rows; ++m)
         for (int64_t n = 0; n < 20; ++n)
           EXPECT_EQ(std::isnan(run.y.get(m * 20 + n)), m == 1) << dtype_name(t) << " " << m << "," << n;
     }
@@ -546,7 +596,8 @@ TEST(NBitsRunContract, GraphCapturable) {
 
 // ------------------------------------------------------------------ compute-sanitizer
 // A few small cases of every kernel path, fast enough to run under memcheck: the GEMV of
-// each width, algorithm and tile type with partial column tiles and a partial last window,
+// each width, algorithm and tile type with partial column tiles and a partial last window
+// (the tensor-core tiles, register loads and TMA, and the CUDA-core kernel),
 // the dequant kernels (vector, scalar, g_idx, typed zero points) and the bias fill.
 TEST(NBitsGemv, SanitizeSmall) {
   BQMM_REQUIRE_GPU();
@@ -574,6 +625,16 @@ TEST(NBitsGemv, SanitizeSmall) {
   NBitsCaseSpec s = nbits_spec(DType::kFloat32, 4, 3, 5, 0, 32);
   s.bias = true;
   run_and_check(s, 9600, NBitsMatMulOptions{}, NBitsPath::kBiasOnly);
+  // The CUDA-core kernel: a partial warp (odd N), a partial last iteration, M 1 and 2.
+  NBitsMatMulOptions fma;
+  fma.gemv_fma = 1;
+  for (int64_t m : {1, 2}) {
+    NBitsCaseSpec c = nbits_spec(kDTypes[m], 8, m, 19, 3 * 32, 32);
+    c.zero_points = m == 2 ? NBitsZeroPoints::kPacked : NBitsZeroPoints::kNone;
+    c.bias = true;
+    SCOPED_TRACE(describe(c) << " fma");
+    run_and_check(c, 9800 + m, fma, NBitsPath::kGemv);
+  }
   // The TMA tile: a partial column tile, a row ending in a partial tile, both widths.
   NBitsMatMulOptions tma;
   tma.gemv_tma = 1;
