@@ -84,10 +84,11 @@ __device__ __forceinline__ void store_output(const Params& p, int64_t row, int64
 //            weight byte would exceed L1's 128 B/clock at HBM rate for kCols = 1.
 //   kUnroll  K chunks per lane per iteration: kUnroll * kCols 16-byte weight loads are in
 //            flight per lane before the first is used (memory-level parallelism).
-// The explicit minimum of one block per SM lets ptxas use the registers it needs; without
-// it ptxas aimed lower and spilled (FP8 R4 W8A8: 8 bytes at 80 registers).
-template <class Codec, int kRows, int kCols, int kUnroll>
-__global__ void __launch_bounds__(kFmaThreads, 1)
+// kMinBlocks: blocks per SM the registers must allow (GemvFmaConfig says why per row
+// group); at 1, ptxas uses the registers it needs (without an explicit minimum it aimed
+// lower and spilled: FP8 R4 W8A8, 8 bytes at 80 registers).
+template <class Codec, int kRows, int kCols, int kUnroll, int kMinBlocks>
+__global__ void __launch_bounds__(kFmaThreads, kMinBlocks)
     GemvFmaKernel(const typename Codec::Params p) {
   using T = typename Codec::T;
   static_assert(kRows * kCols <= kWarpSize, "one reduced value per lane group");
@@ -197,11 +198,15 @@ __global__ void __launch_bounds__(kFmaThreads, 1)
 // activation chunk (the L1 bytes per weight byte are 2 * kRows / kCols) and give every lane
 // kCols * kUnroll weight loads in flight. kRows = 8 takes ~170 registers for 4 columns
 // (one block per SM); capping it at 128 spilled and ran no faster.
+// kMinBlocks = 4 at one row: 64 registers, so that 4 blocks (32 warps) fit an SM and
+// N = 8192 (512 blocks) runs in one wave of 528. The NBits 8-bit codec took 65-72
+// registers unbounded: 3 blocks per SM, 396 per wave, and 8192 x 8192 at M = 1 ran
+// 24.0 us against FP8's 20.4 (H200, 2026-11-29).
 template <int kRows> struct GemvFmaConfig;
-template <> struct GemvFmaConfig<1> { static constexpr int kCols = 2, kUnroll = 2; };
-template <> struct GemvFmaConfig<2> { static constexpr int kCols = 2, kUnroll = 2; };
-template <> struct GemvFmaConfig<4> { static constexpr int kCols = 2, kUnroll = 2; };
-template <> struct GemvFmaConfig<8> { static constexpr int kCols = 4, kUnroll = 1; };
+template <> struct GemvFmaConfig<1> { static constexpr int kCols = 2, kUnroll = 2, kMinBlocks = 4; };
+template <> struct GemvFmaConfig<2> { static constexpr int kCols = 2, kUnroll = 2, kMinBlocks = 1; };
+template <> struct GemvFmaConfig<4> { static constexpr int kCols = 2, kUnroll = 2, kMinBlocks = 1; };
+template <> struct GemvFmaConfig<8> { static constexpr int kCols = 4, kUnroll = 1, kMinBlocks = 1; };
 
 // Launches GemvFmaKernel<Codec, kRows> over M rows and N columns; `kernel_name` names it
 // in a launch error.
@@ -216,7 +221,8 @@ Status launch_gemv_fma(const typename Codec::Params& p, int64_t m, int64_t n,
     return Status(StatusCode::kInternal, std::string(kernel_name) + ": grid too large for M = " +
                                              std::to_string(m) + ", N = " + std::to_string(n));
   const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(blocks_y));
-  GemvFmaKernel<Codec, kRows, Config::kCols, Config::kUnroll><<<grid, kFmaThreads, 0, stream>>>(p);
+  GemvFmaKernel<Codec, kRows, Config::kCols, Config::kUnroll, Config::kMinBlocks>
+      <<<grid, kFmaThreads, 0, stream>>>(p);
   return check_launch(kernel_name);
 }
 
