@@ -11,7 +11,9 @@ COLUMNS = [  # header, JSON field, format
     ("rel_err", "rel_err", ".1e"), ("ok", "passed", "ok"), ("us", "median_us", ".1f"),
     ("TB/s", "weight_tbps", ".2f"), ("%copy", "pct_of_copy_bw", ".0f"),
     ("TFLOP/s", "tflops", ".1f"), ("cuBLAS us", "cublas_bf16_us", ".1f"),
-    ("speedup", "speedup_vs_cublas", ".2f"), ("dequant %copy", "dequant_pct_of_copy_bw", ".0f"),
+    ("speedup", "speedup_vs_cublas", ".2f"), ("b2b us", "b2b_us", ".1f"),
+    ("b2b %copy", "b2b_pct_of_copy_bw", ".0f"), ("b2b speedup", "b2b_speedup_vs_cublas", ".2f"),
+    ("dequant %copy", "dequant_pct_of_copy_bw", ".0f"),
 ]
 
 

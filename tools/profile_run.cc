@@ -92,6 +92,9 @@ struct Ratios {
   std::optional<double> tflops;          // 2 M N K / time
   std::optional<double> speedup_vs_cublas;
   std::optional<double> dequant_pct_of_copy_bw;
+  // The same from the back-to-back times (TimingStats::back_to_back_us; graphs only).
+  std::optional<double> b2b_pct_of_copy_bw;
+  std::optional<double> b2b_speedup_vs_cublas;
 };
 
 Ratios ratios(const CaseSpec& c, const CaseResult& r, const Gpu* gpu) {
@@ -106,7 +109,16 @@ Ratios ratios(const CaseSpec& c, const CaseResult& r, const Gpu* gpu) {
   if (r.cublas) x.speedup_vs_cublas = r.cublas->median_us / r.kernel->median_us;
   if (r.dequant)
     x.dequant_pct_of_copy_bw = 100 * r.dequant_bytes / (r.dequant->median_us * 1e-6) / copy;
+  if (r.kernel->back_to_back_us > 0) {
+    x.b2b_pct_of_copy_bw = 100 * r.weight_bytes / (r.kernel->back_to_back_us * 1e-6) / copy;
+    if (r.cublas && r.cublas->back_to_back_us > 0)
+      x.b2b_speedup_vs_cublas = r.cublas->back_to_back_us / r.kernel->back_to_back_us;
+  }
   return x;
+}
+
+std::optional<double> back_to_back_of(const std::optional<harness::TimingStats>& t) {
+  return t && t->back_to_back_us > 0 ? std::optional<double>(t->back_to_back_us) : std::nullopt;
 }
 
 std::optional<double> median_of(const std::optional<harness::TimingStats>& t) {
@@ -128,6 +140,11 @@ std::string progress_row(const std::string& op, size_t index, size_t total, cons
   }
   if (r.cublas)
     s += format(", cuBLAS bf16 %.1f us (x%.2f)", r.cublas->median_us, *x.speedup_vs_cublas);
+  if (x.b2b_pct_of_copy_bw) {
+    s += format("; back to back %.1f us = %.0f%% of copy", r.kernel->back_to_back_us,
+                *x.b2b_pct_of_copy_bw);
+    if (x.b2b_speedup_vs_cublas) s += format(" (x%.2f)", *x.b2b_speedup_vs_cublas);
+  }
   if (r.dequant)
     s += format(", dequant %.1f us (%.0f%% of copy)", r.dequant->median_us,
                 *x.dequant_pct_of_copy_bw);
@@ -182,6 +199,10 @@ std::string json_row(const std::string& op, const CaseSpec& c, const CaseResult&
   j.add_number("tflops", x.tflops);
   j.add_number("cublas_bf16_us", median_of(r.cublas));
   j.add_number("speedup_vs_cublas", x.speedup_vs_cublas);
+  j.add_number("b2b_us", back_to_back_of(r.kernel));
+  j.add_number("b2b_pct_of_copy_bw", x.b2b_pct_of_copy_bw);
+  j.add_number("cublas_bf16_b2b_us", back_to_back_of(r.cublas));
+  j.add_number("b2b_speedup_vs_cublas", x.b2b_speedup_vs_cublas);
   j.add_number("dequant_us", median_of(r.dequant));
   j.add_number("dequant_pct_of_copy_bw", x.dequant_pct_of_copy_bw);
   j.add_number("cpu_us", r.cpu_us);
@@ -319,8 +340,11 @@ int run_cases(OpProfiler& op, const Settings& settings, const CaseList& cases) {
         gpu->copy_bytes_per_second() / 1e12, gpu->copy_bandwidth_probe_bytes() >> 20);
     std::printf(
         "timing: CUDA events around each run, %d warm-up then median/p10/p90 of %d runs; "
-        "weights rotated over copies totalling > 4x L2 (cold L2); CUDA graphs: the timed runs are one captured graph replayed behind the warm-up (JSON 'graphs')\n",
-        settings.warmup, settings.repeat);
+        "weights rotated over copies totalling > 4x L2 (cold L2); CUDA graphs: the timed "
+        "runs are one captured graph replayed behind the warm-up (JSON 'graphs'); 'back to "
+        "back' (JSON b2b_*): %d more runs in a second graph without events between them, "
+        "total / runs\n",
+        settings.warmup, settings.repeat, settings.repeat);
   }
   std::printf(
       "accuracy: float64 reference on all rows when M <= 8, else 8 rows including "

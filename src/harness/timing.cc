@@ -62,20 +62,23 @@ TimingStats summarize_us(const std::vector<double>& samples_us) {
 
 namespace {
 
-// Captures the `repeat` timed runs with their event records as one instantiated graph.
+Status record(cudaEvent_t event, cudaStream_t stream) {
+  return cuda::cuda_status(cudaEventRecordWithFlags(event, stream, cudaEventRecordExternal),
+                           "event record");
+}
+
+// Captures the `repeat` timed runs as one instantiated graph: each between its own pair of
+// event records (per_run), or all of them back to back between events[0] and events[1].
 Status capture_timed_runs(cudaStream_t stream, int first_iteration, int repeat,
-                          const TimedRun& run, EventSet& events, Graph* graph) {
+                          const TimedRun& run, bool per_run, EventSet& events, Graph* graph) {
   BQMM_CUDA_RETURN(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  Status captured = Status::Ok();
+  Status captured = per_run ? Status::Ok() : record(events[0], stream);
   for (int i = 0; i < repeat && captured.ok(); ++i) {
-    captured = cuda::cuda_status(
-        cudaEventRecordWithFlags(events[2 * i], stream, cudaEventRecordExternal), "event record");
+    if (per_run) captured = record(events[2 * i], stream);
     if (captured.ok()) captured = run(first_iteration + i);
-    if (captured.ok())
-      captured = cuda::cuda_status(
-          cudaEventRecordWithFlags(events[2 * i + 1], stream, cudaEventRecordExternal),
-          "event record");
+    if (captured.ok() && per_run) captured = record(events[2 * i + 1], stream);
   }
+  if (captured.ok() && !per_run) captured = record(events[1], stream);
   const cudaError_t ended = cudaStreamEndCapture(stream, &graph->graph);
   BQMM_RETURN_IF_ERROR(captured);
   BQMM_CUDA_RETURN(ended);
@@ -100,10 +103,16 @@ Status time_with_events(cudaStream_t stream, int warmup, int repeat, const Timed
   // replayed, they run back to back paced by the GPU alone, as in a graph-captured model.
   // Enqueued one by one instead, runs shorter than their host-side cost (validation,
   // launches, event records: a few microseconds) would be timed with the host's gaps in
-  // them, and a GPU that waited for the host would drop its clocks.
-  Graph graph;
-  const bool use_graph = replay == Replay::kGraph &&
-                         capture_timed_runs(stream, warmup, repeat, run, events, &graph).ok();
+  // them, and a GPU that waited for the host would drop its clocks. A second graph holds
+  // the same number of runs (the next copies of the rotated inputs) with no events between
+  // them, for the back-to-back time.
+  Graph graph, chain;
+  EventSet ends;
+  BQMM_RETURN_IF_ERROR(ends.create(2));
+  const bool use_graph =
+      replay == Replay::kGraph &&
+      capture_timed_runs(stream, warmup, repeat, run, true, events, &graph).ok() &&
+      capture_timed_runs(stream, warmup + repeat, repeat, run, false, ends, &chain).ok();
   if (!use_graph && replay == Replay::kGraph) cudaGetLastError();  // clear the failed capture
 
   // Warm-up runs, then the timed runs right behind them with no synchronization in
@@ -111,6 +120,7 @@ Status time_with_events(cudaStream_t stream, int warmup, int repeat, const Timed
   for (int i = 0; i < warmup; ++i) BQMM_RETURN_IF_ERROR(run(i));
   if (use_graph) {
     BQMM_CUDA_RETURN(cudaGraphLaunch(graph.exec, stream));
+    BQMM_CUDA_RETURN(cudaGraphLaunch(chain.exec, stream));
   } else {
     for (int i = 0; i < repeat; ++i) {
       BQMM_CUDA_RETURN(cudaEventRecord(events[2 * i], stream));
@@ -128,6 +138,11 @@ Status time_with_events(cudaStream_t stream, int warmup, int repeat, const Timed
   }
   *out = summarize_us(samples_us);
   out->graph = use_graph;
+  if (use_graph) {
+    float ms = 0;
+    BQMM_CUDA_RETURN(cudaEventElapsedTime(&ms, ends[0], ends[1]));
+    out->back_to_back_us = 1e3 * ms / repeat;
+  }
   return Status::Ok();
 }
 

@@ -22,6 +22,11 @@ struct TimingStats {
   double p90_us = 0;
   int runs = 0;
   bool graph = false;  // the timed runs were replayed from a captured CUDA graph
+  // The same runs replayed back to back from a second graph with no events between them,
+  // one event pair around all: total / runs. What a run adds to a graph of consecutive
+  // layers: its launch, ramp-up and drain, but not the event nodes (about 1.4 us on the
+  // H200, tools/microbench/launch_floor.cu). 0 when not measured (no graph).
+  double back_to_back_us = 0;
 };
 
 // The q-quantile (q in [0, 1]) of `samples`, interpolating linearly between the two
@@ -42,7 +47,9 @@ using TimedRun = std::function<Status(int iteration)>;
 // synchronization at the end: the GPU, not the host, paces the timed runs, so each time
 // is the device time of one run inside a graph replay. Should the capture fail (a `run`
 // that cannot be captured), the runs are enqueued one by one instead, each between its
-// events, and TimingStats::graph says which. Summarizes the event times.
+// events, and TimingStats::graph says which. Summarizes the event times. With a graph it
+// then captures and replays the same number of runs again without the per-run events
+// (TimingStats::back_to_back_us).
 // Replay::kEager skips the capture: for work whose graph node is not what the stream
 // would run (a device-to-device cudaMemcpyAsync runs as a copy kernel on a stream but as
 // a copy-engine memcpy node in a graph, at about 2/3 of the kernel's bandwidth on H200).

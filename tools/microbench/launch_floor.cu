@@ -13,8 +13,13 @@
 //               harness::time_with_events does for every bqmm-profile number)
 //   b2b         the R runs back to back, one event pair around all, total / R
 //   b2b+pdl     the same with programmatic dependent launch: a run may start while the
-//               previous one drains (each kernel allows it at its start); what a GEMV
-//               that prefetches weights before waiting for its activations could reach
+//               previous one drains (each kernel allows it at its start), in three forms:
+//                 wait-first   griddepcontrol.wait before any load (a kernel whose every
+//                              input may come from the previous kernel)
+//                 prefetch     one cp.async.bulk.prefetch.L2 of the warp's first 4 KB, then
+//                              the wait (safe for any input: L2 is the point of coherence)
+//                 wait-last    every load before the wait (only for inputs no earlier
+//                              kernel writes: the upper bound)
 // Prints per S: us and TB/s for each, and a least-squares fit time = S / B + t0.
 #include <cuda_runtime.h>
 
@@ -45,16 +50,26 @@ constexpr int kThreads = 256;
 constexpr int kUnroll = 8;
 
 // Each warp streams one contiguous slab; lane l reads 16-byte words l, l + 32, ...
-template <bool kPdl>
+enum Pdl { kNoPdl = 0, kWaitFirst = 1, kPrefetch = 2, kWaitLast = 3 };
+template <int kPdl>
 __global__ void __launch_bounds__(kThreads) stream_read(const uint4* buf, size_t words,
                                                         uint32_t* out) {
-  if constexpr (kPdl) asm volatile("griddepcontrol.launch_dependents;");
+  if constexpr (kPdl != kNoPdl) asm volatile("griddepcontrol.launch_dependents;");
   const int lane = threadIdx.x % 32;
   const size_t warps = static_cast<size_t>(gridDim.x) * (kThreads / 32);
   const size_t warp = static_cast<size_t>(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
   const size_t per = (words + warps - 1) / warps;
   const size_t begin = warp * per < words ? warp * per : words;
   const size_t end = begin + per < words ? begin + per : words;
+  if constexpr (kPdl == kPrefetch) {
+    const size_t bytes = 16 * (end - begin < 256 ? end - begin : 256);
+    if (lane == 0 && bytes > 0)
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(buf + begin),
+                   "r"(static_cast<uint32_t>(bytes))
+                   : "memory");
+  }
+  if constexpr (kPdl == kWaitFirst || kPdl == kPrefetch)
+    asm volatile("griddepcontrol.wait;" ::: "memory");
   uint32_t acc = 0;
   size_t i = begin + lane;
   for (; i + (kUnroll - 1) * 32 < end; i += kUnroll * 32) {
@@ -68,13 +83,20 @@ __global__ void __launch_bounds__(kThreads) stream_read(const uint4* buf, size_t
     const uint4 v = load_stream(buf + i);
     acc ^= v.x + v.y + v.z + v.w;
   }
-  if constexpr (kPdl) asm volatile("griddepcontrol.wait;" ::: "memory");  // the output
+  if constexpr (kPdl == kWaitLast) asm volatile("griddepcontrol.wait;" ::: "memory");
   if (acc == 0x9e3779b9u) out[0] = acc;  // keeps the loads; practically never stores
 }
 
 __global__ void empty_kernel() {}
 
-enum class Mode { kEvents, kBackToBack, kBackToBackPdl };
+// Timing modes; the last three are back to back with each PDL form.
+enum class Mode { kEvents, kBackToBack, kPdlWaitFirst, kPdlPrefetch, kPdlWaitLast };
+constexpr int kModes = 5;
+int pdl_of(Mode m) {
+  return m == Mode::kPdlWaitFirst ? kWaitFirst
+         : m == Mode::kPdlPrefetch ? kPrefetch
+         : m == Mode::kPdlWaitLast ? kWaitLast : kNoPdl;
+}
 
 struct Setup {
   const uint8_t* pool;
@@ -85,15 +107,15 @@ struct Setup {
   bool empty = false;
 };
 
-void launch(const Setup& s, int i, cudaStream_t stream, bool pdl) {
+void launch(const Setup& s, int i, cudaStream_t stream, int pdl) {
   if (s.empty) {
     empty_kernel<<<1, 32, 0, stream>>>();
     return;
   }
   const uint4* buf = reinterpret_cast<const uint4*>(s.pool + (i % s.copies) * s.bytes);
   const size_t words = s.bytes / 16;
-  if (!pdl) {
-    stream_read<false><<<s.blocks, kThreads, 0, stream>>>(buf, words, s.out);
+  if (pdl == kNoPdl) {
+    stream_read<kNoPdl><<<s.blocks, kThreads, 0, stream>>>(buf, words, s.out);
     return;
   }
   cudaLaunchConfig_t cfg = {};
@@ -105,13 +127,16 @@ void launch(const Setup& s, int i, cudaStream_t stream, bool pdl) {
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  CK(cudaLaunchKernelEx(&cfg, stream_read<true>, buf, words, s.out));
+  void (*kernel)(const uint4*, size_t, uint32_t*) =
+      pdl == kWaitFirst ? stream_read<kWaitFirst>
+      : pdl == kPrefetch ? stream_read<kPrefetch> : stream_read<kWaitLast>;
+  CK(cudaLaunchKernelEx(&cfg, kernel, buf, words, s.out));
 }
 
 // Microseconds of one run, timed by `mode` over `repeat` graph-replayed runs.
 double time_us(const Setup& s, Mode mode, cudaStream_t stream) {
   constexpr int kWarmup = 10, kRepeat = 100;
-  const bool pdl = mode == Mode::kBackToBackPdl;
+  const int pdl = pdl_of(mode);
   std::vector<cudaEvent_t> ev(2 * kRepeat);
   for (auto& e : ev) CK(cudaEventCreate(&e));
   cudaGraph_t graph;
@@ -128,7 +153,7 @@ double time_us(const Setup& s, Mode mode, cudaStream_t stream) {
   if (mode != Mode::kEvents) CK(cudaEventRecordWithFlags(ev[1], stream, cudaEventRecordExternal));
   CK(cudaStreamEndCapture(stream, &graph));
   CK(cudaGraphInstantiate(&exec, graph, 0));
-  for (int i = 0; i < kWarmup; ++i) launch(s, i, stream, false);
+  for (int i = 0; i < kWarmup; ++i) launch(s, i, stream, kNoPdl);
   CK(cudaGraphLaunch(exec, stream));
   CK(cudaStreamSynchronize(stream));
   double result;
@@ -182,19 +207,20 @@ int main() {
   printf("%s, %d SMs, L2 %d MB; copy bandwidth (r+w, 1 GiB) %.2f TB/s\n", prop.name,
          prop.multiProcessorCount, prop.l2CacheSize >> 20, copy_tbps);
 
-  const char* names[] = {"events", "b2b", "b2b+pdl"};
+  const char* names[] = {"events", "b2b", "pdl-wait-first", "pdl-prefetch", "pdl-wait-last"};
   {
     Setup s{pool, 0, 1, 1, out, true};
     printf("empty kernel <<<1, 32>>>:");
-    for (int m = 0; m < 3; ++m) printf("  %s %.2f us", names[m], time_us(s, Mode(m), stream));
+    for (int m = 0; m < 2; ++m) printf("  %s %.2f us", names[m], time_us(s, Mode(m), stream));
     printf("\n");
   }
   const size_t l2 = static_cast<size_t>(prop.l2CacheSize);
   for (int blocks_per_sm : {4, 8}) {
     printf("\nstream_read, %d blocks of %d threads per SM\n", blocks_per_sm, kThreads);
-    printf("%8s %6s | %-16s | %-16s | %-16s\n", "MB", "copies", "events us TB/s %",
-           "b2b us TB/s %", "b2b+pdl us TB/s %");
-    std::vector<double> xs, ys[3];
+    printf("%8s %6s |", "MB", "copies");
+    for (const char* n : names) printf(" %-17s|", n);
+    printf("\n");
+    std::vector<double> xs, ys[kModes];
     for (size_t mb : {4, 8, 17, 35, 69, 138, 242, 484}) {
       const size_t bytes = mb << 20;
       const int copies = static_cast<int>(std::min<size_t>(2 * kPool / bytes, 4 * l2 / bytes + 1));
@@ -202,22 +228,22 @@ int main() {
       Setup s{pool, bytes, std::max(copies, 1), blocks_per_sm * prop.multiProcessorCount, out};
       printf("%8zu %6d |", mb, s.copies);
       xs.push_back(static_cast<double>(bytes));
-      for (int m = 0; m < 3; ++m) {
+      for (int m = 0; m < kModes; ++m) {
         const double us = time_us(s, Mode(m), stream);
         ys[m].push_back(us);
         const double tbps = bytes / (us * 1e-6) / 1e12;
-        printf(" %6.2f %4.2f %3.0f |", us, tbps, 100 * tbps / copy_tbps);
+        printf(" %6.2f %4.2f %3.0f%% |", us, tbps, 100 * tbps / copy_tbps);
       }
       printf("\n");
     }
-    for (int m = 0; m < 3; ++m) {  // least squares: us = bytes / B + t0
+    for (int m = 0; m < kModes; ++m) {  // least squares: us = bytes / B + t0
       const double n = xs.size();
       double sx = 0, sy = 0, sxx = 0, sxy = 0;
       for (size_t i = 0; i < xs.size(); ++i) {
         sx += xs[i]; sy += ys[m][i]; sxx += xs[i] * xs[i]; sxy += xs[i] * ys[m][i];
       }
       const double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx), t0 = (sy - slope * sx) / n;
-      printf("fit %-8s: B = %.2f TB/s, t0 = %.2f us\n", names[m], 1e-6 / slope, t0);
+      printf("fit %-15s: B = %.2f TB/s, t0 = %.2f us\n", names[m], 1e-6 / slope, t0);
     }
   }
   CK(cudaGetLastError());
