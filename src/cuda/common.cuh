@@ -127,37 +127,31 @@ __device__ __forceinline__ uint4 load_cached_u4_if(const void* p, bool pred) {
 }
 #undef BQMM_PREDICATED_LOAD_V4
 
-// A float through the read-only path (scales), 0 where !pred.
+// Scalars through the read-only path, 0 where !pred (predicated as above): float32 scales,
+// 16-bit scales as bits and packed zero-point bytes, zero-extended to 32 bits.
+#define BQMM_PREDICATED_LOAD_SCALAR(type, constraint)                                   \
+  asm volatile(                                                                        \
+      "{\n .reg .pred q;\n setp.ne.b32 q, %2, 0;\n mov.b32 %0, 0;\n"                    \
+      " @q ld.global.nc." type " %0, [%1];\n}"                                           \
+      : "=" constraint(v)                                                              \
+      : "l"(p), "r"(static_cast<int>(pred)))
+
 __device__ __forceinline__ float load_f32_if(const float* p, bool pred) {
   float v;
-  asm volatile(
-      "{\n .reg .pred q;\n setp.ne.b32 q, %2, 0;\n mov.b32 %0, 0;\n"
-      " @q ld.global.nc.f32 %0, [%1];\n}"
-      : "=f"(v)
-      : "l"(p), "r"(static_cast<int>(pred)));
+  BQMM_PREDICATED_LOAD_SCALAR("f32", "f");
   return v;
 }
-
-// A 16-bit value (a float16 / bfloat16 scale, as bits) and a byte (packed zero points)
-// through the read-only path, zero-extended; 0 where !pred.
 __device__ __forceinline__ uint32_t load_u16_if(const void* p, bool pred) {
   uint32_t v;
-  asm volatile(
-      "{\n .reg .pred q;\n setp.ne.b32 q, %2, 0;\n mov.b32 %0, 0;\n"
-      " @q ld.global.nc.u16 %0, [%1];\n}"
-      : "=r"(v)
-      : "l"(p), "r"(static_cast<int>(pred)));
+  BQMM_PREDICATED_LOAD_SCALAR("u16", "r");
   return v;
 }
 __device__ __forceinline__ uint32_t load_u8_if(const void* p, bool pred) {
   uint32_t v;
-  asm volatile(
-      "{\n .reg .pred q;\n setp.ne.b32 q, %2, 0;\n mov.b32 %0, 0;\n"
-      " @q ld.global.nc.u8 %0, [%1];\n}"
-      : "=r"(v)
-      : "l"(p), "r"(static_cast<int>(pred)));
+  BQMM_PREDICATED_LOAD_SCALAR("u8", "r");
   return v;
 }
+#undef BQMM_PREDICATED_LOAD_SCALAR
 
 // The 8-byte form, for kernels whose lanes take 8 weight bytes so that the wider output
 // they produce (8 x T = 16 bytes) is stored fully coalesced.

@@ -74,6 +74,26 @@ std::string printed(const Plan& plan) {
   return os.str();
 }
 
+// A -1 / 0 / 1 option that `from_env` reads from `var`: "0" and "1" set `field`;
+// malformed values are InvalidArgument naming the variable and leave the default -1.
+template <typename Options>
+void expect_switch_from_env(Status (*from_env)(Options*), const char* var, int Options::*field) {
+  for (int v : {0, 1}) {
+    setenv(var, std::to_string(v).c_str(), 1);
+    Options o;
+    ASSERT_TRUE(from_env(&o).ok()) << var << "=" << v;
+    EXPECT_EQ(o.*field, v) << var;
+  }
+  for (const char* bad : {"2", "-1", "on"}) {
+    setenv(var, bad, 1);
+    Options fresh;
+    const Status s = from_env(&fresh);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << var << "=" << bad;
+    EXPECT_NE(s.message().find(var), std::string::npos) << s.message();
+    EXPECT_EQ(fresh.*field, -1) << var << "=" << bad;
+  }
+}
+
 // Unsets the named variables for its lifetime, then restores what they were.
 class EnvGuard {
  public:

@@ -372,43 +372,27 @@ TEST_F(NBitsEnvTest, GemvAlgoOverride) {
 }
 
 TEST_F(NBitsEnvTest, GemvTmaOverride) {
+  testing::expect_switch_from_env(nbits_matmul_options_from_env, "BQMM_NBITS_GEMV_TMA",
+                                  &NBitsMatMulOptions::gemv_tma);
   setenv("BQMM_NBITS_GEMV_TMA", "1", 1);
   NBitsMatMulOptions o;
   ASSERT_TRUE(nbits_matmul_options_from_env(&o).ok());
-  EXPECT_EQ(o.gemv_tma, 1);
   EXPECT_TRUE(plan(problem(1, 4096, 4096, 8, 128), kHopper, o).gemv_tma);
   setenv("BQMM_NBITS_GEMV_TMA", "0", 1);
   ASSERT_TRUE(nbits_matmul_options_from_env(&o).ok());
-  EXPECT_EQ(o.gemv_tma, 0);
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 8, 128), kHopper, o).gemv_tma);
-  for (const char* bad : {"2", "-1", "yes"}) {
-    setenv("BQMM_NBITS_GEMV_TMA", bad, 1);
-    NBitsMatMulOptions fresh;
-    const Status s = nbits_matmul_options_from_env(&fresh);
-    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
-    EXPECT_NE(s.message().find("BQMM_NBITS_GEMV_TMA"), std::string::npos) << s.message();
-    EXPECT_EQ(fresh.gemv_tma, -1) << bad;
-  }
 }
 
 TEST_F(NBitsEnvTest, GemvFmaOverride) {
+  testing::expect_switch_from_env(nbits_matmul_options_from_env, "BQMM_NBITS_GEMV_FMA",
+                                  &NBitsMatMulOptions::gemv_fma);
   setenv("BQMM_NBITS_GEMV_FMA", "1", 1);
   NBitsMatMulOptions o;
   ASSERT_TRUE(nbits_matmul_options_from_env(&o).ok());
-  EXPECT_EQ(o.gemv_fma, 1);
   EXPECT_TRUE(plan(problem(2, 4096, 4096, 8, 128), kHopper, o).gemv_fma);
   setenv("BQMM_NBITS_GEMV_FMA", "0", 1);
   ASSERT_TRUE(nbits_matmul_options_from_env(&o).ok());
-  EXPECT_EQ(o.gemv_fma, 0);
   EXPECT_FALSE(plan(problem(1, 4096, 4096, 8, 128), kHopper, o).gemv_fma);
-  for (const char* bad : {"2", "-1", "on"}) {
-    setenv("BQMM_NBITS_GEMV_FMA", bad, 1);
-    NBitsMatMulOptions fresh;
-    const Status s = nbits_matmul_options_from_env(&fresh);
-    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
-    EXPECT_NE(s.message().find("BQMM_NBITS_GEMV_FMA"), std::string::npos) << s.message();
-    EXPECT_EQ(fresh.gemv_fma, -1) << bad;
-  }
 }
 
 TEST_F(NBitsEnvTest, ScratchOverride) {

@@ -70,6 +70,18 @@ NBitsCaseSpec nbits_spec(DType dtype, int bits, int64_t m, int64_t n, int64_t k,
   return s;
 }
 
+// As nbits_spec, with the optional inputs cycled by case number i and slot j as the
+// kernel sweeps below take them: zero points none / packed alternating, bias on two cases
+// of three, every code value on even slots (normal weights on odd ones).
+NBitsCaseSpec cycled_spec(DType dtype, int bits, int64_t m, int64_t n, int64_t k,
+                          int64_t block_size, int i, int j) {
+  NBitsCaseSpec s = nbits_spec(dtype, bits, m, n, k, block_size);
+  s.zero_points = (i + j) % 2 == 0 ? NBitsZeroPoints::kNone : NBitsZeroPoints::kPacked;
+  s.bias = (i + j) % 3 != 0;
+  s.init = j % 2 == 0 ? WeightInit::kAllCodes : WeightInit::kQuantizedNormal;
+  return s;
+}
+
 ::testing::Message describe(const NBitsCaseSpec& s) {
   return ::testing::Message() << s.bits << "-bit " << dtype_name(s.dtype) << " M=" << s.m
                               << " N=" << s.n << " K=" << s.k << " block=" << s.block_size
@@ -142,10 +154,8 @@ TEST(NBitsGemvTma, EveryBitsBlockSizeAndDtype) {
         for (int j = 0; j < 4; ++j) {
           const int64_t n = ns[(index + j) % 4];
           const int64_t k = ks[j] % bs == 0 ? ks[j] : 2 * bs;
-          NBitsCaseSpec s = nbits_spec(t, bits, n == 1 ? kSingleColumnRows : 1 + (index + j) % 8, n, k, bs);
-          s.zero_points = (index + j) % 2 == 0 ? NBitsZeroPoints::kNone : NBitsZeroPoints::kPacked;
-          s.bias = (index + j) % 3 != 0;
-          s.init = j % 2 == 0 ? WeightInit::kAllCodes : WeightInit::kQuantizedNormal;
+          const int64_t m = n == 1 ? kSingleColumnRows : 1 + (index + j) % 8;
+          const NBitsCaseSpec s = cycled_spec(t, bits, m, n, k, bs, index, j);
           SCOPED_TRACE(describe(s) << " tma");
           NBitsRun run;
           run_and_check(s, 7000 + index * 4 + j, o, NBitsPath::kGemv, &run);
@@ -172,10 +182,7 @@ TEST(NBitsGemvFma, EveryBlockSizeDtypeAndZeroPoints) {
       for (int j = 0; j < 4; ++j) {
         const int64_t n = ns[(index + j) % 4];
         const int64_t m = n == 1 ? 1 : 1 + (index + j) % 2;
-        NBitsCaseSpec s = nbits_spec(t, 8, m, n, ks[j], bs);
-        s.zero_points = (index + j) % 2 == 0 ? NBitsZeroPoints::kNone : NBitsZeroPoints::kPacked;
-        s.bias = (index + j) % 3 != 0;
-        s.init = j % 2 == 0 ? WeightInit::kAllCodes : WeightInit::kQuantizedNormal;
+        const NBitsCaseSpec s = cycled_spec(t, 8, m, n, ks[j], bs, index, j);
         SCOPED_TRACE(describe(s) << " fma");
         NBitsRun run;
         run_and_check(s, 8000 + index * 4 + j, o, NBitsPath::kGemv, &run);
