@@ -72,9 +72,14 @@
 // with the weights copied as 16-row x 128-byte TMA tiles (cuda/tma.cuh), the loop of
 // Fp8GemvTmaKernel.
 //
+// GemvFmaKernel (cuda/gemv_fma.cuh, FP8's CUDA-core kernel; 8-bit, float16 / bfloat16,
+// the planner's choice at M = 1): a warp per two output columns, lanes along K, with the
+// integer codec NBits8FmaCodec below.
+//
 // File layout, top-down: constants and parameters, code decoding, the scale-on-result
 // steps, the two warp tiles (tensor-core and FMA), the shared epilogue, the register-load
-// kernel, the TMA kernel, then the launcher and its instantiated configurations.
+// kernel, the TMA kernel, the CUDA-core kernel's codec, then the launchers and their
+// instantiated configurations.
 #include <string>
 #include <type_traits>
 
