@@ -124,8 +124,9 @@ struct NBitsMatMulOptions {
   int gemv_tma = -1;
   // 8-bit codes with float16 / bfloat16 activations, M <= 2: the CUDA-core GEMV (a warp
   // per output column, lanes along K: the load shape that streams HBM fastest, at one FMA
-  // per weight and row). -1: where measured faster on the H200 (docs/PERF.md: M = 1),
-  // unless gemv_algo or gemv_tma is set (they choose among the tensor-core kernels);
+  // per weight and row). -1: where measured faster on the H200 (docs/PERF.md: M = 1, and
+  // M = 2 in bfloat16), unless gemv_algo or gemv_tma is set (they choose among the
+  // tensor-core kernels);
   // 0: never; 1: wherever it applies (BQMM_NBITS_GEMV_FMA=0 / 1).
   int gemv_fma = -1;
 };

@@ -137,11 +137,14 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
                     (!half_type || device.sm >= 80);
   if (gemv) {
     plan.path = NBitsPath::kGemv;
-    // The CUDA-core kernel (8-bit, float16 / bfloat16, M <= 2); unless forced, at M = 1,
-    // where it was faster on the H200 (docs/PERF.md), and not when gemv_algo or gemv_tma
-    // is set: those choose among the tensor-core kernels.
+    // The CUDA-core kernel (8-bit, float16 / bfloat16, M <= 2); unless forced, where it
+    // was faster on the H200 (docs/PERF.md): M = 1, and M = 2 in bfloat16, whose
+    // tensor-core decode goes through float32 (in float16 the tensor cores win at M = 2
+    // by up to 5 %). Not when gemv_algo or gemv_tma is set: those choose among the
+    // tensor-core kernels.
     const bool fma_applies = half_type && p.bits == 8 && p.m <= kGemvFmaMaxRows;
-    const bool fma_default = p.m == 1 && options.gemv_algo < 0 && options.gemv_tma < 0;
+    const bool fma_faster = p.m == 1 || p.dtype == DType::kBFloat16;
+    const bool fma_default = fma_faster && options.gemv_algo < 0 && options.gemv_tma < 0;
     plan.gemv_fma =
         fma_applies && (options.gemv_fma == 1 || (options.gemv_fma < 0 && fma_default));
     if (plan.gemv_fma) {

@@ -136,8 +136,9 @@ TEST(NBitsPlan, GemvAlgoDefaultsAndOverride) {
 }
 
 // The CUDA-core kernel: 8-bit codes, float16 / bfloat16, M <= 2 where it applies; by
-// default at M = 1 only (measured faster there, docs/PERF.md), and not when gemv_algo or
-// gemv_tma choose a tensor-core kernel. Its plan has no K split or TMA.
+// default at M = 1, and at M = 2 in bfloat16 (measured faster there, docs/PERF.md), and
+// not when gemv_algo or gemv_tma choose a tensor-core kernel. Its plan has no K split or
+// TMA.
 TEST(NBitsPlan, GemvFmaAtOneRowOfEightBitCodes) {
   NBitsMatMulOptions o;
   EXPECT_EQ(o.gemv_fma, -1);
@@ -148,7 +149,12 @@ TEST(NBitsPlan, GemvFmaAtOneRowOfEightBitCodes) {
       EXPECT_EQ(p.gemv_rows, 1);
       EXPECT_FALSE(p.gemv_tma);
       EXPECT_EQ(p.gemv_k_split, 0);
-      EXPECT_FALSE(plan(problem(2, 28672, 8192, 8, bs, t)).gemv_fma);
+      const NBitsMatMulPlan two = plan(problem(2, 28672, 8192, 8, bs, t));
+      EXPECT_EQ(two.gemv_fma, t == DType::kBFloat16) << two;
+      if (two.gemv_fma) {
+        EXPECT_EQ(two.gemv_rows, 2);
+      }
+      EXPECT_FALSE(plan(problem(3, 28672, 8192, 8, bs, t)).gemv_fma);
       EXPECT_TRUE(plan(problem(1, 4096, 4096, 8, bs, t), kAmpere).gemv_fma);
     }
   EXPECT_FALSE(plan(problem(1, 8192, 8192, 4, 128)).gemv_fma);  // 4-bit: tensor cores
