@@ -73,8 +73,8 @@
 // Fp8GemvTmaKernel.
 //
 // GemvFmaKernel (cuda/gemv_fma.cuh, FP8's CUDA-core kernel; 8-bit, float16 / bfloat16,
-// the planner's choice at M = 1): a warp per two output columns, lanes along K, with the
-// integer codec NBits8FmaCodec below.
+// the planner's choice at M = 1 and, in bfloat16, M = 2): a warp per two output columns,
+// lanes along K, with the integer codec NBits8FmaCodec below.
 //
 // File layout, top-down: constants and parameters, code decoding, the scale-on-result
 // steps, the two warp tiles (tensor-core and FMA), the shared epilogue, the register-load
@@ -924,8 +924,8 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
 
 // ================================================================= CUDA-core kernel (8-bit)
 // GemvFmaKernel (cuda/gemv_fma.cuh) on 8-bit integer codes, float16 / bfloat16 activations:
-// the planner's kernel at M = 1, where its 512-byte warp loads stream faster than the
-// tensor-core tiles' fragment-shaped ones. A chunk of 16 codes lies in one block
+// the planner's kernel at M = 1 (and M = 2 in bfloat16), where its 512-byte warp loads
+// stream faster than the tensor-core tiles' fragment-shaped ones. A chunk of 16 codes lies in one block
 // (block_size >= 16, a power of two); q - zp is exact in float32 (2^23 + c minus
 // 2^23 + zp, one prmt and one add per code), the block scale multiplies the chunk's float32
 // partial sum. kZeroPoints: packed zero points given (else 2^(bits - 1)), a template
