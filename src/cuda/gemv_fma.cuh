@@ -20,7 +20,8 @@
 // total per lane group; that lane adds the bias in float32 and rounds to T once.
 //
 // The weight format is a codec (a struct of static device functions), so that both
-// operators share the loop, the loads, the reduction and the epilogue:
+// operators share the loop, the loads, the reduction and the epilogue (store_output of
+// cuda/common.cuh, which every GEMV kernel of both operators ends with):
 //
 //   using T, Params       activation type; the kernel's parameters, with at least
 //                         a [M, K], b [N, K] (one byte per code), bias [N] or nullptr,
@@ -63,17 +64,6 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-// Bias (float32) and the single rounding to T of one output element.
-template <typename Params, typename T>
-__device__ __forceinline__ void store_output(const Params& p, int64_t row, int64_t col, float v,
-                                             const T* bias, T* y) {
-  if (bias != nullptr) v += to_float(bias[col]);
-  y[row * p.n + col] = from_float<T>(v);
-}
-template <typename Params>
-__device__ __forceinline__ void store_output(const Params& p, int64_t row, int64_t col, float v) {
-  store_output(p, row, col, v, p.bias, p.y);
-}
 
 // Template parameters:
 //   Codec    the weight format (above).

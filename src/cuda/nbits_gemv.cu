@@ -592,9 +592,7 @@ __device__ __forceinline__ void reduce_and_store(const GemvParams<T>& p, float (
   const int g = lane / 4;
   Tile::store(v, lane % 4, [&](int row, int r, float value) {
     if (row >= p.m || !row_ok[r]) return;
-    const int64_t col = n0 + g + 8 * r;
-    if (p.bias != nullptr) value += to_float(p.bias[col]);
-    p.y[row * p.n + col] = from_float<T>(value);
+    store_output(p, row, n0 + g + 8 * r, value);
   });
 }
 
