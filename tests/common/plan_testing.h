@@ -94,6 +94,16 @@ void expect_switch_from_env(Status (*from_env)(Options*), const char* var, int O
   }
 }
 
+// The options `from_env` reads with `var` set to `value` (reading must succeed).
+template <typename Options>
+Options options_with_env(Status (*from_env)(Options*), const char* var, const char* value) {
+  setenv(var, value, 1);
+  Options o;
+  const Status s = from_env(&o);
+  EXPECT_TRUE(s.ok()) << var << "=" << value << ": " << s.to_string();
+  return o;
+}
+
 // Unsets the named variables for its lifetime, then restores what they were.
 class EnvGuard {
  public:

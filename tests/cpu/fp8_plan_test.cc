@@ -495,13 +495,11 @@ TEST_F(Fp8EnvTest, GemvTma) {
   EXPECT_EQ(Fp8MatMulOptions{}.gemv_tma, -1);
   testing::expect_switch_from_env(fp8_matmul_options_from_env, "BQMM_FP8_GEMV_TMA",
                                   &Fp8MatMulOptions::gemv_tma);
-  Fp8MatMulOptions o;
-  setenv("BQMM_FP8_GEMV_TMA", "0", 1);
-  ASSERT_TRUE(fp8_matmul_options_from_env(&o).ok());
-  EXPECT_FALSE(plan(problem(4, 28672, 8192), kHopper, o).gemv_tma);
-  setenv("BQMM_FP8_GEMV_TMA", "1", 1);
-  ASSERT_TRUE(fp8_matmul_options_from_env(&o).ok());
-  EXPECT_TRUE(plan(problem(8, 4096, 4096), kHopper, o).gemv_tma);
+  const auto with_env = [](const char* value) {
+    return testing::options_with_env(fp8_matmul_options_from_env, "BQMM_FP8_GEMV_TMA", value);
+  };
+  EXPECT_FALSE(plan(problem(4, 28672, 8192), kHopper, with_env("0")).gemv_tma);
+  EXPECT_TRUE(plan(problem(8, 4096, 4096), kHopper, with_env("1")).gemv_tma);
 }
 
 TEST_F(Fp8EnvTest, MalformedGemvMmaIsAnError) {

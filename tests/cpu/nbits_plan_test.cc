@@ -377,28 +377,26 @@ TEST_F(NBitsEnvTest, GemvAlgoOverride) {
   }
 }
 
+NBitsMatMulOptions with_env(const char* var, const char* value) {
+  return testing::options_with_env(nbits_matmul_options_from_env, var, value);
+}
+
 TEST_F(NBitsEnvTest, GemvTmaOverride) {
   testing::expect_switch_from_env(nbits_matmul_options_from_env, "BQMM_NBITS_GEMV_TMA",
                                   &NBitsMatMulOptions::gemv_tma);
-  setenv("BQMM_NBITS_GEMV_TMA", "1", 1);
-  NBitsMatMulOptions o;
-  ASSERT_TRUE(nbits_matmul_options_from_env(&o).ok());
-  EXPECT_TRUE(plan(problem(1, 4096, 4096, 8, 128), kHopper, o).gemv_tma);
-  setenv("BQMM_NBITS_GEMV_TMA", "0", 1);
-  ASSERT_TRUE(nbits_matmul_options_from_env(&o).ok());
-  EXPECT_FALSE(plan(problem(1, 28672, 8192, 8, 128), kHopper, o).gemv_tma);
+  EXPECT_TRUE(plan(problem(1, 4096, 4096, 8, 128), kHopper, with_env("BQMM_NBITS_GEMV_TMA", "1"))
+                  .gemv_tma);
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 8, 128), kHopper, with_env("BQMM_NBITS_GEMV_TMA", "0"))
+                   .gemv_tma);
 }
 
 TEST_F(NBitsEnvTest, GemvFmaOverride) {
   testing::expect_switch_from_env(nbits_matmul_options_from_env, "BQMM_NBITS_GEMV_FMA",
                                   &NBitsMatMulOptions::gemv_fma);
-  setenv("BQMM_NBITS_GEMV_FMA", "1", 1);
-  NBitsMatMulOptions o;
-  ASSERT_TRUE(nbits_matmul_options_from_env(&o).ok());
-  EXPECT_TRUE(plan(problem(2, 4096, 4096, 8, 128), kHopper, o).gemv_fma);
-  setenv("BQMM_NBITS_GEMV_FMA", "0", 1);
-  ASSERT_TRUE(nbits_matmul_options_from_env(&o).ok());
-  EXPECT_FALSE(plan(problem(1, 4096, 4096, 8, 128), kHopper, o).gemv_fma);
+  EXPECT_TRUE(plan(problem(2, 4096, 4096, 8, 128), kHopper, with_env("BQMM_NBITS_GEMV_FMA", "1"))
+                  .gemv_fma);
+  EXPECT_FALSE(plan(problem(1, 4096, 4096, 8, 128), kHopper, with_env("BQMM_NBITS_GEMV_FMA", "0"))
+                   .gemv_fma);
 }
 
 TEST_F(NBitsEnvTest, ScratchOverride) {
