@@ -196,10 +196,18 @@ __global__ void __launch_bounds__(kFmaThreads, kMinBlocks)
 // points; M = 2 ran up to 11 % faster in both codecs (28672 x 8192: 77.7 -> 69.0 us NBits,
 // 74.0 -> 67.9 FP8, float16).
 template <int kRows> struct GemvFmaConfig;
-template <> struct GemvFmaConfig<1> { static constexpr int kCols = 2, kUnroll = 2, kMinBlocks = 4; };
-template <> struct GemvFmaConfig<2> { static constexpr int kCols = 2, kUnroll = 2, kMinBlocks = 3; };
-template <> struct GemvFmaConfig<4> { static constexpr int kCols = 2, kUnroll = 2, kMinBlocks = 1; };
-template <> struct GemvFmaConfig<8> { static constexpr int kCols = 4, kUnroll = 1, kMinBlocks = 1; };
+template <> struct GemvFmaConfig<1> {
+  static constexpr int kCols = 2, kUnroll = 2, kMinBlocks = 4;
+};
+template <> struct GemvFmaConfig<2> {
+  static constexpr int kCols = 2, kUnroll = 2, kMinBlocks = 3;
+};
+template <> struct GemvFmaConfig<4> {
+  static constexpr int kCols = 2, kUnroll = 2, kMinBlocks = 1;
+};
+template <> struct GemvFmaConfig<8> {
+  static constexpr int kCols = 4, kUnroll = 1, kMinBlocks = 1;
+};
 
 // Launches GemvFmaKernel<Codec, kRows> over M rows and N columns; `kernel_name` names it
 // in a launch error.
