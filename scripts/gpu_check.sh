@@ -10,7 +10,8 @@
 #   variants: the FP8 decode suite with each GEMV kernel and weight stream forced
 #   (BQMM_FP8_GEMV_MMA=0: CUDA cores; BQMM_FP8_GEMV_MMA=1 with BQMM_FP8_GEMV_TMA=0 / 1:
 #   tensor cores by register loads / TMA tiles, at every M), the NBits decode suite with
-#   each weight stream forced (BQMM_NBITS_GEMV_TMA=0 / 1), the 8-bit CUDA-core kernel forced
+#   each weight stream forced (register loads: BQMM_NBITS_GEMV_TMA=0 with the window kernel
+#   off, BQMM_NBITS_GEMV_WINDOW=0; TMA: BQMM_NBITS_GEMV_TMA=1), the 8-bit CUDA-core kernel forced
 #   (BQMM_NBITS_GEMV_FMA=1) and the NBits K-loop sweep (M = 1,
 #   8192 x 8192, float16, every block size, both widths): the comparison columns of
 #   docs/PERF.md, about 4 minutes.
@@ -112,10 +113,11 @@ if has variants; then
       >"$OUT/variant_fp8_decode_$name.log" 2>&1
   done
   for bits in 8 4; do  # the N-bit tensor-core GEMV with each weight stream forced
-    for v in "registers 0" "tma 1"; do
+    for v in "registers BQMM_NBITS_GEMV_TMA=0 BQMM_NBITS_GEMV_WINDOW=0" "tma BQMM_NBITS_GEMV_TMA=1"; do
       set -- $v
-      BQMM_NBITS_GEMV_TMA=$2 "$build/bqmm-profile" --op nbits --bits "$bits" --suite decode \
-        --json "$OUT/variant_nbits${bits}_decode_$1.jsonl" >"$OUT/variant_nbits${bits}_decode_$1.log" 2>&1
+      name=$1; shift
+      env "$@" "$build/bqmm-profile" --op nbits --bits "$bits" --suite decode \
+        --json "$OUT/variant_nbits${bits}_decode_$name.jsonl" >"$OUT/variant_nbits${bits}_decode_$name.log" 2>&1
     done
   done
   # The 8-bit CUDA-core GEMV forced where it applies (M <= 2; larger M keep their plan).

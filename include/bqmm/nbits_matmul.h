@@ -129,11 +129,18 @@ struct NBitsMatMulOptions {
   // tensor-core kernels);
   // 0: never; 1: wherever it applies (BQMM_NBITS_GEMV_FMA=0 / 1).
   int gemv_fma = -1;
+  // 4-bit codes with float16 / bfloat16 activations, algorithm 0, block_size >= 128: the
+  // window kernel (algorithm 0's loop on whole 64-byte windows, with fewer registers and
+  // twice the warps per SM). -1: wherever it applies unless gemv_tma = 1 (measured faster
+  // on the H200 than the register-load and TMA tiles at 24 of the 25 decode shapes with
+  // M <= 8, docs/PERF.md); 0: never; 1: wherever it applies (BQMM_NBITS_GEMV_WINDOW).
+  int gemv_window = -1;
 };
 // Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB),
 // BQMM_DEQUANT_OVERLAP (0 or 1), BQMM_NBITS_GEMV_ALGO (0, 1 or 2 forces that GEMV
-// algorithm), BQMM_NBITS_GEMV_TMA (0 or 1; see gemv_tma) and BQMM_NBITS_GEMV_FMA (0 or 1;
-// see gemv_fma). A malformed value is an error that names the variable.
+// algorithm), BQMM_NBITS_GEMV_TMA (0 or 1; see gemv_tma), BQMM_NBITS_GEMV_FMA (0 or 1;
+// see gemv_fma) and BQMM_NBITS_GEMV_WINDOW (0 or 1; see gemv_window). A malformed value
+// is an error that names the variable.
 Status nbits_matmul_options_from_env(NBitsMatMulOptions* opts);
 
 // The planner's decision: which path, which kernels, the tiling and the workspace layout.
@@ -157,6 +164,8 @@ struct NBitsMatMulPlan {
                               // 1, 2, 4, 8 >= M; the tensor-core tiles 8
   int gemv_k_split = 0;       // warps per block splitting K
   bool gemv_tma = false;      // weight tiles by TMA (SM90+); gemv_algo does not apply then
+  bool gemv_window = false;   // the window kernel (4-bit, algorithm 0 on whole windows);
+                              // gemv_tma is false then
 
   // Workspace layout: byte offsets into the caller's workspace, each 256-byte aligned.
   size_t cublas_offset = 0, cublas_bytes = 0;    // cuBLAS's own workspace

@@ -73,7 +73,8 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan) {
     os << "; fma=1; rows=" << plan.gemv_rows;
   } else if (plan.path == NBitsPath::kGemv) {
     os << "; algo=" << plan.gemv_algo << "; rows=" << plan.gemv_rows
-       << "; k_split=" << plan.gemv_k_split << "; tma=" << (plan.gemv_tma ? 1 : 0);
+       << "; k_split=" << plan.gemv_k_split << "; tma=" << (plan.gemv_tma ? 1 : 0)
+       << "; window=" << (plan.gemv_window ? 1 : 0);
   }
   os << "; workspace=" << plan.workspace_bytes << "B";
   if (plan.workspace_bytes > 0) {
@@ -95,6 +96,9 @@ Status nbits_matmul_options_from_env(NBitsMatMulOptions* opts) {
   int64_t fma = -1;
   BQMM_RETURN_IF_ERROR(env::read_int("BQMM_NBITS_GEMV_FMA", 0, 1, &fma));
   if (fma >= 0) opts->gemv_fma = static_cast<int>(fma);
+  int64_t window = -1;
+  BQMM_RETURN_IF_ERROR(env::read_int("BQMM_NBITS_GEMV_WINDOW", 0, 1, &window));
+  if (window >= 0) opts->gemv_window = static_cast<int>(window);
   return Status::Ok();
 }
 
@@ -114,6 +118,8 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     return invalid("options.gemv_algo: expected -1 (default), 0, 1 or 2 but got " +
                    std::to_string(options.gemv_algo));
   BQMM_RETURN_IF_ERROR(check::int_in_range("options.gemv_fma", options.gemv_fma, -1, 1,
+                                           "-1 (planner's choice), 0 or 1"));
+  BQMM_RETURN_IF_ERROR(check::int_in_range("options.gemv_window", options.gemv_window, -1, 1,
                                            "-1 (planner's choice), 0 or 1"));
 
   NBitsMatMulPlan plan;
@@ -165,11 +171,25 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
                              gemv_tma_fits(device.sm, p.n, p.row_bytes());
     const bool tma_faster = gemv_tma_pays(p.n, p.k) && (p.bits == 4 || p.m <= 4);
     plan.gemv_tma = tma_applies && (options.gemv_tma == 1 || (options.gemv_tma < 0 && tma_faster));
+    // The window kernel: 4-bit tensor-core tiles of algorithm 0 whose windows each lie in
+    // one block (block_size >= 128 codes) on rows of whole windows. Unless forced, wherever
+    // it applies and TMA tiles are not forced (it was the faster 4-bit kernel at 24 of the
+    // 25 decode shapes, docs/PERF.md); it replaces the TMA tile.
+    const bool window_applies = half_type && p.bits == 4 &&
+                                plan.gemv_algo == kNBitsGemvAlgoUnrolled &&
+                                p.block_size >= kGemvWindowBytes * 2 &&
+                                p.row_bytes() % kGemvWindowBytes == 0;
+    plan.gemv_window = window_applies && (options.gemv_window == 1 ||
+                                          (options.gemv_window < 0 && options.gemv_tma != 1));
+    if (plan.gemv_window) plan.gemv_tma = false;
     // K split (core/gemv_split.h) over the kernel's units of K (TMA tiles or 64-byte
-    // windows): float32's FMA tile holds fewer warps per SM.
+    // windows): float32's FMA tile holds fewer warps per SM, the window kernel more.
+    const int64_t warps_per_sm =
+        !half_type ? kGemvWarpsPerSmFloat
+        : plan.gemv_window ? nbits_window_warps_per_sm(p.zero_points == NBitsZeroPoints::kPacked)
+                           : kGemvTensorCoreWarpsPerSm;
     plan.gemv_k_split = choose_gemv_k_split(
-        p.n, gemv_k_units(p.row_bytes(), plan.gemv_tma), device.num_sms,
-        half_type ? kGemvTensorCoreWarpsPerSm : kGemvWarpsPerSmFloat);
+        p.n, gemv_k_units(p.row_bytes(), plan.gemv_tma), device.num_sms, warps_per_sm);
     *out = plan;
     return Status::Ok();
   }

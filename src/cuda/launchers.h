@@ -90,9 +90,11 @@ struct NBitsGemvArgs {
 // rows per warp tile (8 for float16 / bfloat16; 1, 2, 4 or 8 >= M for float32); k_split:
 // warps per block splitting K (1, 2, 4 or 8). tma (SM90+, float16 / bfloat16, block_size
 // >= 64 codes for 8-bit, >= 128 for 4-bit): the weights by TMA tiles (cuda/tma.cuh); algo
-// does not apply then.
+// does not apply then. window (4-bit, float16 / bfloat16, block_size >= 128, rows of whole
+// 64-byte windows): algorithm 0's loop without partial windows (NBitsGemvWindowKernel);
+// tma and algo do not apply then.
 Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_split, bool tma,
-                         cudaStream_t stream);
+                         bool window, cudaStream_t stream);
 // CUDA cores, 8-bit codes, float16 / bfloat16 (cuda/gemv_fma.cuh): a warp per two output
 // columns, lanes along K; rows (1 or 2, >= M) activation rows per warp.
 Status launch_nbits_gemv_fma(const NBitsGemvArgs& args, int rows, cudaStream_t stream);

@@ -746,6 +746,121 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
   reduce_and_store<Tile>(p, v, warp, lane, k_split, n0, row_ok);
 }
 
+// ================================================================= window kernel
+// 4-bit, float16 / bfloat16, algorithm 0 on whole windows: every row is a whole number of
+// 64-byte windows and every window lies in one block (block_size >= 128 codes, so the
+// scale goes on the mma result). Nothing in its loop is partial, so it has none of
+// NBitsGemvKernel's clamps, masks and per-chunk address arithmetic. Nsight Compute on that
+// kernel (4-bit, M = 1, 28672 x 8192, H200, 2026-11-29): ~200 instructions per window, of
+// which ~100 decode and multiply; 127 registers, 3.3 warps per scheduler issuing 0.52
+// instructions a cycle, 40 % of the stall samples on the selects that mask activations
+// loaded at their point of use. Here a window costs its decode and multiply plus one
+// address per row and stream, and the registers are bounded (kWindowMinBlocks) so that
+// twice the warps fit an SM (the planner's k split counts on it: kNBitsWindowWarpsPerSm).
+// Each warp keeps the next window's weights, scales and zero points in flight while it
+// multiplies one (two register buffers, the loop unrolled by two so that they need no
+// moves); activations are loaded at the start of their window (L1 hits, covered by the
+// window's decode).
+//
+// 8-bit keeps NBitsGemvKernel: on this loop it was up to 30 % slower at 64 registers and
+// -4 to +5 % at 80 (H200, docs/PERF.md). An 8-bit window decodes in about half the time
+// of a 4-bit one, so one window in flight per warp hides less of the load latency than
+// the general kernel's two stages of two windows.
+constexpr int kWindowDepth = 2;  // register buffers: one window multiplied, one in flight
+// Blocks of kMaxKSplit warps per SM: 64 registers; 80 with packed zero points, whose
+// extra row pointers spilled at 64.
+template <bool kZeroPoints>
+constexpr int kWindowMinBlocks = kZeroPoints ? 3 : 4;
+
+template <typename T, int kBits, bool kZeroPoints>
+__global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<kZeroPoints>)
+    NBitsGemvWindowKernel(const GemvParams<T> p) {
+  using C = Codes<kBits>;
+  using Tile = MmaTile<T, kBits, true>;
+  const uint32_t k_split = blockDim.x / kWarpSize;
+  const uint32_t warp = threadIdx.x / kWarpSize;
+  const int lane = threadIdx.x % kWarpSize;
+  const int g = lane / 4;
+  const int t = lane % 4;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTileCols;
+
+  // This warp's windows: a contiguous range (its requests to a DRAM page come together).
+  const uint32_t per_warp = (p.windows + k_split - 1) / k_split;
+  const uint32_t u0 = min(warp * per_warp, p.windows);
+  const uint32_t u1 = min(u0 + per_warp, p.windows);
+
+  // Rows lo = n0 + g and hi = n0 + g + 8 (past N: row N - 1, never stored), lane t's
+  // chunk of each window; activation row g (M - 1 for g >= M, never stored).
+  const bool row_ok[2] = {n0 + g < p.n, n0 + g + 8 < p.n};
+  const uint8_t* w_row[2];
+  const T* s_row[2];
+  const uint8_t* zp_row[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t col = row_ok[r] ? n0 + g + 8 * r : p.n - 1;
+    w_row[r] = p.b + col * p.row_bytes + t * kChunkBytes;
+    s_row[r] = p.scales + col * p.k_blocks;
+    zp_row[r] = kZeroPoints ? p.zp + col * p.zp_row_bytes : nullptr;
+  }
+  const T* a_row = p.a + static_cast<int64_t>(g < p.m ? g : p.m - 1) * p.k + t * C::kPerChunk;
+
+  struct Loads {
+    uint4 w[2];
+    RawQuant<T, kBits> q[2];
+  };
+  auto block_of = [&](uint32_t u) { return (u * C::kPerWindow) >> p.block_shift; };
+  auto load = [&](uint32_t u, Loads& l) {
+    const uint32_t blk = block_of(u);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      l.w[r] = load_stream_u4(w_row[r] + static_cast<size_t>(u) * (kWindowChunks * kChunkBytes));
+      l.q[r].scale[0] = __ldg(s_row[r] + blk);
+      if constexpr (C::kGroups == 2) l.q[r].scale[1] = l.q[r].scale[0];  // one block
+      l.q[r].zp_byte = kZeroPoints ? __ldg(zp_row[r] + (kBits == 8 ? blk : blk >> 1))
+                                   : C::kDefaultZeroPoint * (kBits == 4 ? 0x11u : 1u);
+    }
+  };
+  float acc[4] = {};
+  auto multiply = [&](uint32_t u, const Loads& l) {
+    const T* src = a_row + static_cast<size_t>(u) * C::kPerWindow;
+    uint4 act[Tile::kActVecs];
+#pragma unroll
+    for (int i = 0; i < Tile::kActVecs; ++i) act[i] = __ldg(reinterpret_cast<const uint4*>(src) + i);
+    const uint32_t blk = block_of(u);
+    const BlockConsts c_lo = make_consts<T, kBits>(l.q[0], blk, 0, false);
+    const BlockConsts c_hi = make_consts<T, kBits>(l.q[1], blk, 0, false);
+    const uint32_t lo[4] = {l.w[0].x, l.w[0].y, l.w[0].z, l.w[0].w};
+    const uint32_t hi[4] = {l.w[1].x, l.w[1].y, l.w[1].z, l.w[1].w};
+    float part[4] = {}, part16[4] = {};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      uint32_t pa[C::kPerWord / 2];
+      Tile::act_pairs(act, j, pa);
+      mma_word_unscaled<T, kBits>(lo[j], hi[j], c_lo, c_hi, pa, part, part16);
+    }
+    apply_block_scales<T, kBits>(acc, part, part16, c_lo, c_hi);
+  };
+
+  if (u0 < u1) {
+    Loads ring[kWindowDepth];
+#pragma unroll
+    for (int j = 0; j < kWindowDepth; ++j) load(min(u0 + j, u1 - 1), ring[j]);
+#pragma unroll 1
+    for (uint32_t u = u0; u < u1; u += kWindowDepth) {
+#pragma unroll
+      for (int j = 0; j < kWindowDepth; ++j) {
+        if (u + j >= u1) break;  // warp-uniform
+        multiply(u + j, ring[j]);
+        // Refills past the range reload the last window (in bounds, never multiplied).
+        load(min(u + j + kWindowDepth, u1 - 1), ring[j]);
+      }
+    }
+  }
+
+  float v[Tile::kValues] = {acc[0], acc[1], acc[2], acc[3]};
+  reduce_and_store<Tile>(p, v, warp, lane, k_split, n0, row_ok);
+}
+
 // ================================================================= TMA kernel
 // SM90+, float16 / bfloat16, blocks of at least half a tile's codes (8-bit: 64, 4-bit:
 // 128): the tensor-core GEMV with the weight stream of cuda/tma.cuh, the loop of
@@ -1042,6 +1157,28 @@ Status launch_tma(const NBitsGemvArgs& args, int k_split, cudaStream_t stream) {
   }
 }
 
+template <typename T>
+Status launch_window(const NBitsGemvArgs& args, int k_split, cudaStream_t stream) {
+  if constexpr (std::is_same_v<T, float>) {
+    return Status(StatusCode::kInternal, "launch_nbits_gemv: no window kernel for float32");
+  } else {
+    const GemvParams<T> p = make_params<T>(args);
+    if (args.bits != 4 || args.block_size < Codes<4>::kPerWindow || p.chunks % kWindowChunks != 0)
+      return Status(StatusCode::kInternal,
+                    "launch_nbits_gemv: the window kernel takes 4-bit rows of whole windows in "
+                    "blocks of 128 codes or more, not " + std::to_string(args.bits) +
+                        "-bit K = " + std::to_string(args.k) + " block_size " +
+                        std::to_string(args.block_size));
+    const dim3 grid(static_cast<unsigned>((args.n + kTileCols - 1) / kTileCols));
+    const dim3 block(k_split * kWarpSize);
+    if (p.zp != nullptr)
+      NBitsGemvWindowKernel<T, 4, true><<<grid, block, 0, stream>>>(p);
+    else
+      NBitsGemvWindowKernel<T, 4, false><<<grid, block, 0, stream>>>(p);
+    return check_launch("NBitsGemvWindowKernel");
+  }
+}
+
 template <typename T, int kBits>
 Status launch_algo(const NBitsGemvArgs& args, int algo, int rows, int k_split,
                    cudaStream_t stream) {
@@ -1087,11 +1224,12 @@ Status check_gemv_args(const NBitsGemvArgs& args, int rows, int k_split) {
 }  // namespace
 
 Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_split, bool tma,
-                         cudaStream_t stream) {
+                         bool window, cudaStream_t stream) {
   if (args.m == 0 || args.n == 0) return Status::Ok();
   BQMM_RETURN_IF_ERROR(check_gemv_args(args, rows, k_split));
   return dispatch_float_types(args.dtype, "launch_nbits_gemv", [&](auto tag) -> Status {
     using T = decltype(tag);
+    if (window) return launch_window<T>(args, k_split, stream);
     if (tma)
       return args.bits == 8 ? launch_tma<T, 8>(args, k_split, stream)
                             : launch_tma<T, 4>(args, k_split, stream);

@@ -265,11 +265,15 @@ TEST(NBitsPlan, GemvTmaWhereItPaysOrWhenAsked) {
   // The rule: 28672 x 8192 = 224 Mi codes; 8192 x 16384 = 128 Mi exactly; 8192 x 16368 below.
   EXPECT_TRUE(plan(problem(2, 28672, 8192, 8, 128)).gemv_tma);  // M = 1: gemv_fma
   EXPECT_TRUE(plan(problem(4, 28672, 8192, 8, 128)).gemv_tma);
-  EXPECT_TRUE(plan(problem(1, 28672, 8192, 4, 128)).gemv_tma);
   EXPECT_FALSE(plan(problem(5, 28672, 8192, 8, 128)).gemv_tma);  // 8-bit: M <= 4 only
-  EXPECT_TRUE(plan(problem(8, 28672, 8192, 4, 128)).gemv_tma);   // 4-bit: every M
-  EXPECT_TRUE(plan(problem(8, 8192, 16384, 4, 128, DType::kBFloat16)).gemv_tma);
-  EXPECT_FALSE(plan(problem(8, 8192, 16384 - 128, 4, 128)).gemv_tma);
+  // 4-bit: every M, where the window kernel is off (by default it replaces the TMA tile).
+  NBitsMatMulOptions no_window;
+  no_window.gemv_window = 0;
+  EXPECT_TRUE(plan(problem(1, 28672, 8192, 4, 128), kHopper, no_window).gemv_tma);
+  EXPECT_TRUE(plan(problem(8, 28672, 8192, 4, 128), kHopper, no_window).gemv_tma);
+  EXPECT_TRUE(plan(problem(8, 8192, 16384, 4, 128, DType::kBFloat16), kHopper, no_window).gemv_tma);
+  EXPECT_FALSE(plan(problem(8, 8192, 16384 - 128, 4, 128), kHopper, no_window).gemv_tma);
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128)).gemv_tma);
   EXPECT_FALSE(plan(problem(1, 8192, 8192, 8, 128)).gemv_tma);
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 8, 32)).gemv_tma);  // block below half a tile
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 64)).gemv_tma);
@@ -289,12 +293,68 @@ TEST(NBitsPlan, GemvTmaWhereItPaysOrWhenAsked) {
   // 4-bit K = 512: 256 bytes per row = 2 tiles, so k_split 2 at most (4 windows).
   EXPECT_EQ(plan(problem(1, 16, 512, 4, 128), kHopper, o).gemv_k_split, 2);
   o.gemv_tma = 0;
-  EXPECT_EQ(plan(problem(1, 16, 512, 4, 128), kHopper, o).gemv_k_split, 4);
+  EXPECT_EQ(plan(problem(1, 16, 512, 8, 128), kHopper, o).gemv_k_split, 8);
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 8, 128), kHopper, o).gemv_tma);  // forced off
   for (int bad : {-2, 2}) {
     SCOPED_TRACE(bad);
     o.gemv_tma = bad;
     testing::expect_rejected(problem(1, 4096, 4096), o, "gemv_tma");
+  }
+}
+
+// The window kernel (4-bit, float16 / bfloat16, algorithm 0, block_size >= 128 codes, rows
+// of whole 64-byte windows): by default wherever it applies unless TMA tiles are forced;
+// it then replaces the TMA tile, and its K split counts 32 resident warps per SM (24 with
+// packed zero points).
+TEST(NBitsPlan, GemvWindowWhereItAppliesOrWhenAsked) {
+  NBitsMatMulOptions o;
+  EXPECT_EQ(o.gemv_window, -1);
+  for (DType t : {DType::kFloat16, DType::kBFloat16})
+    for (int64_t m = 1; m <= 8; ++m)
+      for (int64_t bs : {128, 256, 1024}) {
+        const NBitsMatMulPlan p = plan(problem(m, 28672, 8192, 4, bs, t));
+        EXPECT_TRUE(p.gemv_window) << p;
+        EXPECT_FALSE(p.gemv_tma) << p;
+        EXPECT_EQ(p.gemv_algo, kNBitsGemvAlgoUnrolled) << p;
+      }
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 64)).gemv_window);  // a window spans 2 blocks
+  EXPECT_FALSE(plan(problem(2, 28672, 8192, 8, 128)).gemv_window);  // 8-bit
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128, DType::kFloat32)).gemv_window);
+  EXPECT_FALSE(plan(problem(9, 28672, 8192, 4, 128)).gemv_window);  // dequant + GEMM
+  EXPECT_TRUE(plan(problem(1, 4096, 4096, 4, 128), kAmpere).gemv_window);
+  // Rows of whole windows: K = 128 is one; K = 64 (block 64) is not a window's block.
+  EXPECT_TRUE(plan(problem(1, 16, 128, 4, 128)).gemv_window);
+  // Another algorithm, or TMA tiles forced, keep the other kernels.
+  NBitsMatMulOptions algo1;
+  algo1.gemv_algo = kNBitsGemvAlgoLoop;
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128), kHopper, algo1).gemv_window);
+  NBitsMatMulOptions algo0;
+  algo0.gemv_algo = kNBitsGemvAlgoUnrolled;
+  EXPECT_TRUE(plan(problem(1, 28672, 8192, 4, 128), kHopper, algo0).gemv_window);
+  o.gemv_tma = 1;
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128), kHopper, o).gemv_window);
+  EXPECT_TRUE(plan(problem(1, 28672, 8192, 4, 128), kHopper, o).gemv_tma);
+  o.gemv_window = 1;  // both forced: the window kernel
+  EXPECT_TRUE(plan(problem(1, 28672, 8192, 4, 128), kHopper, o).gemv_window);
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128), kHopper, o).gemv_tma);
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 64), kHopper, o).gemv_window);  // still applies only
+  o = NBitsMatMulOptions{};
+  o.gemv_window = 0;
+  EXPECT_FALSE(plan(problem(1, 8192, 8192, 4, 128), kHopper, o).gemv_window);
+  // K split: 1792 tiles of 64 windows. 32 warps per SM (4224 resident): k_split 2 is one
+  // wave (34) against 1 (66) and 4 (2 waves, 36). 16 (2112): k_split 1 (66) against 2
+  // (2 waves, 68). With packed zero points, 24 (3168): 5 waves of k_split 8 (50) against
+  // 3 of 4 (54), 2 of 2 (68) and 1 of 1 (66).
+  EXPECT_EQ(plan(problem(1, 28672, 8192, 4, 128)).gemv_k_split, 2);
+  EXPECT_EQ(plan(problem(1, 28672, 8192, 4, 128), kHopper, o).gemv_k_split, 1);
+  NBitsMatMulProblem zp = problem(1, 28672, 8192, 4, 128);
+  zp.zero_points = NBitsZeroPoints::kPacked;
+  EXPECT_TRUE(plan(zp).gemv_window);
+  EXPECT_EQ(plan(zp).gemv_k_split, 8);
+  for (int bad : {-2, 2}) {
+    SCOPED_TRACE(bad);
+    o.gemv_window = bad;
+    testing::expect_rejected(problem(1, 4096, 4096), o, "gemv_window");
   }
 }
 
@@ -308,7 +368,11 @@ TEST(NBitsPlan, PrintsEveryDecision) {
   EXPECT_EQ(gemv,
             "NBitsMatMulPlan{path=gemv; nbits int8 bfloat16 M=3 N=4096 K=4096 block_size=128 "
             "zero_points=packed bias align=16; sm90/132SMs; algo=2; rows=8; k_split=8; "
-            "tma=0; workspace=0B}");
+            "tma=0; window=0; workspace=0B}");
+  EXPECT_EQ(printed(plan(problem(2, 4096, 4096, 4, 128))),
+            "NBitsMatMulPlan{path=gemv; nbits int4 float16 M=2 N=4096 K=4096 block_size=128 "
+            "zero_points=none align=16; sm90/132SMs; algo=0; rows=8; k_split=8; tma=0; "
+            "window=1; workspace=0B}");
   q.m = 1;
   EXPECT_EQ(printed(plan(q)),
             "NBitsMatMulPlan{path=gemv; nbits int8 bfloat16 M=1 N=4096 K=4096 block_size=128 "
@@ -397,6 +461,16 @@ TEST_F(NBitsEnvTest, GemvFmaOverride) {
                   .gemv_fma);
   EXPECT_FALSE(plan(problem(1, 4096, 4096, 8, 128), kHopper, with_env("BQMM_NBITS_GEMV_FMA", "0"))
                    .gemv_fma);
+}
+
+TEST_F(NBitsEnvTest, GemvWindowOverride) {
+  testing::expect_switch_from_env(nbits_matmul_options_from_env, "BQMM_NBITS_GEMV_WINDOW",
+                                  &NBitsMatMulOptions::gemv_window);
+  EXPECT_FALSE(plan(problem(1, 8192, 8192, 4, 128), kHopper, with_env("BQMM_NBITS_GEMV_WINDOW", "0"))
+                   .gemv_window);
+  NBitsMatMulOptions tma = with_env("BQMM_NBITS_GEMV_WINDOW", "1");
+  tma.gemv_tma = 1;
+  EXPECT_TRUE(plan(problem(1, 28672, 8192, 4, 128), kHopper, tma).gemv_window);
 }
 
 TEST_F(NBitsEnvTest, ScratchOverride) {

@@ -165,6 +165,33 @@ TEST(NBitsGemvTma, EveryBitsBlockSizeAndDtype) {
       }
 }
 
+// The window kernel (NBitsMatMulOptions::gemv_window; 4-bit, float16 / bfloat16, algorithm
+// 0, blocks of 128 codes or more) forced on, and off (the register-load tile of algorithm
+// 0 then): both block sizes around a window, both dtypes, zero points none / packed, M up
+// to 8, partial column tiles, and K from one window to a K split that leaves warps
+// without windows (10 windows over 8 warps).
+TEST(NBitsGemvWindow, OnAndOffEveryBlockSizeDtypeAndZeroPoints) {
+  BQMM_REQUIRE_GPU();
+  const int64_t ns[] = {1, 19, 40, 300};
+  const int64_t ks[] = {256, 512, 1280, 4096};  // 2, 4, 10 and 32 windows
+  int index = 0;
+  for (int64_t bs : {128, 256})
+    for (DType t : {DType::kFloat16, DType::kBFloat16})
+      for (int window : {1, 0})
+        for (int j = 0; j < 4; ++j, ++index) {
+          const int64_t n = ns[index % 4];
+          const int64_t k = j == 0 && bs == 128 ? 128 : ks[j];  // one window
+          NBitsCaseSpec s = cycled_spec(t, 4, n == 1 ? kSingleColumnRows : 1 + index % 8, n,
+                                        k, bs, index, j);
+          NBitsMatMulOptions o;
+          o.gemv_window = window;
+          SCOPED_TRACE(describe(s) << " window=" << window);
+          NBitsRun run;
+          run_and_check(s, 4000 + index, o, NBitsPath::kGemv, &run);
+          EXPECT_EQ(run.plan.gemv_window, window == 1) << run.plan;
+        }
+}
+
 // The CUDA-core kernel (NBitsMatMulOptions::gemv_fma = 1: 8-bit, float16 / bfloat16,
 // M <= 2): every block size and dtype, M 1 and 2, N over odd and partial-block values
 // (two columns per warp, eight warps per block), K over short rows, a few blocks, 4096 (a
@@ -604,7 +631,7 @@ TEST(NBitsRunContract, GraphCapturable) {
 // ------------------------------------------------------------------ compute-sanitizer
 // A few small cases of every kernel path, fast enough to run under memcheck: the GEMV of
 // each width, algorithm and tile type with partial column tiles and a partial last window
-// (the tensor-core tiles, register loads and TMA, and the CUDA-core kernel),
+// (the tensor-core tiles: register loads, the window kernel and TMA; the CUDA-core kernel),
 // the dequant kernels (vector, scalar, g_idx, typed zero points) and the bias fill.
 TEST(NBitsGemv, SanitizeSmall) {
   BQMM_REQUIRE_GPU();
@@ -641,6 +668,19 @@ TEST(NBitsGemv, SanitizeSmall) {
     c.bias = true;
     SCOPED_TRACE(describe(c) << " fma");
     run_and_check(c, 9800 + m, fma, NBitsPath::kGemv);
+  }
+  // The window kernel: a partial column tile, warps without windows, zero points or not.
+  NBitsMatMulOptions window;
+  window.gemv_window = 1;
+  for (auto zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked}) {
+    NBitsCaseSpec c = nbits_spec(zp == NBitsZeroPoints::kNone ? DType::kFloat16 : DType::kBFloat16,
+                                 4, 3, 19, 1280, 128);
+    c.zero_points = zp;
+    c.bias = true;
+    SCOPED_TRACE(describe(c) << " window");
+    NBitsRun run;
+    run_and_check(c, 9900 + index++, window, NBitsPath::kGemv, &run);
+    EXPECT_TRUE(run.plan.gemv_window) << run.plan;
   }
   // The TMA tile: a partial column tile, a row ending in a partial tile, both widths.
   NBitsMatMulOptions tma;
