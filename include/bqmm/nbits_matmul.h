@@ -131,9 +131,10 @@ struct NBitsMatMulOptions {
   int gemv_fma = -1;
   // 4-bit codes with float16 / bfloat16 activations, algorithm 0, block_size >= 128: the
   // window kernel (algorithm 0's loop on whole 64-byte windows, with fewer registers and
-  // twice the warps per SM). -1: wherever it applies unless gemv_tma = 1 (measured faster
-  // on the H200 than the register-load and TMA tiles at 24 of the 25 decode shapes with
-  // M <= 8, docs/PERF.md); 0: never; 1: wherever it applies (BQMM_NBITS_GEMV_WINDOW).
+  // twice the warps per SM). -1: where measured faster on the H200 (docs/PERF.md: grids of
+  // more than 16 warps per SM, i.e. ceil(N / 16) * 8 > 16 * SMs; with packed zero points
+  // at M = 1 only), unless gemv_tma = 1; 0: never; 1: wherever it applies
+  // (BQMM_NBITS_GEMV_WINDOW=0 / 1).
   int gemv_window = -1;
 };
 // Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB),

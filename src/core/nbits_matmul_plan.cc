@@ -172,15 +172,24 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     const bool tma_faster = gemv_tma_pays(p.n, p.k) && (p.bits == 4 || p.m <= 4);
     plan.gemv_tma = tma_applies && (options.gemv_tma == 1 || (options.gemv_tma < 0 && tma_faster));
     // The window kernel: 4-bit tensor-core tiles of algorithm 0 whose windows each lie in
-    // one block (block_size >= 128 codes) on rows of whole windows. Unless forced, wherever
-    // it applies and TMA tiles are not forced (it was the faster 4-bit kernel at 24 of the
-    // 25 decode shapes, docs/PERF.md); it replaces the TMA tile.
+    // one block (block_size >= 128 codes) on rows of whole windows. It holds twice the
+    // warps per SM of the other tiles, which pays where the grid has more warps than they
+    // hold (ceil(N / 16) tiles x 8 > 16 warps x SMs); measured on the H200 (docs/PERF.md)
+    // 5-19 % faster there at every decode shape, and up to 7 % slower on N = 4096 x K =
+    // 14336 (256 tiles), so by default only there, not where TMA tiles are forced, and
+    // with packed zero points only at M = 1 (28672 x 8192: 8 % faster at M = 1, 15 %
+    // slower than the TMA tile at M = 8). It replaces the TMA tile.
     const bool window_applies = half_type && p.bits == 4 &&
                                 plan.gemv_algo == kNBitsGemvAlgoUnrolled &&
                                 p.block_size >= kGemvWindowBytes * 2 &&
                                 p.row_bytes() % kGemvWindowBytes == 0;
-    plan.gemv_window = window_applies && (options.gemv_window == 1 ||
-                                          (options.gemv_window < 0 && options.gemv_tma != 1));
+    const int64_t tiles = (p.n + kGemvTileCols - 1) / kGemvTileCols;
+    const bool window_faster =
+        tiles * kGemvMaxKSplit > kGemvTensorCoreWarpsPerSm * std::max(1, device.num_sms) &&
+        (p.zero_points != NBitsZeroPoints::kPacked || p.m == 1);
+    plan.gemv_window =
+        window_applies && (options.gemv_window == 1 ||
+                           (options.gemv_window < 0 && options.gemv_tma != 1 && window_faster));
     if (plan.gemv_window) plan.gemv_tma = false;
     // K split (core/gemv_split.h) over the kernel's units of K (TMA tiles or 64-byte
     // windows): float32's FMA tile holds fewer warps per SM, the window kernel more.

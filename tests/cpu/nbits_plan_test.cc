@@ -303,9 +303,10 @@ TEST(NBitsPlan, GemvTmaWhereItPaysOrWhenAsked) {
 }
 
 // The window kernel (4-bit, float16 / bfloat16, algorithm 0, block_size >= 128 codes, rows
-// of whole 64-byte windows): by default wherever it applies unless TMA tiles are forced;
-// it then replaces the TMA tile, and its K split counts 32 resident warps per SM (24 with
-// packed zero points).
+// of whole 64-byte windows): by default where the grid has more warps than the 128-register
+// tiles hold (ceil(N / 16) * 8 > 16 * SMs), with packed zero points at M = 1 only, and not
+// when TMA tiles are forced; it then replaces the TMA tile, and its K split counts 32
+// resident warps per SM (24 with packed zero points).
 TEST(NBitsPlan, GemvWindowWhereItAppliesOrWhenAsked) {
   NBitsMatMulOptions o;
   EXPECT_EQ(o.gemv_window, -1);
@@ -321,9 +322,16 @@ TEST(NBitsPlan, GemvWindowWhereItAppliesOrWhenAsked) {
   EXPECT_FALSE(plan(problem(2, 28672, 8192, 8, 128)).gemv_window);  // 8-bit
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128, DType::kFloat32)).gemv_window);
   EXPECT_FALSE(plan(problem(9, 28672, 8192, 4, 128)).gemv_window);  // dequant + GEMM
-  EXPECT_TRUE(plan(problem(1, 4096, 4096, 4, 128), kAmpere).gemv_window);
-  // Rows of whole windows: K = 128 is one; K = 64 (block 64) is not a window's block.
-  EXPECT_TRUE(plan(problem(1, 16, 128, 4, 128)).gemv_window);
+  // The grid: 264 tiles x 8 = 2112 = 16 x 132 warps is not more; 265 tiles are.
+  EXPECT_FALSE(plan(problem(1, 264 * 16, 8192, 4, 128)).gemv_window);
+  EXPECT_TRUE(plan(problem(1, 264 * 16 + 1, 8192, 4, 128)).gemv_window);
+  EXPECT_FALSE(plan(problem(1, 4096, 14336, 4, 128)).gemv_window);
+  EXPECT_TRUE(plan(problem(1, 4096, 4096, 4, 128), kAmpere).gemv_window);  // 108 SMs
+  NBitsMatMulOptions forced;
+  forced.gemv_window = 1;
+  // Forced: any grid, rows of whole windows (K = 128 is one).
+  EXPECT_TRUE(plan(problem(1, 16, 128, 4, 128), kHopper, forced).gemv_window);
+  EXPECT_TRUE(plan(problem(1, 4096, 14336, 4, 128), kHopper, forced).gemv_window);
   // Another algorithm, or TMA tiles forced, keep the other kernels.
   NBitsMatMulOptions algo1;
   algo1.gemv_algo = kNBitsGemvAlgoLoop;
@@ -350,7 +358,11 @@ TEST(NBitsPlan, GemvWindowWhereItAppliesOrWhenAsked) {
   NBitsMatMulProblem zp = problem(1, 28672, 8192, 4, 128);
   zp.zero_points = NBitsZeroPoints::kPacked;
   EXPECT_TRUE(plan(zp).gemv_window);
-  EXPECT_EQ(plan(zp).gemv_k_split, 8);
+  zp.m = 2;  // packed zero points: M = 1 only, unless forced
+  EXPECT_FALSE(plan(zp).gemv_window);
+  const NBitsMatMulPlan zp2 = plan(zp, kHopper, forced);
+  EXPECT_TRUE(zp2.gemv_window);
+  EXPECT_EQ(zp2.gemv_k_split, 8);
   for (int bad : {-2, 2}) {
     SCOPED_TRACE(bad);
     o.gemv_window = bad;
@@ -369,8 +381,8 @@ TEST(NBitsPlan, PrintsEveryDecision) {
             "NBitsMatMulPlan{path=gemv; nbits int8 bfloat16 M=3 N=4096 K=4096 block_size=128 "
             "zero_points=packed bias align=16; sm90/132SMs; algo=2; rows=8; k_split=8; "
             "tma=0; window=0; workspace=0B}");
-  EXPECT_EQ(printed(plan(problem(2, 4096, 4096, 4, 128))),
-            "NBitsMatMulPlan{path=gemv; nbits int4 float16 M=2 N=4096 K=4096 block_size=128 "
+  EXPECT_EQ(printed(plan(problem(2, 8192, 4096, 4, 128))),
+            "NBitsMatMulPlan{path=gemv; nbits int4 float16 M=2 N=8192 K=4096 block_size=128 "
             "zero_points=none align=16; sm90/132SMs; algo=0; rows=8; k_split=8; tma=0; "
             "window=1; workspace=0B}");
   q.m = 1;
