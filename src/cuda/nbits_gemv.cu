@@ -72,13 +72,17 @@
 // with the weights copied as 16-row x 128-byte TMA tiles (cuda/tma.cuh), the loop of
 // Fp8GemvTmaKernel.
 //
+// NBitsGemvWindowKernel (4-bit, float16 / bfloat16, algorithm 0, blocks of a window or
+// more, rows of whole windows; the planner's choice where the grid has more warps than the
+// 128-register tiles hold): MmaTile's math on a loop with nothing partial, at 64 registers.
+//
 // GemvFmaKernel (cuda/gemv_fma.cuh, FP8's CUDA-core kernel; 8-bit, float16 / bfloat16,
 // the planner's choice at M = 1 and, in bfloat16, M = 2): a warp per two output columns,
 // lanes along K, with the integer codec NBits8FmaCodec below.
 //
 // File layout, top-down: constants and parameters, code decoding, the scale-on-result
 // steps, the two warp tiles (tensor-core and FMA), the shared epilogue, the register-load
-// kernel, the TMA kernel, the CUDA-core kernel's codec, then the launchers and their
+// kernel, the window kernel, the TMA kernel, the CUDA-core kernel's codec, then the launchers and their
 // instantiated configurations.
 #include <string>
 #include <type_traits>
