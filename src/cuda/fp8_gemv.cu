@@ -246,8 +246,8 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
   uint32_t act[2][8];  // ping-pong: window i's activations in act[i % 2]
   auto load_window = [&](int u, int i) {
     const int64_t off = static_cast<int64_t>(i) * kStride;
-    wl[u] = load_stream_u4(w_lo + off);
-    wh[u] = load_stream_u4(w_hi + off);
+    wl[u] = load_stream_u4_l2_256(w_lo + off);
+    wh[u] = load_stream_u4_l2_256(w_hi + off);
     const uint32_t scale_idx = p.slices_per_block.div(warp + static_cast<uint32_t>(i) * kKSplit);
     sl[u] = __ldg(s_lo + scale_idx);
     sh[u] = __ldg(s_hi + scale_idx);
