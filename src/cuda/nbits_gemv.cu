@@ -574,6 +574,28 @@ struct StageLoads {
   RawQuant<T, kBits> q[kWindows][2];
 };
 
+// Rows lo = n0 + g and hi = n0 + g + 8 of a warp tile: whether each exists, and its rows of
+// weights, scales and (with zero points) packed zero points. A row past N points at row
+// N - 1: its sums are never stored, so no load needs a predicate (nor the branch around it).
+template <typename T>
+struct TileRows {
+  bool ok[2];
+  const uint8_t* w[2];
+  const T* s[2];
+  const uint8_t* zp[2];
+
+  __device__ TileRows(const GemvParams<T>& p, int64_t n0, int g, bool zero_points) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      ok[r] = n0 + g + 8 * r < p.n;
+      const int64_t col = ok[r] ? n0 + g + 8 * r : p.n - 1;
+      w[r] = p.b + col * p.row_bytes;
+      s[r] = p.scales + col * p.k_blocks;
+      zp[r] = zero_points ? p.zp + col * p.zp_row_bytes : nullptr;
+    }
+  }
+};
+
 // The end of both kernels: the K-split reduction (warps 1.. hand their partial sums to
 // warp 0 through shared memory, same lane, same ownership), then warp 0 adds the bias in
 // float32 and rounds to T once; rows >= M and columns past N (row_ok) are not stored.
@@ -621,19 +643,7 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
   const int t = lane % 4;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTileCols;
 
-  // Rows lo = n0 + g and hi = n0 + g + 8. Rows past N read row N - 1 into sums that are
-  // never stored, so no load needs a predicate (nor the branch around it).
-  const bool row_ok[2] = {n0 + g < p.n, n0 + g + 8 < p.n};
-  const uint8_t* w_row[2];
-  const T* s_row[2];
-  const uint8_t* zp_row[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int64_t col = row_ok[r] ? n0 + g + 8 * r : p.n - 1;
-    w_row[r] = p.b + col * p.row_bytes;
-    s_row[r] = p.scales + col * p.k_blocks;
-    zp_row[r] = p.zp != nullptr ? p.zp + col * p.zp_row_bytes : nullptr;
-  }
+  const TileRows<T> rows(p, n0, g, p.zp != nullptr);
   // The second half of a 4-bit chunk is another block only for block_size 16.
   const bool split = C::kGroups == 2 && p.block_shift == 4;
 
@@ -644,9 +654,9 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
   auto load_chunk = [&](auto& l, int u, uint32_t chunk, bool per_chunk_quant) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      l.w[u][r] = load_stream_u4(w_row[r] + static_cast<size_t>(chunk) * kChunkBytes);
+      l.w[u][r] = load_stream_u4(rows.w[r] + static_cast<size_t>(chunk) * kChunkBytes);
       if (per_chunk_quant)
-        l.q[u][r] = load_quant<T, kBits>(s_row[r], zp_row[r], (chunk * C::kPerChunk) >> p.block_shift, split);
+        l.q[u][r] = load_quant<T, kBits>(rows.s[r], rows.zp[r], (chunk * C::kPerChunk) >> p.block_shift, split);
     }
   };
   // Multiplies slot u of a stage (chunk `chunk`) with the block constants of q: the
@@ -713,7 +723,7 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
       }
       if (per_block) {
 #pragma unroll
-        for (int r = 0; r < 2; ++r) l.q[0][r] = load_quant<T, kBits>(s_row[r], zp_row[r], block_of(s), false);
+        for (int r = 0; r < 2; ++r) l.q[0][r] = load_quant<T, kBits>(rows.s[r], rows.zp[r], block_of(s), false);
       }
     };
     auto multiply_stage = [&](uint32_t s, const Loads& l) {
@@ -747,7 +757,7 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
 
   float v[Tile::kValues];
   tile.values(v);
-  reduce_and_store<Tile>(p, v, warp, lane, k_split, n0, row_ok);
+  reduce_and_store<Tile>(p, v, warp, lane, k_split, n0, rows.ok);
 }
 
 // ================================================================= window kernel
@@ -793,19 +803,9 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<kZero
   const uint32_t u0 = min(warp * per_warp, p.windows);
   const uint32_t u1 = min(u0 + per_warp, p.windows);
 
-  // Rows lo = n0 + g and hi = n0 + g + 8 (past N: row N - 1, never stored), lane t's
-  // chunk of each window; activation row g (M - 1 for g >= M, never stored).
-  const bool row_ok[2] = {n0 + g < p.n, n0 + g + 8 < p.n};
-  const uint8_t* w_row[2];
-  const T* s_row[2];
-  const uint8_t* zp_row[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int64_t col = row_ok[r] ? n0 + g + 8 * r : p.n - 1;
-    w_row[r] = p.b + col * p.row_bytes + t * kChunkBytes;
-    s_row[r] = p.scales + col * p.k_blocks;
-    zp_row[r] = kZeroPoints ? p.zp + col * p.zp_row_bytes : nullptr;
-  }
+  // Rows lo and hi (TileRows), lane t's chunk of each window; activation row g (M - 1 for
+  // g >= M, never stored).
+  const TileRows<T> rows(p, n0, g, kZeroPoints);
   const T* a_row = p.a + static_cast<int64_t>(g < p.m ? g : p.m - 1) * p.k + t * C::kPerChunk;
 
   struct Loads {
@@ -817,10 +817,11 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<kZero
     const uint32_t blk = block_of(u);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      l.w[r] = load_stream_u4(w_row[r] + static_cast<size_t>(u) * (kWindowChunks * kChunkBytes));
-      l.q[r].scale[0] = __ldg(s_row[r] + blk);
+      l.w[r] = load_stream_u4(rows.w[r] + t * kChunkBytes +
+                              static_cast<size_t>(u) * (kWindowChunks * kChunkBytes));
+      l.q[r].scale[0] = __ldg(rows.s[r] + blk);
       if constexpr (C::kGroups == 2) l.q[r].scale[1] = l.q[r].scale[0];  // one block
-      l.q[r].zp_byte = kZeroPoints ? __ldg(zp_row[r] + (kBits == 8 ? blk : blk >> 1))
+      l.q[r].zp_byte = kZeroPoints ? __ldg(rows.zp[r] + (kBits == 8 ? blk : blk >> 1))
                                    : C::kDefaultZeroPoint * (kBits == 4 ? 0x11u : 1u);
     }
   };
@@ -862,7 +863,7 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<kZero
   }
 
   float v[Tile::kValues] = {acc[0], acc[1], acc[2], acc[3]};
-  reduce_and_store<Tile>(p, v, warp, lane, k_split, n0, row_ok);
+  reduce_and_store<Tile>(p, v, warp, lane, k_split, n0, rows.ok);
 }
 
 // ================================================================= TMA kernel
