@@ -92,11 +92,13 @@ __device__ __forceinline__ T qdq_e4m3(float a, float inv, float a_scale) {
 // ----------------------------------------------------------------- memory
 // Weights are read exactly once per call: stream them past L1 (no_allocate) through the
 // read-only path so they do not evict the activations other warps re-read.
+#define BQMM_STREAM_LOAD_V4(qualifiers)                                                \
+  asm volatile("ld.global.nc.L1::no_allocate" qualifiers ".v4.u32 {%0, %1, %2, %3}, [%4];" \
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)                                \
+               : "l"(p))
 __device__ __forceinline__ uint4 load_stream_u4(const void* p) {
   uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
+  BQMM_STREAM_LOAD_V4("");
   return v;
 }
 
@@ -107,9 +109,7 @@ __device__ __forceinline__ uint4 load_stream_u4(const void* p) {
 // slower with it, and keep load_stream_u4.
 __device__ __forceinline__ uint4 load_stream_u4_l2_256(const void* p) {
   uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
+  BQMM_STREAM_LOAD_V4(".L2::256B");
   return v;
 }
 
