@@ -27,10 +27,11 @@ constexpr int64_t kGemvWarpsPerSmFloat = 8;
 
 // The fastest K-loop algorithm per (bits, block_size) measured on an H200 at M = 1,
 // N = K = 8192, float16 (docs/PERF.md, "NBitsMatMul GEMV: K-loop algorithms", graph-timed
-// 2026-11-29 after the scale-on-result tile), indexed by log2(block_size) - 4 for block
-// sizes 16..256; larger blocks take the 256 entry. The unrolled loop wins everywhere:
-// 8-bit by 28 to 31 % over the plain loop and 14 to 106 % over per-block stages; 4-bit by
-// 7 to 10 % over the loop and 5 to 64 % over per-block stages.
+// 2026-11-29: 8-bit after the scale-on-result tile, 4-bit after the window kernel, which
+// is algorithm 0 for blocks of 128 codes or more), indexed by log2(block_size) - 4 for
+// block sizes 16..256; larger blocks take the 256 entry. The unrolled loop wins
+// everywhere: 8-bit by 28 to 31 % over the plain loop and 14 to 106 % over per-block
+// stages; 4-bit by 10 to 29 % over the loop and 6 to 90 % over per-block stages.
 constexpr int kDefaultGemvAlgo8Bit[5] = {0, 0, 0, 0, 0};
 constexpr int kDefaultGemvAlgo4Bit[5] = {0, 0, 0, 0, 0};
 
