@@ -81,9 +81,9 @@
 // lanes along K, with the integer codec NBits8FmaCodec below.
 //
 // File layout, top-down: constants and parameters, code decoding, the scale-on-result
-// steps, the two warp tiles (tensor-core and FMA), the shared epilogue, the register-load
-// kernel, the window kernel, the TMA kernel, the CUDA-core kernel's codec, then the launchers and their
-// instantiated configurations.
+// steps, the two warp tiles (tensor-core and FMA), the shared epilogue and tile rows, the
+// register-load kernel, the window kernel, the TMA kernel, the CUDA-core kernel's codec,
+// then the launchers and their instantiated configurations.
 #include <string>
 #include <type_traits>
 
@@ -781,8 +781,9 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
 // of a 4-bit one, so one window in flight per warp hides less of the load latency than
 // the general kernel's two stages of two windows.
 constexpr int kWindowDepth = 2;  // register buffers: one window multiplied, one in flight
-// Blocks of kMaxKSplit warps per SM: 64 registers; 80 with packed zero points, whose
-// extra row pointers spilled at 64.
+// At least 4 blocks of kMaxKSplit warps per SM: 64 registers (bfloat16 spills 16 bytes
+// there, in the measured tables); 3 with packed zero points (80 registers: at 64 their row
+// pointers spilled 84 bytes).
 template <bool kZeroPoints>
 constexpr int kWindowMinBlocks = kZeroPoints ? 3 : 4;
 
