@@ -8,6 +8,7 @@ COLUMNS = [  # header, JSON field, format
     ("op", "op", "s"), ("dtype", "activation_dtype", "s"), ("bits", "bits", "d"),
     ("bs", "block_size", "d"), ("zp", "zero_points", "s"), ("algo", "gemv_algo", "d"),
     ("M", "m", "d"), ("N", "n", "d"), ("K", "k", "d"), ("path", "path", "s"),
+    ("kernel", "kernel", "s"),
     ("rel_err", "rel_err", ".1e"), ("ok", "passed", "ok"), ("us", "median_us", ".1f"),
     ("TB/s", "weight_tbps", ".2f"), ("%copy", "pct_of_copy_bw", ".0f"),
     ("TFLOP/s", "tflops", ".1f"), ("cuBLAS us", "cublas_bf16_us", ".1f"),
@@ -31,6 +32,19 @@ def cell(row, field, spec):
         return str(v)
 
 
+def kernel_of(row):
+    """The GEMV kernel a decode case ran, from its printed plan: the CUDA-core kernel
+    ("fma"), N-bit's whole-window kernel ("window"), TMA tiles ("tma") or the
+    register-load tensor-core tile ("regs"); None off the GEMV paths."""
+    plan = row.get("plan") or ""
+    if not str(row.get("path", "")).startswith("gemv"):
+        return None
+    for key, name in (("fma=1", "fma"), ("window=1", "window"), ("tma=1", "tma")):
+        if key + ";" in plan or key + "}" in plan:
+            return name
+    return "fma" if row.get("path") == "gemv_fma" else "regs"
+
+
 def main(argv):
     markdown = "--markdown" in argv
     paths = [a for a in argv if a != "--markdown"]
@@ -38,6 +52,8 @@ def main(argv):
     for path in paths:
         with open(path) as f:
             rows += [json.loads(line) for line in f if line.strip()]
+    for r in rows:
+        r["kernel"] = kernel_of(r)
     # Only the columns some row has.
     cols = [c for c in COLUMNS if any(r.get(c[1]) is not None for r in rows)]
     table = [[c[0] for c in cols]] + [[cell(r, c[1], c[2]) for c in cols] for r in rows]
