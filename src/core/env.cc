@@ -21,6 +21,13 @@ Status read_int(const char* name, int64_t min, int64_t max, int64_t* value) {
   return Status::Ok();
 }
 
+Status read_int_option(const char* name, int64_t min, int64_t max, int* option) {
+  int64_t v = min - 1;  // read_int leaves it where the variable is unset
+  BQMM_RETURN_IF_ERROR(read_int(name, min, max, &v));
+  if (v >= min) *option = static_cast<int>(v);
+  return Status::Ok();
+}
+
 Status read_dequant_options(int64_t* scratch_bytes, bool* overlap) {
   int64_t mib = -1;
   BQMM_RETURN_IF_ERROR(read_int("BQMM_DEQUANT_SCRATCH_MIB", 1, int64_t{1} << 30, &mib));

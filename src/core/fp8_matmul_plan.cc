@@ -75,10 +75,7 @@ Status fp8_matmul_options_from_env(Fp8MatMulOptions* opts) {
                   "BQMM_FP8_GEMV_KSPLIT: expected 0, 1, 2, 4 or 8 but got " +
                       std::to_string(k_split));
   if (k_split >= 0) opts->gemv_k_split = static_cast<int>(k_split);
-  int64_t tma = -1;
-  BQMM_RETURN_IF_ERROR(env::read_int("BQMM_FP8_GEMV_TMA", 0, 1, &tma));
-  if (tma >= 0) opts->gemv_tma = static_cast<int>(tma);
-  return Status::Ok();
+  return env::read_int_option("BQMM_FP8_GEMV_TMA", 0, 1, &opts->gemv_tma);
 }
 
 Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,

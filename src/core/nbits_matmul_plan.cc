@@ -88,19 +88,10 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan) {
 Status nbits_matmul_options_from_env(NBitsMatMulOptions* opts) {
   BQMM_RETURN_IF_ERROR(
       env::read_dequant_options(&opts->dequant_scratch_bytes, &opts->overlap_dequant));
-  int64_t algo = -1;
-  BQMM_RETURN_IF_ERROR(env::read_int("BQMM_NBITS_GEMV_ALGO", 0, 2, &algo));
-  if (algo >= 0) opts->gemv_algo = static_cast<int>(algo);
-  int64_t tma = -1;
-  BQMM_RETURN_IF_ERROR(env::read_int("BQMM_NBITS_GEMV_TMA", 0, 1, &tma));
-  if (tma >= 0) opts->gemv_tma = static_cast<int>(tma);
-  int64_t fma = -1;
-  BQMM_RETURN_IF_ERROR(env::read_int("BQMM_NBITS_GEMV_FMA", 0, 1, &fma));
-  if (fma >= 0) opts->gemv_fma = static_cast<int>(fma);
-  int64_t window = -1;
-  BQMM_RETURN_IF_ERROR(env::read_int("BQMM_NBITS_GEMV_WINDOW", 0, 1, &window));
-  if (window >= 0) opts->gemv_window = static_cast<int>(window);
-  return Status::Ok();
+  BQMM_RETURN_IF_ERROR(env::read_int_option("BQMM_NBITS_GEMV_ALGO", 0, 2, &opts->gemv_algo));
+  BQMM_RETURN_IF_ERROR(env::read_int_option("BQMM_NBITS_GEMV_TMA", 0, 1, &opts->gemv_tma));
+  BQMM_RETURN_IF_ERROR(env::read_int_option("BQMM_NBITS_GEMV_FMA", 0, 1, &opts->gemv_fma));
+  return env::read_int_option("BQMM_NBITS_GEMV_WINDOW", 0, 1, &opts->gemv_window);
 }
 
 Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
