@@ -136,11 +136,20 @@ struct NBitsMatMulOptions {
   // at M = 1 only), unless gemv_tma = 1; 0: never; 1: wherever it applies
   // (BQMM_NBITS_GEMV_WINDOW=0 / 1).
   int gemv_window = -1;
+  // The window kernel with line loads: each warp load instruction reads 4 whole 128-byte
+  // lines of 4 weight rows (the mma fragment's own shape is 8 rows x 64 bytes, which
+  // streams slower), staged through 2 KB of shared memory per warp; rows of whole
+  // 128-byte lines (K % 256 == 0). -1: where measured faster on the H200 (docs/PERF.md:
+  // M <= 2), unless gemv_window = 0 or gemv_tma = 1; it takes the window kernel there
+  // whatever the grid; 0: never; 1: wherever it applies, unless gemv_window = 0
+  // (BQMM_NBITS_GEMV_LINES=0 / 1).
+  int gemv_lines = -1;
 };
 // Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB),
 // BQMM_DEQUANT_OVERLAP (0 or 1), BQMM_NBITS_GEMV_ALGO (0, 1 or 2 forces that GEMV
 // algorithm), BQMM_NBITS_GEMV_TMA (0 or 1; see gemv_tma), BQMM_NBITS_GEMV_FMA (0 or 1;
-// see gemv_fma) and BQMM_NBITS_GEMV_WINDOW (0 or 1; see gemv_window). A malformed value
+// see gemv_fma), BQMM_NBITS_GEMV_WINDOW (0 or 1; see gemv_window) and
+// BQMM_NBITS_GEMV_LINES (0 or 1; see gemv_lines). A malformed value
 // is an error that names the variable.
 Status nbits_matmul_options_from_env(NBitsMatMulOptions* opts);
 
@@ -167,6 +176,7 @@ struct NBitsMatMulPlan {
   bool gemv_tma = false;      // weight tiles by TMA (SM90+); gemv_algo does not apply then
   bool gemv_window = false;   // the window kernel (4-bit, algorithm 0 on whole windows);
                               // gemv_tma is false then
+  bool gemv_lines = false;    // the window kernel's weights by whole-line loads
 
   // Workspace layout: byte offsets into the caller's workspace, each 256-byte aligned.
   size_t cublas_offset = 0, cublas_bytes = 0;    // cuBLAS's own workspace

@@ -75,7 +75,7 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan) {
   } else if (plan.path == NBitsPath::kGemv) {
     os << "; algo=" << plan.gemv_algo << "; rows=" << plan.gemv_rows
        << "; k_split=" << plan.gemv_k_split << "; tma=" << (plan.gemv_tma ? 1 : 0)
-       << "; window=" << (plan.gemv_window ? 1 : 0);
+       << "; window=" << (plan.gemv_window ? 1 : 0) << "; lines=" << (plan.gemv_lines ? 1 : 0);
   }
   os << "; workspace=" << plan.workspace_bytes << "B";
   if (plan.workspace_bytes > 0) {
@@ -91,7 +91,8 @@ Status nbits_matmul_options_from_env(NBitsMatMulOptions* opts) {
   BQMM_RETURN_IF_ERROR(env::read_int_option("BQMM_NBITS_GEMV_ALGO", 0, 2, &opts->gemv_algo));
   BQMM_RETURN_IF_ERROR(env::read_int_option("BQMM_NBITS_GEMV_TMA", 0, 1, &opts->gemv_tma));
   BQMM_RETURN_IF_ERROR(env::read_int_option("BQMM_NBITS_GEMV_FMA", 0, 1, &opts->gemv_fma));
-  return env::read_int_option("BQMM_NBITS_GEMV_WINDOW", 0, 1, &opts->gemv_window);
+  BQMM_RETURN_IF_ERROR(env::read_int_option("BQMM_NBITS_GEMV_WINDOW", 0, 1, &opts->gemv_window));
+  return env::read_int_option("BQMM_NBITS_GEMV_LINES", 0, 1, &opts->gemv_lines);
 }
 
 Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
@@ -112,6 +113,8 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
   BQMM_RETURN_IF_ERROR(check::int_in_range("options.gemv_fma", options.gemv_fma, -1, 1,
                                            "-1 (planner's choice), 0 or 1"));
   BQMM_RETURN_IF_ERROR(check::int_in_range("options.gemv_window", options.gemv_window, -1, 1,
+                                           "-1 (planner's choice), 0 or 1"));
+  BQMM_RETURN_IF_ERROR(check::int_in_range("options.gemv_lines", options.gemv_lines, -1, 1,
                                            "-1 (planner's choice), 0 or 1"));
 
   NBitsMatMulPlan plan;
@@ -179,15 +182,26 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     const bool window_faster =
         tiles * kGemvMaxKSplit > kGemvTensorCoreWarpsPerSm * std::max(1, device.num_sms) &&
         (p.zero_points != NBitsZeroPoints::kPacked || p.m == 1);
+    // Line loads: the window kernel on rows of whole 128-byte lines (K % 256 == 0), its
+    // weights read 4 rows x 128 bytes per warp instruction and staged through shared
+    // memory. Measured on the H200 (docs/PERF.md) faster at M <= 2 on every decode shape,
+    // N = 4096 included, where it takes the window kernel whatever the grid; slower from
+    // M = 4 (the activations of more rows and the shared-memory round trip share the L1).
+    const bool lines_applies = window_applies && p.row_bytes() % kGemvTmaTileBytes == 0;
+    const bool lines_wanted =
+        lines_applies && options.gemv_window != 0 &&
+        (options.gemv_lines == 1 || (options.gemv_lines < 0 && options.gemv_tma != 1 && p.m <= 2));
     plan.gemv_window =
-        window_applies && (options.gemv_window == 1 ||
+        window_applies && (options.gemv_window == 1 || lines_wanted ||
                            (options.gemv_window < 0 && options.gemv_tma != 1 && window_faster));
+    plan.gemv_lines = plan.gemv_window && lines_wanted;
     if (plan.gemv_window) plan.gemv_tma = false;
     // K split (core/gemv_split.h) over the kernel's units of K (TMA tiles or 64-byte
     // windows): float32's FMA tile holds fewer warps per SM, the window kernel more.
     const int64_t warps_per_sm =
         !half_type ? kGemvWarpsPerSmFloat
-        : plan.gemv_window ? nbits_window_warps_per_sm(p.zero_points == NBitsZeroPoints::kPacked)
+        : plan.gemv_window ? nbits_window_warps_per_sm(p.zero_points == NBitsZeroPoints::kPacked,
+                                                       plan.gemv_lines)
                            : kGemvTensorCoreWarpsPerSm;
     plan.gemv_k_split = choose_gemv_k_split(
         p.n, gemv_k_units(p.row_bytes(), plan.gemv_tma), device.num_sms, warps_per_sm);

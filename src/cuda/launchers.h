@@ -92,9 +92,10 @@ struct NBitsGemvArgs {
 // >= 64 codes for 8-bit, >= 128 for 4-bit): the weights by TMA tiles (cuda/tma.cuh); algo
 // does not apply then. window (4-bit, float16 / bfloat16, block_size >= 128, rows of whole
 // 64-byte windows): algorithm 0's loop without partial windows (NBitsGemvWindowKernel);
-// tma and algo do not apply then.
+// tma and algo do not apply then. lines (with window, rows of whole 128-byte lines): the
+// window kernel's weights loaded as whole lines and staged through shared memory.
 Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_split, bool tma,
-                         bool window, cudaStream_t stream);
+                         bool window, bool lines, cudaStream_t stream);
 // CUDA cores, 8-bit codes, float16 / bfloat16 (cuda/gemv_fma.cuh): a warp per two output
 // columns, lanes along K; rows (1 or 2, >= M) activation rows per warp.
 Status launch_nbits_gemv_fma(const NBitsGemvArgs& args, int rows, cudaStream_t stream);

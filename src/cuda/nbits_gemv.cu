@@ -411,12 +411,15 @@ struct MmaTile {
   static constexpr int kValues = 4;
 
   float acc[4] = {};
-  // Activation row g, or row M - 1 for g >= M: its products land in output rows that are
-  // never stored, so the lanes need no predicate.
+  // Activation row g (clamped to M - 1, an in-bounds address). Lanes of rows g >= M load
+  // nothing (one predicated load: zeros into output rows that are never stored): at M = 1
+  // seven eighths of the warp's activation traffic through L1 (H200, 2026-11-29: 1-4 %
+  // faster on the 4-bit N = 4096 decode shapes and on 8-bit float16, docs/PERF.md).
   const T* a_row;
+  const bool row_ok;
 
   __device__ MmaTile(const GemvParams<T>& p, int g)
-      : a_row(p.a + static_cast<int64_t>(g < p.m ? g : p.m - 1) * p.k) {}
+      : a_row(p.a + static_cast<int64_t>(g < p.m ? g : p.m - 1) * p.k), row_ok(g < p.m) {}
 
   // Activation pairs matching decode_word_pairs's weight pairs for word j of the chunk.
   __device__ static void act_pairs(const uint4 (&act)[kActVecs], int j,
@@ -443,11 +446,11 @@ struct MmaTile {
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       // Each activation vector is loaded just before its first word (L1 hits): the
-      // 4-bit chunk's 64 bytes of activations are never all live at once.
+      // 4-bit chunk's 64 bytes of activations are never all live at once. Chunks outside
+      // a masked stage's range load zeros (the predicate, not a select after the load).
       if (j * kActVecs % 4 == 0) {
-        uint4& v = act[j * kActVecs / 4];
-        v = __ldg(reinterpret_cast<const uint4*>(src) + j * kActVecs / 4);
-        if (masked && !chunk_ok) v = make_uint4(0, 0, 0, 0);
+        act[j * kActVecs / 4] = load_cached_u4_if(reinterpret_cast<const uint4*>(src) + j * kActVecs / 4,
+                                                  row_ok && (!masked || chunk_ok));
       }
       const int group = j * C::kGroups / 4;
       uint32_t pa[C::kPerWord / 2];
@@ -774,21 +777,32 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
 // Each warp keeps the next window's weights, scales and zero points in flight while it
 // multiplies one (two register buffers, the loop unrolled by two so that they need no
 // moves); activations are loaded at the start of their window (L1 hits, covered by the
-// window's decode).
+// window's decode), by the lanes of rows g < M only (MmaTile says why).
+//
+// kLines (NBitsMatMulOptions::gemv_lines): the same math, the weights read as whole
+// 128-byte lines. A lane that loads only what it multiplies makes each warp instruction
+// read 8 rows x 64 bytes, a shape that streams 2.5-3.3 TB/s on the H200 against 3.9-4.4
+// for 4 rows x 128 bytes (tools/microbench/stream_shapes.cu, docs/PERF.md). So a warp
+// loads a pair of windows (16 rows x 128 bytes) with 4 line-shaped instructions, stores
+// it to its 2 KB of shared memory and reads it back in fragment order: 4 more memory
+// instructions per pair, 80 registers (24 warps per SM), one pair in flight. Measured
+// faster at M <= 2; from M = 4 the round trip and the activations of more rows fill the
+// L1 pipe (docs/PERF.md).
 //
 // 8-bit keeps NBitsGemvKernel: on this loop it was up to 30 % slower at 64 registers and
 // -4 to +5 % at 80 (H200, docs/PERF.md). An 8-bit window decodes in about half the time
 // of a 4-bit one, so one window in flight per warp hides less of the load latency than
 // the general kernel's two stages of two windows.
 constexpr int kWindowDepth = 2;  // register buffers: one window multiplied, one in flight
+constexpr int kLineBufferBytes = kTileCols * 2 * kWindowChunks * kChunkBytes;  // kLines: 2 KB per warp
 // At least 4 blocks of kMaxKSplit warps per SM: 64 registers (bfloat16 spills 16 bytes
 // there, in the measured tables); 3 with packed zero points (80 registers: at 64 their row
-// pointers spilled 84 bytes).
+// pointers spilled 84 bytes) or line loads (the next pair's 16 registers of weights).
 template <bool kZeroPoints>
 constexpr int kWindowMinBlocks = kZeroPoints ? 3 : 4;
 
-template <typename T, int kBits, bool kZeroPoints>
-__global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<kZeroPoints>)
+template <typename T, int kBits, bool kZeroPoints, bool kLines>
+__global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<kZeroPoints || kLines>)
     NBitsGemvWindowKernel(const GemvParams<T> p) {
   using C = Codes<kBits>;
   using Tile = MmaTile<T, kBits, true>;
@@ -800,7 +814,9 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<kZero
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTileCols;
 
   // This warp's windows: a contiguous range (its requests to a DRAM page come together).
-  const uint32_t per_warp = (p.windows + k_split - 1) / k_split;
+  // kLines: an even count (pairs of windows are its unit; p.windows is even there).
+  uint32_t per_warp = (p.windows + k_split - 1) / k_split;
+  if (kLines) per_warp = (per_warp + 1) & ~1u;
   const uint32_t u0 = min(warp * per_warp, p.windows);
   const uint32_t u1 = min(u0 + per_warp, p.windows);
 
@@ -814,24 +830,30 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<kZero
     RawQuant<T, kBits> q[2];
   };
   auto block_of = [&](uint32_t u) { return (u * C::kPerWindow) >> p.block_shift; };
-  auto load = [&](uint32_t u, Loads& l) {
+  auto load_quant = [&](uint32_t u, RawQuant<T, kBits> (&q)[2]) {
     const uint32_t blk = block_of(u);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
+      q[r].scale[0] = __ldg(rows.s[r] + blk);
+      if constexpr (C::kGroups == 2) q[r].scale[1] = q[r].scale[0];  // one block
+      q[r].zp_byte = kZeroPoints ? __ldg(rows.zp[r] + (kBits == 8 ? blk : blk >> 1))
+                                 : C::kDefaultZeroPoint * (kBits == 4 ? 0x11u : 1u);
+    }
+  };
+  auto load = [&](uint32_t u, Loads& l) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
       l.w[r] = load_stream_u4(rows.w[r] + t * kChunkBytes +
                               static_cast<size_t>(u) * (kWindowChunks * kChunkBytes));
-      l.q[r].scale[0] = __ldg(rows.s[r] + blk);
-      if constexpr (C::kGroups == 2) l.q[r].scale[1] = l.q[r].scale[0];  // one block
-      l.q[r].zp_byte = kZeroPoints ? __ldg(rows.zp[r] + (kBits == 8 ? blk : blk >> 1))
-                                   : C::kDefaultZeroPoint * (kBits == 4 ? 0x11u : 1u);
-    }
+    load_quant(u, l.q);
   };
   float acc[4] = {};
   auto multiply = [&](uint32_t u, const Loads& l) {
     const T* src = a_row + static_cast<size_t>(u) * C::kPerWindow;
     uint4 act[Tile::kActVecs];
 #pragma unroll
-    for (int i = 0; i < Tile::kActVecs; ++i) act[i] = __ldg(reinterpret_cast<const uint4*>(src) + i);
+    for (int i = 0; i < Tile::kActVecs; ++i)
+      act[i] = load_cached_u4_if(reinterpret_cast<const uint4*>(src) + i, g < p.m);
     const uint32_t blk = block_of(u);
     const BlockConsts c_lo = make_consts<T, kBits>(l.q[0], blk, 0, false);
     const BlockConsts c_hi = make_consts<T, kBits>(l.q[1], blk, 0, false);
@@ -847,7 +869,61 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<kZero
     apply_block_scales<T, kBits>(acc, part, part16, c_lo, c_hi);
   };
 
-  if (u0 < u1) {
+  if constexpr (kLines) {
+    // Line loads: a pair of windows is 16 rows x 128 bytes, copied by 4 warp instructions
+    // of 4 whole rows each (lane l: row 4i + l / 8, chunk l % 8), staged in this warp's
+    // 2 KB of shared memory and read back in fragment order (lane (g, t): chunk t of each
+    // window of rows g and g + 8). Chunk c of row r sits at 16-byte slot
+    // r * 8 + (c ^ 4 (r & 1)): the 8 lanes of a quarter warp write one row (8 slots) and
+    // read two adjacent rows' 4 chunks (8 slots), both without bank conflicts.
+    extern __shared__ uint4 window_lines[];
+    uint4* const buf = window_lines + warp * (kLineBufferBytes / 16);
+    const int lr = lane / 8, lc = lane % 8;
+    const uint8_t* line_row[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int64_t row = n0 + 4 * i + lr;
+      line_row[i] = p.b + (row < p.n ? row : p.n - 1) * p.row_bytes + lc * kChunkBytes;
+    }
+    uint4* const st = buf + lr * 8 + (lc ^ ((lr & 1) << 2));  // + 32 i
+    const uint4* rd[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) rd[h] = buf + g * 8 + ((4 * h + t) ^ ((g & 1) << 2));  // hi: + 64
+    const uint32_t v0 = u0 / 2, v1 = u1 / 2;
+    if (v0 < v1) {
+      uint4 raw[4];
+      RawQuant<T, kBits> q[2][2];
+      auto load_pair = [&](uint32_t v) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          raw[i] = load_stream_u4(line_row[i] + static_cast<size_t>(v) * (2 * kWindowChunks * kChunkBytes));
+#pragma unroll
+        for (int h = 0; h < 2; ++h) load_quant(2 * v + h, q[h]);
+      };
+      load_pair(v0);
+#pragma unroll 1
+      for (uint32_t v = v0; v < v1; ++v) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) st[32 * i] = raw[i];
+        Loads l[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          l[h].q[0] = q[h][0];
+          l[h].q[1] = q[h][1];
+        }
+        __syncwarp();
+        // The next pair's loads (past the range: the last pair again, never multiplied).
+        load_pair(min(v + 1, v1 - 1));
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          l[h].w[0] = rd[h][0];
+          l[h].w[1] = rd[h][64];
+          multiply(2 * v + h, l[h]);
+        }
+        __syncwarp();
+      }
+    }
+  } else if (u0 < u1) {
     Loads ring[kWindowDepth];
 #pragma unroll
     for (int j = 0; j < kWindowDepth; ++j) load(min(u0 + j, u1 - 1), ring[j]);
@@ -1164,7 +1240,7 @@ Status launch_tma(const NBitsGemvArgs& args, int k_split, cudaStream_t stream) {
 }
 
 template <typename T>
-Status launch_window(const NBitsGemvArgs& args, int k_split, cudaStream_t stream) {
+Status launch_window(const NBitsGemvArgs& args, int k_split, bool lines, cudaStream_t stream) {
   if constexpr (std::is_same_v<T, float>) {
     return Status(StatusCode::kInternal, "launch_nbits_gemv: no window kernel for float32");
   } else {
@@ -1177,10 +1253,20 @@ Status launch_window(const NBitsGemvArgs& args, int k_split, cudaStream_t stream
                         std::to_string(args.block_size));
     const dim3 grid(static_cast<unsigned>((args.n + kTileCols - 1) / kTileCols));
     const dim3 block(k_split * kWarpSize);
-    if (p.zp != nullptr)
-      NBitsGemvWindowKernel<T, 4, true><<<grid, block, 0, stream>>>(p);
-    else
-      NBitsGemvWindowKernel<T, 4, false><<<grid, block, 0, stream>>>(p);
+    if (lines && p.windows % 2 != 0)
+      return Status(StatusCode::kInternal,
+                    "launch_nbits_gemv: line loads take rows of whole 128-byte lines, not K = " +
+                        std::to_string(args.k));
+    const int smem = lines ? k_split * kLineBufferBytes : 0;
+    auto go = [&](auto zero_points, auto line_loads) {
+      NBitsGemvWindowKernel<T, 4, decltype(zero_points)::value, decltype(line_loads)::value>
+          <<<grid, block, smem, stream>>>(p);
+    };
+    if (p.zp != nullptr) {
+      if (lines) go(std::true_type(), std::true_type()); else go(std::true_type(), std::false_type());
+    } else {
+      if (lines) go(std::false_type(), std::true_type()); else go(std::false_type(), std::false_type());
+    }
     return check_launch("NBitsGemvWindowKernel");
   }
 }
@@ -1230,12 +1316,12 @@ Status check_gemv_args(const NBitsGemvArgs& args, int rows, int k_split) {
 }  // namespace
 
 Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_split, bool tma,
-                         bool window, cudaStream_t stream) {
+                         bool window, bool lines, cudaStream_t stream) {
   if (args.m == 0 || args.n == 0) return Status::Ok();
   BQMM_RETURN_IF_ERROR(check_gemv_args(args, rows, k_split));
   return dispatch_float_types(args.dtype, "launch_nbits_gemv", [&](auto tag) -> Status {
     using T = decltype(tag);
-    if (window) return launch_window<T>(args, k_split, stream);
+    if (window) return launch_window<T>(args, k_split, lines, stream);
     if (tma)
       return args.bits == 8 ? launch_tma<T, 8>(args, k_split, stream)
                             : launch_tma<T, 4>(args, k_split, stream);

@@ -306,7 +306,8 @@ TEST(NBitsPlan, GemvTmaWhereItPaysOrWhenAsked) {
 // of whole 64-byte windows): by default where the grid has more warps than the 128-register
 // tiles hold (ceil(N / 16) * 8 > 16 * SMs), with packed zero points at M = 1 only, and not
 // when TMA tiles are forced; it then replaces the TMA tile, and its K split counts 32
-// resident warps per SM (24 with packed zero points).
+// resident warps per SM (24 with packed zero points). Line loads (next test) take it at
+// M <= 2 whatever the grid, so the grid rule is checked from M = 3.
 TEST(NBitsPlan, GemvWindowWhereItAppliesOrWhenAsked) {
   NBitsMatMulOptions o;
   EXPECT_EQ(o.gemv_window, -1);
@@ -323,10 +324,14 @@ TEST(NBitsPlan, GemvWindowWhereItAppliesOrWhenAsked) {
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128, DType::kFloat32)).gemv_window);
   EXPECT_FALSE(plan(problem(9, 28672, 8192, 4, 128)).gemv_window);  // dequant + GEMM
   // The grid: 264 tiles x 8 = 2112 = 16 x 132 warps is not more; 265 tiles are.
-  EXPECT_FALSE(plan(problem(1, 264 * 16, 8192, 4, 128)).gemv_window);
-  EXPECT_TRUE(plan(problem(1, 264 * 16 + 1, 8192, 4, 128)).gemv_window);
-  EXPECT_FALSE(plan(problem(1, 4096, 14336, 4, 128)).gemv_window);
-  EXPECT_TRUE(plan(problem(1, 4096, 4096, 4, 128), kAmpere).gemv_window);  // 108 SMs
+  EXPECT_FALSE(plan(problem(3, 264 * 16, 8192, 4, 128)).gemv_window);
+  EXPECT_TRUE(plan(problem(3, 264 * 16 + 1, 8192, 4, 128)).gemv_window);
+  EXPECT_FALSE(plan(problem(3, 4096, 14336, 4, 128)).gemv_window);
+  EXPECT_TRUE(plan(problem(3, 4096, 4096, 4, 128), kAmpere).gemv_window);  // 108 SMs
+  NBitsMatMulOptions no_lines;
+  no_lines.gemv_lines = 0;
+  EXPECT_FALSE(plan(problem(1, 264 * 16, 8192, 4, 128), kHopper, no_lines).gemv_window);
+  EXPECT_TRUE(plan(problem(1, 264 * 16 + 1, 8192, 4, 128), kHopper, no_lines).gemv_window);
   NBitsMatMulOptions forced;
   forced.gemv_window = 1;
   // Forced: any grid, rows of whole windows (K = 128 is one).
@@ -353,12 +358,12 @@ TEST(NBitsPlan, GemvWindowWhereItAppliesOrWhenAsked) {
   // wave (34) against 1 (66) and 4 (2 waves, 36). 16 (2112): k_split 1 (66) against 2
   // (2 waves, 68). With packed zero points, 24 (3168): 5 waves of k_split 8 (50) against
   // 3 of 4 (54), 2 of 2 (68) and 1 of 1 (66).
-  EXPECT_EQ(plan(problem(1, 28672, 8192, 4, 128)).gemv_k_split, 2);
-  EXPECT_EQ(plan(problem(1, 28672, 8192, 4, 128), kHopper, o).gemv_k_split, 1);
+  EXPECT_EQ(plan(problem(3, 28672, 8192, 4, 128)).gemv_k_split, 2);
+  EXPECT_EQ(plan(problem(3, 28672, 8192, 4, 128), kHopper, o).gemv_k_split, 1);
   NBitsMatMulProblem zp = problem(1, 28672, 8192, 4, 128);
   zp.zero_points = NBitsZeroPoints::kPacked;
-  EXPECT_TRUE(plan(zp).gemv_window);
-  zp.m = 2;  // packed zero points: M = 1 only, unless forced
+  EXPECT_TRUE(plan(zp, kHopper, no_lines).gemv_window);
+  zp.m = 3;  // packed zero points: M = 1 only, unless forced
   EXPECT_FALSE(plan(zp).gemv_window);
   const NBitsMatMulPlan zp2 = plan(zp, kHopper, forced);
   EXPECT_TRUE(zp2.gemv_window);
@@ -367,6 +372,66 @@ TEST(NBitsPlan, GemvWindowWhereItAppliesOrWhenAsked) {
     SCOPED_TRACE(bad);
     o.gemv_window = bad;
     testing::expect_rejected(problem(1, 4096, 4096), o, "gemv_window");
+  }
+}
+
+// Line loads (the window kernel's weights as whole 128-byte lines, rows of whole lines:
+// K % 256 == 0): by default at M <= 2 wherever the window kernel applies, whatever the
+// grid (N = 4096 included), unless the window kernel is off or TMA tiles are forced; its K
+// split counts 24 resident warps per SM (80 registers).
+TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
+  NBitsMatMulOptions o;
+  EXPECT_EQ(o.gemv_lines, -1);
+  const int64_t shapes[][2] = {{4096, 4096}, {4096, 14336}, {14336, 4096}, {8192, 8192}, {28672, 8192}};
+  for (DType t : {DType::kFloat16, DType::kBFloat16})
+    for (const auto& nk : shapes)
+      for (int64_t m = 1; m <= 8; ++m) {
+        const NBitsMatMulPlan p = plan(problem(m, nk[0], nk[1], 4, 128, t));
+        EXPECT_EQ(p.gemv_lines, m <= 2) << p;
+        if (m <= 2) EXPECT_TRUE(p.gemv_window) << p;
+      }
+  // Rows of whole lines only: K = 8192 + 128 is 4160 bytes a row (65 windows).
+  EXPECT_FALSE(plan(problem(1, 28672, 8192 + 128, 4, 128)).gemv_lines);
+  EXPECT_TRUE(plan(problem(1, 28672, 8192 + 128, 4, 128)).gemv_window);  // the grid rule
+  EXPECT_FALSE(plan(problem(1, 4096, 8192 + 128, 4, 128)).gemv_window);
+  EXPECT_TRUE(plan(problem(1, 4096, 256, 4, 128)).gemv_lines);  // one line
+  EXPECT_FALSE(plan(problem(1, 4096, 128, 4, 128)).gemv_lines);  // one window
+  // Only where the window kernel applies.
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 64)).gemv_lines);
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 8, 128)).gemv_lines);
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128, DType::kFloat32)).gemv_lines);
+  NBitsMatMulOptions algo1;
+  algo1.gemv_algo = kNBitsGemvAlgoLoop;
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128), kHopper, algo1).gemv_lines);
+  // K split at 28672 x 8192, M = 1 (1792 tiles of 64 windows), 24 warps per SM (3168):
+  // 5 waves of k_split 8 (50) against 3 of 4 (54), 2 of 2 (68) and 1 of 1 (66).
+  EXPECT_EQ(plan(problem(1, 28672, 8192, 4, 128)).gemv_k_split, 8);
+  // The window kernel off, or TMA tiles forced: no line loads by default.
+  NBitsMatMulOptions off;
+  off.gemv_window = 0;
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128), kHopper, off).gemv_lines);
+  off.gemv_lines = 1;  // lines forced, the window kernel off: off wins
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128), kHopper, off).gemv_window);
+  NBitsMatMulOptions tma;
+  tma.gemv_tma = 1;
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128), kHopper, tma).gemv_lines);
+  EXPECT_TRUE(plan(problem(1, 28672, 8192, 4, 128), kHopper, tma).gemv_tma);
+  tma.gemv_lines = 1;  // both forced: the window kernel with line loads
+  EXPECT_TRUE(plan(problem(1, 28672, 8192, 4, 128), kHopper, tma).gemv_lines);
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128), kHopper, tma).gemv_tma);
+  // Forced on: any M and grid where it applies; forced off: the window kernel's own rule.
+  o.gemv_lines = 1;
+  EXPECT_TRUE(plan(problem(8, 4096, 4096, 4, 128), kHopper, o).gemv_lines);
+  EXPECT_TRUE(plan(problem(1, 16, 256, 4, 128), kHopper, o).gemv_lines);
+  EXPECT_FALSE(plan(problem(1, 16, 128, 4, 128), kHopper, o).gemv_lines);
+  o.gemv_lines = 0;
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128), kHopper, o).gemv_lines);
+  EXPECT_TRUE(plan(problem(1, 28672, 8192, 4, 128), kHopper, o).gemv_window);
+  EXPECT_FALSE(plan(problem(1, 4096, 14336, 4, 128), kHopper, o).gemv_window);
+  for (int bad : {-2, 2}) {
+    SCOPED_TRACE(bad);
+    o.gemv_lines = bad;
+    testing::expect_rejected(problem(1, 4096, 4096), o, "gemv_lines");
   }
 }
 
@@ -380,11 +445,11 @@ TEST(NBitsPlan, PrintsEveryDecision) {
   EXPECT_EQ(gemv,
             "NBitsMatMulPlan{path=gemv; nbits int8 bfloat16 M=3 N=4096 K=4096 block_size=128 "
             "zero_points=packed bias align=16; sm90/132SMs; algo=2; rows=8; k_split=8; "
-            "tma=0; window=0; workspace=0B}");
+            "tma=0; window=0; lines=0; workspace=0B}");
   EXPECT_EQ(printed(plan(problem(2, 8192, 4096, 4, 128))),
             "NBitsMatMulPlan{path=gemv; nbits int4 float16 M=2 N=8192 K=4096 block_size=128 "
-            "zero_points=none align=16; sm90/132SMs; algo=0; rows=8; k_split=8; tma=0; "
-            "window=1; workspace=0B}");
+            "zero_points=none align=16; sm90/132SMs; algo=0; rows=8; k_split=4; tma=0; "
+            "window=1; lines=1; workspace=0B}");
   q.m = 1;
   EXPECT_EQ(printed(plan(q)),
             "NBitsMatMulPlan{path=gemv; nbits int8 bfloat16 M=1 N=4096 K=4096 block_size=128 "
@@ -425,7 +490,8 @@ TEST(NBitsPlan, RejectsMalformedProblemsAndOptions) {
 class NBitsEnvTest : public ::testing::Test {
  protected:
   testing::EnvGuard env_{"BQMM_DEQUANT_SCRATCH_MIB", "BQMM_NBITS_GEMV_ALGO",
-                         "BQMM_NBITS_GEMV_TMA", "BQMM_NBITS_GEMV_FMA"};
+                         "BQMM_NBITS_GEMV_TMA", "BQMM_NBITS_GEMV_FMA",
+                         "BQMM_NBITS_GEMV_WINDOW", "BQMM_NBITS_GEMV_LINES"};
 };
 
 TEST_F(NBitsEnvTest, UnsetKeepsDefaults) {
@@ -483,6 +549,15 @@ TEST_F(NBitsEnvTest, GemvWindowOverride) {
   NBitsMatMulOptions tma = with_env("BQMM_NBITS_GEMV_WINDOW", "1");
   tma.gemv_tma = 1;
   EXPECT_TRUE(plan(problem(1, 28672, 8192, 4, 128), kHopper, tma).gemv_window);
+}
+
+TEST_F(NBitsEnvTest, GemvLinesOverride) {
+  testing::expect_switch_from_env(nbits_matmul_options_from_env, "BQMM_NBITS_GEMV_LINES",
+                                  &NBitsMatMulOptions::gemv_lines);
+  EXPECT_FALSE(plan(problem(1, 8192, 8192, 4, 128), kHopper, with_env("BQMM_NBITS_GEMV_LINES", "0"))
+                   .gemv_lines);
+  EXPECT_TRUE(plan(problem(8, 8192, 8192, 4, 128), kHopper, with_env("BQMM_NBITS_GEMV_LINES", "1"))
+                  .gemv_lines);
 }
 
 TEST_F(NBitsEnvTest, ScratchOverride) {

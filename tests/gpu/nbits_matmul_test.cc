@@ -166,10 +166,11 @@ TEST(NBitsGemvTma, EveryBitsBlockSizeAndDtype) {
 }
 
 // The window kernel (NBitsMatMulOptions::gemv_window; 4-bit, float16 / bfloat16, algorithm
-// 0, blocks of 128 codes or more) forced on, and off (the register-load tile of algorithm
-// 0 then): both block sizes around a window, both dtypes, zero points none / packed, M up
-// to 8, partial column tiles, and K from one window to a K split that leaves warps
-// without windows (10 windows over 8 warps).
+// 0, blocks of 128 codes or more) forced on with line loads (gemv_lines, rows of whole
+// 128-byte lines) and without, and off (the register-load tile of algorithm 0 then): both
+// block sizes around a window, both dtypes, zero points none / packed, M up to 8, partial
+// column tiles, and K from one window (no whole line: no line loads) to a K split that
+// leaves warps without windows (10 windows, 5 line pairs, over 8 warps).
 TEST(NBitsGemvWindow, OnAndOffEveryBlockSizeDtypeAndZeroPoints) {
   BQMM_REQUIRE_GPU();
   const int64_t ns[] = {1, 19, 40, 300};
@@ -177,18 +178,20 @@ TEST(NBitsGemvWindow, OnAndOffEveryBlockSizeDtypeAndZeroPoints) {
   int index = 0;
   for (int64_t bs : {128, 256})
     for (DType t : {DType::kFloat16, DType::kBFloat16})
-      for (int window : {1, 0})
+      for (int kernel : {2, 1, 0})  // window with line loads, window, off
         for (int j = 0; j < 4; ++j, ++index) {
           const int64_t n = ns[index % 4];
           const int64_t k = j == 0 && bs == 128 ? 128 : ks[j];  // one window
           NBitsCaseSpec s = cycled_spec(t, 4, n == 1 ? kSingleColumnRows : 1 + index % 8, n,
                                         k, bs, index, j);
           NBitsMatMulOptions o;
-          o.gemv_window = window;
-          SCOPED_TRACE(describe(s) << " window=" << window);
+          o.gemv_window = kernel > 0 ? 1 : 0;
+          o.gemv_lines = kernel == 2 ? 1 : 0;
+          SCOPED_TRACE(describe(s) << " window=" << o.gemv_window << " lines=" << o.gemv_lines);
           NBitsRun run;
           run_and_check(s, 4000 + index, o, NBitsPath::kGemv, &run);
-          EXPECT_EQ(run.plan.gemv_window, window == 1) << run.plan;
+          EXPECT_EQ(run.plan.gemv_window, kernel > 0) << run.plan;
+          EXPECT_EQ(run.plan.gemv_lines, kernel == 2 && k % 256 == 0) << run.plan;
         }
 }
 
@@ -669,19 +672,23 @@ TEST(NBitsGemv, SanitizeSmall) {
     SCOPED_TRACE(describe(c) << " fma");
     run_and_check(c, 9800 + m, fma, NBitsPath::kGemv);
   }
-  // The window kernel: a partial column tile, warps without windows, zero points or not.
+  // The window kernel, with and without line loads: a partial column tile, warps without
+  // windows, zero points or not.
   NBitsMatMulOptions window;
   window.gemv_window = 1;
-  for (auto zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked}) {
-    NBitsCaseSpec c = nbits_spec(zp == NBitsZeroPoints::kNone ? DType::kFloat16 : DType::kBFloat16,
-                                 4, 3, 19, 1280, 128);
-    c.zero_points = zp;
-    c.bias = true;
-    SCOPED_TRACE(describe(c) << " window");
-    NBitsRun run;
-    run_and_check(c, 9900 + index++, window, NBitsPath::kGemv, &run);
-    EXPECT_TRUE(run.plan.gemv_window) << run.plan;
-  }
+  for (int lines : {0, 1})
+    for (auto zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked}) {
+      NBitsCaseSpec c = nbits_spec(zp == NBitsZeroPoints::kNone ? DType::kFloat16 : DType::kBFloat16,
+                                   4, 3, 19, 1280, 128);
+      c.zero_points = zp;
+      c.bias = true;
+      window.gemv_lines = lines;
+      SCOPED_TRACE(describe(c) << " window lines=" << lines);
+      NBitsRun run;
+      run_and_check(c, 9900 + index++, window, NBitsPath::kGemv, &run);
+      EXPECT_TRUE(run.plan.gemv_window) << run.plan;
+      EXPECT_EQ(run.plan.gemv_lines, lines == 1) << run.plan;
+    }
   // The TMA tile: a partial column tile, a row ending in a partial tile, both widths.
   NBitsMatMulOptions tma;
   tma.gemv_tma = 1;
