@@ -25,11 +25,9 @@ constexpr int kGemvMaxKSplit = 8;         // the largest instantiated k_split
 // loads' latency, paid once per warp).
 constexpr int64_t kGemvTensorCoreWarpsPerSm = 16;
 constexpr int64_t kGemvPipelineFill = 2;
-// NBitsMatMul's window kernel (cuda/nbits_gemv.cu, kWindowMinBlocks): 64 registers per
-// thread, 32 warps per SM; 80 with packed zero points or line loads, 24.
-inline int64_t nbits_window_warps_per_sm(bool zero_points, bool lines) {
-  return zero_points || lines ? 24 : 32;
-}
+// NBitsMatMul's window kernel (cuda/nbits_gemv.cu, kWindowMinBlocks), line loads or not:
+// 64 registers per thread, 32 warps per SM; 80 with packed zero points, 24.
+inline int64_t nbits_window_warps_per_sm(bool zero_points) { return zero_points ? 24 : 32; }
 
 // SM90's TMA tile stream (cuda/tma.cuh) can carry an [n, row_bytes] weight: the copy
 // engine exists, and the tiles' box coordinates (bytes into a row, row) are 32-bit.

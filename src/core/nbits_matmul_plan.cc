@@ -184,13 +184,18 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
         (p.zero_points != NBitsZeroPoints::kPacked || p.m == 1);
     // Line loads: the window kernel on rows of whole 128-byte lines (K % 256 == 0), its
     // weights read 4 rows x 128 bytes per warp instruction and staged through shared
-    // memory. Measured on the H200 (docs/PERF.md) faster at M <= 2 on every decode shape,
-    // N = 4096 included, where it takes the window kernel whatever the grid; slower from
-    // M = 4 (the activations of more rows and the shared-memory round trip share the L1).
+    // memory. Measured on the H200 (docs/PERF.md) at M <= 2 faster on every decode shape,
+    // N = 4096 included, where it takes the window kernel whatever the grid; from M = 4
+    // slower (the activations of more rows and the shared-memory round trip share the
+    // L1). With packed zero points (80 registers, 24 warps per SM) faster only on large
+    // weights (N x K >= 128 Mi, as TMA tiles: 8 % at 28672 x 8192, M = 2) and 1-7 % slower
+    // on the others.
     const bool lines_applies = window_applies && p.row_bytes() % kGemvTmaTileBytes == 0;
+    const bool lines_faster = p.m <= 2 && (p.zero_points != NBitsZeroPoints::kPacked ||
+                                           gemv_tma_pays(p.n, p.k));
     const bool lines_wanted =
         lines_applies && options.gemv_window != 0 &&
-        (options.gemv_lines == 1 || (options.gemv_lines < 0 && options.gemv_tma != 1 && p.m <= 2));
+        (options.gemv_lines == 1 || (options.gemv_lines < 0 && options.gemv_tma != 1 && lines_faster));
     plan.gemv_window =
         window_applies && (options.gemv_window == 1 || lines_wanted ||
                            (options.gemv_window < 0 && options.gemv_tma != 1 && window_faster));
@@ -200,8 +205,7 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     // windows): float32's FMA tile holds fewer warps per SM, the window kernel more.
     const int64_t warps_per_sm =
         !half_type ? kGemvWarpsPerSmFloat
-        : plan.gemv_window ? nbits_window_warps_per_sm(p.zero_points == NBitsZeroPoints::kPacked,
-                                                       plan.gemv_lines)
+        : plan.gemv_window ? nbits_window_warps_per_sm(p.zero_points == NBitsZeroPoints::kPacked)
                            : kGemvTensorCoreWarpsPerSm;
     plan.gemv_k_split = choose_gemv_k_split(
         p.n, gemv_k_units(p.row_bytes(), plan.gemv_tma), device.num_sms, warps_per_sm);

@@ -785,9 +785,9 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
 // for 4 rows x 128 bytes (tools/microbench/stream_shapes.cu, docs/PERF.md). So a warp
 // loads a pair of windows (16 rows x 128 bytes) with 4 line-shaped instructions, stores
 // it to its 2 KB of shared memory and reads it back in fragment order: 4 more memory
-// instructions per pair, 80 registers (24 warps per SM), one pair in flight. Measured
-// faster at M <= 2; from M = 4 the round trip and the activations of more rows fill the
-// L1 pipe (docs/PERF.md).
+// instructions per pair, one pair in flight, the same registers (8 bytes of spill at
+// 64). Measured faster at M <= 2; from M = 4 the round trip and the activations of more
+// rows fill the L1 pipe (docs/PERF.md).
 //
 // 8-bit keeps NBitsGemvKernel: on this loop it was up to 30 % slower at 64 registers and
 // -4 to +5 % at 80 (H200, docs/PERF.md). An 8-bit window decodes in about half the time
@@ -797,12 +797,12 @@ constexpr int kWindowDepth = 2;  // register buffers: one window multiplied, one
 constexpr int kLineBufferBytes = kTileCols * 2 * kWindowChunks * kChunkBytes;  // kLines: 2 KB per warp
 // At least 4 blocks of kMaxKSplit warps per SM: 64 registers (bfloat16 spills 16 bytes
 // there, in the measured tables); 3 with packed zero points (80 registers: at 64 their row
-// pointers spilled 84 bytes) or line loads (the next pair's 16 registers of weights).
+// pointers spilled 84 bytes).
 template <bool kZeroPoints>
 constexpr int kWindowMinBlocks = kZeroPoints ? 3 : 4;
 
 template <typename T, int kBits, bool kZeroPoints, bool kLines>
-__global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<kZeroPoints || kLines>)
+__global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<kZeroPoints>)
     NBitsGemvWindowKernel(const GemvParams<T> p) {
   using C = Codes<kBits>;
   using Tile = MmaTile<T, kBits, true>;

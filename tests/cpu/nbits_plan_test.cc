@@ -377,8 +377,9 @@ TEST(NBitsPlan, GemvWindowWhereItAppliesOrWhenAsked) {
 
 // Line loads (the window kernel's weights as whole 128-byte lines, rows of whole lines:
 // K % 256 == 0): by default at M <= 2 wherever the window kernel applies, whatever the
-// grid (N = 4096 included), unless the window kernel is off or TMA tiles are forced; its K
-// split counts 24 resident warps per SM (80 registers).
+// grid (N = 4096 included), with packed zero points only for N x K >= 128 Mi, and not
+// when the window kernel is off or TMA tiles are forced; its K split counts the window
+// kernel's warps per SM.
 TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   NBitsMatMulOptions o;
   EXPECT_EQ(o.gemv_lines, -1);
@@ -403,9 +404,26 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   NBitsMatMulOptions algo1;
   algo1.gemv_algo = kNBitsGemvAlgoLoop;
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128), kHopper, algo1).gemv_lines);
-  // K split at 28672 x 8192, M = 1 (1792 tiles of 64 windows), 24 warps per SM (3168):
-  // 5 waves of k_split 8 (50) against 3 of 4 (54), 2 of 2 (68) and 1 of 1 (66).
-  EXPECT_EQ(plan(problem(1, 28672, 8192, 4, 128)).gemv_k_split, 8);
+  // K split: the window kernel's (GemvWindowWhereItAppliesOrWhenAsked): 32 warps per SM,
+  // 24 with packed zero points.
+  EXPECT_EQ(plan(problem(1, 28672, 8192, 4, 128)).gemv_k_split, 2);
+  NBitsMatMulProblem zp = problem(1, 28672, 8192, 4, 128);
+  zp.zero_points = NBitsZeroPoints::kPacked;
+  EXPECT_TRUE(plan(zp).gemv_lines);
+  EXPECT_EQ(plan(zp).gemv_k_split, 8);
+  zp.m = 2;
+  EXPECT_TRUE(plan(zp).gemv_lines);
+  zp.m = 3;
+  EXPECT_FALSE(plan(zp).gemv_lines);
+  // Packed zero points below 128 Mi codes (8192 x 16384 is 128 Mi): no line loads.
+  zp = problem(1, 8192, 16384, 4, 128);
+  zp.zero_points = NBitsZeroPoints::kPacked;
+  EXPECT_TRUE(plan(zp).gemv_lines);
+  zp.k = 16384 - 256;
+  EXPECT_FALSE(plan(zp).gemv_lines);
+  EXPECT_TRUE(plan(zp).gemv_window);  // the window kernel's own rule (M = 1)
+  zp.n = 4096;
+  EXPECT_FALSE(plan(zp).gemv_window);
   // The window kernel off, or TMA tiles forced: no line loads by default.
   NBitsMatMulOptions off;
   off.gemv_window = 0;
@@ -448,7 +466,7 @@ TEST(NBitsPlan, PrintsEveryDecision) {
             "tma=0; window=0; lines=0; workspace=0B}");
   EXPECT_EQ(printed(plan(problem(2, 8192, 4096, 4, 128))),
             "NBitsMatMulPlan{path=gemv; nbits int4 float16 M=2 N=8192 K=4096 block_size=128 "
-            "zero_points=none align=16; sm90/132SMs; algo=0; rows=8; k_split=4; tma=0; "
+            "zero_points=none align=16; sm90/132SMs; algo=0; rows=8; k_split=8; tma=0; "
             "window=1; lines=1; workspace=0B}");
   q.m = 1;
   EXPECT_EQ(printed(plan(q)),
