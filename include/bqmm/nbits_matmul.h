@@ -140,9 +140,9 @@ struct NBitsMatMulOptions {
   // lines of 4 weight rows (the mma fragment's own shape is 8 rows x 64 bytes, which
   // streams slower), staged through 2 KB of shared memory per warp; rows of whole
   // 128-byte lines (K % 256 == 0). -1: where measured faster on the H200 (docs/PERF.md:
-  // M <= 2), unless gemv_window = 0 or gemv_tma = 1; it takes the window kernel there
-  // whatever the grid; 0: never; 1: wherever it applies, unless gemv_window = 0
-  // (BQMM_NBITS_GEMV_LINES=0 / 1).
+  // M <= 2 and N x K >= 128 Mi), unless gemv_window = 0 or gemv_tma = 1; 0: never;
+  // 1: wherever it applies (it takes the window kernel then, whatever the grid), unless
+  // gemv_window = 0 (BQMM_NBITS_GEMV_LINES=0 / 1).
   int gemv_lines = -1;
 };
 // Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB),

@@ -184,15 +184,13 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
         (p.zero_points != NBitsZeroPoints::kPacked || p.m == 1);
     // Line loads: the window kernel on rows of whole 128-byte lines (K % 256 == 0), its
     // weights read 4 rows x 128 bytes per warp instruction and staged through shared
-    // memory. Measured on the H200 (docs/PERF.md) at M <= 2 faster on every decode shape,
-    // N = 4096 included, where it takes the window kernel whatever the grid; from M = 4
-    // slower (the activations of more rows and the shared-memory round trip share the
-    // L1). With packed zero points (80 registers, 24 warps per SM) faster only on large
-    // weights (N x K >= 128 Mi, as TMA tiles: 8 % at 28672 x 8192, M = 2) and 1-7 % slower
-    // on the others.
+    // memory. Measured on the H200 (docs/PERF.md) at M <= 2 on large weights (N x K >=
+    // 128 Mi, as TMA tiles) 10-17 % faster (28672 x 8192), on the smaller decode shapes
+    // -3 to +4 %; from M = 4 no faster, and slower when forced (the activations of more rows
+    // and the shared-memory round trip share the L1). With packed zero points: 8 % faster
+    // at 28672 x 8192, M = 2.
     const bool lines_applies = window_applies && p.row_bytes() % kGemvTmaTileBytes == 0;
-    const bool lines_faster = p.m <= 2 && (p.zero_points != NBitsZeroPoints::kPacked ||
-                                           gemv_tma_pays(p.n, p.k));
+    const bool lines_faster = p.m <= 2 && gemv_tma_pays(p.n, p.k);
     const bool lines_wanted =
         lines_applies && options.gemv_window != 0 &&
         (options.gemv_lines == 1 || (options.gemv_lines < 0 && options.gemv_tma != 1 && lines_faster));

@@ -306,8 +306,8 @@ TEST(NBitsPlan, GemvTmaWhereItPaysOrWhenAsked) {
 // of whole 64-byte windows): by default where the grid has more warps than the 128-register
 // tiles hold (ceil(N / 16) * 8 > 16 * SMs), with packed zero points at M = 1 only, and not
 // when TMA tiles are forced; it then replaces the TMA tile, and its K split counts 32
-// resident warps per SM (24 with packed zero points). Line loads (next test) take it at
-// M <= 2 whatever the grid, so the grid rule is checked from M = 3.
+// resident warps per SM (24 with packed zero points). Line loads (next test) can take it
+// at M <= 2 whatever the grid, so the grid rule is checked from M = 3 and without them.
 TEST(NBitsPlan, GemvWindowWhereItAppliesOrWhenAsked) {
   NBitsMatMulOptions o;
   EXPECT_EQ(o.gemv_window, -1);
@@ -376,10 +376,10 @@ TEST(NBitsPlan, GemvWindowWhereItAppliesOrWhenAsked) {
 }
 
 // Line loads (the window kernel's weights as whole 128-byte lines, rows of whole lines:
-// K % 256 == 0): by default at M <= 2 wherever the window kernel applies, whatever the
-// grid (N = 4096 included), with packed zero points only for N x K >= 128 Mi, and not
-// when the window kernel is off or TMA tiles are forced; its K split counts the window
-// kernel's warps per SM.
+// K % 256 == 0): by default at M <= 2 on weights of N x K >= 128 Mi codes (the TMA
+// tiles' threshold), zero points or not, and not when the window kernel is off or TMA
+// tiles are forced; forced on, it takes the window kernel whatever the grid. Its K split
+// is the window kernel's.
 TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   NBitsMatMulOptions o;
   EXPECT_EQ(o.gemv_lines, -1);
@@ -388,15 +388,16 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
     for (const auto& nk : shapes)
       for (int64_t m = 1; m <= 8; ++m) {
         const NBitsMatMulPlan p = plan(problem(m, nk[0], nk[1], 4, 128, t));
-        EXPECT_EQ(p.gemv_lines, m <= 2) << p;
-        if (m <= 2) EXPECT_TRUE(p.gemv_window) << p;
+        EXPECT_EQ(p.gemv_lines, m <= 2 && nk[0] == 28672) << p;
+        if (p.gemv_lines) EXPECT_TRUE(p.gemv_window) << p;
       }
-  // Rows of whole lines only: K = 8192 + 128 is 4160 bytes a row (65 windows).
-  EXPECT_FALSE(plan(problem(1, 28672, 8192 + 128, 4, 128)).gemv_lines);
-  EXPECT_TRUE(plan(problem(1, 28672, 8192 + 128, 4, 128)).gemv_window);  // the grid rule
-  EXPECT_FALSE(plan(problem(1, 4096, 8192 + 128, 4, 128)).gemv_window);
-  EXPECT_TRUE(plan(problem(1, 4096, 256, 4, 128)).gemv_lines);  // one line
-  EXPECT_FALSE(plan(problem(1, 4096, 128, 4, 128)).gemv_lines);  // one window
+  // The size rule: 8192 x 16384 = 128 Mi codes; K - 256 below.
+  EXPECT_TRUE(plan(problem(2, 8192, 16384, 4, 128)).gemv_lines);
+  EXPECT_FALSE(plan(problem(2, 8192, 16384 - 256, 4, 128)).gemv_lines);
+  EXPECT_FALSE(plan(problem(3, 8192, 16384, 4, 128)).gemv_lines);
+  // Rows of whole lines only: K = 16384 + 128 is 8256 bytes a row (129 windows).
+  EXPECT_FALSE(plan(problem(1, 16384, 16384 + 128, 4, 128)).gemv_lines);
+  EXPECT_TRUE(plan(problem(1, 16384, 16384 + 128, 4, 128)).gemv_window);  // the grid rule
   // Only where the window kernel applies.
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 64)).gemv_lines);
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 8, 128)).gemv_lines);
@@ -404,25 +405,16 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   NBitsMatMulOptions algo1;
   algo1.gemv_algo = kNBitsGemvAlgoLoop;
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128), kHopper, algo1).gemv_lines);
-  // K split: the window kernel's (GemvWindowWhereItAppliesOrWhenAsked): 32 warps per SM,
-  // 24 with packed zero points.
+  // Packed zero points: the same rule, and the window kernel's K split for them (24 warps
+  // per SM: k_split 8 at 28672 x 8192; 32 without: 2).
   EXPECT_EQ(plan(problem(1, 28672, 8192, 4, 128)).gemv_k_split, 2);
-  NBitsMatMulProblem zp = problem(1, 28672, 8192, 4, 128);
+  NBitsMatMulProblem zp = problem(2, 28672, 8192, 4, 128);
   zp.zero_points = NBitsZeroPoints::kPacked;
   EXPECT_TRUE(plan(zp).gemv_lines);
+  EXPECT_TRUE(plan(zp).gemv_window);  // M = 2: the window kernel for the line loads
   EXPECT_EQ(plan(zp).gemv_k_split, 8);
-  zp.m = 2;
-  EXPECT_TRUE(plan(zp).gemv_lines);
   zp.m = 3;
   EXPECT_FALSE(plan(zp).gemv_lines);
-  // Packed zero points below 128 Mi codes (8192 x 16384 is 128 Mi): no line loads.
-  zp = problem(1, 8192, 16384, 4, 128);
-  zp.zero_points = NBitsZeroPoints::kPacked;
-  EXPECT_TRUE(plan(zp).gemv_lines);
-  zp.k = 16384 - 256;
-  EXPECT_FALSE(plan(zp).gemv_lines);
-  EXPECT_TRUE(plan(zp).gemv_window);  // the window kernel's own rule (M = 1)
-  zp.n = 4096;
   EXPECT_FALSE(plan(zp).gemv_window);
   // The window kernel off, or TMA tiles forced: no line loads by default.
   NBitsMatMulOptions off;
@@ -440,12 +432,12 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   // Forced on: any M and grid where it applies; forced off: the window kernel's own rule.
   o.gemv_lines = 1;
   EXPECT_TRUE(plan(problem(8, 4096, 4096, 4, 128), kHopper, o).gemv_lines);
-  EXPECT_TRUE(plan(problem(1, 16, 256, 4, 128), kHopper, o).gemv_lines);
-  EXPECT_FALSE(plan(problem(1, 16, 128, 4, 128), kHopper, o).gemv_lines);
+  EXPECT_TRUE(plan(problem(8, 4096, 4096, 4, 128), kHopper, o).gemv_window);
+  EXPECT_TRUE(plan(problem(1, 16, 256, 4, 128), kHopper, o).gemv_lines);   // one line
+  EXPECT_FALSE(plan(problem(1, 16, 128, 4, 128), kHopper, o).gemv_lines);  // one window
   o.gemv_lines = 0;
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128), kHopper, o).gemv_lines);
   EXPECT_TRUE(plan(problem(1, 28672, 8192, 4, 128), kHopper, o).gemv_window);
-  EXPECT_FALSE(plan(problem(1, 4096, 14336, 4, 128), kHopper, o).gemv_window);
   for (int bad : {-2, 2}) {
     SCOPED_TRACE(bad);
     o.gemv_lines = bad;
@@ -467,7 +459,7 @@ TEST(NBitsPlan, PrintsEveryDecision) {
   EXPECT_EQ(printed(plan(problem(2, 8192, 4096, 4, 128))),
             "NBitsMatMulPlan{path=gemv; nbits int4 float16 M=2 N=8192 K=4096 block_size=128 "
             "zero_points=none align=16; sm90/132SMs; algo=0; rows=8; k_split=8; tma=0; "
-            "window=1; lines=1; workspace=0B}");
+            "window=1; lines=0; workspace=0B}");
   q.m = 1;
   EXPECT_EQ(printed(plan(q)),
             "NBitsMatMulPlan{path=gemv; nbits int8 bfloat16 M=1 N=4096 K=4096 block_size=128 "
@@ -572,7 +564,7 @@ TEST_F(NBitsEnvTest, GemvWindowOverride) {
 TEST_F(NBitsEnvTest, GemvLinesOverride) {
   testing::expect_switch_from_env(nbits_matmul_options_from_env, "BQMM_NBITS_GEMV_LINES",
                                   &NBitsMatMulOptions::gemv_lines);
-  EXPECT_FALSE(plan(problem(1, 8192, 8192, 4, 128), kHopper, with_env("BQMM_NBITS_GEMV_LINES", "0"))
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128), kHopper, with_env("BQMM_NBITS_GEMV_LINES", "0"))
                    .gemv_lines);
   EXPECT_TRUE(plan(problem(8, 8192, 8192, 4, 128), kHopper, with_env("BQMM_NBITS_GEMV_LINES", "1"))
                   .gemv_lines);
