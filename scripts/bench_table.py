@@ -34,12 +34,13 @@ def cell(row, field, spec):
 
 def kernel_of(row):
     """The GEMV kernel a decode case ran, from its printed plan: the CUDA-core kernel
-    ("fma"), N-bit's whole-window kernel ("window"), TMA tiles ("tma") or the
-    register-load tensor-core tile ("regs"); None off the GEMV paths."""
+    ("fma"), N-bit's whole-window kernel with line loads ("lines") or without
+    ("window"), TMA tiles ("tma") or the register-load tensor-core tile ("regs"); None
+    off the GEMV paths."""
     plan = row.get("plan") or ""
     if not str(row.get("path", "")).startswith("gemv"):
         return None
-    for key, name in (("fma=1", "fma"), ("window=1", "window"), ("tma=1", "tma")):
+    for key, name in (("fma=1", "fma"), ("lines=1", "lines"), ("window=1", "window"), ("tma=1", "tma")):
         if key + ";" in plan or key + "}" in plan:
             return name
     return "fma" if row.get("path") == "gemv_fma" else "regs"

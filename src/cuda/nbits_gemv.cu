@@ -75,6 +75,8 @@
 // NBitsGemvWindowKernel (4-bit, float16 / bfloat16, algorithm 0, blocks of a window or
 // more, rows of whole windows; the planner's choice where the grid has more warps than the
 // 128-register tiles hold): MmaTile's math on a loop with nothing partial, at 64 registers.
+// kLines (rows of whole 128-byte lines; the planner's choice at M <= 2 on large weights):
+// its weights loaded as whole lines and staged through shared memory.
 //
 // GemvFmaKernel (cuda/gemv_fma.cuh, FP8's CUDA-core kernel; 8-bit, float16 / bfloat16,
 // the planner's choice at M = 1 and, in bfloat16, M = 2): a warp per two output columns,
