@@ -533,41 +533,38 @@ NBitsMatMulOptions with_env(const char* var, const char* value) {
   return testing::options_with_env(nbits_matmul_options_from_env, var, value);
 }
 
-TEST_F(NBitsEnvTest, GemvTmaOverride) {
-  testing::expect_switch_from_env(nbits_matmul_options_from_env, "BQMM_NBITS_GEMV_TMA",
-                                  &NBitsMatMulOptions::gemv_tma);
-  EXPECT_TRUE(plan(problem(1, 4096, 4096, 8, 128), kHopper, with_env("BQMM_NBITS_GEMV_TMA", "1"))
-                  .gemv_tma);
-  EXPECT_FALSE(plan(problem(1, 28672, 8192, 8, 128), kHopper, with_env("BQMM_NBITS_GEMV_TMA", "0"))
-                   .gemv_tma);
-}
-
-TEST_F(NBitsEnvTest, GemvFmaOverride) {
-  testing::expect_switch_from_env(nbits_matmul_options_from_env, "BQMM_NBITS_GEMV_FMA",
-                                  &NBitsMatMulOptions::gemv_fma);
-  EXPECT_TRUE(plan(problem(2, 4096, 4096, 8, 128), kHopper, with_env("BQMM_NBITS_GEMV_FMA", "1"))
-                  .gemv_fma);
-  EXPECT_FALSE(plan(problem(1, 4096, 4096, 8, 128), kHopper, with_env("BQMM_NBITS_GEMV_FMA", "0"))
-                   .gemv_fma);
-}
-
-TEST_F(NBitsEnvTest, GemvWindowOverride) {
-  testing::expect_switch_from_env(nbits_matmul_options_from_env, "BQMM_NBITS_GEMV_WINDOW",
-                                  &NBitsMatMulOptions::gemv_window);
-  EXPECT_FALSE(plan(problem(1, 8192, 8192, 4, 128), kHopper, with_env("BQMM_NBITS_GEMV_WINDOW", "0"))
-                   .gemv_window);
+// Each GEMV kernel switch: parsed from its variable (0 or 1; anything else an error that
+// names it), and the planner follows it both ways, on a case whose default it flips.
+TEST_F(NBitsEnvTest, GemvSwitchOverrides) {
+  struct Switch {
+    const char* var;
+    int NBitsMatMulOptions::*option;
+    bool NBitsMatMulPlan::*decision;
+    NBitsMatMulProblem off_by_default, on_by_default;
+  };
+  const Switch switches[] = {
+      {"BQMM_NBITS_GEMV_TMA", &NBitsMatMulOptions::gemv_tma, &NBitsMatMulPlan::gemv_tma,
+       problem(1, 4096, 4096, 8, 128), problem(2, 28672, 8192, 8, 128)},
+      {"BQMM_NBITS_GEMV_FMA", &NBitsMatMulOptions::gemv_fma, &NBitsMatMulPlan::gemv_fma,
+       problem(2, 4096, 4096, 8, 128), problem(1, 4096, 4096, 8, 128)},
+      {"BQMM_NBITS_GEMV_WINDOW", &NBitsMatMulOptions::gemv_window, &NBitsMatMulPlan::gemv_window,
+       problem(3, 4096, 14336, 4, 128), problem(1, 8192, 8192, 4, 128)},
+      {"BQMM_NBITS_GEMV_LINES", &NBitsMatMulOptions::gemv_lines, &NBitsMatMulPlan::gemv_lines,
+       problem(8, 8192, 8192, 4, 128), problem(1, 28672, 8192, 4, 128)},
+  };
+  for (const Switch& s : switches) {
+    SCOPED_TRACE(s.var);
+    testing::expect_switch_from_env(nbits_matmul_options_from_env, s.var, s.option);
+    EXPECT_FALSE(plan(s.off_by_default).*s.decision);
+    EXPECT_TRUE(plan(s.off_by_default, kHopper, with_env(s.var, "1")).*s.decision);
+    EXPECT_TRUE(plan(s.on_by_default).*s.decision);
+    EXPECT_FALSE(plan(s.on_by_default, kHopper, with_env(s.var, "0")).*s.decision);
+    unsetenv(s.var);
+  }
+  // The window kernel forced wins over TMA tiles forced.
   NBitsMatMulOptions tma = with_env("BQMM_NBITS_GEMV_WINDOW", "1");
   tma.gemv_tma = 1;
   EXPECT_TRUE(plan(problem(1, 28672, 8192, 4, 128), kHopper, tma).gemv_window);
-}
-
-TEST_F(NBitsEnvTest, GemvLinesOverride) {
-  testing::expect_switch_from_env(nbits_matmul_options_from_env, "BQMM_NBITS_GEMV_LINES",
-                                  &NBitsMatMulOptions::gemv_lines);
-  EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128), kHopper, with_env("BQMM_NBITS_GEMV_LINES", "0"))
-                   .gemv_lines);
-  EXPECT_TRUE(plan(problem(8, 8192, 8192, 4, 128), kHopper, with_env("BQMM_NBITS_GEMV_LINES", "1"))
-                  .gemv_lines);
 }
 
 TEST_F(NBitsEnvTest, ScratchOverride) {
