@@ -788,8 +788,10 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
 // loads a pair of windows (16 rows x 128 bytes) with 4 line-shaped instructions, stores
 // it to its 2 KB of shared memory and reads it back in fragment order: 4 more memory
 // instructions per pair, one pair in flight, the same registers (8 bytes of spill at
-// 64). Measured faster at M <= 2; from M = 4 the round trip and the activations of more
-// rows fill the L1 pipe (docs/PERF.md).
+// 64). Measured at M <= 2 17-19 % faster at 28672 x 8192 (float16; bfloat16 10-12 %) and
+// within 4 % either way on the smaller decode shapes; from M = 4 slower, the round trip
+// and the activations of more rows filling the L1 pipe (docs/PERF.md, hence the
+// planner's rule).
 //
 // 8-bit keeps NBitsGemvKernel: on this loop it was up to 30 % slower at 64 registers and
 // -4 to +5 % at 80 (H200, docs/PERF.md). An 8-bit window decodes in about half the time
