@@ -1,7 +1,8 @@
 // Helpers of the planner tests (tests/cpu/*_plan_test.cc), shared by both operators:
 // the devices they plan for, plan() / path() of either operator's problem, a plan printed
 // to a string, and a scope that clears the environment overrides a test sets and
-// restores them afterwards.
+// restores them afterwards. The tests take the whole namespace (using namespace
+// testing inside bqmm).
 #pragma once
 
 #include <cstdlib>
@@ -23,6 +24,7 @@ namespace bqmm::testing {
 constexpr DeviceInfo kHopper{90, 132};
 constexpr DeviceInfo kAmpere{80, 108};
 constexpr DeviceInfo kTuring{75, 40};
+constexpr int64_t kMiB = int64_t{1} << 20;
 
 // Each operator's plan and options types and planner, by its problem type.
 template <typename Problem>

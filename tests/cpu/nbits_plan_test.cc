@@ -11,13 +11,7 @@
 namespace bqmm {
 namespace {
 
-using testing::kAmpere;
-using testing::kHopper;
-using testing::kTuring;
-using testing::path;
-using testing::plan;
-using testing::printed;
-constexpr int64_t kMiB = int64_t{1} << 20;
+using namespace testing;  // NOLINT: the planner-test helpers (common/plan_testing.h)
 
 NBitsMatMulProblem problem(int64_t m, int64_t n, int64_t k, int bits = 4,
                            int64_t block_size = 32, DType dtype = DType::kFloat16) {
