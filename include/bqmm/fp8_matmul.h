@@ -98,13 +98,19 @@ struct Fp8MatMulOptions {
   // loads. -1: where measured faster on the H200 (docs/PERF.md: weights of 128 MiB and
   // more); 0: never; 1: always (BQMM_FP8_GEMV_TMA=0 / 1).
   int gemv_tma = -1;
+  // gemv_mma's register-load tile with its weights read as whole 128-byte lines and staged
+  // through shared memory (needs K % 128 == 0; docs/PERF.md). -1: where measured faster
+  // on the H200; 0: never; 1: wherever it applies, in place of TMA tiles unless gemv_tma
+  // is 1 (BQMM_FP8_GEMV_LINES=0 / 1).
+  int gemv_lines = -1;
 };
 // Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB),
 // BQMM_DEQUANT_OVERLAP (0 or 1),
 // BQMM_FP8_GEMV_MMA (0: CUDA-core GEMV only; 1: tensor cores at every M, the original
 // design's rule; unset: gemv_mma_min_rows decides) and
 // BQMM_FP8_GEMV_KSPLIT (0, 1, 2, 4 or 8; see gemv_k_split) and
-// BQMM_FP8_GEMV_TMA (0 or 1; see gemv_tma).
+// BQMM_FP8_GEMV_TMA (0 or 1; see gemv_tma) and
+// BQMM_FP8_GEMV_LINES (0 or 1; see gemv_lines).
 // A malformed value is an error that names the variable.
 Status fp8_matmul_options_from_env(Fp8MatMulOptions* opts);
 
@@ -128,6 +134,7 @@ struct Fp8MatMulPlan {
   int gemv_rows_per_warp = 0;  // gemv_fma: activation rows per warp (1, 2, 4 or 8)
   int gemv_k_split = 0;        // gemv_mma: warps per block splitting K
   bool gemv_tma = false;       // gemv_mma: weight tiles by TMA (SM90+)
+  bool gemv_lines = false;     // gemv_mma: register line loads through shared memory
 
   // Workspace layout: byte offsets into the caller's workspace, each 256-byte aligned.
   size_t act_offset = 0, act_bytes = 0;        // QDQ'd activation, [M, K] of T

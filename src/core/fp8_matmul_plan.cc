@@ -51,7 +51,8 @@ std::ostream& operator<<(std::ostream& os, const Fp8MatMulPlan& plan) {
   }
   if (plan.path == Fp8Path::kGemvFma) os << "; rows_per_warp=" << plan.gemv_rows_per_warp;
   if (plan.path == Fp8Path::kGemvMma)
-    os << "; k_split=" << plan.gemv_k_split << "; tma=" << (plan.gemv_tma ? 1 : 0);
+    os << "; k_split=" << plan.gemv_k_split << "; tma=" << (plan.gemv_tma ? 1 : 0)
+       << "; lines=" << (plan.gemv_lines ? 1 : 0);
   os << "; workspace=" << plan.workspace_bytes << "B";
   if (plan.workspace_bytes > 0) {
     os << " (act " << plan.act_bytes << "@" << plan.act_offset << ", cublas "
@@ -75,7 +76,8 @@ Status fp8_matmul_options_from_env(Fp8MatMulOptions* opts) {
                   "BQMM_FP8_GEMV_KSPLIT: expected 0, 1, 2, 4 or 8 but got " +
                       std::to_string(k_split));
   if (k_split >= 0) opts->gemv_k_split = static_cast<int>(k_split);
-  return env::read_int_option("BQMM_FP8_GEMV_TMA", 0, 1, &opts->gemv_tma);
+  BQMM_RETURN_IF_ERROR(env::read_int_option("BQMM_FP8_GEMV_TMA", 0, 1, &opts->gemv_tma));
+  return env::read_int_option("BQMM_FP8_GEMV_LINES", 0, 1, &opts->gemv_lines);
 }
 
 Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
@@ -124,14 +126,21 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
       // K: TMA tiles, else 64-byte windows (64 e4m3 codes, one byte each).
       // Where it pays (core/gemv_split.h; FP8 at M = 2 / 4 / 8, float16, 28672 x 8192: 88 /
       // 88 / 82 % of copy against 77 / 77 / 76 % by register loads).
+      // Line loads (register loads of whole 128-byte lines through shared memory) on rows
+      // of whole lines; forced, they replace TMA tiles unless those are forced too.
+      const bool lines_applies = p.k % kGemvTmaTileBytes == 0;
+      const bool lines_faster = false;
+      plan.gemv_lines = lines_applies && options.gemv_tma != 1 &&
+                        (options.gemv_lines == 1 || (options.gemv_lines < 0 && lines_faster));
       const bool tma_faster = gemv_tma_pays(p.n, p.k);
-      plan.gemv_tma = gemv_tma_fits(device.sm, p.n, p.k) &&
+      plan.gemv_tma = !plan.gemv_lines && gemv_tma_fits(device.sm, p.n, p.k) &&
                       (options.gemv_tma == 1 || (options.gemv_tma < 0 && tma_faster));
-      plan.gemv_k_split = options.gemv_k_split > 0
-                              ? options.gemv_k_split
-                              : choose_gemv_k_split(p.n, gemv_k_units(p.k, plan.gemv_tma),
-                                                    device.num_sms,
-                                                    kGemvTensorCoreWarpsPerSm);
+      // K split over the kernel's units: 128-byte TMA tiles or line pairs, else windows.
+      plan.gemv_k_split =
+          options.gemv_k_split > 0
+              ? options.gemv_k_split
+              : choose_gemv_k_split(p.n, gemv_k_units(p.k, plan.gemv_tma || plan.gemv_lines),
+                                    device.num_sms, kGemvTensorCoreWarpsPerSm);
     } else {
       plan.path = Fp8Path::kGemvFma;
       plan.gemv_rows_per_warp = p.m <= 1 ? 1 : p.m <= 2 ? 2 : p.m <= 4 ? 4 : 8;

@@ -114,8 +114,6 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
                                            "-1 (planner's choice), 0 or 1"));
   BQMM_RETURN_IF_ERROR(check::int_in_range("options.gemv_window", options.gemv_window, -1, 1,
                                            "-1 (planner's choice), 0 or 1"));
-  BQMM_RETURN_IF_ERROR(check::int_in_range("options.gemv_lines", options.gemv_lines, -1, 1,
-                                           "-1 (planner's choice), 0 or 1"));
 
   NBitsMatMulPlan plan;
   plan.problem = p;

@@ -28,10 +28,12 @@
 // transform, the CUDA-core kernel's codec, the two tensor-core kernels (sharing their
 // epilogue), then the launchers with the configurations the planner can pick.
 #include <string>
+#include <type_traits>
 
 #include "cuda/common.cuh"
 #include "cuda/cuda_check.h"
 #include "cuda/gemv_fma.cuh"
+#include "cuda/line_loads.cuh"
 #include "cuda/tma.cuh"
 #include "cuda/launchers.h"
 
@@ -152,6 +154,105 @@ __device__ __forceinline__ void reduce_and_store_tile(const GemvParams<T>& p, fl
   if (hi_ok && row + 1 < p.m) store_output(p, row + 1, col_hi, acc[3]);
 }
 
+// One 64-element K window of the register-load tile (Fp8GemvMmaKernel, either weight
+// stream), in the ownership table below: decode_window turns lane (g, t)'s 16 codes of
+// columns lo and hi into the A fragments of the window's four mma steps; multiply_window
+// multiplies them with the lane's 16 activations of row g (after W8A8) and adds the
+// window's float32 tile, scaled per column, to acc. Two steps, so that the ring can refill
+// its weight registers between them.
+template <typename T>
+__device__ __forceinline__ void decode_window(const uint4& lo, const uint4& hi,
+                                              uint32_t (&frag)[4][4]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t l = word(lo, j), h = word(hi, j);
+    frag[j][0] = e4m3x2_to_packed2<T>(l);
+    frag[j][1] = e4m3x2_to_packed2<T>(h);
+    frag[j][2] = e4m3x2_to_packed2<T>(l >> 16);
+    frag[j][3] = e4m3x2_to_packed2<T>(h >> 16);
+  }
+}
+template <typename T>
+__device__ __forceinline__ void multiply_window(const uint32_t (&frag)[4][4],
+                                                const uint32_t (&act)[8], float scale_lo,
+                                                float scale_hi, float (&acc)[4]) {
+  float part[4] = {};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t b[2] = {act[2 * j], act[2 * j + 1]};
+    mma_m16n8k16<T>(part, frag[j], b, part);
+  }
+  acc[0] = fmaf(part[0], scale_lo, acc[0]);
+  acc[1] = fmaf(part[1], scale_lo, acc[1]);
+  acc[2] = fmaf(part[2], scale_hi, acc[2]);
+  acc[3] = fmaf(part[3], scale_hi, acc[3]);
+}
+
+// kLines (Fp8MatMulOptions::gemv_lines): the register-load tile's K loop with its weights
+// read as whole 128-byte lines and staged through the warp's 2 KB of shared memory
+// (cuda/line_loads.cuh says why). Warp w of the block takes the pairs of windows (128 K
+// elements) w, w + kKSplit, ... (K % 128 == 0, the planner's condition); one pair in
+// flight while the staged one is multiplied. Its activations (two windows, 4 loads per
+// lane) are loaded at the start of its stage, by the lanes of rows g < M only: rows >= M
+// get zeros without a load, which at M = 2 is a quarter of the L1 traffic of the
+// unpredicated loads (the line loads' shared-memory round trip shares that pipe).
+template <int kKSplit, typename T, typename Qdq>
+__device__ __forceinline__ void lines_k_loop(const GemvParams<T>& p, const Qdq& qdq, int warp,
+                                             int lane, int64_t n0, int64_t col_lo,
+                                             int64_t col_hi, float (&acc)[4]) {
+  extern __shared__ uint4 fp8_lines[];
+  const LinePairs lines(fp8_lines + warp * (kLineBufferBytes / 16), p.b, n0, p.n, p.k, lane);
+  const uint32_t pairs = static_cast<uint32_t>(p.k / kLinePairBytes);
+  const int count = warp < static_cast<int>(pairs)
+                        ? static_cast<int>((pairs - warp + kKSplit - 1) / kKSplit)
+                        : 0;
+  if (count == 0) return;
+  const int g = lane / 4, t = lane % 4;
+  const bool row_ok = g < p.m;
+  const T* const a_row = p.a + static_cast<int64_t>(row_ok ? g : 0) * p.k + 16 * t;
+  const float* const s_lo = p.b_scale + col_lo * p.k_blocks;
+  const float* const s_hi = p.b_scale + col_hi * p.k_blocks;
+
+  uint4 raw[4];
+  float scales[2][2];  // [window of the pair][lo, hi]
+  auto load_pair = [&](int i) {
+    const uint32_t v = warp + static_cast<uint32_t>(i) * kKSplit;
+    lines.load(raw, static_cast<size_t>(v) * kLinePairBytes);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t idx = p.slices_per_block.div(2 * v + h);
+      scales[h][0] = __ldg(s_lo + idx);
+      scales[h][1] = __ldg(s_hi + idx);
+    }
+  };
+  load_pair(0);
+#pragma unroll 1
+  for (int i = 0; i < count; ++i) {
+    const uint32_t v = warp + static_cast<uint32_t>(i) * kKSplit;
+    uint4 a[2][2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint4* src = reinterpret_cast<const uint4*>(a_row + static_cast<int64_t>(2 * v + h) * kMmaWindow);
+      a[h][0] = load_cached_u4_if(src, row_ok);
+      a[h][1] = load_cached_u4_if(src + 1, row_ok);
+    }
+    lines.stage(raw);
+    const float s[2][2] = {{scales[0][0], scales[0][1]}, {scales[1][0], scales[1][1]}};
+    // The next pair's loads (past the range: the last pair again, never multiplied).
+    load_pair(min(i + 1, count - 1));
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      uint32_t cur[8] = {a[h][0].x, a[h][0].y, a[h][0].z, a[h][0].w,
+                         a[h][1].x, a[h][1].y, a[h][1].z, a[h][1].w};
+      qdq(cur);
+      uint32_t frag[4][4];
+      decode_window<T>(lines.lo(h), lines.hi(h), frag);
+      multiply_window<T>(frag, cur, s[h][0], s[h][1], acc);
+    }
+    lines.release();
+  }
+}
+
 // ================================================================= tensor-core kernel
 // Y^T tile = W tile * A^T with mma.m16n8k16: the weight is the mma's A operand (16 output
 // columns = mma M, row-major [n][k] as stored), the activation its B operand (up to 8 rows
@@ -200,9 +301,11 @@ __device__ __forceinline__ void reduce_and_store_tile(const GemvParams<T>& p, fl
 //   kKSplit  warps per block splitting the K windows of one 16-column tile (the planner's
 //            k_split, core/gemv_split.h: 1, 2, 4 or 8).
 //   kW8A8    a_scale given: QDQ fused into the activation load.
+//   kLines   the weights by line loads (lines_k_loop above; dynamic shared memory:
+//            kKSplit x 2 KB), else by the ring of fragment-shaped register loads below.
 // Launch bounds: 16 warps per SM at least (128 registers per thread at most), the
 // residency the planner's wave model assumes.
-template <typename T, int kKSplit, bool kW8A8>
+template <typename T, int kKSplit, bool kW8A8, bool kLines>
 __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
     Fp8GemvMmaKernel(const GemvParams<T> p) {
   const int warp = threadIdx.x / kWarpSize;
@@ -220,89 +323,76 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
   const bool row_ok = g < p.m;
   const int64_t col_lo = lo_ok ? n0 + g : p.n - 1;
   const int64_t col_hi = hi_ok ? n0 + g + 8 : p.n - 1;
-
-  // This warp's windows: warp, warp + kKSplit, ... (`count` of them); its i-th window sits
-  // i * kStride elements past the first.
-  const uint32_t windows = static_cast<uint32_t>(p.k / kMmaWindow);
-  const int count = warp < static_cast<int>(windows)
-                        ? static_cast<int>((windows - warp + kKSplit - 1) / kKSplit)
-                        : 0;
-  constexpr int kStride = kKSplit * kMmaWindow;
-  const uint8_t* const w_lo = p.b + col_lo * p.k + warp * kMmaWindow + 16 * t;
-  const uint8_t* const w_hi = p.b + col_hi * p.k + warp * kMmaWindow + 16 * t;
-  // Activation row g, or row 0 for g >= M: those rows only feed outputs of rows >= M,
-  // which are never stored, so they need no zeroing (nor a predicate on the load).
-  const T* const a_row =
-      p.a + static_cast<int64_t>(row_ok ? g : 0) * p.k + warp * kMmaWindow + 16 * t;
-  const float* const s_lo = p.b_scale + col_lo * p.k_blocks;
-  const float* const s_hi = p.b_scale + col_hi * p.k_blocks;
-
-  // Every load is unconditional at a valid address: masked columns read a clamped row
-  // (their sums are never stored) and ring slots past `count` re-read the last window
-  // (never consumed). No predicate, no zeroing, no select: a loaded register is first
-  // read where it is used, so all kMmaDepth windows stay in flight.
-  uint4 wl[kMmaDepth], wh[kMmaDepth];
-  float sl[kMmaDepth], sh[kMmaDepth];
-  uint32_t act[2][8];  // ping-pong: window i's activations in act[i % 2]
-  auto load_window = [&](int u, int i) {
-    const int64_t off = static_cast<int64_t>(i) * kStride;
-    wl[u] = load_stream_u4_l2_256(w_lo + off);
-    wh[u] = load_stream_u4_l2_256(w_hi + off);
-    const uint32_t scale_idx = p.slices_per_block.div(warp + static_cast<uint32_t>(i) * kKSplit);
-    sl[u] = __ldg(s_lo + scale_idx);
-    sh[u] = __ldg(s_hi + scale_idx);
-  };
-  auto load_act = [&](uint32_t (&v)[8], int i) {
-    const uint4* src = reinterpret_cast<const uint4*>(a_row + static_cast<int64_t>(i) * kStride);
-    const uint4 lo = __ldg(src), hi = __ldg(src + 1);
-    v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
-    v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
-  };
-
   float acc[4] = {};
-  // One round: consume the windows i0 .. i0 + kMmaDepth - 1 (slot u holds i0 + u), refill
-  // slot u with window i0 + u + kMmaDepth and load the activations one window ahead.
-  // kTail: the last rounds, where windows past `count` are skipped (warp-uniform) and the
-  // loads ahead clamp to the last window.
-  auto round = [&](int i0, auto tail) {
-    constexpr bool kTail = decltype(tail)::value;
+  if constexpr (kLines) {
+    lines_k_loop<kKSplit>(p, qdq, warp, lane, n0, col_lo, col_hi, acc);
+  } else {
+    // This warp's windows: warp, warp + kKSplit, ... (`count` of them); its i-th window sits
+    // i * kStride elements past the first.
+    const uint32_t windows = static_cast<uint32_t>(p.k / kMmaWindow);
+    const int count = warp < static_cast<int>(windows)
+                          ? static_cast<int>((windows - warp + kKSplit - 1) / kKSplit)
+                          : 0;
+    constexpr int kStride = kKSplit * kMmaWindow;
+    const uint8_t* const w_lo = p.b + col_lo * p.k + warp * kMmaWindow + 16 * t;
+    const uint8_t* const w_hi = p.b + col_hi * p.k + warp * kMmaWindow + 16 * t;
+    // Activation row g, or row 0 for g >= M: those rows only feed outputs of rows >= M,
+    // which are never stored, so they need no zeroing (nor a predicate on the load).
+    const T* const a_row =
+        p.a + static_cast<int64_t>(row_ok ? g : 0) * p.k + warp * kMmaWindow + 16 * t;
+    const float* const s_lo = p.b_scale + col_lo * p.k_blocks;
+    const float* const s_hi = p.b_scale + col_hi * p.k_blocks;
+
+    // Every load is unconditional at a valid address: masked columns read a clamped row
+    // (their sums are never stored) and ring slots past `count` re-read the last window
+    // (never consumed). No predicate, no zeroing, no select: a loaded register is first
+    // read where it is used, so all kMmaDepth windows stay in flight.
+    uint4 wl[kMmaDepth], wh[kMmaDepth];
+    float sl[kMmaDepth], sh[kMmaDepth];
+    uint32_t act[2][8];  // ping-pong: window i's activations in act[i % 2]
+    auto load_window = [&](int u, int i) {
+      const int64_t off = static_cast<int64_t>(i) * kStride;
+      wl[u] = load_stream_u4_l2_256(w_lo + off);
+      wh[u] = load_stream_u4_l2_256(w_hi + off);
+      const uint32_t scale_idx = p.slices_per_block.div(warp + static_cast<uint32_t>(i) * kKSplit);
+      sl[u] = __ldg(s_lo + scale_idx);
+      sh[u] = __ldg(s_hi + scale_idx);
+    };
+    auto load_act = [&](uint32_t (&v)[8], int i) {
+      const uint4* src = reinterpret_cast<const uint4*>(a_row + static_cast<int64_t>(i) * kStride);
+      const uint4 lo = __ldg(src), hi = __ldg(src + 1);
+      v[0] = lo.x; v[1] = lo.y; v[2] = lo.z; v[3] = lo.w;
+      v[4] = hi.x; v[5] = hi.y; v[6] = hi.z; v[7] = hi.w;
+    };
+
+    // One round: consume the windows i0 .. i0 + kMmaDepth - 1 (slot u holds i0 + u), refill
+    // slot u with window i0 + u + kMmaDepth and load the activations one window ahead.
+    // kTail: the last rounds, where windows past `count` are skipped (warp-uniform) and the
+    // loads ahead clamp to the last window.
+    auto round = [&](int i0, auto tail) {
+      constexpr bool kTail = decltype(tail)::value;
 #pragma unroll
-    for (int u = 0; u < kMmaDepth; ++u) {
-      const int i = i0 + u;
-      if (kTail && i >= count) break;  // warp-uniform: mma.sync needs every lane
-      load_act(act[(u + 1) % 2], kTail ? min(i + 1, count - 1) : i + 1);
-      uint32_t frag[4][4];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const uint32_t lo = word(wl[u], j), hi = word(wh[u], j);
-        frag[j][0] = e4m3x2_to_packed2<T>(lo);
-        frag[j][1] = e4m3x2_to_packed2<T>(hi);
-        frag[j][2] = e4m3x2_to_packed2<T>(lo >> 16);
-        frag[j][3] = e4m3x2_to_packed2<T>(hi >> 16);
+      for (int u = 0; u < kMmaDepth; ++u) {
+        const int i = i0 + u;
+        if (kTail && i >= count) break;  // warp-uniform: mma.sync needs every lane
+        load_act(act[(u + 1) % 2], kTail ? min(i + 1, count - 1) : i + 1);
+        uint32_t frag[4][4];
+        decode_window<T>(wl[u], wh[u], frag);
+        const float scale_lo = sl[u], scale_hi = sh[u];
+        load_window(u, kTail ? min(i + kMmaDepth, count - 1) : i + kMmaDepth);
+        uint32_t (&cur)[8] = act[u % 2];
+        qdq(cur);
+        multiply_window<T>(frag, cur, scale_lo, scale_hi, acc);
       }
-      const float scale_lo = sl[u], scale_hi = sh[u];
-      load_window(u, kTail ? min(i + kMmaDepth, count - 1) : i + kMmaDepth);
-      uint32_t (&cur)[8] = act[u % 2];
-      qdq(cur);
-      float part[4] = {};
+    };
+    if (count > 0) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const uint32_t b[2] = {cur[2 * j], cur[2 * j + 1]};
-        mma_m16n8k16<T>(part, frag[j], b, part);
-      }
-      acc[0] = fmaf(part[0], scale_lo, acc[0]);
-      acc[1] = fmaf(part[1], scale_lo, acc[1]);
-      acc[2] = fmaf(part[2], scale_hi, acc[2]);
-      acc[3] = fmaf(part[3], scale_hi, acc[3]);
+      for (int u = 0; u < kMmaDepth; ++u) load_window(u, min(u, count - 1));
+      load_act(act[0], 0);
+      int i0 = 0;
+      for (; i0 + 2 * kMmaDepth <= count; i0 += kMmaDepth) round(i0, std::false_type{});
+      for (; i0 < count; i0 += kMmaDepth) round(i0, std::true_type{});
     }
-  };
-  if (count > 0) {
-#pragma unroll
-    for (int u = 0; u < kMmaDepth; ++u) load_window(u, min(u, count - 1));
-    load_act(act[0], 0);
-    int i0 = 0;
-    for (; i0 + 2 * kMmaDepth <= count; i0 += kMmaDepth) round(i0, std::false_type{});
-    for (; i0 < count; i0 += kMmaDepth) round(i0, std::true_type{});
   }
 
   reduce_and_store_tile<kKSplit>(p, acc, warp, lane, lo_ok, hi_ok, col_lo, col_hi);
@@ -501,18 +591,27 @@ Status launch_tma(const Fp8GemvArgs& args, cudaStream_t stream) {
 }
 
 template <typename T, int kKSplit>
-Status launch_mma(const Fp8GemvArgs& args, bool tma, cudaStream_t stream) {
+Status launch_mma(const Fp8GemvArgs& args, bool tma, bool lines, cudaStream_t stream) {
   if (tma) return launch_tma<T, kKSplit>(args, stream);
+  if (lines && args.k % kLinePairBytes != 0)
+    return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: line loads need K % 128 == 0, got K = " +
+                                             std::to_string(args.k));
   const GemvParams<T> p = make_params<T>(args, kMmaWindow);
   const int64_t blocks = (args.n + kMmaCols - 1) / kMmaCols;
   if (blocks > 0x7fffffff)
     return Status(StatusCode::kInternal,
                   "launch_fp8_gemv_mma: grid too large for N = " + std::to_string(args.n));
   const dim3 grid(static_cast<unsigned>(blocks));
-  if (args.a_scale != nullptr)
-    Fp8GemvMmaKernel<T, kKSplit, true><<<grid, kKSplit * kWarpSize, 0, stream>>>(p);
-  else
-    Fp8GemvMmaKernel<T, kKSplit, false><<<grid, kKSplit * kWarpSize, 0, stream>>>(p);
+  const int smem = lines ? kKSplit * kLineBufferBytes : 0;  // at most 16 KB: no opt-in
+  auto launch = [&](auto w8a8, auto line_loads) {
+    Fp8GemvMmaKernel<T, kKSplit, decltype(w8a8)::value, decltype(line_loads)::value>
+        <<<grid, kKSplit * kWarpSize, smem, stream>>>(p);
+  };
+  const bool w8a8 = args.a_scale != nullptr;
+  if (w8a8 && lines) launch(std::true_type{}, std::true_type{});
+  else if (w8a8) launch(std::true_type{}, std::false_type{});
+  else if (lines) launch(std::false_type{}, std::true_type{});
+  else launch(std::false_type{}, std::false_type{});
   return check_launch("Fp8GemvMmaKernel");
 }
 
@@ -536,7 +635,8 @@ Status launch_fp8_gemv_fma(const Fp8GemvArgs& args, int rows_per_warp, cudaStrea
   });
 }
 
-Status launch_fp8_gemv_mma(const Fp8GemvArgs& args, int k_split, bool tma, cudaStream_t stream) {
+Status launch_fp8_gemv_mma(const Fp8GemvArgs& args, int k_split, bool tma, bool lines,
+                           cudaStream_t stream) {
   if (args.m == 0 || args.n == 0) return Status::Ok();
   if (args.m > kMmaMaxRows)
     return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: M = " + std::to_string(args.m) +
@@ -545,10 +645,10 @@ Status launch_fp8_gemv_mma(const Fp8GemvArgs& args, int k_split, bool tma, cudaS
   return dispatch_half_types(args.dtype, "launch_fp8_gemv_mma", [&](auto tag) -> Status {
     using T = decltype(tag);
     switch (k_split) {
-      case 1: return launch_mma<T, 1>(args, tma, stream);
-      case 2: return launch_mma<T, 2>(args, tma, stream);
-      case 4: return launch_mma<T, 4>(args, tma, stream);
-      case 8: return launch_mma<T, 8>(args, tma, stream);
+      case 1: return launch_mma<T, 1>(args, tma, lines, stream);
+      case 2: return launch_mma<T, 2>(args, tma, lines, stream);
+      case 4: return launch_mma<T, 4>(args, tma, lines, stream);
+      case 8: return launch_mma<T, 8>(args, tma, lines, stream);
       default:
         return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: k_split " +
                                                  std::to_string(k_split) +

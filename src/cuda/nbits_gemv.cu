@@ -93,6 +93,7 @@
 #include "cuda/common.cuh"
 #include "cuda/cuda_check.h"
 #include "cuda/gemv_fma.cuh"
+#include "cuda/line_loads.cuh"
 #include "cuda/tma.cuh"
 #include "cuda/launchers.h"
 
@@ -782,13 +783,9 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
 // window's decode), by the lanes of rows g < M only (MmaTile says why).
 //
 // kLines (NBitsMatMulOptions::gemv_lines): the same math, the weights read as whole
-// 128-byte lines. A lane that loads only what it multiplies makes each warp instruction
-// read 8 rows x 64 bytes, a shape that streams 2.5-3.3 TB/s on the H200 against 3.9-4.4
-// for 4 rows x 128 bytes (tools/microbench/stream_shapes.cu, docs/PERF.md). So a warp
-// loads a pair of windows (16 rows x 128 bytes) with 4 line-shaped instructions, stores
-// it to its 2 KB of shared memory and reads it back in fragment order: 4 more memory
-// instructions per pair, one pair in flight, the same registers (8 bytes of spill at
-// 64). Measured at M <= 2 17-19 % faster at 28672 x 8192 (float16; bfloat16 10-12 %) and
+// 128-byte lines and staged through the warp's 2 KB of shared memory (cuda/line_loads.cuh
+// says why): one pair of windows in flight, the same registers (8 bytes of spill at 64).
+// Measured at M <= 2 17-19 % faster at 28672 x 8192 (float16; bfloat16 10-12 %) and
 // within 4 % either way on the smaller decode shapes; from M = 4 slower, the round trip
 // and the activations of more rows filling the L1 pipe (docs/PERF.md, hence the
 // planner's rule).
@@ -798,7 +795,6 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
 // of a 4-bit one, so one window in flight per warp hides less of the load latency than
 // the general kernel's two stages of two windows.
 constexpr int kWindowDepth = 2;  // register buffers: one window multiplied, one in flight
-constexpr int kLineBufferBytes = kTileCols * 2 * kWindowChunks * kChunkBytes;  // kLines: 2 KB per warp
 // At least 4 blocks of kMaxKSplit warps per SM: 64 registers (bfloat16 spills 16 bytes
 // there, in the measured tables); 3 with packed zero points (80 registers: at 64 their row
 // pointers spilled 84 bytes).
@@ -874,57 +870,38 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<kZero
   };
 
   if constexpr (kLines) {
-    // Line loads: a pair of windows is 16 rows x 128 bytes, copied by 4 warp instructions
-    // of 4 whole rows each (lane l: row 4i + l / 8, chunk l % 8), staged in this warp's
-    // 2 KB of shared memory and read back in fragment order (lane (g, t): chunk t of each
-    // window of rows g and g + 8). Chunk c of row r sits at 16-byte slot
-    // r * 8 + (c ^ 4 (r & 1)): the 8 lanes of a quarter warp write one row (8 slots) and
-    // read two adjacent rows' 4 chunks (8 slots), both without bank conflicts.
+    // Line loads (cuda/line_loads.cuh): a pair of windows per stage, one pair in flight.
     extern __shared__ uint4 window_lines[];
-    uint4* const buf = window_lines + warp * (kLineBufferBytes / 16);
-    const int lr = lane / 8, lc = lane % 8;
-    const uint8_t* line_row[4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int64_t row = n0 + 4 * i + lr;
-      line_row[i] = p.b + (row < p.n ? row : p.n - 1) * p.row_bytes + lc * kChunkBytes;
-    }
-    uint4* const st = buf + lr * 8 + (lc ^ ((lr & 1) << 2));  // + 32 i
-    const uint4* rd[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) rd[h] = buf + g * 8 + ((4 * h + t) ^ ((g & 1) << 2));  // hi: + 64
+    const LinePairs lines(window_lines + warp * (kLineBufferBytes / 16), p.b, n0, p.n,
+                          p.row_bytes, lane);
     const uint32_t v0 = u0 / 2, v1 = u1 / 2;
     if (v0 < v1) {
       uint4 raw[4];
       RawQuant<T, kBits> q[2][2];
       auto load_pair = [&](uint32_t v) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i)
-          raw[i] = load_stream_u4(line_row[i] + static_cast<size_t>(v) * (2 * kWindowChunks * kChunkBytes));
+        lines.load(raw, static_cast<size_t>(v) * kLinePairBytes);
 #pragma unroll
         for (int h = 0; h < 2; ++h) load_quant(2 * v + h, q[h]);
       };
       load_pair(v0);
 #pragma unroll 1
       for (uint32_t v = v0; v < v1; ++v) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) st[32 * i] = raw[i];
+        lines.stage(raw);
         Loads l[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           l[h].q[0] = q[h][0];
           l[h].q[1] = q[h][1];
         }
-        __syncwarp();
         // The next pair's loads (past the range: the last pair again, never multiplied).
         load_pair(min(v + 1, v1 - 1));
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          l[h].w[0] = rd[h][0];
-          l[h].w[1] = rd[h][64];
+          l[h].w[0] = lines.lo(h);
+          l[h].w[1] = lines.hi(h);
           multiply(2 * v + h, l[h]);
         }
-        __syncwarp();
+        lines.release();
       }
     }
   } else if (u0 < u1) {

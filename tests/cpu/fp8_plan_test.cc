@@ -403,7 +403,7 @@ TEST(Fp8Plan, IsPure) {
 class Fp8EnvTest : public ::testing::Test {
  protected:
   testing::EnvGuard env_{"BQMM_DEQUANT_SCRATCH_MIB", "BQMM_FP8_GEMV_MMA", "BQMM_DEQUANT_OVERLAP",
-                         "BQMM_FP8_GEMV_KSPLIT", "BQMM_FP8_GEMV_TMA"};
+                         "BQMM_FP8_GEMV_KSPLIT", "BQMM_FP8_GEMV_TMA", "BQMM_FP8_GEMV_LINES"};
 };
 
 TEST_F(Fp8EnvTest, UnsetKeepsOptions) {

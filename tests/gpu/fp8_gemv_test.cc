@@ -31,20 +31,31 @@ using testing::run_fp8_on_device;
 
 constexpr DType kDTypes[] = {DType::kFloat16, DType::kBFloat16};
 
+// The tensor-core kernel's weight stream, forced so that each is tested on every shape:
+// fragment-shaped register loads, TMA tiles (SM90+) or line loads (K % 128 == 0).
+enum class Stream { kRegs = 0, kTma = 1, kLines = 2 };
+constexpr Stream kStreams[] = {Stream::kRegs, Stream::kTma, Stream::kLines};
+const char* stream_name(Stream s) {
+  return s == Stream::kTma ? "tma" : s == Stream::kLines ? "lines" : "regs";
+}
+
 // allow_mma: the tensor cores at every M where the kernel applies (the original design's
-// rule), so that both kernels are tested at every M; else the CUDA cores only. tma: the
-// tensor-core kernel's weight stream forced to register loads (0) or, on SM90+, to TMA
-// tiles (1), so that both are tested on every shape.
-Fp8MatMulOptions gemv_options(bool allow_mma, int tma = 0) {
+// rule), so that both kernels are tested at every M; else the CUDA cores only.
+Fp8MatMulOptions gemv_options(bool allow_mma, Stream stream = Stream::kRegs) {
   Fp8MatMulOptions o;
   o.allow_gemv_mma = allow_mma;
   o.gemv_mma_min_rows = 1;
-  o.gemv_tma = tma;
+  o.gemv_tma = stream == Stream::kTma ? 1 : 0;
+  o.gemv_lines = stream == Stream::kLines ? 1 : 0;
   return o;
 }
 
-// TMA tiles were asked for and the device has them.
-bool takes_tma(const Handle& handle, int tma) { return tma == 1 && handle.device_info().sm >= 90; }
+// A gemv_mma plan took the forced stream where it applies: TMA tiles on SM90+, line loads
+// on rows of whole 128-byte lines; register loads elsewhere.
+void expect_stream(const Handle& handle, const Fp8MatMulPlan& plan, Stream stream) {
+  EXPECT_EQ(plan.gemv_tma, stream == Stream::kTma && handle.device_info().sm >= 90) << plan;
+  EXPECT_EQ(plan.gemv_lines, stream == Stream::kLines && plan.problem.k % 128 == 0) << plan;
+}
 
 // The path the planner must take for a GEMV-eligible problem on this device with
 // gemv_options (the SPEC's dispatch rule, restated so that the tests pin it).
@@ -60,7 +71,7 @@ Fp8Path expected_gemv_path(const Handle& handle, bool allow_mma, int64_t k, int6
 // kernel takes. dtype, bias, a_scale and the weight distribution cycle too. Where the
 // planner does not take the tensor cores (K = 16, 48; block size 16) the test asserts the
 // CUDA-core path instead. Fresh data per case; about 4.3e8 reference MACs in all.
-void check_axes(bool allow_mma, int tma = 0) {
+void check_axes(bool allow_mma, Stream stream = Stream::kRegs) {
   const Handle* handle = testing::shared_handle();
   ASSERT_NE(handle, nullptr);
   const int64_t ns[] = {1, 17, 1026, 4098, 8194};
@@ -82,16 +93,15 @@ void check_axes(bool allow_mma, int tma = 0) {
       SCOPED_TRACE(::testing::Message() << "M=" << m << " N=" << n << " K=" << k << " block="
                                         << bs << " " << dtype_name(t) << " bias=" << bias
                                         << " w8a8=" << w8a8 << " allow_mma=" << allow_mma
-                                        << " tma=" << tma);
-      const Fp8Case c = make_random_fp8_case(t, m, n, k, bs, bias, w8a8,
-                                             0x6e30000 + (allow_mma ? 1000 : 0) + 2000 * tma + i, init);
+                                        << " stream=" << stream_name(stream));
+      const Fp8Case c = make_random_fp8_case(
+          t, m, n, k, bs, bias, w8a8,
+          0x6e30000 + (allow_mma ? 1000 : 0) + 2000 * static_cast<int>(stream) + i, init);
       Fp8Run run;
-      BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, gemv_options(allow_mma, tma), &run));
+      BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, gemv_options(allow_mma, stream), &run));
       const Fp8Path want = expected_gemv_path(*handle, allow_mma, k, bs);
       EXPECT_EQ(run.plan.path, want) << run.plan;
-      if (want == Fp8Path::kGemvMma) {
-        EXPECT_EQ(run.plan.gemv_tma, takes_tma(*handle, tma));
-      }
+      if (want == Fp8Path::kGemvMma) expect_stream(*handle, run.plan, stream);
       if (want == Fp8Path::kGemvFma) {
         EXPECT_EQ(run.plan.gemv_rows_per_warp, m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8);
       }
@@ -118,7 +128,13 @@ TEST(Fp8GemvMma, AxesAgainstReference) {
 // register loads and the test checks that).
 TEST(Fp8GemvTma, AxesAgainstReference) {
   BQMM_REQUIRE_GPU();
-  check_axes(/*allow_mma=*/true, /*tma=*/1);
+  check_axes(/*allow_mma=*/true, Stream::kTma);
+}
+
+// And through line loads (K = 256, 1024, 4096 take them, K = 320 keeps register loads).
+TEST(Fp8GemvLines, AxesAgainstReference) {
+  BQMM_REQUIRE_GPU();
+  check_axes(/*allow_mma=*/true, Stream::kLines);
 }
 
 // N far past one grid row of blocks (and not a multiple of any tile), 64-bit n * K.
@@ -141,9 +157,10 @@ TEST(Fp8GemvMma, LargeNAgainstReference) {
 // Lane ownership of the tensor-core kernel: a one-hot activation (A[r, k0] = 1) against
 // weights that are distinct small integers must give exactly Y[r, n] = B[n, k0] and zero
 // in every other row. r runs over all 8 rows, k0 over every position of the first 128 K
-// (two register windows, one TMA tile) and a spread of positions in the others (each warp
-// of the K split owns some), N = 32 covers two 16-column tiles; both weight streams. A swapped fragment register, a wrong K permutation or
-// a wrong (row, column) store shows up as a wrong or misplaced value.
+// (two register windows, one TMA tile or line pair) and a spread of positions in the others
+// (each warp of the K split owns some), N = 32 covers two 16-column tiles; every weight
+// stream. A swapped fragment register, a wrong K permutation or a wrong (row, column) store
+// shows up as a wrong or misplaced value.
 TEST(Fp8GemvMma, LaneOwnershipProbe) {
   BQMM_REQUIRE_GPU();
   const Handle* handle = testing::shared_handle();
@@ -151,13 +168,13 @@ TEST(Fp8GemvMma, LaneOwnershipProbe) {
   if (handle->device_info().sm < 80) GTEST_SKIP() << "the tensor-core GEMV needs SM80+";
   constexpr int64_t kM = 8, kN = 32, kK = 512;
   std::vector<int64_t> k0s;
-  for (int64_t k0 = 0; k0 < 128; ++k0) k0s.push_back(k0);  // a register window, a TMA tile
+  for (int64_t k0 = 0; k0 < 128; ++k0) k0s.push_back(k0);  // two windows, a tile, a pair
   for (int64_t k0 = 128; k0 < kK; k0 += 29) k0s.push_back(k0);
   k0s.push_back(kK - 1);
 
-  for (int tma : {0, 1})
+  for (Stream stream : kStreams)
   for (DType t : kDTypes) {
-    SCOPED_TRACE(::testing::Message() << dtype_name(t) << " tma=" << tma);
+    SCOPED_TRACE(::testing::Message() << dtype_name(t) << " stream=" << stream_name(stream));
     Fp8Case c;
     c.block_size = 128;
     c.a = HostTensor::zeros(t, Shape{kM, kK});
@@ -174,9 +191,9 @@ TEST(Fp8GemvMma, LaneOwnershipProbe) {
 
     testing::Fp8DeviceCase d;
     BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
-    BQMM_ASSERT_OK(testing::plan_fp8_case(*handle, c, gemv_options(true, tma), &d));
+    BQMM_ASSERT_OK(testing::plan_fp8_case(*handle, c, gemv_options(true, stream), &d));
     ASSERT_EQ(d.plan.path, Fp8Path::kGemvMma) << d.plan;
-    ASSERT_EQ(d.plan.gemv_tma, takes_tma(*handle, tma)) << d.plan;
+    expect_stream(*handle, d.plan, stream);
 
     int64_t mismatches = 0;
     for (int64_t r = 0; r < kM; ++r)
@@ -212,11 +229,13 @@ TEST(Fp8GemvMma, W8A8BitIdenticalToHostQdq) {
   ASSERT_NE(handle, nullptr);
   struct Case { int64_t m, n, k, block; };
   int seed = 0;
-  for (bool allow_mma : {false, true})
+  for (int mode : {0, 1, 2})  // CUDA cores, tensor cores by register loads, by line loads
     for (DType t : kDTypes)
       for (const Case s : {Case{3, 1026, 1024, 128}, Case{8, 300, 4096, 256}, Case{1, 77, 320, 64}}) {
+        const bool allow_mma = mode > 0;
+        const Stream stream = mode == 2 ? Stream::kLines : Stream::kRegs;
         SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k << " "
-                                          << dtype_name(t) << " allow_mma=" << allow_mma);
+                                          << dtype_name(t) << " mode=" << mode);
         const Fp8Case c = make_random_fp8_case(t, s.m, s.n, s.k, s.block, true, true,
                                                0x6e32000 + seed++);
         ASSERT_TRUE(c.a_scale.has_value());
@@ -227,11 +246,12 @@ TEST(Fp8GemvMma, W8A8BitIdenticalToHostQdq) {
           qdq.a.set(i, codec::qdq_e4m3(t, static_cast<float>(c.a.get(i)), a_scale));
 
         Fp8Run fused, host;
-        BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, gemv_options(allow_mma), &fused));
-        BQMM_ASSERT_OK(run_fp8_on_device(*handle, qdq, gemv_options(allow_mma), &host));
+        BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, gemv_options(allow_mma, stream), &fused));
+        BQMM_ASSERT_OK(run_fp8_on_device(*handle, qdq, gemv_options(allow_mma, stream), &host));
         const Fp8Path want = expected_gemv_path(*handle, allow_mma, s.k, s.block);
         EXPECT_EQ(fused.plan.path, want);
         EXPECT_EQ(host.plan.path, want);
+        if (want == Fp8Path::kGemvMma) expect_stream(*handle, fused.plan, stream);
         ASSERT_EQ(fused.y.bytes.size(), host.y.bytes.size());
         EXPECT_EQ(std::memcmp(fused.y.bytes.data(), host.y.bytes.data(), host.y.bytes.size()), 0);
         EXPECT_TRUE(matches_reference(c, fused.y));
@@ -239,19 +259,23 @@ TEST(Fp8GemvMma, W8A8BitIdenticalToHostQdq) {
 }
 
 // NaN codes (0x7F, 0xFF) reach exactly the outputs whose dot product touches them, in both
-// kernels (masked tail columns of the same tile stay clean).
+// kernels and both register weight streams (masked tail columns of the same tile stay
+// clean).
 TEST(Fp8GemvMma, NanCodesPropagate) {
   BQMM_REQUIRE_GPU();
   const Handle* handle = testing::shared_handle();
   ASSERT_NE(handle, nullptr);
-  for (bool allow_mma : {false, true}) {
-    SCOPED_TRACE(::testing::Message() << "allow_mma=" << allow_mma);
+  for (int mode : {0, 1, 2}) {  // CUDA cores, tensor cores by register loads, by line loads
+    const bool allow_mma = mode > 0;
+    const Stream stream = mode == 2 ? Stream::kLines : Stream::kRegs;
+    SCOPED_TRACE(::testing::Message() << "mode=" << mode);
     Fp8Case c = make_random_fp8_case(DType::kFloat16, 3, 21, 256, 64, true, false, 0x6e33000);
     c.b.bytes[2 * 256 + 5] = 0x7F;
     c.b.bytes[17 * 256 + 255] = 0xFF;
     Fp8Run run;
-    BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, gemv_options(allow_mma), &run));
+    BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, gemv_options(allow_mma, stream), &run));
     EXPECT_EQ(run.plan.path, expected_gemv_path(*handle, allow_mma, 256, 64));
+    if (allow_mma) expect_stream(*handle, run.plan, stream);
     for (int64_t m = 0; m < 3; ++m)
       for (int64_t n = 0; n < 21; ++n)
         EXPECT_EQ(std::isnan(run.y.get(m * 21 + n)), n == 2 || n == 17) << m << "," << n;
@@ -282,15 +306,17 @@ TEST(Fp8GemvMma, GraphCapturable) {
   BQMM_REQUIRE_GPU();
   const Handle* handle = testing::shared_handle();
   ASSERT_NE(handle, nullptr);
-  for (int mode : {0, 1, 2}) {  // CUDA cores, tensor cores by register loads, by TMA tiles
+  for (int mode : {0, 1, 2, 3}) {  // CUDA cores, tensor cores by register loads, TMA, lines
     const bool allow_mma = mode > 0;
+    const Stream stream = mode == 2 ? Stream::kTma : mode == 3 ? Stream::kLines : Stream::kRegs;
     SCOPED_TRACE(::testing::Message() << "mode=" << mode);
     const Fp8Case c = make_random_fp8_case(DType::kBFloat16, 5, 300, 512, 128, true, true,
                                            0x6e35000 + mode);
     testing::Fp8DeviceCase d;
     BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
-    BQMM_ASSERT_OK(testing::plan_fp8_case(*handle, c, gemv_options(allow_mma, mode == 2), &d));
+    BQMM_ASSERT_OK(testing::plan_fp8_case(*handle, c, gemv_options(allow_mma, stream), &d));
     ASSERT_EQ(d.plan.path, expected_gemv_path(*handle, allow_mma, 512, 128));
+    if (allow_mma) expect_stream(*handle, d.plan, stream);
     ASSERT_EQ(d.plan.workspace_bytes, 0u);
     BQMM_ASSERT_OK(testing::run_in_graph([&](cudaStream_t s) { return d.run(*handle, s); }));
     HostTensor y;
@@ -302,21 +328,24 @@ TEST(Fp8GemvMma, GraphCapturable) {
 // Small, tail-heavy cases for compute-sanitizer (memcheck, racecheck on the K-split
 // reduction): N not a multiple of any tile, M leaving rows of the row group and the mma
 // masked, K ending mid-iteration, W8A8 and bias on.
-void check_sanitize_cases(bool allow_mma, int tma = 0) {
+void check_sanitize_cases(bool allow_mma, Stream stream = Stream::kRegs) {
   const Handle* handle = testing::shared_handle();
   ASSERT_NE(handle, nullptr);
   struct Case { int64_t m, n, k, block; };
   int seed = 0;
   for (const Case s : {Case{3, 37, 320, 64}, Case{8, 19, 1344, 192}, Case{1, 1, 256, 128},
-                       Case{5, 33, 48, 16}})
+                       Case{5, 33, 48, 16}, Case{2, 21, 1408, 64}})
     for (DType t : kDTypes) {
       SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k << " "
                                         << dtype_name(t));
       const Fp8Case c = make_random_fp8_case(t, s.m, s.n, s.k, s.block, true, true,
-                                             0x6e36000 + (allow_mma ? 100 : 0) + 200 * tma + seed++);
+                                             0x6e36000 + (allow_mma ? 100 : 0) +
+                                                 200 * static_cast<int>(stream) + seed++);
       Fp8Run run;
-      BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, gemv_options(allow_mma, tma), &run));
-      EXPECT_EQ(run.plan.path, expected_gemv_path(*handle, allow_mma, s.k, s.block));
+      BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, gemv_options(allow_mma, stream), &run));
+      const Fp8Path want = expected_gemv_path(*handle, allow_mma, s.k, s.block);
+      EXPECT_EQ(run.plan.path, want);
+      if (want == Fp8Path::kGemvMma) expect_stream(*handle, run.plan, stream);
       EXPECT_TRUE(matches_reference(c, run.y));
     }
 }
@@ -333,13 +362,19 @@ TEST(Fp8GemvMma, SanitizeTails) {
 
 TEST(Fp8GemvTma, SanitizeTails) {
   BQMM_REQUIRE_GPU();
-  check_sanitize_cases(/*allow_mma=*/true, /*tma=*/1);
+  check_sanitize_cases(/*allow_mma=*/true, Stream::kTma);
 }
 
-// Every instantiated K split of the tensor-core kernel, forced, with register loads and
-// with TMA tiles: windows that do not divide evenly among the warps (21 windows; 10.5 TMA
-// tiles, the last a half tile), fewer windows than warps (4 windows, 2 tiles, so warps of
-// k_split 8 have none and only add zeros), the ring's tail, masked columns and rows.
+TEST(Fp8GemvLines, SanitizeTails) {
+  BQMM_REQUIRE_GPU();
+  check_sanitize_cases(/*allow_mma=*/true, Stream::kLines);
+}
+
+// Every instantiated K split of the tensor-core kernel, forced, with every weight stream:
+// windows that do not divide evenly among the warps (21 windows; 10.5 TMA tiles, the last
+// a half tile; 22 windows, 11 tiles or line pairs), fewer windows than warps (4 windows, 2
+// tiles or pairs, so warps of k_split 8 have none and only add zeros), the ring's tail,
+// masked columns and rows.
 // Small enough for compute-sanitizer (racecheck sees the shared-memory reduction).
 TEST(Fp8GemvMma, SanitizeEveryKSplit) {
   BQMM_REQUIRE_GPU();
@@ -348,22 +383,24 @@ TEST(Fp8GemvMma, SanitizeEveryKSplit) {
   if (handle->device_info().sm < 80) GTEST_SKIP() << "the tensor-core GEMV needs SM80+";
   struct Case { int64_t m, n, k, block; };
   int seed = 0;
-  for (int tma : {0, 1})
+  for (Stream stream : kStreams)
   for (int k_split : {1, 2, 4, 8})
-    for (const Case s : {Case{3, 37, 1344, 64}, Case{8, 40, 256, 128}, Case{1, 17, 4096, 256}}) {
+    for (const Case s : {Case{3, 37, 1344, 64}, Case{8, 40, 256, 128}, Case{1, 17, 4096, 256},
+                         Case{2, 9, 1408, 64}}) {
       const DType t = kDTypes[seed % 2];
       SCOPED_TRACE(::testing::Message() << "k_split=" << k_split << " M=" << s.m << " N=" << s.n
-                                        << " K=" << s.k << " " << dtype_name(t) << " tma=" << tma);
+                                        << " K=" << s.k << " " << dtype_name(t)
+                                        << " stream=" << stream_name(stream));
       const Fp8Case c = make_random_fp8_case(t, s.m, s.n, s.k, s.block, seed % 3 != 0,
                                              seed % 2 == 0, 0x6e37000 + seed);
       ++seed;
-      Fp8MatMulOptions o = gemv_options(true, tma);
+      Fp8MatMulOptions o = gemv_options(true, stream);
       o.gemv_k_split = k_split;
       Fp8Run run;
       BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, o, &run));
       ASSERT_EQ(run.plan.path, Fp8Path::kGemvMma) << run.plan;
       EXPECT_EQ(run.plan.gemv_k_split, k_split);
-      EXPECT_EQ(run.plan.gemv_tma, takes_tma(*handle, tma));
+      expect_stream(*handle, run.plan, stream);
       EXPECT_TRUE(matches_reference(c, run.y));
     }
 }
