@@ -196,8 +196,6 @@ __device__ __forceinline__ void multiply_window(const uint32_t (&frag)[4][4],
 // lane) are loaded at the start of its stage, by the lanes of rows g < M only: rows >= M
 // get zeros without a load, which at M = 2 is a quarter of the L1 traffic of the
 // unpredicated loads (the line loads' shared-memory round trip shares that pipe).
-constexpr int kLineDepth = 2;  // line pairs in flight per warp (register slots)
-
 template <int kKSplit, typename T, typename Qdq>
 __device__ __forceinline__ void lines_k_loop(const GemvParams<T>& p, const Qdq& qdq, int warp,
                                              int lane, int64_t n0, int64_t col_lo,
@@ -215,51 +213,43 @@ __device__ __forceinline__ void lines_k_loop(const GemvParams<T>& p, const Qdq& 
   const float* const s_lo = p.b_scale + col_lo * p.k_blocks;
   const float* const s_hi = p.b_scale + col_hi * p.k_blocks;
 
-  uint4 raw[kLineDepth][4];
-  float scales[kLineDepth][2][2];  // [slot][window of the pair][lo, hi]
-  auto load_pair = [&](int u, int i) {
+  uint4 raw[4];
+  float scales[2][2];  // [window of the pair][lo, hi]
+  auto load_pair = [&](int i) {
     const uint32_t v = warp + static_cast<uint32_t>(i) * kKSplit;
-    lines.load(raw[u], static_cast<size_t>(v) * kLinePairBytes);
+    lines.load(raw, static_cast<size_t>(v) * kLinePairBytes);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const uint32_t idx = p.slices_per_block.div(2 * v + h);
-      scales[u][h][0] = __ldg(s_lo + idx);
-      scales[u][h][1] = __ldg(s_hi + idx);
+      scales[h][0] = __ldg(s_lo + idx);
+      scales[h][1] = __ldg(s_hi + idx);
     }
   };
-#pragma unroll
-  for (int u = 0; u < kLineDepth; ++u) load_pair(u, min(u, count - 1));
+  load_pair(0);
 #pragma unroll 1
-  for (int i0 = 0; i0 < count; i0 += kLineDepth) {
+  for (int i = 0; i < count; ++i) {
+    const uint32_t v = warp + static_cast<uint32_t>(i) * kKSplit;
+    uint4 a[2][2];
 #pragma unroll
-    for (int u = 0; u < kLineDepth; ++u) {
-      const int i = i0 + u;
-      if (i >= count) break;  // warp-uniform
-      const uint32_t v = warp + static_cast<uint32_t>(i) * kKSplit;
-      uint4 a[2][2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint4* src =
-            reinterpret_cast<const uint4*>(a_row + static_cast<int64_t>(2 * v + h) * kMmaWindow);
-        a[h][0] = load_cached_u4_if(src, row_ok);
-        a[h][1] = load_cached_u4_if(src + 1, row_ok);
-      }
-      lines.stage(raw[u]);
-      const float s[2][2] = {{scales[u][0][0], scales[u][0][1]},
-                             {scales[u][1][0], scales[u][1][1]}};
-      // Slot u's next pair (past the range: the last pair again, never multiplied).
-      load_pair(u, min(i + kLineDepth, count - 1));
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        uint32_t cur[8] = {a[h][0].x, a[h][0].y, a[h][0].z, a[h][0].w,
-                           a[h][1].x, a[h][1].y, a[h][1].z, a[h][1].w};
-        qdq(cur);
-        uint32_t frag[4][4];
-        decode_window<T>(lines.lo(h), lines.hi(h), frag);
-        multiply_window<T>(frag, cur, s[h][0], s[h][1], acc);
-      }
-      lines.release();
+    for (int h = 0; h < 2; ++h) {
+      const uint4* src = reinterpret_cast<const uint4*>(a_row + static_cast<int64_t>(2 * v + h) * kMmaWindow);
+      a[h][0] = load_cached_u4_if(src, row_ok);
+      a[h][1] = load_cached_u4_if(src + 1, row_ok);
     }
+    lines.stage(raw);
+    const float s[2][2] = {{scales[0][0], scales[0][1]}, {scales[1][0], scales[1][1]}};
+    // The next pair's loads (past the range: the last pair again, never multiplied).
+    load_pair(min(i + 1, count - 1));
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      uint32_t cur[8] = {a[h][0].x, a[h][0].y, a[h][0].z, a[h][0].w,
+                         a[h][1].x, a[h][1].y, a[h][1].z, a[h][1].w};
+      qdq(cur);
+      uint32_t frag[4][4];
+      decode_window<T>(lines.lo(h), lines.hi(h), frag);
+      multiply_window<T>(frag, cur, s[h][0], s[h][1], acc);
+    }
+    lines.release();
   }
 }
 
