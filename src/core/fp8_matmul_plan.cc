@@ -121,20 +121,23 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
                      device.sm >= 80 && p.k % 64 == 0 && p.k >= 256 && p.block_size % 64 == 0;
     if (mma) {
       plan.path = Fp8Path::kGemvMma;
-      // SM90+: weight tiles of 128 bytes per row by the tensor memory accelerator (its
-      // coordinates are 32-bit). K split (core/gemv_split.h) over the kernel's units of
-      // K: TMA tiles, else 64-byte windows (64 e4m3 codes, one byte each).
-      // Where it pays (core/gemv_split.h; FP8 at M = 2 / 4 / 8, float16, 28672 x 8192: 88 /
-      // 88 / 82 % of copy against 77 / 77 / 76 % by register loads).
-      // Line loads (register loads of whole 128-byte lines through shared memory) on rows
-      // of whole lines; forced, they replace TMA tiles unless those are forced too.
+      // Three weight streams (DESIGN.md): fragment-shaped register loads, whole 128-byte
+      // lines by register loads staged through shared memory ("lines", rows of whole
+      // lines), and on SM90+ 16-row x 128-byte tiles by the tensor memory accelerator
+      // (its coordinates are 32-bit). Measured on the H200 (docs/PERF.md, 2026-11-30):
+      // TMA tiles where they pay (core/gemv_split.h: 28672 x 8192 at M = 2 / 4, 8-9 %
+      // faster than line loads); line loads everywhere else, 1-7 % faster than fragment
+      // loads at M = 2..8 on every decode shape below that size and, at M = 8 of 28672 x
+      // 8192, as fast as TMA tiles in float16 and 9 % faster in bfloat16. Forced, line
+      // loads replace TMA tiles unless those are forced too.
+      const bool tma_fits = gemv_tma_fits(device.sm, p.n, p.k);
+      const bool tma_wanted =
+          tma_fits && (options.gemv_tma == 1 || (options.gemv_tma < 0 && gemv_tma_pays(p.n, p.k)));
       const bool lines_applies = p.k % kGemvTmaTileBytes == 0;
-      const bool lines_faster = false;
+      const bool lines_faster = !tma_wanted || p.m > 4;
       plan.gemv_lines = lines_applies && options.gemv_tma != 1 &&
                         (options.gemv_lines == 1 || (options.gemv_lines < 0 && lines_faster));
-      const bool tma_faster = gemv_tma_pays(p.n, p.k);
-      plan.gemv_tma = !plan.gemv_lines && gemv_tma_fits(device.sm, p.n, p.k) &&
-                      (options.gemv_tma == 1 || (options.gemv_tma < 0 && tma_faster));
+      plan.gemv_tma = tma_wanted && !plan.gemv_lines;
       // K split over the kernel's units: 128-byte TMA tiles or line pairs, else windows.
       plan.gemv_k_split =
           options.gemv_k_split > 0

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "bqmm/fp8_matmul.h"
+#include "core/gemv_split.h"
 #include "common/plan_testing.h"
 
 namespace bqmm {
@@ -90,8 +91,14 @@ TEST(Fp8Plan, GemvMmaStartsAtTwoRows) {
 }
 
 // gemv_mma's K split, the wave model of core/gemv_split.h with 132 x 16 resident warps:
-// cost = waves x (K / 64 / k_split + 2), the cheapest wins, the larger on a tie.
+// cost = waves x (K / 64 / k_split + 2), the cheapest wins, the larger on a tie. (Line
+// loads deal out pairs of windows: GemvLinesWhereMeasuredFasterOrWhenAsked.)
 TEST(Fp8Plan, GemvMmaKSplitBalancesWavesAndWindows) {
+  const auto plan = [](const Fp8MatMulProblem& p, const DeviceInfo& d = kHopper,
+                       Fp8MatMulOptions o = {}) {
+    o.gemv_lines = 0;
+    return testing::plan(p, d, o);
+  };
   // 256 tiles x 8 warps = one wave: 64 windows / 8 + 2 = 10.
   EXPECT_EQ(plan(problem(4, 4096, 4096)).gemv_k_split, 8);
   EXPECT_EQ(plan(problem(8, 4096, 14336)).gemv_k_split, 8);
@@ -121,7 +128,7 @@ TEST(Fp8Plan, GemvTmaWhereMeasuredFaster) {
   EXPECT_TRUE(plan(problem(2, n_at_limit, k)).gemv_tma);
   EXPECT_TRUE(plan(problem(4, 28672, k)).gemv_tma);
   EXPECT_FALSE(plan(problem(2, n_at_limit - 16, k)).gemv_tma);  // just below 128 MiB
-  EXPECT_TRUE(plan(problem(8, 28672, k)).gemv_tma);
+  EXPECT_FALSE(plan(problem(8, 28672, k)).gemv_tma);  // line loads from M = 5 (below)
   EXPECT_FALSE(plan(problem(4, 28672, k), kAmpere).gemv_tma);   // no TMA below SM90
   EXPECT_FALSE(plan(problem(4, 8192, 8192)).gemv_tma);
   // 1792 tiles, 64 tiles per row: one wave of k_split 1 (64 + 2) against two of 2 (2 x 34).
@@ -143,6 +150,74 @@ TEST(Fp8Plan, GemvTmaWhereMeasuredFaster) {
     SCOPED_TRACE(bad);
     o.gemv_tma = bad;
     testing::expect_rejected(problem(4, 4096, 4096), o, "gemv_tma");
+  }
+}
+
+// Line loads (rows of whole 128-byte lines, K % 128 == 0) wherever gemv_mma does not take
+// TMA tiles, and instead of them from M = 5; or as forced. Their K split deals out pairs of
+// windows (128-byte units, as TMA tiles).
+TEST(Fp8Plan, GemvLinesWhereMeasuredFasterOrWhenAsked) {
+  const int64_t kShapes[][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {8192, 8192},
+                                {28672, 8192}};
+  for (const DType t : {DType::kFloat16, DType::kBFloat16})
+    for (const auto& nk : kShapes)
+      for (int64_t m = 1; m <= 8; ++m) {
+        const int64_t n = nk[0], k = nk[1];
+        SCOPED_TRACE(::testing::Message() << dtype_name(t) << " M=" << m << " N=" << n << " K=" << k);
+        const Fp8MatMulPlan h = plan(problem(m, n, k, 128, t));
+        if (m == 1) {  // the CUDA-core kernel
+          EXPECT_EQ(h.path, Fp8Path::kGemvFma);
+          EXPECT_FALSE(h.gemv_lines);
+          continue;
+        }
+        ASSERT_EQ(h.path, Fp8Path::kGemvMma);
+        const bool large = n * k >= 128 * kMiB;
+        EXPECT_EQ(h.gemv_lines, !large || m > 4) << h;
+        EXPECT_EQ(h.gemv_tma, large && m <= 4) << h;
+        EXPECT_EQ(h.gemv_k_split, choose_gemv_k_split(n, k / 128, kHopper.num_sms,
+                                                      kGemvTensorCoreWarpsPerSm)) << h;
+        // No TMA below SM90: line loads at every M.
+        EXPECT_TRUE(plan(problem(m, n, k, 128, t), kAmpere).gemv_lines);
+      }
+  // The size boundary of TMA tiles (128 Mi codes) at M = 4, and M = 4 / 5 above it.
+  const int64_t n_at_limit = (int64_t{128} << 20) / 8192;
+  EXPECT_FALSE(plan(problem(4, n_at_limit, 8192)).gemv_lines);
+  EXPECT_TRUE(plan(problem(4, n_at_limit - 16, 8192)).gemv_lines);
+  EXPECT_FALSE(plan(problem(4, 28672, 8192)).gemv_lines);
+  EXPECT_TRUE(plan(problem(5, 28672, 8192)).gemv_lines);
+  // Rows of whole lines only: K = 320 or 4160 (K % 128 == 64) keeps register loads.
+  for (const int64_t k : {320, 4160}) {
+    EXPECT_FALSE(plan(problem(2, 4096, k)).gemv_lines) << k;
+    EXPECT_EQ(plan(problem(2, 4096, k)).path, Fp8Path::kGemvMma) << k;
+  }
+  EXPECT_TRUE(plan(problem(2, 4096, 384)).gemv_lines);
+  // 256 tiles, 32 pairs per row: one wave at k_split 8 (4 + 2).
+  EXPECT_EQ(plan(problem(2, 4096, 4096)).gemv_k_split, 8);
+  // 1792 tiles, 64 pairs: one wave of k_split 1 (64 + 2) against two of 2 (2 x 34).
+  EXPECT_EQ(plan(problem(8, 28672, 8192)).gemv_k_split, 1);
+  EXPECT_NE(printed(plan(problem(2, 4096, 4096))).find("tma=0; lines=1"), std::string::npos);
+  EXPECT_NE(printed(plan(problem(2, 28672, 8192))).find("tma=1; lines=0"), std::string::npos);
+
+  Fp8MatMulOptions o;
+  o.gemv_lines = 0;  // never: register loads, or TMA tiles where they pay
+  EXPECT_FALSE(plan(problem(2, 4096, 4096), kHopper, o).gemv_lines);
+  EXPECT_FALSE(plan(problem(8, 28672, 8192), kHopper, o).gemv_lines);
+  EXPECT_TRUE(plan(problem(8, 28672, 8192), kHopper, o).gemv_tma);
+  o.gemv_lines = 1;  // wherever they apply, in place of TMA tiles
+  EXPECT_TRUE(plan(problem(2, 28672, 8192), kHopper, o).gemv_lines);
+  EXPECT_FALSE(plan(problem(2, 28672, 8192), kHopper, o).gemv_tma);
+  EXPECT_FALSE(plan(problem(2, 4096, 320), kHopper, o).gemv_lines);
+  EXPECT_EQ(plan(problem(1, 4096, 4096), kHopper, o).path, Fp8Path::kGemvFma);
+  o.gemv_tma = 1;  // forced TMA tiles win over forced line loads
+  EXPECT_FALSE(plan(problem(2, 4096, 4096), kHopper, o).gemv_lines);
+  EXPECT_TRUE(plan(problem(2, 4096, 4096), kHopper, o).gemv_tma);
+  o.gemv_tma = 0;  // TMA tiles off: line loads by default even where TMA would pay
+  o.gemv_lines = -1;
+  EXPECT_TRUE(plan(problem(2, 28672, 8192), kHopper, o).gemv_lines);
+  for (int bad : {-2, 2}) {
+    SCOPED_TRACE(bad);
+    o.gemv_lines = bad;
+    testing::expect_rejected(problem(4, 4096, 4096), o, "gemv_lines");
   }
 }
 
@@ -494,6 +569,19 @@ TEST_F(Fp8EnvTest, GemvTma) {
   };
   EXPECT_FALSE(plan(problem(4, 28672, 8192), kHopper, with_env("0")).gemv_tma);
   EXPECT_TRUE(plan(problem(8, 4096, 4096), kHopper, with_env("1")).gemv_tma);
+}
+
+TEST_F(Fp8EnvTest, GemvLines) {
+  EXPECT_EQ(Fp8MatMulOptions{}.gemv_lines, -1);
+  testing::expect_switch_from_env(fp8_matmul_options_from_env, "BQMM_FP8_GEMV_LINES",
+                                  &Fp8MatMulOptions::gemv_lines);
+  const auto with_env = [](const char* value) {
+    return testing::options_with_env(fp8_matmul_options_from_env, "BQMM_FP8_GEMV_LINES", value);
+  };
+  EXPECT_FALSE(plan(problem(2, 4096, 4096), kHopper, with_env("0")).gemv_lines);
+  EXPECT_TRUE(plan(problem(2, 4096, 4096), kHopper, with_env("")).gemv_lines);  // unset
+  EXPECT_TRUE(plan(problem(2, 28672, 8192), kHopper, with_env("1")).gemv_lines);
+  EXPECT_FALSE(plan(problem(2, 28672, 8192), kHopper, with_env("")).gemv_lines);
 }
 
 TEST_F(Fp8EnvTest, MalformedGemvMmaIsAnError) {
