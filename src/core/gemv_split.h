@@ -26,8 +26,10 @@ constexpr int kGemvMaxKSplit = 8;         // the largest instantiated k_split
 constexpr int64_t kGemvTensorCoreWarpsPerSm = 16;
 constexpr int64_t kGemvPipelineFill = 2;
 // NBitsMatMul's window kernel (cuda/nbits_gemv.cu, kWindowMinBlocks), line loads or not:
-// 64 registers per thread, 32 warps per SM; 80 with packed zero points, 24.
-inline int64_t nbits_window_warps_per_sm(bool zero_points) { return zero_points ? 24 : 32; }
+// 64 registers per thread, 32 warps per SM; 80 with packed zero points or 8-bit codes, 24.
+inline int64_t nbits_window_warps_per_sm(int bits, bool zero_points) {
+  return zero_points || bits == 8 ? 24 : 32;
+}
 
 // SM90's TMA tile stream (cuda/tma.cuh) can carry an [n, row_bytes] weight: the copy
 // engine exists, and the tiles' box coordinates (bytes into a row, row) are 32-bit.

@@ -172,12 +172,13 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     // 14336 (256 tiles), so by default only there, not where TMA tiles are forced, and
     // with packed zero points only at M = 1 (28672 x 8192: 8 % faster at M = 1, 15 %
     // slower than the TMA tile at M = 8). It replaces the TMA tile.
-    const bool window_applies = half_type && p.bits == 4 &&
-                                plan.gemv_algo == kNBitsGemvAlgoUnrolled &&
-                                p.block_size >= kGemvWindowBytes * 2 &&
+    const int64_t window_codes = kGemvWindowBytes * 8 / p.bits;
+    const bool window_applies = half_type && plan.gemv_algo == kNBitsGemvAlgoUnrolled &&
+                                p.block_size >= window_codes &&
                                 p.row_bytes() % kGemvWindowBytes == 0;
     const int64_t tiles = (p.n + kGemvTileCols - 1) / kGemvTileCols;
     const bool window_faster =
+        p.bits == 4 &&
         tiles * kGemvMaxKSplit > kGemvTensorCoreWarpsPerSm * std::max(1, device.num_sms) &&
         (p.zero_points != NBitsZeroPoints::kPacked || p.m == 1);
     // Line loads: the window kernel on rows of whole 128-byte lines (K % 256 == 0), its
@@ -188,7 +189,7 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     // and the shared-memory round trip share the L1). With packed zero points: 8 % faster
     // at 28672 x 8192, M = 2.
     const bool lines_applies = window_applies && p.row_bytes() % kGemvTmaTileBytes == 0;
-    const bool lines_faster = p.m <= 2 && gemv_tma_pays(p.n, p.k);
+    const bool lines_faster = p.bits == 4 && p.m <= 2 && gemv_tma_pays(p.n, p.k);
     const bool lines_wanted =
         lines_applies && options.gemv_window != 0 &&
         (options.gemv_lines == 1 || (options.gemv_lines < 0 && options.gemv_tma != 1 && lines_faster));
@@ -201,7 +202,7 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     // windows): float32's FMA tile holds fewer warps per SM, the window kernel more.
     const int64_t warps_per_sm =
         !half_type ? kGemvWarpsPerSmFloat
-        : plan.gemv_window ? nbits_window_warps_per_sm(p.zero_points == NBitsZeroPoints::kPacked)
+        : plan.gemv_window ? nbits_window_warps_per_sm(p.bits, p.zero_points == NBitsZeroPoints::kPacked)
                            : kGemvTensorCoreWarpsPerSm;
     plan.gemv_k_split = choose_gemv_k_split(
         p.n, gemv_k_units(p.row_bytes(), plan.gemv_tma), device.num_sms, warps_per_sm);

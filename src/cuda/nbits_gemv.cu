@@ -795,14 +795,14 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
 // of a 4-bit one, so one window in flight per warp hides less of the load latency than
 // the general kernel's two stages of two windows.
 constexpr int kWindowDepth = 2;  // register buffers: one window multiplied, one in flight
-// At least 4 blocks of kMaxKSplit warps per SM: 64 registers (bfloat16 spills 16 bytes
-// there, in the measured tables); 3 with packed zero points (80 registers: at 64 their row
-// pointers spilled 84 bytes).
-template <bool kZeroPoints>
-constexpr int kWindowMinBlocks = kZeroPoints ? 3 : 4;
+// At least 4 blocks of kMaxKSplit warps per SM: 64 registers (4-bit bfloat16 spills 16
+// bytes there, in the measured tables); 3 with packed zero points or 8-bit codes (80
+// registers: at 64 the zero points' row pointers spilled 84 bytes, 8-bit codes 8-40).
+template <int kBits, bool kZeroPoints>
+constexpr int kWindowMinBlocks = kZeroPoints || kBits == 8 ? 3 : 4;
 
 template <typename T, int kBits, bool kZeroPoints, bool kLines>
-__global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<kZeroPoints>)
+__global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<kBits, kZeroPoints>)
     NBitsGemvWindowKernel(const GemvParams<T> p) {
   using C = Codes<kBits>;
   using Tile = MmaTile<T, kBits, true>;
@@ -1226,10 +1226,12 @@ Status launch_window(const NBitsGemvArgs& args, int k_split, bool lines, cudaStr
     return Status(StatusCode::kInternal, "launch_nbits_gemv: no window kernel for float32");
   } else {
     const GemvParams<T> p = make_params<T>(args);
-    if (args.bits != 4 || args.block_size < Codes<4>::kPerWindow || p.chunks % kWindowChunks != 0)
+    const int window_codes = args.bits == 4 ? Codes<4>::kPerWindow : Codes<8>::kPerWindow;
+    if ((args.bits != 4 && args.bits != 8) || args.block_size < window_codes ||
+        p.chunks % kWindowChunks != 0)
       return Status(StatusCode::kInternal,
-                    "launch_nbits_gemv: the window kernel takes 4-bit rows of whole windows in "
-                    "blocks of 128 codes or more, not " + std::to_string(args.bits) +
+                    "launch_nbits_gemv: the window kernel takes rows of whole windows in "
+                    "blocks of a window or more, not " + std::to_string(args.bits) +
                         "-bit K = " + std::to_string(args.k) + " block_size " +
                         std::to_string(args.block_size));
     const dim3 grid(static_cast<unsigned>((args.n + kTileCols - 1) / kTileCols));
@@ -1239,15 +1241,21 @@ Status launch_window(const NBitsGemvArgs& args, int k_split, bool lines, cudaStr
                     "launch_nbits_gemv: line loads take rows of whole 128-byte lines, not K = " +
                         std::to_string(args.k));
     const int smem = lines ? k_split * kLineBufferBytes : 0;
-    auto go = [&](auto zero_points, auto line_loads) {
-      NBitsGemvWindowKernel<T, 4, decltype(zero_points)::value, decltype(line_loads)::value>
-          <<<grid, block, smem, stream>>>(p);
+    auto go = [&](auto bits, auto zero_points, auto line_loads) {
+      NBitsGemvWindowKernel<T, decltype(bits)::value, decltype(zero_points)::value,
+                            decltype(line_loads)::value><<<grid, block, smem, stream>>>(p);
     };
-    if (p.zp != nullptr) {
-      if (lines) go(std::true_type(), std::true_type()); else go(std::true_type(), std::false_type());
-    } else {
-      if (lines) go(std::false_type(), std::true_type()); else go(std::false_type(), std::false_type());
-    }
+    auto with_bits = [&](auto bits) {
+      if (p.zp != nullptr) {
+        if (lines) go(bits, std::true_type(), std::true_type());
+        else go(bits, std::true_type(), std::false_type());
+      } else {
+        if (lines) go(bits, std::false_type(), std::true_type());
+        else go(bits, std::false_type(), std::false_type());
+      }
+    };
+    if (args.bits == 4) with_bits(std::integral_constant<int, 4>());
+    else with_bits(std::integral_constant<int, 8>());
     return check_launch("NBitsGemvWindowKernel");
   }
 }

@@ -174,25 +174,30 @@ TEST(NBitsGemvTma, EveryBitsBlockSizeAndDtype) {
 TEST(NBitsGemvWindow, OnAndOffEveryBlockSizeDtypeAndZeroPoints) {
   BQMM_REQUIRE_GPU();
   const int64_t ns[] = {1, 19, 40, 300};
-  const int64_t ks[] = {256, 512, 1280, 4096};  // 2, 4, 10 and 32 windows
   int index = 0;
-  for (int64_t bs : {128, 256})
-    for (DType t : {DType::kFloat16, DType::kBFloat16})
-      for (int kernel : {2, 1, 0})  // window with line loads, window, off
-        for (int j = 0; j < 4; ++j, ++index) {
-          const int64_t n = ns[index % 4];
-          const int64_t k = j == 0 && bs == 128 ? 128 : ks[j];  // one window
-          NBitsCaseSpec s = cycled_spec(t, 4, n == 1 ? kSingleColumnRows : 1 + index % 8, n,
-                                        k, bs, index, j);
-          NBitsMatMulOptions o;
-          o.gemv_window = kernel > 0 ? 1 : 0;
-          o.gemv_lines = kernel == 2 ? 1 : 0;
-          SCOPED_TRACE(describe(s) << " window=" << o.gemv_window << " lines=" << o.gemv_lines);
-          NBitsRun run;
-          run_and_check(s, 4000 + index, o, NBitsPath::kGemv, &run);
-          EXPECT_EQ(run.plan.gemv_window, kernel > 0) << run.plan;
-          EXPECT_EQ(run.plan.gemv_lines, kernel == 2 && k % 256 == 0) << run.plan;
-        }
+  for (int bits : {4, 8}) {
+    const int64_t window = 512 / bits;  // codes per 64-byte window
+    // 4-bit: 2, 4, 10 and 32 windows; 8-bit: 4, 8, 20, 64.
+    const int64_t ks[] = {256, 512, 1280, 4096};
+    for (int64_t bs : {window, int64_t{256}})
+      for (DType t : {DType::kFloat16, DType::kBFloat16})
+        for (int kernel : {2, 1, 0})  // window with line loads, window, off
+          for (int j = 0; j < 4; ++j, ++index) {
+            const int64_t n = ns[index % 4];
+            const int64_t k = j == 0 && bs == window ? window : ks[j];  // one window
+            NBitsCaseSpec s = cycled_spec(t, bits, n == 1 ? kSingleColumnRows : 1 + index % 8,
+                                          n, k, bs, index, j);
+            NBitsMatMulOptions o;
+            o.gemv_fma = 0;  // 8-bit: the tensor-core tiles at M = 1, 2 too
+            o.gemv_window = kernel > 0 ? 1 : 0;
+            o.gemv_lines = kernel == 2 ? 1 : 0;
+            SCOPED_TRACE(describe(s) << " window=" << o.gemv_window << " lines=" << o.gemv_lines);
+            NBitsRun run;
+            run_and_check(s, 4000 + index, o, NBitsPath::kGemv, &run);
+            EXPECT_EQ(run.plan.gemv_window, kernel > 0) << run.plan;
+            EXPECT_EQ(run.plan.gemv_lines, kernel == 2 && k * bits / 8 % 128 == 0) << run.plan;
+          }
+  }
 }
 
 // The CUDA-core kernel (NBitsMatMulOptions::gemv_fma = 1: 8-bit, float16 / bfloat16,
@@ -672,14 +677,16 @@ TEST(NBitsGemv, SanitizeSmall) {
     SCOPED_TRACE(describe(c) << " fma");
     run_and_check(c, 9800 + m, fma, NBitsPath::kGemv);
   }
-  // The window kernel, with and without line loads: a partial column tile, warps without
-  // windows, zero points or not.
+  // The window kernel, with and without line loads, both widths: a partial column tile,
+  // warps without windows, zero points or not.
   NBitsMatMulOptions window;
   window.gemv_window = 1;
+  window.gemv_fma = 0;
+  for (int bits : kBits)
   for (int lines : {0, 1})
     for (auto zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked}) {
       NBitsCaseSpec c = nbits_spec(zp == NBitsZeroPoints::kNone ? DType::kFloat16 : DType::kBFloat16,
-                                   4, 3, 19, 1280, 128);
+                                   bits, 3, 19, 1280, 128);
       c.zero_points = zp;
       c.bias = true;
       window.gemv_lines = lines;
