@@ -127,14 +127,14 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
       // (its coordinates are 32-bit). Measured on the H200 (docs/PERF.md, 2026-11-30):
       // TMA tiles where they pay (core/gemv_split.h: 28672 x 8192 at M = 2 / 4, 8-9 %
       // faster than line loads); line loads everywhere else, 1-7 % faster than fragment
-      // loads at M = 2..8 on every decode shape below that size and, at M = 8 of 28672 x
-      // 8192, as fast as TMA tiles in float16 and 9 % faster in bfloat16. Forced, line
-      // loads replace TMA tiles unless those are forced too.
+      // loads at M = 2..8 on every decode shape below that size, and from M = 5 in
+      // bfloat16 in place of TMA tiles (28672 x 8192, M = 8: 6-9 % faster; in float16 0-3 %
+      // slower). Forced, line loads replace TMA tiles unless those are forced too.
       const bool tma_fits = gemv_tma_fits(device.sm, p.n, p.k);
       const bool tma_wanted =
           tma_fits && (options.gemv_tma == 1 || (options.gemv_tma < 0 && gemv_tma_pays(p.n, p.k)));
       const bool lines_applies = p.k % kGemvTmaTileBytes == 0;
-      const bool lines_faster = !tma_wanted || p.m > 4;
+      const bool lines_faster = !tma_wanted || (p.m > 4 && p.dtype == DType::kBFloat16);
       plan.gemv_lines = lines_applies && options.gemv_tma != 1 &&
                         (options.gemv_lines == 1 || (options.gemv_lines < 0 && lines_faster));
       plan.gemv_tma = tma_wanted && !plan.gemv_lines;

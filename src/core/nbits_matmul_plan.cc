@@ -164,14 +164,17 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
                              gemv_tma_fits(device.sm, p.n, p.row_bytes());
     const bool tma_faster = gemv_tma_pays(p.n, p.k) && (p.bits == 4 || p.m <= 4);
     plan.gemv_tma = tma_applies && (options.gemv_tma == 1 || (options.gemv_tma < 0 && tma_faster));
-    // The window kernel: 4-bit tensor-core tiles of algorithm 0 whose windows each lie in
-    // one block (block_size >= 128 codes) on rows of whole windows. It holds twice the
-    // warps per SM of the other tiles, which pays where the grid has more warps than they
-    // hold (ceil(N / 16) tiles x 8 > 16 warps x SMs); measured on the H200 (docs/PERF.md)
-    // 5-19 % faster there at every decode shape, and up to 7 % slower on N = 4096 x K =
-    // 14336 (256 tiles), so by default only there, not where TMA tiles are forced, and
-    // with packed zero points only at M = 1 (28672 x 8192: 8 % faster at M = 1, 15 %
-    // slower than the TMA tile at M = 8). It replaces the TMA tile.
+    // The window kernel: tensor-core tiles of algorithm 0 whose windows each lie in one
+    // block (block_size >= a window's codes: 128 4-bit, 64 8-bit) on rows of whole
+    // windows. It holds more warps per SM than the other tiles (32 at 64 registers; 24 at
+    // 80 with packed zero points or 8-bit codes), which pays for 4-bit where the grid has
+    // more warps than they hold (ceil(N / 16) tiles x 8 > 16 warps x SMs); measured on the
+    // H200 (docs/PERF.md) 5-19 % faster there at every decode shape, and up to 7 % slower
+    // on N = 4096 x K = 14336 (256 tiles), so by default only there, not where TMA tiles
+    // are forced, and with packed zero points only at M = 1 (28672 x 8192: 8 % faster at
+    // M = 1, 15 % slower than the TMA tile at M = 8). It replaces the TMA tile. 8-bit takes
+    // it only with line loads (below): without them it was slower than the default kernels
+    // at every decode shape and M (float16 1-25 %, bfloat16 6-58 %).
     const int64_t window_codes = kGemvWindowBytes * 8 / p.bits;
     const bool window_applies = half_type && plan.gemv_algo == kNBitsGemvAlgoUnrolled &&
                                 p.block_size >= window_codes &&
@@ -181,15 +184,22 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
         p.bits == 4 &&
         tiles * kGemvMaxKSplit > kGemvTensorCoreWarpsPerSm * std::max(1, device.num_sms) &&
         (p.zero_points != NBitsZeroPoints::kPacked || p.m == 1);
-    // Line loads: the window kernel on rows of whole 128-byte lines (K % 256 == 0), its
-    // weights read 4 rows x 128 bytes per warp instruction and staged through shared
-    // memory. Measured on the H200 (docs/PERF.md) at M <= 2 on large weights (N x K >=
-    // 128 Mi, as TMA tiles) 10-17 % faster (28672 x 8192), on the smaller decode shapes
-    // -3 to +4 %; from M = 4 no faster, and slower when forced (the activations of more rows
-    // and the shared-memory round trip share the L1). With packed zero points: 8 % faster
-    // at 28672 x 8192, M = 2.
+    // Line loads: the window kernel on rows of whole 128-byte lines, its weights read 4
+    // rows x 128 bytes per warp instruction and staged through shared memory. Measured on
+    // the H200 (docs/PERF.md):
+    // * 4-bit, at M <= 2 on large weights (N x K >= 128 Mi, as TMA tiles): 10-17 % faster
+    //   (28672 x 8192), on the smaller decode shapes -3 to +4 %; from M = 4 no faster, and
+    //   slower when forced (the activations of more rows and the shared-memory round trip
+    //   share the L1). With packed zero points: 8 % faster at 28672 x 8192, M = 2.
+    // * 8-bit bfloat16 without a zero-point tensor, wherever the tensor cores run (by
+    //   default M >= 3: M <= 2 take the CUDA-core kernel): at M = 4 and 8 up to 12 % faster
+    //   than the register or TMA tile on every decode shape but 4096 x 4096 (within 3 %),
+    //   and 3-17 % faster than the register tile forced at M = 1, 2. Float16 (its tile decodes in
+    //   half the instructions) was 0-23 % slower with them; zero points were not measured.
     const bool lines_applies = window_applies && p.row_bytes() % kGemvTmaTileBytes == 0;
-    const bool lines_faster = p.bits == 4 && p.m <= 2 && gemv_tma_pays(p.n, p.k);
+    const bool lines_faster =
+        p.bits == 4 ? p.m <= 2 && gemv_tma_pays(p.n, p.k)
+                    : p.dtype == DType::kBFloat16 && p.zero_points == NBitsZeroPoints::kNone;
     const bool lines_wanted =
         lines_applies && options.gemv_window != 0 &&
         (options.gemv_lines == 1 || (options.gemv_lines < 0 && options.gemv_tma != 1 && lines_faster));

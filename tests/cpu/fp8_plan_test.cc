@@ -128,7 +128,8 @@ TEST(Fp8Plan, GemvTmaWhereMeasuredFaster) {
   EXPECT_TRUE(plan(problem(2, n_at_limit, k)).gemv_tma);
   EXPECT_TRUE(plan(problem(4, 28672, k)).gemv_tma);
   EXPECT_FALSE(plan(problem(2, n_at_limit - 16, k)).gemv_tma);  // just below 128 MiB
-  EXPECT_FALSE(plan(problem(8, 28672, k)).gemv_tma);  // line loads from M = 5 (below)
+  EXPECT_TRUE(plan(problem(8, 28672, k)).gemv_tma);
+  EXPECT_FALSE(plan(problem(8, 28672, k, 128, DType::kBFloat16)).gemv_tma);  // line loads (below)
   EXPECT_FALSE(plan(problem(4, 28672, k), kAmpere).gemv_tma);   // no TMA below SM90
   EXPECT_FALSE(plan(problem(4, 8192, 8192)).gemv_tma);
   // 1792 tiles, 64 tiles per row: one wave of k_split 1 (64 + 2) against two of 2 (2 x 34).
@@ -154,7 +155,7 @@ TEST(Fp8Plan, GemvTmaWhereMeasuredFaster) {
 }
 
 // Line loads (rows of whole 128-byte lines, K % 128 == 0) wherever gemv_mma does not take
-// TMA tiles, and instead of them from M = 5; or as forced. Their K split deals out pairs of
+// TMA tiles, and instead of them in bfloat16 from M = 5; or as forced. Their K split deals out pairs of
 // windows (128-byte units, as TMA tiles).
 TEST(Fp8Plan, GemvLinesWhereMeasuredFasterOrWhenAsked) {
   const int64_t kShapes[][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {8192, 8192},
@@ -172,8 +173,9 @@ TEST(Fp8Plan, GemvLinesWhereMeasuredFasterOrWhenAsked) {
         }
         ASSERT_EQ(h.path, Fp8Path::kGemvMma);
         const bool large = n * k >= 128 * kMiB;
-        EXPECT_EQ(h.gemv_lines, !large || m > 4) << h;
-        EXPECT_EQ(h.gemv_tma, large && m <= 4) << h;
+        const bool bf16_rows = m > 4 && t == DType::kBFloat16;
+        EXPECT_EQ(h.gemv_lines, !large || bf16_rows) << h;
+        EXPECT_EQ(h.gemv_tma, large && !bf16_rows) << h;
         EXPECT_EQ(h.gemv_k_split, choose_gemv_k_split(n, k / 128, kHopper.num_sms,
                                                       kGemvTensorCoreWarpsPerSm)) << h;
         // No TMA below SM90: line loads at every M.
@@ -183,8 +185,10 @@ TEST(Fp8Plan, GemvLinesWhereMeasuredFasterOrWhenAsked) {
   const int64_t n_at_limit = (int64_t{128} << 20) / 8192;
   EXPECT_FALSE(plan(problem(4, n_at_limit, 8192)).gemv_lines);
   EXPECT_TRUE(plan(problem(4, n_at_limit - 16, 8192)).gemv_lines);
-  EXPECT_FALSE(plan(problem(4, 28672, 8192)).gemv_lines);
-  EXPECT_TRUE(plan(problem(5, 28672, 8192)).gemv_lines);
+  const DType bf16 = DType::kBFloat16;
+  EXPECT_FALSE(plan(problem(4, 28672, 8192, 128, bf16)).gemv_lines);
+  EXPECT_TRUE(plan(problem(5, 28672, 8192, 128, bf16)).gemv_lines);
+  EXPECT_FALSE(plan(problem(5, 28672, 8192)).gemv_lines);
   // Rows of whole lines only: K = 320 or 4160 (K % 128 == 64) keeps register loads.
   for (const int64_t k : {320, 4160}) {
     EXPECT_FALSE(plan(problem(2, 4096, k)).gemv_lines) << k;
@@ -194,15 +198,15 @@ TEST(Fp8Plan, GemvLinesWhereMeasuredFasterOrWhenAsked) {
   // 256 tiles, 32 pairs per row: one wave at k_split 8 (4 + 2).
   EXPECT_EQ(plan(problem(2, 4096, 4096)).gemv_k_split, 8);
   // 1792 tiles, 64 pairs: one wave of k_split 1 (64 + 2) against two of 2 (2 x 34).
-  EXPECT_EQ(plan(problem(8, 28672, 8192)).gemv_k_split, 1);
+  EXPECT_EQ(plan(problem(8, 28672, 8192, 128, bf16)).gemv_k_split, 1);
   EXPECT_NE(printed(plan(problem(2, 4096, 4096))).find("tma=0; lines=1"), std::string::npos);
   EXPECT_NE(printed(plan(problem(2, 28672, 8192))).find("tma=1; lines=0"), std::string::npos);
 
   Fp8MatMulOptions o;
   o.gemv_lines = 0;  // never: register loads, or TMA tiles where they pay
   EXPECT_FALSE(plan(problem(2, 4096, 4096), kHopper, o).gemv_lines);
-  EXPECT_FALSE(plan(problem(8, 28672, 8192), kHopper, o).gemv_lines);
-  EXPECT_TRUE(plan(problem(8, 28672, 8192), kHopper, o).gemv_tma);
+  EXPECT_FALSE(plan(problem(8, 28672, 8192, 128, bf16), kHopper, o).gemv_lines);
+  EXPECT_TRUE(plan(problem(8, 28672, 8192, 128, bf16), kHopper, o).gemv_tma);
   o.gemv_lines = 1;  // wherever they apply, in place of TMA tiles
   EXPECT_TRUE(plan(problem(2, 28672, 8192), kHopper, o).gemv_lines);
   EXPECT_FALSE(plan(problem(2, 28672, 8192), kHopper, o).gemv_tma);

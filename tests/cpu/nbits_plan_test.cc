@@ -6,6 +6,7 @@
 #include <string>
 
 #include "bqmm/nbits_matmul.h"
+#include "core/gemv_split.h"
 #include "common/plan_testing.h"
 
 namespace bqmm {
@@ -378,13 +379,45 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   NBitsMatMulOptions o;
   EXPECT_EQ(o.gemv_lines, -1);
   const int64_t shapes[][2] = {{4096, 4096}, {4096, 14336}, {14336, 4096}, {8192, 8192}, {28672, 8192}};
+  // 4-bit at M <= 2 on the large shape; 8-bit bfloat16 from M = 3 (M <= 2: CUDA cores).
+  for (int bits : {4, 8})
   for (DType t : {DType::kFloat16, DType::kBFloat16})
     for (const auto& nk : shapes)
       for (int64_t m = 1; m <= 8; ++m) {
-        const NBitsMatMulPlan p = plan(problem(m, nk[0], nk[1], 4, 128, t));
-        EXPECT_EQ(p.gemv_lines, m <= 2 && nk[0] == 28672) << p;
-        if (p.gemv_lines) EXPECT_TRUE(p.gemv_window) << p;
+        const NBitsMatMulPlan p = plan(problem(m, nk[0], nk[1], bits, 128, t));
+        const bool want = bits == 4 ? m <= 2 && nk[0] == 28672 : t == DType::kBFloat16 && m > 2;
+        EXPECT_EQ(p.gemv_lines, want) << p;
+        if (bits == 8) EXPECT_EQ(p.gemv_window, want) << p;  // 8-bit: only with line loads
+        if (p.gemv_lines) {
+          EXPECT_TRUE(p.gemv_window) << p;
+          EXPECT_FALSE(p.gemv_tma) << p;
+          EXPECT_EQ(p.gemv_k_split,
+                    choose_gemv_k_split(nk[0], nk[1] * bits / 8 / 64, kHopper.num_sms,
+                                        nbits_window_warps_per_sm(bits, false))) << p;
+        }
       }
+  // 8-bit: the window kernel's 24 warps per SM (k_split 8 at 28672 x 8192; 32 would give 4),
+  // rows of whole lines (K = 4160: 4160 bytes), a window per block or more, no zero points.
+  const DType bf16 = DType::kBFloat16;
+  EXPECT_EQ(plan(problem(4, 28672, 8192, 8, 128, bf16)).gemv_k_split, 8);
+  EXPECT_FALSE(plan(problem(4, 4096, 4160, 8, 64, bf16)).gemv_lines);
+  EXPECT_FALSE(plan(problem(4, 4096, 4160, 8, 64, bf16)).gemv_window);
+  EXPECT_TRUE(plan(problem(4, 4096, 4096, 8, 64, bf16)).gemv_lines);
+  EXPECT_FALSE(plan(problem(4, 4096, 4096, 8, 32, bf16)).gemv_lines);
+  NBitsMatMulProblem zp8 = problem(4, 4096, 4096, 8, 128, bf16);
+  zp8.zero_points = NBitsZeroPoints::kPacked;
+  EXPECT_FALSE(plan(zp8).gemv_lines);
+  EXPECT_FALSE(plan(zp8).gemv_window);
+  NBitsMatMulOptions tensor_cores;  // 8-bit M <= 2 on the tensor cores: line loads in bf16
+  tensor_cores.gemv_fma = 0;
+  for (int64_t m : {1, 2}) {
+    EXPECT_TRUE(plan(problem(m, 8192, 8192, 8, 128, bf16), kHopper, tensor_cores).gemv_lines);
+    EXPECT_FALSE(plan(problem(m, 8192, 8192, 8, 128), kHopper, tensor_cores).gemv_lines);
+  }
+  NBitsMatMulOptions tma8;
+  tma8.gemv_tma = 1;
+  EXPECT_FALSE(plan(problem(4, 28672, 8192, 8, 128, bf16), kHopper, tma8).gemv_lines);
+  EXPECT_TRUE(plan(problem(4, 28672, 8192, 8, 128, bf16), kHopper, tma8).gemv_tma);
   // The size rule: 8192 x 16384 = 128 Mi codes; K - 256 below.
   EXPECT_TRUE(plan(problem(2, 8192, 16384, 4, 128)).gemv_lines);
   EXPECT_FALSE(plan(problem(2, 8192, 16384 - 256, 4, 128)).gemv_lines);
@@ -394,7 +427,7 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   EXPECT_TRUE(plan(problem(1, 16384, 16384 + 128, 4, 128)).gemv_window);  // the grid rule
   // Only where the window kernel applies.
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 64)).gemv_lines);
-  EXPECT_FALSE(plan(problem(1, 28672, 8192, 8, 128)).gemv_lines);
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 8, 128)).gemv_lines);  // 8-bit M = 1: CUDA cores
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128, DType::kFloat32)).gemv_lines);
   NBitsMatMulOptions algo1;
   algo1.gemv_algo = kNBitsGemvAlgoLoop;
