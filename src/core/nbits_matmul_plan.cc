@@ -194,8 +194,9 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     // * 8-bit bfloat16 without a zero-point tensor, wherever the tensor cores run (by
     //   default M >= 3: M <= 2 take the CUDA-core kernel): at M = 4 and 8 up to 12 % faster
     //   than the register or TMA tile on every decode shape but 4096 x 4096 (within 3 %),
-    //   and 3-17 % faster than the register tile forced at M = 1, 2. Float16 (its tile decodes in
-    //   half the instructions) was 0-23 % slower with them; zero points were not measured.
+    //   and 3-17 % faster than the register tile forced at M = 1, 2. Float16 (its tile
+    //   decodes in half the instructions) was 0-23 % slower with them; zero points were
+    //   not measured.
     const bool lines_applies = window_applies && p.row_bytes() % kGemvTmaTileBytes == 0;
     const bool lines_faster =
         p.bits == 4 ? p.m <= 2 && gemv_tma_pays(p.n, p.k)

@@ -232,7 +232,8 @@ __device__ __forceinline__ void lines_k_loop(const GemvParams<T>& p, const Qdq& 
     uint4 a[2][2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const uint4* src = reinterpret_cast<const uint4*>(a_row + static_cast<int64_t>(2 * v + h) * kMmaWindow);
+      const uint4* src =
+          reinterpret_cast<const uint4*>(a_row + static_cast<int64_t>(2 * v + h) * kMmaWindow);
       a[h][0] = load_cached_u4_if(src, row_ok);
       a[h][1] = load_cached_u4_if(src + 1, row_ok);
     }
