@@ -34,9 +34,9 @@ def cell(row, field, spec):
 
 def kernel_of(row):
     """The GEMV kernel a decode case ran, from its printed plan: the CUDA-core kernel
-    ("fma"), N-bit's whole-window kernel with line loads ("lines") or without
-    ("window"), TMA tiles ("tma") or the register-load tensor-core tile ("regs"); None
-    off the GEMV paths."""
+    ("fma"), a tensor-core tile with line loads ("lines": FP8's, or N-bit's whole-window
+    kernel), N-bit's whole-window kernel without them ("window"), TMA tiles ("tma") or
+    the register-load tensor-core tile ("regs"); None off the GEMV paths."""
     plan = row.get("plan") or ""
     if not str(row.get("path", "")).startswith("gemv"):
         return None

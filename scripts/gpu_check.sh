@@ -8,13 +8,15 @@
 #                                    (default: the first four); BENCH_SUITES="decode prefill"
 #                                    (fp8); NBITS_BENCH_BITS="8 4" (NBitsMatMul decode suite)
 #   variants: the FP8 decode suite with each GEMV kernel and weight stream forced
-#   (BQMM_FP8_GEMV_MMA=0: CUDA cores; BQMM_FP8_GEMV_MMA=1 with BQMM_FP8_GEMV_TMA=0 / 1:
-#   tensor cores by register loads / TMA tiles, at every M), the NBits decode suite with
-#   each weight stream forced (register loads: BQMM_NBITS_GEMV_TMA=0 with the window kernel
-#   off, BQMM_NBITS_GEMV_WINDOW=0; TMA: BQMM_NBITS_GEMV_TMA=1), the 8-bit CUDA-core kernel forced
+#   (BQMM_FP8_GEMV_MMA=0: CUDA cores; BQMM_FP8_GEMV_MMA=1, tensor cores at every M, with
+#   BQMM_FP8_GEMV_TMA=0 and BQMM_FP8_GEMV_LINES=0: fragment register loads, with
+#   BQMM_FP8_GEMV_LINES=1: line loads, with BQMM_FP8_GEMV_TMA=1: TMA tiles), the NBits decode
+#   suite with each weight stream forced (register loads: BQMM_NBITS_GEMV_TMA=0 with the
+#   window kernel off, BQMM_NBITS_GEMV_WINDOW=0; TMA: BQMM_NBITS_GEMV_TMA=1; line loads:
+#   BQMM_NBITS_GEMV_LINES=1 with BQMM_NBITS_GEMV_FMA=0), the 8-bit CUDA-core kernel forced
 #   (BQMM_NBITS_GEMV_FMA=1) and the NBits K-loop sweep (M = 1,
 #   8192 x 8192, float16, every block size, both widths): the comparison columns of
-#   docs/PERF.md, about 4 minutes.
+#   docs/PERF.md, about 5 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -105,7 +107,9 @@ fi
 
 if has variants; then
   t0=$(stamp)
-  for v in "fma BQMM_FP8_GEMV_MMA=0" "mma_registers BQMM_FP8_GEMV_MMA=1 BQMM_FP8_GEMV_TMA=0" \
+  for v in "fma BQMM_FP8_GEMV_MMA=0" \
+           "mma_registers BQMM_FP8_GEMV_MMA=1 BQMM_FP8_GEMV_TMA=0 BQMM_FP8_GEMV_LINES=0" \
+           "mma_lines BQMM_FP8_GEMV_MMA=1 BQMM_FP8_GEMV_LINES=1" \
            "mma_tma BQMM_FP8_GEMV_MMA=1 BQMM_FP8_GEMV_TMA=1"; do
     set -- $v
     name=$1; shift
@@ -113,7 +117,8 @@ if has variants; then
       >"$OUT/variant_fp8_decode_$name.log" 2>&1
   done
   for bits in 8 4; do  # the N-bit tensor-core GEMV with each weight stream forced
-    for v in "registers BQMM_NBITS_GEMV_TMA=0 BQMM_NBITS_GEMV_WINDOW=0" "tma BQMM_NBITS_GEMV_TMA=1"; do
+    for v in "registers BQMM_NBITS_GEMV_TMA=0 BQMM_NBITS_GEMV_WINDOW=0" "tma BQMM_NBITS_GEMV_TMA=1" \
+             "lines BQMM_NBITS_GEMV_LINES=1 BQMM_NBITS_GEMV_FMA=0"; do
       set -- $v
       name=$1; shift
       env "$@" "$build/bqmm-profile" --op nbits --bits "$bits" --suite decode \
