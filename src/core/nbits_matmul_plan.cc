@@ -187,10 +187,12 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     // Line loads: the window kernel on rows of whole 128-byte lines, its weights read 4
     // rows x 128 bytes per warp instruction and staged through shared memory. Measured on
     // the H200 (docs/PERF.md):
-    // * 4-bit, at M <= 2 on large weights (N x K >= 128 Mi, as TMA tiles): 10-17 % faster
-    //   (28672 x 8192), on the smaller decode shapes -3 to +4 %; from M = 4 no faster, and
-    //   slower when forced (the activations of more rows and the shared-memory round trip
-    //   share the L1). With packed zero points: 8 % faster at 28672 x 8192, M = 2.
+    // * 4-bit, at M <= 4 on large weights (N x K >= 128 Mi, as TMA tiles): 10-20 % faster
+    //   (28672 x 8192: M = 1, 2 against the window kernel, M = 4 11 % in one run against
+    //   it); on the smaller decode shapes -4 to +5 %; at M = 8 5-14 % slower (the
+    //   activations of more rows and the shared-memory round trip share the L1). With
+    //   packed zero points (measured at M <= 2 only, so taken there): 8 % faster at 28672 x
+    //   8192, M = 2.
     // * 8-bit bfloat16 without a zero-point tensor, wherever the tensor cores run (by
     //   default M >= 3: M <= 2 take the CUDA-core kernel): at M = 4 and 8 up to 12 % faster
     //   than the register or TMA tile on every decode shape but 4096 x 4096 (within 3 %),
@@ -199,7 +201,8 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     //   not measured.
     const bool lines_applies = window_applies && p.row_bytes() % kGemvTmaTileBytes == 0;
     const bool lines_faster =
-        p.bits == 4 ? p.m <= 2 && gemv_tma_pays(p.n, p.k)
+        p.bits == 4 ? p.m <= (p.zero_points == NBitsZeroPoints::kPacked ? 2 : 4) &&
+                          gemv_tma_pays(p.n, p.k)
                     : p.dtype == DType::kBFloat16 && p.zero_points == NBitsZeroPoints::kNone;
     const bool lines_wanted =
         lines_applies && options.gemv_window != 0 &&

@@ -379,13 +379,13 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   NBitsMatMulOptions o;
   EXPECT_EQ(o.gemv_lines, -1);
   const int64_t shapes[][2] = {{4096, 4096}, {4096, 14336}, {14336, 4096}, {8192, 8192}, {28672, 8192}};
-  // 4-bit at M <= 2 on the large shape; 8-bit bfloat16 from M = 3 (M <= 2: CUDA cores).
+  // 4-bit at M <= 4 on the large shape; 8-bit bfloat16 from M = 3 (M <= 2: CUDA cores).
   for (int bits : {4, 8})
   for (DType t : {DType::kFloat16, DType::kBFloat16})
     for (const auto& nk : shapes)
       for (int64_t m = 1; m <= 8; ++m) {
         const NBitsMatMulPlan p = plan(problem(m, nk[0], nk[1], bits, 128, t));
-        const bool want = bits == 4 ? m <= 2 && nk[0] == 28672 : t == DType::kBFloat16 && m > 2;
+        const bool want = bits == 4 ? m <= 4 && nk[0] == 28672 : t == DType::kBFloat16 && m > 2;
         EXPECT_EQ(p.gemv_lines, want) << p;
         if (bits == 8) EXPECT_EQ(p.gemv_window, want) << p;  // 8-bit: only with line loads
         if (p.gemv_lines) {
@@ -421,7 +421,8 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   // The size rule: 8192 x 16384 = 128 Mi codes; K - 256 below.
   EXPECT_TRUE(plan(problem(2, 8192, 16384, 4, 128)).gemv_lines);
   EXPECT_FALSE(plan(problem(2, 8192, 16384 - 256, 4, 128)).gemv_lines);
-  EXPECT_FALSE(plan(problem(3, 8192, 16384, 4, 128)).gemv_lines);
+  EXPECT_TRUE(plan(problem(4, 8192, 16384, 4, 128)).gemv_lines);
+  EXPECT_FALSE(plan(problem(5, 8192, 16384, 4, 128)).gemv_lines);
   // Rows of whole lines only: K = 16384 + 128 is 8256 bytes a row (129 windows).
   EXPECT_FALSE(plan(problem(1, 16384, 16384 + 128, 4, 128)).gemv_lines);
   EXPECT_TRUE(plan(problem(1, 16384, 16384 + 128, 4, 128)).gemv_window);  // the grid rule
@@ -440,9 +441,11 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   EXPECT_TRUE(plan(zp).gemv_lines);
   EXPECT_TRUE(plan(zp).gemv_window);  // M = 2: the window kernel for the line loads
   EXPECT_EQ(plan(zp).gemv_k_split, 8);
-  zp.m = 3;
+  zp.m = 3;  // packed zero points: M <= 2 (without: M <= 4)
   EXPECT_FALSE(plan(zp).gemv_lines);
   EXPECT_FALSE(plan(zp).gemv_window);
+  zp.zero_points = NBitsZeroPoints::kNone;
+  EXPECT_TRUE(plan(zp).gemv_lines);
   // The window kernel off, or TMA tiles forced: no line loads by default.
   NBitsMatMulOptions off;
   off.gemv_window = 0;
