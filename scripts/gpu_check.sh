@@ -57,6 +57,8 @@ run_suite() {
   local passed failed skipped
   passed=$(grep -oP '\[  PASSED  \] \K[0-9]+' "$OUT/$name.log" | tail -n 1)
   failed=$(grep -oP '\[  FAILED  \] \K[0-9]+(?= test)' "$OUT/$name.log" | tail -n 1)
+  # --gtest_brief prints no "N tests, listed below" line: count the failed tests' lines.
+  [ -n "$failed" ] || failed=$(grep -cE '^\[  FAILED  \] [A-Za-z_]' "$OUT/$name.log")
   skipped=$(grep -oP '\[  SKIPPED \] \K[0-9]+(?= test)' "$OUT/$name.log" | tail -n 1)
   summary+=("$name: ${passed:-0} passed, ${failed:-0} failed, ${skipped:-0} skipped, rc=$rc ($(( $(stamp) - t0 ))s)")
   [ "$rc" -eq 0 ] || grep -E '^\[  FAILED  \]' "$OUT/$name.log" | head -n 20
