@@ -106,6 +106,38 @@ Options options_with_env(Status (*from_env)(Options*), const char* var, const ch
   return o;
 }
 
+// A -1 / 0 / 1 switch of an operator's options (read from `var`) and the plan decision it
+// forces, with a problem where that decision is off by default and one where it is on.
+template <typename Problem, typename Op = Operator<Problem>>
+struct PlanSwitch {
+  const char* var;
+  int Op::Options::*option;
+  bool Op::Plan::*decision;
+  Problem off_by_default, on_by_default;
+};
+
+// Each switch reads 0 / 1 from its variable (expect_switch_from_env), defaults to -1, and
+// flips its decision both ways on the given problems (Hopper); an empty variable is
+// unset. Leaves the variables unset.
+template <typename Problem, size_t N, typename Op = Operator<Problem>>
+void expect_switch_overrides(Status (*from_env)(typename Op::Options*),
+                             const PlanSwitch<Problem> (&switches)[N]) {
+  const auto with_env = [&](const char* var, const char* value) {
+    return options_with_env(from_env, var, value);
+  };
+  for (const PlanSwitch<Problem>& s : switches) {
+    SCOPED_TRACE(s.var);
+    EXPECT_EQ(typename Op::Options{}.*s.option, -1);
+    expect_switch_from_env(from_env, s.var, s.option);
+    EXPECT_FALSE(plan(s.off_by_default).*s.decision);
+    EXPECT_TRUE(plan(s.off_by_default, kHopper, with_env(s.var, "1")).*s.decision);
+    EXPECT_TRUE(plan(s.on_by_default).*s.decision);
+    EXPECT_FALSE(plan(s.on_by_default, kHopper, with_env(s.var, "0")).*s.decision);
+    EXPECT_TRUE(plan(s.on_by_default, kHopper, with_env(s.var, "")).*s.decision);
+    unsetenv(s.var);
+  }
+}
+
 // Unsets the named variables for its lifetime, then restores what they were.
 class EnvGuard {
  public:

@@ -564,28 +564,16 @@ TEST_F(Fp8EnvTest, GemvKSplit) {
   }
 }
 
-TEST_F(Fp8EnvTest, GemvTma) {
-  EXPECT_EQ(Fp8MatMulOptions{}.gemv_tma, -1);
-  testing::expect_switch_from_env(fp8_matmul_options_from_env, "BQMM_FP8_GEMV_TMA",
-                                  &Fp8MatMulOptions::gemv_tma);
-  const auto with_env = [](const char* value) {
-    return testing::options_with_env(fp8_matmul_options_from_env, "BQMM_FP8_GEMV_TMA", value);
+// The weight-stream switches: each reads 0 / 1 (malformed values rejected), and each flips
+// a decision that is off by default on one problem and on by default on another.
+TEST_F(Fp8EnvTest, GemvSwitchOverrides) {
+  const testing::PlanSwitch<Fp8MatMulProblem> switches[] = {
+      {"BQMM_FP8_GEMV_TMA", &Fp8MatMulOptions::gemv_tma, &Fp8MatMulPlan::gemv_tma,
+       problem(8, 4096, 4096), problem(4, 28672, 8192)},
+      {"BQMM_FP8_GEMV_LINES", &Fp8MatMulOptions::gemv_lines, &Fp8MatMulPlan::gemv_lines,
+       problem(2, 28672, 8192), problem(2, 4096, 4096)},
   };
-  EXPECT_FALSE(plan(problem(4, 28672, 8192), kHopper, with_env("0")).gemv_tma);
-  EXPECT_TRUE(plan(problem(8, 4096, 4096), kHopper, with_env("1")).gemv_tma);
-}
-
-TEST_F(Fp8EnvTest, GemvLines) {
-  EXPECT_EQ(Fp8MatMulOptions{}.gemv_lines, -1);
-  testing::expect_switch_from_env(fp8_matmul_options_from_env, "BQMM_FP8_GEMV_LINES",
-                                  &Fp8MatMulOptions::gemv_lines);
-  const auto with_env = [](const char* value) {
-    return testing::options_with_env(fp8_matmul_options_from_env, "BQMM_FP8_GEMV_LINES", value);
-  };
-  EXPECT_FALSE(plan(problem(2, 4096, 4096), kHopper, with_env("0")).gemv_lines);
-  EXPECT_TRUE(plan(problem(2, 4096, 4096), kHopper, with_env("")).gemv_lines);  // unset
-  EXPECT_TRUE(plan(problem(2, 28672, 8192), kHopper, with_env("1")).gemv_lines);
-  EXPECT_FALSE(plan(problem(2, 28672, 8192), kHopper, with_env("")).gemv_lines);
+  testing::expect_switch_overrides(fp8_matmul_options_from_env, switches);
 }
 
 TEST_F(Fp8EnvTest, MalformedGemvMmaIsAnError) {

@@ -566,13 +566,7 @@ NBitsMatMulOptions with_env(const char* var, const char* value) {
 // Each GEMV kernel switch: parsed from its variable (0 or 1; anything else an error that
 // names it), and the planner follows it both ways, on a case whose default it flips.
 TEST_F(NBitsEnvTest, GemvSwitchOverrides) {
-  struct Switch {
-    const char* var;
-    int NBitsMatMulOptions::*option;
-    bool NBitsMatMulPlan::*decision;
-    NBitsMatMulProblem off_by_default, on_by_default;
-  };
-  const Switch switches[] = {
+  const testing::PlanSwitch<NBitsMatMulProblem> switches[] = {
       {"BQMM_NBITS_GEMV_TMA", &NBitsMatMulOptions::gemv_tma, &NBitsMatMulPlan::gemv_tma,
        problem(1, 4096, 4096, 8, 128), problem(2, 28672, 8192, 8, 128)},
       {"BQMM_NBITS_GEMV_FMA", &NBitsMatMulOptions::gemv_fma, &NBitsMatMulPlan::gemv_fma,
@@ -582,15 +576,7 @@ TEST_F(NBitsEnvTest, GemvSwitchOverrides) {
       {"BQMM_NBITS_GEMV_LINES", &NBitsMatMulOptions::gemv_lines, &NBitsMatMulPlan::gemv_lines,
        problem(8, 8192, 8192, 4, 128), problem(1, 28672, 8192, 4, 128)},
   };
-  for (const Switch& s : switches) {
-    SCOPED_TRACE(s.var);
-    testing::expect_switch_from_env(nbits_matmul_options_from_env, s.var, s.option);
-    EXPECT_FALSE(plan(s.off_by_default).*s.decision);
-    EXPECT_TRUE(plan(s.off_by_default, kHopper, with_env(s.var, "1")).*s.decision);
-    EXPECT_TRUE(plan(s.on_by_default).*s.decision);
-    EXPECT_FALSE(plan(s.on_by_default, kHopper, with_env(s.var, "0")).*s.decision);
-    unsetenv(s.var);
-  }
+  testing::expect_switch_overrides(nbits_matmul_options_from_env, switches);
   // The window kernel forced wins over TMA tiles forced.
   NBitsMatMulOptions tma = with_env("BQMM_NBITS_GEMV_WINDOW", "1");
   tma.gemv_tma = 1;
