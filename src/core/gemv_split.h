@@ -26,9 +26,10 @@ constexpr int kGemvMaxKSplit = 8;         // the largest instantiated k_split
 constexpr int64_t kGemvTensorCoreWarpsPerSm = 16;
 constexpr int64_t kGemvPipelineFill = 2;
 // NBitsMatMul's window kernel (cuda/nbits_gemv.cu, kWindowMinBlocks), line loads or not:
-// 64 registers per thread, 32 warps per SM; 80 with packed zero points or 8-bit codes, 24.
-inline int64_t nbits_window_warps_per_sm(int bits, bool zero_points) {
-  return zero_points || bits == 8 ? 24 : 32;
+// 64 registers per thread, 32 warps per SM; 80 with packed zero points or 8-bit bfloat16
+// codes, 24; 128 for 8-bit float16 codes, 16.
+inline int64_t nbits_window_warps_per_sm(int bits, bool zero_points, bool float16) {
+  return bits == 8 ? (float16 ? 16 : 24) : zero_points ? 24 : 32;
 }
 
 // SM90's TMA tile stream (cuda/tma.cuh) can carry an [n, row_bytes] weight: the copy

@@ -167,7 +167,8 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     // The window kernel: tensor-core tiles of algorithm 0 whose windows each lie in one
     // block (block_size >= a window's codes: 128 4-bit, 64 8-bit) on rows of whole
     // windows. It holds more warps per SM than the other tiles (32 at 64 registers; 24 at
-    // 80 with packed zero points or 8-bit codes), which pays for 4-bit where the grid has
+    // 80 with packed zero points or 8-bit bfloat16; 8-bit float16 16 at 128), which pays
+    // for 4-bit where the grid has
     // more warps than they hold (ceil(N / 16) tiles x 8 > 16 warps x SMs); measured on the
     // H200 (docs/PERF.md) 5-19 % faster there at every decode shape, and up to 7 % slower
     // on N = 4096 x K = 14336 (256 tiles), so by default only there, not where TMA tiles
@@ -193,17 +194,21 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     //   activations of more rows and the shared-memory round trip share the L1). With
     //   packed zero points (measured at M <= 2 only, so taken there): 8 % faster at 28672 x
     //   8192, M = 2.
-    // * 8-bit bfloat16 without a zero-point tensor, wherever the tensor cores run (by
-    //   default M >= 3: M <= 2 take the CUDA-core kernel): at M = 4 and 8 up to 12 % faster
-    //   than the register or TMA tile on every decode shape but 4096 x 4096 (within 3 %),
-    //   and 3-17 % faster than the register tile forced at M = 1, 2. Float16 (its tile
-    //   decodes in half the instructions) was 0-23 % slower with them; zero points were
-    //   not measured.
+    // * 8-bit without a zero-point tensor (zero points were not measured), wherever the
+    //   tensor cores run (by default M >= 2 in float16, M >= 3 in bfloat16: below, the
+    //   CUDA-core kernel), in float16 not where TMA tiles are taken:
+    //   - bfloat16 (80 registers, 24 warps per SM): at M = 4 and 8 1-12 % faster than the
+    //     register or TMA tile on every decode shape, 3-17 % faster than the register
+    //     tile forced at M = 1, 2;
+    //   - float16 (128 registers, 16 warps per SM; at 80 it lost up to 23 %): 3-8 %
+    //     faster than the register tile at M = 2..8 below 128 Mi codes and 2 % at M = 8 of
+    //     28672 x 8192, but 0.3-3 % slower than TMA tiles at its M = 2, 4.
     const bool lines_applies = window_applies && p.row_bytes() % kGemvTmaTileBytes == 0;
     const bool lines_faster =
         p.bits == 4 ? p.m <= (p.zero_points == NBitsZeroPoints::kPacked ? 2 : 4) &&
                           gemv_tma_pays(p.n, p.k)
-                    : p.dtype == DType::kBFloat16 && p.zero_points == NBitsZeroPoints::kNone;
+                    : p.zero_points == NBitsZeroPoints::kNone &&
+                          (p.dtype == DType::kBFloat16 || !(tma_applies && tma_faster));
     const bool lines_wanted =
         lines_applies && options.gemv_window != 0 &&
         (options.gemv_lines == 1 || (options.gemv_lines < 0 && options.gemv_tma != 1 && lines_faster));
@@ -216,7 +221,8 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     // windows): float32's FMA tile holds fewer warps per SM, the window kernel more.
     const int64_t warps_per_sm =
         !half_type ? kGemvWarpsPerSmFloat
-        : plan.gemv_window ? nbits_window_warps_per_sm(p.bits, p.zero_points == NBitsZeroPoints::kPacked)
+        : plan.gemv_window ? nbits_window_warps_per_sm(p.bits, p.zero_points == NBitsZeroPoints::kPacked,
+                                                     p.dtype == DType::kFloat16)
                            : kGemvTensorCoreWarpsPerSm;
     plan.gemv_k_split = choose_gemv_k_split(
         p.n, gemv_k_units(p.row_bytes(), plan.gemv_tma), device.num_sms, warps_per_sm);

@@ -796,13 +796,16 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
 // the general kernel's two stages of two windows.
 constexpr int kWindowDepth = 2;  // register buffers: one window multiplied, one in flight
 // At least 4 blocks of kMaxKSplit warps per SM: 64 registers (4-bit bfloat16 spills 16
-// bytes there, in the measured tables); 3 with packed zero points or 8-bit codes (80
-// registers: at 64 the zero points' row pointers spilled 84 bytes, 8-bit codes 8-40).
-template <int kBits, bool kZeroPoints>
-constexpr int kWindowMinBlocks = kZeroPoints || kBits == 8 ? 3 : 4;
+// bytes there, in the measured tables); 3 with packed zero points or 8-bit bfloat16 codes
+// (80 registers: at 64 the zero points' row pointers spilled 84 bytes, 8-bit codes 8-40);
+// 2 for 8-bit float16 (128 registers: with line loads 3-8 % faster than at 80, where they
+// lost to the register tile by up to 23 %; H200, docs/PERF.md).
+template <typename T, int kBits, bool kZeroPoints>
+constexpr int kWindowMinBlocks =
+    kBits == 8 ? (std::is_same_v<T, __half> ? 2 : 3) : kZeroPoints ? 3 : 4;
 
 template <typename T, int kBits, bool kZeroPoints, bool kLines>
-__global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<kBits, kZeroPoints>)
+__global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<T, kBits, kZeroPoints>)
     NBitsGemvWindowKernel(const GemvParams<T> p) {
   using C = Codes<kBits>;
   using Tile = MmaTile<T, kBits, true>;

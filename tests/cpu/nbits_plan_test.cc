@@ -379,13 +379,18 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   NBitsMatMulOptions o;
   EXPECT_EQ(o.gemv_lines, -1);
   const int64_t shapes[][2] = {{4096, 4096}, {4096, 14336}, {14336, 4096}, {8192, 8192}, {28672, 8192}};
-  // 4-bit at M <= 4 on the large shape; 8-bit bfloat16 from M = 3 (M <= 2: CUDA cores).
+  // 4-bit at M <= 4 on the large shape; 8-bit wherever the tensor cores run (bfloat16 from
+  // M = 3, float16 from M = 2: below, the CUDA-core kernel), in float16 not where TMA
+  // tiles are taken (28672 x 8192 at M <= 4).
   for (int bits : {4, 8})
   for (DType t : {DType::kFloat16, DType::kBFloat16})
     for (const auto& nk : shapes)
       for (int64_t m = 1; m <= 8; ++m) {
         const NBitsMatMulPlan p = plan(problem(m, nk[0], nk[1], bits, 128, t));
-        const bool want = bits == 4 ? m <= 4 && nk[0] == 28672 : t == DType::kBFloat16 && m > 2;
+        const bool large = nk[0] == 28672;
+        const bool want = bits == 4                ? m <= 4 && large
+                          : t == DType::kBFloat16 ? m > 2
+                                                  : m > 1 && !(large && m <= 4);
         EXPECT_EQ(p.gemv_lines, want) << p;
         if (bits == 8) EXPECT_EQ(p.gemv_window, want) << p;  // 8-bit: only with line loads
         if (p.gemv_lines) {
@@ -393,7 +398,7 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
           EXPECT_FALSE(p.gemv_tma) << p;
           EXPECT_EQ(p.gemv_k_split,
                     choose_gemv_k_split(nk[0], nk[1] * bits / 8 / 64, kHopper.num_sms,
-                                        nbits_window_warps_per_sm(bits, false))) << p;
+                                        nbits_window_warps_per_sm(bits, false, t == DType::kFloat16))) << p;
         }
       }
   // 8-bit: the window kernel's 24 warps per SM (k_split 8 at 28672 x 8192; 32 would give 4),
@@ -408,12 +413,22 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   zp8.zero_points = NBitsZeroPoints::kPacked;
   EXPECT_FALSE(plan(zp8).gemv_lines);
   EXPECT_FALSE(plan(zp8).gemv_window);
-  NBitsMatMulOptions tensor_cores;  // 8-bit M <= 2 on the tensor cores: line loads in bf16
+  NBitsMatMulOptions tensor_cores;  // 8-bit M <= 2 on the tensor cores: line loads
   tensor_cores.gemv_fma = 0;
   for (int64_t m : {1, 2}) {
     EXPECT_TRUE(plan(problem(m, 8192, 8192, 8, 128, bf16), kHopper, tensor_cores).gemv_lines);
-    EXPECT_FALSE(plan(problem(m, 8192, 8192, 8, 128), kHopper, tensor_cores).gemv_lines);
+    EXPECT_TRUE(plan(problem(m, 8192, 8192, 8, 128), kHopper, tensor_cores).gemv_lines);
   }
+  // 8-bit float16: TMA tiles where they are taken (N x K >= 128 Mi, M <= 4), line loads
+  // from M = 5 there, and everywhere without TMA (SM80). Its window kernel holds 16 warps
+  // per SM, bfloat16's 24: 300 tiles of 64 windows take k_split 4 (one wave of 1200
+  // warps: 16 + 2) against 8's two waves (2 x 10) at 16, and 8 (one wave) at 24.
+  EXPECT_FALSE(plan(problem(4, 28672, 8192, 8, 128)).gemv_lines);
+  EXPECT_TRUE(plan(problem(4, 28672, 8192, 8, 128)).gemv_tma);
+  EXPECT_TRUE(plan(problem(5, 28672, 8192, 8, 128)).gemv_lines);
+  EXPECT_TRUE(plan(problem(4, 28672, 8192, 8, 128), kAmpere).gemv_lines);
+  EXPECT_EQ(plan(problem(2, 4800, 4096, 8, 128)).gemv_k_split, 4);
+  EXPECT_EQ(plan(problem(3, 4800, 4096, 8, 128, bf16)).gemv_k_split, 8);
   NBitsMatMulOptions tma8;
   tma8.gemv_tma = 1;
   EXPECT_FALSE(plan(problem(4, 28672, 8192, 8, 128, bf16), kHopper, tma8).gemv_lines);
