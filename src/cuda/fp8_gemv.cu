@@ -12,7 +12,9 @@
 //                     load per lane and chunk; Fp8FmaCodec below is its e4m3 format.
 //   Fp8GemvMmaKernel  tensor cores (SM80+): mma.m16n8k16, 16 columns per warp, kKSplit
 //                     warps per block splitting K, a ring of kMmaDepth windows of
-//                     fragment-shaped register loads in flight.
+//                     fragment-shaped register loads in flight, or (kLines) register
+//                     loads of whole 128-byte lines staged through shared memory
+//                     (cuda/line_loads.cuh says why).
 //   Fp8GemvTmaKernel  the same mma tile and K split (SM90+), the weights copied by the
 //                     tensor memory accelerator in 16-row x 128-byte tiles into a
 //                     per-warp shared-memory ring and read back by ldmatrix
@@ -25,8 +27,9 @@
 // they agree to rounding, not bit for bit.
 //
 // File layout, top-down: launch constants, kernel parameters, the W8A8 activation
-// transform, the CUDA-core kernel's codec, the two tensor-core kernels (sharing their
-// epilogue), then the launchers with the configurations the planner can pick.
+// transform, the CUDA-core kernel's codec, the tensor-core epilogue, the register tile's
+// window math and line-load K loop, the two tensor-core kernels, then the launchers with
+// the configurations the planner can pick.
 #include <string>
 #include <type_traits>
 

@@ -92,8 +92,9 @@ struct NBitsGemvArgs {
 // rows per warp tile (8 for float16 / bfloat16; 1, 2, 4 or 8 >= M for float32); k_split:
 // warps per block splitting K (1, 2, 4 or 8). tma (SM90+, float16 / bfloat16, block_size
 // >= 64 codes for 8-bit, >= 128 for 4-bit): the weights by TMA tiles (cuda/tma.cuh); algo
-// does not apply then. window (4-bit, float16 / bfloat16, block_size >= 128, rows of whole
-// 64-byte windows): algorithm 0's loop without partial windows (NBitsGemvWindowKernel);
+// does not apply then. window (float16 / bfloat16, blocks of a 64-byte window or more: 128
+// codes 4-bit, 64 8-bit; rows of whole windows): algorithm 0's loop without partial
+// windows (NBitsGemvWindowKernel);
 // tma and algo do not apply then. lines (with window, rows of whole 128-byte lines): the
 // window kernel's weights loaded as whole lines and staged through shared memory.
 Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_split, bool tma,

@@ -72,11 +72,13 @@
 // with the weights copied as 16-row x 128-byte TMA tiles (cuda/tma.cuh), the loop of
 // Fp8GemvTmaKernel.
 //
-// NBitsGemvWindowKernel (4-bit, float16 / bfloat16, algorithm 0, blocks of a window or
-// more, rows of whole windows; the planner's choice where the grid has more warps than the
-// 128-register tiles hold): MmaTile's math on a loop with nothing partial, at 64 registers.
-// kLines (rows of whole 128-byte lines; the planner's choice at M <= 2 on large weights):
-// its weights loaded as whole lines and staged through shared memory.
+// NBitsGemvWindowKernel (float16 / bfloat16, algorithm 0, blocks of a window or more, rows
+// of whole windows; for 4-bit the planner's choice where the grid has more warps than the
+// 128-register tiles hold, for 8-bit only with line loads): MmaTile's math on a loop with
+// nothing partial, at 64-128 registers (kWindowMinBlocks). kLines (rows of whole 128-byte
+// lines; the planner's choice for 4-bit at M <= 4 on large weights and for 8-bit wherever
+// the tensor cores run, in float16 not where TMA tiles are taken): its weights loaded as
+// whole lines and staged through shared memory (cuda/line_loads.cuh).
 //
 // GemvFmaKernel (cuda/gemv_fma.cuh, FP8's CUDA-core kernel; 8-bit, float16 / bfloat16,
 // the planner's choice at M = 1 and, in bfloat16, M = 2): a warp per two output columns,
@@ -790,10 +792,11 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
 // and the activations of more rows filling the L1 pipe (docs/PERF.md, hence the
 // planner's rule).
 //
-// 8-bit keeps NBitsGemvKernel: on this loop it was up to 30 % slower at 64 registers and
-// -4 to +5 % at 80 (H200, docs/PERF.md). An 8-bit window decodes in about half the time
-// of a 4-bit one, so one window in flight per warp hides less of the load latency than
-// the general kernel's two stages of two windows.
+// 8-bit takes this kernel only with line loads: on this loop without them it was up to
+// 30 % slower than NBitsGemvKernel at 64 registers and up to 58 % at 80 (H200,
+// docs/PERF.md). An 8-bit window decodes in about half the time of a 4-bit one, so one
+// window in flight per warp hides less of the load latency than the general kernel's two
+// stages of two windows; line loads' shape makes up for it.
 constexpr int kWindowDepth = 2;  // register buffers: one window multiplied, one in flight
 // At least 4 blocks of kMaxKSplit warps per SM: 64 registers (4-bit bfloat16 spills 16
 // bytes there, in the measured tables); 3 with packed zero points or 8-bit bfloat16 codes
