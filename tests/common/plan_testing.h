@@ -68,6 +68,17 @@ void expect_rejected(const Problem& p, const typename Op::Options& o, const std:
   EXPECT_NE(s.message().find(what), std::string::npos) << s.message();
 }
 
+// A -1 / 0 / 1 option `field` of `o` set to -2 or 2: planning `p` fails, naming `name`.
+template <typename Problem, typename Op = Operator<Problem>>
+void expect_switch_rejects_out_of_range(const Problem& p, typename Op::Options o,
+                                        int Op::Options::*field, const std::string& name) {
+  for (int bad : {-2, 2}) {
+    SCOPED_TRACE(bad);
+    o.*field = bad;
+    expect_rejected(p, o, name);
+  }
+}
+
 // A plan as operator<< prints it (the BQMM_PRINT_PLAN / --explain line).
 template <typename Plan>
 std::string printed(const Plan& plan) {

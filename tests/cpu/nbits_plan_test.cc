@@ -176,11 +176,8 @@ TEST(NBitsPlan, GemvFmaAtOneRowOfEightBitCodes) {
   o = NBitsMatMulOptions{};
   o.gemv_fma = 0;
   EXPECT_FALSE(plan(problem(1, 8192, 8192, 8, 64), kHopper, o).gemv_fma);
-  for (int bad : {-2, 2}) {
-    SCOPED_TRACE(bad);
-    o.gemv_fma = bad;
-    testing::expect_rejected(problem(1, 4096, 4096), o, "gemv_fma");
-  }
+  testing::expect_switch_rejects_out_of_range(problem(1, 4096, 4096), o, &NBitsMatMulOptions::gemv_fma,
+                                              "gemv_fma");
 }
 
 // waves(k) = ceil(tiles * k / (132 SMs * 16 warps)), cost = waves * (windows / k + 2); the
@@ -290,19 +287,17 @@ TEST(NBitsPlan, GemvTmaWhereItPaysOrWhenAsked) {
   o.gemv_tma = 0;
   EXPECT_EQ(plan(problem(1, 16, 512, 8, 128), kHopper, o).gemv_k_split, 8);
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 8, 128), kHopper, o).gemv_tma);  // forced off
-  for (int bad : {-2, 2}) {
-    SCOPED_TRACE(bad);
-    o.gemv_tma = bad;
-    testing::expect_rejected(problem(1, 4096, 4096), o, "gemv_tma");
-  }
+  testing::expect_switch_rejects_out_of_range(problem(1, 4096, 4096), o, &NBitsMatMulOptions::gemv_tma,
+                                              "gemv_tma");
 }
 
-// The window kernel (4-bit, float16 / bfloat16, algorithm 0, block_size >= 128 codes, rows
-// of whole 64-byte windows): by default where the grid has more warps than the 128-register
-// tiles hold (ceil(N / 16) * 8 > 16 * SMs), with packed zero points at M = 1 only, and not
-// when TMA tiles are forced; it then replaces the TMA tile, and its K split counts 32
-// resident warps per SM (24 with packed zero points). Line loads (next test) can take it
-// at M <= 2 whatever the grid, so the grid rule is checked from M = 3 and without them.
+// The window kernel (float16 / bfloat16, algorithm 0, blocks of a window or more, rows of
+// whole 64-byte windows), 4-bit by default where the grid has more warps than the
+// 128-register tiles hold (ceil(N / 16) * 8 > 16 * SMs), with packed zero points at M = 1
+// only, and not when TMA tiles are forced; it then replaces the TMA tile, and its K split
+// counts 32 resident warps per SM (24 with packed zero points). Line loads (next test)
+// take it whatever the grid (4-bit at M <= 4 on N x K >= 128 Mi, 8-bit), so the grid rule
+// is checked below 128 Mi, from M = 3 and without them.
 TEST(NBitsPlan, GemvWindowWhereItAppliesOrWhenAsked) {
   NBitsMatMulOptions o;
   EXPECT_EQ(o.gemv_window, -1);
@@ -315,7 +310,8 @@ TEST(NBitsPlan, GemvWindowWhereItAppliesOrWhenAsked) {
         EXPECT_EQ(p.gemv_algo, kNBitsGemvAlgoUnrolled) << p;
       }
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 64)).gemv_window);  // a window spans 2 blocks
-  EXPECT_FALSE(plan(problem(2, 28672, 8192, 8, 128)).gemv_window);  // 8-bit
+  // 8-bit takes it only with line loads; float16 M = 2 here takes TMA tiles instead.
+  EXPECT_FALSE(plan(problem(2, 28672, 8192, 8, 128)).gemv_window);
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128, DType::kFloat32)).gemv_window);
   EXPECT_FALSE(plan(problem(9, 28672, 8192, 4, 128)).gemv_window);  // dequant + GEMM
   // The grid: 264 tiles x 8 = 2112 = 16 x 132 warps is not more; 265 tiles are.
@@ -363,18 +359,16 @@ TEST(NBitsPlan, GemvWindowWhereItAppliesOrWhenAsked) {
   const NBitsMatMulPlan zp2 = plan(zp, kHopper, forced);
   EXPECT_TRUE(zp2.gemv_window);
   EXPECT_EQ(zp2.gemv_k_split, 8);
-  for (int bad : {-2, 2}) {
-    SCOPED_TRACE(bad);
-    o.gemv_window = bad;
-    testing::expect_rejected(problem(1, 4096, 4096), o, "gemv_window");
-  }
+  testing::expect_switch_rejects_out_of_range(problem(1, 4096, 4096), o, &NBitsMatMulOptions::gemv_window,
+                                              "gemv_window");
 }
 
 // Line loads (the window kernel's weights as whole 128-byte lines, rows of whole lines:
-// K % 256 == 0): by default at M <= 2 on weights of N x K >= 128 Mi codes (the TMA
-// tiles' threshold), zero points or not, and not when the window kernel is off or TMA
-// tiles are forced; forced on, it takes the window kernel whatever the grid. Its K split
-// is the window kernel's.
+// K % 256 == 0 4-bit, K % 128 == 0 8-bit): by default 4-bit at M <= 4 (M <= 2 with packed
+// zero points) on weights of N x K >= 128 Mi codes (the TMA tiles' threshold), 8-bit
+// without zero points wherever the tensor cores run (float16 not where TMA tiles are
+// taken); not when the window kernel is off or TMA tiles are forced; forced on, they take
+// the window kernel whatever the grid. Their K split is the window kernel's.
 TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   NBitsMatMulOptions o;
   EXPECT_EQ(o.gemv_lines, -1);
@@ -483,11 +477,8 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   o.gemv_lines = 0;
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128), kHopper, o).gemv_lines);
   EXPECT_TRUE(plan(problem(1, 28672, 8192, 4, 128), kHopper, o).gemv_window);
-  for (int bad : {-2, 2}) {
-    SCOPED_TRACE(bad);
-    o.gemv_lines = bad;
-    testing::expect_rejected(problem(1, 4096, 4096), o, "gemv_lines");
-  }
+  testing::expect_switch_rejects_out_of_range(problem(1, 4096, 4096), o, &NBitsMatMulOptions::gemv_lines,
+                                              "gemv_lines");
 }
 
 TEST(NBitsPlan, PrintsEveryDecision) {
