@@ -139,10 +139,18 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     // The CUDA-core kernel (8-bit, float16 / bfloat16, M <= 2); unless forced, where it
     // was faster on the H200 (docs/PERF.md): M = 1, and M = 2 in bfloat16, whose
     // tensor-core decode goes through float32 (in float16 the tensor cores win at M = 2
-    // by up to 5 %). Not when gemv_algo or gemv_tma is set: those choose among the
-    // tensor-core kernels.
+    // by up to 5 %), but not on large weights (N x K >= 128 Mi) where the window kernel's
+    // line loads (below) take M = 2 without a zero-point tensor: there they were 5 %
+    // faster (28672 x 8192), on the smaller decode shapes 1-4 % either way. Not when
+    // gemv_algo or gemv_tma is set: those choose among the tensor-core kernels.
     const bool fma_applies = half_type && p.bits == 8 && p.m <= kGemvFmaMaxRows;
-    const bool fma_faster = p.m == 1 || p.dtype == DType::kBFloat16;
+    const bool bf16_lines_at_two_rows =
+        p.dtype == DType::kBFloat16 && p.m == 2 && p.zero_points == NBitsZeroPoints::kNone &&
+        gemv_tma_pays(p.n, p.k) && p.block_size >= kGemvWindowBytes &&
+        p.row_bytes() % kGemvTmaTileBytes == 0 && options.gemv_window != 0 &&
+        options.gemv_lines != 0;
+    const bool fma_faster =
+        p.m == 1 || (p.dtype == DType::kBFloat16 && !bf16_lines_at_two_rows);
     const bool fma_default = fma_faster && options.gemv_algo < 0 && options.gemv_tma < 0;
     plan.gemv_fma =
         fma_applies && (options.gemv_fma == 1 || (options.gemv_fma < 0 && fma_default));
@@ -195,8 +203,9 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     //   packed zero points (measured at M <= 2 only, so taken there): 8 % faster at 28672 x
     //   8192, M = 2.
     // * 8-bit without a zero-point tensor (zero points were not measured), wherever the
-    //   tensor cores run (by default M >= 2 in float16, M >= 3 in bfloat16: below, the
-    //   CUDA-core kernel), in float16 not where TMA tiles are taken:
+    //   tensor cores run (by default M >= 2 in float16; in bfloat16 M >= 3, and M = 2 on
+    //   N x K >= 128 Mi: above, the CUDA-core kernel), in float16 not where TMA tiles are
+    //   taken:
     //   - bfloat16 (80 registers, 24 warps per SM): at M = 4 and 8 1-12 % faster than the
     //     register or TMA tile on every decode shape, 3-17 % faster than the register
     //     tile forced at M = 1, 2;

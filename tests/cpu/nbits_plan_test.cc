@@ -131,7 +131,8 @@ TEST(NBitsPlan, GemvAlgoDefaultsAndOverride) {
 }
 
 // The CUDA-core kernel: 8-bit codes, float16 / bfloat16, M <= 2 where it applies; by
-// default at M = 1, and at M = 2 in bfloat16 (measured faster there, docs/PERF.md), and
+// default at M = 1, and at M = 2 in bfloat16 below 128 Mi codes or where line loads do
+// not apply (measured faster there, docs/PERF.md), and
 // not when gemv_algo or gemv_tma choose a tensor-core kernel. Its plan has no K split or
 // TMA.
 TEST(NBitsPlan, GemvFmaAtOneRowOfEightBitCodes) {
@@ -144,16 +145,34 @@ TEST(NBitsPlan, GemvFmaAtOneRowOfEightBitCodes) {
       EXPECT_EQ(p.gemv_rows, 1);
       EXPECT_FALSE(p.gemv_tma);
       EXPECT_EQ(p.gemv_k_split, 0);
-      const NBitsMatMulPlan two = plan(problem(2, 28672, 8192, 8, bs, t));
+      // M = 2: in bfloat16 the CUDA-core kernel below 128 Mi codes, and where the window
+      // kernel cannot take the rows (blocks below 64 codes).
+      const NBitsMatMulPlan two = plan(problem(2, 8192, 8192, 8, bs, t));
       EXPECT_EQ(two.gemv_fma, t == DType::kBFloat16) << two;
       if (two.gemv_fma) {
         EXPECT_EQ(two.gemv_rows, 2);
       }
+      const NBitsMatMulPlan large = plan(problem(2, 28672, 8192, 8, bs, t));
+      EXPECT_EQ(large.gemv_fma, t == DType::kBFloat16 && bs < 64) << large;
       EXPECT_FALSE(plan(problem(3, 28672, 8192, 8, bs, t)).gemv_fma);
       EXPECT_TRUE(plan(problem(1, 4096, 4096, 8, bs, t), kAmpere).gemv_fma);
     }
   EXPECT_FALSE(plan(problem(1, 8192, 8192, 4, 128)).gemv_fma);  // 4-bit: tensor cores
   EXPECT_FALSE(plan(problem(1, 8192, 8192, 8, 128, DType::kFloat32)).gemv_fma);
+  // bfloat16 M = 2 leaves the CUDA-core kernel for line loads only from N x K = 128 Mi,
+  // without a zero-point tensor, on rows of whole lines, with the window kernel and line
+  // loads not switched off.
+  EXPECT_TRUE(plan(problem(2, 16384, 8192, 8, 128, DType::kBFloat16)).gemv_lines);
+  EXPECT_TRUE(plan(problem(2, 16384, 8192 - 128, 8, 128, DType::kBFloat16)).gemv_fma);
+  EXPECT_TRUE(plan(problem(2, 28672, 8192 + 64, 8, 64, DType::kBFloat16)).gemv_fma);
+  NBitsMatMulProblem zp2 = problem(2, 28672, 8192, 8, 128, DType::kBFloat16);
+  zp2.zero_points = NBitsZeroPoints::kPacked;
+  EXPECT_TRUE(plan(zp2).gemv_fma);
+  for (auto off : {&NBitsMatMulOptions::gemv_window, &NBitsMatMulOptions::gemv_lines}) {
+    NBitsMatMulOptions no;
+    no.*off = 0;
+    EXPECT_TRUE(plan(problem(2, 28672, 8192, 8, 128, DType::kBFloat16), kHopper, no).gemv_fma);
+  }
   NBitsMatMulProblem zp = problem(1, 8192, 8192, 8, 128);
   zp.zero_points = NBitsZeroPoints::kPacked;
   EXPECT_TRUE(plan(zp).gemv_fma);
@@ -366,16 +385,17 @@ TEST(NBitsPlan, GemvWindowWhereItAppliesOrWhenAsked) {
 // Line loads (the window kernel's weights as whole 128-byte lines, rows of whole lines:
 // K % 256 == 0 4-bit, K % 128 == 0 8-bit): by default 4-bit at M <= 4 (M <= 2 with packed
 // zero points) on weights of N x K >= 128 Mi codes (the TMA tiles' threshold), 8-bit
-// without zero points wherever the tensor cores run (float16 not where TMA tiles are
-// taken); not when the window kernel is off or TMA tiles are forced; forced on, they take
-// the window kernel whatever the grid. Their K split is the window kernel's.
+// without zero points wherever the tensor cores run (bfloat16 M = 2 from 128 Mi codes, in
+// the CUDA-core kernel's place; float16 not where TMA tiles are taken); not when the
+// window kernel is off or TMA tiles are forced; forced on, they take the window kernel
+// whatever the grid. Their K split is the window kernel's.
 TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   NBitsMatMulOptions o;
   EXPECT_EQ(o.gemv_lines, -1);
   const int64_t shapes[][2] = {{4096, 4096}, {4096, 14336}, {14336, 4096}, {8192, 8192}, {28672, 8192}};
   // 4-bit at M <= 4 on the large shape; 8-bit wherever the tensor cores run (bfloat16 from
-  // M = 3, float16 from M = 2: below, the CUDA-core kernel), in float16 not where TMA
-  // tiles are taken (28672 x 8192 at M <= 4).
+  // M = 3, and M = 2 on the large shape; float16 from M = 2: below, the CUDA-core
+  // kernel), in float16 not where TMA tiles are taken (28672 x 8192 at M <= 4).
   for (int bits : {4, 8})
   for (DType t : {DType::kFloat16, DType::kBFloat16})
     for (const auto& nk : shapes)
@@ -383,10 +403,12 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
         const NBitsMatMulPlan p = plan(problem(m, nk[0], nk[1], bits, 128, t));
         const bool large = nk[0] == 28672;
         const bool want = bits == 4                ? m <= 4 && large
-                          : t == DType::kBFloat16 ? m > 2
+                          : t == DType::kBFloat16 ? m > 2 || (m == 2 && large)
                                                   : m > 1 && !(large && m <= 4);
         EXPECT_EQ(p.gemv_lines, want) << p;
-        if (bits == 8) EXPECT_EQ(p.gemv_window, want) << p;  // 8-bit: only with line loads
+        if (bits == 8) {
+          EXPECT_EQ(p.gemv_window, want) << p;  // 8-bit: only with line loads
+        }
         if (p.gemv_lines) {
           EXPECT_TRUE(p.gemv_window) << p;
           EXPECT_FALSE(p.gemv_tma) << p;
