@@ -34,15 +34,15 @@ def cell(row, field, spec):
 
 def kernel_of(row):
     """The GEMV kernel a decode case ran, from its printed plan: the CUDA-core kernel
-    ("fma"), a tensor-core tile with line loads ("lines": FP8's, or N-bit's whole-window
-    kernel), N-bit's whole-window kernel without them ("window"), TMA tiles ("tma") or
+    ("fma"), a tensor-core tile with line loads ("lines": FP8's, "lines x2" with two
+    tiles per warp, or N-bit's whole-window kernel), N-bit's whole-window kernel without them ("window"), TMA tiles ("tma") or
     the register-load tensor-core tile ("regs"); None off the GEMV paths."""
     plan = row.get("plan") or ""
     if not str(row.get("path", "")).startswith("gemv"):
         return None
     for key, name in (("fma=1", "fma"), ("lines=1", "lines"), ("window=1", "window"), ("tma=1", "tma")):
         if key + ";" in plan or key + "}" in plan:
-            return name
+            return name + " x2" if name == "lines" and "tiles=2" in plan else name
     return "fma" if row.get("path") == "gemv_fma" else "regs"
 
 

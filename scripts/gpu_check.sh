@@ -10,7 +10,8 @@
 #   variants: the FP8 decode suite with each GEMV kernel and weight stream forced
 #   (BQMM_FP8_GEMV_MMA=0: CUDA cores; BQMM_FP8_GEMV_MMA=1, tensor cores at every M, with
 #   BQMM_FP8_GEMV_TMA=0 and BQMM_FP8_GEMV_LINES=0: fragment register loads, with
-#   BQMM_FP8_GEMV_LINES=1: line loads, with BQMM_FP8_GEMV_TMA=1: TMA tiles), the NBits decode
+#   BQMM_FP8_GEMV_LINES=1 and BQMM_FP8_GEMV_TILES=1 / 2: line loads of one / two tiles per
+#   warp, with BQMM_FP8_GEMV_TMA=1: TMA tiles), the NBits decode
 #   suite with each weight stream forced (register loads: BQMM_NBITS_GEMV_TMA=0 with the
 #   window kernel off, BQMM_NBITS_GEMV_WINDOW=0; TMA: BQMM_NBITS_GEMV_TMA=1; line loads:
 #   BQMM_NBITS_GEMV_LINES=1 with BQMM_NBITS_GEMV_FMA=0), the 8-bit CUDA-core kernel forced
@@ -111,7 +112,8 @@ if has variants; then
   t0=$(stamp)
   for v in "fma BQMM_FP8_GEMV_MMA=0" \
            "mma_registers BQMM_FP8_GEMV_MMA=1 BQMM_FP8_GEMV_TMA=0 BQMM_FP8_GEMV_LINES=0" \
-           "mma_lines BQMM_FP8_GEMV_MMA=1 BQMM_FP8_GEMV_LINES=1" \
+           "mma_lines BQMM_FP8_GEMV_MMA=1 BQMM_FP8_GEMV_LINES=1 BQMM_FP8_GEMV_TILES=1" \
+           "mma_lines_x2 BQMM_FP8_GEMV_MMA=1 BQMM_FP8_GEMV_LINES=1 BQMM_FP8_GEMV_TILES=2" \
            "mma_tma BQMM_FP8_GEMV_MMA=1 BQMM_FP8_GEMV_TMA=1"; do
     set -- $v
     name=$1; shift

@@ -103,6 +103,11 @@ struct Fp8MatMulOptions {
   // on the H200; 0: never; 1: wherever it applies, in place of TMA tiles unless gemv_tma
   // is 1 (BQMM_FP8_GEMV_LINES=0 / 1).
   int gemv_lines = -1;
+  // Line loads' 16-column tiles per warp: with 2 a warp multiplies each activation load
+  // with two tiles and keeps twice the weight bytes in flight (128 registers). -1: 2 on
+  // weights of 128 Mi codes and more, where measured faster on the H200 (docs/PERF.md),
+  // else 1; 1 or 2 forces it (BQMM_FP8_GEMV_TILES). Without line loads a warp has 1.
+  int gemv_tiles_per_warp = -1;
 };
 // Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB),
 // BQMM_DEQUANT_OVERLAP (0 or 1),
@@ -110,7 +115,8 @@ struct Fp8MatMulOptions {
 // design's rule; unset: gemv_mma_min_rows decides) and
 // BQMM_FP8_GEMV_KSPLIT (0, 1, 2, 4 or 8; see gemv_k_split) and
 // BQMM_FP8_GEMV_TMA (0 or 1; see gemv_tma) and
-// BQMM_FP8_GEMV_LINES (0 or 1; see gemv_lines).
+// BQMM_FP8_GEMV_LINES (0 or 1; see gemv_lines) and
+// BQMM_FP8_GEMV_TILES (1 or 2; see gemv_tiles_per_warp).
 // A malformed value is an error that names the variable.
 Status fp8_matmul_options_from_env(Fp8MatMulOptions* opts);
 
@@ -135,6 +141,7 @@ struct Fp8MatMulPlan {
   int gemv_k_split = 0;        // gemv_mma: warps per block splitting K
   bool gemv_tma = false;       // gemv_mma: weight tiles by TMA (SM90+)
   bool gemv_lines = false;     // gemv_mma: register line loads through shared memory
+  int gemv_tiles_per_warp = 0;  // gemv_mma: 16-column tiles per warp (2 only with lines)
 
   // Workspace layout: byte offsets into the caller's workspace, each 256-byte aligned.
   size_t act_offset = 0, act_bytes = 0;        // QDQ'd activation, [M, K] of T

@@ -52,7 +52,7 @@ std::ostream& operator<<(std::ostream& os, const Fp8MatMulPlan& plan) {
   if (plan.path == Fp8Path::kGemvFma) os << "; rows_per_warp=" << plan.gemv_rows_per_warp;
   if (plan.path == Fp8Path::kGemvMma)
     os << "; k_split=" << plan.gemv_k_split << "; tma=" << (plan.gemv_tma ? 1 : 0)
-       << "; lines=" << (plan.gemv_lines ? 1 : 0);
+       << "; lines=" << (plan.gemv_lines ? 1 : 0) << "; tiles=" << plan.gemv_tiles_per_warp;
   os << "; workspace=" << plan.workspace_bytes << "B";
   if (plan.workspace_bytes > 0) {
     os << " (act " << plan.act_bytes << "@" << plan.act_offset << ", cublas "
@@ -77,7 +77,8 @@ Status fp8_matmul_options_from_env(Fp8MatMulOptions* opts) {
                       std::to_string(k_split));
   if (k_split >= 0) opts->gemv_k_split = static_cast<int>(k_split);
   BQMM_RETURN_IF_ERROR(env::read_int_option("BQMM_FP8_GEMV_TMA", 0, 1, &opts->gemv_tma));
-  return env::read_int_option("BQMM_FP8_GEMV_LINES", 0, 1, &opts->gemv_lines);
+  BQMM_RETURN_IF_ERROR(env::read_int_option("BQMM_FP8_GEMV_LINES", 0, 1, &opts->gemv_lines));
+  return env::read_int_option("BQMM_FP8_GEMV_TILES", 1, 2, &opts->gemv_tiles_per_warp);
 }
 
 Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
@@ -95,6 +96,11 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
                   "options.gemv_k_split: expected 0 (planner's choice), 1, 2, 4 or 8 but got " +
                       std::to_string(options.gemv_k_split));
   BQMM_RETURN_IF_ERROR(check::shared_options(options));
+  if (options.gemv_tiles_per_warp != -1 && options.gemv_tiles_per_warp != 1 &&
+      options.gemv_tiles_per_warp != 2)
+    return Status(StatusCode::kInvalidArgument,
+                  "options.gemv_tiles_per_warp: expected -1 (planner's choice), 1 or 2 but got " +
+                      std::to_string(options.gemv_tiles_per_warp));
   if (options.gemv_mma_min_rows < 1)
     return Status(StatusCode::kInvalidArgument,
                   "options.gemv_mma_min_rows: expected >= 1 but got " +
@@ -124,26 +130,32 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
       // Three weight streams (DESIGN.md): fragment-shaped register loads, whole 128-byte
       // lines by register loads staged through shared memory ("lines", rows of whole
       // lines), and on SM90+ 16-row x 128-byte tiles by the tensor memory accelerator
-      // (its coordinates are 32-bit). Measured on the H200 (docs/PERF.md, 2026-11-30):
-      // TMA tiles where they pay (core/gemv_split.h: 28672 x 8192 at M = 2 / 4, 8-9 %
-      // faster than line loads); line loads everywhere else, 1-7 % faster than fragment
-      // loads at M = 2..8 on every decode shape below that size, and from M = 5 in
-      // bfloat16 in place of TMA tiles (28672 x 8192, M = 8: 6-9 % faster; in float16 0-3 %
-      // slower). Forced, line loads replace TMA tiles unless those are forced too.
+      // (its coordinates are 32-bit). Measured on the H200 (docs/PERF.md): line loads
+      // wherever they apply, 1-7 % faster than fragment loads at M = 2..8 on every decode
+      // shape below 128 Mi codes (2026-11-30); on larger weights (28672 x 8192) with two
+      // 16-column tiles per warp, 2-8 % faster than TMA tiles and 6-12 % faster than line
+      // loads of one tile (2026-11-30b), which stay 0-30 % faster below 128 Mi (fewer
+      // warps: the grid halves). TMA tiles where they pay but line loads do not apply
+      // (K % 128 == 64) or when forced; forced, line loads replace TMA tiles unless those
+      // are forced too.
       const bool tma_fits = gemv_tma_fits(device.sm, p.n, p.k);
-      const bool tma_wanted =
-          tma_fits && (options.gemv_tma == 1 || (options.gemv_tma < 0 && gemv_tma_pays(p.n, p.k)));
+      const bool large = gemv_tma_pays(p.n, p.k);
+      const bool tma_wanted = tma_fits && (options.gemv_tma == 1 || (options.gemv_tma < 0 && large));
       const bool lines_applies = p.k % kGemvTmaTileBytes == 0;
-      const bool lines_faster = !tma_wanted || (p.m > 4 && p.dtype == DType::kBFloat16);
-      plan.gemv_lines = lines_applies && options.gemv_tma != 1 &&
-                        (options.gemv_lines == 1 || (options.gemv_lines < 0 && lines_faster));
+      plan.gemv_lines = lines_applies && options.gemv_tma != 1 && options.gemv_lines != 0;
       plan.gemv_tma = tma_wanted && !plan.gemv_lines;
-      // K split over the kernel's units: 128-byte TMA tiles or line pairs, else windows.
+      plan.gemv_tiles_per_warp =
+          !plan.gemv_lines ? 1 : options.gemv_tiles_per_warp > 0 ? options.gemv_tiles_per_warp
+                                                                 : large ? 2 : 1;
+      // K split over the kernel's units (128-byte TMA tiles or line pairs, else windows)
+      // and its warps (one per tiles_per_warp 16-column tiles).
       plan.gemv_k_split =
           options.gemv_k_split > 0
               ? options.gemv_k_split
-              : choose_gemv_k_split(p.n, gemv_k_units(p.k, plan.gemv_tma || plan.gemv_lines),
-                                    device.num_sms, kGemvTensorCoreWarpsPerSm);
+              : choose_gemv_k_split(
+                    (p.n + plan.gemv_tiles_per_warp - 1) / plan.gemv_tiles_per_warp,
+                    gemv_k_units(p.k, plan.gemv_tma || plan.gemv_lines), device.num_sms,
+                    kGemvTensorCoreWarpsPerSm);
     } else {
       plan.path = Fp8Path::kGemvFma;
       plan.gemv_rows_per_warp = p.m <= 1 ? 1 : p.m <= 2 ? 2 : p.m <= 4 ? 4 : 8;

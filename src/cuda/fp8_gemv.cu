@@ -14,7 +14,8 @@
 //                     warps per block splitting K, a ring of kMmaDepth windows of
 //                     fragment-shaped register loads in flight, or (kLines) register
 //                     loads of whole 128-byte lines staged through shared memory
-//                     (cuda/line_loads.cuh says why).
+//                     (cuda/line_loads.cuh says why), one or two (kTiles) 16-column
+//                     tiles per warp.
 //   Fp8GemvTmaKernel  the same mma tile and K split (SM90+), the weights copied by the
 //                     tensor memory accelerator in 16-row x 128-byte tiles into a
 //                     per-warp shared-memory ring and read back by ldmatrix
@@ -130,31 +131,54 @@ struct Fp8FmaCodec {
 
 // The end of both tensor-core kernels: the K-split reduction (warps 1.. hand their tiles
 // to warp 0 through shared memory, same lane, same ownership), then warp 0's lane (g, t)
-// adds the bias to and stores rows 2t, 2t + 1 of columns lo and hi (D fragment d[0..1],
-// d[2..3]; masked rows and columns are not stored).
+// adds the bias to and stores rows 2t, 2t + 1 of columns lo and hi of each of its kTiles
+// tiles (D fragment d[0..1], d[2..3]; masked rows and columns are not stored).
+template <int kKSplit, int kTiles, typename T>
+__device__ __forceinline__ void reduce_and_store_tiles(const GemvParams<T>& p,
+                                                      float (&acc)[kTiles][4], int warp, int lane,
+                                                      const bool (&lo_ok)[kTiles],
+                                                      const bool (&hi_ok)[kTiles],
+                                                      const int64_t (&col_lo)[kTiles],
+                                                      const int64_t (&col_hi)[kTiles]) {
+  if constexpr (kKSplit > 1) {
+    __shared__ float4 partials[kKSplit - 1][kTiles][kWarpSize];
+    if (warp > 0) {
+#pragma unroll
+      for (int j = 0; j < kTiles; ++j)
+        partials[warp - 1][j][lane] = make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
+    }
+    __syncthreads();
+    if (warp > 0) return;
+#pragma unroll
+    for (int w = 0; w < kKSplit - 1; ++w)
+#pragma unroll
+      for (int j = 0; j < kTiles; ++j) {
+        const float4 q = partials[w][j][lane];
+        acc[j][0] += q.x;
+        acc[j][1] += q.y;
+        acc[j][2] += q.z;
+        acc[j][3] += q.w;
+      }
+  }
+  const int row = 2 * (lane % 4);
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j) {
+    if (lo_ok[j] && row < p.m) store_output(p, row, col_lo[j], acc[j][0]);
+    if (lo_ok[j] && row + 1 < p.m) store_output(p, row + 1, col_lo[j], acc[j][1]);
+    if (hi_ok[j] && row < p.m) store_output(p, row, col_hi[j], acc[j][2]);
+    if (hi_ok[j] && row + 1 < p.m) store_output(p, row + 1, col_hi[j], acc[j][3]);
+  }
+}
+
+// One tile (the TMA kernel).
 template <int kKSplit, typename T>
 __device__ __forceinline__ void reduce_and_store_tile(const GemvParams<T>& p, float (&acc)[4],
                                                       int warp, int lane, bool lo_ok, bool hi_ok,
                                                       int64_t col_lo, int64_t col_hi) {
-  if constexpr (kKSplit > 1) {
-    __shared__ float4 partials[kKSplit - 1][kWarpSize];
-    if (warp > 0) partials[warp - 1][lane] = make_float4(acc[0], acc[1], acc[2], acc[3]);
-    __syncthreads();
-    if (warp > 0) return;
-#pragma unroll
-    for (int w = 0; w < kKSplit - 1; ++w) {
-      const float4 q = partials[w][lane];
-      acc[0] += q.x;
-      acc[1] += q.y;
-      acc[2] += q.z;
-      acc[3] += q.w;
-    }
-  }
-  const int row = 2 * (lane % 4);
-  if (lo_ok && row < p.m) store_output(p, row, col_lo, acc[0]);
-  if (lo_ok && row + 1 < p.m) store_output(p, row + 1, col_lo, acc[1]);
-  if (hi_ok && row < p.m) store_output(p, row, col_hi, acc[2]);
-  if (hi_ok && row + 1 < p.m) store_output(p, row + 1, col_hi, acc[3]);
+  float tiles[1][4] = {{acc[0], acc[1], acc[2], acc[3]}};
+  const bool lo[1] = {lo_ok}, hi[1] = {hi_ok};
+  const int64_t cl[1] = {col_lo}, ch[1] = {col_hi};
+  reduce_and_store_tiles<kKSplit, 1>(p, tiles, warp, lane, lo, hi, cl, ch);
 }
 
 // One 64-element K window of the register-load tile (Fp8GemvMmaKernel, either weight
@@ -199,12 +223,32 @@ __device__ __forceinline__ void multiply_window(const uint32_t (&frag)[4][4],
 // lane) are loaded at the start of its stage, by the lanes of rows g < M only: rows >= M
 // get zeros without a load, which at M = 2 is a quarter of the L1 traffic of the
 // unpredicated loads (the line loads' shared-memory round trip shares that pipe).
-template <int kKSplit, typename T, typename Qdq>
+//
+// kTiles = 2: the warp owns two 16-column tiles (n0 and n0 + 16), each with its own 2 KB
+// buffer and pair in flight, and multiplies every activation load with both. Per weight
+// byte that halves the activation loads and doubles the bytes in flight per warp (128
+// registers, the launch bound; 0-8 bytes of spill). Measured on the H200 (docs/PERF.md,
+// 2026-11-30b): at 28672 x 8192, M = 2..8, 6-12 % faster than one tile at its best K
+// split, where one tile's 1792 warps (13 per SM) waited on their loads for 61 % of their
+// stall cycles (Nsight Compute) and more warps of one tile did not help at M = 8; on
+// smaller weights its grid has too few warps (0-30 % slower), so the planner takes it
+// from 128 Mi codes.
+template <int kKSplit, int kTiles, typename T, typename Qdq>
 __device__ __forceinline__ void lines_k_loop(const GemvParams<T>& p, const Qdq& qdq, int warp,
-                                             int lane, int64_t n0, int64_t col_lo,
-                                             int64_t col_hi, float (&acc)[4]) {
+                                             int lane, int64_t n0,
+                                             const int64_t (&col_lo)[kTiles],
+                                             const int64_t (&col_hi)[kTiles],
+                                             float (&acc)[kTiles][4]) {
   extern __shared__ uint4 fp8_lines[];
-  const LinePairs lines(fp8_lines + warp * (kLineBufferBytes / 16), p.b, n0, p.n, p.k, lane);
+  auto make_lines = [&](int j) {
+    return LinePairs(fp8_lines + (warp * kTiles + j) * (kLineBufferBytes / 16), p.b,
+                     n0 + j * kMmaCols, p.n, p.k, lane);
+  };
+  // Tile j's stream (j is a compile-time constant at every use; with kTiles = 1 the
+  // second object is the first's twin and never used).
+  const LinePairs lines0 = make_lines(0);
+  const LinePairs lines1 = make_lines(kTiles - 1);
+  auto lines = [&](int j) -> const LinePairs& { return j == 0 ? lines0 : lines1; };
   const uint32_t pairs = static_cast<uint32_t>(p.k / kLinePairBytes);
   const int count = warp < static_cast<int>(pairs)
                         ? static_cast<int>((pairs - warp + kKSplit - 1) / kKSplit)
@@ -213,19 +257,21 @@ __device__ __forceinline__ void lines_k_loop(const GemvParams<T>& p, const Qdq& 
   const int g = lane / 4, t = lane % 4;
   const bool row_ok = g < p.m;
   const T* const a_row = p.a + static_cast<int64_t>(row_ok ? g : 0) * p.k + 16 * t;
-  const float* const s_lo = p.b_scale + col_lo * p.k_blocks;
-  const float* const s_hi = p.b_scale + col_hi * p.k_blocks;
 
-  uint4 raw[4];
-  float scales[2][2];  // [window of the pair][lo, hi]
+  uint4 raw[kTiles][4];
+  float scales[kTiles][2][2];  // [tile][window of the pair][lo, hi]
   auto load_pair = [&](int i) {
     const uint32_t v = warp + static_cast<uint32_t>(i) * kKSplit;
-    lines.load(raw, static_cast<size_t>(v) * kLinePairBytes);
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j) lines(j).load(raw[j], static_cast<size_t>(v) * kLinePairBytes);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const uint32_t idx = p.slices_per_block.div(2 * v + h);
-      scales[h][0] = __ldg(s_lo + idx);
-      scales[h][1] = __ldg(s_hi + idx);
+#pragma unroll
+      for (int j = 0; j < kTiles; ++j) {
+        scales[j][h][0] = __ldg(p.b_scale + col_lo[j] * p.k_blocks + idx);
+        scales[j][h][1] = __ldg(p.b_scale + col_hi[j] * p.k_blocks + idx);
+      }
     }
   };
   load_pair(0);
@@ -240,8 +286,16 @@ __device__ __forceinline__ void lines_k_loop(const GemvParams<T>& p, const Qdq& 
       a[h][0] = load_cached_u4_if(src, row_ok);
       a[h][1] = load_cached_u4_if(src + 1, row_ok);
     }
-    lines.stage(raw);
-    const float s[2][2] = {{scales[0][0], scales[0][1]}, {scales[1][0], scales[1][1]}};
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j) lines(j).stage(raw[j]);
+    float s[kTiles][2][2];
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        s[j][h][0] = scales[j][h][0];
+        s[j][h][1] = scales[j][h][1];
+      }
     // The next pair's loads (past the range: the last pair again, never multiplied).
     load_pair(min(i + 1, count - 1));
 #pragma unroll
@@ -249,11 +303,14 @@ __device__ __forceinline__ void lines_k_loop(const GemvParams<T>& p, const Qdq& 
       uint32_t cur[8] = {a[h][0].x, a[h][0].y, a[h][0].z, a[h][0].w,
                          a[h][1].x, a[h][1].y, a[h][1].z, a[h][1].w};
       qdq(cur);
-      uint32_t frag[4][4];
-      decode_window<T>(lines.lo(h), lines.hi(h), frag);
-      multiply_window<T>(frag, cur, s[h][0], s[h][1], acc);
+#pragma unroll
+      for (int j = 0; j < kTiles; ++j) {
+        uint32_t frag[4][4];
+        decode_window<T>(lines(j).lo(h), lines(j).hi(h), frag);
+        multiply_window<T>(frag, cur, s[j][h][0], s[j][h][1], acc[j]);
+      }
     }
-    lines.release();
+    lines0.release();
   }
 }
 
@@ -306,31 +363,42 @@ __device__ __forceinline__ void lines_k_loop(const GemvParams<T>& p, const Qdq& 
 //            k_split, core/gemv_split.h: 1, 2, 4 or 8).
 //   kW8A8    a_scale given: QDQ fused into the activation load.
 //   kLines   the weights by line loads (lines_k_loop above; dynamic shared memory:
-//            kKSplit x 2 KB), else by the ring of fragment-shaped register loads below.
+//            kKSplit x kTiles x 2 KB), else by the ring of fragment-shaped register
+//            loads below.
+//   kTiles   16-column tiles per warp: 1, or 2 with line loads (lines_k_loop says why);
+//            block b owns columns b * 16 * kTiles ...
 // Launch bounds: 16 warps per SM at least (128 registers per thread at most), the
 // residency the planner's wave model assumes.
-template <typename T, int kKSplit, bool kW8A8, bool kLines>
+template <typename T, int kKSplit, bool kW8A8, bool kLines, int kTiles>
 __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
     Fp8GemvMmaKernel(const GemvParams<T> p) {
+  static_assert(kLines || kTiles == 1, "two tiles per warp only with line loads");
   const int warp = threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   const int g = lane / 4;
   const int t = lane % 4;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kMmaCols;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kMmaCols * kTiles;
 
   const W8A8Qdq<T, kW8A8> qdq(p);
 
   // Columns n0 + g ("lo") and n0 + g + 8 ("hi"), activation row g. Masked ones are never
   // loaded (zero fragments, zero scale); their base pointers are clamped in bounds.
-  const bool lo_ok = n0 + g < p.n;
-  const bool hi_ok = n0 + g + 8 < p.n;
+  bool lo_oks[kTiles], hi_oks[kTiles];
+  int64_t cols_lo[kTiles], cols_hi[kTiles];
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j) {
+    lo_oks[j] = n0 + j * kMmaCols + g < p.n;
+    hi_oks[j] = n0 + j * kMmaCols + g + 8 < p.n;
+    cols_lo[j] = lo_oks[j] ? n0 + j * kMmaCols + g : p.n - 1;
+    cols_hi[j] = hi_oks[j] ? n0 + j * kMmaCols + g + 8 : p.n - 1;
+  }
   const bool row_ok = g < p.m;
-  const int64_t col_lo = lo_ok ? n0 + g : p.n - 1;
-  const int64_t col_hi = hi_ok ? n0 + g + 8 : p.n - 1;
-  float acc[4] = {};
+  float accs[kTiles][4] = {};
   if constexpr (kLines) {
-    lines_k_loop<kKSplit>(p, qdq, warp, lane, n0, col_lo, col_hi, acc);
+    lines_k_loop<kKSplit, kTiles>(p, qdq, warp, lane, n0, cols_lo, cols_hi, accs);
   } else {
+    const int64_t col_lo = cols_lo[0], col_hi = cols_hi[0];
+    float (&acc)[4] = accs[0];
     // This warp's windows: warp, warp + kKSplit, ... (`count` of them); its i-th window sits
     // i * kStride elements past the first.
     const uint32_t windows = static_cast<uint32_t>(p.k / kMmaWindow);
@@ -399,7 +467,7 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
     }
   }
 
-  reduce_and_store_tile<kKSplit>(p, acc, warp, lane, lo_ok, hi_ok, col_lo, col_hi);
+  reduce_and_store_tiles<kKSplit, kTiles>(p, accs, warp, lane, lo_oks, hi_oks, cols_lo, cols_hi);
 }
 
 // ================================================================= TMA tensor-core kernel
@@ -595,27 +663,38 @@ Status launch_tma(const Fp8GemvArgs& args, cudaStream_t stream) {
 }
 
 template <typename T, int kKSplit>
-Status launch_mma(const Fp8GemvArgs& args, bool tma, bool lines, cudaStream_t stream) {
+Status launch_mma(const Fp8GemvArgs& args, bool tma, bool lines, int tiles, cudaStream_t stream) {
   if (tma) return launch_tma<T, kKSplit>(args, stream);
   if (lines && args.k % kLinePairBytes != 0)
     return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: line loads need K % 128 == 0, got K = " +
                                              std::to_string(args.k));
+  if (tiles != 1 && !(tiles == 2 && lines))
+    return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: " + std::to_string(tiles) +
+                                             " tiles per warp (1, or 2 with line loads)");
   const GemvParams<T> p = make_params<T>(args, kMmaWindow);
-  const int64_t blocks = (args.n + kMmaCols - 1) / kMmaCols;
+  const int64_t blocks = (args.n + kMmaCols * tiles - 1) / (kMmaCols * tiles);
   if (blocks > 0x7fffffff)
     return Status(StatusCode::kInternal,
                   "launch_fp8_gemv_mma: grid too large for N = " + std::to_string(args.n));
   const dim3 grid(static_cast<unsigned>(blocks));
-  const int smem = lines ? kKSplit * kLineBufferBytes : 0;  // at most 16 KB: no opt-in
-  auto launch = [&](auto w8a8, auto line_loads) {
-    Fp8GemvMmaKernel<T, kKSplit, decltype(w8a8)::value, decltype(line_loads)::value>
-        <<<grid, kKSplit * kWarpSize, smem, stream>>>(p);
+  const int smem = lines ? kKSplit * tiles * kLineBufferBytes : 0;  // at most 32 KB: no opt-in
+  auto launch = [&](auto w8a8, auto line_loads, auto n_tiles) {
+    Fp8GemvMmaKernel<T, kKSplit, decltype(w8a8)::value, decltype(line_loads)::value,
+                     decltype(n_tiles)::value><<<grid, kKSplit * kWarpSize, smem, stream>>>(p);
   };
+  using One = std::integral_constant<int, 1>;
+  using Two = std::integral_constant<int, 2>;
   const bool w8a8 = args.a_scale != nullptr;
-  if (w8a8 && lines) launch(std::true_type{}, std::true_type{});
-  else if (w8a8) launch(std::true_type{}, std::false_type{});
-  else if (lines) launch(std::false_type{}, std::true_type{});
-  else launch(std::false_type{}, std::false_type{});
+  if (lines && tiles == 2) {
+    if (w8a8) launch(std::true_type{}, std::true_type{}, Two{});
+    else launch(std::false_type{}, std::true_type{}, Two{});
+  } else if (lines) {
+    if (w8a8) launch(std::true_type{}, std::true_type{}, One{});
+    else launch(std::false_type{}, std::true_type{}, One{});
+  } else {
+    if (w8a8) launch(std::true_type{}, std::false_type{}, One{});
+    else launch(std::false_type{}, std::false_type{}, One{});
+  }
   return check_launch("Fp8GemvMmaKernel");
 }
 
@@ -640,7 +719,7 @@ Status launch_fp8_gemv_fma(const Fp8GemvArgs& args, int rows_per_warp, cudaStrea
 }
 
 Status launch_fp8_gemv_mma(const Fp8GemvArgs& args, int k_split, bool tma, bool lines,
-                           cudaStream_t stream) {
+                           int tiles_per_warp, cudaStream_t stream) {
   if (args.m == 0 || args.n == 0) return Status::Ok();
   if (args.m > kMmaMaxRows)
     return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: M = " + std::to_string(args.m) +
@@ -649,10 +728,10 @@ Status launch_fp8_gemv_mma(const Fp8GemvArgs& args, int k_split, bool tma, bool 
   return dispatch_half_types(args.dtype, "launch_fp8_gemv_mma", [&](auto tag) -> Status {
     using T = decltype(tag);
     switch (k_split) {
-      case 1: return launch_mma<T, 1>(args, tma, lines, stream);
-      case 2: return launch_mma<T, 2>(args, tma, lines, stream);
-      case 4: return launch_mma<T, 4>(args, tma, lines, stream);
-      case 8: return launch_mma<T, 8>(args, tma, lines, stream);
+      case 1: return launch_mma<T, 1>(args, tma, lines, tiles_per_warp, stream);
+      case 2: return launch_mma<T, 2>(args, tma, lines, tiles_per_warp, stream);
+      case 4: return launch_mma<T, 4>(args, tma, lines, tiles_per_warp, stream);
+      case 8: return launch_mma<T, 8>(args, tma, lines, tiles_per_warp, stream);
       default:
         return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: k_split " +
                                                  std::to_string(k_split) +

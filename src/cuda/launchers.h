@@ -51,9 +51,10 @@ Status launch_fp8_gemv_fma(const Fp8GemvArgs& args, int rows_per_warp, cudaStrea
 // splitting K. Needs K % 64 == 0, K >= 256, block_size % 64 == 0. `tma` (SM90+): the
 // weight tiles come by the tensor memory accelerator (cuda/tma.cuh) instead of by
 // register loads; else `lines`: register loads of whole 128-byte lines staged through
-// shared memory (cuda/line_loads.cuh; needs K % 128 == 0).
+// shared memory (cuda/line_loads.cuh; needs K % 128 == 0), `tiles_per_warp` (1 or 2; 2
+// only with lines) 16-column tiles per warp.
 Status launch_fp8_gemv_mma(const Fp8GemvArgs& args, int k_split, bool tma, bool lines,
-                           cudaStream_t stream);
+                           int tiles_per_warp, cudaStream_t stream);
 
 // nbits_dequant.cu: out[r, k] = T1((q[r, k] - zp[r, blk]) * scales[r, blk]) for `rows`
 // rows of B (every pointer already at the first row of the tile), blk = g_idx[k] when

@@ -87,6 +87,21 @@ std::string printed(const Plan& plan) {
   return os.str();
 }
 
+// Each of `bad` in `var` makes `from_env` fail with InvalidArgument naming the variable,
+// and leaves `field` of fresh options at its default.
+template <typename Options>
+void expect_env_rejects(Status (*from_env)(Options*), const char* var, int Options::*field,
+                        std::initializer_list<const char*> bad) {
+  for (const char* value : bad) {
+    setenv(var, value, 1);
+    Options fresh;
+    const Status s = from_env(&fresh);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << var << "=" << value;
+    EXPECT_NE(s.message().find(var), std::string::npos) << s.message();
+    EXPECT_EQ(fresh.*field, Options{}.*field) << var << "=" << value;
+  }
+}
+
 // A -1 / 0 / 1 option that `from_env` reads from `var`: "0" and "1" set `field`;
 // malformed values are InvalidArgument naming the variable and leave the default -1.
 template <typename Options>
@@ -97,14 +112,8 @@ void expect_switch_from_env(Status (*from_env)(Options*), const char* var, int O
     ASSERT_TRUE(from_env(&o).ok()) << var << "=" << v;
     EXPECT_EQ(o.*field, v) << var;
   }
-  for (const char* bad : {"2", "-1", "on"}) {
-    setenv(var, bad, 1);
-    Options fresh;
-    const Status s = from_env(&fresh);
-    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << var << "=" << bad;
-    EXPECT_NE(s.message().find(var), std::string::npos) << s.message();
-    EXPECT_EQ(fresh.*field, -1) << var << "=" << bad;
-  }
+  EXPECT_EQ(Options{}.*field, -1) << var;
+  expect_env_rejects(from_env, var, field, {"2", "-1", "on"});
 }
 
 // The options `from_env` reads with `var` set to `value` (reading must succeed).

@@ -107,11 +107,13 @@ TEST(Fp8Plan, GemvMmaKSplitBalancesWavesAndWindows) {
   // 896 tiles: k_split 2 is one wave (34), 4 two (2 x 18).
   EXPECT_EQ(plan(problem(4, 14336, 4096)).gemv_k_split, 2);
   // 1792 tiles: 7 waves of k_split 8 (7 x 18 = 126) against one of k_split 1 (130).
-  // (Register loads forced: on Hopper this layer takes TMA tiles, below.)
-  Fp8MatMulOptions no_tma;
-  no_tma.gemv_tma = 0;
-  EXPECT_EQ(plan(problem(8, 28672, 8192), kHopper, no_tma).gemv_k_split, 8);
-  EXPECT_EQ(plan(problem(8, 28672, 8192), kAmpere).gemv_k_split, 8);
+  // (Fragment register loads forced: by default this layer takes line loads of two tiles
+  // per warp, below.)
+  Fp8MatMulOptions regs;
+  regs.gemv_tma = 0;
+  regs.gemv_lines = 0;
+  EXPECT_EQ(plan(problem(8, 28672, 8192), kHopper, regs).gemv_k_split, 8);
+  EXPECT_EQ(plan(problem(8, 28672, 8192), kAmpere, regs).gemv_k_split, 8);
   // K = 256 is 4 windows: at most k_split 4.
   EXPECT_EQ(plan(problem(4, 16, 256)).gemv_k_split, 4);
   // 108 SMs hold 1728 warps: 512 tiles take 2 waves at k_split 4 (2 x 34) and 3 at
@@ -121,25 +123,26 @@ TEST(Fp8Plan, GemvMmaKSplitBalancesWavesAndWindows) {
   EXPECT_EQ(plan(problem(4, 4096, 4096), DeviceInfo{90, 0}).gemv_k_split, 1);
 }
 
-// SM90+: the TMA weight stream where it measured faster (weights >= 128 MiB), or as
-// forced; its K split deals out 128-byte tiles instead of 64-byte windows.
-TEST(Fp8Plan, GemvTmaWhereMeasuredFaster) {
-  const int64_t k = 8192, n_at_limit = (int64_t{128} << 20) / 8192;  // 16384
-  EXPECT_TRUE(plan(problem(2, n_at_limit, k)).gemv_tma);
-  EXPECT_TRUE(plan(problem(4, 28672, k)).gemv_tma);
-  EXPECT_FALSE(plan(problem(2, n_at_limit - 16, k)).gemv_tma);  // just below 128 MiB
-  EXPECT_TRUE(plan(problem(8, 28672, k)).gemv_tma);
-  EXPECT_FALSE(plan(problem(8, 28672, k, 128, DType::kBFloat16)).gemv_tma);  // line loads (below)
-  EXPECT_FALSE(plan(problem(4, 28672, k), kAmpere).gemv_tma);   // no TMA below SM90
+// SM90+: TMA tiles where they pay (weights of 128 Mi codes and more) but line loads do
+// not apply (K % 128 == 64), or as forced; their K split deals out 128-byte tiles instead
+// of 64-byte windows.
+TEST(Fp8Plan, GemvTmaWhereLineLoadsDoNotApplyOrWhenAsked) {
+  const int64_t k = 8192 + 64;  // rows of 64 lines and a half
+  EXPECT_TRUE(plan(problem(2, 16384, k)).gemv_tma);
+  EXPECT_TRUE(plan(problem(8, 28672, k, 128, DType::kBFloat16)).gemv_tma);
+  EXPECT_FALSE(plan(problem(2, 16000, k)).gemv_tma);  // 132 M codes: below 128 Mi
+  EXPECT_FALSE(plan(problem(4, 28672, k), kAmpere).gemv_tma);  // no TMA below SM90
+  EXPECT_FALSE(plan(problem(4, 28672, 8192)).gemv_tma);  // line loads apply (below)
   EXPECT_FALSE(plan(problem(4, 8192, 8192)).gemv_tma);
-  // 1792 tiles, 64 tiles per row: one wave of k_split 1 (64 + 2) against two of 2 (2 x 34).
+  // 1792 tiles, 65 tiles per row: one wave of k_split 1 (65 + 2) against two of 2 (2 x 35).
   EXPECT_EQ(plan(problem(4, 28672, k)).gemv_k_split, 1);
-  EXPECT_NE(printed(plan(problem(4, 28672, k))).find("tma=1"), std::string::npos);
-  EXPECT_NE(printed(plan(problem(4, 8192, 8192))).find("tma=0"), std::string::npos);
+  EXPECT_NE(printed(plan(problem(4, 28672, k))).find("tma=1; lines=0; tiles=1"), std::string::npos);
 
   Fp8MatMulOptions o;
-  o.gemv_tma = 1;
+  o.gemv_tma = 1;  // forced: in place of line loads too
   EXPECT_TRUE(plan(problem(8, 4096, 4096), kHopper, o).gemv_tma);
+  EXPECT_TRUE(plan(problem(8, 28672, 8192), kHopper, o).gemv_tma);
+  EXPECT_FALSE(plan(problem(8, 28672, 8192), kHopper, o).gemv_lines);
   EXPECT_FALSE(plan(problem(8, 4096, 4096), kAmpere, o).gemv_tma);
   // 256 tiles, 32 tiles per row: one wave of k_split 8 (4 + 2).
   EXPECT_EQ(plan(problem(8, 4096, 4096), kHopper, o).gemv_k_split, 8);
@@ -151,9 +154,10 @@ TEST(Fp8Plan, GemvTmaWhereMeasuredFaster) {
                                               "gemv_tma");
 }
 
-// Line loads (rows of whole 128-byte lines, K % 128 == 0) wherever gemv_mma does not take
-// TMA tiles, and instead of them in bfloat16 from M = 5; or as forced. Their K split deals out pairs of
-// windows (128-byte units, as TMA tiles).
+// Line loads wherever they apply (rows of whole 128-byte lines, K % 128 == 0), with two
+// 16-column tiles per warp on weights of 128 Mi codes and more, one below; or as forced.
+// Their K split deals out pairs of windows (128-byte units, as TMA tiles) to the warps of
+// ceil(N / (16 x tiles)) tiles.
 TEST(Fp8Plan, GemvLinesWhereMeasuredFasterOrWhenAsked) {
   const int64_t kShapes[][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {8192, 8192},
                                 {28672, 8192}};
@@ -169,54 +173,77 @@ TEST(Fp8Plan, GemvLinesWhereMeasuredFasterOrWhenAsked) {
           continue;
         }
         ASSERT_EQ(h.path, Fp8Path::kGemvMma);
-        const bool large = n * k >= 128 * kMiB;
-        const bool bf16_rows = m > 4 && t == DType::kBFloat16;
-        EXPECT_EQ(h.gemv_lines, !large || bf16_rows) << h;
-        EXPECT_EQ(h.gemv_tma, large && !bf16_rows) << h;
-        EXPECT_EQ(h.gemv_k_split, choose_gemv_k_split(n, k / 128, kHopper.num_sms,
+        const int tiles = n * k >= 128 * kMiB ? 2 : 1;
+        EXPECT_TRUE(h.gemv_lines) << h;
+        EXPECT_FALSE(h.gemv_tma) << h;
+        EXPECT_EQ(h.gemv_tiles_per_warp, tiles) << h;
+        EXPECT_EQ(h.gemv_k_split, choose_gemv_k_split(n / tiles, k / 128, kHopper.num_sms,
                                                       kGemvTensorCoreWarpsPerSm)) << h;
-        // No TMA below SM90: line loads at every M.
+        // No TMA below SM90: the same streams.
+        EXPECT_EQ(plan(problem(m, n, k, 128, t), kAmpere).gemv_tiles_per_warp, tiles);
         EXPECT_TRUE(plan(problem(m, n, k, 128, t), kAmpere).gemv_lines);
       }
-  // The size boundary of TMA tiles (128 Mi codes) at M = 4, and M = 4 / 5 above it.
-  const int64_t n_at_limit = (int64_t{128} << 20) / 8192;
-  EXPECT_FALSE(plan(problem(4, n_at_limit, 8192)).gemv_lines);
-  EXPECT_TRUE(plan(problem(4, n_at_limit - 16, 8192)).gemv_lines);
-  const DType bf16 = DType::kBFloat16;
-  EXPECT_FALSE(plan(problem(4, 28672, 8192, 128, bf16)).gemv_lines);
-  EXPECT_TRUE(plan(problem(5, 28672, 8192, 128, bf16)).gemv_lines);
-  EXPECT_FALSE(plan(problem(5, 28672, 8192)).gemv_lines);
   // Rows of whole lines only: K = 320 or 4160 (K % 128 == 64) keeps register loads.
   for (const int64_t k : {320, 4160}) {
     EXPECT_FALSE(plan(problem(2, 4096, k)).gemv_lines) << k;
+    EXPECT_EQ(plan(problem(2, 4096, k)).gemv_tiles_per_warp, 1) << k;
     EXPECT_EQ(plan(problem(2, 4096, k)).path, Fp8Path::kGemvMma) << k;
   }
   EXPECT_TRUE(plan(problem(2, 4096, 384)).gemv_lines);
   // 256 tiles, 32 pairs per row: one wave at k_split 8 (4 + 2).
   EXPECT_EQ(plan(problem(2, 4096, 4096)).gemv_k_split, 8);
-  // 1792 tiles, 64 pairs: one wave of k_split 1 (64 + 2) against two of 2 (2 x 34).
-  EXPECT_EQ(plan(problem(8, 28672, 8192, 128, bf16)).gemv_k_split, 1);
-  EXPECT_NE(printed(plan(problem(2, 4096, 4096))).find("tma=0; lines=1"), std::string::npos);
-  EXPECT_NE(printed(plan(problem(2, 28672, 8192))).find("tma=1; lines=0"), std::string::npos);
+  EXPECT_NE(printed(plan(problem(2, 4096, 4096))).find("tma=0; lines=1; tiles=1"), std::string::npos);
 
   Fp8MatMulOptions o;
-  o.gemv_lines = 0;  // never: register loads, or TMA tiles where they pay
+  o.gemv_lines = 0;  // never: fragment register loads, or TMA tiles where they pay
   EXPECT_FALSE(plan(problem(2, 4096, 4096), kHopper, o).gemv_lines);
-  EXPECT_FALSE(plan(problem(8, 28672, 8192, 128, bf16), kHopper, o).gemv_lines);
-  EXPECT_TRUE(plan(problem(8, 28672, 8192, 128, bf16), kHopper, o).gemv_tma);
-  o.gemv_lines = 1;  // wherever they apply, in place of TMA tiles
+  EXPECT_FALSE(plan(problem(8, 28672, 8192, 128, DType::kBFloat16), kHopper, o).gemv_lines);
+  EXPECT_TRUE(plan(problem(8, 28672, 8192, 128, DType::kBFloat16), kHopper, o).gemv_tma);
+  EXPECT_EQ(plan(problem(8, 28672, 8192), kHopper, o).gemv_tiles_per_warp, 1);
+  o.gemv_lines = 1;  // wherever they apply (the default)
   EXPECT_TRUE(plan(problem(2, 28672, 8192), kHopper, o).gemv_lines);
-  EXPECT_FALSE(plan(problem(2, 28672, 8192), kHopper, o).gemv_tma);
   EXPECT_FALSE(plan(problem(2, 4096, 320), kHopper, o).gemv_lines);
   EXPECT_EQ(plan(problem(1, 4096, 4096), kHopper, o).path, Fp8Path::kGemvFma);
   o.gemv_tma = 1;  // forced TMA tiles win over forced line loads
   EXPECT_FALSE(plan(problem(2, 4096, 4096), kHopper, o).gemv_lines);
   EXPECT_TRUE(plan(problem(2, 4096, 4096), kHopper, o).gemv_tma);
-  o.gemv_tma = 0;  // TMA tiles off: line loads by default even where TMA would pay
-  o.gemv_lines = -1;
-  EXPECT_TRUE(plan(problem(2, 28672, 8192), kHopper, o).gemv_lines);
   testing::expect_switch_rejects_out_of_range(problem(4, 4096, 4096), o, &Fp8MatMulOptions::gemv_lines,
                                               "gemv_lines");
+}
+
+// Two 16-column tiles per warp: by default where line loads run on weights of 128 Mi codes
+// and more (measured faster there, docs/PERF.md), or as forced; never without line loads.
+TEST(Fp8Plan, GemvTwoTilesPerWarpOnLargeWeights) {
+  const int64_t n_at_limit = (int64_t{128} << 20) / 8192;  // 16384
+  EXPECT_EQ(plan(problem(2, n_at_limit, 8192)).gemv_tiles_per_warp, 2);
+  EXPECT_EQ(plan(problem(2, n_at_limit - 16, 8192)).gemv_tiles_per_warp, 1);
+  // 896 two-tile warps of 64 pairs: one wave of k_split 2 (32 + 2) against two of 4
+  // (2 x 18); one tile per warp would take k_split 1 (64 + 2 against 2 x 34).
+  const Fp8MatMulPlan large = plan(problem(8, 28672, 8192));
+  EXPECT_EQ(large.gemv_tiles_per_warp, 2);
+  EXPECT_EQ(large.gemv_k_split, 2);
+  EXPECT_NE(printed(large).find("k_split=2; tma=0; lines=1; tiles=2"), std::string::npos) << large;
+  Fp8MatMulOptions o;
+  EXPECT_EQ(o.gemv_tiles_per_warp, -1);
+  o.gemv_tiles_per_warp = 1;
+  EXPECT_EQ(plan(problem(8, 28672, 8192), kHopper, o).gemv_tiles_per_warp, 1);
+  EXPECT_EQ(plan(problem(8, 28672, 8192), kHopper, o).gemv_k_split, 1);
+  o.gemv_tiles_per_warp = 2;
+  EXPECT_EQ(plan(problem(8, 4096, 4096), kHopper, o).gemv_tiles_per_warp, 2);
+  // 128 two-tile warps, 32 pairs: k_split 8 (one wave, 4 + 2).
+  EXPECT_EQ(plan(problem(8, 4096, 4096), kHopper, o).gemv_k_split, 8);
+  EXPECT_EQ(plan(problem(8, 4096, 4160), kHopper, o).gemv_tiles_per_warp, 1);  // no lines
+  o.gemv_lines = 0;
+  EXPECT_EQ(plan(problem(8, 4096, 4096), kHopper, o).gemv_tiles_per_warp, 1);
+  o.gemv_lines = -1;
+  o.gemv_tma = 1;
+  EXPECT_EQ(plan(problem(8, 28672, 8192), kHopper, o).gemv_tiles_per_warp, 1);
+  o.gemv_tma = -1;
+  for (int bad : {-2, 0, 3}) {
+    SCOPED_TRACE(bad);
+    o.gemv_tiles_per_warp = bad;
+    testing::expect_rejected(problem(8, 4096, 4096), o, "gemv_tiles_per_warp");
+  }
 }
 
 TEST(Fp8Plan, GemvMmaKSplitCanBeForced) {
@@ -476,7 +503,8 @@ TEST(Fp8Plan, IsPure) {
 class Fp8EnvTest : public ::testing::Test {
  protected:
   testing::EnvGuard env_{"BQMM_DEQUANT_SCRATCH_MIB", "BQMM_FP8_GEMV_MMA", "BQMM_DEQUANT_OVERLAP",
-                         "BQMM_FP8_GEMV_KSPLIT", "BQMM_FP8_GEMV_TMA", "BQMM_FP8_GEMV_LINES"};
+                         "BQMM_FP8_GEMV_KSPLIT", "BQMM_FP8_GEMV_TMA", "BQMM_FP8_GEMV_LINES",
+                         "BQMM_FP8_GEMV_TILES"};
 };
 
 TEST_F(Fp8EnvTest, UnsetKeepsOptions) {
@@ -548,14 +576,8 @@ TEST_F(Fp8EnvTest, GemvKSplit) {
   setenv("BQMM_FP8_GEMV_KSPLIT", "0", 1);
   ASSERT_TRUE(fp8_matmul_options_from_env(&o).ok());
   EXPECT_EQ(o.gemv_k_split, 0);
-  for (const char* bad : {"3", "6", "16", "-1", "x"}) {
-    setenv("BQMM_FP8_GEMV_KSPLIT", bad, 1);
-    Fp8MatMulOptions fresh;
-    const Status s = fp8_matmul_options_from_env(&fresh);
-    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
-    EXPECT_NE(s.message().find("BQMM_FP8_GEMV_KSPLIT"), std::string::npos) << s.message();
-    EXPECT_EQ(fresh.gemv_k_split, 0) << bad;
-  }
+  testing::expect_env_rejects(fp8_matmul_options_from_env, "BQMM_FP8_GEMV_KSPLIT",
+                              &Fp8MatMulOptions::gemv_k_split, {"3", "6", "16", "-1", "x"});
 }
 
 // The weight-stream switches: each reads 0 / 1 (malformed values rejected), and each flips
@@ -563,11 +585,31 @@ TEST_F(Fp8EnvTest, GemvKSplit) {
 TEST_F(Fp8EnvTest, GemvSwitchOverrides) {
   const testing::PlanSwitch<Fp8MatMulProblem> switches[] = {
       {"BQMM_FP8_GEMV_TMA", &Fp8MatMulOptions::gemv_tma, &Fp8MatMulPlan::gemv_tma,
-       problem(8, 4096, 4096), problem(4, 28672, 8192)},
-      {"BQMM_FP8_GEMV_LINES", &Fp8MatMulOptions::gemv_lines, &Fp8MatMulPlan::gemv_lines,
-       problem(2, 28672, 8192), problem(2, 4096, 4096)},
+       problem(8, 4096, 4096), problem(4, 28672, 8192 + 64)},
   };
   testing::expect_switch_overrides(fp8_matmul_options_from_env, switches);
+  // Line loads are on wherever they apply: 0 turns them off, 1 keeps them.
+  testing::expect_switch_from_env(fp8_matmul_options_from_env, "BQMM_FP8_GEMV_LINES",
+                                  &Fp8MatMulOptions::gemv_lines);
+  const auto with_env = [](const char* var, const char* value) {
+    return testing::options_with_env(fp8_matmul_options_from_env, var, value);
+  };
+  EXPECT_FALSE(plan(problem(2, 4096, 4096), kHopper, with_env("BQMM_FP8_GEMV_LINES", "0")).gemv_lines);
+  EXPECT_TRUE(plan(problem(2, 4096, 4096), kHopper, with_env("BQMM_FP8_GEMV_LINES", "1")).gemv_lines);
+  unsetenv("BQMM_FP8_GEMV_LINES");
+}
+
+// BQMM_FP8_GEMV_TILES: 1 or 2 tiles per warp of line loads; anything else is an error that
+// names the variable and leaves the option at -1.
+TEST_F(Fp8EnvTest, GemvTilesFromEnv) {
+  const auto with_env = [](const char* value) {
+    return testing::options_with_env(fp8_matmul_options_from_env, "BQMM_FP8_GEMV_TILES", value);
+  };
+  EXPECT_EQ(plan(problem(2, 4096, 4096), kHopper, with_env("2")).gemv_tiles_per_warp, 2);
+  EXPECT_EQ(plan(problem(2, 28672, 8192), kHopper, with_env("1")).gemv_tiles_per_warp, 1);
+  EXPECT_EQ(with_env("").gemv_tiles_per_warp, -1);
+  testing::expect_env_rejects(fp8_matmul_options_from_env, "BQMM_FP8_GEMV_TILES",
+                              &Fp8MatMulOptions::gemv_tiles_per_warp, {"0", "3", "-1", "two"});
 }
 
 TEST_F(Fp8EnvTest, MalformedGemvMmaIsAnError) {

@@ -33,10 +33,13 @@ constexpr DType kDTypes[] = {DType::kFloat16, DType::kBFloat16};
 
 // The tensor-core kernel's weight stream, forced so that each is tested on every shape:
 // fragment-shaped register loads, TMA tiles (SM90+) or line loads (K % 128 == 0).
-enum class Stream { kRegs = 0, kTma = 1, kLines = 2 };
-constexpr Stream kStreams[] = {Stream::kRegs, Stream::kTma, Stream::kLines};
+enum class Stream { kRegs = 0, kTma = 1, kLines = 2, kLinesTwoTiles = 3 };
+constexpr Stream kStreams[] = {Stream::kRegs, Stream::kTma, Stream::kLines, Stream::kLinesTwoTiles};
 const char* stream_name(Stream s) {
-  return s == Stream::kTma ? "tma" : s == Stream::kLines ? "lines" : "regs";
+  return s == Stream::kTma              ? "tma"
+         : s == Stream::kLines          ? "lines"
+         : s == Stream::kLinesTwoTiles ? "lines x2"
+                                        : "regs";
 }
 
 // allow_mma: the tensor cores at every M where the kernel applies (the original design's
@@ -46,15 +49,20 @@ Fp8MatMulOptions gemv_options(bool allow_mma, Stream stream = Stream::kRegs) {
   o.allow_gemv_mma = allow_mma;
   o.gemv_mma_min_rows = 1;
   o.gemv_tma = stream == Stream::kTma ? 1 : 0;
-  o.gemv_lines = stream == Stream::kLines ? 1 : 0;
+  const bool lines = stream == Stream::kLines || stream == Stream::kLinesTwoTiles;
+  o.gemv_lines = lines ? 1 : 0;
+  o.gemv_tiles_per_warp = stream == Stream::kLinesTwoTiles ? 2 : 1;
   return o;
 }
 
 // A gemv_mma plan took the forced stream where it applies: TMA tiles on SM90+, line loads
-// on rows of whole 128-byte lines; register loads elsewhere.
+// (one or two tiles per warp) on rows of whole 128-byte lines; register loads elsewhere.
 void expect_stream(const Handle& handle, const Fp8MatMulPlan& plan, Stream stream) {
+  const bool lines = (stream == Stream::kLines || stream == Stream::kLinesTwoTiles) &&
+                     plan.problem.k % 128 == 0;
   EXPECT_EQ(plan.gemv_tma, stream == Stream::kTma && handle.device_info().sm >= 90) << plan;
-  EXPECT_EQ(plan.gemv_lines, stream == Stream::kLines && plan.problem.k % 128 == 0) << plan;
+  EXPECT_EQ(plan.gemv_lines, lines) << plan;
+  EXPECT_EQ(plan.gemv_tiles_per_warp, lines && stream == Stream::kLinesTwoTiles ? 2 : 1) << plan;
 }
 
 // The path the planner must take for a GEMV-eligible problem on this device with
@@ -131,10 +139,17 @@ TEST(Fp8GemvTma, AxesAgainstReference) {
   check_axes(/*allow_mma=*/true, Stream::kTma);
 }
 
-// And through line loads (K = 256, 1024, 4096 take them, K = 320 keeps register loads).
+// And through line loads (K = 256, 1024, 4096 take them, K = 320 keeps register loads),
+// with one and with two 16-column tiles per warp (N = 1 and 17: the second tile has no
+// column or one).
 TEST(Fp8GemvLines, AxesAgainstReference) {
   BQMM_REQUIRE_GPU();
   check_axes(/*allow_mma=*/true, Stream::kLines);
+}
+
+TEST(Fp8GemvLines, AxesAgainstReferenceTwoTiles) {
+  BQMM_REQUIRE_GPU();
+  check_axes(/*allow_mma=*/true, Stream::kLinesTwoTiles);
 }
 
 // N far past one grid row of blocks (and not a multiple of any tile), 64-bit n * K.
@@ -229,11 +244,14 @@ TEST(Fp8GemvMma, W8A8BitIdenticalToHostQdq) {
   ASSERT_NE(handle, nullptr);
   struct Case { int64_t m, n, k, block; };
   int seed = 0;
-  for (int mode : {0, 1, 2})  // CUDA cores, tensor cores by register loads, by line loads
+  // CUDA cores, tensor cores by register loads, by line loads of one and two tiles per warp
+  for (int mode : {0, 1, 2, 3})
     for (DType t : kDTypes)
       for (const Case s : {Case{3, 1026, 1024, 128}, Case{8, 300, 4096, 256}, Case{1, 77, 320, 64}}) {
         const bool allow_mma = mode > 0;
-        const Stream stream = mode == 2 ? Stream::kLines : Stream::kRegs;
+        const Stream stream = mode == 2   ? Stream::kLines
+                              : mode == 3 ? Stream::kLinesTwoTiles
+                                          : Stream::kRegs;
         SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k << " "
                                           << dtype_name(t) << " mode=" << mode);
         const Fp8Case c = make_random_fp8_case(t, s.m, s.n, s.k, s.block, true, true,
@@ -259,15 +277,18 @@ TEST(Fp8GemvMma, W8A8BitIdenticalToHostQdq) {
 }
 
 // NaN codes (0x7F, 0xFF) reach exactly the outputs whose dot product touches them, in both
-// kernels and both register weight streams (masked tail columns of the same tile stay
-// clean).
+// kernels and the register weight streams (fragments, lines of one and two tiles per warp;
+// masked tail columns of the same tile stay clean).
 TEST(Fp8GemvMma, NanCodesPropagate) {
   BQMM_REQUIRE_GPU();
   const Handle* handle = testing::shared_handle();
   ASSERT_NE(handle, nullptr);
-  for (int mode : {0, 1, 2}) {  // CUDA cores, tensor cores by register loads, by line loads
+  // CUDA cores, tensor cores by register loads, by line loads of one and two tiles per warp
+  for (int mode : {0, 1, 2, 3}) {
     const bool allow_mma = mode > 0;
-    const Stream stream = mode == 2 ? Stream::kLines : Stream::kRegs;
+    const Stream stream = mode == 2   ? Stream::kLines
+                          : mode == 3 ? Stream::kLinesTwoTiles
+                                      : Stream::kRegs;
     SCOPED_TRACE(::testing::Message() << "mode=" << mode);
     Fp8Case c = make_random_fp8_case(DType::kFloat16, 3, 21, 256, 64, true, false, 0x6e33000);
     c.b.bytes[2 * 256 + 5] = 0x7F;
@@ -306,9 +327,13 @@ TEST(Fp8GemvMma, GraphCapturable) {
   BQMM_REQUIRE_GPU();
   const Handle* handle = testing::shared_handle();
   ASSERT_NE(handle, nullptr);
-  for (int mode : {0, 1, 2, 3}) {  // CUDA cores, tensor cores by register loads, TMA, lines
+  // CUDA cores, tensor cores by register loads, TMA, lines of one and two tiles per warp
+  for (int mode : {0, 1, 2, 3, 4}) {
     const bool allow_mma = mode > 0;
-    const Stream stream = mode == 2 ? Stream::kTma : mode == 3 ? Stream::kLines : Stream::kRegs;
+    const Stream stream = mode == 2   ? Stream::kTma
+                          : mode == 3 ? Stream::kLines
+                          : mode == 4 ? Stream::kLinesTwoTiles
+                                      : Stream::kRegs;
     SCOPED_TRACE(::testing::Message() << "mode=" << mode);
     const Fp8Case c = make_random_fp8_case(DType::kBFloat16, 5, 300, 512, 128, true, true,
                                            0x6e35000 + mode);
@@ -368,6 +393,11 @@ TEST(Fp8GemvTma, SanitizeTails) {
 TEST(Fp8GemvLines, SanitizeTails) {
   BQMM_REQUIRE_GPU();
   check_sanitize_cases(/*allow_mma=*/true, Stream::kLines);
+}
+
+TEST(Fp8GemvLines, SanitizeTailsTwoTiles) {
+  BQMM_REQUIRE_GPU();
+  check_sanitize_cases(/*allow_mma=*/true, Stream::kLinesTwoTiles);
 }
 
 // Every instantiated K split of the tensor-core kernel, forced, with every weight stream:
