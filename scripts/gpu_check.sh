@@ -14,7 +14,8 @@
 #   warp, with BQMM_FP8_GEMV_TMA=1: TMA tiles), the NBits decode
 #   suite with each weight stream forced (register loads: BQMM_NBITS_GEMV_TMA=0 with the
 #   window kernel off, BQMM_NBITS_GEMV_WINDOW=0; TMA: BQMM_NBITS_GEMV_TMA=1; line loads:
-#   BQMM_NBITS_GEMV_LINES=1 with BQMM_NBITS_GEMV_FMA=0), the 8-bit CUDA-core kernel forced
+#   BQMM_NBITS_GEMV_LINES=1 with BQMM_NBITS_GEMV_FMA=0 and BQMM_NBITS_GEMV_TILES=1 / 2), the
+#   8-bit CUDA-core kernel forced
 #   (BQMM_NBITS_GEMV_FMA=1) and the NBits K-loop sweep (M = 1,
 #   8192 x 8192, float16, every block size, both widths): the comparison columns of
 #   docs/PERF.md, about 5 minutes.
@@ -122,7 +123,8 @@ if has variants; then
   done
   for bits in 8 4; do  # the N-bit tensor-core GEMV with each weight stream forced
     for v in "registers BQMM_NBITS_GEMV_TMA=0 BQMM_NBITS_GEMV_WINDOW=0" "tma BQMM_NBITS_GEMV_TMA=1" \
-             "lines BQMM_NBITS_GEMV_LINES=1 BQMM_NBITS_GEMV_FMA=0"; do
+             "lines BQMM_NBITS_GEMV_LINES=1 BQMM_NBITS_GEMV_FMA=0 BQMM_NBITS_GEMV_TILES=1" \
+             "lines_x2 BQMM_NBITS_GEMV_LINES=1 BQMM_NBITS_GEMV_FMA=0 BQMM_NBITS_GEMV_TILES=2"; do
       set -- $v
       name=$1; shift
       env "$@" "$build/bqmm-profile" --op nbits --bits "$bits" --suite decode \

@@ -139,18 +139,26 @@ struct NBitsMatMulOptions {
   // The window kernel with line loads: each warp load instruction reads 4 whole 128-byte
   // lines of 4 weight rows (the mma fragment's own shape is 8 rows x 64 bytes, which
   // streams slower), staged through 2 KB of shared memory per warp; rows of whole
-  // 128-byte lines (K % 256 == 0). -1: where measured faster on the H200 (docs/PERF.md:
-  // M <= 2 and N x K >= 128 Mi), unless gemv_window = 0 or gemv_tma = 1; 0: never;
+  // 128-byte lines (K % 256 == 0 4-bit, K % 128 == 0 8-bit). -1: where measured faster on
+  // the H200 (docs/PERF.md: 4-bit on N x K >= 128 Mi; 8-bit without a zero-point tensor
+  // wherever the tensor cores run), unless gemv_window = 0 or gemv_tma = 1; 0: never;
   // 1: wherever it applies (it takes the window kernel then, whatever the grid), unless
   // gemv_window = 0 (BQMM_NBITS_GEMV_LINES=0 / 1).
   int gemv_lines = -1;
+  // Line loads' 16-column tiles per warp (as Fp8WeightMatMul's): with 2 a warp multiplies
+  // each activation load with two tiles and keeps twice the weight bytes in flight (128
+  // registers); no zero-point tensor. -1: where measured faster on the H200
+  // (docs/PERF.md: N x K >= 128 Mi; 4-bit at every M, 8-bit from M = 2 in float16 and
+  // M = 5 in bfloat16), else 1; 1 or 2 forces it where line loads run without a
+  // zero-point tensor (BQMM_NBITS_GEMV_TILES).
+  int gemv_tiles_per_warp = -1;
 };
 // Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB),
 // BQMM_DEQUANT_OVERLAP (0 or 1), BQMM_NBITS_GEMV_ALGO (0, 1 or 2 forces that GEMV
 // algorithm), BQMM_NBITS_GEMV_TMA (0 or 1; see gemv_tma), BQMM_NBITS_GEMV_FMA (0 or 1;
-// see gemv_fma), BQMM_NBITS_GEMV_WINDOW (0 or 1; see gemv_window) and
-// BQMM_NBITS_GEMV_LINES (0 or 1; see gemv_lines). A malformed value
-// is an error that names the variable.
+// see gemv_fma), BQMM_NBITS_GEMV_WINDOW (0 or 1; see gemv_window),
+// BQMM_NBITS_GEMV_LINES (0 or 1; see gemv_lines) and BQMM_NBITS_GEMV_TILES (1 or 2; see
+// gemv_tiles_per_warp). A malformed value is an error that names the variable.
 Status nbits_matmul_options_from_env(NBitsMatMulOptions* opts);
 
 // The planner's decision: which path, which kernels, the tiling and the workspace layout.
@@ -177,6 +185,8 @@ struct NBitsMatMulPlan {
   bool gemv_window = false;   // the window kernel (4-bit, algorithm 0 on whole windows);
                               // gemv_tma is false then
   bool gemv_lines = false;    // the window kernel's weights by whole-line loads
+  int gemv_tiles_per_warp = 1;  // 16-column tiles per warp of the tensor-core tiles (2 only
+                                // with lines and no zero-point tensor)
 
   // Workspace layout: byte offsets into the caller's workspace, each 256-byte aligned.
   size_t cublas_offset = 0, cublas_bytes = 0;    // cuBLAS's own workspace

@@ -53,14 +53,19 @@ Status workspace(const void* data, size_t bytes, size_t required);
 Status int_in_range(const char* name, int64_t got, int64_t lo, int64_t hi, const char* expected);
 
 // The options both planners take: dequant_scratch_bytes > 0, gemv_tma and gemv_lines in
-// {-1, 0, 1}.
+// {-1, 0, 1}, gemv_tiles_per_warp in {-1, 1, 2}.
 template <typename Options>
 Status shared_options(const Options& o) {
   BQMM_RETURN_IF_ERROR(int_in_range("options.dequant_scratch_bytes", o.dequant_scratch_bytes, 1,
                                     INT64_MAX, "> 0"));
   BQMM_RETURN_IF_ERROR(
       int_in_range("options.gemv_tma", o.gemv_tma, -1, 1, "-1 (planner's choice), 0 or 1"));
-  return int_in_range("options.gemv_lines", o.gemv_lines, -1, 1, "-1 (planner's choice), 0 or 1");
+  BQMM_RETURN_IF_ERROR(
+      int_in_range("options.gemv_lines", o.gemv_lines, -1, 1, "-1 (planner's choice), 0 or 1"));
+  if (o.gemv_tiles_per_warp == 0)  // not a tile count: rejected as outside [1, 2]
+    return int_in_range("options.gemv_tiles_per_warp", 0, 1, 2, "-1 (planner's choice), 1 or 2");
+  return int_in_range("options.gemv_tiles_per_warp", o.gemv_tiles_per_warp, -1, 2,
+                      "-1 (planner's choice), 1 or 2");
 }
 
 // a * b without overflow (both >= 0); "<what> overflows int64" otherwise.

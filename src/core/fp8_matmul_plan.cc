@@ -96,11 +96,6 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
                   "options.gemv_k_split: expected 0 (planner's choice), 1, 2, 4 or 8 but got " +
                       std::to_string(options.gemv_k_split));
   BQMM_RETURN_IF_ERROR(check::shared_options(options));
-  if (options.gemv_tiles_per_warp != -1 && options.gemv_tiles_per_warp != 1 &&
-      options.gemv_tiles_per_warp != 2)
-    return Status(StatusCode::kInvalidArgument,
-                  "options.gemv_tiles_per_warp: expected -1 (planner's choice), 1 or 2 but got " +
-                      std::to_string(options.gemv_tiles_per_warp));
   if (options.gemv_mma_min_rows < 1)
     return Status(StatusCode::kInvalidArgument,
                   "options.gemv_mma_min_rows: expected >= 1 but got " +

@@ -75,7 +75,8 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan) {
   } else if (plan.path == NBitsPath::kGemv) {
     os << "; algo=" << plan.gemv_algo << "; rows=" << plan.gemv_rows
        << "; k_split=" << plan.gemv_k_split << "; tma=" << (plan.gemv_tma ? 1 : 0)
-       << "; window=" << (plan.gemv_window ? 1 : 0) << "; lines=" << (plan.gemv_lines ? 1 : 0);
+       << "; window=" << (plan.gemv_window ? 1 : 0) << "; lines=" << (plan.gemv_lines ? 1 : 0)
+       << "; tiles=" << plan.gemv_tiles_per_warp;
   }
   os << "; workspace=" << plan.workspace_bytes << "B";
   if (plan.workspace_bytes > 0) {
@@ -92,7 +93,8 @@ Status nbits_matmul_options_from_env(NBitsMatMulOptions* opts) {
   BQMM_RETURN_IF_ERROR(env::read_int_option("BQMM_NBITS_GEMV_TMA", 0, 1, &opts->gemv_tma));
   BQMM_RETURN_IF_ERROR(env::read_int_option("BQMM_NBITS_GEMV_FMA", 0, 1, &opts->gemv_fma));
   BQMM_RETURN_IF_ERROR(env::read_int_option("BQMM_NBITS_GEMV_WINDOW", 0, 1, &opts->gemv_window));
-  return env::read_int_option("BQMM_NBITS_GEMV_LINES", 0, 1, &opts->gemv_lines);
+  BQMM_RETURN_IF_ERROR(env::read_int_option("BQMM_NBITS_GEMV_LINES", 0, 1, &opts->gemv_lines));
+  return env::read_int_option("BQMM_NBITS_GEMV_TILES", 1, 2, &opts->gemv_tiles_per_warp);
 }
 
 Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
@@ -212,12 +214,24 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     //   - float16 (128 registers, 16 warps per SM; at 80 it lost up to 23 %): 3-8 %
     //     faster than the register tile at M = 2..8 below 128 Mi codes and 2 % at M = 8 of
     //     28672 x 8192, but 0.3-3 % slower than TMA tiles at its M = 2, 4.
+    // * Two 16-column tiles per warp (no zero-point tensor; FP8's tile does the same), on
+    //   N x K >= 128 Mi (28672 x 8192, 2026-11-30b, against the default kernels of the
+    //   tree before): 4-bit at M = 4, 8 9-17 % faster, at M = 1, 2 -8 to +1 %; 8-bit
+    //   float16 from M = 2 2-9 % faster (in place of TMA tiles at M <= 4); 8-bit bfloat16
+    //   at M = 8 2 % faster, at M = 2, 4 2-3 % slower than one tile. With them line loads
+    //   are taken where one tile was not (4-bit M > 4, 8-bit float16 in place of TMA).
     const bool lines_applies = window_applies && p.row_bytes() % kGemvTmaTileBytes == 0;
+    const bool two_tiles_faster =
+        gemv_tma_pays(p.n, p.k) && (p.bits == 4 || p.m >= (p.dtype == DType::kFloat16 ? 2 : 5));
+    const bool two_tiles_wanted =
+        lines_applies && p.zero_points == NBitsZeroPoints::kNone &&
+        (options.gemv_tiles_per_warp == 2 || (options.gemv_tiles_per_warp < 0 && two_tiles_faster));
     const bool lines_faster =
-        p.bits == 4 ? p.m <= (p.zero_points == NBitsZeroPoints::kPacked ? 2 : 4) &&
-                          gemv_tma_pays(p.n, p.k)
-                    : p.zero_points == NBitsZeroPoints::kNone &&
-                          (p.dtype == DType::kBFloat16 || !(tma_applies && tma_faster));
+        two_tiles_wanted ||
+        (p.bits == 4 ? p.m <= (p.zero_points == NBitsZeroPoints::kPacked ? 2 : 4) &&
+                           gemv_tma_pays(p.n, p.k)
+                     : p.zero_points == NBitsZeroPoints::kNone &&
+                           (p.dtype == DType::kBFloat16 || !(tma_applies && tma_faster)));
     const bool lines_wanted =
         lines_applies && options.gemv_window != 0 &&
         (options.gemv_lines == 1 || (options.gemv_lines < 0 && options.gemv_tma != 1 && lines_faster));
@@ -225,16 +239,24 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
         window_applies && (options.gemv_window == 1 || lines_wanted ||
                            (options.gemv_window < 0 && options.gemv_tma != 1 && window_faster));
     plan.gemv_lines = plan.gemv_window && lines_wanted;
+    plan.gemv_tiles_per_warp = plan.gemv_lines && two_tiles_wanted ? 2 : 1;
     if (plan.gemv_window) plan.gemv_tma = false;
     // K split (core/gemv_split.h) over the kernel's units of K (TMA tiles or 64-byte
-    // windows): float32's FMA tile holds fewer warps per SM, the window kernel more.
+    // windows) and its warps (one per tiles_per_warp 16-column tiles): float32's FMA tile
+    // holds fewer warps per SM, the window kernel more (two tiles: 16).
     const int64_t warps_per_sm =
         !half_type ? kGemvWarpsPerSmFloat
         : plan.gemv_window ? nbits_window_warps_per_sm(p.bits, p.zero_points == NBitsZeroPoints::kPacked,
-                                                     p.dtype == DType::kFloat16)
+                                                     p.dtype == DType::kFloat16,
+                                                     plan.gemv_tiles_per_warp)
                            : kGemvTensorCoreWarpsPerSm;
     plan.gemv_k_split = choose_gemv_k_split(
-        p.n, gemv_k_units(p.row_bytes(), plan.gemv_tma), device.num_sms, warps_per_sm);
+        (p.n + plan.gemv_tiles_per_warp - 1) / plan.gemv_tiles_per_warp,
+        gemv_k_units(p.row_bytes(), plan.gemv_tma), device.num_sms, warps_per_sm);
+    // 4-bit bfloat16 on two tiles at M <= 4: twice the model's split (28672 x 8192: k_split
+    // 4 7-8 % faster than its 2 at M = 1, 2, 6 % at M = 4; at M = 8 2 was 7 % faster).
+    if (plan.gemv_tiles_per_warp == 2 && p.bits == 4 && p.dtype == DType::kBFloat16 && p.m <= 4)
+      plan.gemv_k_split = std::min(2 * plan.gemv_k_split, kGemvMaxKSplit);
     *out = plan;
     return Status::Ok();
   }

@@ -240,15 +240,8 @@ __device__ __forceinline__ void lines_k_loop(const GemvParams<T>& p, const Qdq& 
                                              const int64_t (&col_hi)[kTiles],
                                              float (&acc)[kTiles][4]) {
   extern __shared__ uint4 fp8_lines[];
-  auto make_lines = [&](int j) {
-    return LinePairs(fp8_lines + (warp * kTiles + j) * (kLineBufferBytes / 16), p.b,
-                     n0 + j * kMmaCols, p.n, p.k, lane);
-  };
-  // Tile j's stream (j is a compile-time constant at every use; with kTiles = 1 the
-  // second object is the first's twin and never used).
-  const LinePairs lines0 = make_lines(0);
-  const LinePairs lines1 = make_lines(kTiles - 1);
-  auto lines = [&](int j) -> const LinePairs& { return j == 0 ? lines0 : lines1; };
+  const LineTiles<kTiles> lines(fp8_lines + warp * kTiles * (kLineBufferBytes / 16), p.b, n0,
+                                p.n, p.k, lane);
   const uint32_t pairs = static_cast<uint32_t>(p.k / kLinePairBytes);
   const int count = warp < static_cast<int>(pairs)
                         ? static_cast<int>((pairs - warp + kKSplit - 1) / kKSplit)
@@ -263,7 +256,7 @@ __device__ __forceinline__ void lines_k_loop(const GemvParams<T>& p, const Qdq& 
   auto load_pair = [&](int i) {
     const uint32_t v = warp + static_cast<uint32_t>(i) * kKSplit;
 #pragma unroll
-    for (int j = 0; j < kTiles; ++j) lines(j).load(raw[j], static_cast<size_t>(v) * kLinePairBytes);
+    for (int j = 0; j < kTiles; ++j) lines[j].load(raw[j], static_cast<size_t>(v) * kLinePairBytes);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const uint32_t idx = p.slices_per_block.div(2 * v + h);
@@ -287,7 +280,7 @@ __device__ __forceinline__ void lines_k_loop(const GemvParams<T>& p, const Qdq& 
       a[h][1] = load_cached_u4_if(src + 1, row_ok);
     }
 #pragma unroll
-    for (int j = 0; j < kTiles; ++j) lines(j).stage(raw[j]);
+    for (int j = 0; j < kTiles; ++j) lines[j].stage(raw[j]);
     float s[kTiles][2][2];
 #pragma unroll
     for (int j = 0; j < kTiles; ++j)
@@ -306,11 +299,11 @@ __device__ __forceinline__ void lines_k_loop(const GemvParams<T>& p, const Qdq& 
 #pragma unroll
       for (int j = 0; j < kTiles; ++j) {
         uint32_t frag[4][4];
-        decode_window<T>(lines(j).lo(h), lines(j).hi(h), frag);
+        decode_window<T>(lines[j].lo(h), lines[j].hi(h), frag);
         multiply_window<T>(frag, cur, s[j][h][0], s[j][h][1], acc[j]);
       }
     }
-    lines0.release();
+    lines.release();
   }
 }
 

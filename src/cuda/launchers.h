@@ -97,9 +97,10 @@ struct NBitsGemvArgs {
 // codes 4-bit, 64 8-bit; rows of whole windows): algorithm 0's loop without partial
 // windows (NBitsGemvWindowKernel);
 // tma and algo do not apply then. lines (with window, rows of whole 128-byte lines): the
-// window kernel's weights loaded as whole lines and staged through shared memory.
+// window kernel's weights loaded as whole lines and staged through shared memory,
+// `tiles_per_warp` (1, or 2 with lines and no zero points) 16-column tiles per warp.
 Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_split, bool tma,
-                         bool window, bool lines, cudaStream_t stream);
+                         bool window, bool lines, int tiles_per_warp, cudaStream_t stream);
 // CUDA cores, 8-bit codes, float16 / bfloat16 (cuda/gemv_fma.cuh): a warp per two output
 // columns, lanes along K; rows (1 or 2, >= M) activation rows per warp.
 Status launch_nbits_gemv_fma(const NBitsGemvArgs& args, int rows, cudaStream_t stream);

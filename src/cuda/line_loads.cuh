@@ -74,6 +74,28 @@ class LinePairs {
   uint4* st_;
   const uint4* rd_[2];
 };
+
+// kTiles (1 or 2) adjacent 16-row tiles of one warp, rows n0 + 16 j .. of tile j, each with
+// its own LinePairs and 2 KB of the warp's kTiles x 2 KB at buf. lines[j] is tile j's
+// stream (j a compile-time constant at every use; with one tile the second member is the
+// first's twin, never used, and compiled away).
+template <int kTiles>
+class LineTiles {
+ public:
+  __device__ LineTiles(uint4* buf, const uint8_t* b, int64_t n0, int64_t n, int64_t row_bytes,
+                       int lane)
+      : first_(buf, b, n0, n, row_bytes, lane),
+        last_(buf + (kTiles - 1) * (kLineBufferBytes / 16), b, n0 + (kTiles - 1) * kLineRows, n,
+              row_bytes, lane) {}
+  __device__ __forceinline__ const LinePairs& operator[](int j) const {
+    return j == 0 ? first_ : last_;
+  }
+  // Every lane has read every tile's staged pair.
+  __device__ __forceinline__ void release() const { first_.release(); }
+
+ private:
+  LinePairs first_, last_;
+};
 #endif  // __CUDACC__
 
 }  // namespace bqmm::cuda

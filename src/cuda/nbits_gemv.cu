@@ -76,9 +76,10 @@
 // of whole windows; for 4-bit the planner's choice where the grid has more warps than the
 // 128-register tiles hold, for 8-bit only with line loads): MmaTile's math on a loop with
 // nothing partial, at 64-128 registers (kWindowMinBlocks). kLines (rows of whole 128-byte
-// lines; the planner's choice for 4-bit at M <= 4 on large weights and for 8-bit wherever
-// the tensor cores run, in float16 not where TMA tiles are taken): its weights loaded as
-// whole lines and staged through shared memory (cuda/line_loads.cuh).
+// lines; the planner's choice for 4-bit on large weights and for 8-bit wherever the
+// tensor cores run): its weights loaded as whole lines and staged through shared memory
+// (cuda/line_loads.cuh), with kTiles = 2 (large weights, no zero points) two 16-column
+// tiles per warp.
 //
 // GemvFmaKernel (cuda/gemv_fma.cuh, FP8's CUDA-core kernel; 8-bit, float16 / bfloat16,
 // the planner's choice at M = 1 and, in bfloat16, M = 2): a warp per two output columns,
@@ -607,10 +608,10 @@ struct TileRows {
 // The end of both kernels: the K-split reduction (warps 1.. hand their partial sums to
 // warp 0 through shared memory, same lane, same ownership), then warp 0 adds the bias in
 // float32 and rounds to T once; rows >= M and columns past N (row_ok) are not stored.
-template <typename Tile, typename T>
+template <typename Tile, typename T, int kColumnRows>
 __device__ __forceinline__ void reduce_and_store(const GemvParams<T>& p, float (&v)[Tile::kValues],
                                                  uint32_t warp, int lane, uint32_t k_split,
-                                                 int64_t n0, const bool (&row_ok)[2]) {
+                                                 int64_t n0, const bool (&row_ok)[kColumnRows]) {
   __shared__ float partials[kMaxKSplit - 1][Tile::kValues][kWarpSize];
   if (k_split > 1) {
     if (warp > 0) {
@@ -629,6 +630,22 @@ __device__ __forceinline__ void reduce_and_store(const GemvParams<T>& p, float (
     store_output(p, row, n0 + g + 8 * r, value);
   });
 }
+
+// Two MmaTiles side by side (the window kernel's kTiles = 2): values 4j .. 4j + 3 are tile
+// j's, whose rows lo and hi are columns n0 + 16 j + g and n0 + 16 j + g + 8, i.e. column
+// rows r = 2 j and 2 j + 1 of n0 + g + 8 r.
+template <class Tile>
+struct TilePair {
+  static constexpr int kValues = 2 * Tile::kValues;
+  template <typename Store>
+  __device__ static void store(const float (&v)[kValues], int t, Store&& out) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const float w[Tile::kValues] = {v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]};
+      Tile::store(w, t, [&](int row, int r, float value) { out(row, 2 * j + r, value); });
+    }
+  }
+};
 
 // ================================================================= kernel
 // Template parameters:
@@ -792,6 +809,13 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
 // and the activations of more rows filling the L1 pipe (docs/PERF.md, hence the
 // planner's rule).
 //
+// kTiles = 2 (line loads, no zero points; NBitsMatMulOptions::gemv_tiles_per_warp): the
+// warp owns two 16-column tiles (n0 and n0 + 16), each with its own 2 KB buffer and pair
+// in flight, and multiplies each activation load with both, as FP8's line-load tile
+// (fp8_gemv.cu says why): twice the bytes in flight per warp at 128 registers (16 warps
+// per SM). Measured on the H200 at 28672 x 8192 (docs/PERF.md, 2026-11-30b): 4-bit 9-17 %
+// faster at M = 4, 8, 8-bit float16 2-9 % at M = 2..8 (against TMA tiles at M <= 4).
+//
 // 8-bit takes this kernel only with line loads: on this loop without them it was up to
 // 30 % slower than NBitsGemvKernel at 64 registers and up to 58 % at 80 (H200,
 // docs/PERF.md). An 8-bit window decodes in about half the time of a 4-bit one, so one
@@ -802,14 +826,16 @@ constexpr int kWindowDepth = 2;  // register buffers: one window multiplied, one
 // bytes there, in the measured tables); 3 with packed zero points or 8-bit bfloat16 codes
 // (80 registers: at 64 the zero points' row pointers spilled 84 bytes, 8-bit codes 8-40);
 // 2 for 8-bit float16 (128 registers: with line loads 3-8 % faster than at 80, where they
-// lost to the register tile by up to 23 %; H200, docs/PERF.md).
-template <typename T, int kBits, bool kZeroPoints>
+// lost to the register tile by up to 23 %; H200, docs/PERF.md) and for two tiles per warp
+// (128 registers; 8-bit spills 4-8 bytes there, as measured).
+template <typename T, int kBits, bool kZeroPoints, int kTiles = 1>
 constexpr int kWindowMinBlocks =
-    kBits == 8 ? (std::is_same_v<T, __half> ? 2 : 3) : kZeroPoints ? 3 : 4;
+    kTiles == 2 ? 2 : kBits == 8 ? (std::is_same_v<T, __half> ? 2 : 3) : kZeroPoints ? 3 : 4;
 
-template <typename T, int kBits, bool kZeroPoints, bool kLines>
-__global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<T, kBits, kZeroPoints>)
+template <typename T, int kBits, bool kZeroPoints, bool kLines, int kTiles>
+__global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<T, kBits, kZeroPoints, kTiles>)
     NBitsGemvWindowKernel(const GemvParams<T> p) {
+  static_assert(kTiles == 1 || kLines, "two tiles per warp only with line loads");
   using C = Codes<kBits>;
   using Tile = MmaTile<T, kBits, true>;
   const uint32_t k_split = blockDim.x / kWarpSize;
@@ -817,7 +843,7 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<T, kB
   const int lane = threadIdx.x % kWarpSize;
   const int g = lane / 4;
   const int t = lane % 4;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTileCols;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTileCols * kTiles;
 
   // This warp's windows: a contiguous range (its requests to a DRAM page come together).
   // kLines: an even count (pairs of windows are its unit; p.windows is even there).
@@ -828,7 +854,9 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<T, kB
 
   // Rows lo and hi (TileRows), lane t's chunk of each window; activation row g (M - 1 for
   // g >= M, never stored).
+  // kTiles = 2: the second tile's rows (with one tile, the first's twin, unused).
   const TileRows<T> rows(p, n0, g, kZeroPoints);
+  const TileRows<T> rows1(p, n0 + kTileCols * (kTiles - 1), g, kZeroPoints);
   const T* a_row = p.a + static_cast<int64_t>(g < p.m ? g : p.m - 1) * p.k + t * C::kPerChunk;
 
   struct Loads {
@@ -836,16 +864,17 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<T, kB
     RawQuant<T, kBits> q[2];
   };
   auto block_of = [&](uint32_t u) { return (u * C::kPerWindow) >> p.block_shift; };
-  auto load_quant = [&](uint32_t u, RawQuant<T, kBits> (&q)[2]) {
+  auto load_quant_of = [&](const TileRows<T>& tr, uint32_t u, RawQuant<T, kBits> (&q)[2]) {
     const uint32_t blk = block_of(u);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      q[r].scale[0] = __ldg(rows.s[r] + blk);
+      q[r].scale[0] = __ldg(tr.s[r] + blk);
       if constexpr (C::kGroups == 2) q[r].scale[1] = q[r].scale[0];  // one block
-      q[r].zp_byte = kZeroPoints ? __ldg(rows.zp[r] + (kBits == 8 ? blk : blk >> 1))
+      q[r].zp_byte = kZeroPoints ? __ldg(tr.zp[r] + (kBits == 8 ? blk : blk >> 1))
                                  : C::kDefaultZeroPoint * (kBits == 4 ? 0x11u : 1u);
     }
   };
+  auto load_quant = [&](uint32_t u, RawQuant<T, kBits> (&q)[2]) { load_quant_of(rows, u, q); };
   auto load = [&](uint32_t u, Loads& l) {
 #pragma unroll
     for (int r = 0; r < 2; ++r)
@@ -853,13 +882,15 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<T, kB
                               static_cast<size_t>(u) * (kWindowChunks * kChunkBytes));
     load_quant(u, l.q);
   };
-  float acc[4] = {};
-  auto multiply = [&](uint32_t u, const Loads& l) {
+  float accs[kTiles][4] = {};
+  auto load_act = [&](uint32_t u, uint4 (&act)[Tile::kActVecs]) {
     const T* src = a_row + static_cast<size_t>(u) * C::kPerWindow;
-    uint4 act[Tile::kActVecs];
 #pragma unroll
     for (int i = 0; i < Tile::kActVecs; ++i)
       act[i] = load_cached_u4_if(reinterpret_cast<const uint4*>(src) + i, g < p.m);
+  };
+  auto multiply_act = [&](const uint4 (&act)[Tile::kActVecs], uint32_t u, const Loads& l,
+                          float (&acc)[4]) {
     const uint32_t blk = block_of(u);
     const BlockConsts c_lo = make_consts<T, kBits>(l.q[0], blk, 0, false);
     const BlockConsts c_hi = make_consts<T, kBits>(l.q[1], blk, 0, false);
@@ -874,38 +905,61 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<T, kB
     }
     apply_block_scales<T, kBits>(acc, part, part16, c_lo, c_hi);
   };
+  auto multiply = [&](uint32_t u, const Loads& l) {
+    uint4 act[Tile::kActVecs];
+    load_act(u, act);
+    multiply_act(act, u, l, accs[0]);
+  };
 
   if constexpr (kLines) {
-    // Line loads (cuda/line_loads.cuh): a pair of windows per stage, one pair in flight.
+    // Line loads (cuda/line_loads.cuh): a pair of windows per stage, one pair per tile in
+    // flight; kTiles = 2: each activation load multiplies both tiles.
     extern __shared__ uint4 window_lines[];
-    const LinePairs lines(window_lines + warp * (kLineBufferBytes / 16), p.b, n0, p.n,
-                          p.row_bytes, lane);
+    const LineTiles<kTiles> lines(window_lines + warp * kTiles * (kLineBufferBytes / 16), p.b,
+                                  n0, p.n, p.row_bytes, lane);
+    auto tile_rows = [&](int j) -> const TileRows<T>& { return j == 0 ? rows : rows1; };
     const uint32_t v0 = u0 / 2, v1 = u1 / 2;
     if (v0 < v1) {
-      uint4 raw[4];
-      RawQuant<T, kBits> q[2][2];
+      uint4 raw[kTiles][4];
+      RawQuant<T, kBits> q[kTiles][2][2];
       auto load_pair = [&](uint32_t v) {
-        lines.load(raw, static_cast<size_t>(v) * kLinePairBytes);
 #pragma unroll
-        for (int h = 0; h < 2; ++h) load_quant(2 * v + h, q[h]);
+        for (int j = 0; j < kTiles; ++j) lines[j].load(raw[j], static_cast<size_t>(v) * kLinePairBytes);
+#pragma unroll
+        for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) load_quant_of(tile_rows(j), 2 * v + h, q[j][h]);
       };
       load_pair(v0);
 #pragma unroll 1
       for (uint32_t v = v0; v < v1; ++v) {
-        lines.stage(raw);
-        Loads l[2];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          l[h].q[0] = q[h][0];
-          l[h].q[1] = q[h][1];
-        }
+        for (int j = 0; j < kTiles; ++j) lines[j].stage(raw[j]);
+        Loads l[kTiles][2];
+#pragma unroll
+        for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            l[j][h].q[0] = q[j][h][0];
+            l[j][h].q[1] = q[j][h][1];
+          }
         // The next pair's loads (past the range: the last pair again, never multiplied).
         load_pair(min(v + 1, v1 - 1));
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          l[h].w[0] = lines.lo(h);
-          l[h].w[1] = lines.hi(h);
-          multiply(2 * v + h, l[h]);
+          // The order of the staged reads and the activation loads is the measured one:
+          // with one tile the activations after (before, ptxas spilled 8-24 bytes at 80
+          // registers), with two before.
+          uint4 act[Tile::kActVecs];
+          if constexpr (kTiles == 2) load_act(2 * v + h, act);
+#pragma unroll
+          for (int j = 0; j < kTiles; ++j) {
+            l[j][h].w[0] = lines[j].lo(h);
+            l[j][h].w[1] = lines[j].hi(h);
+          }
+          if constexpr (kTiles == 1) load_act(2 * v + h, act);
+#pragma unroll
+          for (int j = 0; j < kTiles; ++j) multiply_act(act, 2 * v + h, l[j][h], accs[j]);
         }
         lines.release();
       }
@@ -926,8 +980,15 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<T, kB
     }
   }
 
-  float v[Tile::kValues] = {acc[0], acc[1], acc[2], acc[3]};
-  reduce_and_store<Tile>(p, v, warp, lane, k_split, n0, rows.ok);
+  if constexpr (kTiles == 1) {
+    float v[Tile::kValues] = {accs[0][0], accs[0][1], accs[0][2], accs[0][3]};
+    reduce_and_store<Tile>(p, v, warp, lane, k_split, n0, rows.ok);
+  } else {
+    float v[TilePair<Tile>::kValues] = {accs[0][0], accs[0][1], accs[0][2], accs[0][3],
+                                        accs[1][0], accs[1][1], accs[1][2], accs[1][3]};
+    const bool ok[4] = {rows.ok[0], rows.ok[1], rows1.ok[0], rows1.ok[1]};
+    reduce_and_store<TilePair<Tile>>(p, v, warp, lane, k_split, n0, ok);
+  }
 }
 
 // ================================================================= TMA kernel
@@ -1227,7 +1288,8 @@ Status launch_tma(const NBitsGemvArgs& args, int k_split, cudaStream_t stream) {
 }
 
 template <typename T>
-Status launch_window(const NBitsGemvArgs& args, int k_split, bool lines, cudaStream_t stream) {
+Status launch_window(const NBitsGemvArgs& args, int k_split, bool lines, int tiles,
+                     cudaStream_t stream) {
   if constexpr (std::is_same_v<T, float>) {
     return Status(StatusCode::kInternal, "launch_nbits_gemv: no window kernel for float32");
   } else {
@@ -1240,24 +1302,32 @@ Status launch_window(const NBitsGemvArgs& args, int k_split, bool lines, cudaStr
                     "blocks of a window or more, not " + std::to_string(args.bits) +
                         "-bit K = " + std::to_string(args.k) + " block_size " +
                         std::to_string(args.block_size));
-    const dim3 grid(static_cast<unsigned>((args.n + kTileCols - 1) / kTileCols));
+    if (tiles != 1 && !(tiles == 2 && lines && p.zp == nullptr))
+      return Status(StatusCode::kInternal, "launch_nbits_gemv: " + std::to_string(tiles) +
+                                               " tiles per warp (1, or 2 with line loads and no "
+                                               "zero points)");
+    const dim3 grid(static_cast<unsigned>((args.n + kTileCols * tiles - 1) / (kTileCols * tiles)));
     const dim3 block(k_split * kWarpSize);
     if (lines && p.windows % 2 != 0)
       return Status(StatusCode::kInternal,
                     "launch_nbits_gemv: line loads take rows of whole 128-byte lines, not K = " +
                         std::to_string(args.k));
-    const int smem = lines ? k_split * kLineBufferBytes : 0;
-    auto go = [&](auto bits, auto zero_points, auto line_loads) {
+    const int smem = lines ? k_split * tiles * kLineBufferBytes : 0;
+    auto go = [&](auto bits, auto zero_points, auto line_loads, auto n_tiles) {
       NBitsGemvWindowKernel<T, decltype(bits)::value, decltype(zero_points)::value,
-                            decltype(line_loads)::value><<<grid, block, smem, stream>>>(p);
+                            decltype(line_loads)::value, decltype(n_tiles)::value>
+          <<<grid, block, smem, stream>>>(p);
     };
+    using One = std::integral_constant<int, 1>;
     auto with_bits = [&](auto bits) {
-      if (p.zp != nullptr) {
-        if (lines) go(bits, std::true_type(), std::true_type());
-        else go(bits, std::true_type(), std::false_type());
+      if (tiles == 2) {  // line loads, no zero points (checked above)
+        go(bits, std::false_type(), std::true_type(), std::integral_constant<int, 2>());
+      } else if (p.zp != nullptr) {
+        if (lines) go(bits, std::true_type(), std::true_type(), One());
+        else go(bits, std::true_type(), std::false_type(), One());
       } else {
-        if (lines) go(bits, std::false_type(), std::true_type());
-        else go(bits, std::false_type(), std::false_type());
+        if (lines) go(bits, std::false_type(), std::true_type(), One());
+        else go(bits, std::false_type(), std::false_type(), One());
       }
     };
     if (args.bits == 4) with_bits(std::integral_constant<int, 4>());
@@ -1311,12 +1381,12 @@ Status check_gemv_args(const NBitsGemvArgs& args, int rows, int k_split) {
 }  // namespace
 
 Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_split, bool tma,
-                         bool window, bool lines, cudaStream_t stream) {
+                         bool window, bool lines, int tiles_per_warp, cudaStream_t stream) {
   if (args.m == 0 || args.n == 0) return Status::Ok();
   BQMM_RETURN_IF_ERROR(check_gemv_args(args, rows, k_split));
   return dispatch_float_types(args.dtype, "launch_nbits_gemv", [&](auto tag) -> Status {
     using T = decltype(tag);
-    if (window) return launch_window<T>(args, k_split, lines, stream);
+    if (window) return launch_window<T>(args, k_split, lines, tiles_per_warp, stream);
     if (tma)
       return args.bits == 8 ? launch_tma<T, 8>(args, k_split, stream)
                             : launch_tma<T, 4>(args, k_split, stream);

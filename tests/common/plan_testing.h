@@ -158,6 +158,22 @@ void expect_switch_overrides(Status (*from_env)(typename Op::Options*),
   }
 }
 
+// The tiles-per-warp option of an operator (read from `var`): "2" gives two tiles on a
+// problem that has one by default, "1" one on a problem that has two; "" is unset; any
+// other value is rejected (expect_env_rejects). Leaves the variable unset.
+template <typename Problem, typename Op = Operator<Problem>>
+void expect_tiles_from_env(Status (*from_env)(typename Op::Options*), const char* var,
+                           const Problem& one_by_default, const Problem& two_by_default) {
+  using Options = typename Op::Options;
+  EXPECT_EQ(plan(one_by_default).gemv_tiles_per_warp, 1);
+  EXPECT_EQ(plan(two_by_default).gemv_tiles_per_warp, 2);
+  EXPECT_EQ(plan(one_by_default, kHopper, options_with_env(from_env, var, "2")).gemv_tiles_per_warp, 2);
+  EXPECT_EQ(plan(two_by_default, kHopper, options_with_env(from_env, var, "1")).gemv_tiles_per_warp, 1);
+  EXPECT_EQ(options_with_env(from_env, var, "").gemv_tiles_per_warp, -1);
+  expect_env_rejects(from_env, var, &Options::gemv_tiles_per_warp, {"0", "3", "-1", "two"});
+  unsetenv(var);
+}
+
 // Unsets the named variables for its lifetime, then restores what they were.
 class EnvGuard {
  public:

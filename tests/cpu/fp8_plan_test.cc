@@ -602,14 +602,8 @@ TEST_F(Fp8EnvTest, GemvSwitchOverrides) {
 // BQMM_FP8_GEMV_TILES: 1 or 2 tiles per warp of line loads; anything else is an error that
 // names the variable and leaves the option at -1.
 TEST_F(Fp8EnvTest, GemvTilesFromEnv) {
-  const auto with_env = [](const char* value) {
-    return testing::options_with_env(fp8_matmul_options_from_env, "BQMM_FP8_GEMV_TILES", value);
-  };
-  EXPECT_EQ(plan(problem(2, 4096, 4096), kHopper, with_env("2")).gemv_tiles_per_warp, 2);
-  EXPECT_EQ(plan(problem(2, 28672, 8192), kHopper, with_env("1")).gemv_tiles_per_warp, 1);
-  EXPECT_EQ(with_env("").gemv_tiles_per_warp, -1);
-  testing::expect_env_rejects(fp8_matmul_options_from_env, "BQMM_FP8_GEMV_TILES",
-                              &Fp8MatMulOptions::gemv_tiles_per_warp, {"0", "3", "-1", "two"});
+  testing::expect_tiles_from_env(fp8_matmul_options_from_env, "BQMM_FP8_GEMV_TILES",
+                                 problem(2, 4096, 4096), problem(2, 28672, 8192));
 }
 
 TEST_F(Fp8EnvTest, MalformedGemvMmaIsAnError) {

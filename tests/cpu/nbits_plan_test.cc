@@ -269,14 +269,21 @@ TEST(NBitsPlan, ScalarDequantForOddK) {
 
 // TMA tiles where the kernel applies (SM90, float16 / bfloat16, blocks of at least half a
 // 128-byte tile's codes: 8-bit 64, 4-bit 128) and, by default, where measured faster:
-// N x K >= 128 Mi codes, and M <= 4 for 8-bit. Its K split deals out 128-byte tiles.
+// N x K >= 128 Mi codes, and M <= 4 for 8-bit, unless the window kernel (line loads) is
+// taken. Its K split deals out 128-byte tiles.
 TEST(NBitsPlan, GemvTmaWhereItPaysOrWhenAsked) {
   NBitsMatMulOptions o;
   EXPECT_EQ(o.gemv_tma, -1);
   // The rule: 28672 x 8192 = 224 Mi codes; 8192 x 16384 = 128 Mi exactly; 8192 x 16368 below.
-  EXPECT_TRUE(plan(problem(2, 28672, 8192, 8, 128)).gemv_tma);  // M = 1: gemv_fma
-  EXPECT_TRUE(plan(problem(4, 28672, 8192, 8, 128)).gemv_tma);
-  EXPECT_FALSE(plan(problem(5, 28672, 8192, 8, 128)).gemv_tma);  // 8-bit: M <= 4 only
+  // 8-bit float16 with packed zero points (without them: line loads of two tiles, below).
+  NBitsMatMulProblem zp8 = problem(2, 28672, 8192, 8, 128);  // M = 1: gemv_fma
+  zp8.zero_points = NBitsZeroPoints::kPacked;
+  EXPECT_TRUE(plan(zp8).gemv_tma);
+  zp8.m = 4;
+  EXPECT_TRUE(plan(zp8).gemv_tma);
+  zp8.m = 5;  // 8-bit: M <= 4 only
+  EXPECT_FALSE(plan(zp8).gemv_tma);
+  EXPECT_FALSE(plan(problem(2, 28672, 8192, 8, 128)).gemv_tma);
   // 4-bit: every M, where the window kernel is off (by default it replaces the TMA tile).
   NBitsMatMulOptions no_window;
   no_window.gemv_window = 0;
@@ -329,8 +336,10 @@ TEST(NBitsPlan, GemvWindowWhereItAppliesOrWhenAsked) {
         EXPECT_EQ(p.gemv_algo, kNBitsGemvAlgoUnrolled) << p;
       }
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 64)).gemv_window);  // a window spans 2 blocks
-  // 8-bit takes it only with line loads; float16 M = 2 here takes TMA tiles instead.
-  EXPECT_FALSE(plan(problem(2, 28672, 8192, 8, 128)).gemv_window);
+  // 8-bit takes it only with line loads: with packed zero points, TMA tiles here instead.
+  NBitsMatMulProblem zp8 = problem(2, 28672, 8192, 8, 128);
+  zp8.zero_points = NBitsZeroPoints::kPacked;
+  EXPECT_FALSE(plan(zp8).gemv_window);
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128, DType::kFloat32)).gemv_window);
   EXPECT_FALSE(plan(problem(9, 28672, 8192, 4, 128)).gemv_window);  // dequant + GEMM
   // The grid: 264 tiles x 8 = 2112 = 16 x 132 warps is not more; 265 tiles are.
@@ -368,7 +377,7 @@ TEST(NBitsPlan, GemvWindowWhereItAppliesOrWhenAsked) {
   // wave (34) against 1 (66) and 4 (2 waves, 36). 16 (2112): k_split 1 (66) against 2
   // (2 waves, 68). With packed zero points, 24 (3168): 5 waves of k_split 8 (50) against
   // 3 of 4 (54), 2 of 2 (68) and 1 of 1 (66).
-  EXPECT_EQ(plan(problem(3, 28672, 8192, 4, 128)).gemv_k_split, 2);
+  EXPECT_EQ(plan(problem(3, 28672, 8192, 4, 128), kHopper, no_lines).gemv_k_split, 2);
   EXPECT_EQ(plan(problem(3, 28672, 8192, 4, 128), kHopper, o).gemv_k_split, 1);
   NBitsMatMulProblem zp = problem(1, 28672, 8192, 4, 128);
   zp.zero_points = NBitsZeroPoints::kPacked;
@@ -393,18 +402,23 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   NBitsMatMulOptions o;
   EXPECT_EQ(o.gemv_lines, -1);
   const int64_t shapes[][2] = {{4096, 4096}, {4096, 14336}, {14336, 4096}, {8192, 8192}, {28672, 8192}};
-  // 4-bit at M <= 4 on the large shape; 8-bit wherever the tensor cores run (bfloat16 from
-  // M = 3, and M = 2 on the large shape; float16 from M = 2: below, the CUDA-core
-  // kernel), in float16 not where TMA tiles are taken (28672 x 8192 at M <= 4).
+  // 4-bit at every M on the large shape (two tiles per warp; with one, M <= 4); 8-bit
+  // wherever the tensor cores run (bfloat16 from M = 3, and M = 2 on the large shape;
+  // float16 from M = 2: below, the CUDA-core kernel). Two tiles per warp on the large
+  // shape: 4-bit at every M, 8-bit float16 from M = 2, bfloat16 from M = 5; their K split
+  // counts 16 warps per SM over ceil(N / 32) warps' columns (4-bit bfloat16 at M <= 4:
+  // twice the model's).
   for (int bits : {4, 8})
   for (DType t : {DType::kFloat16, DType::kBFloat16})
     for (const auto& nk : shapes)
       for (int64_t m = 1; m <= 8; ++m) {
         const NBitsMatMulPlan p = plan(problem(m, nk[0], nk[1], bits, 128, t));
         const bool large = nk[0] == 28672;
-        const bool want = bits == 4                ? m <= 4 && large
+        const bool want = bits == 4                ? large
                           : t == DType::kBFloat16 ? m > 2 || (m == 2 && large)
-                                                  : m > 1 && !(large && m <= 4);
+                                                  : m > 1;
+        const bool fp16 = t == DType::kFloat16;
+        const int tiles = large && (bits == 4 || m >= (fp16 ? 2 : 5)) ? 2 : 1;
         EXPECT_EQ(p.gemv_lines, want) << p;
         if (bits == 8) {
           EXPECT_EQ(p.gemv_window, want) << p;  // 8-bit: only with line loads
@@ -412,9 +426,13 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
         if (p.gemv_lines) {
           EXPECT_TRUE(p.gemv_window) << p;
           EXPECT_FALSE(p.gemv_tma) << p;
-          EXPECT_EQ(p.gemv_k_split,
-                    choose_gemv_k_split(nk[0], nk[1] * bits / 8 / 64, kHopper.num_sms,
-                                        nbits_window_warps_per_sm(bits, false, t == DType::kFloat16))) << p;
+          EXPECT_EQ(p.gemv_tiles_per_warp, tiles) << p;
+          const int model = choose_gemv_k_split(nk[0] / tiles, nk[1] * bits / 8 / 64, kHopper.num_sms,
+                                                nbits_window_warps_per_sm(bits, false, fp16, tiles));
+          EXPECT_EQ(p.gemv_k_split, tiles == 2 && bits == 4 && !fp16 && m <= 4 ? 2 * model : model)
+              << p;
+        } else {
+          EXPECT_EQ(p.gemv_tiles_per_warp, 1) << p;
         }
       }
   // 8-bit: the window kernel's 24 warps per SM (k_split 8 at 28672 x 8192; 32 would give 4),
@@ -435,13 +453,17 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
     EXPECT_TRUE(plan(problem(m, 8192, 8192, 8, 128, bf16), kHopper, tensor_cores).gemv_lines);
     EXPECT_TRUE(plan(problem(m, 8192, 8192, 8, 128), kHopper, tensor_cores).gemv_lines);
   }
-  // 8-bit float16: TMA tiles where they are taken (N x K >= 128 Mi, M <= 4), line loads
-  // from M = 5 there, and everywhere without TMA (SM80). Its window kernel holds 16 warps
-  // per SM, bfloat16's 24: 300 tiles of 64 windows take k_split 4 (one wave of 1200
-  // warps: 16 + 2) against 8's two waves (2 x 10) at 16, and 8 (one wave) at 24.
-  EXPECT_FALSE(plan(problem(4, 28672, 8192, 8, 128)).gemv_lines);
-  EXPECT_TRUE(plan(problem(4, 28672, 8192, 8, 128)).gemv_tma);
-  EXPECT_TRUE(plan(problem(5, 28672, 8192, 8, 128)).gemv_lines);
+  // 8-bit float16: line loads of two tiles in place of TMA tiles on N x K >= 128 Mi (one
+  // tile: TMA tiles at M <= 4 there), and everywhere without TMA (SM80). Its window kernel
+  // holds 16 warps per SM, bfloat16's 24: 300 tiles of 64 windows take k_split 4 (one wave
+  // of 1200 warps: 16 + 2) against 8's two waves (2 x 10) at 16, and 8 (one wave) at 24.
+  EXPECT_TRUE(plan(problem(4, 28672, 8192, 8, 128)).gemv_lines);
+  EXPECT_FALSE(plan(problem(4, 28672, 8192, 8, 128)).gemv_tma);
+  NBitsMatMulOptions one_tile;
+  one_tile.gemv_tiles_per_warp = 1;
+  EXPECT_FALSE(plan(problem(4, 28672, 8192, 8, 128), kHopper, one_tile).gemv_lines);
+  EXPECT_TRUE(plan(problem(4, 28672, 8192, 8, 128), kHopper, one_tile).gemv_tma);
+  EXPECT_TRUE(plan(problem(5, 28672, 8192, 8, 128), kHopper, one_tile).gemv_lines);
   EXPECT_TRUE(plan(problem(4, 28672, 8192, 8, 128), kAmpere).gemv_lines);
   EXPECT_EQ(plan(problem(2, 4800, 4096, 8, 128)).gemv_k_split, 4);
   EXPECT_EQ(plan(problem(3, 4800, 4096, 8, 128, bf16)).gemv_k_split, 8);
@@ -453,7 +475,8 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   EXPECT_TRUE(plan(problem(2, 8192, 16384, 4, 128)).gemv_lines);
   EXPECT_FALSE(plan(problem(2, 8192, 16384 - 256, 4, 128)).gemv_lines);
   EXPECT_TRUE(plan(problem(4, 8192, 16384, 4, 128)).gemv_lines);
-  EXPECT_FALSE(plan(problem(5, 8192, 16384, 4, 128)).gemv_lines);
+  EXPECT_TRUE(plan(problem(5, 8192, 16384, 4, 128)).gemv_lines);  // two tiles per warp
+  EXPECT_FALSE(plan(problem(5, 8192, 16384, 4, 128), kHopper, one_tile).gemv_lines);
   // Rows of whole lines only: K = 16384 + 128 is 8256 bytes a row (129 windows).
   EXPECT_FALSE(plan(problem(1, 16384, 16384 + 128, 4, 128)).gemv_lines);
   EXPECT_TRUE(plan(problem(1, 16384, 16384 + 128, 4, 128)).gemv_window);  // the grid rule
@@ -464,8 +487,9 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   NBitsMatMulOptions algo1;
   algo1.gemv_algo = kNBitsGemvAlgoLoop;
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128), kHopper, algo1).gemv_lines);
-  // Packed zero points: the same rule, and the window kernel's K split for them (24 warps
-  // per SM: k_split 8 at 28672 x 8192; 32 without: 2).
+  // Packed zero points: the one-tile rule, and the window kernel's K split for them (24
+  // warps per SM: k_split 8 at 28672 x 8192; without, two tiles per warp, 16 warps per SM
+  // and 896 warps' columns: 2).
   EXPECT_EQ(plan(problem(1, 28672, 8192, 4, 128)).gemv_k_split, 2);
   NBitsMatMulProblem zp = problem(2, 28672, 8192, 4, 128);
   zp.zero_points = NBitsZeroPoints::kPacked;
@@ -503,6 +527,48 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
                                               "gemv_lines");
 }
 
+// Two 16-column tiles per warp: line loads without a zero-point tensor; by default on
+// N x K >= 128 Mi (4-bit every M, 8-bit float16 from M = 2, bfloat16 from M = 5), or as
+// forced; their K split counts 16 warps per SM (4-bit bfloat16 at M <= 4: twice that).
+TEST(NBitsPlan, GemvTwoTilesPerWarpOnLargeWeights) {
+  const DType bf16 = DType::kBFloat16;
+  // 896 two-tile warps of 64 windows: one wave of k_split 2 (32 + 2), two of 4 (2 x 18).
+  const NBitsMatMulPlan four = plan(problem(8, 28672, 8192, 4, 128));
+  EXPECT_EQ(four.gemv_tiles_per_warp, 2);
+  EXPECT_EQ(four.gemv_k_split, 2);
+  EXPECT_NE(printed(four).find("window=1; lines=1; tiles=2"), std::string::npos) << four;
+  EXPECT_EQ(plan(problem(4, 28672, 8192, 4, 128, bf16)).gemv_k_split, 4);
+  EXPECT_EQ(plan(problem(5, 28672, 8192, 4, 128, bf16)).gemv_k_split, 2);
+  // 8-bit: 128 windows, k_split 2 (64 + 2 against 2 x 34).
+  EXPECT_EQ(plan(problem(2, 28672, 8192, 8, 128)).gemv_k_split, 2);
+  EXPECT_EQ(plan(problem(4, 28672, 8192, 8, 128, bf16)).gemv_tiles_per_warp, 1);
+  EXPECT_EQ(plan(problem(5, 28672, 8192, 8, 128, bf16)).gemv_tiles_per_warp, 2);
+  EXPECT_EQ(plan(problem(2, 8192, 16384 - 128, 8, 128)).gemv_tiles_per_warp, 1);  // < 128 Mi
+  NBitsMatMulProblem zp = problem(1, 28672, 8192, 4, 128);
+  zp.zero_points = NBitsZeroPoints::kPacked;
+  EXPECT_TRUE(plan(zp).gemv_lines);
+  EXPECT_EQ(plan(zp).gemv_tiles_per_warp, 1);
+  NBitsMatMulOptions o;
+  EXPECT_EQ(o.gemv_tiles_per_warp, -1);
+  o.gemv_tiles_per_warp = 2;  // forced: line loads of two tiles wherever they apply
+  const NBitsMatMulPlan small = plan(problem(3, 4096, 4096, 4, 128), kHopper, o);
+  EXPECT_TRUE(small.gemv_lines) << small;
+  EXPECT_EQ(small.gemv_tiles_per_warp, 2) << small;
+  EXPECT_EQ(plan(zp, kHopper, o).gemv_tiles_per_warp, 1);  // never with zero points
+  EXPECT_EQ(plan(problem(3, 4096, 4096 + 128, 4, 128), kHopper, o).gemv_tiles_per_warp, 1);
+  o.gemv_lines = 0;
+  EXPECT_EQ(plan(problem(3, 4096, 4096, 4, 128), kHopper, o).gemv_tiles_per_warp, 1);
+  o = NBitsMatMulOptions{};
+  o.gemv_tiles_per_warp = 1;  // one tile: 4-bit M = 8 keeps the window kernel's own loads
+  EXPECT_FALSE(plan(problem(8, 28672, 8192, 4, 128), kHopper, o).gemv_lines);
+  EXPECT_EQ(plan(problem(1, 28672, 8192, 4, 128), kHopper, o).gemv_tiles_per_warp, 1);
+  for (int bad : {-2, 0, 3}) {
+    SCOPED_TRACE(bad);
+    o.gemv_tiles_per_warp = bad;
+    testing::expect_rejected(problem(3, 4096, 4096, 4, 128), o, "gemv_tiles_per_warp");
+  }
+}
+
 TEST(NBitsPlan, PrintsEveryDecision) {
   NBitsMatMulProblem q = problem(3, 4096, 4096, 8, 128, DType::kBFloat16);
   q.zero_points = NBitsZeroPoints::kPacked;
@@ -513,11 +579,11 @@ TEST(NBitsPlan, PrintsEveryDecision) {
   EXPECT_EQ(gemv,
             "NBitsMatMulPlan{path=gemv; nbits int8 bfloat16 M=3 N=4096 K=4096 block_size=128 "
             "zero_points=packed bias align=16; sm90/132SMs; algo=2; rows=8; k_split=8; "
-            "tma=0; window=0; lines=0; workspace=0B}");
+            "tma=0; window=0; lines=0; tiles=1; workspace=0B}");
   EXPECT_EQ(printed(plan(problem(2, 8192, 4096, 4, 128))),
             "NBitsMatMulPlan{path=gemv; nbits int4 float16 M=2 N=8192 K=4096 block_size=128 "
             "zero_points=none align=16; sm90/132SMs; algo=0; rows=8; k_split=8; tma=0; "
-            "window=1; lines=0; workspace=0B}");
+            "window=1; lines=0; tiles=1; workspace=0B}");
   q.m = 1;
   EXPECT_EQ(printed(plan(q)),
             "NBitsMatMulPlan{path=gemv; nbits int8 bfloat16 M=1 N=4096 K=4096 block_size=128 "
@@ -559,7 +625,8 @@ class NBitsEnvTest : public ::testing::Test {
  protected:
   testing::EnvGuard env_{"BQMM_DEQUANT_SCRATCH_MIB", "BQMM_NBITS_GEMV_ALGO",
                          "BQMM_NBITS_GEMV_TMA", "BQMM_NBITS_GEMV_FMA",
-                         "BQMM_NBITS_GEMV_WINDOW", "BQMM_NBITS_GEMV_LINES"};
+                         "BQMM_NBITS_GEMV_WINDOW", "BQMM_NBITS_GEMV_LINES",
+                         "BQMM_NBITS_GEMV_TILES"};
 };
 
 TEST_F(NBitsEnvTest, UnsetKeepsDefaults) {
@@ -589,9 +656,11 @@ NBitsMatMulOptions with_env(const char* var, const char* value) {
 // Each GEMV kernel switch: parsed from its variable (0 or 1; anything else an error that
 // names it), and the planner follows it both ways, on a case whose default it flips.
 TEST_F(NBitsEnvTest, GemvSwitchOverrides) {
+  NBitsMatMulProblem tma_by_default = problem(2, 28672, 8192, 8, 128);
+  tma_by_default.zero_points = NBitsZeroPoints::kPacked;  // without: line loads
   const testing::PlanSwitch<NBitsMatMulProblem> switches[] = {
       {"BQMM_NBITS_GEMV_TMA", &NBitsMatMulOptions::gemv_tma, &NBitsMatMulPlan::gemv_tma,
-       problem(1, 4096, 4096, 8, 128), problem(2, 28672, 8192, 8, 128)},
+       problem(1, 4096, 4096, 8, 128), tma_by_default},
       {"BQMM_NBITS_GEMV_FMA", &NBitsMatMulOptions::gemv_fma, &NBitsMatMulPlan::gemv_fma,
        problem(2, 4096, 4096, 8, 128), problem(1, 4096, 4096, 8, 128)},
       {"BQMM_NBITS_GEMV_WINDOW", &NBitsMatMulOptions::gemv_window, &NBitsMatMulPlan::gemv_window,
@@ -604,6 +673,12 @@ TEST_F(NBitsEnvTest, GemvSwitchOverrides) {
   NBitsMatMulOptions tma = with_env("BQMM_NBITS_GEMV_WINDOW", "1");
   tma.gemv_tma = 1;
   EXPECT_TRUE(plan(problem(1, 28672, 8192, 4, 128), kHopper, tma).gemv_window);
+}
+
+// BQMM_NBITS_GEMV_TILES: 1 or 2 tiles per warp of line loads, as FP8's.
+TEST_F(NBitsEnvTest, GemvTilesFromEnv) {
+  testing::expect_tiles_from_env(nbits_matmul_options_from_env, "BQMM_NBITS_GEMV_TILES",
+                                 problem(4, 8192, 8192, 8, 128), problem(4, 28672, 8192, 8, 128));
 }
 
 TEST_F(NBitsEnvTest, ScratchOverride) {

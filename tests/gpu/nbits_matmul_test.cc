@@ -167,10 +167,12 @@ TEST(NBitsGemvTma, EveryBitsBlockSizeAndDtype) {
 
 // The window kernel (NBitsMatMulOptions::gemv_window; 4-bit, float16 / bfloat16, algorithm
 // 0, blocks of 128 codes or more) forced on with line loads (gemv_lines, rows of whole
-// 128-byte lines) and without, and off (the register-load tile of algorithm 0 then): both
+// 128-byte lines) of one and of two tiles per warp (gemv_tiles_per_warp; two only without
+// zero points) and without, and off (the register-load tile of algorithm 0 then): both
 // block sizes around a window, both dtypes, zero points none / packed, M up to 8, partial
-// column tiles, and K from one window (no whole line: no line loads) to a K split that
-// leaves warps without windows (10 windows, 5 line pairs, over 8 warps).
+// column tiles (N = 1, 19: a second tile without columns or with 3), and K from one
+// window (no whole line: no line loads) to a K split that leaves warps without windows
+// (10 windows, 5 line pairs, over 8 warps).
 TEST(NBitsGemvWindow, OnAndOffEveryBlockSizeDtypeAndZeroPoints) {
   BQMM_REQUIRE_GPU();
   const int64_t ns[] = {1, 19, 40, 300};
@@ -181,7 +183,7 @@ TEST(NBitsGemvWindow, OnAndOffEveryBlockSizeDtypeAndZeroPoints) {
     const int64_t ks[] = {256, 512, 1280, 4096};
     for (int64_t bs : {window, int64_t{256}})
       for (DType t : {DType::kFloat16, DType::kBFloat16})
-        for (int kernel : {2, 1, 0})  // window with line loads, window, off
+        for (int kernel : {3, 2, 1, 0})  // window with line loads of 2 / 1 tiles, window, off
           for (int j = 0; j < 4; ++j, ++index) {
             const int64_t n = ns[index % 4];
             const int64_t k = j == 0 && bs == window ? window : ks[j];  // one window
@@ -190,12 +192,18 @@ TEST(NBitsGemvWindow, OnAndOffEveryBlockSizeDtypeAndZeroPoints) {
             NBitsMatMulOptions o;
             o.gemv_fma = 0;  // 8-bit: the tensor-core tiles at M = 1, 2 too
             o.gemv_window = kernel > 0 ? 1 : 0;
-            o.gemv_lines = kernel == 2 ? 1 : 0;
-            SCOPED_TRACE(describe(s) << " window=" << o.gemv_window << " lines=" << o.gemv_lines);
+            o.gemv_lines = kernel >= 2 ? 1 : 0;
+            o.gemv_tiles_per_warp = kernel == 3 ? 2 : 1;
+            SCOPED_TRACE(describe(s) << " window=" << o.gemv_window << " lines=" << o.gemv_lines
+                                     << " tiles=" << o.gemv_tiles_per_warp);
             NBitsRun run;
             run_and_check(s, 4000 + index, o, NBitsPath::kGemv, &run);
+            const bool lines = kernel >= 2 && k * bits / 8 % 128 == 0;
             EXPECT_EQ(run.plan.gemv_window, kernel > 0) << run.plan;
-            EXPECT_EQ(run.plan.gemv_lines, kernel == 2 && k * bits / 8 % 128 == 0) << run.plan;
+            EXPECT_EQ(run.plan.gemv_lines, lines) << run.plan;
+            EXPECT_EQ(run.plan.gemv_tiles_per_warp,
+                      lines && kernel == 3 && s.zero_points == NBitsZeroPoints::kNone ? 2 : 1)
+                << run.plan;
           }
   }
 }
@@ -695,6 +703,20 @@ TEST(NBitsGemv, SanitizeSmall) {
       run_and_check(c, 9900 + index++, window, NBitsPath::kGemv, &run);
       EXPECT_TRUE(run.plan.gemv_window) << run.plan;
       EXPECT_EQ(run.plan.gemv_lines, lines == 1) << run.plan;
+    }
+  // Line loads of two tiles per warp: a second tile with 3 columns (N = 19) or 8 (N = 40),
+  // warps without windows, both widths and dtypes.
+  NBitsMatMulOptions two;
+  two.gemv_tiles_per_warp = 2;
+  two.gemv_fma = 0;
+  for (int bits : kBits)
+    for (int64_t n : {19, 40}) {
+      NBitsCaseSpec c = nbits_spec(kDTypes[1 + (n == 40 ? 1 : 0)], bits, n == 40 ? 8 : 2, n, 1280, 128);
+      c.bias = true;
+      SCOPED_TRACE(describe(c) << " lines x2");
+      NBitsRun run;
+      run_and_check(c, 9950 + index++, two, NBitsPath::kGemv, &run);
+      EXPECT_EQ(run.plan.gemv_tiles_per_warp, 2) << run.plan;
     }
   // The TMA tile: a partial column tile, a row ending in a partial tile, both widths.
   NBitsMatMulOptions tma;
