@@ -138,17 +138,23 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
                     (!half_type || device.sm >= 80);
   if (gemv) {
     plan.path = NBitsPath::kGemv;
+    // Grids of more 16-column tiles than 16 warps per SM hold at k_split 8 (the window
+    // kernel's rule, below).
+    const int64_t tiles = (p.n + kGemvTileCols - 1) / kGemvTileCols;
+    const bool many_tiles =
+        tiles * kGemvMaxKSplit > kGemvTensorCoreWarpsPerSm * std::max(1, device.num_sms);
     // The CUDA-core kernel (8-bit, float16 / bfloat16, M <= 2); unless forced, where it
     // was faster on the H200 (docs/PERF.md): M = 1, and M = 2 in bfloat16, whose
     // tensor-core decode goes through float32 (in float16 the tensor cores win at M = 2
-    // by up to 5 %), but not on large weights (N x K >= 128 Mi) where the window kernel's
-    // line loads (below) take M = 2 without a zero-point tensor: there they were 5 %
-    // faster (28672 x 8192), on the smaller decode shapes 1-4 % either way. Not when
+    // by up to 5 %), but not where the window kernel's line loads (below) take bfloat16
+    // M = 2 without a zero-point tensor: on large weights (N x K >= 128 Mi) they were 5 %
+    // faster (28672 x 8192) and, with two tiles per warp on grids of many tiles, 3-7 %
+    // (14336 x 4096, 8192 x 8192); on the other decode shapes 1-4 % either way. Not when
     // gemv_algo or gemv_tma is set: those choose among the tensor-core kernels.
     const bool fma_applies = half_type && p.bits == 8 && p.m <= kGemvFmaMaxRows;
     const bool bf16_lines_at_two_rows =
         p.dtype == DType::kBFloat16 && p.m == 2 && p.zero_points == NBitsZeroPoints::kNone &&
-        gemv_tma_pays(p.n, p.k) && p.block_size >= kGemvWindowBytes &&
+        (gemv_tma_pays(p.n, p.k) || many_tiles) && p.block_size >= kGemvWindowBytes &&
         p.row_bytes() % kGemvTmaTileBytes == 0 && options.gemv_window != 0 &&
         options.gemv_lines != 0;
     const bool fma_faster =
@@ -190,11 +196,8 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     const bool window_applies = half_type && plan.gemv_algo == kNBitsGemvAlgoUnrolled &&
                                 p.block_size >= window_codes &&
                                 p.row_bytes() % kGemvWindowBytes == 0;
-    const int64_t tiles = (p.n + kGemvTileCols - 1) / kGemvTileCols;
     const bool window_faster =
-        p.bits == 4 &&
-        tiles * kGemvMaxKSplit > kGemvTensorCoreWarpsPerSm * std::max(1, device.num_sms) &&
-        (p.zero_points != NBitsZeroPoints::kPacked || p.m == 1);
+        p.bits == 4 && many_tiles && (p.zero_points != NBitsZeroPoints::kPacked || p.m == 1);
     // Line loads: the window kernel on rows of whole 128-byte lines, its weights read 4
     // rows x 128 bytes per warp instruction and staged through shared memory. Measured on
     // the H200 (docs/PERF.md):
@@ -214,15 +217,24 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     //   - float16 (128 registers, 16 warps per SM; at 80 it lost up to 23 %): 3-8 %
     //     faster than the register tile at M = 2..8 below 128 Mi codes and 2 % at M = 8 of
     //     28672 x 8192, but 0.3-3 % slower than TMA tiles at its M = 2, 4.
-    // * Two 16-column tiles per warp (no zero-point tensor; FP8's tile does the same), on
-    //   N x K >= 128 Mi (28672 x 8192, 2026-11-30b, against the default kernels of the
-    //   tree before): 4-bit at M = 4, 8 9-17 % faster, at M = 1, 2 -8 to +1 %; 8-bit
-    //   float16 from M = 2 2-9 % faster (in place of TMA tiles at M <= 4); 8-bit bfloat16
-    //   at M = 8 2 % faster, at M = 2, 4 2-3 % slower than one tile. With them line loads
-    //   are taken where one tile was not (4-bit M > 4, 8-bit float16 in place of TMA).
+    // * Two 16-column tiles per warp (no zero-point tensor; FP8's tile does the same):
+    //   - on N x K >= 128 Mi (28672 x 8192, 2026-11-30b, against the default kernels of the
+    //     tree before): 4-bit at M = 4, 8 9-17 % faster, at M = 1, 2 -8 to +1 %; 8-bit
+    //     float16 from M = 2 2-9 % faster (in place of TMA tiles at M <= 4); 8-bit
+    //     bfloat16 at M = 8 2 % faster, at M = 2, 4 2-3 % slower than one tile;
+    //   - below, on grids of many tiles (the window kernel's rule; 14336 x 4096, 8192 x
+    //     8192): 4-bit at M = 8 2-11 % faster than the window kernel, 8-bit bfloat16 at
+    //     M = 2..8 3-10 % faster than the kernels taken before (the CUDA-core kernel at
+    //     M = 2, one tile of line loads from M = 3: at 24 warps per SM 8192 x 8192 took
+    //     1.3 waves, two tiles one); 8-bit float16 0-3 %, left at one tile; N = 4096:
+    //     slower (the grid halves).
+    //   With them line loads are taken where one tile was not (4-bit M > 4, 8-bit float16
+    //   in place of TMA).
     const bool lines_applies = window_applies && p.row_bytes() % kGemvTmaTileBytes == 0;
+    const bool fp16 = p.dtype == DType::kFloat16;
     const bool two_tiles_faster =
-        gemv_tma_pays(p.n, p.k) && (p.bits == 4 || p.m >= (p.dtype == DType::kFloat16 ? 2 : 5));
+        gemv_tma_pays(p.n, p.k) ? p.bits == 4 || p.m >= (fp16 ? 2 : 5)
+                                : many_tiles && (p.bits == 4 ? p.m > 4 : !fp16);
     const bool two_tiles_wanted =
         lines_applies && p.zero_points == NBitsZeroPoints::kNone &&
         (options.gemv_tiles_per_warp == 2 || (options.gemv_tiles_per_warp < 0 && two_tiles_faster));

@@ -145,25 +145,30 @@ TEST(NBitsPlan, GemvFmaAtOneRowOfEightBitCodes) {
       EXPECT_EQ(p.gemv_rows, 1);
       EXPECT_FALSE(p.gemv_tma);
       EXPECT_EQ(p.gemv_k_split, 0);
-      // M = 2: in bfloat16 the CUDA-core kernel below 128 Mi codes, and where the window
-      // kernel cannot take the rows (blocks below 64 codes).
-      const NBitsMatMulPlan two = plan(problem(2, 8192, 8192, 8, bs, t));
+      // M = 2: in bfloat16 the CUDA-core kernel below 128 Mi codes on grids of few tiles,
+      // and where the window kernel cannot take the rows (blocks below 64 codes).
+      const NBitsMatMulPlan two = plan(problem(2, 4096, 4096, 8, bs, t));
       EXPECT_EQ(two.gemv_fma, t == DType::kBFloat16) << two;
       if (two.gemv_fma) {
         EXPECT_EQ(two.gemv_rows, 2);
       }
-      const NBitsMatMulPlan large = plan(problem(2, 28672, 8192, 8, bs, t));
-      EXPECT_EQ(large.gemv_fma, t == DType::kBFloat16 && bs < 64) << large;
+      for (const int64_t n : {int64_t{8192}, int64_t{28672}}) {
+        const NBitsMatMulPlan many = plan(problem(2, n, 8192, 8, bs, t));
+        EXPECT_EQ(many.gemv_fma, t == DType::kBFloat16 && bs < 64) << many;
+      }
       EXPECT_FALSE(plan(problem(3, 28672, 8192, 8, bs, t)).gemv_fma);
       EXPECT_TRUE(plan(problem(1, 4096, 4096, 8, bs, t), kAmpere).gemv_fma);
     }
   EXPECT_FALSE(plan(problem(1, 8192, 8192, 4, 128)).gemv_fma);  // 4-bit: tensor cores
   EXPECT_FALSE(plan(problem(1, 8192, 8192, 8, 128, DType::kFloat32)).gemv_fma);
-  // bfloat16 M = 2 leaves the CUDA-core kernel for line loads only from N x K = 128 Mi,
-  // without a zero-point tensor, on rows of whole lines, with the window kernel and line
-  // loads not switched off.
-  EXPECT_TRUE(plan(problem(2, 16384, 8192, 8, 128, DType::kBFloat16)).gemv_lines);
-  EXPECT_TRUE(plan(problem(2, 16384, 8192 - 128, 8, 128, DType::kBFloat16)).gemv_fma);
+  // bfloat16 M = 2 leaves the CUDA-core kernel for line loads only from N x K = 128 Mi or
+  // on grids of more than 264 tiles (16 warps per SM at k_split 8 on 132 SMs), without a
+  // zero-point tensor, on rows of whole lines, with the window kernel and line loads not
+  // switched off.
+  EXPECT_TRUE(plan(problem(2, 4096, 32768, 8, 128, DType::kBFloat16)).gemv_lines);
+  EXPECT_TRUE(plan(problem(2, 4096, 32768 - 128, 8, 128, DType::kBFloat16)).gemv_fma);
+  EXPECT_TRUE(plan(problem(2, 264 * 16, 4096, 8, 128, DType::kBFloat16)).gemv_fma);
+  EXPECT_TRUE(plan(problem(2, 264 * 16 + 1, 4096, 8, 128, DType::kBFloat16)).gemv_lines);
   EXPECT_TRUE(plan(problem(2, 28672, 8192 + 64, 8, 64, DType::kBFloat16)).gemv_fma);
   NBitsMatMulProblem zp2 = problem(2, 28672, 8192, 8, 128, DType::kBFloat16);
   zp2.zero_points = NBitsZeroPoints::kPacked;
@@ -402,23 +407,27 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   NBitsMatMulOptions o;
   EXPECT_EQ(o.gemv_lines, -1);
   const int64_t shapes[][2] = {{4096, 4096}, {4096, 14336}, {14336, 4096}, {8192, 8192}, {28672, 8192}};
-  // 4-bit at every M on the large shape (two tiles per warp; with one, M <= 4); 8-bit
-  // wherever the tensor cores run (bfloat16 from M = 3, and M = 2 on the large shape;
-  // float16 from M = 2: below, the CUDA-core kernel). Two tiles per warp on the large
-  // shape: 4-bit at every M, 8-bit float16 from M = 2, bfloat16 from M = 5; their K split
-  // counts 16 warps per SM over ceil(N / 32) warps' columns (4-bit bfloat16 at M <= 4:
-  // twice the model's).
+  // 4-bit at every M on the large shape (two tiles per warp; with one, M <= 4) and from
+  // M = 5 on grids of many tiles (two tiles); 8-bit wherever the tensor cores run
+  // (bfloat16 from M = 3, and M = 2 on the large shape or a grid of many tiles; float16
+  // from M = 2: below, the CUDA-core kernel). Two tiles per warp on the large shape: 4-bit
+  // at every M, 8-bit float16 from M = 2, bfloat16 from M = 5; below it on grids of many
+  // tiles 4-bit from M = 5 and 8-bit bfloat16. Their K split counts 16 warps per SM over
+  // ceil(N / 32) warps' columns (4-bit bfloat16 at M <= 4: twice the model's).
   for (int bits : {4, 8})
   for (DType t : {DType::kFloat16, DType::kBFloat16})
     for (const auto& nk : shapes)
       for (int64_t m = 1; m <= 8; ++m) {
         const NBitsMatMulPlan p = plan(problem(m, nk[0], nk[1], bits, 128, t));
         const bool large = nk[0] == 28672;
-        const bool want = bits == 4                ? large
-                          : t == DType::kBFloat16 ? m > 2 || (m == 2 && large)
+        const bool many = nk[0] > 264 * 16;  // the window kernel's grid rule
+        const bool want = bits == 4                ? large || (many && m > 4)
+                          : t == DType::kBFloat16 ? m > 2 || (m == 2 && (large || many))
                                                   : m > 1;
         const bool fp16 = t == DType::kFloat16;
-        const int tiles = large && (bits == 4 || m >= (fp16 ? 2 : 5)) ? 2 : 1;
+        const bool two = large ? bits == 4 || m >= (fp16 ? 2 : 5)
+                               : many && (bits == 4 ? m > 4 : !fp16);
+        const int tiles = two ? 2 : 1;
         EXPECT_EQ(p.gemv_lines, want) << p;
         if (bits == 8) {
           EXPECT_EQ(p.gemv_window, want) << p;  // 8-bit: only with line loads
@@ -528,8 +537,9 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
 }
 
 // Two 16-column tiles per warp: line loads without a zero-point tensor; by default on
-// N x K >= 128 Mi (4-bit every M, 8-bit float16 from M = 2, bfloat16 from M = 5), or as
-// forced; their K split counts 16 warps per SM (4-bit bfloat16 at M <= 4: twice that).
+// N x K >= 128 Mi (4-bit every M, 8-bit float16 from M = 2, bfloat16 from M = 5) and
+// below it on grids of many tiles (4-bit from M = 5, 8-bit bfloat16), or as forced; their
+// K split counts 16 warps per SM (4-bit bfloat16 at M <= 4: twice that).
 TEST(NBitsPlan, GemvTwoTilesPerWarpOnLargeWeights) {
   const DType bf16 = DType::kBFloat16;
   // 896 two-tile warps of 64 windows: one wave of k_split 2 (32 + 2), two of 4 (2 x 18).
@@ -544,6 +554,14 @@ TEST(NBitsPlan, GemvTwoTilesPerWarpOnLargeWeights) {
   EXPECT_EQ(plan(problem(4, 28672, 8192, 8, 128, bf16)).gemv_tiles_per_warp, 1);
   EXPECT_EQ(plan(problem(5, 28672, 8192, 8, 128, bf16)).gemv_tiles_per_warp, 2);
   EXPECT_EQ(plan(problem(2, 8192, 16384 - 128, 8, 128)).gemv_tiles_per_warp, 1);  // < 128 Mi
+  // Below 128 Mi, grids of more than 264 tiles: 4-bit from M = 5, 8-bit bfloat16.
+  EXPECT_EQ(plan(problem(5, 8192, 8192, 4, 128)).gemv_tiles_per_warp, 2);
+  EXPECT_EQ(plan(problem(4, 8192, 8192, 4, 128)).gemv_tiles_per_warp, 1);
+  EXPECT_EQ(plan(problem(8, 264 * 16, 8192, 4, 128)).gemv_tiles_per_warp, 1);
+  EXPECT_EQ(plan(problem(8, 264 * 16 + 1, 8192, 4, 128)).gemv_tiles_per_warp, 2);
+  EXPECT_EQ(plan(problem(3, 8192, 8192, 8, 128, bf16)).gemv_tiles_per_warp, 2);
+  EXPECT_EQ(plan(problem(3, 264 * 16, 8192, 8, 128, bf16)).gemv_tiles_per_warp, 1);
+  EXPECT_EQ(plan(problem(8, 8192, 8192, 8, 128)).gemv_tiles_per_warp, 1);  // float16 8-bit
   NBitsMatMulProblem zp = problem(1, 28672, 8192, 4, 128);
   zp.zero_points = NBitsZeroPoints::kPacked;
   EXPECT_TRUE(plan(zp).gemv_lines);
@@ -666,7 +684,7 @@ TEST_F(NBitsEnvTest, GemvSwitchOverrides) {
       {"BQMM_NBITS_GEMV_WINDOW", &NBitsMatMulOptions::gemv_window, &NBitsMatMulPlan::gemv_window,
        problem(3, 4096, 14336, 4, 128), problem(1, 8192, 8192, 4, 128)},
       {"BQMM_NBITS_GEMV_LINES", &NBitsMatMulOptions::gemv_lines, &NBitsMatMulPlan::gemv_lines,
-       problem(8, 8192, 8192, 4, 128), problem(1, 28672, 8192, 4, 128)},
+       problem(8, 4096, 14336, 4, 128), problem(1, 28672, 8192, 4, 128)},
   };
   testing::expect_switch_overrides(nbits_matmul_options_from_env, switches);
   // The window kernel forced wins over TMA tiles forced.
