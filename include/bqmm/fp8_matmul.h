@@ -95,13 +95,14 @@ struct Fp8MatMulOptions {
   // SM count (its wave model); 1, 2, 4 or 8 forces one (BQMM_FP8_GEMV_KSPLIT).
   int gemv_k_split = 0;
   // gemv_mma on SM90+: weight tiles by the tensor memory accelerator instead of register
-  // loads. -1: where measured faster on the H200 (docs/PERF.md: weights of 128 MiB and
-  // more); 0: never; 1: always (BQMM_FP8_GEMV_TMA=0 / 1).
+  // loads. -1: on weights of 128 Mi codes and more where line loads do not apply (K % 128
+  // == 64; docs/PERF.md); 0: never; 1: always, in place of line loads too
+  // (BQMM_FP8_GEMV_TMA=0 / 1).
   int gemv_tma = -1;
   // gemv_mma's register-load tile with its weights read as whole 128-byte lines and staged
-  // through shared memory (needs K % 128 == 0; docs/PERF.md). -1: where measured faster
-  // on the H200; 0: never; 1: wherever it applies, in place of TMA tiles unless gemv_tma
-  // is 1 (BQMM_FP8_GEMV_LINES=0 / 1).
+  // through shared memory (needs K % 128 == 0; docs/PERF.md). -1 and 1: wherever it
+  // applies (measured faster on the H200 at every decode shape), unless gemv_tma is 1;
+  // 0: never (BQMM_FP8_GEMV_LINES=0 / 1).
   int gemv_lines = -1;
   // Line loads' 16-column tiles per warp: with 2 a warp multiplies each activation load
   // with two tiles and keeps twice the weight bytes in flight (128 registers). -1: 2 on

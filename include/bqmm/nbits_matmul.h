@@ -120,12 +120,14 @@ struct NBitsMatMulOptions {
   // On SM90 the tensor-core GEMV can take its weights as TMA tiles (as Fp8WeightMatMul's
   // gemv_tma) where that kernel applies: float16 / bfloat16, block_size >= 64 (8-bit) or
   // >= 128 (4-bit). -1: where measured faster on the H200 (docs/PERF.md: N x K >= 128 Mi,
-  // and M <= 4 for 8-bit); 0: never; 1: wherever it applies (BQMM_NBITS_GEMV_TMA=0 / 1).
+  // and M <= 4 for 8-bit) and the window kernel (line loads) is not taken; 0: never; 1:
+  // wherever it applies (BQMM_NBITS_GEMV_TMA=0 / 1).
   int gemv_tma = -1;
   // 8-bit codes with float16 / bfloat16 activations, M <= 2: the CUDA-core GEMV (a warp
   // per output column, lanes along K: the load shape that streams HBM fastest, at one FMA
   // per weight and row). -1: where measured faster on the H200 (docs/PERF.md: M = 1, and
-  // M = 2 in bfloat16), unless gemv_algo or gemv_tma is set (they choose among the
+  // M = 2 in bfloat16 where line loads are not taken: below 128 Mi on grids of few tiles,
+  // or with zero points), unless gemv_algo or gemv_tma is set (they choose among the
   // tensor-core kernels);
   // 0: never; 1: wherever it applies (BQMM_NBITS_GEMV_FMA=0 / 1).
   int gemv_fma = -1;
@@ -140,17 +142,19 @@ struct NBitsMatMulOptions {
   // lines of 4 weight rows (the mma fragment's own shape is 8 rows x 64 bytes, which
   // streams slower), staged through 2 KB of shared memory per warp; rows of whole
   // 128-byte lines (K % 256 == 0 4-bit, K % 128 == 0 8-bit). -1: where measured faster on
-  // the H200 (docs/PERF.md: 4-bit on N x K >= 128 Mi; 8-bit without a zero-point tensor
-  // wherever the tensor cores run), unless gemv_window = 0 or gemv_tma = 1; 0: never;
+  // the H200 (docs/PERF.md: 4-bit on N x K >= 128 Mi, and from M = 5 where two tiles per
+  // warp are taken; 8-bit without a zero-point tensor wherever the tensor cores run),
+  // unless gemv_window = 0 or gemv_tma = 1; 0: never;
   // 1: wherever it applies (it takes the window kernel then, whatever the grid), unless
   // gemv_window = 0 (BQMM_NBITS_GEMV_LINES=0 / 1).
   int gemv_lines = -1;
   // Line loads' 16-column tiles per warp (as Fp8WeightMatMul's): with 2 a warp multiplies
   // each activation load with two tiles and keeps twice the weight bytes in flight (128
   // registers); no zero-point tensor. -1: where measured faster on the H200
-  // (docs/PERF.md: N x K >= 128 Mi; 4-bit at every M, 8-bit from M = 2 in float16 and
-  // M = 5 in bfloat16), else 1; 1 or 2 forces it where line loads run without a
-  // zero-point tensor (BQMM_NBITS_GEMV_TILES).
+  // (docs/PERF.md: N x K >= 128 Mi, 4-bit at every M, 8-bit from M = 2 in float16 and
+  // M = 5 in bfloat16; grids of many tiles below that, 4-bit from M = 5, 8-bit bfloat16
+  // from M = 2), else 1; 1 or 2 forces it where line loads run without a zero-point
+  // tensor (BQMM_NBITS_GEMV_TILES).
   int gemv_tiles_per_warp = -1;
 };
 // Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB),
