@@ -62,9 +62,8 @@ Status shared_options(const Options& o) {
       int_in_range("options.gemv_tma", o.gemv_tma, -1, 1, "-1 (planner's choice), 0 or 1"));
   BQMM_RETURN_IF_ERROR(
       int_in_range("options.gemv_lines", o.gemv_lines, -1, 1, "-1 (planner's choice), 0 or 1"));
-  if (o.gemv_tiles_per_warp == 0)  // not a tile count: rejected as outside [1, 2]
-    return int_in_range("options.gemv_tiles_per_warp", 0, 1, 2, "-1 (planner's choice), 1 or 2");
-  return int_in_range("options.gemv_tiles_per_warp", o.gemv_tiles_per_warp, -1, 2,
+  if (o.gemv_tiles_per_warp == -1) return Status::Ok();
+  return int_in_range("options.gemv_tiles_per_warp", o.gemv_tiles_per_warp, 1, 2,
                       "-1 (planner's choice), 1 or 2");
 }
 
