@@ -209,8 +209,9 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     //   8192, M = 2.
     // * 8-bit without a zero-point tensor (zero points were not measured), wherever the
     //   tensor cores run (by default M >= 2 in float16; in bfloat16 M >= 3, and M = 2 on
-    //   N x K >= 128 Mi: above, the CUDA-core kernel), in float16 not where TMA tiles are
-    //   taken:
+    //   N x K >= 128 Mi or grids of many tiles: above, the CUDA-core kernel); with one tile
+    //   per warp float16 lost to TMA tiles on N x K >= 128 Mi at M <= 4, two tiles (below)
+    //   win there:
     //   - bfloat16 (80 registers, 24 warps per SM): at M = 4 and 8 1-12 % faster than the
     //     register or TMA tile on every decode shape, 3-17 % faster than the register
     //     tile forced at M = 1, 2;

@@ -804,10 +804,10 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
 // kLines (NBitsMatMulOptions::gemv_lines): the same math, the weights read as whole
 // 128-byte lines and staged through the warp's 2 KB of shared memory (cuda/line_loads.cuh
 // says why): one pair of windows in flight, the same registers (8 bytes of spill at 64).
-// Measured at M <= 2 17-19 % faster at 28672 x 8192 (float16; bfloat16 10-12 %) and
-// within 4 % either way on the smaller decode shapes; from M = 4 slower, the round trip
-// and the activations of more rows filling the L1 pipe (docs/PERF.md, hence the
-// planner's rule).
+// Measured at M <= 2 17-19 % faster at 28672 x 8192 (float16; bfloat16 10-12 %), at M = 4
+// 11 %, and within 4 % either way on the smaller decode shapes; at M = 8 slower with one
+// tile, the round trip and the activations of more rows filling the L1 pipe (docs/PERF.md;
+// two tiles, below, halve the activations per weight byte).
 //
 // kTiles = 2 (line loads, no zero points; NBitsMatMulOptions::gemv_tiles_per_warp): the
 // warp owns two 16-column tiles (n0 and n0 + 16), each with its own 2 KB buffer and pair
