@@ -227,12 +227,12 @@ __device__ __forceinline__ void multiply_window(const uint32_t (&frag)[4][4],
 // kTiles = 2: the warp owns two 16-column tiles (n0 and n0 + 16), each with its own 2 KB
 // buffer and pair in flight, and multiplies every activation load with both. Per weight
 // byte that halves the activation loads and doubles the bytes in flight per warp (128
-// registers, the launch bound; 0-8 bytes of spill). Measured on the H200 (docs/PERF.md,
-// 2026-11-30b): at 28672 x 8192, M = 2..8, 6-12 % faster than one tile at its best K
-// split, where one tile's 1792 warps (13 per SM) waited on their loads for 61 % of their
-// stall cycles (Nsight Compute) and more warps of one tile did not help at M = 8; on
-// smaller weights its grid has too few warps (0-30 % slower), so the planner takes it
-// from 128 Mi codes.
+// registers, the launch bound; 0-8 bytes of spill, 8-24 with W8A8). Measured on the H200
+// (docs/PERF.md, 2026-11-30b): at 28672 x 8192, M = 2..8, 5-12 % faster than one tile at
+// its best K split, where one tile's 1792 warps (13 per SM) waited on their loads for
+// 61 % of their stall cycles (Nsight Compute) and more warps of one tile did not help at
+// M = 8; on smaller weights its grid has too few warps (0-30 % slower), so the planner
+// takes it from 128 Mi codes.
 template <int kKSplit, int kTiles, typename T, typename Qdq>
 __device__ __forceinline__ void lines_k_loop(const GemvParams<T>& p, const Qdq& qdq, int warp,
                                              int lane, int64_t n0,
