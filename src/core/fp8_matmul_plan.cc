@@ -147,10 +147,9 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
       plan.gemv_k_split =
           options.gemv_k_split > 0
               ? options.gemv_k_split
-              : choose_gemv_k_split(
-                    (p.n + plan.gemv_tiles_per_warp - 1) / plan.gemv_tiles_per_warp,
-                    gemv_k_units(p.k, plan.gemv_tma || plan.gemv_lines), device.num_sms,
-                    kGemvTensorCoreWarpsPerSm);
+              : choose_gemv_k_split(p.n, gemv_k_units(p.k, plan.gemv_tma || plan.gemv_lines),
+                                    device.num_sms, kGemvTensorCoreWarpsPerSm,
+                                    plan.gemv_tiles_per_warp);
     } else {
       plan.path = Fp8Path::kGemvFma;
       plan.gemv_rows_per_warp = p.m <= 1 ? 1 : p.m <= 2 ? 2 : p.m <= 4 ? 4 : 8;

@@ -100,10 +100,13 @@ inline int choose_gemv_k_split(const GemvSplitModel& m) {
 }
 
 // The model of an N-column GEMV with `windows` windows per row on `num_sms` SMs holding
-// `warps_per_sm` of its warps each (an unknown SM count counts as one SM).
-inline int choose_gemv_k_split(int64_t n, int64_t windows, int num_sms, int64_t warps_per_sm) {
+// `warps_per_sm` of its warps each (an unknown SM count counts as one SM), each warp owning
+// `tiles_per_warp` 16-column tiles (line loads' two tiles: ceil(N / 32) warps' columns).
+inline int choose_gemv_k_split(int64_t n, int64_t windows, int num_sms, int64_t warps_per_sm,
+                               int tiles_per_warp = 1) {
   GemvSplitModel m;
-  m.tiles = (n + kGemvTileCols - 1) / kGemvTileCols;
+  const int64_t cols = kGemvTileCols * tiles_per_warp;
+  m.tiles = (n + cols - 1) / cols;
   m.windows = windows;
   m.resident_warps = std::max<int64_t>(1, num_sms) * warps_per_sm;
   m.pipeline_fill = kGemvPipelineFill;

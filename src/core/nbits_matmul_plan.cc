@@ -143,6 +143,10 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     const int64_t tiles = (p.n + kGemvTileCols - 1) / kGemvTileCols;
     const bool many_tiles =
         tiles * kGemvMaxKSplit > kGemvTensorCoreWarpsPerSm * std::max(1, device.num_sms);
+    // Weights of 128 Mi codes or more (core/gemv_split.h: the TMA tiles' size rule, which
+    // the other large-weight rules below share).
+    const bool large = gemv_tma_pays(p.n, p.k);
+    const bool fp16 = p.dtype == DType::kFloat16;
     // The CUDA-core kernel (8-bit, float16 / bfloat16, M <= 2); unless forced, where it
     // was faster on the H200 (docs/PERF.md): M = 1, and M = 2 in bfloat16, whose
     // tensor-core decode goes through float32 (in float16 the tensor cores win at M = 2
@@ -154,7 +158,7 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     const bool fma_applies = half_type && p.bits == 8 && p.m <= kGemvFmaMaxRows;
     const bool bf16_lines_at_two_rows =
         p.dtype == DType::kBFloat16 && p.m == 2 && p.zero_points == NBitsZeroPoints::kNone &&
-        (gemv_tma_pays(p.n, p.k) || many_tiles) && p.block_size >= kGemvWindowBytes &&
+        (large || many_tiles) && p.block_size >= kGemvWindowBytes &&
         p.row_bytes() % kGemvTmaTileBytes == 0 && options.gemv_window != 0 &&
         options.gemv_lines != 0;
     const bool fma_faster =
@@ -178,7 +182,7 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     const int64_t half_tile_codes = kGemvTmaTileBytes / 2 * 8 / p.bits;
     const bool tma_applies = half_type && p.block_size >= half_tile_codes &&
                              gemv_tma_fits(device.sm, p.n, p.row_bytes());
-    const bool tma_faster = gemv_tma_pays(p.n, p.k) && (p.bits == 4 || p.m <= 4);
+    const bool tma_faster = large && (p.bits == 4 || p.m <= 4);
     plan.gemv_tma = tma_applies && (options.gemv_tma == 1 || (options.gemv_tma < 0 && tma_faster));
     // The window kernel: tensor-core tiles of algorithm 0 whose windows each lie in one
     // block (block_size >= a window's codes: 128 4-bit, 64 8-bit) on rows of whole
@@ -232,17 +236,15 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     //   With them line loads are taken where one tile was not (4-bit M > 4, 8-bit float16
     //   in place of TMA).
     const bool lines_applies = window_applies && p.row_bytes() % kGemvTmaTileBytes == 0;
-    const bool fp16 = p.dtype == DType::kFloat16;
     const bool two_tiles_faster =
-        gemv_tma_pays(p.n, p.k) ? p.bits == 4 || p.m >= (fp16 ? 2 : 5)
+        large ? p.bits == 4 || p.m >= (fp16 ? 2 : 5)
                                 : many_tiles && (p.bits == 4 ? p.m > 4 : !fp16);
     const bool two_tiles_wanted =
         lines_applies && p.zero_points == NBitsZeroPoints::kNone &&
         (options.gemv_tiles_per_warp == 2 || (options.gemv_tiles_per_warp < 0 && two_tiles_faster));
     const bool lines_faster =
         two_tiles_wanted ||
-        (p.bits == 4 ? p.m <= (p.zero_points == NBitsZeroPoints::kPacked ? 2 : 4) &&
-                           gemv_tma_pays(p.n, p.k)
+        (p.bits == 4 ? p.m <= (p.zero_points == NBitsZeroPoints::kPacked ? 2 : 4) && large
                      : p.zero_points == NBitsZeroPoints::kNone &&
                            (p.dtype == DType::kBFloat16 || !(tma_applies && tma_faster)));
     const bool lines_wanted =
@@ -260,12 +262,11 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     const int64_t warps_per_sm =
         !half_type ? kGemvWarpsPerSmFloat
         : plan.gemv_window ? nbits_window_warps_per_sm(p.bits, p.zero_points == NBitsZeroPoints::kPacked,
-                                                     p.dtype == DType::kFloat16,
-                                                     plan.gemv_tiles_per_warp)
+                                                     fp16, plan.gemv_tiles_per_warp)
                            : kGemvTensorCoreWarpsPerSm;
-    plan.gemv_k_split = choose_gemv_k_split(
-        (p.n + plan.gemv_tiles_per_warp - 1) / plan.gemv_tiles_per_warp,
-        gemv_k_units(p.row_bytes(), plan.gemv_tma), device.num_sms, warps_per_sm);
+    plan.gemv_k_split = choose_gemv_k_split(p.n, gemv_k_units(p.row_bytes(), plan.gemv_tma),
+                                            device.num_sms, warps_per_sm,
+                                            plan.gemv_tiles_per_warp);
     // 4-bit bfloat16 on two tiles at M <= 4: twice the model's split (28672 x 8192: k_split
     // 4 7-8 % faster than its 2 at M = 1, 2, 6 % at M = 4; at M = 8 2 was 7 % faster).
     if (plan.gemv_tiles_per_warp == 2 && p.bits == 4 && p.dtype == DType::kBFloat16 && p.m <= 4)
