@@ -6,7 +6,8 @@
 #
 #   scripts/gpu_check.sh [steps]     steps: comma list of build,test,sanitize,bench,variants
 #                                    (default: the first four); BENCH_SUITES="decode prefill"
-#                                    (fp8); NBITS_BENCH_BITS="8 4" (NBitsMatMul decode suite)
+#                                    (fp8); NBITS_BENCH_BITS="8 4" (NBitsMatMul decode suite),
+#                                    NBITS_BENCH_ZERO_POINTS="none packed" (its zero points)
 #   variants: the FP8 decode suite with each GEMV kernel and weight stream forced
 #   (BQMM_FP8_GEMV_MMA=0: CUDA cores; BQMM_FP8_GEMV_MMA=1, tensor cores at every M, with
 #   BQMM_FP8_GEMV_TMA=0 and BQMM_FP8_GEMV_LINES=0: fragment register loads, with
@@ -16,7 +17,8 @@
 #   window kernel off, BQMM_NBITS_GEMV_WINDOW=0; TMA: BQMM_NBITS_GEMV_TMA=1; line loads:
 #   BQMM_NBITS_GEMV_LINES=1 with BQMM_NBITS_GEMV_FMA=0 and BQMM_NBITS_GEMV_TILES=1 / 2), the
 #   8-bit CUDA-core kernel forced
-#   (BQMM_NBITS_GEMV_FMA=1) and the NBits K-loop sweep (M = 1,
+#   (BQMM_NBITS_GEMV_FMA=1), each with the zero points of NBITS_VARIANT_ZERO_POINTS
+#   (default "none"), and the NBits K-loop sweep (M = 1,
 #   8192 x 8192, float16, every block size, both widths): the comparison columns of
 #   docs/PERF.md, about 5 minutes.
 set -uo pipefail
@@ -28,6 +30,7 @@ arch=${BQMM_CUDA_ARCH:-90}
 build=build-gpu
 summary=()
 has() { [[ ",$steps," == *",$1,"* ]]; }
+zp_suffix() { [ "$1" = none ] || echo "_zp_$1"; }  # file names: none keeps the old ones
 stamp() { date +%s; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader \
@@ -98,13 +101,17 @@ if has bench; then
     rc=$?
     summary+=("bench $suite: rc=$rc ($(( $(stamp) - t0 ))s), $(wc -l < "$OUT/bench_$suite.jsonl" 2>/dev/null || echo 0) cases")
   done
-  # NBitsMatMul at decode sizes (its larger M take the same dequant + cuBLAS path as FP8).
-  for bits in ${NBITS_BENCH_BITS:-8 4}; do
-    t0=$(stamp)
-    "$build/bqmm-profile" --op nbits --bits "$bits" --suite decode \
-      --json "$OUT/bench_nbits${bits}_decode.jsonl" >"$OUT/bench_nbits${bits}_decode.log" 2>&1
-    rc=$?
-    summary+=("bench nbits$bits decode: rc=$rc ($(( $(stamp) - t0 ))s), $(wc -l < "$OUT/bench_nbits${bits}_decode.jsonl" 2>/dev/null || echo 0) cases")
+  # NBitsMatMul at decode sizes (its larger M take the same dequant + cuBLAS path as FP8),
+  # without a zero-point tensor and with packed zero points (asymmetric checkpoints).
+  for zp in ${NBITS_BENCH_ZERO_POINTS:-none packed}; do
+    for bits in ${NBITS_BENCH_BITS:-8 4}; do
+      t0=$(stamp)
+      name=nbits${bits}_decode$(zp_suffix "$zp")
+      "$build/bqmm-profile" --op nbits --bits "$bits" --zero-points "$zp" --suite decode \
+        --json "$OUT/bench_$name.jsonl" >"$OUT/bench_$name.log" 2>&1
+      rc=$?
+      summary+=("bench $name: rc=$rc ($(( $(stamp) - t0 ))s), $(wc -l < "$OUT/bench_$name.jsonl" 2>/dev/null || echo 0) cases")
+    done
   done
   python3 scripts/bench_table.py "$OUT"/bench_*.jsonl > "$OUT/bench_table.txt" 2>&1 || true
 fi
@@ -121,19 +128,24 @@ if has variants; then
     env "$@" "$build/bqmm-profile" --op fp8 --suite decode --json "$OUT/variant_fp8_decode_$name.jsonl" \
       >"$OUT/variant_fp8_decode_$name.log" 2>&1
   done
-  for bits in 8 4; do  # the N-bit tensor-core GEMV with each weight stream forced
-    for v in "registers BQMM_NBITS_GEMV_TMA=0 BQMM_NBITS_GEMV_WINDOW=0" "tma BQMM_NBITS_GEMV_TMA=1" \
-             "lines BQMM_NBITS_GEMV_LINES=1 BQMM_NBITS_GEMV_FMA=0 BQMM_NBITS_GEMV_TILES=1" \
-             "lines_x2 BQMM_NBITS_GEMV_LINES=1 BQMM_NBITS_GEMV_FMA=0 BQMM_NBITS_GEMV_TILES=2"; do
-      set -- $v
-      name=$1; shift
-      env "$@" "$build/bqmm-profile" --op nbits --bits "$bits" --suite decode \
-        --json "$OUT/variant_nbits${bits}_decode_$name.jsonl" >"$OUT/variant_nbits${bits}_decode_$name.log" 2>&1
+  # The N-bit tensor-core GEMV with each weight stream forced, and the 8-bit CUDA-core GEMV
+  # where it applies (M <= 2; larger M keep their plan), for each zero-point kind of
+  # NBITS_VARIANT_ZERO_POINTS (default: none).
+  for zp in ${NBITS_VARIANT_ZERO_POINTS:-none}; do
+    for bits in 8 4; do
+      for v in "registers BQMM_NBITS_GEMV_TMA=0 BQMM_NBITS_GEMV_WINDOW=0" "tma BQMM_NBITS_GEMV_TMA=1" \
+               "lines BQMM_NBITS_GEMV_LINES=1 BQMM_NBITS_GEMV_FMA=0 BQMM_NBITS_GEMV_TILES=1" \
+               "lines_x2 BQMM_NBITS_GEMV_LINES=1 BQMM_NBITS_GEMV_FMA=0 BQMM_NBITS_GEMV_TILES=2" \
+               "fma BQMM_NBITS_GEMV_FMA=1"; do
+        set -- $v
+        name=$1; shift
+        [ "$name" = fma ] && [ "$bits" != 8 ] && continue
+        file=variant_nbits${bits}_decode$(zp_suffix "$zp")_$name
+        env "$@" "$build/bqmm-profile" --op nbits --bits "$bits" --zero-points "$zp" --suite decode \
+          --json "$OUT/$file.jsonl" >"$OUT/$file.log" 2>&1
+      done
     done
   done
-  # The 8-bit CUDA-core GEMV forced where it applies (M <= 2; larger M keep their plan).
-  BQMM_NBITS_GEMV_FMA=1 "$build/bqmm-profile" --op nbits --bits 8 --suite decode \
-    --json "$OUT/variant_nbits8_decode_fma.jsonl" >"$OUT/variant_nbits8_decode_fma.log" 2>&1
   for bits in 4 8; do
     for bs in 16 32 64 128 256; do
       "$build/bqmm-profile" --op nbits --bits "$bits" --block-size "$bs" --m 1 --n 8192 --k 8192 \

@@ -240,8 +240,10 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
         large ? p.bits == 4 || p.m >= (fp16 ? 2 : 5)
                                 : many_tiles && (p.bits == 4 ? p.m > 4 : !fp16);
     const bool two_tiles_wanted =
-        lines_applies && p.zero_points == NBitsZeroPoints::kNone &&
-        (options.gemv_tiles_per_warp == 2 || (options.gemv_tiles_per_warp < 0 && two_tiles_faster));
+        lines_applies &&
+        (options.gemv_tiles_per_warp == 2 ||
+         (options.gemv_tiles_per_warp < 0 && p.zero_points == NBitsZeroPoints::kNone &&
+          two_tiles_faster));
     const bool lines_faster =
         two_tiles_wanted ||
         (p.bits == 4 ? p.m <= (p.zero_points == NBitsZeroPoints::kPacked ? 2 : 4) && large

@@ -1302,10 +1302,9 @@ Status launch_window(const NBitsGemvArgs& args, int k_split, bool lines, int til
                     "blocks of a window or more, not " + std::to_string(args.bits) +
                         "-bit K = " + std::to_string(args.k) + " block_size " +
                         std::to_string(args.block_size));
-    if (tiles != 1 && !(tiles == 2 && lines && p.zp == nullptr))
+    if (tiles != 1 && !(tiles == 2 && lines))
       return Status(StatusCode::kInternal, "launch_nbits_gemv: " + std::to_string(tiles) +
-                                               " tiles per warp (1, or 2 with line loads and no "
-                                               "zero points)");
+                                               " tiles per warp (1, or 2 with line loads)");
     const dim3 grid(static_cast<unsigned>((args.n + kTileCols * tiles - 1) / (kTileCols * tiles)));
     const dim3 block(k_split * kWarpSize);
     if (lines && p.windows % 2 != 0)
@@ -1319,9 +1318,11 @@ Status launch_window(const NBitsGemvArgs& args, int k_split, bool lines, int til
           <<<grid, block, smem, stream>>>(p);
     };
     using One = std::integral_constant<int, 1>;
+    using Two = std::integral_constant<int, 2>;
     auto with_bits = [&](auto bits) {
-      if (tiles == 2) {  // line loads, no zero points (checked above)
-        go(bits, std::false_type(), std::true_type(), std::integral_constant<int, 2>());
+      if (tiles == 2) {  // line loads (checked above)
+        if (p.zp != nullptr) go(bits, std::true_type(), std::true_type(), Two());
+        else go(bits, std::false_type(), std::true_type(), Two());
       } else if (p.zp != nullptr) {
         if (lines) go(bits, std::true_type(), std::true_type(), One());
         else go(bits, std::true_type(), std::false_type(), One());

@@ -167,8 +167,7 @@ TEST(NBitsGemvTma, EveryBitsBlockSizeAndDtype) {
 
 // The window kernel (NBitsMatMulOptions::gemv_window; 4-bit, float16 / bfloat16, algorithm
 // 0, blocks of 128 codes or more) forced on with line loads (gemv_lines, rows of whole
-// 128-byte lines) of one and of two tiles per warp (gemv_tiles_per_warp; two only without
-// zero points) and without, and off (the register-load tile of algorithm 0 then): both
+// 128-byte lines) of one and of two tiles per warp (gemv_tiles_per_warp) and without, and off (the register-load tile of algorithm 0 then): both
 // block sizes around a window, both dtypes, zero points none / packed, M up to 8, partial
 // column tiles (N = 1, 19: a second tile without columns or with 3), and K from one
 // window (no whole line: no line loads) to a K split that leaves warps without windows
@@ -201,9 +200,7 @@ TEST(NBitsGemvWindow, OnAndOffEveryBlockSizeDtypeAndZeroPoints) {
             const bool lines = kernel >= 2 && k * bits / 8 % 128 == 0;
             EXPECT_EQ(run.plan.gemv_window, kernel > 0) << run.plan;
             EXPECT_EQ(run.plan.gemv_lines, lines) << run.plan;
-            EXPECT_EQ(run.plan.gemv_tiles_per_warp,
-                      lines && kernel == 3 && s.zero_points == NBitsZeroPoints::kNone ? 2 : 1)
-                << run.plan;
+            EXPECT_EQ(run.plan.gemv_tiles_per_warp, lines && kernel == 3 ? 2 : 1) << run.plan;
           }
   }
 }
@@ -704,14 +701,15 @@ TEST(NBitsGemv, SanitizeSmall) {
       EXPECT_TRUE(run.plan.gemv_window) << run.plan;
       EXPECT_EQ(run.plan.gemv_lines, lines == 1) << run.plan;
     }
-  // Line loads of two tiles per warp: a second tile with 3 columns (N = 19) or 8 (N = 40),
-  // warps without windows, both widths and dtypes.
+  // Line loads of two tiles per warp: a second tile with 3 columns (N = 19, packed zero
+  // points) or 8 (N = 40), warps without windows, both widths and dtypes.
   NBitsMatMulOptions two;
   two.gemv_tiles_per_warp = 2;
   two.gemv_fma = 0;
   for (int bits : kBits)
     for (int64_t n : {19, 40}) {
       NBitsCaseSpec c = nbits_spec(kDTypes[1 + (n == 40 ? 1 : 0)], bits, n == 40 ? 8 : 2, n, 1280, 128);
+      c.zero_points = n == 19 ? NBitsZeroPoints::kPacked : NBitsZeroPoints::kNone;
       c.bias = true;
       SCOPED_TRACE(describe(c) << " lines x2");
       NBitsRun run;
