@@ -147,18 +147,22 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     // the other large-weight rules below share).
     const bool large = gemv_tma_pays(p.n, p.k);
     const bool fp16 = p.dtype == DType::kFloat16;
+    // Packed zero points (asymmetric checkpoints) have rules of their own below, from the
+    // decode suite run with them and every kernel forced (H200, docs/PERF.md "Zero points").
+    const bool zp = p.zero_points == NBitsZeroPoints::kPacked;
     // The CUDA-core kernel (8-bit, float16 / bfloat16, M <= 2); unless forced, where it
     // was faster on the H200 (docs/PERF.md): M = 1, and M = 2 in bfloat16, whose
     // tensor-core decode goes through float32 (in float16 the tensor cores win at M = 2
     // by up to 5 %), but not where the window kernel's line loads (below) take bfloat16
-    // M = 2 without a zero-point tensor: on large weights (N x K >= 128 Mi) they were 5 %
+    // M = 2: without a zero-point tensor on large weights (N x K >= 128 Mi) they were 5 %
     // faster (28672 x 8192) and, with two tiles per warp on grids of many tiles, 3-7 %
-    // (14336 x 4096, 8192 x 8192); on the other decode shapes 1-4 % either way. Not when
-    // gemv_algo or gemv_tma is set: those choose among the tensor-core kernels.
+    // (14336 x 4096, 8192 x 8192), on the other decode shapes 1-4 % either way; with packed
+    // zero points 3-10 % faster wherever line loads apply but at 4096 x 4096 (within 1 %).
+    // Not when gemv_algo or gemv_tma is set: those choose among the tensor-core kernels.
     const bool fma_applies = half_type && p.bits == 8 && p.m <= kGemvFmaMaxRows;
     const bool bf16_lines_at_two_rows =
-        p.dtype == DType::kBFloat16 && p.m == 2 && p.zero_points == NBitsZeroPoints::kNone &&
-        (large || many_tiles) && p.block_size >= kGemvWindowBytes &&
+        p.dtype == DType::kBFloat16 && p.m == 2 && (zp || large || many_tiles) &&
+        p.block_size >= kGemvWindowBytes &&
         p.row_bytes() % kGemvTmaTileBytes == 0 && options.gemv_window != 0 &&
         options.gemv_lines != 0;
     const bool fma_faster =
@@ -192,16 +196,16 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     // more warps than they hold (ceil(N / 16) tiles x 8 > 16 warps x SMs); measured on the
     // H200 (docs/PERF.md) 5-19 % faster there at every decode shape, and up to 7 % slower
     // on N = 4096 x K = 14336 (256 tiles), so by default only there, not where TMA tiles
-    // are forced, and with packed zero points only at M = 1 (28672 x 8192: 8 % faster at
-    // M = 1, 15 % slower than the TMA tile at M = 8). It replaces the TMA tile. 8-bit takes
-    // it only with line loads (below): without them it was slower than the default kernels
-    // at every decode shape and M (float16 1-25 %, bfloat16 6-58 %).
+    // are forced, and not with packed zero points (at 80 registers: at M = 1 up to 8 %
+    // slower than the register tile, at M = 8 up to 20 %; on large weights line loads take
+    // them, below). It replaces the TMA tile. 8-bit takes it only with line loads (below):
+    // without them it was slower than the default kernels at every decode shape and M
+    // (float16 1-25 %, bfloat16 6-58 %).
     const int64_t window_codes = kGemvWindowBytes * 8 / p.bits;
     const bool window_applies = half_type && plan.gemv_algo == kNBitsGemvAlgoUnrolled &&
                                 p.block_size >= window_codes &&
                                 p.row_bytes() % kGemvWindowBytes == 0;
-    const bool window_faster =
-        p.bits == 4 && many_tiles && (p.zero_points != NBitsZeroPoints::kPacked || p.m == 1);
+    const bool window_faster = p.bits == 4 && many_tiles && !zp;
     // Line loads: the window kernel on rows of whole 128-byte lines, its weights read 4
     // rows x 128 bytes per warp instruction and staged through shared memory. Measured on
     // the H200 (docs/PERF.md):
@@ -210,10 +214,12 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     //   it); on the smaller decode shapes -4 to +5 %; at M = 8 5-14 % slower (the
     //   activations of more rows and the shared-memory round trip share the L1). With
     //   packed zero points (measured at M <= 2 only, so taken there): 8 % faster at 28672 x
-    //   8192, M = 2.
-    // * 8-bit without a zero-point tensor (zero points were not measured), wherever the
-    //   tensor cores run (by default M >= 2 in float16; in bfloat16 M >= 3, and M = 2 on
-    //   N x K >= 128 Mi or grids of many tiles: above, the CUDA-core kernel); with one tile
+    //   8192, M = 2 (and with two tiles, below, at every M).
+    // * 8-bit wherever the tensor cores run (by default M >= 2 in float16; in bfloat16
+    //   M >= 3, and M = 2 on N x K >= 128 Mi, grids of many tiles or with packed zero
+    //   points: above, the CUDA-core kernel). With packed zero points line loads were 2-5 %
+    //   faster than the register tile below 128 Mi codes in float16, 3-15 % in bfloat16
+    //   but at N = 4096 (-2 to +1 %). Without a zero-point tensor, with one tile
     //   per warp float16 lost to TMA tiles on N x K >= 128 Mi at M <= 4, two tiles (below)
     //   win there:
     //   - bfloat16 (80 registers, 24 warps per SM): at M = 4 and 8 1-12 % faster than the
@@ -233,22 +239,26 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     //     M = 2, one tile of line loads from M = 3: at 24 warps per SM 8192 x 8192 took
     //     1.3 waves, two tiles one); 8-bit float16 0-3 %, left at one tile; N = 4096:
     //     slower (the grid halves).
+    //   - with packed zero points, on N x K >= 128 Mi: 4-bit 6-20 % faster than the kernels
+    //     taken before (line loads of one tile at M <= 2, TMA tiles above) at every M,
+    //     8-bit float16 from M = 2 6-15 % (against TMA tiles at M <= 4, the register tile
+    //     at M = 8); 8-bit bfloat16 lost 1-9 % to one tile. Below 128 Mi not taken: within
+    //     2 % of one tile (8-bit) or of the register tile (4-bit) at most shapes, slower at
+    //     N = 4096 and 4-bit 8192 x 8192 M = 1, faster at 4-bit float16 14336 x 4096 M = 1.
     //   With them line loads are taken where one tile was not (4-bit M > 4, 8-bit float16
     //   in place of TMA).
     const bool lines_applies = window_applies && p.row_bytes() % kGemvTmaTileBytes == 0;
     const bool two_tiles_faster =
-        large ? p.bits == 4 || p.m >= (fp16 ? 2 : 5)
-                                : many_tiles && (p.bits == 4 ? p.m > 4 : !fp16);
+        zp      ? large && (p.bits == 4 || fp16)
+        : large ? p.bits == 4 || p.m >= (fp16 ? 2 : 5)
+                : many_tiles && (p.bits == 4 ? p.m > 4 : !fp16);
     const bool two_tiles_wanted =
-        lines_applies &&
-        (options.gemv_tiles_per_warp == 2 ||
-         (options.gemv_tiles_per_warp < 0 && p.zero_points == NBitsZeroPoints::kNone &&
-          two_tiles_faster));
+        lines_applies && (options.gemv_tiles_per_warp == 2 ||
+                          (options.gemv_tiles_per_warp < 0 && two_tiles_faster));
     const bool lines_faster =
         two_tiles_wanted ||
-        (p.bits == 4 ? p.m <= (p.zero_points == NBitsZeroPoints::kPacked ? 2 : 4) && large
-                     : p.zero_points == NBitsZeroPoints::kNone &&
-                           (p.dtype == DType::kBFloat16 || !(tma_applies && tma_faster)));
+        (p.bits == 4 ? p.m <= (zp ? 2 : 4) && large
+                     : p.dtype == DType::kBFloat16 || !(tma_applies && tma_faster));
     const bool lines_wanted =
         lines_applies && options.gemv_window != 0 &&
         (options.gemv_lines == 1 || (options.gemv_lines < 0 && options.gemv_tma != 1 && lines_faster));
@@ -263,8 +273,7 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     // holds fewer warps per SM, the window kernel more (two tiles: 16).
     const int64_t warps_per_sm =
         !half_type ? kGemvWarpsPerSmFloat
-        : plan.gemv_window ? nbits_window_warps_per_sm(p.bits, p.zero_points == NBitsZeroPoints::kPacked,
-                                                     fp16, plan.gemv_tiles_per_warp)
+        : plan.gemv_window ? nbits_window_warps_per_sm(p.bits, zp, fp16, plan.gemv_tiles_per_warp)
                            : kGemvTensorCoreWarpsPerSm;
     plan.gemv_k_split = choose_gemv_k_split(p.n, gemv_k_units(p.row_bytes(), plan.gemv_tma),
                                             device.num_sms, warps_per_sm,

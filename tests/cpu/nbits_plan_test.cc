@@ -170,7 +170,13 @@ TEST(NBitsPlan, GemvFmaAtOneRowOfEightBitCodes) {
   EXPECT_TRUE(plan(problem(2, 264 * 16, 4096, 8, 128, DType::kBFloat16)).gemv_fma);
   EXPECT_TRUE(plan(problem(2, 264 * 16 + 1, 4096, 8, 128, DType::kBFloat16)).gemv_lines);
   EXPECT_TRUE(plan(problem(2, 28672, 8192 + 64, 8, 64, DType::kBFloat16)).gemv_fma);
-  NBitsMatMulProblem zp2 = problem(2, 28672, 8192, 8, 128, DType::kBFloat16);
+  // With packed zero points on any grid (N = 4096: neither large nor many tiles), still on
+  // rows of whole lines only.
+  NBitsMatMulProblem zp2 = problem(2, 4096, 4096, 8, 128, DType::kBFloat16);
+  zp2.zero_points = NBitsZeroPoints::kPacked;
+  EXPECT_TRUE(plan(zp2).gemv_lines);
+  EXPECT_EQ(plan(zp2).gemv_tiles_per_warp, 1);
+  zp2 = problem(2, 28672, 8192 + 64, 8, 64, DType::kBFloat16);
   zp2.zero_points = NBitsZeroPoints::kPacked;
   EXPECT_TRUE(plan(zp2).gemv_fma);
   for (auto off : {&NBitsMatMulOptions::gemv_window, &NBitsMatMulOptions::gemv_lines}) {
@@ -280,8 +286,9 @@ TEST(NBitsPlan, GemvTmaWhereItPaysOrWhenAsked) {
   NBitsMatMulOptions o;
   EXPECT_EQ(o.gemv_tma, -1);
   // The rule: 28672 x 8192 = 224 Mi codes; 8192 x 16384 = 128 Mi exactly; 8192 x 16368 below.
-  // 8-bit float16 with packed zero points (without them: line loads of two tiles, below).
-  NBitsMatMulProblem zp8 = problem(2, 28672, 8192, 8, 128);  // M = 1: gemv_fma
+  // 8-bit float16 on rows that are not whole 128-byte lines (8256 bytes; on whole lines,
+  // with or without zero points: line loads of two tiles, below).
+  NBitsMatMulProblem zp8 = problem(2, 28672, 8192 + 64, 8, 64);  // M = 1: gemv_fma
   zp8.zero_points = NBitsZeroPoints::kPacked;
   EXPECT_TRUE(plan(zp8).gemv_tma);
   zp8.m = 4;
@@ -341,10 +348,10 @@ TEST(NBitsPlan, GemvWindowWhereItAppliesOrWhenAsked) {
         EXPECT_EQ(p.gemv_algo, kNBitsGemvAlgoUnrolled) << p;
       }
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 64)).gemv_window);  // a window spans 2 blocks
-  // 8-bit takes it only with line loads: with packed zero points, TMA tiles here instead.
-  NBitsMatMulProblem zp8 = problem(2, 28672, 8192, 8, 128);
-  zp8.zero_points = NBitsZeroPoints::kPacked;
-  EXPECT_FALSE(plan(zp8).gemv_window);
+  // 8-bit takes it only with line loads: on rows of 8256 bytes (not whole lines), TMA
+  // tiles instead.
+  EXPECT_FALSE(plan(problem(2, 28672, 8192 + 64, 8, 64)).gemv_window);
+  EXPECT_TRUE(plan(problem(2, 28672, 8192 + 64, 8, 64)).gemv_tma);
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128, DType::kFloat32)).gemv_window);
   EXPECT_FALSE(plan(problem(9, 28672, 8192, 4, 128)).gemv_window);  // dequant + GEMM
   // The grid: 264 tiles x 8 = 2112 = 16 x 132 warps is not more; 265 tiles are.
@@ -384,12 +391,17 @@ TEST(NBitsPlan, GemvWindowWhereItAppliesOrWhenAsked) {
   // 3 of 4 (54), 2 of 2 (68) and 1 of 1 (66).
   EXPECT_EQ(plan(problem(3, 28672, 8192, 4, 128), kHopper, no_lines).gemv_k_split, 2);
   EXPECT_EQ(plan(problem(3, 28672, 8192, 4, 128), kHopper, o).gemv_k_split, 1);
-  NBitsMatMulProblem zp = problem(1, 28672, 8192, 4, 128);
+  // Packed zero points: not by the grid rule (the register tile there), unless forced.
+  NBitsMatMulProblem zp = problem(1, 264 * 16 + 1, 8192, 4, 128);
   zp.zero_points = NBitsZeroPoints::kPacked;
-  EXPECT_TRUE(plan(zp, kHopper, no_lines).gemv_window);
-  zp.m = 3;  // packed zero points: M = 1 only, unless forced
   EXPECT_FALSE(plan(zp).gemv_window);
-  const NBitsMatMulPlan zp2 = plan(zp, kHopper, forced);
+  EXPECT_FALSE(plan(zp).gemv_tma);
+  zp = problem(3, 28672, 8192, 4, 128);
+  zp.zero_points = NBitsZeroPoints::kPacked;
+  EXPECT_FALSE(plan(zp, kHopper, no_lines).gemv_window);  // TMA tiles
+  NBitsMatMulOptions forced_no_lines = forced;
+  forced_no_lines.gemv_lines = 0;
+  const NBitsMatMulPlan zp2 = plan(zp, kHopper, forced_no_lines);
   EXPECT_TRUE(zp2.gemv_window);
   EXPECT_EQ(zp2.gemv_k_split, 8);
   testing::expect_switch_rejects_out_of_range(problem(1, 4096, 4096), o, &NBitsMatMulOptions::gemv_window,
@@ -452,10 +464,14 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   EXPECT_FALSE(plan(problem(4, 4096, 4160, 8, 64, bf16)).gemv_window);
   EXPECT_TRUE(plan(problem(4, 4096, 4096, 8, 64, bf16)).gemv_lines);
   EXPECT_FALSE(plan(problem(4, 4096, 4096, 8, 32, bf16)).gemv_lines);
+  // Packed zero points: bfloat16 as without, one tile; float16 below 128 Mi codes too.
   NBitsMatMulProblem zp8 = problem(4, 4096, 4096, 8, 128, bf16);
   zp8.zero_points = NBitsZeroPoints::kPacked;
-  EXPECT_FALSE(plan(zp8).gemv_lines);
-  EXPECT_FALSE(plan(zp8).gemv_window);
+  EXPECT_TRUE(plan(zp8).gemv_lines);
+  EXPECT_EQ(plan(zp8).gemv_tiles_per_warp, 1);
+  zp8.dtype = DType::kFloat16;
+  EXPECT_TRUE(plan(zp8).gemv_lines);
+  EXPECT_FALSE(plan(zp8).gemv_tma);
   NBitsMatMulOptions tensor_cores;  // 8-bit M <= 2 on the tensor cores: line loads
   tensor_cores.gemv_fma = 0;
   for (int64_t m : {1, 2}) {
@@ -496,20 +512,21 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   NBitsMatMulOptions algo1;
   algo1.gemv_algo = kNBitsGemvAlgoLoop;
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128), kHopper, algo1).gemv_lines);
-  // Packed zero points: the one-tile rule, and the window kernel's K split for them (24
-  // warps per SM: k_split 8 at 28672 x 8192; without, two tiles per warp, 16 warps per SM
-  // and 896 warps' columns: 2).
+  // Packed zero points with one tile forced: line loads at M <= 2 (without: M <= 4), and
+  // the window kernel's K split for them (24 warps per SM: k_split 8 at 28672 x 8192;
+  // two tiles per warp, 16 warps per SM and 896 warps' columns: 2).
   EXPECT_EQ(plan(problem(1, 28672, 8192, 4, 128)).gemv_k_split, 2);
   NBitsMatMulProblem zp = problem(2, 28672, 8192, 4, 128);
   zp.zero_points = NBitsZeroPoints::kPacked;
-  EXPECT_TRUE(plan(zp).gemv_lines);
-  EXPECT_TRUE(plan(zp).gemv_window);  // M = 2: the window kernel for the line loads
-  EXPECT_EQ(plan(zp).gemv_k_split, 8);
-  zp.m = 3;  // packed zero points: M <= 2 (without: M <= 4)
-  EXPECT_FALSE(plan(zp).gemv_lines);
-  EXPECT_FALSE(plan(zp).gemv_window);
+  EXPECT_TRUE(plan(zp, kHopper, one_tile).gemv_lines);
+  EXPECT_TRUE(plan(zp, kHopper, one_tile).gemv_window);  // the window kernel's line loads
+  EXPECT_EQ(plan(zp, kHopper, one_tile).gemv_k_split, 8);
+  EXPECT_EQ(plan(zp).gemv_k_split, 2);
+  zp.m = 3;
+  EXPECT_FALSE(plan(zp, kHopper, one_tile).gemv_lines);
+  EXPECT_FALSE(plan(zp, kHopper, one_tile).gemv_window);
   zp.zero_points = NBitsZeroPoints::kNone;
-  EXPECT_TRUE(plan(zp).gemv_lines);
+  EXPECT_TRUE(plan(zp, kHopper, one_tile).gemv_lines);
   // The window kernel off, or TMA tiles forced: no line loads by default.
   NBitsMatMulOptions off;
   off.gemv_window = 0;
@@ -562,10 +579,35 @@ TEST(NBitsPlan, GemvTwoTilesPerWarpOnLargeWeights) {
   EXPECT_EQ(plan(problem(3, 8192, 8192, 8, 128, bf16)).gemv_tiles_per_warp, 2);
   EXPECT_EQ(plan(problem(3, 264 * 16, 8192, 8, 128, bf16)).gemv_tiles_per_warp, 1);
   EXPECT_EQ(plan(problem(8, 8192, 8192, 8, 128)).gemv_tiles_per_warp, 1);  // float16 8-bit
+  // Packed zero points: on N x K >= 128 Mi, 4-bit at every M, 8-bit float16 (M >= 2 by
+  // default, the CUDA-core kernel at M = 1), not 8-bit bfloat16; not below 128 Mi.
   NBitsMatMulProblem zp = problem(1, 28672, 8192, 4, 128);
   zp.zero_points = NBitsZeroPoints::kPacked;
-  EXPECT_TRUE(plan(zp).gemv_lines);
+  for (int64_t m : {1, 8}) {
+    zp.m = m;
+    EXPECT_TRUE(plan(zp).gemv_lines);
+    EXPECT_EQ(plan(zp).gemv_tiles_per_warp, 2);
+  }
+  zp.n = 8192;
+  zp.k = 16384;  // 128 Mi codes
+  EXPECT_EQ(plan(zp).gemv_tiles_per_warp, 2);
+  zp.k = 16384 - 256;  // below: the register tile
   EXPECT_EQ(plan(zp).gemv_tiles_per_warp, 1);
+  EXPECT_FALSE(plan(zp).gemv_lines);
+  EXPECT_FALSE(plan(zp).gemv_window);
+  zp = problem(2, 28672, 8192, 8, 128);
+  zp.zero_points = NBitsZeroPoints::kPacked;
+  EXPECT_EQ(plan(zp).gemv_tiles_per_warp, 2);
+  zp.k = 16384 - 128;  // N = 8192: below 128 Mi, one tile
+  zp.n = 8192;
+  EXPECT_EQ(plan(zp).gemv_tiles_per_warp, 1);
+  EXPECT_TRUE(plan(zp).gemv_lines);
+  zp = problem(8, 28672, 8192, 8, 128, bf16);
+  zp.zero_points = NBitsZeroPoints::kPacked;
+  EXPECT_EQ(plan(zp).gemv_tiles_per_warp, 1);
+  EXPECT_TRUE(plan(zp).gemv_lines);
+  zp = problem(1, 28672, 8192, 4, 128);
+  zp.zero_points = NBitsZeroPoints::kPacked;
   NBitsMatMulOptions o;
   EXPECT_EQ(o.gemv_tiles_per_warp, -1);
   o.gemv_tiles_per_warp = 2;  // forced: line loads of two tiles wherever they apply
@@ -674,8 +716,8 @@ NBitsMatMulOptions with_env(const char* var, const char* value) {
 // Each GEMV kernel switch: parsed from its variable (0 or 1; anything else an error that
 // names it), and the planner follows it both ways, on a case whose default it flips.
 TEST_F(NBitsEnvTest, GemvSwitchOverrides) {
-  NBitsMatMulProblem tma_by_default = problem(2, 28672, 8192, 8, 128);
-  tma_by_default.zero_points = NBitsZeroPoints::kPacked;  // without: line loads
+  // Rows of 8256 bytes: no line loads (on whole lines: two tiles of them).
+  const NBitsMatMulProblem tma_by_default = problem(2, 28672, 8192 + 64, 8, 64);
   const testing::PlanSwitch<NBitsMatMulProblem> switches[] = {
       {"BQMM_NBITS_GEMV_TMA", &NBitsMatMulOptions::gemv_tma, &NBitsMatMulPlan::gemv_tma,
        problem(1, 4096, 4096, 8, 128), tma_by_default},
