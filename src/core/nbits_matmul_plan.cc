@@ -202,9 +202,9 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     // without them it was slower than the default kernels at every decode shape and M
     // (float16 1-25 %, bfloat16 6-58 %).
     const int64_t window_codes = kGemvWindowBytes * 8 / p.bits;
-    const bool window_applies = half_type && plan.gemv_algo == kNBitsGemvAlgoUnrolled &&
-                                p.block_size >= window_codes &&
-                                p.row_bytes() % kGemvWindowBytes == 0;
+    const bool whole_windows = half_type && plan.gemv_algo == kNBitsGemvAlgoUnrolled &&
+                               p.row_bytes() % kGemvWindowBytes == 0;
+    const bool window_applies = whole_windows && p.block_size >= window_codes;
     const bool window_faster = p.bits == 4 && many_tiles && !zp;
     // Line loads: the window kernel on rows of whole 128-byte lines, its weights read 4
     // rows x 128 bytes per warp instruction and staged through shared memory. Measured on
@@ -247,7 +247,11 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     //     N = 4096 and 4-bit 8192 x 8192 M = 1, faster at 4-bit float16 14336 x 4096 M = 1.
     //   With them line loads are taken where one tile was not (4-bit M > 4, 8-bit float16
     //   in place of TMA).
-    const bool lines_applies = window_applies && p.row_bytes() % kGemvTmaTileBytes == 0;
+    // Line loads also take blocks smaller than a window down to a lane's 16-byte chunk
+    // (each weight scaled before the mma, as the register tile does for them).
+    const bool small_blocks = p.block_size < window_codes;
+    const bool lines_applies = whole_windows && p.block_size >= kGemvChunkBytes * 8 / p.bits &&
+                               p.row_bytes() % kGemvTmaTileBytes == 0;
     const bool two_tiles_faster =
         zp      ? large && (p.bits == 4 || fp16)
         : large ? p.bits == 4 || p.m >= (fp16 ? 2 : 5)
@@ -256,16 +260,18 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
         lines_applies && (options.gemv_tiles_per_warp == 2 ||
                           (options.gemv_tiles_per_warp < 0 && two_tiles_faster));
     const bool lines_faster =
-        two_tiles_wanted ||
-        (p.bits == 4 ? p.m <= (zp ? 2 : 4) && large
-                     : p.dtype == DType::kBFloat16 || !(tma_applies && tma_faster));
+        options.gemv_tiles_per_warp == 2 ||
+        (!small_blocks &&
+         (two_tiles_wanted || (p.bits == 4 ? p.m <= (zp ? 2 : 4) && large
+                                           : p.dtype == DType::kBFloat16 || !(tma_applies && tma_faster))));
     const bool lines_wanted =
         lines_applies && options.gemv_window != 0 &&
         (options.gemv_lines == 1 || (options.gemv_lines < 0 && options.gemv_tma != 1 && lines_faster));
     plan.gemv_window =
-        window_applies && (options.gemv_window == 1 || lines_wanted ||
-                           (options.gemv_window < 0 && options.gemv_tma != 1 && window_faster));
-    plan.gemv_lines = plan.gemv_window && lines_wanted;
+        lines_wanted ||
+        (window_applies && (options.gemv_window == 1 ||
+                            (options.gemv_window < 0 && options.gemv_tma != 1 && window_faster)));
+    plan.gemv_lines = lines_wanted;
     plan.gemv_tiles_per_warp = plan.gemv_lines && two_tiles_wanted ? 2 : 1;
     if (plan.gemv_window) plan.gemv_tma = false;
     // K split (core/gemv_split.h) over the kernel's units of K (TMA tiles or 64-byte

@@ -377,6 +377,26 @@ __device__ __forceinline__ void mma_word_unscaled(uint32_t lo, uint32_t hi, cons
   }
 }
 
+// Blocks smaller than a window (no scale on the result): one 32-bit word of codes of rows
+// lo and hi decoded with their block constants, scaled and rounded to T
+// (decode_word_pairs), times the matching activation pairs `pa`, into acc. Shared by
+// MmaTile and the window kernel's line loads.
+template <typename T, int kBits>
+__device__ __forceinline__ void mma_word_scaled(uint32_t lo, uint32_t hi, const BlockConsts& c_lo,
+                                                const BlockConsts& c_hi,
+                                                const uint32_t (&pa)[Codes<kBits>::kPerWord / 2],
+                                                float (&acc)[4]) {
+  uint32_t pl[Codes<kBits>::kPerWord / 2], ph[Codes<kBits>::kPerWord / 2];
+  decode_word_pairs<T, kBits>(lo, c_lo, pl);
+  decode_word_pairs<T, kBits>(hi, c_hi, ph);
+#pragma unroll
+  for (int s = 0; s < Codes<kBits>::kPerWord / 4; ++s) {
+    const uint32_t a[4] = {pl[2 * s], ph[2 * s], pl[2 * s + 1], ph[2 * s + 1]};
+    const uint32_t b[2] = {pa[2 * s], pa[2 * s + 1]};
+    mma_m16n8k16<T>(acc, a, b, acc);
+  }
+}
+
 // acc += (part + part16 / 16) * scale, rows lo (d[0..1]) and hi (d[2..3]) by their own
 // block scale, in float32 (the / 16 only for float16 4-bit, exact).
 template <typename T, int kBits>
@@ -461,19 +481,10 @@ struct MmaTile {
       const int group = j * C::kGroups / 4;
       uint32_t pa[C::kPerWord / 2];
       act_pairs(act, j, pa);
-      if constexpr (kResultScale) {
+      if constexpr (kResultScale)
         mma_word_unscaled<T, kBits>(lo[j], hi[j], q[0][0], q[1][0], pa, part, part16);
-      } else {
-        uint32_t pl[C::kPerWord / 2], ph[C::kPerWord / 2];
-        decode_word_pairs<T, kBits>(lo[j], q[0][group], pl);
-        decode_word_pairs<T, kBits>(hi[j], q[1][group], ph);
-#pragma unroll
-        for (int s = 0; s < C::kPerWord / 4; ++s) {
-          const uint32_t a[4] = {pl[2 * s], ph[2 * s], pl[2 * s + 1], ph[2 * s + 1]};
-          const uint32_t b[2] = {pa[2 * s], pa[2 * s + 1]};
-          mma_m16n8k16<T>(acc, a, b, acc);
-        }
-      }
+      else
+        mma_word_scaled<T, kBits>(lo[j], hi[j], q[0][group], q[1][group], pa, acc);
     }
     if constexpr (kResultScale) apply_block_scales<T, kBits>(acc, part, part16, q[0][0], q[1][0]);
   }
@@ -832,12 +843,13 @@ template <typename T, int kBits, bool kZeroPoints, int kTiles = 1>
 constexpr int kWindowMinBlocks =
     kTiles == 2 ? 2 : kBits == 8 ? (std::is_same_v<T, __half> ? 2 : 3) : kZeroPoints ? 3 : 4;
 
-template <typename T, int kBits, bool kZeroPoints, bool kLines, int kTiles>
+template <typename T, int kBits, bool kZeroPoints, bool kLines, int kTiles, bool kResultScale = true>
 __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<T, kBits, kZeroPoints, kTiles>)
     NBitsGemvWindowKernel(const GemvParams<T> p) {
   static_assert(kTiles == 1 || kLines, "two tiles per warp only with line loads");
+  static_assert(kResultScale || kLines, "blocks smaller than a window only with line loads");
   using C = Codes<kBits>;
-  using Tile = MmaTile<T, kBits, true>;
+  using Tile = MmaTile<T, kBits, kResultScale>;
   const uint32_t k_split = blockDim.x / kWarpSize;
   const uint32_t warp = threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
@@ -863,7 +875,11 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<T, kB
     uint4 w[2];
     RawQuant<T, kBits> q[2];
   };
-  auto block_of = [&](uint32_t u) { return (u * C::kPerWindow) >> p.block_shift; };
+  // The block of window u (kResultScale: all of it), or of this lane's chunk of it (else:
+  // blocks of a chunk or more, so that a chunk lies in one).
+  auto block_of = [&](uint32_t u) {
+    return (u * C::kPerWindow + (kResultScale ? 0 : t * C::kPerChunk)) >> p.block_shift;
+  };
   auto load_quant_of = [&](const TileRows<T>& tr, uint32_t u, RawQuant<T, kBits> (&q)[2]) {
     const uint32_t blk = block_of(u);
 #pragma unroll
@@ -901,9 +917,12 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<T, kB
     for (int j = 0; j < 4; ++j) {
       uint32_t pa[C::kPerWord / 2];
       Tile::act_pairs(act, j, pa);
-      mma_word_unscaled<T, kBits>(lo[j], hi[j], c_lo, c_hi, pa, part, part16);
+      if constexpr (kResultScale)
+        mma_word_unscaled<T, kBits>(lo[j], hi[j], c_lo, c_hi, pa, part, part16);
+      else
+        mma_word_scaled<T, kBits>(lo[j], hi[j], c_lo, c_hi, pa, acc);
     }
-    apply_block_scales<T, kBits>(acc, part, part16, c_lo, c_hi);
+    if constexpr (kResultScale) apply_block_scales<T, kBits>(acc, part, part16, c_lo, c_hi);
   };
   auto multiply = [&](uint32_t u, const Loads& l) {
     uint4 act[Tile::kActVecs];
@@ -1295,13 +1314,19 @@ Status launch_window(const NBitsGemvArgs& args, int k_split, bool lines, int til
   } else {
     const GemvParams<T> p = make_params<T>(args);
     const int window_codes = args.bits == 4 ? Codes<4>::kPerWindow : Codes<8>::kPerWindow;
-    if ((args.bits != 4 && args.bits != 8) || args.block_size < window_codes ||
+    // Blocks of a window or more: the scale on the mma result; smaller (line loads only):
+    // each weight scaled before the mma.
+    const int chunk_codes = args.bits == 4 ? Codes<4>::kPerChunk : Codes<8>::kPerChunk;
+    const bool result_scale = args.block_size >= window_codes;
+    if ((args.bits != 4 && args.bits != 8) || (!result_scale && !lines) ||
+        args.block_size < chunk_codes ||
         p.chunks % kWindowChunks != 0)
       return Status(StatusCode::kInternal,
                     "launch_nbits_gemv: the window kernel takes rows of whole windows in "
-                    "blocks of a window or more, not " + std::to_string(args.bits) +
-                        "-bit K = " + std::to_string(args.k) + " block_size " +
-                        std::to_string(args.block_size));
+                    "blocks of a window or more (with line loads: of a chunk or more), not " +
+                        std::to_string(args.bits) + "-bit K = " + std::to_string(args.k) +
+                        " block_size " + std::to_string(args.block_size) +
+                        (lines ? " with" : " without") + " line loads");
     if (tiles != 1 && !(tiles == 2 && lines))
       return Status(StatusCode::kInternal, "launch_nbits_gemv: " + std::to_string(tiles) +
                                                " tiles per warp (1, or 2 with line loads)");
@@ -1312,10 +1337,21 @@ Status launch_window(const NBitsGemvArgs& args, int k_split, bool lines, int til
                     "launch_nbits_gemv: line loads take rows of whole 128-byte lines, not K = " +
                         std::to_string(args.k));
     const int smem = lines ? k_split * tiles * kLineBufferBytes : 0;
-    auto go = [&](auto bits, auto zero_points, auto line_loads, auto n_tiles) {
+    auto launch = [&](auto bits, auto zero_points, auto line_loads, auto n_tiles, auto scale) {
       NBitsGemvWindowKernel<T, decltype(bits)::value, decltype(zero_points)::value,
-                            decltype(line_loads)::value, decltype(n_tiles)::value>
-          <<<grid, block, smem, stream>>>(p);
+                            decltype(line_loads)::value, decltype(n_tiles)::value,
+                            decltype(scale)::value><<<grid, block, smem, stream>>>(p);
+    };
+    // Line loads: the block size picks the decode (without them: blocks of a window or
+    // more, checked above).
+    auto go = [&](auto bits, auto zero_points, auto line_loads, auto n_tiles) {
+      if constexpr (decltype(line_loads)::value) {
+        if (!result_scale) {
+          launch(bits, zero_points, line_loads, n_tiles, std::false_type());
+          return;
+        }
+      }
+      launch(bits, zero_points, line_loads, n_tiles, std::true_type());
     };
     using One = std::integral_constant<int, 1>;
     using Two = std::integral_constant<int, 2>;

@@ -165,10 +165,12 @@ TEST(NBitsGemvTma, EveryBitsBlockSizeAndDtype) {
       }
 }
 
-// The window kernel (NBitsMatMulOptions::gemv_window; 4-bit, float16 / bfloat16, algorithm
-// 0, blocks of 128 codes or more) forced on with line loads (gemv_lines, rows of whole
-// 128-byte lines) of one and of two tiles per warp (gemv_tiles_per_warp) and without, and off (the register-load tile of algorithm 0 then): both
-// block sizes around a window, both dtypes, zero points none / packed, M up to 8, partial
+// The window kernel (NBitsMatMulOptions::gemv_window; float16 / bfloat16, algorithm 0,
+// blocks of a window or more: 128 codes 4-bit, 64 8-bit; with line loads blocks down to a
+// 16-byte chunk: 32 codes 4-bit, 16 8-bit) forced on with line loads (gemv_lines, rows of
+// whole 128-byte lines) of one and of two tiles per warp (gemv_tiles_per_warp) and without,
+// and off (the register-load tile of algorithm 0 then): block sizes from below a chunk
+// (4-bit 16: no line loads) to 256, both dtypes, zero points none / packed, M up to 8, partial
 // column tiles (N = 1, 19: a second tile without columns or with 3), and K from one
 // window (no whole line: no line loads) to a K split that leaves warps without windows
 // (10 windows, 5 line pairs, over 8 warps).
@@ -180,7 +182,10 @@ TEST(NBitsGemvWindow, OnAndOffEveryBlockSizeDtypeAndZeroPoints) {
     const int64_t window = 512 / bits;  // codes per 64-byte window
     // 4-bit: 2, 4, 10 and 32 windows; 8-bit: 4, 8, 20, 64.
     const int64_t ks[] = {256, 512, 1280, 4096};
-    for (int64_t bs : {window, int64_t{256}})
+    // Blocks below a chunk (4-bit 16), below a window (line loads only), of a window and more.
+    const std::vector<int64_t> block_sizes =
+        bits == 4 ? std::vector<int64_t>{16, 32, 64, 128, 256} : std::vector<int64_t>{16, 32, 64, 256};
+    for (int64_t bs : block_sizes)
       for (DType t : {DType::kFloat16, DType::kBFloat16})
         for (int kernel : {3, 2, 1, 0})  // window with line loads of 2 / 1 tiles, window, off
           for (int j = 0; j < 4; ++j, ++index) {
@@ -197,8 +202,8 @@ TEST(NBitsGemvWindow, OnAndOffEveryBlockSizeDtypeAndZeroPoints) {
                                      << " tiles=" << o.gemv_tiles_per_warp);
             NBitsRun run;
             run_and_check(s, 4000 + index, o, NBitsPath::kGemv, &run);
-            const bool lines = kernel >= 2 && k * bits / 8 % 128 == 0;
-            EXPECT_EQ(run.plan.gemv_window, kernel > 0) << run.plan;
+            const bool lines = kernel >= 2 && k * bits / 8 % 128 == 0 && bs * bits >= 128;
+            EXPECT_EQ(run.plan.gemv_window, bs >= window ? kernel > 0 : lines) << run.plan;
             EXPECT_EQ(run.plan.gemv_lines, lines) << run.plan;
             EXPECT_EQ(run.plan.gemv_tiles_per_warp, lines && kernel == 3 ? 2 : 1) << run.plan;
           }
@@ -715,6 +720,22 @@ TEST(NBitsGemv, SanitizeSmall) {
       NBitsRun run;
       run_and_check(c, 9950 + index++, two, NBitsPath::kGemv, &run);
       EXPECT_EQ(run.plan.gemv_tiles_per_warp, 2) << run.plan;
+    }
+  // Line loads on blocks smaller than a window (a block per lane chunk: 4-bit 32, 8-bit
+  // 16 codes), one and two tiles, with packed zero points.
+  NBitsMatMulOptions small = two;
+  small.gemv_lines = 1;
+  for (int bits : kBits)
+    for (int tiles : {1, 2}) {
+      NBitsCaseSpec c = nbits_spec(kDTypes[tiles], bits, 3, 19, 1280, 128 / bits);
+      c.zero_points = NBitsZeroPoints::kPacked;
+      c.bias = true;
+      small.gemv_tiles_per_warp = tiles;
+      SCOPED_TRACE(describe(c) << " small blocks, lines x" << tiles);
+      NBitsRun run;
+      run_and_check(c, 9960 + index++, small, NBitsPath::kGemv, &run);
+      EXPECT_TRUE(run.plan.gemv_lines) << run.plan;
+      EXPECT_EQ(run.plan.gemv_tiles_per_warp, tiles) << run.plan;
     }
   // The TMA tile: a partial column tile, a row ending in a partial tile, both widths.
   NBitsMatMulOptions tma;
