@@ -162,7 +162,6 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     const bool fma_applies = half_type && p.bits == 8 && p.m <= kGemvFmaMaxRows;
     const bool bf16_lines_at_two_rows =
         p.dtype == DType::kBFloat16 && p.m == 2 && (zp || large || many_tiles) &&
-        p.block_size >= kGemvWindowBytes &&
         p.row_bytes() % kGemvTmaTileBytes == 0 && options.gemv_window != 0 &&
         options.gemv_lines != 0;
     const bool fma_faster =
@@ -247,23 +246,29 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     //     N = 4096 and 4-bit 8192 x 8192 M = 1, faster at 4-bit float16 14336 x 4096 M = 1.
     //   With them line loads are taken where one tile was not (4-bit M > 4, 8-bit float16
     //   in place of TMA).
-    // Line loads also take blocks smaller than a window down to a lane's 16-byte chunk
-    // (each weight scaled before the mma, as the register tile does for them).
+    // * Blocks smaller than a window down to a lane's 16-byte chunk (4-bit 32, 64 codes;
+    //   8-bit 16, 32; each weight scaled before the mma, as the register tile does for
+    //   them): the same rules (no zero-point tensor, decode suite at blocks of 32 and 64,
+    //   2026-11-30c), where they were 8-32 % faster than the register tile on N x K >=
+    //   128 Mi and grids of many tiles (4-bit 28672 x 8192: 61-72 -> 43-50 us), within
+    //   -8 to +3 % at N = 4096; 8-bit bfloat16 M = 2 as with larger blocks (2-11 % faster
+    //   than the CUDA-core kernel on those grids). 4-bit grids of many tiles at M <= 4,
+    //   where larger blocks take the window kernel without line loads: two tiles (13-16 %
+    //   faster than the register tile, equal to or 1-6 % faster than one tile in float16).
+    //   With packed zero points small blocks follow the zero-point rules above, unmeasured.
     const bool small_blocks = p.block_size < window_codes;
     const bool lines_applies = whole_windows && p.block_size >= kGemvChunkBytes * 8 / p.bits &&
                                p.row_bytes() % kGemvTmaTileBytes == 0;
     const bool two_tiles_faster =
         zp      ? large && (p.bits == 4 || fp16)
         : large ? p.bits == 4 || p.m >= (fp16 ? 2 : 5)
-                : many_tiles && (p.bits == 4 ? p.m > 4 : !fp16);
+                : many_tiles && (p.bits == 4 ? p.m > 4 || small_blocks : !fp16);
     const bool two_tiles_wanted =
         lines_applies && (options.gemv_tiles_per_warp == 2 ||
                           (options.gemv_tiles_per_warp < 0 && two_tiles_faster));
     const bool lines_faster =
-        options.gemv_tiles_per_warp == 2 ||
-        (!small_blocks &&
-         (two_tiles_wanted || (p.bits == 4 ? p.m <= (zp ? 2 : 4) && large
-                                           : p.dtype == DType::kBFloat16 || !(tma_applies && tma_faster))));
+        two_tiles_wanted || (p.bits == 4 ? p.m <= (zp ? 2 : 4) && large
+                                         : p.dtype == DType::kBFloat16 || !(tma_applies && tma_faster));
     const bool lines_wanted =
         lines_applies && options.gemv_window != 0 &&
         (options.gemv_lines == 1 || (options.gemv_lines < 0 && options.gemv_tma != 1 && lines_faster));
@@ -284,9 +289,12 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     plan.gemv_k_split = choose_gemv_k_split(p.n, gemv_k_units(p.row_bytes(), plan.gemv_tma),
                                             device.num_sms, warps_per_sm,
                                             plan.gemv_tiles_per_warp);
-    // 4-bit bfloat16 on two tiles at M <= 4: twice the model's split (28672 x 8192: k_split
-    // 4 7-8 % faster than its 2 at M = 1, 2, 6 % at M = 4; at M = 8 2 was 7 % faster).
-    if (plan.gemv_tiles_per_warp == 2 && p.bits == 4 && p.dtype == DType::kBFloat16 && p.m <= 4)
+    // 4-bit bfloat16 on two tiles at M <= 4 on N x K >= 128 Mi: twice the model's split
+    // (28672 x 8192: k_split 4 7-8 % faster than its 2 at M = 1, 2, 6 % at M = 4; at M = 8 2
+    // was 7 % faster). Not below: at 14336 x 4096 (blocks of 32 codes) 8 instead of 4 was
+    // 12-19 % slower at M <= 4 (H200, 2026-11-30c).
+    if (plan.gemv_tiles_per_warp == 2 && p.bits == 4 && p.dtype == DType::kBFloat16 && p.m <= 4 &&
+        large)
       plan.gemv_k_split = std::min(2 * plan.gemv_k_split, kGemvMaxKSplit);
     *out = plan;
     return Status::Ok();

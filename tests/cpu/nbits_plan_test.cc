@@ -145,8 +145,8 @@ TEST(NBitsPlan, GemvFmaAtOneRowOfEightBitCodes) {
       EXPECT_EQ(p.gemv_rows, 1);
       EXPECT_FALSE(p.gemv_tma);
       EXPECT_EQ(p.gemv_k_split, 0);
-      // M = 2: in bfloat16 the CUDA-core kernel below 128 Mi codes on grids of few tiles,
-      // and where the window kernel cannot take the rows (blocks below 64 codes).
+      // M = 2: in bfloat16 the CUDA-core kernel below 128 Mi codes on grids of few tiles
+      // (line loads on the others, at every block size).
       const NBitsMatMulPlan two = plan(problem(2, 4096, 4096, 8, bs, t));
       EXPECT_EQ(two.gemv_fma, t == DType::kBFloat16) << two;
       if (two.gemv_fma) {
@@ -154,7 +154,8 @@ TEST(NBitsPlan, GemvFmaAtOneRowOfEightBitCodes) {
       }
       for (const int64_t n : {int64_t{8192}, int64_t{28672}}) {
         const NBitsMatMulPlan many = plan(problem(2, n, 8192, 8, bs, t));
-        EXPECT_EQ(many.gemv_fma, t == DType::kBFloat16 && bs < 64) << many;
+        EXPECT_FALSE(many.gemv_fma) << many;
+        EXPECT_TRUE(many.gemv_lines) << many;
       }
       EXPECT_FALSE(plan(problem(3, 28672, 8192, 8, bs, t)).gemv_fma);
       EXPECT_TRUE(plan(problem(1, 4096, 4096, 8, bs, t), kAmpere).gemv_fma);
@@ -214,23 +215,27 @@ TEST(NBitsPlan, GemvFmaAtOneRowOfEightBitCodes) {
 // cheapest k_split wins, the larger on a tie. A window is 64 bytes of a row: 64 8-bit or
 // 128 4-bit codes.
 TEST(NBitsPlan, GemvKSplitBalancesWavesAndWindows) {
+  // The register-load tile's model (16 warps per SM; line loads off: the window kernel's
+  // warps are tested with it, below).
+  NBitsMatMulOptions regs;
+  regs.gemv_lines = 0;
   // M = 2: at M = 1 8-bit takes the CUDA-core kernel, which has no K split.
   // 256 tiles x 8 warps fit one wave: k_split 8 (64 windows: cost 1 * (8 + 2)).
-  EXPECT_EQ(plan(problem(2, 4096, 4096, 8)).gemv_k_split, 8);
+  EXPECT_EQ(plan(problem(2, 4096, 4096, 8), kHopper, regs).gemv_k_split, 8);
   // 512 tiles: k_split 8 needs two waves (2 * 18), 4 one (1 * 34).
-  EXPECT_EQ(plan(problem(2, 8192, 8192, 8)).gemv_k_split, 4);
-  EXPECT_EQ(plan(problem(2, 8192, 8192, 4)).gemv_k_split, 4);
+  EXPECT_EQ(plan(problem(2, 8192, 8192, 8), kHopper, regs).gemv_k_split, 4);
+  EXPECT_EQ(plan(problem(2, 8192, 8192, 4), kHopper, regs).gemv_k_split, 4);
   // 1792 tiles: 7 waves of k_split 8 (7 * 18 = 126) beat 4 of 4 (136) and 1 of 1 (130).
-  EXPECT_EQ(plan(problem(2, 28672, 8192, 8)).gemv_k_split, 8);
+  EXPECT_EQ(plan(problem(2, 28672, 8192, 8), kHopper, regs).gemv_k_split, 8);
   // 896 tiles, 64 windows: k_split 2 fits one wave (34) against 4 waves of 8 (40).
-  EXPECT_EQ(plan(problem(2, 14336, 4096, 8)).gemv_k_split, 2);
+  EXPECT_EQ(plan(problem(2, 14336, 4096, 8), kHopper, regs).gemv_k_split, 2);
   // Never more warps than windows.
-  EXPECT_EQ(plan(problem(2, 16, 64, 8)).gemv_k_split, 1);
-  EXPECT_EQ(plan(problem(2, 16, 256, 8)).gemv_k_split, 4);
+  EXPECT_EQ(plan(problem(2, 16, 64, 8), kHopper, regs).gemv_k_split, 1);
+  EXPECT_EQ(plan(problem(2, 16, 256, 8), kHopper, regs).gemv_k_split, 4);
   // float32's FMA tile: half the resident warps (8 per SM).
-  EXPECT_EQ(plan(problem(2, 8192, 8192, 8, 32, DType::kFloat32)).gemv_k_split, 2);
+  EXPECT_EQ(plan(problem(2, 8192, 8192, 8, 32, DType::kFloat32), kHopper, regs).gemv_k_split, 2);
   // An unknown device (0 SMs) counts as one SM: every split only adds waves.
-  EXPECT_EQ(plan(problem(2, 4096, 4096, 8), DeviceInfo{90, 0}).gemv_k_split, 1);
+  EXPECT_EQ(plan(problem(2, 4096, 4096, 8), DeviceInfo{90, 0}, regs).gemv_k_split, 1);
 }
 
 TEST(NBitsPlan, DequantGemmTilesAndWorkspace) {
@@ -347,7 +352,12 @@ TEST(NBitsPlan, GemvWindowWhereItAppliesOrWhenAsked) {
         EXPECT_FALSE(p.gemv_tma) << p;
         EXPECT_EQ(p.gemv_algo, kNBitsGemvAlgoUnrolled) << p;
       }
-  EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 64)).gemv_window);  // a window spans 2 blocks
+  // A window spans 2 blocks: not without line loads (by default two tiles of them, below).
+  NBitsMatMulOptions window_only;
+  window_only.gemv_window = 1;
+  window_only.gemv_lines = 0;
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 64), kHopper, window_only).gemv_window);
+  EXPECT_TRUE(plan(problem(1, 28672, 8192, 4, 64)).gemv_lines);
   // 8-bit takes it only with line loads: on rows of 8256 bytes (not whole lines), TMA
   // tiles instead.
   EXPECT_FALSE(plan(problem(2, 28672, 8192 + 64, 8, 64)).gemv_window);
@@ -463,7 +473,10 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   EXPECT_FALSE(plan(problem(4, 4096, 4160, 8, 64, bf16)).gemv_lines);
   EXPECT_FALSE(plan(problem(4, 4096, 4160, 8, 64, bf16)).gemv_window);
   EXPECT_TRUE(plan(problem(4, 4096, 4096, 8, 64, bf16)).gemv_lines);
-  EXPECT_FALSE(plan(problem(4, 4096, 4096, 8, 32, bf16)).gemv_lines);
+  // Blocks smaller than a window down to a lane's chunk (8-bit: 16 codes, 4-bit: 32).
+  EXPECT_TRUE(plan(problem(4, 4096, 4096, 8, 16, bf16)).gemv_lines);
+  EXPECT_TRUE(plan(problem(4, 28672, 8192, 4, 32, bf16)).gemv_lines);
+  EXPECT_FALSE(plan(problem(4, 28672, 8192, 4, 16, bf16)).gemv_lines);
   // Packed zero points: bfloat16 as without, one tile; float16 below 128 Mi codes too.
   NBitsMatMulProblem zp8 = problem(4, 4096, 4096, 8, 128, bf16);
   zp8.zero_points = NBitsZeroPoints::kPacked;
@@ -505,8 +518,8 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   // Rows of whole lines only: K = 16384 + 128 is 8256 bytes a row (129 windows).
   EXPECT_FALSE(plan(problem(1, 16384, 16384 + 128, 4, 128)).gemv_lines);
   EXPECT_TRUE(plan(problem(1, 16384, 16384 + 128, 4, 128)).gemv_window);  // the grid rule
-  // Only where the window kernel applies.
-  EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 64)).gemv_lines);
+  // Only where the window kernel's loop applies, on blocks of a lane's chunk or more.
+  EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 16)).gemv_lines);
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 8, 128)).gemv_lines);  // 8-bit M = 1: CUDA cores
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128, DType::kFloat32)).gemv_lines);
   NBitsMatMulOptions algo1;
@@ -551,6 +564,65 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   EXPECT_TRUE(plan(problem(1, 28672, 8192, 4, 128), kHopper, o).gemv_window);
   testing::expect_switch_rejects_out_of_range(problem(1, 4096, 4096), o, &NBitsMatMulOptions::gemv_lines,
                                               "gemv_lines");
+}
+
+// Blocks smaller than a window but no smaller than a lane's 16-byte chunk (4-bit 32, 64;
+// 8-bit 16, 32 codes) take the plans of blocks of a window (4-bit 128, 8-bit 64 codes): the
+// same rules, measured on the decode suite at blocks of 32 and 64 codes (H200,
+// 2026-11-30c: line loads 8-32 % faster than the register tile wherever they are taken),
+// except where those take the window kernel without line loads (4-bit, grids of many
+// tiles, M <= 4; it needs blocks of a window): two tiles of line loads there. 4-bit
+// blocks of 16 codes keep the register tile. The 4-bit bfloat16 K-split doubling stays on
+// N x K >= 128 Mi.
+TEST(NBitsPlan, GemvLinesOnBlocksSmallerThanAWindow) {
+  const int64_t shapes[][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {8192, 8192}, {28672, 8192}};
+  int window_cases = 0;
+  for (int bits : {4, 8})
+    for (DType t : {DType::kFloat16, DType::kBFloat16})
+      for (auto zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked})
+        for (int64_t m : {1, 2, 3, 4, 5, 8})
+          for (const auto& nk : shapes) {
+            NBitsMatMulProblem big = problem(m, nk[0], nk[1], bits, 512 / bits, t);
+            big.zero_points = zp;
+            const NBitsMatMulPlan pb = plan(big);
+            for (int64_t bs : {int64_t{128} / bits, int64_t{256} / bits}) {
+              NBitsMatMulProblem small = big;
+              small.block_size = bs;
+              const NBitsMatMulPlan ps = plan(small);
+              SCOPED_TRACE(::testing::Message() << pb << " vs " << ps);
+              EXPECT_EQ(ps.path, NBitsPath::kGemv);
+              EXPECT_EQ(ps.gemv_fma, pb.gemv_fma);
+              EXPECT_FALSE(ps.gemv_tma);
+              if (pb.gemv_window && !pb.gemv_lines) {
+                ++window_cases;
+                EXPECT_TRUE(ps.gemv_lines);
+                EXPECT_EQ(ps.gemv_tiles_per_warp, 2);
+              } else {
+                EXPECT_FALSE(pb.gemv_tma);
+                EXPECT_EQ(ps.gemv_window, pb.gemv_window);
+                EXPECT_EQ(ps.gemv_lines, pb.gemv_lines);
+                EXPECT_EQ(ps.gemv_tiles_per_warp, pb.gemv_tiles_per_warp);
+                EXPECT_EQ(ps.gemv_k_split, pb.gemv_k_split);
+              }
+            }
+          }
+  EXPECT_EQ(window_cases, 2 * 2 * 4 * 2);  // 4-bit, both dtypes, M = 1..4, 2 shapes, 2 sizes
+  // bfloat16 two tiles below 128 Mi: the model's k_split (896 two-tile warps' columns of 64
+  // windows: 4), not twice it.
+  const NBitsMatMulPlan bf16 = plan(problem(2, 14336, 4096, 4, 32, DType::kBFloat16));
+  EXPECT_EQ(bf16.gemv_tiles_per_warp, 2);
+  EXPECT_EQ(bf16.gemv_k_split, plan(problem(2, 14336, 4096, 4, 32)).gemv_k_split);
+  EXPECT_EQ(bf16.gemv_k_split, 4);
+  EXPECT_EQ(plan(problem(2, 28672, 8192, 4, 32, DType::kBFloat16)).gemv_k_split,
+            2 * plan(problem(2, 28672, 8192, 4, 32)).gemv_k_split);
+  // Below a chunk: never line loads, not even forced.
+  NBitsMatMulOptions forced;
+  forced.gemv_lines = 1;
+  forced.gemv_tiles_per_warp = 2;
+  const NBitsMatMulPlan tiny = plan(problem(2, 28672, 8192, 4, 16), kHopper, forced);
+  EXPECT_FALSE(tiny.gemv_lines) << tiny;
+  EXPECT_FALSE(tiny.gemv_window) << tiny;
+  EXPECT_EQ(tiny.gemv_tiles_per_warp, 1) << tiny;
 }
 
 // Two 16-column tiles per warp: line loads without a zero-point tensor; by default on
