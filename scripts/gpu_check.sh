@@ -7,7 +7,8 @@
 #   scripts/gpu_check.sh [steps]     steps: comma list of build,test,sanitize,bench,variants
 #                                    (default: the first four); BENCH_SUITES="decode prefill"
 #                                    (fp8); NBITS_BENCH_BITS="8 4" (NBitsMatMul decode suite),
-#                                    NBITS_BENCH_ZERO_POINTS="none packed" (its zero points)
+#                                    NBITS_BENCH_ZERO_POINTS="none packed" (its zero points),
+#                                    NBITS_BENCH_BLOCK_SIZES="128" (its block sizes)
 #   variants: the FP8 decode suite with each GEMV kernel and weight stream forced
 #   (BQMM_FP8_GEMV_MMA=0: CUDA cores; BQMM_FP8_GEMV_MMA=1, tensor cores at every M, with
 #   BQMM_FP8_GEMV_TMA=0 and BQMM_FP8_GEMV_LINES=0: fragment register loads, with
@@ -102,15 +103,19 @@ if has bench; then
     summary+=("bench $suite: rc=$rc ($(( $(stamp) - t0 ))s), $(wc -l < "$OUT/bench_$suite.jsonl" 2>/dev/null || echo 0) cases")
   done
   # NBitsMatMul at decode sizes (its larger M take the same dequant + cuBLAS path as FP8),
-  # without a zero-point tensor and with packed zero points (asymmetric checkpoints).
-  for zp in ${NBITS_BENCH_ZERO_POINTS:-none packed}; do
-    for bits in ${NBITS_BENCH_BITS:-8 4}; do
-      t0=$(stamp)
-      name=nbits${bits}_decode$(zp_suffix "$zp")
-      "$build/bqmm-profile" --op nbits --bits "$bits" --zero-points "$zp" --suite decode \
-        --json "$OUT/bench_$name.jsonl" >"$OUT/bench_$name.log" 2>&1
-      rc=$?
-      summary+=("bench $name: rc=$rc ($(( $(stamp) - t0 ))s), $(wc -l < "$OUT/bench_$name.jsonl" 2>/dev/null || echo 0) cases")
+  # without a zero-point tensor and with packed zero points (asymmetric checkpoints), at
+  # each block size of NBITS_BENCH_BLOCK_SIZES (default 128; others add _bs<B> to names).
+  for bs in ${NBITS_BENCH_BLOCK_SIZES:-128}; do
+    for zp in ${NBITS_BENCH_ZERO_POINTS:-none packed}; do
+      for bits in ${NBITS_BENCH_BITS:-8 4}; do
+        t0=$(stamp)
+        name=nbits${bits}_decode$(zp_suffix "$zp")
+        [ "$bs" = 128 ] || name=${name}_bs$bs
+        "$build/bqmm-profile" --op nbits --bits "$bits" --zero-points "$zp" --block-size "$bs" \
+          --suite decode --json "$OUT/bench_$name.jsonl" >"$OUT/bench_$name.log" 2>&1
+        rc=$?
+        summary+=("bench $name: rc=$rc ($(( $(stamp) - t0 ))s), $(wc -l < "$OUT/bench_$name.jsonl" 2>/dev/null || echo 0) cases")
+      done
     done
   done
   python3 scripts/bench_table.py "$OUT"/bench_*.jsonl > "$OUT/bench_table.txt" 2>&1 || true

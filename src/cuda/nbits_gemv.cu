@@ -78,8 +78,8 @@
 // nothing partial, at 64-128 registers (kWindowMinBlocks). kLines (rows of whole 128-byte
 // lines; the planner's choice for 4-bit on large weights and for 8-bit wherever the
 // tensor cores run): its weights loaded as whole lines and staged through shared memory
-// (cuda/line_loads.cuh), with kTiles = 2 (large weights, no zero points) two 16-column
-// tiles per warp.
+// (cuda/line_loads.cuh), with kTiles = 2 two 16-column tiles per warp; with line loads
+// it also takes blocks down to a 16-byte chunk (the weights scaled before the mma).
 //
 // GemvFmaKernel (cuda/gemv_fma.cuh, FP8's CUDA-core kernel; 8-bit, float16 / bfloat16,
 // the planner's choice at M = 1 and, in bfloat16, M = 2): a warp per two output columns,
@@ -797,9 +797,13 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
 }
 
 // ================================================================= window kernel
-// 4-bit, float16 / bfloat16, algorithm 0 on whole windows: every row is a whole number of
-// 64-byte windows and every window lies in one block (block_size >= 128 codes, so the
-// scale goes on the mma result). Nothing in its loop is partial, so it has none of
+// float16 / bfloat16, algorithm 0 on whole windows: every row is a whole number of 64-byte
+// windows and every window lies in one block (block_size >= a window's codes, 128 4-bit,
+// 64 8-bit, so the scale goes on the mma result; kResultScale). With line loads, blocks
+// down to a lane's 16-byte chunk (4-bit 32 codes, 8-bit 16) too: each lane's chunk lies
+// in one block, whose scale multiplies each weight before the mma (kResultScale = false,
+// MmaTile's decode for such blocks, mma_word_scaled): on the decode suite 8-32 % faster
+// than the register tile on N x K >= 128 Mi and grids of many tiles (H200, docs/PERF.md). Nothing in its loop is partial, so it has none of
 // NBitsGemvKernel's clamps, masks and per-chunk address arithmetic. Nsight Compute on that
 // kernel (4-bit, M = 1, 28672 x 8192, H200, 2026-11-29): ~200 instructions per window, of
 // which ~100 decode and multiply; 127 registers, 3.3 warps per scheduler issuing 0.52
@@ -820,7 +824,7 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
 // tile, the round trip and the activations of more rows filling the L1 pipe (docs/PERF.md;
 // two tiles, below, halve the activations per weight byte).
 //
-// kTiles = 2 (line loads, no zero points; NBitsMatMulOptions::gemv_tiles_per_warp): the
+// kTiles = 2 (line loads; NBitsMatMulOptions::gemv_tiles_per_warp): the
 // warp owns two 16-column tiles (n0 and n0 + 16), each with its own 2 KB buffer and pair
 // in flight, and multiplies each activation load with both, as FP8's line-load tile
 // (fp8_gemv.cu says why): twice the bytes in flight per warp at 128 registers (16 warps
