@@ -126,35 +126,37 @@ struct NBitsMatMulOptions {
   // 8-bit codes with float16 / bfloat16 activations, M <= 2: the CUDA-core GEMV (a warp
   // per output column, lanes along K: the load shape that streams HBM fastest, at one FMA
   // per weight and row). -1: where measured faster on the H200 (docs/PERF.md: M = 1, and
-  // M = 2 in bfloat16 where line loads are not taken: below 128 Mi on grids of few tiles,
-  // or with zero points), unless gemv_algo or gemv_tma is set (they choose among the
-  // tensor-core kernels);
+  // M = 2 in bfloat16 where line loads are not taken: without a zero-point tensor below
+  // 128 Mi on grids of few tiles, or on rows that are not whole 128-byte lines), unless
+  // gemv_algo or gemv_tma is set (they choose among the tensor-core kernels);
   // 0: never; 1: wherever it applies (BQMM_NBITS_GEMV_FMA=0 / 1).
   int gemv_fma = -1;
-  // 4-bit codes with float16 / bfloat16 activations, algorithm 0, block_size >= 128: the
-  // window kernel (algorithm 0's loop on whole 64-byte windows, with fewer registers and
-  // twice the warps per SM). -1: where measured faster on the H200 (docs/PERF.md: grids of
-  // more than 16 warps per SM, i.e. ceil(N / 16) * 8 > 16 * SMs; with packed zero points
-  // at M = 1 only), unless gemv_tma = 1; 0: never; 1: wherever it applies
-  // (BQMM_NBITS_GEMV_WINDOW=0 / 1).
+  // float16 / bfloat16 activations, algorithm 0, block_size >= a 64-byte window's codes
+  // (128 4-bit, 64 8-bit; with line loads, below, a 16-byte chunk's: 32, 16): the window
+  // kernel (algorithm 0's loop on whole 64-byte windows, with fewer registers and twice
+  // the warps per SM). -1: where measured faster on the H200 (docs/PERF.md: 4-bit without
+  // a zero-point tensor on grids of more than 16 warps per SM, i.e. ceil(N / 16) * 8 > 16 *
+  // SMs; and wherever line loads are taken), unless gemv_tma = 1; 0: never; 1: wherever it
+  // applies (BQMM_NBITS_GEMV_WINDOW=0 / 1).
   int gemv_window = -1;
   // The window kernel with line loads: each warp load instruction reads 4 whole 128-byte
   // lines of 4 weight rows (the mma fragment's own shape is 8 rows x 64 bytes, which
   // streams slower), staged through 2 KB of shared memory per warp; rows of whole
-  // 128-byte lines (K % 256 == 0 4-bit, K % 128 == 0 8-bit). -1: where measured faster on
-  // the H200 (docs/PERF.md: 4-bit on N x K >= 128 Mi, and from M = 5 where two tiles per
-  // warp are taken; 8-bit without a zero-point tensor wherever the tensor cores run),
-  // unless gemv_window = 0 or gemv_tma = 1; 0: never;
+  // 128-byte lines (K % 256 == 0 4-bit, K % 128 == 0 8-bit), blocks of 32 codes or more
+  // (4-bit) or 16 (8-bit). -1: where measured faster on the H200 (docs/PERF.md: 4-bit on
+  // N x K >= 128 Mi, and wherever two tiles per warp are taken; 8-bit wherever the tensor
+  // cores run), unless gemv_window = 0 or gemv_tma = 1; 0: never;
   // 1: wherever it applies (it takes the window kernel then, whatever the grid), unless
   // gemv_window = 0 (BQMM_NBITS_GEMV_LINES=0 / 1).
   int gemv_lines = -1;
   // Line loads' 16-column tiles per warp (as Fp8WeightMatMul's): with 2 a warp multiplies
   // each activation load with two tiles and keeps twice the weight bytes in flight (128
-  // registers); no zero-point tensor. -1: where measured faster on the H200
-  // (docs/PERF.md: N x K >= 128 Mi, 4-bit at every M, 8-bit from M = 2 in float16 and
-  // M = 5 in bfloat16; grids of many tiles below that, 4-bit from M = 5, 8-bit bfloat16
-  // from M = 2), else 1; 1 or 2 forces it where line loads run without a zero-point
-  // tensor (BQMM_NBITS_GEMV_TILES).
+  // registers). -1: where measured faster on the H200 (docs/PERF.md: N x K >= 128 Mi,
+  // 4-bit at every M, 8-bit from M = 2 in float16 and M = 5 in bfloat16 (with packed zero
+  // points 4-bit and 8-bit float16); without a zero-point tensor also grids of many tiles
+  // below that, 4-bit from M = 5 (every M with blocks smaller than a window), 8-bit
+  // bfloat16 from M = 2), else 1; 1 or 2 forces it wherever line loads apply (2 takes
+  // them) (BQMM_NBITS_GEMV_TILES).
   int gemv_tiles_per_warp = -1;
 };
 // Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB),
@@ -190,7 +192,7 @@ struct NBitsMatMulPlan {
                               // gemv_tma is false then
   bool gemv_lines = false;    // the window kernel's weights by whole-line loads
   int gemv_tiles_per_warp = 1;  // 16-column tiles per warp of the tensor-core tiles (2 only
-                                // with lines and no zero-point tensor)
+                                // with lines)
 
   // Workspace layout: byte offsets into the caller's workspace, each 256-byte aligned.
   size_t cublas_offset = 0, cublas_bytes = 0;    // cuBLAS's own workspace
