@@ -687,25 +687,30 @@ TEST(NBitsGemv, SanitizeSmall) {
     SCOPED_TRACE(describe(c) << " fma");
     run_and_check(c, 9800 + m, fma, NBitsPath::kGemv);
   }
-  // The window kernel, with and without line loads, both widths: a partial column tile,
-  // warps without windows, zero points or not.
+  // The window kernel (with bias; its plan as asked), its variants below.
+  auto window_case = [&](NBitsCaseSpec c, const NBitsMatMulOptions& o, bool lines, int tiles) {
+    c.bias = true;
+    SCOPED_TRACE(describe(c) << " window lines=" << lines << " tiles=" << tiles);
+    NBitsRun run;
+    run_and_check(c, 9900 + index++, o, NBitsPath::kGemv, &run);
+    EXPECT_TRUE(run.plan.gemv_window) << run.plan;
+    EXPECT_EQ(run.plan.gemv_lines, lines) << run.plan;
+    EXPECT_EQ(run.plan.gemv_tiles_per_warp, tiles) << run.plan;
+  };
+  // With and without line loads, both widths: a partial column tile, warps without
+  // windows, zero points or not.
   NBitsMatMulOptions window;
   window.gemv_window = 1;
   window.gemv_fma = 0;
   for (int bits : kBits)
-  for (int lines : {0, 1})
-    for (auto zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked}) {
-      NBitsCaseSpec c = nbits_spec(zp == NBitsZeroPoints::kNone ? DType::kFloat16 : DType::kBFloat16,
-                                   bits, 3, 19, 1280, 128);
-      c.zero_points = zp;
-      c.bias = true;
-      window.gemv_lines = lines;
-      SCOPED_TRACE(describe(c) << " window lines=" << lines);
-      NBitsRun run;
-      run_and_check(c, 9900 + index++, window, NBitsPath::kGemv, &run);
-      EXPECT_TRUE(run.plan.gemv_window) << run.plan;
-      EXPECT_EQ(run.plan.gemv_lines, lines == 1) << run.plan;
-    }
+    for (int lines : {0, 1})
+      for (auto zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked}) {
+        NBitsCaseSpec c = nbits_spec(zp == NBitsZeroPoints::kNone ? DType::kFloat16 : DType::kBFloat16,
+                                     bits, 3, 19, 1280, 128);
+        c.zero_points = zp;
+        window.gemv_lines = lines;
+        window_case(c, window, lines == 1, 1);
+      }
   // Line loads of two tiles per warp: a second tile with 3 columns (N = 19, packed zero
   // points) or 8 (N = 40), warps without windows, both widths and dtypes.
   NBitsMatMulOptions two;
@@ -715,11 +720,7 @@ TEST(NBitsGemv, SanitizeSmall) {
     for (int64_t n : {19, 40}) {
       NBitsCaseSpec c = nbits_spec(kDTypes[1 + (n == 40 ? 1 : 0)], bits, n == 40 ? 8 : 2, n, 1280, 128);
       c.zero_points = n == 19 ? NBitsZeroPoints::kPacked : NBitsZeroPoints::kNone;
-      c.bias = true;
-      SCOPED_TRACE(describe(c) << " lines x2");
-      NBitsRun run;
-      run_and_check(c, 9950 + index++, two, NBitsPath::kGemv, &run);
-      EXPECT_EQ(run.plan.gemv_tiles_per_warp, 2) << run.plan;
+      window_case(c, two, true, 2);
     }
   // Line loads on blocks smaller than a window (a block per lane chunk: 4-bit 32, 8-bit
   // 16 codes), one and two tiles, with packed zero points.
@@ -729,13 +730,8 @@ TEST(NBitsGemv, SanitizeSmall) {
     for (int tiles : {1, 2}) {
       NBitsCaseSpec c = nbits_spec(kDTypes[tiles], bits, 3, 19, 1280, 128 / bits);
       c.zero_points = NBitsZeroPoints::kPacked;
-      c.bias = true;
       small.gemv_tiles_per_warp = tiles;
-      SCOPED_TRACE(describe(c) << " small blocks, lines x" << tiles);
-      NBitsRun run;
-      run_and_check(c, 9960 + index++, small, NBitsPath::kGemv, &run);
-      EXPECT_TRUE(run.plan.gemv_lines) << run.plan;
-      EXPECT_EQ(run.plan.gemv_tiles_per_warp, tiles) << run.plan;
+      window_case(c, small, true, tiles);
     }
   // The TMA tile: a partial column tile, a row ending in a partial tile, both widths.
   NBitsMatMulOptions tma;
