@@ -94,11 +94,11 @@ struct NBitsGemvArgs {
 // warps per block splitting K (1, 2, 4 or 8). tma (SM90+, float16 / bfloat16, block_size
 // >= 64 codes for 8-bit, >= 128 for 4-bit): the weights by TMA tiles (cuda/tma.cuh); algo
 // does not apply then. window (float16 / bfloat16, blocks of a 64-byte window or more: 128
-// codes 4-bit, 64 8-bit; rows of whole windows): algorithm 0's loop without partial
-// windows (NBitsGemvWindowKernel);
+// codes 4-bit, 64 8-bit; with lines, of a 16-byte chunk or more: 32, 16; rows of whole
+// windows): algorithm 0's loop without partial windows (NBitsGemvWindowKernel);
 // tma and algo do not apply then. lines (with window, rows of whole 128-byte lines): the
 // window kernel's weights loaded as whole lines and staged through shared memory,
-// `tiles_per_warp` (1, or 2 with lines and no zero points) 16-column tiles per warp.
+// `tiles_per_warp` (1, or 2 with lines) 16-column tiles per warp.
 Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_split, bool tma,
                          bool window, bool lines, int tiles_per_warp, cudaStream_t stream);
 // CUDA cores, 8-bit codes, float16 / bfloat16 (cuda/gemv_fma.cuh): a warp per two output
