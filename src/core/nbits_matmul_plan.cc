@@ -228,12 +228,13 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     //     faster than the register tile at M = 2..8 below 128 Mi codes and 2 % at M = 8 of
     //     28672 x 8192, but 0.3-3 % slower than TMA tiles at its M = 2, 4.
     // * Two 16-column tiles per warp (FP8's tile does the same):
-    //   - on N x K >= 128 Mi without a zero-point tensor (28672 x 8192, 2026-11-30b, against
-    //     the default kernels of the tree before): 4-bit at M = 4, 8 9-17 % faster, at M = 1, 2 -8 to +1 %; 8-bit
-    //     float16 from M = 2 2-9 % faster (in place of TMA tiles at M <= 4); 8-bit
-    //     bfloat16 at M = 8 2 % faster, at M = 2, 4 2-3 % slower than one tile;
-    //   - below, without one, on grids of many tiles (the window kernel's rule; 14336 x 4096, 8192 x
-    //     8192): 4-bit at M = 8 2-11 % faster than the window kernel, 8-bit bfloat16 at
+    //   - on N x K >= 128 Mi without a zero-point tensor (28672 x 8192, 2026-11-30b,
+    //     against the default kernels of the tree before): 4-bit at M = 4, 8 9-17 %
+    //     faster, at M = 1, 2 -8 to +1 %; 8-bit float16 from M = 2 2-9 % faster (in place
+    //     of TMA tiles at M <= 4); 8-bit bfloat16 at M = 8 2 % faster, at M = 2, 4 2-3 %
+    //     slower than one tile;
+    //   - below, without one, on grids of many tiles (the window kernel's rule; 14336 x
+    //     4096, 8192 x 8192): 4-bit at M = 8 2-11 % faster than the window kernel, 8-bit bfloat16 at
     //     M = 2..8 3-10 % faster than the kernels taken before (the CUDA-core kernel at
     //     M = 2, one tile of line loads from M = 3: at 24 warps per SM 8192 x 8192 took
     //     1.3 waves, two tiles one); 8-bit float16 0-3 %, left at one tile; N = 4096:
