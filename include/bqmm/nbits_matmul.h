@@ -117,6 +117,10 @@ struct NBitsMatMulOptions {
   // GEMV K-loop algorithm (kNBitsGemvAlgo*), or -1 for the planner's default per
   // block size (the fastest measured on an H200, docs/PERF.md).
   int gemv_algo = -1;
+  // The tensor-core GEMV's warps per block splitting K: 0 lets the planner choose (its
+  // wave model, core/gemv_split.h); 1, 2, 4 or 8 forces one (BQMM_NBITS_GEMV_KSPLIT). As
+  // Fp8MatMulOptions::gemv_k_split; the CUDA-core kernels have no K split.
+  int gemv_k_split = 0;
   // On SM90 the tensor-core GEMV can take its weights as TMA tiles (as Fp8WeightMatMul's
   // gemv_tma) where that kernel applies: float16 / bfloat16, block_size >= 64 (8-bit) or
   // >= 128 (4-bit). -1: where measured faster on the H200 (docs/PERF.md: N x K >= 128 Mi,
@@ -161,7 +165,7 @@ struct NBitsMatMulOptions {
 };
 // Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB),
 // BQMM_DEQUANT_OVERLAP (0 or 1), BQMM_NBITS_GEMV_ALGO (0, 1 or 2 forces that GEMV
-// algorithm), BQMM_NBITS_GEMV_TMA (0 or 1; see gemv_tma), BQMM_NBITS_GEMV_FMA (0 or 1;
+// algorithm), BQMM_NBITS_GEMV_KSPLIT (0, 1, 2, 4 or 8; see gemv_k_split), BQMM_NBITS_GEMV_TMA (0 or 1; see gemv_tma), BQMM_NBITS_GEMV_FMA (0 or 1;
 // see gemv_fma), BQMM_NBITS_GEMV_WINDOW (0 or 1; see gemv_window),
 // BQMM_NBITS_GEMV_LINES (0 or 1; see gemv_lines) and BQMM_NBITS_GEMV_TILES (1 or 2; see
 // gemv_tiles_per_warp). A malformed value is an error that names the variable.

@@ -58,6 +58,11 @@ template <typename Options>
 Status shared_options(const Options& o) {
   BQMM_RETURN_IF_ERROR(int_in_range("options.dequant_scratch_bytes", o.dequant_scratch_bytes, 1,
                                     INT64_MAX, "> 0"));
+  const int k = o.gemv_k_split;
+  if (k != 0 && k != 1 && k != 2 && k != 4 && k != 8)
+    return Status(StatusCode::kInvalidArgument,
+                  "options.gemv_k_split: expected 0 (planner's choice), 1, 2, 4 or 8 but got " +
+                      std::to_string(k));
   BQMM_RETURN_IF_ERROR(
       int_in_range("options.gemv_tma", o.gemv_tma, -1, 1, "-1 (planner's choice), 0 or 1"));
   BQMM_RETURN_IF_ERROR(

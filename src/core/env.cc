@@ -28,6 +28,17 @@ Status read_int_option(const char* name, int64_t min, int64_t max, int* option) 
   return Status::Ok();
 }
 
+Status read_k_split(const char* name, int* option) {
+  int64_t k_split = -1;
+  BQMM_RETURN_IF_ERROR(read_int(name, 0, 8, &k_split));
+  if (k_split == 3 || (k_split > 4 && k_split < 8))
+    return Status(StatusCode::kInvalidArgument, std::string(name) +
+                                                    ": expected 0, 1, 2, 4 or 8 but got " +
+                                                    std::to_string(k_split));
+  if (k_split >= 0) *option = static_cast<int>(k_split);
+  return Status::Ok();
+}
+
 Status read_dequant_options(int64_t* scratch_bytes, bool* overlap) {
   int64_t mib = -1;
   BQMM_RETURN_IF_ERROR(read_int("BQMM_DEQUANT_SCRATCH_MIB", 1, int64_t{1} << 30, &mib));

@@ -15,6 +15,10 @@ Status read_int(const char* name, int64_t min, int64_t max, int64_t* value);
 // read_int into an int option: sets *option only where `name` is set.
 Status read_int_option(const char* name, int64_t min, int64_t max, int* option);
 
+// A GEMV K split (0 for the planner's choice, 1, 2, 4 or 8) into *option where `name` is
+// set; any other value is InvalidArgument naming the variable.
+Status read_k_split(const char* name, int* option);
+
 // The options both operators' dequant + GEMM paths share: BQMM_DEQUANT_SCRATCH_MIB (a
 // positive integer, MiB) into *scratch_bytes and BQMM_DEQUANT_OVERLAP (0 or 1) into
 // *overlap; unset variables leave their value alone.

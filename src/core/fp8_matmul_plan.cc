@@ -69,13 +69,7 @@ Status fp8_matmul_options_from_env(Fp8MatMulOptions* opts) {
   BQMM_RETURN_IF_ERROR(env::read_int("BQMM_FP8_GEMV_MMA", 0, 1, &mma));
   if (mma >= 0) opts->allow_gemv_mma = mma == 1;
   if (mma == 1) opts->gemv_mma_min_rows = 1;
-  int64_t k_split = -1;
-  BQMM_RETURN_IF_ERROR(env::read_int("BQMM_FP8_GEMV_KSPLIT", 0, 8, &k_split));
-  if (k_split == 3 || (k_split > 4 && k_split < 8))
-    return Status(StatusCode::kInvalidArgument,
-                  "BQMM_FP8_GEMV_KSPLIT: expected 0, 1, 2, 4 or 8 but got " +
-                      std::to_string(k_split));
-  if (k_split >= 0) opts->gemv_k_split = static_cast<int>(k_split);
+  BQMM_RETURN_IF_ERROR(env::read_k_split("BQMM_FP8_GEMV_KSPLIT", &opts->gemv_k_split));
   BQMM_RETURN_IF_ERROR(env::read_int_option("BQMM_FP8_GEMV_TMA", 0, 1, &opts->gemv_tma));
   BQMM_RETURN_IF_ERROR(env::read_int_option("BQMM_FP8_GEMV_LINES", 0, 1, &opts->gemv_lines));
   return env::read_int_option("BQMM_FP8_GEMV_TILES", 1, 2, &opts->gemv_tiles_per_warp);
@@ -90,11 +84,6 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
   if (p.m < 0 || p.n < 0 || p.k < 0 || p.block_size <= 0)
     return Status(StatusCode::kInvalidArgument,
                   "problem: expected M, N, K >= 0 and block_size > 0");
-  if (options.gemv_k_split != 0 && options.gemv_k_split != 1 && options.gemv_k_split != 2 &&
-      options.gemv_k_split != 4 && options.gemv_k_split != 8)
-    return Status(StatusCode::kInvalidArgument,
-                  "options.gemv_k_split: expected 0 (planner's choice), 1, 2, 4 or 8 but got " +
-                      std::to_string(options.gemv_k_split));
   BQMM_RETURN_IF_ERROR(check::shared_options(options));
   if (options.gemv_mma_min_rows < 1)
     return Status(StatusCode::kInvalidArgument,

@@ -90,6 +90,7 @@ Status nbits_matmul_options_from_env(NBitsMatMulOptions* opts) {
   BQMM_RETURN_IF_ERROR(
       env::read_dequant_options(&opts->dequant_scratch_bytes, &opts->overlap_dequant));
   BQMM_RETURN_IF_ERROR(env::read_int_option("BQMM_NBITS_GEMV_ALGO", 0, 2, &opts->gemv_algo));
+  BQMM_RETURN_IF_ERROR(env::read_k_split("BQMM_NBITS_GEMV_KSPLIT", &opts->gemv_k_split));
   BQMM_RETURN_IF_ERROR(env::read_int_option("BQMM_NBITS_GEMV_TMA", 0, 1, &opts->gemv_tma));
   BQMM_RETURN_IF_ERROR(env::read_int_option("BQMM_NBITS_GEMV_FMA", 0, 1, &opts->gemv_fma));
   BQMM_RETURN_IF_ERROR(env::read_int_option("BQMM_NBITS_GEMV_WINDOW", 0, 1, &opts->gemv_window));
@@ -297,6 +298,7 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     if (plan.gemv_tiles_per_warp == 2 && p.bits == 4 && p.dtype == DType::kBFloat16 && p.m <= 4 &&
         large)
       plan.gemv_k_split = std::min(2 * plan.gemv_k_split, kGemvMaxKSplit);
+    if (options.gemv_k_split > 0) plan.gemv_k_split = options.gemv_k_split;
     *out = plan;
     return Status::Ok();
   }

@@ -174,6 +174,37 @@ void expect_tiles_from_env(Status (*from_env)(typename Op::Options*), const char
   unsetenv(var);
 }
 
+// The tensor-core GEMV's K split of an operator (option gemv_k_split, read from `var`) on
+// a problem `p` that takes that GEMV: 1, 2, 4 and 8 are the plan's, as options and from
+// the environment; 0 (and an empty variable) leaves the planner's choice; other values
+// are rejected, by the planner as options and by `from_env` as variables. Leaves the
+// variable unset.
+template <typename Problem, typename Op = Operator<Problem>>
+void expect_k_split_forced(Status (*from_env)(typename Op::Options*), const char* var,
+                           const Problem& p) {
+  using Options = typename Op::Options;
+  EXPECT_EQ(Options{}.gemv_k_split, 0);
+  const int chosen = plan(p).gemv_k_split;
+  Options o;
+  for (int k_split : {1, 2, 4, 8}) {
+    SCOPED_TRACE(k_split);
+    o.gemv_k_split = k_split;
+    EXPECT_EQ(plan(p, kHopper, o).gemv_k_split, k_split);
+    const std::string value = std::to_string(k_split);
+    EXPECT_EQ(plan(p, kHopper, options_with_env(from_env, var, value.c_str())).gemv_k_split,
+              k_split);
+  }
+  EXPECT_EQ(plan(p, kHopper, options_with_env(from_env, var, "0")).gemv_k_split, chosen);
+  EXPECT_EQ(options_with_env(from_env, var, "").gemv_k_split, 0);
+  for (int bad : {-1, 3, 16}) {
+    SCOPED_TRACE(bad);
+    o.gemv_k_split = bad;
+    expect_rejected(p, o, "gemv_k_split");
+  }
+  expect_env_rejects(from_env, var, &Options::gemv_k_split, {"3", "6", "16", "-1", "x"});
+  unsetenv(var);
+}
+
 // Unsets the named variables for its lifetime, then restores what they were.
 class EnvGuard {
  public:

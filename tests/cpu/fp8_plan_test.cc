@@ -246,21 +246,6 @@ TEST(Fp8Plan, GemvTwoTilesPerWarpOnLargeWeights) {
   }
 }
 
-TEST(Fp8Plan, GemvMmaKSplitCanBeForced) {
-  Fp8MatMulOptions o;
-  for (int k_split : {1, 2, 4, 8}) {
-    o.gemv_k_split = k_split;
-    EXPECT_EQ(plan(problem(4, 4096, 4096), kHopper, o).gemv_k_split, k_split);
-  }
-  Fp8MatMulPlan pl;
-  for (int bad : {-1, 3, 16}) {
-    o.gemv_k_split = bad;
-    const Status s = plan_fp8_matmul(problem(4, 4096, 4096), kHopper, o, &pl);
-    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
-    EXPECT_NE(s.message().find("gemv_k_split"), std::string::npos) << s.message();
-  }
-}
-
 TEST(Fp8Plan, NineRowsLeaveTheGemv) {
   for (const DeviceInfo& d : kAllDevices)
     EXPECT_EQ(path(problem(9, 4096, 4096), d), Fp8Path::kDequantGemm);
@@ -567,17 +552,11 @@ TEST_F(Fp8EnvTest, GemvMma) {
   EXPECT_EQ(plan(problem(1, 4096, 4096), kHopper, o).path, Fp8Path::kGemvMma);
 }
 
+// BQMM_FP8_GEMV_KSPLIT and Fp8MatMulOptions::gemv_k_split force the tensor-core GEMV's
+// K split.
 TEST_F(Fp8EnvTest, GemvKSplit) {
-  Fp8MatMulOptions o;
-  setenv("BQMM_FP8_GEMV_KSPLIT", "2", 1);
-  ASSERT_TRUE(fp8_matmul_options_from_env(&o).ok());
-  EXPECT_EQ(o.gemv_k_split, 2);
-  EXPECT_EQ(plan(problem(4, 4096, 4096), kHopper, o).gemv_k_split, 2);
-  setenv("BQMM_FP8_GEMV_KSPLIT", "0", 1);
-  ASSERT_TRUE(fp8_matmul_options_from_env(&o).ok());
-  EXPECT_EQ(o.gemv_k_split, 0);
-  testing::expect_env_rejects(fp8_matmul_options_from_env, "BQMM_FP8_GEMV_KSPLIT",
-                              &Fp8MatMulOptions::gemv_k_split, {"3", "6", "16", "-1", "x"});
+  testing::expect_k_split_forced(fp8_matmul_options_from_env, "BQMM_FP8_GEMV_KSPLIT",
+                                 problem(4, 4096, 4096));
 }
 
 // The weight-stream switches: each reads 0 / 1 (malformed values rejected), and each flips

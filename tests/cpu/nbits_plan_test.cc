@@ -758,8 +758,22 @@ class NBitsEnvTest : public ::testing::Test {
   testing::EnvGuard env_{"BQMM_DEQUANT_SCRATCH_MIB", "BQMM_NBITS_GEMV_ALGO",
                          "BQMM_NBITS_GEMV_TMA", "BQMM_NBITS_GEMV_FMA",
                          "BQMM_NBITS_GEMV_WINDOW", "BQMM_NBITS_GEMV_LINES",
-                         "BQMM_NBITS_GEMV_TILES"};
+                         "BQMM_NBITS_GEMV_TILES", "BQMM_NBITS_GEMV_KSPLIT"};
 };
+
+// BQMM_NBITS_GEMV_KSPLIT and NBitsMatMulOptions::gemv_k_split force the tensor-core
+// GEMV's K split, as FP8's, on the window kernel's line loads (4-bit 28672 x 8192, the
+// planner's 2) and on the register tile (8192 x 8192 at blocks of 16, its 4).
+TEST_F(NBitsEnvTest, GemvKSplit) {
+  testing::expect_k_split_forced(nbits_matmul_options_from_env, "BQMM_NBITS_GEMV_KSPLIT",
+                                 problem(1, 28672, 8192, 4, 128));
+  testing::expect_k_split_forced(nbits_matmul_options_from_env, "BQMM_NBITS_GEMV_KSPLIT",
+                                 problem(2, 8192, 8192, 4, 16));
+  // The CUDA-core kernels have none.
+  NBitsMatMulOptions o;
+  o.gemv_k_split = 4;
+  EXPECT_EQ(plan(problem(1, 8192, 8192, 8, 128), kHopper, o).gemv_k_split, 0);
+}
 
 TEST_F(NBitsEnvTest, UnsetKeepsDefaults) {
   NBitsMatMulOptions o;
