@@ -291,12 +291,15 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     plan.gemv_k_split = choose_gemv_k_split(p.n, gemv_k_units(p.row_bytes(), plan.gemv_tma),
                                             device.num_sms, warps_per_sm,
                                             plan.gemv_tiles_per_warp);
-    // 4-bit bfloat16 on two tiles at M <= 4 on N x K >= 128 Mi: twice the model's split
-    // (28672 x 8192: k_split 4 7-8 % faster than its 2 at M = 1, 2, 6 % at M = 4; at M = 8 2
-    // was 7 % faster). Not below: at 14336 x 4096 (blocks of 32 codes) 8 instead of 4 was
-    // 12-19 % slower at M <= 4 (H200, 2026-11-30c).
-    if (plan.gemv_tiles_per_warp == 2 && p.bits == 4 && p.dtype == DType::kBFloat16 && p.m <= 4 &&
-        large)
+    // 4-bit bfloat16 or with packed zero points (more instructions per code) on two tiles
+    // at M <= 4 on N x K >= 128 Mi: twice the model's split (28672 x 8192, H200: bfloat16
+    // k_split 4 7-8 % faster than its 2 at M = 1, 2, 6 % at M = 4, 2026-11-30b; with zero
+    // points 5-9 % at M = 1, 4 in both dtypes, 2026-11-30c; at M = 8 2 was 1-8 % faster).
+    // Not below: at 14336 x 4096 (blocks of 32 codes) 8 instead of 4 was 12-19 % slower at
+    // M <= 4 (2026-11-30c). Float16 without zero points: within 1 % at M = 1, 2 in one run,
+    // 6 % faster at M = 1 and 4 % slower at M = 4 in another; left at the model's.
+    if (plan.gemv_tiles_per_warp == 2 && p.bits == 4 && (p.dtype == DType::kBFloat16 || zp) &&
+        p.m <= 4 && large)
       plan.gemv_k_split = std::min(2 * plan.gemv_k_split, kGemvMaxKSplit);
     if (options.gemv_k_split > 0) plan.gemv_k_split = options.gemv_k_split;
     *out = plan;

@@ -527,14 +527,15 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128), kHopper, algo1).gemv_lines);
   // Packed zero points with one tile forced: line loads at M <= 2 (without: M <= 4), and
   // the window kernel's K split for them (24 warps per SM: k_split 8 at 28672 x 8192;
-  // two tiles per warp, 16 warps per SM and 896 warps' columns: 2).
+  // two tiles per warp, 16 warps per SM and 896 warps' columns: the model's 2, doubled at
+  // M <= 4 with zero points).
   EXPECT_EQ(plan(problem(1, 28672, 8192, 4, 128)).gemv_k_split, 2);
   NBitsMatMulProblem zp = problem(2, 28672, 8192, 4, 128);
   zp.zero_points = NBitsZeroPoints::kPacked;
   EXPECT_TRUE(plan(zp, kHopper, one_tile).gemv_lines);
   EXPECT_TRUE(plan(zp, kHopper, one_tile).gemv_window);  // the window kernel's line loads
   EXPECT_EQ(plan(zp, kHopper, one_tile).gemv_k_split, 8);
-  EXPECT_EQ(plan(zp).gemv_k_split, 2);
+  EXPECT_EQ(plan(zp).gemv_k_split, 4);
   zp.m = 3;
   EXPECT_FALSE(plan(zp, kHopper, one_tile).gemv_lines);
   EXPECT_FALSE(plan(zp, kHopper, one_tile).gemv_window);
@@ -659,6 +660,13 @@ TEST(NBitsPlan, GemvTwoTilesPerWarpOnLargeWeights) {
     zp.m = m;
     EXPECT_TRUE(plan(zp).gemv_lines);
     EXPECT_EQ(plan(zp).gemv_tiles_per_warp, 2);
+  }
+  // 4-bit with zero points at M <= 4 (as bfloat16): twice the model's split (float16
+  // without zero points: the model's 2).
+  for (int64_t m : {4, 5}) {
+    zp.m = m;
+    EXPECT_EQ(plan(zp).gemv_k_split, m <= 4 ? 4 : 2) << plan(zp);
+    EXPECT_EQ(plan(problem(m, 28672, 8192, 4, 128)).gemv_k_split, 2);
   }
   zp.n = 8192;
   zp.k = 16384;  // 128 Mi codes
