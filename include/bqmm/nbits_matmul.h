@@ -165,7 +165,8 @@ struct NBitsMatMulOptions {
 };
 // Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB),
 // BQMM_DEQUANT_OVERLAP (0 or 1), BQMM_NBITS_GEMV_ALGO (0, 1 or 2 forces that GEMV
-// algorithm), BQMM_NBITS_GEMV_KSPLIT (0, 1, 2, 4 or 8; see gemv_k_split), BQMM_NBITS_GEMV_TMA (0 or 1; see gemv_tma), BQMM_NBITS_GEMV_FMA (0 or 1;
+// algorithm), BQMM_NBITS_GEMV_KSPLIT (0, 1, 2, 4 or 8; see gemv_k_split),
+// BQMM_NBITS_GEMV_TMA (0 or 1; see gemv_tma), BQMM_NBITS_GEMV_FMA (0 or 1;
 // see gemv_fma), BQMM_NBITS_GEMV_WINDOW (0 or 1; see gemv_window),
 // BQMM_NBITS_GEMV_LINES (0 or 1; see gemv_lines) and BQMM_NBITS_GEMV_TILES (1 or 2; see
 // gemv_tiles_per_warp). A malformed value is an error that names the variable.

@@ -235,11 +235,11 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     //     of TMA tiles at M <= 4); 8-bit bfloat16 at M = 8 2 % faster, at M = 2, 4 2-3 %
     //     slower than one tile;
     //   - below, without one, on grids of many tiles (the window kernel's rule; 14336 x
-    //     4096, 8192 x 8192): 4-bit at M = 8 2-11 % faster than the window kernel, 8-bit bfloat16 at
-    //     M = 2..8 3-10 % faster than the kernels taken before (the CUDA-core kernel at
-    //     M = 2, one tile of line loads from M = 3: at 24 warps per SM 8192 x 8192 took
-    //     1.3 waves, two tiles one); 8-bit float16 0-3 %, left at one tile; N = 4096:
-    //     slower (the grid halves).
+    //     4096, 8192 x 8192): 4-bit at M = 8 2-11 % faster than the window kernel, 8-bit
+    //     bfloat16 at M = 2..8 3-10 % faster than the kernels taken before (the CUDA-core
+    //     kernel at M = 2, one tile of line loads from M = 3: at 24 warps per SM 8192 x
+    //     8192 took 1.3 waves, two tiles one); 8-bit float16 0-3 %, left at one tile;
+    //     N = 4096: slower (the grid halves).
     //   - with packed zero points, on N x K >= 128 Mi: 4-bit 6-20 % faster than the kernels
     //     taken before (line loads of one tile at M <= 2, TMA tiles above) at every M,
     //     8-bit float16 from M = 2 6-15 % (against TMA tiles at M <= 4, the register tile
@@ -251,7 +251,7 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     // * Blocks smaller than a window down to a lane's 16-byte chunk (4-bit 32, 64 codes;
     //   8-bit 16, 32; each weight scaled before the mma, as the register tile does for
     //   them): the same rules (no zero-point tensor, decode suite at blocks of 32 and 64,
-    //   2026-11-30c), where they were 8-32 % faster than the register tile on N x K >=
+    //   2026-11-30c), where they were 6-32 % faster than the register tile on N x K >=
     //   128 Mi and grids of many tiles (4-bit 28672 x 8192: 61-72 -> 43-50 us), within
     //   -8 to +3 % at N = 4096; 8-bit bfloat16 M = 2 as with larger blocks (2-11 % faster
     //   than the CUDA-core kernel on those grids). 4-bit grids of many tiles at M <= 4,
@@ -269,8 +269,9 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
         lines_applies && (options.gemv_tiles_per_warp == 2 ||
                           (options.gemv_tiles_per_warp < 0 && two_tiles_faster));
     const bool lines_faster =
-        two_tiles_wanted || (p.bits == 4 ? p.m <= (zp ? 2 : 4) && large
-                                         : p.dtype == DType::kBFloat16 || !(tma_applies && tma_faster));
+        two_tiles_wanted ||
+        (p.bits == 4 ? p.m <= (zp ? 2 : 4) && large
+                     : p.dtype == DType::kBFloat16 || !(tma_applies && tma_faster));
     const bool lines_wanted =
         lines_applies && options.gemv_window != 0 &&
         (options.gemv_lines == 1 || (options.gemv_lines < 0 && options.gemv_tma != 1 && lines_faster));

@@ -802,9 +802,10 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
 // 64 8-bit, so the scale goes on the mma result; kResultScale). With line loads, blocks
 // down to a lane's 16-byte chunk (4-bit 32 codes, 8-bit 16) too: each lane's chunk lies
 // in one block, whose scale multiplies each weight before the mma (kResultScale = false,
-// MmaTile's decode for such blocks, mma_word_scaled): on the decode suite 8-32 % faster
-// than the register tile on N x K >= 128 Mi and grids of many tiles (H200, docs/PERF.md). Nothing in its loop is partial, so it has none of
-// NBitsGemvKernel's clamps, masks and per-chunk address arithmetic. Nsight Compute on that
+// MmaTile's decode for such blocks, mma_word_scaled): on the decode suite 6-32 % faster
+// than the register tile on N x K >= 128 Mi and grids of many tiles (H200, docs/PERF.md).
+// Nothing in its loop is partial, so it has none of NBitsGemvKernel's clamps, masks and
+// per-chunk address arithmetic. Nsight Compute on that
 // kernel (4-bit, M = 1, 28672 x 8192, H200, 2026-11-29): ~200 instructions per window, of
 // which ~100 decode and multiply; 127 registers, 3.3 warps per scheduler issuing 0.52
 // instructions a cycle, 40 % of the stall samples on the selects that mask activations
