@@ -297,10 +297,11 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     // k_split 4 7-8 % faster than its 2 at M = 1, 2, 6 % at M = 4, 2026-11-30b; with zero
     // points 5-9 % at M = 1, 4 in both dtypes, 2026-11-30c; at M = 8 2 was 1-8 % faster).
     // Not below: at 14336 x 4096 (blocks of 32 codes) 8 instead of 4 was 12-19 % slower at
-    // M <= 4 (2026-11-30c). Float16 without zero points: within 1 % at M = 1, 2 in one run,
-    // 6 % faster at M = 1 and 4 % slower at M = 4 in another; left at the model's.
-    if (plan.gemv_tiles_per_warp == 2 && p.bits == 4 && (p.dtype == DType::kBFloat16 || zp) &&
-        p.m <= 4 && large)
+    // M <= 4 (2026-11-30c). Float16 without zero points only at M = 1: k_split 4 faster
+    // than 2 in three runs (1 %, 6 %, 2.3 %: 42.8 -> 41.8 us in two repeats, 2026-11-30d),
+    // at M = 2 within 1 %, at M = 4 4 % slower in two runs.
+    if (plan.gemv_tiles_per_warp == 2 && p.bits == 4 &&
+        (p.dtype == DType::kBFloat16 || zp || p.m == 1) && p.m <= 4 && large)
       plan.gemv_k_split = std::min(2 * plan.gemv_k_split, kGemvMaxKSplit);
     if (options.gemv_k_split > 0) plan.gemv_k_split = options.gemv_k_split;
     *out = plan;

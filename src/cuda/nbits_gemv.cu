@@ -194,6 +194,16 @@ __device__ __forceinline__ uint32_t pack_pair(T v) {
   return static_cast<uint32_t>(bits) * 0x10001u;
 }
 
+// (x & kMask) | kMagic in one lop3: written in C, the two immediates make it an and and an
+// or (ptxas does not fuse them; SASS of the 4-bit tile, 2026-11-29: 160 LOP3 per 16 mma,
+// two per nibble pair). With both in one lop3, ptxas keeps one in a register.
+template <uint32_t kMask, uint32_t kMagic>
+__device__ __forceinline__ uint32_t and_or(uint32_t x) {
+  uint32_t r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(x), "n"(kMask), "n"(kMagic));  // (a & b) | c
+  return r;
+}
+
 // Group `group` of a chunk whose first block is `blk` (split: the group is its own block).
 template <typename T, int kBits>
 __device__ __forceinline__ BlockConsts make_consts(const RawQuant<T, kBits>& r, uint32_t blk,
@@ -202,17 +212,19 @@ __device__ __forceinline__ BlockConsts make_consts(const RawQuant<T, kBits>& r, 
   const uint32_t zp_shift = kBits == 8 ? 0 : ((blk + (second ? 1 : 0)) & 1) * 4;
   const uint32_t zp = (r.zp_byte >> zp_shift) & Codes<kBits>::kMask;
   const T scale = second ? r.scale[Codes<kBits>::kGroups - 1] : r.scale[0];
-  BlockConsts c;
+  // T pair constants as one multiply-add each (zp < 16 or 256: no carry between the
+  // halves), in C so that the default zero point folds to constants.
+  BlockConsts c{};
   if constexpr (std::is_same_v<T, float>) {
     c.scale = __float_as_uint(scale);
     c.zero = 0x4B000000u | zp;
   } else {
     c.scale = pack_pair(scale);
     if constexpr (std::is_same_v<T, __half>) {
-      c.zero = (0x6400u | zp) * 0x10001u;
-      c.zero_hi = (0x6400u | (zp << 4)) * 0x10001u;
+      c.zero = zp * 0x10001u + 0x64006400u;
+      if constexpr (kBits == 4) c.zero_hi = zp * 0x100010u + 0x64006400u;
     } else if constexpr (kBits == 4) {
-      c.zero = (0x4300u | zp) * 0x10001u;
+      c.zero = zp * 0x10001u + 0x43004300u;
     } else {
       c.zero = 0x4B000000u | zp;
     }
@@ -254,16 +266,6 @@ __device__ __forceinline__ uint32_t sub_mul_pair(uint32_t x, uint32_t zero, uint
 // 2^23 + c (c < 256 in the low byte of the word's byte `i`) as float32.
 __device__ __forceinline__ float magic_byte_float(uint32_t word, int i) {
   return __uint_as_float(__byte_perm(word, 0x4B00u, 0x5440u + i));
-}
-
-// (x & kMask) | kMagic in one lop3: written in C, the two immediates make it an and and an
-// or (ptxas does not fuse them; SASS of the 4-bit tile, 2026-11-29: 160 LOP3 per 16 mma,
-// two per nibble pair). With both in one lop3, ptxas keeps one in a register.
-template <uint32_t kMask, uint32_t kMagic>
-__device__ __forceinline__ uint32_t and_or(uint32_t x) {
-  uint32_t r;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(x), "n"(kMask), "n"(kMagic));  // (a & b) | c
-  return r;
 }
 
 // One 32-bit word of codes -> packed T pairs of weights (float16 / bfloat16):
@@ -885,17 +887,27 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<T, kB
   auto block_of = [&](uint32_t u) {
     return (u * C::kPerWindow + (kResultScale ? 0 : t * C::kPerChunk)) >> p.block_shift;
   };
-  auto load_quant_of = [&](const TileRows<T>& tr, uint32_t u, RawQuant<T, kBits> (&q)[2]) {
+  constexpr bool kPairByte = kLines && kBits == 4 && kResultScale && kZeroPoints;
+  // first_of_pair = false (line loads, the pair's second window): 4-bit blocks of a window
+  // or more keep the zero-point byte of the first (q, loaded by it). Both windows' blocks
+  // lie in one byte (block 128: blocks 2v and 2v + 1, the low and high nibble; larger: one
+  // block), so one byte load per row serves the pair (make_consts picks the nibble).
+  auto load_quant_of = [&](const TileRows<T>& tr, uint32_t u, RawQuant<T, kBits> (&q)[2],
+                           bool first_of_pair) {
     const uint32_t blk = block_of(u);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       q[r].scale[0] = __ldg(tr.s[r] + blk);
       if constexpr (C::kGroups == 2) q[r].scale[1] = q[r].scale[0];  // one block
-      q[r].zp_byte = kZeroPoints ? __ldg(tr.zp[r] + (kBits == 8 ? blk : blk >> 1))
-                                 : C::kDefaultZeroPoint * (kBits == 4 ? 0x11u : 1u);
+      if (!kZeroPoints)
+        q[r].zp_byte = C::kDefaultZeroPoint * (kBits == 4 ? 0x11u : 1u);
+      else if (!kPairByte || first_of_pair)  // else: load_pair copies the first's
+        q[r].zp_byte = __ldg(tr.zp[r] + (kBits == 8 ? blk : blk >> 1));
     }
   };
-  auto load_quant = [&](uint32_t u, RawQuant<T, kBits> (&q)[2]) { load_quant_of(rows, u, q); };
+  auto load_quant = [&](uint32_t u, RawQuant<T, kBits> (&q)[2]) {
+    load_quant_of(rows, u, q, true);
+  };
   auto load = [&](uint32_t u, Loads& l) {
 #pragma unroll
     for (int r = 0; r < 2; ++r)
@@ -952,7 +964,12 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<T, kB
 #pragma unroll
         for (int j = 0; j < kTiles; ++j)
 #pragma unroll
-          for (int h = 0; h < 2; ++h) load_quant_of(tile_rows(j), 2 * v + h, q[j][h]);
+          for (int h = 0; h < 2; ++h) load_quant_of(tile_rows(j), 2 * v + h, q[j][h], h == 0);
+        if constexpr (kPairByte)
+#pragma unroll
+          for (int j = 0; j < kTiles; ++j)
+#pragma unroll
+            for (int r = 0; r < 2; ++r) q[j][1][r].zp_byte = q[j][0][r].zp_byte;
       };
       load_pair(v0);
 #pragma unroll 1

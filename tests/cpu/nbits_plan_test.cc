@@ -460,7 +460,8 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
           EXPECT_EQ(p.gemv_tiles_per_warp, tiles) << p;
           const int model = choose_gemv_k_split(nk[0] / tiles, nk[1] * bits / 8 / 64, kHopper.num_sms,
                                                 nbits_window_warps_per_sm(bits, false, fp16, tiles));
-          EXPECT_EQ(p.gemv_k_split, tiles == 2 && bits == 4 && !fp16 && m <= 4 ? 2 * model : model)
+          EXPECT_EQ(p.gemv_k_split,
+                    tiles == 2 && bits == 4 && (!fp16 || m == 1) && m <= 4 ? 2 * model : model)
               << p;
         } else {
           EXPECT_EQ(p.gemv_tiles_per_warp, 1) << p;
@@ -528,8 +529,9 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   // Packed zero points with one tile forced: line loads at M <= 2 (without: M <= 4), and
   // the window kernel's K split for them (24 warps per SM: k_split 8 at 28672 x 8192;
   // two tiles per warp, 16 warps per SM and 896 warps' columns: the model's 2, doubled at
-  // M <= 4 with zero points).
-  EXPECT_EQ(plan(problem(1, 28672, 8192, 4, 128)).gemv_k_split, 2);
+  // M <= 4 with zero points, and at M = 1 without).
+  EXPECT_EQ(plan(problem(1, 28672, 8192, 4, 128)).gemv_k_split, 4);
+  EXPECT_EQ(plan(problem(2, 28672, 8192, 4, 128)).gemv_k_split, 2);
   NBitsMatMulProblem zp = problem(2, 28672, 8192, 4, 128);
   zp.zero_points = NBitsZeroPoints::kPacked;
   EXPECT_TRUE(plan(zp, kHopper, one_tile).gemv_lines);
@@ -629,7 +631,7 @@ TEST(NBitsPlan, GemvLinesOnBlocksSmallerThanAWindow) {
 // Two 16-column tiles per warp: line loads without a zero-point tensor; by default on
 // N x K >= 128 Mi (4-bit every M, 8-bit float16 from M = 2, bfloat16 from M = 5) and
 // below it on grids of many tiles (4-bit from M = 5, 8-bit bfloat16), or as forced; their
-// K split counts 16 warps per SM (4-bit bfloat16 at M <= 4: twice that).
+// K split counts 16 warps per SM (4-bit bfloat16 at M <= 4 and float16 at M = 1: twice that).
 TEST(NBitsPlan, GemvTwoTilesPerWarpOnLargeWeights) {
   const DType bf16 = DType::kBFloat16;
   // 896 two-tile warps of 64 windows: one wave of k_split 2 (32 + 2), two of 4 (2 x 18).
@@ -662,7 +664,7 @@ TEST(NBitsPlan, GemvTwoTilesPerWarpOnLargeWeights) {
     EXPECT_EQ(plan(zp).gemv_tiles_per_warp, 2);
   }
   // 4-bit with zero points at M <= 4 (as bfloat16): twice the model's split (float16
-  // without zero points: the model's 2).
+  // without zero points: the model's 2 from M = 2).
   for (int64_t m : {4, 5}) {
     zp.m = m;
     EXPECT_EQ(plan(zp).gemv_k_split, m <= 4 ? 4 : 2) << plan(zp);
