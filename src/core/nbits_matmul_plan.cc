@@ -292,16 +292,18 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     plan.gemv_k_split = choose_gemv_k_split(p.n, gemv_k_units(p.row_bytes(), plan.gemv_tma),
                                             device.num_sms, warps_per_sm,
                                             plan.gemv_tiles_per_warp);
-    // 4-bit bfloat16 or with packed zero points (more instructions per code) on two tiles
-    // at M <= 4 on N x K >= 128 Mi: twice the model's split (28672 x 8192, H200: bfloat16
-    // k_split 4 7-8 % faster than its 2 at M = 1, 2, 6 % at M = 4, 2026-11-30b; with zero
-    // points 5-9 % at M = 1, 4 in both dtypes, 2026-11-30c; at M = 8 2 was 1-8 % faster).
-    // Not below: at 14336 x 4096 (blocks of 32 codes) 8 instead of 4 was 12-19 % slower at
-    // M <= 4 (2026-11-30c). Float16 without zero points only at M = 1: k_split 4 faster
-    // than 2 in three runs (1 %, 6 %, 2.3 %: 42.8 -> 41.8 us in two repeats, 2026-11-30d),
-    // at M = 2 within 1 %, at M = 4 4 % slower in two runs.
-    if (plan.gemv_tiles_per_warp == 2 && p.bits == 4 &&
-        (p.dtype == DType::kBFloat16 || zp || p.m == 1) && p.m <= 4 && large)
+    // 4-bit on two tiles on N x K >= 128 Mi: twice the model's split in bfloat16 at M <= 4,
+    // in float16 at M <= 2 with packed zero points and at M = 1 without (28672 x 8192, H200):
+    // * bfloat16: k_split 4 7-8 % faster than 2 at M = 1, 2, 6 % at M = 4 (2026-11-30b);
+    // * float16 with zero points: 4 was 5-9 % faster at M = 1, 4 (2026-11-30c); since the
+    //   one-byte-per-pair zero-point decode (2026-11-30d) 3-4 % slower at M = 3, 4 (47.9 /
+    //   48.8 against 46.6 / 46.9 us, two repeats); M = 2 stays with M = 1 (not re-measured);
+    // * float16 without: at M = 1 faster in three runs (1 %, 6 %, 2.3 %), at M = 2 within
+    //   1 %, at M = 4 4 % slower;
+    // * M = 8: 2 was 1-8 % faster everywhere. Not below 128 Mi: at 14336 x 4096 (blocks of
+    //   32 codes) 8 instead of 4 was 12-19 % slower at M <= 4.
+    const int double_up_to_m = p.dtype == DType::kBFloat16 ? 4 : zp ? 2 : 1;
+    if (plan.gemv_tiles_per_warp == 2 && p.bits == 4 && p.m <= double_up_to_m && large)
       plan.gemv_k_split = std::min(2 * plan.gemv_k_split, kGemvMaxKSplit);
     if (options.gemv_k_split > 0) plan.gemv_k_split = options.gemv_k_split;
     *out = plan;

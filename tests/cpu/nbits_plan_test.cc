@@ -528,8 +528,8 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128), kHopper, algo1).gemv_lines);
   // Packed zero points with one tile forced: line loads at M <= 2 (without: M <= 4), and
   // the window kernel's K split for them (24 warps per SM: k_split 8 at 28672 x 8192;
-  // two tiles per warp, 16 warps per SM and 896 warps' columns: the model's 2, doubled at
-  // M <= 4 with zero points, and at M = 1 without).
+  // two tiles per warp, 16 warps per SM and 896 warps' columns: the model's 2, doubled in
+  // float16 at M <= 2 with zero points and at M = 1 without).
   EXPECT_EQ(plan(problem(1, 28672, 8192, 4, 128)).gemv_k_split, 4);
   EXPECT_EQ(plan(problem(2, 28672, 8192, 4, 128)).gemv_k_split, 2);
   NBitsMatMulProblem zp = problem(2, 28672, 8192, 4, 128);
@@ -663,13 +663,17 @@ TEST(NBitsPlan, GemvTwoTilesPerWarpOnLargeWeights) {
     EXPECT_TRUE(plan(zp).gemv_lines);
     EXPECT_EQ(plan(zp).gemv_tiles_per_warp, 2);
   }
-  // 4-bit with zero points at M <= 4 (as bfloat16): twice the model's split (float16
-  // without zero points: the model's 2 from M = 2).
-  for (int64_t m : {4, 5}) {
+  // 4-bit: twice the model's split (2) in bfloat16 at M <= 4 with or without zero points,
+  // in float16 at M <= 2 with them and at M = 1 without.
+  for (int64_t m : {1, 2, 3, 4, 5}) {
     zp.m = m;
+    zp.dtype = DType::kFloat16;
+    EXPECT_EQ(plan(zp).gemv_k_split, m <= 2 ? 4 : 2) << plan(zp);
+    zp.dtype = DType::kBFloat16;
     EXPECT_EQ(plan(zp).gemv_k_split, m <= 4 ? 4 : 2) << plan(zp);
-    EXPECT_EQ(plan(problem(m, 28672, 8192, 4, 128)).gemv_k_split, 2);
+    EXPECT_EQ(plan(problem(m, 28672, 8192, 4, 128)).gemv_k_split, m == 1 ? 4 : 2);
   }
+  zp.dtype = DType::kFloat16;
   zp.n = 8192;
   zp.k = 16384;  // 128 Mi codes
   EXPECT_EQ(plan(zp).gemv_tiles_per_warp, 2);
