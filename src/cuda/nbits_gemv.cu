@@ -845,7 +845,8 @@ constexpr int kWindowDepth = 2;  // register buffers: one window multiplied, one
 // (80 registers: at 64 the zero points' row pointers spilled 84 bytes, 8-bit codes 8-40);
 // 2 for 8-bit float16 (128 registers: with line loads 3-8 % faster than at 80, where they
 // lost to the register tile by up to 23 %; H200, docs/PERF.md) and for two tiles per warp
-// (128 registers; 8-bit spills 4-8 bytes there, as measured).
+// (128 registers; ptxas spills 4-8 bytes there in 8-bit, 14-20 in 4-bit with zero
+// points; bounded to 96 they spilled 24-58 bytes and ran 30-45 % slower, docs/PERF.md).
 template <typename T, int kBits, bool kZeroPoints, int kTiles = 1>
 constexpr int kWindowMinBlocks =
     kTiles == 2 ? 2 : kBits == 8 ? (std::is_same_v<T, __half> ? 2 : 3) : kZeroPoints ? 3 : 4;
