@@ -297,7 +297,7 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     // * bfloat16: k_split 4 7-8 % faster than 2 at M = 1, 2, 6 % at M = 4 (2026-11-30b);
     // * float16 with zero points: 4 was 5-9 % faster at M = 1, 4 (2026-11-30c); since the
     //   one-byte-per-pair zero-point decode (2026-11-30d) 3-4 % slower at M = 3, 4 (47.9 /
-    //   48.8 against 46.6 / 46.9 us, two repeats); M = 2 stays with M = 1 (not re-measured);
+    //   48.8 against 46.6 / 46.9 us, two repeats), 5 % faster at M = 2 (43.8 against 46.1);
     // * float16 without: at M = 1 faster in three runs (1 %, 6 %, 2.3 %), at M = 2 within
     //   1 %, at M = 4 4 % slower;
     // * M = 8: 2 was 1-8 % faster everywhere. Not below 128 Mi: at 14336 x 4096 (blocks of
