@@ -4,7 +4,7 @@
 # the shared-memory kernels), run the benchmark suites, and print a short summary last.
 # Logs and JSON go to $OUT (default ./out).
 #
-#   scripts/gpu_check.sh [steps]     steps: comma list of build,test,sanitize,bench,variants
+#   scripts/gpu_check.sh [steps]     steps: comma list of build,test,sanitize,bench,variants,ab
 #                                    (default: the first four); BENCH_SUITES="decode prefill"
 #                                    (fp8); NBITS_BENCH_BITS="8 4" (NBitsMatMul decode suite),
 #                                    NBITS_BENCH_ZERO_POINTS="none packed" (its zero points),
@@ -22,6 +22,14 @@
 #   (default "none"), and the NBits K-loop sweep (M = 1,
 #   8192 x 8192, float16, every block size, both widths): the comparison columns of
 #   docs/PERF.md, about 5 minutes.
+#   ab: A/B against a baseline source tree AB_TREE (default ab-base/, made on the build
+#   machine by scripts/ab_prepare.sh REV and carried to the GPU machine): builds its
+#   profiler beside this tree's (build-ab/), runs each suite of AB_SUITES (default
+#   "fp8 nbits8:none nbits4:none nbits4:packed"; an entry is fp8[:decode|prefill] or
+#   nbits<bits>[:none|packed|typed], at block AB_BLOCK_SIZE, default 128) for the base and
+#   this tree in turn, AB_REPEATS times (default 2), into $OUT/ab/, and compares them
+#   (scripts/ab_table.py: per case the faster repeat's median, head / base). Needs this
+#   tree's build (the build step, or build-gpu/ from an earlier one).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -160,6 +168,54 @@ if has variants; then
   done
   rm -f "$OUT/variant_nbits_algo.jsonl.part"
   summary+=("variants: $(cat "$OUT"/variant_*.jsonl 2>/dev/null | wc -l) cases ($(( $(stamp) - t0 ))s)")
+fi
+
+if has ab; then
+  t0=$(stamp)
+  ab_tree=${AB_TREE:-ab-base}
+  ab_extra=()
+  [ -d .deps/googletest ] && ab_extra+=(-DBQMM_GTEST_SOURCE_DIR="$PWD/.deps/googletest")
+  if [ ! -f "$ab_tree/CMakeLists.txt" ]; then
+    summary+=("ab: no baseline tree at $ab_tree (scripts/ab_prepare.sh REV, then carry it)")
+  elif [ ! -x "$build/bqmm-profile" ]; then
+    summary+=("ab: no $build/bqmm-profile (run the build step first)")
+  elif ! { cmake -S "$ab_tree" -B build-ab -G Ninja -DCMAKE_BUILD_TYPE=Release \
+             -DCMAKE_CUDA_ARCHITECTURES="$arch" "${ab_extra[@]}" >"$OUT/build_ab.log" 2>&1 &&
+           cmake --build build-ab -j "$(nproc)" --target bqmm-profile >>"$OUT/build_ab.log" 2>&1; }; then
+    tail -n 20 "$OUT/build_ab.log"
+    summary+=("ab: the baseline's build failed (see build_ab.log)")
+  else
+    mkdir -p "$OUT/ab"
+    ab_bs=${AB_BLOCK_SIZE:-128}
+    ab_failed=0
+    for rep in $(seq 1 "${AB_REPEATS:-2}"); do
+      for entry in ${AB_SUITES:-fp8 nbits8:none nbits4:none nbits4:packed}; do
+        kind=${entry%%:*}
+        arg=${entry#*:}
+        [ "$arg" = "$entry" ] && arg=
+        case $kind in
+          fp8) name=fp8_${arg:-decode}
+               args=(--op fp8 --suite "${arg:-decode}" --block-size "$ab_bs") ;;
+          nbits4|nbits8)
+               name=${kind}_decode$(zp_suffix "${arg:-none}")
+               args=(--op nbits --bits "${kind#nbits}" --zero-points "${arg:-none}" --suite decode
+                     --block-size "$ab_bs") ;;
+          *) echo "gpu_check: AB_SUITES entry '$entry': expected fp8[:suite] or nbits<4|8>[:zero points]"
+             ab_failed=1; continue ;;
+        esac
+        [ "$ab_bs" = 128 ] || name=${name}_bs$ab_bs
+        for side in base head; do
+          bin=build-ab/bqmm-profile
+          [ "$side" = head ] && bin=$build/bqmm-profile
+          "$bin" "${args[@]}" --json "$OUT/ab/$name.$side.$rep.jsonl" \
+            >"$OUT/ab/$name.$side.$rep.log" 2>&1 || ab_failed=1
+        done
+      done
+    done
+    python3 scripts/ab_table.py "$OUT/ab" > "$OUT/ab_table.txt" 2>&1 || ab_failed=1
+    summary+=("ab: baseline $(cat "$ab_tree/AB_COMMIT" 2>/dev/null || echo "$ab_tree"), rc=$ab_failed ($(( $(stamp) - t0 ))s), table in ab_table.txt")
+    while IFS= read -r line; do summary+=("$line"); done < <(grep -E '^ab ' "$OUT/ab_table.txt")
+  fi
 fi
 
 echo

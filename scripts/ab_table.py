@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Compares the JSON lines of gpu_check.sh's `ab` step: for every suite NAME, the files
+NAME.base.R.jsonl and NAME.head.R.jsonl (R = 1, 2, ...: repeats, run interleaved) of one
+directory. Per case the time of each side is its fastest repeat's median (`median_us`);
+the ratio is head / base (< 1: the head is faster). Prints one table per suite, then one
+summary line per suite (what gpu_check's summary shows):
+
+  ab NAME: C cases, head/base median R (min A, max B), P plans changed, all within tolerance: yes
+
+Exit status 1 when a case failed its accuracy check on either side, a side is missing a
+case of the other, or no suite was found; 0 otherwise.
+
+  scripts/ab_table.py DIR
+"""
+import collections
+import json
+import os
+import re
+import statistics
+import sys
+
+from bench_table import kernel_of
+
+KEY_FIELDS = ("op", "activation_dtype", "bits", "zero_points", "block_size", "bias", "m", "n", "k")
+FILE_RE = re.compile(r"^(?P<suite>.+)\.(?P<side>base|head)\.(?P<rep>\d+)\.jsonl$")
+
+
+def case_key(row):
+    return tuple(row.get(f) for f in KEY_FIELDS)
+
+
+def case_label(row):
+    zp = row.get("zero_points")
+    bits = row.get("bits")
+    parts = [row.get("op", "?"), row.get("activation_dtype", "?")]
+    if bits is not None:
+        parts.append("int%d" % bits)
+    if zp not in (None, "none"):
+        parts.append("zp=" + zp)
+    parts.append("bs=%s" % row.get("block_size"))
+    parts.append("M=%s N=%s K=%s" % (row.get("m"), row.get("n"), row.get("k")))
+    return " ".join(str(p) for p in parts)
+
+
+def plan_short(row):
+    """The kernel a case ran (bench_table.kernel_of) and its K split, or its path off the
+    GEMV paths."""
+    kernel = kernel_of(row)
+    if kernel is None:
+        return str(row.get("path", "-"))
+    split = re.search(r"k_split=(\d+)", row.get("plan") or "")
+    return kernel + (" k%s" % split.group(1) if split else "")
+
+
+def load(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def compare(suite, sides):
+    """sides: {"base": [rows of each repeat], "head": [...]} -> (lines, summary, ok)."""
+    ok = True
+    best = {}
+    for side, repeats in sides.items():
+        cases = collections.OrderedDict()
+        for rows in repeats:
+            for r in rows:
+                cases.setdefault(case_key(r), []).append(r)
+        best[side] = cases
+    keys = list(best["head"].keys())
+    missing = set(best["base"]) ^ set(best["head"])
+    if missing:
+        ok = False
+    lines = []
+    ratios = []
+    changed = 0
+    all_passed = True
+    header = ("case", "base us", "head us", "head/base", "base repeats", "head repeats", "kernel")
+    table = [header]
+    for key in keys:
+        if key not in best["base"]:
+            continue
+        b_rows, h_rows = best["base"][key], best["head"][key]
+        passed = all(r.get("passed") for r in b_rows + h_rows)
+        all_passed &= passed
+        b_times = [r["median_us"] for r in b_rows if r.get("median_us") is not None]
+        h_times = [r["median_us"] for r in h_rows if r.get("median_us") is not None]
+        b_plan, h_plan = plan_short(b_rows[0]), plan_short(h_rows[0])
+        plan = h_plan if b_plan == h_plan else "%s -> %s" % (b_plan, h_plan)
+        changed += b_plan != h_plan
+        if b_times and h_times:
+            b, h = min(b_times), min(h_times)
+            ratio = h / b
+            ratios.append(ratio)
+            cells = ("%.1f" % b, "%.1f" % h, "%.3f" % ratio)
+        else:  # no GPU timing (CPU fallback): accuracy only
+            cells = ("-", "-", "-")
+        table.append((case_label(h_rows[0]) + ("" if passed else "  FAILED"),) + cells +
+                     (" ".join("%.1f" % t for t in b_times) or "-",
+                      " ".join("%.1f" % t for t in h_times) or "-", plan))
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    lines.append("== ab %s" % suite)
+    for row in table:
+        lines.append("  ".join(v.ljust(w) if i in (0, 6) else v.rjust(w)
+                               for i, (v, w) in enumerate(zip(row, widths))).rstrip())
+    if ratios:
+        timing = "head/base median %.3f (min %.3f, max %.3f)" % (
+            statistics.median(ratios), min(ratios), max(ratios))
+    else:
+        timing = "no GPU times"
+    summary = "ab %s: %d cases, %s, %d plans changed, all within tolerance: %s" % (
+        suite, len(table) - 1, timing, changed, "yes" if all_passed else "NO")
+    if missing:
+        summary += ", %d cases on one side only" % len(missing)
+    return lines, summary, ok and all_passed
+
+
+def main(argv):
+    if len(argv) != 1 or not os.path.isdir(argv[0]):
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    directory = argv[0]
+    suites = collections.OrderedDict()
+    for name in sorted(os.listdir(directory)):
+        m = FILE_RE.match(name)
+        if m:
+            suites.setdefault(m.group("suite"), {"base": {}, "head": {}})[m.group("side")][
+                int(m.group("rep"))] = os.path.join(directory, name)
+    ok = bool(suites)
+    summaries = []
+    for suite, sides in suites.items():
+        if not sides["base"] or not sides["head"]:
+            summaries.append("ab %s: only the %s side ran" % (suite, "head" if sides["head"] else "base"))
+            ok = False
+            continue
+        loaded = {side: [load(p) for _, p in sorted(files.items())] for side, files in sides.items()}
+        lines, summary, suite_ok = compare(suite, loaded)
+        print("\n".join(lines))
+        print()
+        summaries.append(summary)
+        ok &= suite_ok
+    if not suites:
+        summaries.append("ab: no NAME.{base,head}.R.jsonl files in %s" % directory)
+    print("\n".join(summaries))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
