@@ -851,11 +851,19 @@ template <typename T, int kBits, bool kZeroPoints, int kTiles = 1>
 constexpr int kWindowMinBlocks =
     kTiles == 2 ? 2 : kBits == 8 ? (std::is_same_v<T, __half> ? 2 : 3) : kZeroPoints ? 3 : 4;
 
-template <typename T, int kBits, bool kZeroPoints, bool kLines, int kTiles, bool kResultScale = true>
+//
+// kPairBlock (line loads, blocks of two windows or more: 8-bit 128 codes, 4-bit 256): a
+// pair of windows lies in one block (pairs start at even windows), so its second window
+// takes the first's scales and zero points: no loads, and the same decoded constants.
+// A template parameter, not a run-time test: with a warp-uniform branch ptxas merged the
+// two paths with moves and selects, 10 % more instructions per pair than it saved.
+template <typename T, int kBits, bool kZeroPoints, bool kLines, int kTiles,
+          bool kResultScale = true, bool kPairBlock = false>
 __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<T, kBits, kZeroPoints, kTiles>)
     NBitsGemvWindowKernel(const GemvParams<T> p) {
   static_assert(kTiles == 1 || kLines, "two tiles per warp only with line loads");
   static_assert(kResultScale || kLines, "blocks smaller than a window only with line loads");
+  static_assert(!kPairBlock || (kLines && kResultScale), "pairs in one block: line loads");
   using C = Codes<kBits>;
   using Tile = MmaTile<T, kBits, kResultScale>;
   const uint32_t k_split = blockDim.x / kWarpSize;
@@ -963,14 +971,18 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<T, kB
 #pragma unroll
         for (int j = 0; j < kTiles; ++j) lines[j].load(raw[j], static_cast<size_t>(v) * kLinePairBytes);
 #pragma unroll
-        for (int j = 0; j < kTiles; ++j)
+        for (int j = 0; j < kTiles; ++j) {
+          load_quant_of(tile_rows(j), 2 * v, q[j][0], true);
+          if constexpr (kPairBlock) {
+            q[j][1][0] = q[j][0][0];
+            q[j][1][1] = q[j][0][1];
+          } else {
+            load_quant_of(tile_rows(j), 2 * v + 1, q[j][1], false);
+            if constexpr (kPairByte)
 #pragma unroll
-          for (int h = 0; h < 2; ++h) load_quant_of(tile_rows(j), 2 * v + h, q[j][h], h == 0);
-        if constexpr (kPairByte)
-#pragma unroll
-          for (int j = 0; j < kTiles; ++j)
-#pragma unroll
-            for (int r = 0; r < 2; ++r) q[j][1][r].zp_byte = q[j][0][r].zp_byte;
+              for (int r = 0; r < 2; ++r) q[j][1][r].zp_byte = q[j][0][r].zp_byte;
+          }
+        }
       };
       load_pair(v0);
 #pragma unroll 1
@@ -1360,21 +1372,27 @@ Status launch_window(const NBitsGemvArgs& args, int k_split, bool lines, int til
                     "launch_nbits_gemv: line loads take rows of whole 128-byte lines, not K = " +
                         std::to_string(args.k));
     const int smem = lines ? k_split * tiles * kLineBufferBytes : 0;
-    auto launch = [&](auto bits, auto zero_points, auto line_loads, auto n_tiles, auto scale) {
+    auto launch = [&](auto bits, auto zero_points, auto line_loads, auto n_tiles, auto scale,
+                      auto pair_block) {
       NBitsGemvWindowKernel<T, decltype(bits)::value, decltype(zero_points)::value,
                             decltype(line_loads)::value, decltype(n_tiles)::value,
-                            decltype(scale)::value><<<grid, block, smem, stream>>>(p);
+                            decltype(scale)::value, decltype(pair_block)::value>
+          <<<grid, block, smem, stream>>>(p);
     };
     // Line loads: the block size picks the decode (without them: blocks of a window or
-    // more, checked above).
+    // more, checked above) and whether a pair of windows shares one block.
+    const bool pair_block = args.block_size >= 2 * window_codes;
     auto go = [&](auto bits, auto zero_points, auto line_loads, auto n_tiles) {
       if constexpr (decltype(line_loads)::value) {
-        if (!result_scale) {
-          launch(bits, zero_points, line_loads, n_tiles, std::false_type());
-          return;
-        }
+        if (!result_scale)
+          launch(bits, zero_points, line_loads, n_tiles, std::false_type(), std::false_type());
+        else if (pair_block)
+          launch(bits, zero_points, line_loads, n_tiles, std::true_type(), std::true_type());
+        else
+          launch(bits, zero_points, line_loads, n_tiles, std::true_type(), std::false_type());
+        return;
       }
-      launch(bits, zero_points, line_loads, n_tiles, std::true_type());
+      launch(bits, zero_points, line_loads, n_tiles, std::true_type(), std::false_type());
     };
     using One = std::integral_constant<int, 1>;
     using Two = std::integral_constant<int, 2>;
