@@ -845,8 +845,9 @@ constexpr int kWindowDepth = 2;  // register buffers: one window multiplied, one
 // (80 registers: at 64 the zero points' row pointers spilled 84 bytes, 8-bit codes 8-40);
 // 2 for 8-bit float16 (128 registers: with line loads 3-8 % faster than at 80, where they
 // lost to the register tile by up to 23 %; H200, docs/PERF.md) and for two tiles per warp
-// (128 registers; ptxas spills 4-8 bytes there in 8-bit, 14-20 in 4-bit with zero
-// points; bounded to 96 they spilled 24-58 bytes and ran 30-45 % slower, docs/PERF.md).
+// (128 registers; ptxas spills 4-8 bytes there in 8-bit, 48-56 in 8-bit float16 with a
+// pair in one block (row pointers, reloaded per pair), 14-20 in 4-bit with zero points;
+// bounded to 96 they spilled 24-58 bytes and ran 30-45 % slower, docs/PERF.md).
 template <typename T, int kBits, bool kZeroPoints, int kTiles = 1>
 constexpr int kWindowMinBlocks =
     kTiles == 2 ? 2 : kBits == 8 ? (std::is_same_v<T, __half> ? 2 : 3) : kZeroPoints ? 3 : 4;
@@ -856,7 +857,8 @@ constexpr int kWindowMinBlocks =
 // pair of windows lies in one block (pairs start at even windows), so its second window
 // takes the first's scales and zero points: no loads, and the same decoded constants.
 // A template parameter, not a run-time test: with a warp-uniform branch ptxas merged the
-// two paths with moves and selects, 10 % more instructions per pair than it saved.
+// two paths with moves and selects (8-bit float16 two tiles: a 343-instruction loop grew
+// to 412 with both paths; as a parameter, 304). Measured: docs/PERF.md, 2026-11-30d.
 template <typename T, int kBits, bool kZeroPoints, bool kLines, int kTiles,
           bool kResultScale = true, bool kPairBlock = false>
 __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<T, kBits, kZeroPoints, kTiles>)
