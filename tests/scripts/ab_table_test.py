@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""Tests of scripts/ab_table.py (gpu_check.sh's `ab` comparison), run as a program on
+JSON lines written here: the numbers it reports are what A/B claims in docs/PERF.md rest
+on, so its choice of times, its ratios, its plan-change count and its failure exits are
+pinned. Registered with CTest (tests/CMakeLists.txt) where python3 exists."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
+                      "ab_table.py")
+
+
+def row(m, us, plan="k_split=2; tma=0; window=1; lines=1; tiles=2}", passed=True, **extra):
+    r = {"op": "nbits", "activation_dtype": "fp16", "bits": 4, "zero_points": "none",
+         "block_size": 128, "bias": False, "m": m, "n": 28672, "k": 8192, "path": "gemv",
+         "plan": "NBitsMatMulPlan{path=gemv; sm90/132SMs; algo=0; rows=8; " + plan,
+         "median_us": us, "passed": passed}
+    r.update(extra)
+    return r
+
+
+class AbTableTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def write(self, name, rows):
+        with open(os.path.join(self.dir.name, name), "w") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+
+    def run_script(self):
+        p = subprocess.run([sys.executable, SCRIPT, self.dir.name], capture_output=True,
+                           text=True, check=False)
+        return p.returncode, p.stdout
+
+    def summary(self, out, suite):
+        lines = [l for l in out.splitlines() if l.startswith("ab %s:" % suite)]
+        self.assertEqual(len(lines), 1, out)
+        return lines[0]
+
+    def test_fastest_repeat_ratio_and_plan_changes(self):
+        self.write("s.base.1.jsonl", [row(1, 50.0), row(2, 40.0)])
+        self.write("s.base.2.jsonl", [row(1, 48.0), row(2, 41.0)])
+        self.write("s.head.1.jsonl", [row(1, 45.0, plan="k_split=4; tma=0; window=1; lines=1; tiles=2}"),
+                                      row(2, 44.0)])
+        self.write("s.head.2.jsonl", [row(1, 46.0, plan="k_split=4; tma=0; window=1; lines=1; tiles=2}"),
+                                      row(2, 42.0)])
+        rc, out = self.run_script()
+        self.assertEqual(rc, 0, out)
+        # M = 1: 45 / 48 = 0.9375; M = 2: 42 / 40 = 1.05; median 0.99375 (printed 0.994).
+        self.assertIn("0.938", out)
+        self.assertIn("1.050", out)
+        self.assertIn("lines x2 k2 -> lines x2 k4", out)
+        self.assertEqual(self.summary(out, "s"),
+                         "ab s: 2 cases, head/base median 0.994 (min 0.938, max 1.050), "
+                         "1 plans changed, all within tolerance: yes")
+
+    def test_a_failed_case_fails(self):
+        self.write("s.base.1.jsonl", [row(1, 50.0)])
+        self.write("s.head.1.jsonl", [row(1, 45.0, passed=False)])
+        rc, out = self.run_script()
+        self.assertEqual(rc, 1, out)
+        self.assertIn("FAILED", out)
+        self.assertTrue(self.summary(out, "s").endswith("all within tolerance: NO"))
+
+    def test_a_case_on_one_side_fails(self):
+        self.write("s.base.1.jsonl", [row(1, 50.0), row(2, 40.0)])
+        self.write("s.head.1.jsonl", [row(1, 45.0)])
+        rc, out = self.run_script()
+        self.assertEqual(rc, 1, out)
+        self.assertIn("1 cases on one side only", self.summary(out, "s"))
+
+    def test_a_suite_with_one_side_fails(self):
+        self.write("s.base.1.jsonl", [row(1, 50.0)])
+        rc, out = self.run_script()
+        self.assertEqual(rc, 1, out)
+        self.assertEqual(self.summary(out, "s"), "ab s: only the base side ran")
+
+    def test_no_suites_fails(self):
+        self.write("unrelated.jsonl", [row(1, 50.0)])
+        rc, out = self.run_script()
+        self.assertEqual(rc, 1, out)
+        self.assertIn("ab: no NAME.{base,head}.R.jsonl files", out)
+
+    def test_cpu_rows_report_no_times(self):
+        self.write("s.base.1.jsonl", [row(1, None)])
+        self.write("s.head.1.jsonl", [row(1, None)])
+        rc, out = self.run_script()
+        self.assertEqual(rc, 0, out)
+        self.assertIn("no GPU times", self.summary(out, "s"))
+
+
+if __name__ == "__main__":
+    unittest.main()
