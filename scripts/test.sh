@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds bqmm and runs every test (CPU suite and the script tests; the GPU suite runs too and each GPU test
-# skips itself, saying so, where there is no CUDA device).
+# Builds bqmm and runs every test (the CPU suite and the script tests; the GPU suite runs
+# too and each GPU test skips itself, saying so, where there is no CUDA device).
 #   scripts/test.sh [build-dir]      (default: build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
