@@ -852,7 +852,6 @@ template <typename T, int kBits, bool kZeroPoints, int kTiles = 1>
 constexpr int kWindowMinBlocks =
     kTiles == 2 ? 2 : kBits == 8 ? (std::is_same_v<T, __half> ? 2 : 3) : kZeroPoints ? 3 : 4;
 
-//
 // kPairBlock (line loads, blocks of two windows or more: 8-bit 128 codes, 4-bit 256): a
 // pair of windows lies in one block (pairs start at even windows), so its second window
 // takes the first's scales and zero points: no loads, and the same decoded constants.
