@@ -194,16 +194,6 @@ __device__ __forceinline__ uint32_t pack_pair(T v) {
   return static_cast<uint32_t>(bits) * 0x10001u;
 }
 
-// (x & kMask) | kMagic in one lop3: written in C, the two immediates make it an and and an
-// or (ptxas does not fuse them; SASS of the 4-bit tile, 2026-11-29: 160 LOP3 per 16 mma,
-// two per nibble pair). With both in one lop3, ptxas keeps one in a register.
-template <uint32_t kMask, uint32_t kMagic>
-__device__ __forceinline__ uint32_t and_or(uint32_t x) {
-  uint32_t r;
-  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(x), "n"(kMask), "n"(kMagic));  // (a & b) | c
-  return r;
-}
-
 // Group `group` of a chunk whose first block is `blk` (split: the group is its own block).
 template <typename T, int kBits>
 __device__ __forceinline__ BlockConsts make_consts(const RawQuant<T, kBits>& r, uint32_t blk,
@@ -266,6 +256,16 @@ __device__ __forceinline__ uint32_t sub_mul_pair(uint32_t x, uint32_t zero, uint
 // 2^23 + c (c < 256 in the low byte of the word's byte `i`) as float32.
 __device__ __forceinline__ float magic_byte_float(uint32_t word, int i) {
   return __uint_as_float(__byte_perm(word, 0x4B00u, 0x5440u + i));
+}
+
+// (x & kMask) | kMagic in one lop3: written in C, the two immediates make it an and and an
+// or (ptxas does not fuse them; SASS of the 4-bit tile, 2026-11-29: 160 LOP3 per 16 mma,
+// two per nibble pair). With both in one lop3, ptxas keeps one in a register.
+template <uint32_t kMask, uint32_t kMagic>
+__device__ __forceinline__ uint32_t and_or(uint32_t x) {
+  uint32_t r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(x), "n"(kMask), "n"(kMagic));  // (a & b) | c
+  return r;
 }
 
 // One 32-bit word of codes -> packed T pairs of weights (float16 / bfloat16):
