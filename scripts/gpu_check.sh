@@ -41,17 +41,24 @@ summary=()
 has() { [[ ",$steps," == *",$1,"* ]]; }
 zp_suffix() { [ "$1" = none ] || echo "_zp_$1"; }  # file names: none keeps the old ones
 stamp() { date +%s; }
+# build_tree SRC DIR LOG [cmake --build args]: configures SRC into DIR for $arch (Release,
+# Ninja; the carried GoogleTest sources where present) and builds it, output to LOG.
+build_tree() {
+  local src=$1 dir=$2 log=$3
+  shift 3
+  local extra=()
+  [ -d .deps/googletest ] && extra+=(-DBQMM_GTEST_SOURCE_DIR="$PWD/.deps/googletest")
+  cmake -S "$src" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+    "${extra[@]}" >"$log" 2>&1 &&
+    cmake --build "$dir" -j "$(nproc)" "$@" >>"$log" 2>&1
+}
 
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader \
   | tee "$OUT/gpu.txt"
 
 if has build; then
   t0=$(stamp)
-  extra=()
-  [ -d .deps/googletest ] && extra+=(-DBQMM_GTEST_SOURCE_DIR="$PWD/.deps/googletest")
-  if cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
-       "${extra[@]}" >"$OUT/build.log" 2>&1 &&
-     cmake --build "$build" -j "$(nproc)" >>"$OUT/build.log" 2>&1; then
+  if build_tree . "$build" "$OUT/build.log"; then
     summary+=("build: ok ($(( $(stamp) - t0 ))s, sm_$arch)")
   else
     tail -n 40 "$OUT/build.log"
@@ -173,15 +180,11 @@ fi
 if has ab; then
   t0=$(stamp)
   ab_tree=${AB_TREE:-ab-base}
-  ab_extra=()
-  [ -d .deps/googletest ] && ab_extra+=(-DBQMM_GTEST_SOURCE_DIR="$PWD/.deps/googletest")
   if [ ! -f "$ab_tree/CMakeLists.txt" ]; then
     summary+=("ab: no baseline tree at $ab_tree (scripts/ab_prepare.sh REV, then carry it)")
   elif [ ! -x "$build/bqmm-profile" ]; then
     summary+=("ab: no $build/bqmm-profile (run the build step first)")
-  elif ! { cmake -S "$ab_tree" -B build-ab -G Ninja -DCMAKE_BUILD_TYPE=Release \
-             -DCMAKE_CUDA_ARCHITECTURES="$arch" "${ab_extra[@]}" >"$OUT/build_ab.log" 2>&1 &&
-           cmake --build build-ab -j "$(nproc)" --target bqmm-profile >>"$OUT/build_ab.log" 2>&1; }; then
+  elif ! build_tree "$ab_tree" build-ab "$OUT/build_ab.log" --target bqmm-profile; then
     tail -n 20 "$OUT/build_ab.log"
     summary+=("ab: the baseline's build failed (see build_ab.log)")
   else
