@@ -25,6 +25,9 @@ constexpr int kGemvMaxKSplit = 8;         // the largest instantiated k_split
 // loads' latency, paid once per warp).
 constexpr int64_t kGemvTensorCoreWarpsPerSm = 16;
 constexpr int64_t kGemvPipelineFill = 2;
+// NBitsMatMul's 4-bit window kernel with two tiles per warp (line loads): measured across
+// N at K = 8192 (docs/PERF.md, 2026-11-30e).
+constexpr int64_t kNBitsTwoTilePipelineFill = 6;
 // NBitsMatMul's window kernel (cuda/nbits_gemv.cu, kWindowMinBlocks), line loads or not:
 // 64 registers per thread, 32 warps per SM; 80 with packed zero points or 8-bit bfloat16
 // codes, 24; 128 for 8-bit float16 codes or two tiles per warp, 16.
@@ -102,14 +105,17 @@ inline int choose_gemv_k_split(const GemvSplitModel& m) {
 // The model of an N-column GEMV with `windows` windows per row on `num_sms` SMs holding
 // `warps_per_sm` of its warps each (an unknown SM count counts as one SM), each warp owning
 // `tiles_per_warp` 16-column tiles (line loads' two tiles: ceil(N / 32) warps' columns).
+// `pipeline_fill`: the windows' worth of time a warp's start costs (kGemvPipelineFill,
+// or a kernel's own measured value).
 inline int choose_gemv_k_split(int64_t n, int64_t windows, int num_sms, int64_t warps_per_sm,
-                               int tiles_per_warp = 1) {
+                               int tiles_per_warp = 1,
+                               int64_t pipeline_fill = kGemvPipelineFill) {
   GemvSplitModel m;
   const int64_t cols = kGemvTileCols * tiles_per_warp;
   m.tiles = (n + cols - 1) / cols;
   m.windows = windows;
   m.resident_warps = std::max<int64_t>(1, num_sms) * warps_per_sm;
-  m.pipeline_fill = kGemvPipelineFill;
+  m.pipeline_fill = pipeline_fill;
   m.max_k_split = kGemvMaxKSplit;
   return choose_gemv_k_split(m);
 }

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <utility>
 
 #include "bqmm/nbits_matmul.h"
 #include "core/gemv_split.h"
@@ -673,6 +674,20 @@ TEST(NBitsPlan, GemvTwoTilesPerWarpOnLargeWeights) {
     EXPECT_EQ(plan(zp).gemv_k_split, m <= 4 ? 4 : 2) << plan(zp);
     EXPECT_EQ(plan(problem(m, 28672, 8192, 4, 128)).gemv_k_split, m == 1 ? 4 : 2);
   }
+  // The split across N at K = 8192 (two-tile warps' start costs 6 windows; twice the
+  // split only where the model's leaves one partial wave of >= 3/4 of the 2112 resident
+  // warps): 528 warps x 4 fill one wave; 704 x 2 are 0.67 of one (k_split 8, 2.7 waves,
+  // with a start of 2); 896 x 2 0.85 (doubled at M = 1 float16, M <= 4 bfloat16); 1056 x 2
+  // one; 1408 x 4 2.7 waves (34 + 6 x 2 = 76 against 3 x 22 = 66).
+  const std::pair<int64_t, int> fp16_m1[] = {{16896, 4}, {22528, 2}, {28672, 4}, {33792, 2}, {45056, 4}};
+  for (const auto& [n, split] : fp16_m1) {
+    EXPECT_EQ(plan(problem(1, n, 8192, 4, 128)).gemv_k_split, split) << n;
+    EXPECT_EQ(plan(problem(4, n, 8192, 4, 128, bf16)).gemv_k_split, split) << n;
+    EXPECT_EQ(plan(problem(8, n, 8192, 4, 128)).gemv_k_split, n == 28672 ? 2 : split) << n;
+  }
+  // K = 4096 (32 windows), 57344 columns: one partial wave (0.85) of k_split 1.
+  EXPECT_EQ(plan(problem(8, 57344, 4096, 4, 128)).gemv_k_split, 1);
+  EXPECT_EQ(plan(problem(1, 57344, 4096, 4, 128)).gemv_k_split, 2);
   zp.dtype = DType::kFloat16;
   zp.n = 8192;
   zp.k = 16384;  // 128 Mi codes
