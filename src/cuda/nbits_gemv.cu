@@ -979,9 +979,10 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<T, kB
             q[j][1][1] = q[j][0][1];
           } else {
             load_quant_of(tile_rows(j), 2 * v + 1, q[j][1], false);
-            if constexpr (kPairByte)
+            if constexpr (kPairByte) {
 #pragma unroll
               for (int r = 0; r < 2; ++r) q[j][1][r].zp_byte = q[j][0][r].zp_byte;
+            }
           }
         }
       };
