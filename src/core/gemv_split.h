@@ -107,9 +107,9 @@ inline int choose_gemv_k_split(const GemvSplitModel& m) {
 // `tiles_per_warp` 16-column tiles (line loads' two tiles: ceil(N / 32) warps' columns).
 // `pipeline_fill`: the windows' worth of time a warp's start costs (kGemvPipelineFill,
 // or a kernel's own measured value).
-inline int choose_gemv_k_split(int64_t n, int64_t windows, int num_sms, int64_t warps_per_sm,
-                               int tiles_per_warp = 1,
-                               int64_t pipeline_fill = kGemvPipelineFill) {
+inline GemvSplitModel gemv_split_model(int64_t n, int64_t windows, int num_sms,
+                                       int64_t warps_per_sm, int tiles_per_warp = 1,
+                                       int64_t pipeline_fill = kGemvPipelineFill) {
   GemvSplitModel m;
   const int64_t cols = kGemvTileCols * tiles_per_warp;
   m.tiles = (n + cols - 1) / cols;
@@ -117,7 +117,21 @@ inline int choose_gemv_k_split(int64_t n, int64_t windows, int num_sms, int64_t 
   m.resident_warps = std::max<int64_t>(1, num_sms) * warps_per_sm;
   m.pipeline_fill = pipeline_fill;
   m.max_k_split = kGemvMaxKSplit;
-  return choose_gemv_k_split(m);
+  return m;
+}
+
+inline int choose_gemv_k_split(int64_t n, int64_t windows, int num_sms, int64_t warps_per_sm,
+                               int tiles_per_warp = 1,
+                               int64_t pipeline_fill = kGemvPipelineFill) {
+  return choose_gemv_k_split(
+      gemv_split_model(n, windows, num_sms, warps_per_sm, tiles_per_warp, pipeline_fill));
+}
+
+// Whether `k_split` leaves the GPU one partial wave of at least 3/4 of its resident warps
+// (NBitsMatMul's 4-bit two-tile rule doubles the split there; docs/PERF.md 2026-11-30e).
+inline bool gemv_split_partial_wave(const GemvSplitModel& m, int k_split) {
+  const int64_t warps = m.tiles * k_split;
+  return warps < m.resident_warps && 4 * warps >= 3 * m.resident_warps;
 }
 
 }  // namespace bqmm

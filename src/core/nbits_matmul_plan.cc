@@ -291,18 +291,19 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
                            : kGemvTensorCoreWarpsPerSm;
     // 4-bit on two tiles: a warp's start costs 6 windows, not 2. Measured (H200,
     // 2026-11-30e, K = 8192, M = 1, 4, 8, both types, every k_split forced): with 2 the
-    // model took k_split 8 at N = 22528 (2.7 waves; 5-12 % slower than one wave of 2);
+    // model took k_split 8 at N = 22528 (2.7 waves; 4-12 % slower than 0.67 of one of 2);
     // with 6 it picks the fastest split at 16896 (1 wave of 4), 22528 (0.67 of 2), 33792
     // (1 of 2) and 45056 (2.7 of 4) and the same as before at 28672.
     const bool two_tiles_4bit = plan.gemv_tiles_per_warp == 2 && p.bits == 4;
-    plan.gemv_k_split = choose_gemv_k_split(
+    const GemvSplitModel split_model = gemv_split_model(
         p.n, gemv_k_units(p.row_bytes(), plan.gemv_tma), device.num_sms, warps_per_sm,
         plan.gemv_tiles_per_warp, two_tiles_4bit ? kNBitsTwoTilePipelineFill : kGemvPipelineFill);
+    plan.gemv_k_split = choose_gemv_k_split(split_model);
     // 4-bit on two tiles on N x K >= 128 Mi where the model's split leaves one partial wave
     // of 3/4 of the resident warps or more (28672 x 8192: 0.85): twice the split (1.7 waves)
     // in bfloat16 at M <= 4, in float16 at M <= 2 with packed zero points and at M = 1
     // without. Not where the model's split fills a wave or leaves less of one (16896,
-    // 22528, 33792, 45056 x 8192, 2026-11-30e: doubling was 2-13 % slower there).
+    // 22528, 33792, 45056 x 8192, 2026-11-30e: doubling was 1-13 % slower there).
     // Measured at 28672 x 8192 (H200):
     // * bfloat16: k_split 4 7-8 % faster than 2 at M = 1, 2, 6 % at M = 4 (2026-11-30b);
     // * float16 with zero points: 4 was 5-9 % faster at M = 1, 4 (2026-11-30c); since the
@@ -313,10 +314,8 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     // * M = 8: 2 was 1-8 % faster everywhere. Not below 128 Mi: at 14336 x 4096 (blocks of
     //   32 codes) 8 instead of 4 was 12-19 % slower at M <= 4.
     const int double_up_to_m = p.dtype == DType::kBFloat16 ? 4 : zp ? 2 : 1;
-    const int64_t resident_warps = std::max<int64_t>(1, device.num_sms) * warps_per_sm;
-    const int64_t split_warps = (p.n + 2 * kGemvTileCols - 1) / (2 * kGemvTileCols) * plan.gemv_k_split;
-    const bool partial_wave = split_warps < resident_warps && 4 * split_warps >= 3 * resident_warps;
-    if (two_tiles_4bit && p.m <= double_up_to_m && large && partial_wave)
+    if (two_tiles_4bit && p.m <= double_up_to_m && large &&
+        gemv_split_partial_wave(split_model, plan.gemv_k_split))
       plan.gemv_k_split = std::min(2 * plan.gemv_k_split, kGemvMaxKSplit);
     if (options.gemv_k_split > 0) plan.gemv_k_split = options.gemv_k_split;
     *out = plan;

@@ -99,5 +99,21 @@ TEST(GemvSplit, WarpTilesMatchEnumeration) {
   EXPECT_EQ(GemvWarpTiles(256, 5, 8).partial, -1);
 }
 
+// One partial wave of at least 3/4 of the resident warps: 750 / 1000 and 999 / 1000 are,
+// 749 (less) and 1000 (a whole wave) are not.
+TEST(GemvSplit, PartialWaveOfThreeQuarters) {
+  EXPECT_TRUE(gemv_split_partial_wave(model(375, 64, 1000), 2));
+  EXPECT_TRUE(gemv_split_partial_wave(model(999, 64, 1000), 1));
+  EXPECT_FALSE(gemv_split_partial_wave(model(749, 64, 1000), 1));
+  EXPECT_FALSE(gemv_split_partial_wave(model(500, 64, 1000), 2));
+  EXPECT_FALSE(gemv_split_partial_wave(model(1000, 64, 1000), 2));
+  // The planner's geometry: 28672 columns, two tiles per warp, 132 SMs x 16 warps.
+  const GemvSplitModel m = gemv_split_model(28672, 64, 132, 16, 2);
+  EXPECT_EQ(m.tiles, 896);
+  EXPECT_EQ(m.resident_warps, 2112);
+  EXPECT_TRUE(gemv_split_partial_wave(m, 2));
+  EXPECT_FALSE(gemv_split_partial_wave(m, 4));
+}
+
 }  // namespace
 }  // namespace bqmm
