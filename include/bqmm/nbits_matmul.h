@@ -78,6 +78,10 @@ struct NBitsMatMulProblem {
   // Largest power of two <= 16 dividing every data pointer the vectorized kernels read
   // or write (A, B, bias, Y). They need 16; for plans made without tensors it is 16.
   int alignment = 16;
+  // The same for the scales pointer (at least T1's size): the window kernel's line loads
+  // read both scales of a pair of windows as one 4-byte load where a block is one window
+  // (4-bit block_size 128, 8-bit 64), which needs 4. 16 for plans made without tensors.
+  int scale_alignment = 16;
 
   int64_t k_blocks() const {
     return block_size > 0 ? k / block_size + (k % block_size != 0 ? 1 : 0) : 0;

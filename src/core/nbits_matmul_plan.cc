@@ -60,7 +60,7 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulProblem& p) {
             << " N=" << p.n << " K=" << p.k << " block_size=" << p.block_size
             << " zero_points=" << nbits_zero_points_name(p.zero_points)
             << (p.has_g_idx ? " g_idx" : "") << (p.has_bias ? " bias" : "")
-            << " align=" << p.alignment;
+            << " align=" << p.alignment << " scale_align=" << p.scale_alignment;
 }
 
 std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan) {
@@ -259,8 +259,12 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     //   faster than the register tile, equal to or 1-6 % faster than one tile in float16).
     //   With packed zero points small blocks follow the zero-point rules above, unmeasured.
     const bool small_blocks = p.block_size < window_codes;
+    // Blocks of one window (4-bit 128 codes, 8-bit 64): the pair's two scales of a row come
+    // as one 4-byte load (NBitsGemvWindowKernel's scale pairs), which needs 4-byte aligned
+    // scales; with less, the kernels without line loads.
     const bool lines_applies = whole_windows && p.block_size >= kGemvChunkBytes * 8 / p.bits &&
-                               p.row_bytes() % kGemvTmaTileBytes == 0;
+                               p.row_bytes() % kGemvTmaTileBytes == 0 &&
+                               (p.block_size != window_codes || p.scale_alignment >= 4);
     const bool two_tiles_faster =
         zp      ? large && (p.bits == 4 || fp16)
         : large ? p.bits == 4 || p.m >= (fp16 ? 2 : 5)

@@ -129,6 +129,7 @@ Status validate_nbits_matmul(const NBitsMatMulArgs& args, const NBitsMatMulAttrs
   p.has_bias = args.bias.has_value();
   p.alignment = check::min_pointer_alignment(
       {args.a.data, args.b.data, args.y.data, args.bias ? args.bias->data : nullptr});
+  p.scale_alignment = check::pointer_alignment(args.scales.data);
   *problem = p;
   return Status::Ok();
 }

@@ -187,6 +187,15 @@ __device__ __forceinline__ RawQuant<T, kBits> load_quant(const T* s_row, const u
   return r;
 }
 
+// The T (float16 / bfloat16) whose bit pattern is the low 16 bits of `bits`.
+template <typename T>
+__device__ __forceinline__ T half_bits_as(uint32_t bits) {
+  const uint16_t low = static_cast<uint16_t>(bits);
+  T v;
+  memcpy(&v, &low, sizeof(v));
+  return v;
+}
+
 template <typename T>
 __device__ __forceinline__ uint32_t pack_pair(T v) {
   uint16_t bits;
@@ -898,17 +907,26 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<T, kB
     return (u * C::kPerWindow + (kResultScale ? 0 : t * C::kPerChunk)) >> p.block_shift;
   };
   constexpr bool kPairByte = kLines && kBits == 4 && kResultScale && kZeroPoints;
+  // Scale pairs (line loads, blocks of exactly one window: 4-bit 128 codes, 8-bit 64): the
+  // pair's two windows are blocks 2v and 2v + 1, adjacent in a row of scales, so one 4-byte
+  // load per row brings both. Measured (H200, 2026-11-30f, 4-bit two tiles, 28672 x 8192,
+  // against a 2-byte load per row and window): float16 1 % faster at M = 1, 7 % at M = 2,
+  // 10 % at M = 8; bfloat16 5-7 %; 3-5 % at N = 20480 .. 51200 (docs/PERF.md).
+  constexpr bool kScalePair = kLines && kResultScale && !kPairBlock;
   // first_of_pair = false (line loads, the pair's second window): 4-bit blocks of a window
   // or more keep the zero-point byte of the first (q, loaded by it). Both windows' blocks
   // lie in one byte (block 128: blocks 2v and 2v + 1, the low and high nibble; larger: one
   // block), so one byte load per row serves the pair (make_consts picks the nibble).
+  // with_scales = false: the caller loads the scales (scale pairs, below).
   auto load_quant_of = [&](const TileRows<T>& tr, uint32_t u, RawQuant<T, kBits> (&q)[2],
-                           bool first_of_pair) {
+                           bool first_of_pair, bool with_scales = true) {
     const uint32_t blk = block_of(u);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      q[r].scale[0] = __ldg(tr.s[r] + blk);
-      if constexpr (C::kGroups == 2) q[r].scale[1] = q[r].scale[0];  // one block
+      if (with_scales) {
+        q[r].scale[0] = __ldg(tr.s[r] + blk);
+        if constexpr (C::kGroups == 2) q[r].scale[1] = q[r].scale[0];  // one block
+      }
       if (!kZeroPoints)
         q[r].zp_byte = C::kDefaultZeroPoint * (kBits == 4 ? 0x11u : 1u);
       else if (!kPairByte || first_of_pair)  // else: load_pair copies the first's
@@ -973,15 +991,28 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<T, kB
         for (int j = 0; j < kTiles; ++j) lines[j].load(raw[j], static_cast<size_t>(v) * kLinePairBytes);
 #pragma unroll
         for (int j = 0; j < kTiles; ++j) {
-          load_quant_of(tile_rows(j), 2 * v, q[j][0], true);
+          load_quant_of(tile_rows(j), 2 * v, q[j][0], true, !kScalePair);
           if constexpr (kPairBlock) {
             q[j][1][0] = q[j][0][0];
             q[j][1][1] = q[j][0][1];
           } else {
-            load_quant_of(tile_rows(j), 2 * v + 1, q[j][1], false);
+            load_quant_of(tile_rows(j), 2 * v + 1, q[j][1], false, !kScalePair);
             if constexpr (kPairByte) {
 #pragma unroll
               for (int r = 0; r < 2; ++r) q[j][1][r].zp_byte = q[j][0][r].zp_byte;
+            }
+          }
+          if constexpr (kScalePair) {
+            // Blocks 2v and 2v + 1 of each row: one 4-byte load (4-byte aligned: the
+            // launcher checks the scales pointer, and a row's k_blocks is even).
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+              const uint32_t both = __ldg(reinterpret_cast<const uint32_t*>(tile_rows(j).s[r]) + v);
+#pragma unroll
+              for (int h = 0; h < 2; ++h) {
+                q[j][h][r].scale[0] = half_bits_as<T>(both >> (16 * h));
+                if constexpr (C::kGroups == 2) q[j][h][r].scale[1] = q[j][h][r].scale[0];
+              }
             }
           }
         }
@@ -1384,6 +1415,10 @@ Status launch_window(const NBitsGemvArgs& args, int k_split, bool lines, int til
     // Line loads: the block size picks the decode (without them: blocks of a window or
     // more, checked above) and whether a pair of windows shares one block.
     const bool pair_block = args.block_size >= 2 * window_codes;
+    if (lines && result_scale && !pair_block && reinterpret_cast<uintptr_t>(args.scales) % 4 != 0)
+      return Status(StatusCode::kInternal,
+                    "launch_nbits_gemv: line loads on blocks of one window read the scales in "
+                    "4-byte pairs; these are not 4-byte aligned");
     auto go = [&](auto bits, auto zero_points, auto line_loads, auto n_tiles) {
       if constexpr (decltype(line_loads)::value) {
         if (!result_scale)

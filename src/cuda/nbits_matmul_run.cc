@@ -23,9 +23,16 @@ Status check_args_match_plan(const NBitsMatMulPlan& plan, const NBitsMatMulArgs&
   attrs.block_size = q.block_size;
   NBitsMatMulProblem p;
   BQMM_RETURN_IF_ERROR(validate_nbits_matmul(args, attrs, &p));
-  return check_plan_matches(q, p,
-                            p.dtype == q.dtype && p.m == q.m && p.zero_points == q.zero_points &&
-                                p.has_g_idx == q.has_g_idx && p.has_bias == q.has_bias);
+  BQMM_RETURN_IF_ERROR(check_plan_matches(
+      q, p,
+      p.dtype == q.dtype && p.m == q.m && p.zero_points == q.zero_points &&
+          p.has_g_idx == q.has_g_idx && p.has_bias == q.has_bias));
+  if (p.scale_alignment < q.scale_alignment)
+    return Status(StatusCode::kInvalidArgument,
+                  "plan: made for " + std::to_string(q.scale_alignment) +
+                      "-byte aligned scales but the arguments' are only " +
+                      std::to_string(p.scale_alignment) + "-byte aligned; plan again for them");
+  return Status::Ok();
 }
 
 Status run_dequant_gemm(const Handle& handle, const NBitsMatMulPlan& plan,

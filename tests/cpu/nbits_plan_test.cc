@@ -99,6 +99,36 @@ TEST(NBitsPlan, GemvNeedsSixteenByteAlignment) {
   EXPECT_FALSE(plan(p).dequant_vec8);
 }
 
+// Line loads on blocks of one window (4-bit 128 codes, 8-bit 64) read a row's two scales
+// of a pair as one 4-byte load: 2-byte aligned scales take the kernels without line loads.
+// Larger blocks (one scale per pair) and smaller ones (per-chunk scales) do not need it.
+TEST(NBitsPlan, LineLoadsOnWindowBlocksNeedFourByteAlignedScales) {
+  struct Case { int bits; int64_t block; bool needs_four; };
+  for (const Case c : {Case{4, 128, true}, Case{8, 64, true}, Case{4, 256, false},
+                       Case{8, 128, false}, Case{4, 64, false}}) {
+    NBitsMatMulProblem p = problem(1, 28672, 8192, c.bits, c.block);
+    NBitsMatMulOptions o;
+    o.gemv_lines = 1;
+    o.gemv_fma = 0;
+    for (int a : {16, 4, 2}) {
+      p.scale_alignment = a;
+      const NBitsMatMulPlan q = plan(p, kHopper, o);
+      SCOPED_TRACE(printed(q));
+      EXPECT_EQ(q.path, NBitsPath::kGemv);
+      EXPECT_EQ(q.gemv_lines, a >= 4 || !c.needs_four);
+    }
+  }
+  // The default plan of the decode shape: line loads of two tiles, or without 4-byte scales
+  // the window kernel without line loads.
+  NBitsMatMulProblem p = problem(1, 28672, 8192, 4, 128);
+  p.scale_alignment = 2;
+  const NBitsMatMulPlan q = plan(p);
+  EXPECT_TRUE(q.gemv_window);
+  EXPECT_FALSE(q.gemv_lines);
+  EXPECT_EQ(q.gemv_tiles_per_warp, 1);
+  EXPECT_NE(printed(q).find("align=16 scale_align=2;"), std::string::npos) << q;
+}
+
 TEST(NBitsPlan, TensorCoresNeedAmpere) {
   EXPECT_EQ(path(problem(1, 4096, 4096, 4, 32, DType::kFloat16), kTuring), NBitsPath::kDequantGemm);
   EXPECT_EQ(path(problem(1, 4096, 4096, 4, 32, DType::kBFloat16), kTuring), NBitsPath::kDequantGemm);
@@ -739,16 +769,16 @@ TEST(NBitsPlan, PrintsEveryDecision) {
   const std::string gemv = printed(plan(q, kHopper, o));
   EXPECT_EQ(gemv,
             "NBitsMatMulPlan{path=gemv; nbits int8 bfloat16 M=3 N=4096 K=4096 block_size=128 "
-            "zero_points=packed bias align=16; sm90/132SMs; algo=2; rows=8; k_split=8; "
+            "zero_points=packed bias align=16 scale_align=16; sm90/132SMs; algo=2; rows=8; k_split=8; "
             "tma=0; window=0; lines=0; tiles=1; workspace=0B}");
   EXPECT_EQ(printed(plan(problem(2, 8192, 4096, 4, 128))),
             "NBitsMatMulPlan{path=gemv; nbits int4 float16 M=2 N=8192 K=4096 block_size=128 "
-            "zero_points=none align=16; sm90/132SMs; algo=0; rows=8; k_split=8; tma=0; "
+            "zero_points=none align=16 scale_align=16; sm90/132SMs; algo=0; rows=8; k_split=8; tma=0; "
             "window=1; lines=0; tiles=1; workspace=0B}");
   q.m = 1;
   EXPECT_EQ(printed(plan(q)),
             "NBitsMatMulPlan{path=gemv; nbits int8 bfloat16 M=1 N=4096 K=4096 block_size=128 "
-            "zero_points=packed bias align=16; sm90/132SMs; fma=1; rows=1; workspace=0B}");
+            "zero_points=packed bias align=16 scale_align=16; sm90/132SMs; fma=1; rows=1; workspace=0B}");
   q.m = 100;
   q.has_g_idx = true;
   const std::string dq = printed(plan(q));

@@ -318,9 +318,16 @@ TEST_F(NBitsValidateTest, AlignmentOfVectorizedInputs) {
   ASSERT_TRUE(validate().ok());
   EXPECT_EQ(problem.alignment, 4);
   args.a.data = fake();
-  args.scales.data = fake(2);  // scales are read one by one: no effect
+  args.scales.data = fake(2);  // not among the vectorized inputs: its own field
   ASSERT_TRUE(validate().ok());
   EXPECT_EQ(problem.alignment, 16);
+  EXPECT_EQ(problem.scale_alignment, 2);
+  args.scales.data = fake(4);
+  ASSERT_TRUE(validate().ok());
+  EXPECT_EQ(problem.scale_alignment, 4);
+  args.scales.data = fake();
+  ASSERT_TRUE(validate().ok());
+  EXPECT_EQ(problem.scale_alignment, 16);
 }
 
 TEST_F(NBitsValidateTest, SizesThatOverflowInt64) {

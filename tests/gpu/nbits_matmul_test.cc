@@ -210,6 +210,47 @@ TEST(NBitsGemvWindow, OnAndOffEveryBlockSizeDtypeAndZeroPoints) {
   }
 }
 
+// Line loads on blocks of one window (4-bit 128 codes, 8-bit 64) read a row's two scales
+// of a pair as one 4-byte load: scales placed 4 bytes into their buffer still take them,
+// 2 bytes in take the window kernel without line loads (4-bit) or the register tile
+// (8-bit), and a plan made for aligned scales refuses 2-byte aligned ones.
+TEST(NBitsGemvWindow, ScalePairsNeedFourByteAlignedScales) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  int index = 0;
+  for (int bits : {4, 8})
+    for (DType t : {DType::kFloat16, DType::kBFloat16})
+      for (size_t offset : {size_t{4}, size_t{2}}) {
+        NBitsCaseSpec s = nbits_spec(t, bits, 1 + index % 3, 40, 1024, 512 / bits);
+        s.bias = index % 2 == 0;
+        const NBitsCase c = make_random_nbits_case(s, 7500 + index++);
+        NBitsMatMulOptions o;
+        o.gemv_fma = 0;
+        o.gemv_lines = 1;
+        testing::NBitsDeviceCase d;
+        BQMM_ASSERT_OK(testing::upload_nbits_case(c, &d));
+        BQMM_ASSERT_OK(DeviceTensor::upload(c.scales, &d.scales, offset));
+        d.args.scales = d.scales.view();
+        BQMM_ASSERT_OK(testing::plan_nbits_case(*handle, c, o, &d));
+        SCOPED_TRACE(describe(s) << " scales offset " << offset << " " << d.plan);
+        EXPECT_EQ(d.plan.path, NBitsPath::kGemv);
+        EXPECT_EQ(d.plan.gemv_lines, offset % 4 == 0);
+        BQMM_ASSERT_OK(testing::run_on_fresh_stream([&](cudaStream_t st) { return d.run(*handle, st); }));
+        HostTensor y;
+        BQMM_ASSERT_OK(d.y.download(&y));
+        EXPECT_TRUE(matches_reference(c, y));
+        if (offset % 4 != 0) {
+          NBitsMatMulPlan aligned = d.plan;
+          aligned.problem.scale_alignment = 16;
+          const Status st = run_nbits_matmul(*handle, aligned, d.args, d.workspace.data(),
+                                             d.workspace.size(), nullptr);
+          EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+          EXPECT_NE(st.message().find("aligned scales"), std::string::npos) << st.message();
+        }
+      }
+}
+
 // The CUDA-core kernel (NBitsMatMulOptions::gemv_fma = 1: 8-bit, float16 / bfloat16,
 // M <= 2): every block size and dtype, M 1 and 2, N over odd and partial-block values
 // (two columns per warp, eight warps per block), K over short rows, a few blocks, 4096 (a
