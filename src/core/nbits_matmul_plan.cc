@@ -305,19 +305,20 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     plan.gemv_k_split = choose_gemv_k_split(split_model);
     // 4-bit on two tiles on N x K >= 128 Mi where the model's split leaves one partial wave
     // of 3/4 of the resident warps or more (28672 x 8192: 0.85): twice the split (1.7 waves)
-    // in bfloat16 at M <= 4, in float16 at M <= 2 with packed zero points and at M = 1
-    // without. Not where the model's split fills a wave or leaves less of one (16896,
+    // in bfloat16 at M <= 4 and in float16 at M = 1 without a zero-point tensor. Not where the model's split fills a wave or leaves less of one (16896,
     // 22528, 33792, 45056 x 8192, 2026-11-30e: doubling was 1-13 % slower there).
     // Measured at 28672 x 8192 (H200):
     // * bfloat16: k_split 4 7-8 % faster than 2 at M = 1, 2, 6 % at M = 4 (2026-11-30b);
     // * float16 with zero points: 4 was 5-9 % faster at M = 1, 4 (2026-11-30c); since the
     //   one-byte-per-pair zero-point decode (2026-11-30d) 3-4 % slower at M = 3, 4 (47.9 /
     //   48.8 against 46.6 / 46.9 us, two repeats), 5 % faster at M = 2 (43.8 against 46.1);
+    //   since scale pairs (2026-11-30f) 0.6 % slower at M = 1 and 2 % at M = 2 (43.8-43.9
+    //   / 44.5-44.6 against 43.6 / 43.7 us), 4 % at M = 4;
     // * float16 without: at M = 1 faster in three runs (1 %, 6 %, 2.3 %), at M = 2 within
     //   1 %, at M = 4 4 % slower;
     // * M = 8: 2 was 1-8 % faster everywhere. Not below 128 Mi: at 14336 x 4096 (blocks of
     //   32 codes) 8 instead of 4 was 12-19 % slower at M <= 4.
-    const int double_up_to_m = p.dtype == DType::kBFloat16 ? 4 : zp ? 2 : 1;
+    const int double_up_to_m = p.dtype == DType::kBFloat16 ? 4 : zp ? 0 : 1;
     if (two_tiles_4bit && p.m <= double_up_to_m && large &&
         gemv_split_partial_wave(split_model, plan.gemv_k_split))
       plan.gemv_k_split = std::min(2 * plan.gemv_k_split, kGemvMaxKSplit);

@@ -560,7 +560,7 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   // Packed zero points with one tile forced: line loads at M <= 2 (without: M <= 4), and
   // the window kernel's K split for them (24 warps per SM: k_split 8 at 28672 x 8192;
   // two tiles per warp, 16 warps per SM and 896 warps' columns: the model's 2, doubled in
-  // float16 at M <= 2 with zero points and at M = 1 without).
+  // float16 only at M = 1 without zero points).
   EXPECT_EQ(plan(problem(1, 28672, 8192, 4, 128)).gemv_k_split, 4);
   EXPECT_EQ(plan(problem(2, 28672, 8192, 4, 128)).gemv_k_split, 2);
   NBitsMatMulProblem zp = problem(2, 28672, 8192, 4, 128);
@@ -568,7 +568,7 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
   EXPECT_TRUE(plan(zp, kHopper, one_tile).gemv_lines);
   EXPECT_TRUE(plan(zp, kHopper, one_tile).gemv_window);  // the window kernel's line loads
   EXPECT_EQ(plan(zp, kHopper, one_tile).gemv_k_split, 8);
-  EXPECT_EQ(plan(zp).gemv_k_split, 4);
+  EXPECT_EQ(plan(zp).gemv_k_split, 2);
   zp.m = 3;
   EXPECT_FALSE(plan(zp, kHopper, one_tile).gemv_lines);
   EXPECT_FALSE(plan(zp, kHopper, one_tile).gemv_window);
@@ -695,11 +695,11 @@ TEST(NBitsPlan, GemvTwoTilesPerWarpOnLargeWeights) {
     EXPECT_EQ(plan(zp).gemv_tiles_per_warp, 2);
   }
   // 4-bit: twice the model's split (2) in bfloat16 at M <= 4 with or without zero points,
-  // in float16 at M <= 2 with them and at M = 1 without.
+  // in float16 at M = 1 without them.
   for (int64_t m : {1, 2, 3, 4, 5}) {
     zp.m = m;
     zp.dtype = DType::kFloat16;
-    EXPECT_EQ(plan(zp).gemv_k_split, m <= 2 ? 4 : 2) << plan(zp);
+    EXPECT_EQ(plan(zp).gemv_k_split, 2) << plan(zp);
     zp.dtype = DType::kBFloat16;
     EXPECT_EQ(plan(zp).gemv_k_split, m <= 4 ? 4 : 2) << plan(zp);
     EXPECT_EQ(plan(problem(m, 28672, 8192, 4, 128)).gemv_k_split, m == 1 ? 4 : 2);
