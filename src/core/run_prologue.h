@@ -12,9 +12,20 @@
 
 namespace bqmm {
 
+// An alignment the arguments have (`got`) may be larger than the plan's (`planned`), never
+// smaller: the vector kernels need what the plan assumed. `what` names the pointers.
+inline Status check_alignment_at_least(const char* what, int planned, int got) {
+  if (got < planned)
+    return Status(StatusCode::kInvalidArgument,
+                  "plan: made for " + std::to_string(planned) + "-byte aligned " + what +
+                      " but the arguments are only " + std::to_string(got) +
+                      "-byte aligned; plan again for them");
+  return Status::Ok();
+}
+
 // `got` is the problem validate_*() made of the run's arguments; `same` says whether it
-// matches `planned` in everything the plan depends on besides alignment, which may be
-// larger than planned (never smaller: the vector kernels need what the plan assumed).
+// matches `planned` in everything the plan depends on besides alignment
+// (check_alignment_at_least).
 template <typename Problem>
 Status check_plan_matches(const Problem& planned, const Problem& got, bool same) {
   if (!same) {
@@ -22,12 +33,7 @@ Status check_plan_matches(const Problem& planned, const Problem& got, bool same)
     os << "plan: made for {" << planned << "} but the arguments are {" << got << "}";
     return Status(StatusCode::kInvalidArgument, os.str());
   }
-  if (got.alignment < planned.alignment)
-    return Status(StatusCode::kInvalidArgument,
-                  "plan: made for " + std::to_string(planned.alignment) +
-                      "-byte aligned data pointers but the arguments are only " +
-                      std::to_string(got.alignment) + "-byte aligned; plan again for them");
-  return Status::Ok();
+  return check_alignment_at_least("data pointers", planned.alignment, got.alignment);
 }
 
 // BQMM_PRINT_PLAN=1: each plan to stderr once per thread when it changes, not once per call

@@ -27,12 +27,7 @@ Status check_args_match_plan(const NBitsMatMulPlan& plan, const NBitsMatMulArgs&
       q, p,
       p.dtype == q.dtype && p.m == q.m && p.zero_points == q.zero_points &&
           p.has_g_idx == q.has_g_idx && p.has_bias == q.has_bias));
-  if (p.scale_alignment < q.scale_alignment)
-    return Status(StatusCode::kInvalidArgument,
-                  "plan: made for " + std::to_string(q.scale_alignment) +
-                      "-byte aligned scales but the arguments' are only " +
-                      std::to_string(p.scale_alignment) + "-byte aligned; plan again for them");
-  return Status::Ok();
+  return check_alignment_at_least("scales", q.scale_alignment, p.scale_alignment);
 }
 
 Status run_dequant_gemm(const Handle& handle, const NBitsMatMulPlan& plan,

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "bqmm/nbits_matmul.h"
+#include "core/run_prologue.h"
 
 namespace bqmm {
 namespace {
@@ -360,4 +361,16 @@ TEST(NBitsNames, ZeroPointKinds) {
 }
 
 }  // namespace
+// A run's arguments may be more aligned than its plan assumed, never less; the error names
+// the pointers (the operators' run prologue: data pointers, and NBits scales).
+TEST(RunPrologue, AlignmentAtLeastThePlans) {
+  EXPECT_TRUE(check_alignment_at_least("scales", 4, 16).ok());
+  EXPECT_TRUE(check_alignment_at_least("scales", 4, 4).ok());
+  const Status st = check_alignment_at_least("scales", 16, 2);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message(),
+            "plan: made for 16-byte aligned scales but the arguments are only 2-byte aligned; "
+            "plan again for them");
+}
+
 }  // namespace bqmm
