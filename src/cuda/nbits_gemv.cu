@@ -909,9 +909,11 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<T, kB
   constexpr bool kPairByte = kLines && kBits == 4 && kResultScale && kZeroPoints;
   // Scale pairs (line loads, blocks of exactly one window: 4-bit 128 codes, 8-bit 64): the
   // pair's two windows are blocks 2v and 2v + 1, adjacent in a row of scales, so one 4-byte
-  // load per row brings both. Measured (H200, 2026-11-30f, 4-bit two tiles, 28672 x 8192,
-  // against a 2-byte load per row and window): float16 1 % faster at M = 1, 7 % at M = 2,
-  // 10 % at M = 8; bfloat16 5-7 %; 3-5 % at N = 20480 .. 51200 (docs/PERF.md).
+  // load per row brings both (ptxas also recomputed each 2-byte load's 64-bit address).
+  // Measured (H200, 2026-11-30f, same-machine A/B against a 2-byte load per row and
+  // window, docs/PERF.md): 4-bit two tiles at 28672 x 8192 2-9 % faster in float16 and
+  // 2-8 % in bfloat16 (M = 1..8), with packed zero points 4-8 % (but 2 % slower at float16
+  // M = 1, 2); 8-bit at block 64 1-10 % on line loads.
   constexpr bool kScalePair = kLines && kResultScale && !kPairBlock;
   // first_of_pair = false (line loads, the pair's second window): 4-bit blocks of a window
   // or more keep the zero-point byte of the first (q, loaded by it). Both windows' blocks
