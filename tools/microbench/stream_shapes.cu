@@ -15,6 +15,8 @@
 //                +act1 / +act8 adds per stage the activation loads of an M = 1 / M = 8 GEMV.
 //   bulk         1-D TMA bulk copies (cp.async.bulk) of `piece` bytes per row, 16 rows per
 //                stage, a ring of S stages per persistent CTA.
+//   step         the N-bit window kernel's steps of 4 KB per warp with a decode-like delay
+//                (run 3, added 2026-11-30f, not yet run on the H200).
 // Results of 2026-11-29 on the H200 are in docs/perf-data/2026-11-29b/stream_shapes_run*.txt
 // (run 1: the sweep and bulk parts; run 2: the pair, smem and act parts) and docs/PERF.md.
 #include <cuda_runtime.h>
@@ -169,6 +171,52 @@ __global__ void bulk_stream(const uint8_t* buf, int64_t tiles, int piece, uint32
   if (acc == 0x12345678u) out[0] = acc;
 }
 
+// ---- the window kernel's steps with a decode-like delay (run 3, 2026-11-30f; not yet run)
+// The N-bit two-tile window kernel (28672 x 8192, 4-bit) streams its weights at 3.81 TB/s
+// without its decode and 3.05 with it, with the same bytes in flight (docs/PERF.md,
+// 2026-11-30f). This replays its weight stream: a matrix of rows of kRowStride bytes, warp
+// w taking kStepRows rows and the (w % kSplit)-th part of each row, in steps of 4 KB
+// (kStepRows rows x 4096 / kStepRows bytes: 32 x 128 is the kernel's two tiles of one pair,
+// 16 x 256 one tile of two pairs), 8 load instructions of (32 / L) rows x 16 L bytes per
+// step held in 32 registers; between a step's arrival and its successor's issue nothing,
+// and after the issue kDelay dependent-free ALU instructions (four IMAD chains), the
+// kernel's decode (~530 instructions per step) stand-in.
+template <int L, int kStepRows, int kRowStride, int kSplit, int kDelay>
+__global__ void step_stream(const uint8_t* buf, uint32_t* out) {
+  constexpr int kPart = kRowStride / kSplit;   // bytes of a row per warp
+  constexpr int kStepCols = 4096 / kStepRows;  // bytes of a row per step
+  constexpr int G = 32 / L;                    // rows per instruction
+  constexpr int kRowGroups = kStepRows / G;    // instructions per column block of a step
+  constexpr int kSteps = kPart / kStepCols;
+  static_assert(kRowGroups * (kStepCols / (16 * L)) == 8, "8 instructions per step");
+  const int lane = threadIdx.x % 32;
+  const int64_t wid = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  const uint8_t* base = buf + (wid / kSplit) * kStepRows * kRowStride + (wid % kSplit) * kPart;
+  const int grp = lane / L, sub = lane % L;
+  auto addr = [&](int s, int i) {
+    s = s < kSteps ? s : kSteps - 1;
+    const int row = (i % kRowGroups) * G + grp;
+    const int col = s * kStepCols + (i / kRowGroups) * L * 16 + sub * 16;
+    return base + (int64_t)row * kRowStride + col;
+  };
+  uint4 r[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) r[i] = lds(addr(0, i));
+  uint32_t acc = 0, c[4] = {1u * lane, 2u * lane, 3u * lane, 4u * lane};
+  for (int s = 0; s < kSteps; ++s) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc ^= r[i].x + r[i].y + r[i].z + r[i].w;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) r[i] = lds(addr(s + 1, i));
+#pragma unroll 4
+    for (int d = 0; d < kDelay / 4; ++d)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) c[j] = c[j] * 1664525u + (acc ^ j);
+  }
+  acc ^= c[0] ^ c[1] ^ c[2] ^ c[3];
+  if (acc == 0x12345678u) out[0] = acc;
+}
+
 int main() {
   const int64_t bytes = int64_t{2} << 30;
   uint8_t* buf; uint32_t* out;
@@ -210,6 +258,25 @@ int main() {
     run_reg(smem_stream<1>, "smem U1", W); run_reg(smem_stream<2>, "smem U2", W);
     run_reg(smem_stream<2, 1>, "smem+act1 U2", W); run_reg(smem_stream<2, 8>, "smem+act8 U2", W);
   }
+  // run 3: the window kernel's steps (16 warps per SM, as its 128 registers allow), with and
+  // without a decode-like delay: 32 rows x 128 bytes (4 x 128 per instruction, the kernel's
+  // two tiles, K split 2 of 4096-byte rows) against 16 rows x 256 bytes (2 x 256 or 4 x 128
+  // per instruction, one tile of two pairs).
+  auto run_step = [&](auto kern, const char* name, int step_rows, int split) {
+    const int warps_per_sm = 16, blocks_per_sm = warps_per_sm / 8;
+    int smem = (227 * 1024) / blocks_per_sm - 2048;
+    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    const int64_t warps = bytes / (int64_t{step_rows} * 4096 / split);
+    float ms = timeit([&] { kern<<<warps / 8, 256, smem>>>(buf, out); });
+    printf("step %-26s W=16: %.3f ms %.2f TB/s\n", name, ms, bytes / ms / 1e9);
+  };
+  run_step(step_stream<8, 32, 4096, 2, 0>, "32x128 (4x128) delay 0", 32, 2);
+  run_step(step_stream<8, 32, 4096, 2, 256>, "32x128 (4x128) delay 256", 32, 2);
+  run_step(step_stream<8, 32, 4096, 2, 512>, "32x128 (4x128) delay 512", 32, 2);
+  run_step(step_stream<16, 16, 4096, 2, 0>, "16x256 (2x256) delay 0", 16, 2);
+  run_step(step_stream<16, 16, 4096, 2, 256>, "16x256 (2x256) delay 256", 16, 2);
+  run_step(step_stream<16, 16, 4096, 2, 512>, "16x256 (2x256) delay 512", 16, 2);
+  run_step(step_stream<8, 16, 4096, 2, 512>, "16x256 (4x128) delay 512", 16, 2);
   auto run_bulk = [&](auto kern, int S, int piece, int ctas_per_sm, int threads) {
     const int smem = S * 16 * piece;
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
