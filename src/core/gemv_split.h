@@ -121,10 +121,8 @@ inline GemvSplitModel gemv_split_model(int64_t n, int64_t windows, int num_sms,
 }
 
 inline int choose_gemv_k_split(int64_t n, int64_t windows, int num_sms, int64_t warps_per_sm,
-                               int tiles_per_warp = 1,
-                               int64_t pipeline_fill = kGemvPipelineFill) {
-  return choose_gemv_k_split(
-      gemv_split_model(n, windows, num_sms, warps_per_sm, tiles_per_warp, pipeline_fill));
+                               int tiles_per_warp = 1) {
+  return choose_gemv_k_split(gemv_split_model(n, windows, num_sms, warps_per_sm, tiles_per_warp));
 }
 
 // Whether `k_split` leaves the GPU one partial wave of at least 3/4 of its resident warps
