@@ -217,6 +217,52 @@ __global__ void step_stream(const uint8_t* buf, uint32_t* out) {
   if (acc == 0x12345678u) out[0] = acc;
 }
 
+// Run 4 (2026-11-30g): the same steps with a decode stand-in that is latency, not issue: a
+// chain of kChase dependent shared-memory loads (~30 cycles each) that starts from the
+// step's data, so a warp is busy ~30 kChase cycles per step at a low issue rate (the
+// kernel issues 0.51 per cycle and scheduler with 3.4 warps each). kAhead steps in flight
+// (1: the kernel's; 2: twice the registers).
+template <int L, int kStepRows, int kRowStride, int kSplit, int kChase, int kAhead>
+__global__ void chase_stream(const uint8_t* buf, uint32_t* out) {
+  extern __shared__ uint32_t chase[];
+  for (int i = threadIdx.x; i < 1024; i += blockDim.x) chase[i] = (i * 97 + 13) & 1023;
+  __syncthreads();
+  constexpr int kPart = kRowStride / kSplit, kStepCols = 4096 / kStepRows, G = 32 / L;
+  constexpr int kRowGroups = kStepRows / G, kSteps = kPart / kStepCols;
+  static_assert(kRowGroups * (kStepCols / (16 * L)) == 8, "8 instructions per step");
+  const int lane = threadIdx.x % 32;
+  const int64_t wid = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  const uint8_t* base = buf + (wid / kSplit) * kStepRows * kRowStride + (wid % kSplit) * kPart;
+  const int grp = lane / L, sub = lane % L;
+  auto addr = [&](int s, int i) {
+    s = s < kSteps ? s : kSteps - 1;
+    const int row = (i % kRowGroups) * G + grp;
+    const int col = s * kStepCols + (i / kRowGroups) * L * 16 + sub * 16;
+    return base + (int64_t)row * kRowStride + col;
+  };
+  uint4 r[kAhead][8];
+#pragma unroll
+  for (int a = 0; a < kAhead; ++a)
+#pragma unroll
+    for (int i = 0; i < 8; ++i) r[a][i] = lds(addr(a, i));
+  uint32_t acc = 0;
+  for (int s = 0; s < kSteps; s += kAhead) {
+#pragma unroll
+    for (int a = 0; a < kAhead; ++a) {
+      uint32_t x = 0;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) x ^= r[a][i].x + r[a][i].y + r[a][i].z + r[a][i].w;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) r[a][i] = lds(addr(s + kAhead + a, i));
+      uint32_t p = x & 1023;
+#pragma unroll 8
+      for (int d = 0; d < kChase; ++d) p = chase[p];
+      acc ^= p + x;
+    }
+  }
+  if (acc == 0x12345678u) out[0] = acc;
+}
+
 int main() {
   const int64_t bytes = int64_t{2} << 30;
   uint8_t* buf; uint32_t* out;
@@ -262,11 +308,11 @@ int main() {
   // without a decode-like delay: 32 rows x 128 bytes (4 x 128 per instruction, the kernel's
   // two tiles, K split 2 of 4096-byte rows) against 16 rows x 256 bytes (2 x 256 or 4 x 128
   // per instruction, one tile of two pairs).
-  auto run_step = [&](auto kern, const char* name, int step_rows, int split) {
+  auto run_step = [&](auto kern, const char* name, int step_rows, int split, int stride = 4096) {
     const int warps_per_sm = 16, blocks_per_sm = warps_per_sm / 8;
     int smem = (227 * 1024) / blocks_per_sm - 2048;
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    const int64_t warps = bytes / (int64_t{step_rows} * 4096 / split);
+    const int64_t warps = bytes / (int64_t{step_rows} * stride / split);
     float ms = timeit([&] { kern<<<warps / 8, 256, smem>>>(buf, out); });
     printf("step %-26s W=16: %.3f ms %.2f TB/s\n", name, ms, bytes / ms / 1e9);
   };
@@ -277,6 +323,23 @@ int main() {
   run_step(step_stream<16, 16, 4096, 2, 256>, "16x256 (2x256) delay 256", 16, 2);
   run_step(step_stream<16, 16, 4096, 2, 512>, "16x256 (2x256) delay 512", 16, 2);
   run_step(step_stream<8, 16, 4096, 2, 512>, "16x256 (4x128) delay 512", 16, 2);
+  run_step(step_stream<8, 32, 4096, 2, 1024>, "32x128 (4x128) delay 1024", 32, 2);
+  run_step(step_stream<16, 16, 4096, 2, 1024>, "16x256 (2x256) delay 1024", 16, 2);
+  run_step(step_stream<8, 32, 16384, 4, 512>, "32x128 (4x128) K4 delay 512", 32, 4, 16384);
+  run_step(step_stream<16, 16, 16384, 4, 512>, "16x256 (2x256) K4 delay 512", 16, 4, 16384);
+  // run 4: latency-type decode stand-in (see chase_stream), 32 x 128 against 16 x 256 bytes
+  // per step, one or two steps in flight.
+  run_step(chase_stream<8, 32, 4096, 2, 0, 1>, "chase 32x128 d0 a1", 32, 2);
+  run_step(chase_stream<8, 32, 4096, 2, 64, 1>, "chase 32x128 d64 a1", 32, 2);
+  run_step(chase_stream<8, 32, 4096, 2, 100, 1>, "chase 32x128 d100 a1", 32, 2);
+  run_step(chase_stream<8, 32, 4096, 2, 140, 1>, "chase 32x128 d140 a1", 32, 2);
+  run_step(chase_stream<16, 16, 4096, 2, 64, 1>, "chase 16x256 d64 a1", 16, 2);
+  run_step(chase_stream<16, 16, 4096, 2, 100, 1>, "chase 16x256 d100 a1", 16, 2);
+  run_step(chase_stream<16, 16, 4096, 2, 140, 1>, "chase 16x256 d140 a1", 16, 2);
+  run_step(chase_stream<8, 32, 4096, 2, 64, 2>, "chase 32x128 d64 a2", 32, 2);
+  run_step(chase_stream<8, 32, 4096, 2, 100, 2>, "chase 32x128 d100 a2", 32, 2);
+  run_step(chase_stream<8, 32, 4096, 2, 140, 2>, "chase 32x128 d140 a2", 32, 2);
+  run_step(chase_stream<8, 32, 4096, 4, 100, 1>, "chase 32x128 K4 d100 a1", 32, 4);
   auto run_bulk = [&](auto kern, int S, int piece, int ctas_per_sm, int threads) {
     const int smem = S * 16 * piece;
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
