@@ -15,10 +15,12 @@
 //                +act1 / +act8 adds per stage the activation loads of an M = 1 / M = 8 GEMV.
 //   bulk         1-D TMA bulk copies (cp.async.bulk) of `piece` bytes per row, 16 rows per
 //                stage, a ring of S stages per persistent CTA.
-//   step         the N-bit window kernel's steps of 4 KB per warp with a decode-like delay
-//                (run 3, added 2026-11-30f, not yet run on the H200).
+//   step         the N-bit window kernel's steps of 4 KB per warp with a decode-like delay:
+//                independent IMADs (run 3) or a chase of dependent shared-memory loads
+//                (run 4, "chase"), one or two steps in flight.
 // Results of 2026-11-29 on the H200 are in docs/perf-data/2026-11-29b/stream_shapes_run*.txt
-// (run 1: the sweep and bulk parts; run 2: the pair, smem and act parts) and docs/PERF.md.
+// (run 1: the sweep and bulk parts; run 2: the pair, smem and act parts), of runs 3 and 4
+// (2026-11-30) in docs/perf-data/2026-11-30g/microbench/; docs/PERF.md discusses them.
 #include <cuda_runtime.h>
 #include <cstdio>
 #include <cstdint>
@@ -171,7 +173,7 @@ __global__ void bulk_stream(const uint8_t* buf, int64_t tiles, int piece, uint32
   if (acc == 0x12345678u) out[0] = acc;
 }
 
-// ---- the window kernel's steps with a decode-like delay (run 3, 2026-11-30f; not yet run)
+// ---- the window kernel's steps with a decode-like delay (run 3, 2026-11-30f; run 2026-11-30g)
 // The N-bit two-tile window kernel (28672 x 8192, 4-bit) streams its weights at 3.81 TB/s
 // without its decode and 3.05 with it, with the same bytes in flight (docs/PERF.md,
 // 2026-11-30f). This replays its weight stream: a matrix of rows of kRowStride bytes, warp
