@@ -183,24 +183,40 @@ __global__ void bulk_stream(const uint8_t* buf, int64_t tiles, int piece, uint32
 // step held in 32 registers; between a step's arrival and its successor's issue nothing,
 // and after the issue kDelay dependent-free ALU instructions (four IMAD chains), the
 // kernel's decode (~530 instructions per step) stand-in.
-template <int L, int kStepRows, int kRowStride, int kSplit, int kDelay>
-__global__ void step_stream(const uint8_t* buf, uint32_t* out) {
-  constexpr int kPart = kRowStride / kSplit;   // bytes of a row per warp
-  constexpr int kStepCols = 4096 / kStepRows;  // bytes of a row per step
-  constexpr int G = 32 / L;                    // rows per instruction
-  constexpr int kRowGroups = kStepRows / G;    // instructions per column block of a step
-  constexpr int kSteps = kPart / kStepCols;
+// Warp w's part of the step matrix and the address of load instruction i (0..7) of step s
+// (past the last step: the last again).
+template <int L, int kStepRows, int kRowStride, int kSplit>
+struct WarpSteps {
+  static constexpr int kPart = kRowStride / kSplit;   // bytes of a row per warp
+  static constexpr int kStepCols = 4096 / kStepRows;  // bytes of a row per step
+  static constexpr int G = 32 / L;                    // rows per instruction
+  static constexpr int kRowGroups = kStepRows / G;    // instructions per column block of a step
+  static constexpr int kSteps = kPart / kStepCols;
   static_assert(kRowGroups * (kStepCols / (16 * L)) == 8, "8 instructions per step");
-  const int lane = threadIdx.x % 32;
-  const int64_t wid = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-  const uint8_t* base = buf + (wid / kSplit) * kStepRows * kRowStride + (wid % kSplit) * kPart;
-  const int grp = lane / L, sub = lane % L;
-  auto addr = [&](int s, int i) {
+  const uint8_t* base;
+  int grp, sub;
+  __device__ WarpSteps(const uint8_t* buf) {
+    const int lane = threadIdx.x % 32;
+    const int64_t wid = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    base = buf + (wid / kSplit) * kStepRows * kRowStride + (wid % kSplit) * kPart;
+    grp = lane / L;
+    sub = lane % L;
+  }
+  __device__ const uint8_t* addr(int s, int i) const {
     s = s < kSteps ? s : kSteps - 1;
     const int row = (i % kRowGroups) * G + grp;
     const int col = s * kStepCols + (i / kRowGroups) * L * 16 + sub * 16;
     return base + (int64_t)row * kRowStride + col;
-  };
+  }
+};
+
+template <int L, int kStepRows, int kRowStride, int kSplit, int kDelay>
+__global__ void step_stream(const uint8_t* buf, uint32_t* out) {
+  using W = WarpSteps<L, kStepRows, kRowStride, kSplit>;
+  constexpr int kSteps = W::kSteps;
+  const W w(buf);
+  const int lane = threadIdx.x % 32;
+  auto addr = [&](int s, int i) { return w.addr(s, i); };
   uint4 r[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) r[i] = lds(addr(0, i));
@@ -229,19 +245,10 @@ __global__ void chase_stream(const uint8_t* buf, uint32_t* out) {
   extern __shared__ uint32_t chase[];
   for (int i = threadIdx.x; i < 1024; i += blockDim.x) chase[i] = (i * 97 + 13) & 1023;
   __syncthreads();
-  constexpr int kPart = kRowStride / kSplit, kStepCols = 4096 / kStepRows, G = 32 / L;
-  constexpr int kRowGroups = kStepRows / G, kSteps = kPart / kStepCols;
-  static_assert(kRowGroups * (kStepCols / (16 * L)) == 8, "8 instructions per step");
-  const int lane = threadIdx.x % 32;
-  const int64_t wid = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-  const uint8_t* base = buf + (wid / kSplit) * kStepRows * kRowStride + (wid % kSplit) * kPart;
-  const int grp = lane / L, sub = lane % L;
-  auto addr = [&](int s, int i) {
-    s = s < kSteps ? s : kSteps - 1;
-    const int row = (i % kRowGroups) * G + grp;
-    const int col = s * kStepCols + (i / kRowGroups) * L * 16 + sub * 16;
-    return base + (int64_t)row * kRowStride + col;
-  };
+  using W = WarpSteps<L, kStepRows, kRowStride, kSplit>;
+  constexpr int kSteps = W::kSteps;
+  const W w(buf);
+  auto addr = [&](int s, int i) { return w.addr(s, i); };
   uint4 r[kAhead][8];
 #pragma unroll
   for (int a = 0; a < kAhead; ++a)
