@@ -152,9 +152,10 @@ struct NBitsMatMulOptions {
   // streams slower), staged through 2 KB of shared memory per warp; rows of whole
   // 128-byte lines (K % 256 == 0 4-bit, K % 128 == 0 8-bit), blocks of 32 codes or more
   // (4-bit) or 16 (8-bit), and on blocks of exactly one window (4-bit 128, 8-bit 64)
-  // 4-byte aligned scales (a row's two scales of a pair of windows in one load). -1: where measured faster on the H200 (docs/PERF.md: 4-bit on
-  // N x K >= 128 Mi, and wherever two tiles per warp are taken; 8-bit wherever the tensor
-  // cores run), unless gemv_window = 0 or gemv_tma = 1; 0: never;
+  // 4-byte aligned scales (a row's two scales of a pair of windows in one load).
+  // -1: where measured faster on the H200 (docs/PERF.md: 4-bit on N x K >= 128 Mi, and
+  // wherever two tiles per warp are taken; 8-bit wherever the tensor cores run), unless
+  // gemv_window = 0 or gemv_tma = 1; 0: never;
   // 1: wherever it applies (it takes the window kernel then, whatever the grid), unless
   // gemv_window = 0 (BQMM_NBITS_GEMV_LINES=0 / 1).
   int gemv_lines = -1;

@@ -305,8 +305,9 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     plan.gemv_k_split = choose_gemv_k_split(split_model);
     // 4-bit on two tiles on N x K >= 128 Mi where the model's split leaves one partial wave
     // of 3/4 of the resident warps or more (28672 x 8192: 0.85): twice the split (1.7 waves)
-    // in bfloat16 at M <= 4 and in float16 at M = 1 without a zero-point tensor. Not where the model's split fills a wave or leaves less of one (16896,
-    // 22528, 33792, 45056 x 8192, 2026-11-30e: doubling was 1-13 % slower there).
+    // in bfloat16 at M <= 4 and in float16 at M = 1 without a zero-point tensor. Not where
+    // the model's split fills a wave or leaves less of one (16896, 22528, 33792, 45056 x
+    // 8192, 2026-11-30e: doubling was 1-13 % slower there).
     // Measured at 28672 x 8192 (H200):
     // * bfloat16: k_split 4 7-8 % faster than 2 at M = 1, 2, 6 % at M = 4 (2026-11-30b);
     // * float16 with zero points: 4 was 5-9 % faster at M = 1, 4 (2026-11-30c); since the
