@@ -106,6 +106,10 @@ const char* nbits_path_name(NBitsPath path);
 constexpr int kNBitsGemvAlgoUnrolled = 0;  // several chunks per iteration, loads batched
 constexpr int kNBitsGemvAlgoLoop = 1;      // one chunk per iteration, no unrolling
 constexpr int kNBitsGemvAlgoPerBlock = 2;  // outer loop over quantization blocks
+// Register bounds of the two-tile GEMV (NBitsMatMulOptions::gemv_registers): 128 per
+// thread holds 16 of its warps per SM; 168 holds 12 and streams faster per warp.
+constexpr int kNBitsGemvTwoTileRegisters = 128;
+constexpr int kNBitsGemvWideRegisters = 168;
 
 // Knobs a caller may set; nbits_matmul_options_from_env applies the environment overrides.
 struct NBitsMatMulOptions {
@@ -168,14 +172,22 @@ struct NBitsMatMulOptions {
   // bfloat16 from M = 2), else 1; 1 or 2 forces it wherever line loads apply (2 takes
   // them) (BQMM_NBITS_GEMV_TILES).
   int gemv_tiles_per_warp = -1;
+  // The two-tile kernel's register bound per thread: 128 (kNBitsGemvTwoTileRegisters, 16
+  // warps per SM, k_split up to 8) or 168 (kNBitsGemvWideRegisters, 12 warps per SM,
+  // k_split up to 4; each warp streams faster). -1: the planner's wave model weighs both
+  // (core/gemv_split.h; measured on the H200, docs/PERF.md); 128 or 168 forces it wherever
+  // two tiles per warp are taken (BQMM_NBITS_GEMV_REGISTERS). 168 with gemv_k_split = 8 is
+  // an error.
+  int gemv_registers = -1;
 };
 // Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB),
 // BQMM_DEQUANT_OVERLAP (0 or 1), BQMM_NBITS_GEMV_ALGO (0, 1 or 2 forces that GEMV
 // algorithm), BQMM_NBITS_GEMV_KSPLIT (0, 1, 2, 4 or 8; see gemv_k_split),
 // BQMM_NBITS_GEMV_TMA (0 or 1; see gemv_tma), BQMM_NBITS_GEMV_FMA (0 or 1;
 // see gemv_fma), BQMM_NBITS_GEMV_WINDOW (0 or 1; see gemv_window),
-// BQMM_NBITS_GEMV_LINES (0 or 1; see gemv_lines) and BQMM_NBITS_GEMV_TILES (1 or 2; see
-// gemv_tiles_per_warp). A malformed value is an error that names the variable.
+// BQMM_NBITS_GEMV_LINES (0 or 1; see gemv_lines), BQMM_NBITS_GEMV_TILES (1 or 2; see
+// gemv_tiles_per_warp) and BQMM_NBITS_GEMV_REGISTERS (128 or 168; see gemv_registers). A
+// malformed value is an error that names the variable.
 Status nbits_matmul_options_from_env(NBitsMatMulOptions* opts);
 
 // The planner's decision: which path, which kernels, the tiling and the workspace layout.
@@ -204,6 +216,7 @@ struct NBitsMatMulPlan {
   bool gemv_lines = false;    // the window kernel's weights by whole-line loads
   int gemv_tiles_per_warp = 1;  // 16-column tiles per warp of the tensor-core tiles (2 only
                                 // with lines)
+  int gemv_registers = 0;     // two tiles: the register bound, 128 or 168 (0 elsewhere)
 
   // Workspace layout: byte offsets into the caller's workspace, each 256-byte aligned.
   size_t cublas_offset = 0, cublas_bytes = 0;    // cuBLAS's own workspace

@@ -28,15 +28,28 @@ Status read_int_option(const char* name, int64_t min, int64_t max, int* option) 
   return Status::Ok();
 }
 
-Status read_k_split(const char* name, int* option) {
-  int64_t k_split = -1;
-  BQMM_RETURN_IF_ERROR(read_int(name, 0, 8, &k_split));
-  if (k_split == 3 || (k_split > 4 && k_split < 8))
-    return Status(StatusCode::kInvalidArgument, std::string(name) +
-                                                    ": expected 0, 1, 2, 4 or 8 but got " +
-                                                    std::to_string(k_split));
-  if (k_split >= 0) *option = static_cast<int>(k_split);
+Status read_int_choice(const char* name, std::initializer_list<int> choices, int* option) {
+  int64_t v = int64_t{*choices.begin()} - 1;  // read_int leaves it where the variable is unset
+  const Status s = read_int(name, *choices.begin(), *(choices.end() - 1), &v);
+  const bool unset = s.ok() && v < *choices.begin();
+  bool listed = false;
+  for (int c : choices) listed = listed || v == c;
+  if (unset) return Status::Ok();
+  if (!listed) {
+    std::string expected;
+    for (const int* c = choices.begin(); c != choices.end(); ++c)
+      expected += (c == choices.begin() ? "" : c + 1 == choices.end() ? " or " : ", ") +
+                  std::to_string(*c);
+    const char* text = std::getenv(name);
+    return Status(StatusCode::kInvalidArgument, std::string(name) + ": expected " + expected +
+                                                    " but got \"" + text + "\"");
+  }
+  *option = static_cast<int>(v);
   return Status::Ok();
+}
+
+Status read_k_split(const char* name, int* option) {
+  return read_int_choice(name, {0, 1, 2, 4, 8}, option);
 }
 
 Status read_dequant_options(int64_t* scratch_bytes, bool* overlap) {

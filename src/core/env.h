@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "bqmm/status.h"
 
@@ -14,6 +15,10 @@ Status read_int(const char* name, int64_t min, int64_t max, int64_t* value);
 
 // read_int into an int option: sets *option only where `name` is set.
 Status read_int_option(const char* name, int64_t min, int64_t max, int* option);
+
+// One of `choices` (ascending) into *option where `name` is set; any other value is
+// InvalidArgument naming the variable and the choices.
+Status read_int_choice(const char* name, std::initializer_list<int> choices, int* option);
 
 // A GEMV K split (0 for the planner's choice, 1, 2, 4 or 8) into *option where `name` is
 // set; any other value is InvalidArgument naming the variable.

@@ -28,6 +28,13 @@ constexpr int64_t kGemvPipelineFill = 2;
 // NBitsMatMul's 4-bit window kernel with two tiles per warp (line loads): measured across
 // N at K = 8192 (docs/PERF.md, 2026-11-30e).
 constexpr int64_t kNBitsTwoTilePipelineFill = 6;
+// NBitsMatMul's two-tile kernel at 168 registers (NBitsMatMulOptions::gemv_registers,
+// cuda/nbits_gemv.cu kWide): blocks of up to 4 warps, 12 warps per SM. Each warp streams
+// faster than at 128 registers: the model weighs its cost by kNBitsWideCostPercent
+// (measured on the H200, docs/PERF.md 2026-11-30h).
+constexpr int64_t kNBitsWideWarpsPerSm = 12;
+constexpr int kNBitsWideMaxKSplit = 4;
+constexpr int64_t kNBitsWideCostPercent = 90;
 // NBitsMatMul's window kernel (cuda/nbits_gemv.cu, kWindowMinBlocks), line loads or not:
 // 64 registers per thread, 32 warps per SM; 80 with packed zero points or 8-bit bfloat16
 // codes, 24; 128 for 8-bit float16 codes or two tiles per warp, 16.
@@ -87,13 +94,18 @@ struct GemvSplitModel {
   int max_k_split = 1;          // the largest instantiated k_split (a power of two)
 };
 
-inline int choose_gemv_k_split(const GemvSplitModel& m) {
+// The model's time at `k_split`, in windows' worth of a warp's time.
+inline int64_t gemv_split_cost(const GemvSplitModel& m, int k_split) {
   const int64_t resident = std::max<int64_t>(1, m.resident_warps);
+  const int64_t waves = (m.tiles * k_split + resident - 1) / resident;
+  return waves * ((m.windows + k_split - 1) / k_split + m.pipeline_fill);
+}
+
+inline int choose_gemv_k_split(const GemvSplitModel& m) {
   int best = 1;
   int64_t best_cost = std::numeric_limits<int64_t>::max();
   for (int k_split = 1; k_split <= m.max_k_split && k_split <= m.windows; k_split *= 2) {
-    const int64_t waves = (m.tiles * k_split + resident - 1) / resident;
-    const int64_t cost = waves * ((m.windows + k_split - 1) / k_split + m.pipeline_fill);
+    const int64_t cost = gemv_split_cost(m, k_split);
     if (cost <= best_cost) {
       best = k_split;
       best_cost = cost;

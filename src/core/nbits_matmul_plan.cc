@@ -77,6 +77,7 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan) {
        << "; k_split=" << plan.gemv_k_split << "; tma=" << (plan.gemv_tma ? 1 : 0)
        << "; window=" << (plan.gemv_window ? 1 : 0) << "; lines=" << (plan.gemv_lines ? 1 : 0)
        << "; tiles=" << plan.gemv_tiles_per_warp;
+    if (plan.gemv_registers > 0) os << "; regs=" << plan.gemv_registers;
   }
   os << "; workspace=" << plan.workspace_bytes << "B";
   if (plan.workspace_bytes > 0) {
@@ -95,7 +96,11 @@ Status nbits_matmul_options_from_env(NBitsMatMulOptions* opts) {
   BQMM_RETURN_IF_ERROR(env::read_int_option("BQMM_NBITS_GEMV_FMA", 0, 1, &opts->gemv_fma));
   BQMM_RETURN_IF_ERROR(env::read_int_option("BQMM_NBITS_GEMV_WINDOW", 0, 1, &opts->gemv_window));
   BQMM_RETURN_IF_ERROR(env::read_int_option("BQMM_NBITS_GEMV_LINES", 0, 1, &opts->gemv_lines));
-  return env::read_int_option("BQMM_NBITS_GEMV_TILES", 1, 2, &opts->gemv_tiles_per_warp);
+  BQMM_RETURN_IF_ERROR(
+      env::read_int_option("BQMM_NBITS_GEMV_TILES", 1, 2, &opts->gemv_tiles_per_warp));
+  return env::read_int_choice("BQMM_NBITS_GEMV_REGISTERS",
+                              {kNBitsGemvTwoTileRegisters, kNBitsGemvWideRegisters},
+                              &opts->gemv_registers);
 }
 
 Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
@@ -117,6 +122,12 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
                                            "-1 (planner's choice), 0 or 1"));
   BQMM_RETURN_IF_ERROR(check::int_in_range("options.gemv_window", options.gemv_window, -1, 1,
                                            "-1 (planner's choice), 0 or 1"));
+  if (options.gemv_registers != -1 && options.gemv_registers != kNBitsGemvTwoTileRegisters &&
+      options.gemv_registers != kNBitsGemvWideRegisters)
+    return invalid("options.gemv_registers: expected -1 (planner's choice), " +
+                   std::to_string(kNBitsGemvTwoTileRegisters) + " or " +
+                   std::to_string(kNBitsGemvWideRegisters) + " but got " +
+                   std::to_string(options.gemv_registers));
 
   NBitsMatMulPlan plan;
   plan.problem = p;
@@ -319,9 +330,42 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     //   1 %, at M = 4 4 % slower;
     // * M = 8: 2 was 1-8 % faster everywhere. Not below 128 Mi: at 14336 x 4096 (blocks of
     //   32 codes) 8 instead of 4 was 12-19 % slower at M <= 4.
+    // Two tiles at 168 registers (12 warps per SM, k_split <= 4) where the wave model says
+    // they are faster than at 128 (16 warps): its cost at 12 warps weighed by
+    // kNBitsWideCostPercent against the best at 16, both at the two-tile start of 6
+    // windows (8-bit's split model starts at 2; with it 128 registers stayed at 20480 x
+    // 8192, where 168 ran 8-15 % faster). In effect: where the grid takes as many waves at
+    // 12 warps per SM as at 16. Measured (H200, docs/PERF.md 2026-11-30h, against 128
+    // registers at the planner's split, K = 8192 unless said): 4-bit N = 12288 to 45056
+    // and 10240 x 16384, both types, M = 1..8, packed zero points: 6-18 % faster where
+    // chosen (bfloat16 M = 1 at 12288 within 0.3 %); 8-bit float16 M = 2, 8 and bfloat16
+    // M = 8 at 20480 and 36864: 8-15 %; at 28672 x 8192 and 14336 x 4096 slower (4-26 %),
+    // where the model keeps 128. The 128-register kernel's doubled split (below) helped the
+    // wide one in bfloat16 at M = 1, N = 20480, not at 24576 or M = 4: not applied.
+    if (plan.gemv_tiles_per_warp == 2) {
+      GemvSplitModel narrow = split_model;
+      narrow.pipeline_fill = kNBitsTwoTilePipelineFill;
+      GemvSplitModel wide_model = narrow;
+      wide_model.resident_warps = std::max(1, device.num_sms) * kNBitsWideWarpsPerSm;
+      wide_model.max_k_split = kNBitsWideMaxKSplit;
+      const int wide_split = choose_gemv_k_split(wide_model);
+      const bool wide_faster =
+          options.gemv_k_split <= kNBitsWideMaxKSplit &&
+          gemv_split_cost(wide_model, wide_split) * kNBitsWideCostPercent <
+              gemv_split_cost(narrow, choose_gemv_k_split(narrow)) * 100;
+      if (options.gemv_registers == kNBitsGemvWideRegisters &&
+          options.gemv_k_split > kNBitsWideMaxKSplit)
+        return invalid("options.gemv_registers: " + std::to_string(kNBitsGemvWideRegisters) +
+                       " registers hold k_split up to " + std::to_string(kNBitsWideMaxKSplit) +
+                       ", but options.gemv_k_split is " + std::to_string(options.gemv_k_split));
+      const bool wide = options.gemv_registers == kNBitsGemvWideRegisters ||
+                        (options.gemv_registers < 0 && wide_faster);
+      plan.gemv_registers = wide ? kNBitsGemvWideRegisters : kNBitsGemvTwoTileRegisters;
+      if (wide) plan.gemv_k_split = wide_split;
+    }
     const int double_up_to_m = p.dtype == DType::kBFloat16 ? 4 : zp ? 0 : 1;
-    if (two_tiles_4bit && p.m <= double_up_to_m && large &&
-        gemv_split_partial_wave(split_model, plan.gemv_k_split))
+    if (two_tiles_4bit && plan.gemv_registers != kNBitsGemvWideRegisters &&
+        p.m <= double_up_to_m && large && gemv_split_partial_wave(split_model, plan.gemv_k_split))
       plan.gemv_k_split = std::min(2 * plan.gemv_k_split, kGemvMaxKSplit);
     if (options.gemv_k_split > 0) plan.gemv_k_split = options.gemv_k_split;
     *out = plan;

@@ -98,9 +98,12 @@ struct NBitsGemvArgs {
 // windows): algorithm 0's loop without partial windows (NBitsGemvWindowKernel);
 // tma and algo do not apply then. lines (with window, rows of whole 128-byte lines): the
 // window kernel's weights loaded as whole lines and staged through shared memory,
-// `tiles_per_warp` (1, or 2 with lines) 16-column tiles per warp.
+// `tiles_per_warp` (1, or 2 with lines) 16-column tiles per warp; `registers`: 0, or with
+// two tiles the kernel's register bound, kNBitsGemvTwoTileRegisters (16 warps per SM) or
+// kNBitsGemvWideRegisters (12; k_split <= 4).
 Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_split, bool tma,
-                         bool window, bool lines, int tiles_per_warp, cudaStream_t stream);
+                         bool window, bool lines, int tiles_per_warp, int registers,
+                         cudaStream_t stream);
 // CUDA cores, 8-bit codes, float16 / bfloat16 (cuda/gemv_fma.cuh): a warp per two output
 // columns, lanes along K; rows (1 or 2, >= M) activation rows per warp.
 Status launch_nbits_gemv_fma(const NBitsGemvArgs& args, int rows, cudaStream_t stream);

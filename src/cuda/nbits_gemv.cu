@@ -860,6 +860,22 @@ constexpr int kWindowDepth = 2;  // register buffers: one window multiplied, one
 template <typename T, int kBits, bool kZeroPoints, int kTiles = 1>
 constexpr int kWindowMinBlocks =
     kTiles == 2 ? 2 : kBits == 8 ? (std::is_same_v<T, __half> ? 2 : 3) : kZeroPoints ? 3 : 4;
+// kWide (two tiles per warp; NBitsMatMulOptions::gemv_registers = 168): blocks of at most
+// 4 warps, 3 of them per SM, i.e. up to 168 registers and 12 warps per SM. Hopper's (and
+// Ampere's) register file is 16 K registers per scheduler: 129 to 168 registers per
+// thread all give 3 warps per scheduler, so 168 costs no warp over the 159 ptxas takes
+// unbounded for 4-bit float16 (and keeps the zero-point variants, 199 unbounded, at 12).
+// Per warp it streams about 10 % faster than at 128 registers (no spill, the next pair's
+// loads issued earlier), which wins where the grid's waves fill at 12 warps per SM and
+// loses where 16 would hold the grid in fewer waves (the planner counts both; H200,
+// docs/PERF.md 2026-11-30h).
+constexpr int kWideMaxKSplit = kNBitsWideMaxKSplit;  // core/gemv_split.h, the planner's model
+constexpr int kWideBlocksPerSm = static_cast<int>(kNBitsWideWarpsPerSm) / kWideMaxKSplit;
+template <bool kWide>
+constexpr int kWindowMaxThreads = (kWide ? kWideMaxKSplit : kMaxKSplit) * kWarpSize;
+template <typename T, int kBits, bool kZeroPoints, int kTiles, bool kWide>
+constexpr int kWindowBlocksPerSm =
+    kWide ? kWideBlocksPerSm : kWindowMinBlocks<T, kBits, kZeroPoints, kTiles>;
 
 // kPairBlock (line loads, blocks of two windows or more: 8-bit 128 codes, 4-bit 256): a
 // pair of windows lies in one block (pairs start at even windows), so its second window
@@ -868,10 +884,12 @@ constexpr int kWindowMinBlocks =
 // two paths with moves and selects (8-bit float16 two tiles: a 343-instruction loop grew
 // to 412 with both paths; as a parameter, 304). Measured: docs/PERF.md, 2026-11-30d.
 template <typename T, int kBits, bool kZeroPoints, bool kLines, int kTiles,
-          bool kResultScale = true, bool kPairBlock = false>
-__global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kWindowMinBlocks<T, kBits, kZeroPoints, kTiles>)
+          bool kResultScale = true, bool kPairBlock = false, bool kWide = false>
+__global__ void __launch_bounds__(kWindowMaxThreads<kWide>,
+                                  kWindowBlocksPerSm<T, kBits, kZeroPoints, kTiles, kWide>)
     NBitsGemvWindowKernel(const GemvParams<T> p) {
   static_assert(kTiles == 1 || kLines, "two tiles per warp only with line loads");
+  static_assert(!kWide || kTiles == 2, "168 registers: the two-tile kernel only");
   static_assert(kResultScale || kLines, "blocks smaller than a window only with line loads");
   static_assert(!kPairBlock || (kLines && kResultScale), "pairs in one block: line loads");
   using C = Codes<kBits>;
@@ -1378,7 +1396,7 @@ Status launch_tma(const NBitsGemvArgs& args, int k_split, cudaStream_t stream) {
 
 template <typename T>
 Status launch_window(const NBitsGemvArgs& args, int k_split, bool lines, int tiles,
-                     cudaStream_t stream) {
+                     int registers, cudaStream_t stream) {
   if constexpr (std::is_same_v<T, float>) {
     return Status(StatusCode::kInternal, "launch_nbits_gemv: no window kernel for float32");
   } else {
@@ -1400,6 +1418,19 @@ Status launch_window(const NBitsGemvArgs& args, int k_split, bool lines, int til
     if (tiles != 1 && !(tiles == 2 && lines))
       return Status(StatusCode::kInternal, "launch_nbits_gemv: " + std::to_string(tiles) +
                                                " tiles per warp (1, or 2 with line loads)");
+    const bool wide = registers == kNBitsGemvWideRegisters;
+    if (registers != 0 && !(tiles == 2 && (wide || registers == kNBitsGemvTwoTileRegisters)))
+      return Status(StatusCode::kInternal,
+                    "launch_nbits_gemv: a register bound of " + std::to_string(registers) +
+                        " with " + std::to_string(tiles) + " tile(s) per warp (0, or with two " +
+                        std::to_string(kNBitsGemvTwoTileRegisters) + " or " +
+                        std::to_string(kNBitsGemvWideRegisters) + ")");
+    if (wide && k_split > kWideMaxKSplit)
+      return Status(StatusCode::kInternal, "launch_nbits_gemv: k_split " +
+                                               std::to_string(k_split) + " at " +
+                                               std::to_string(kNBitsGemvWideRegisters) +
+                                               " registers (at most " +
+                                               std::to_string(kWideMaxKSplit) + ")");
     const dim3 grid(static_cast<unsigned>((args.n + kTileCols * tiles - 1) / (kTileCols * tiles)));
     const dim3 block(k_split * kWarpSize);
     if (lines && p.windows % 2 != 0)
@@ -1409,10 +1440,16 @@ Status launch_window(const NBitsGemvArgs& args, int k_split, bool lines, int til
     const int smem = lines ? k_split * tiles * kLineBufferBytes : 0;
     auto launch = [&](auto bits, auto zero_points, auto line_loads, auto n_tiles, auto scale,
                       auto pair_block) {
-      NBitsGemvWindowKernel<T, decltype(bits)::value, decltype(zero_points)::value,
-                            decltype(line_loads)::value, decltype(n_tiles)::value,
-                            decltype(scale)::value, decltype(pair_block)::value>
-          <<<grid, block, smem, stream>>>(p);
+      auto with_bound = [&](auto wide_bound) {
+        NBitsGemvWindowKernel<T, decltype(bits)::value, decltype(zero_points)::value,
+                              decltype(line_loads)::value, decltype(n_tiles)::value,
+                              decltype(scale)::value, decltype(pair_block)::value,
+                              decltype(wide_bound)::value><<<grid, block, smem, stream>>>(p);
+      };
+      if constexpr (decltype(n_tiles)::value == 2) {
+        if (wide) return with_bound(std::true_type());
+      }
+      with_bound(std::false_type());
     };
     // Line loads: the block size picks the decode (without them: blocks of a window or
     // more, checked above) and whether a pair of windows shares one block.
@@ -1498,12 +1535,13 @@ Status check_gemv_args(const NBitsGemvArgs& args, int rows, int k_split) {
 }  // namespace
 
 Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_split, bool tma,
-                         bool window, bool lines, int tiles_per_warp, cudaStream_t stream) {
+                         bool window, bool lines, int tiles_per_warp, int registers,
+                         cudaStream_t stream) {
   if (args.m == 0 || args.n == 0) return Status::Ok();
   BQMM_RETURN_IF_ERROR(check_gemv_args(args, rows, k_split));
   return dispatch_float_types(args.dtype, "launch_nbits_gemv", [&](auto tag) -> Status {
     using T = decltype(tag);
-    if (window) return launch_window<T>(args, k_split, lines, tiles_per_warp, stream);
+    if (window) return launch_window<T>(args, k_split, lines, tiles_per_warp, registers, stream);
     if (tma)
       return args.bits == 8 ? launch_tma<T, 8>(args, k_split, stream)
                             : launch_tma<T, 4>(args, k_split, stream);

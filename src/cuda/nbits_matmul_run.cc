@@ -80,7 +80,7 @@ Status run_gemv(const NBitsMatMulPlan& plan, const NBitsMatMulArgs& args, cudaSt
   if (plan.gemv_fma) return cuda::launch_nbits_gemv_fma(g, plan.gemv_rows, stream);
   return cuda::launch_nbits_gemv(g, plan.gemv_algo, plan.gemv_rows, plan.gemv_k_split,
                                  plan.gemv_tma, plan.gemv_window, plan.gemv_lines,
-                                 plan.gemv_tiles_per_warp, stream);
+                                 plan.gemv_tiles_per_warp, plan.gemv_registers, stream);
 }
 
 }  // namespace

@@ -709,11 +709,16 @@ TEST(NBitsPlan, GemvTwoTilesPerWarpOnLargeWeights) {
   // warps): 528 warps x 4 fill one wave; 704 x 2 are 0.67 of one (k_split 8, 2.7 waves,
   // with a start of 2); 896 x 2 0.85 (doubled at M = 1 float16, M <= 4 bfloat16); 1056 x 2
   // one; 1408 x 4 2.7 waves (34 + 6 x 2 = 76 against 3 x 22 = 66).
+  // At 128 registers (the wide kernel's choice: GemvTwoTilesAt168Registers below).
+  NBitsMatMulOptions narrow;
+  narrow.gemv_registers = kNBitsGemvTwoTileRegisters;
   const std::pair<int64_t, int> fp16_m1[] = {{16896, 4}, {22528, 2}, {28672, 4}, {33792, 2}, {45056, 4}};
   for (const auto& [n, split] : fp16_m1) {
-    EXPECT_EQ(plan(problem(1, n, 8192, 4, 128)).gemv_k_split, split) << n;
-    EXPECT_EQ(plan(problem(4, n, 8192, 4, 128, bf16)).gemv_k_split, split) << n;
-    EXPECT_EQ(plan(problem(8, n, 8192, 4, 128)).gemv_k_split, n == 28672 ? 2 : split) << n;
+    EXPECT_EQ(plan(problem(1, n, 8192, 4, 128), kHopper, narrow).gemv_k_split, split) << n;
+    EXPECT_EQ(plan(problem(4, n, 8192, 4, 128, bf16), kHopper, narrow).gemv_k_split, split) << n;
+    EXPECT_EQ(plan(problem(8, n, 8192, 4, 128), kHopper, narrow).gemv_k_split,
+              n == 28672 ? 2 : split)
+        << n;
   }
   // K = 4096 (32 windows), 57344 columns: one partial wave (0.85) of k_split 1.
   EXPECT_EQ(plan(problem(8, 57344, 4096, 4, 128)).gemv_k_split, 1);
@@ -811,13 +816,93 @@ TEST(NBitsPlan, RejectsMalformedProblemsAndOptions) {
             StatusCode::kInvalidArgument);
 }
 
+// Two tiles at 168 registers (12 warps per SM, k_split <= 4) where the wave model, its
+// cost at 12 warps weighed by 90 %, beats the best at 16 warps (both with a start of 6
+// windows): where the grid takes as many waves at 12 warps per SM as at 16.
+TEST(NBitsPlan, GemvTwoTilesAt168Registers) {
+  const DType bf16 = DType::kBFloat16;
+  auto regs_split = [](const NBitsMatMulPlan& p) {
+    EXPECT_EQ(p.gemv_tiles_per_warp, 2) << p;
+    return std::make_pair(p.gemv_registers, p.gemv_k_split);
+  };
+  const auto wide = [](int split) { return std::make_pair(kNBitsGemvWideRegisters, split); };
+  const auto narrow = [](int split) { return std::make_pair(kNBitsGemvTwoTileRegisters, split); };
+  // 4-bit, K = 8192 (64 windows): 640 two-tile warps' columns at N = 20480 are one wave at
+  // k_split 2 of 12 or 16 warps per SM (1280 of 1584 / 2112): 168 (0.9 x 38 against 38).
+  // 36864 (1152): 3 waves of 4 either way (2.9 and 2.2). 45056 (1408): one wave of 1 at 12
+  // (0.9 x 70) against 3 of 4 at 16 (66). 28672 (896): 2 waves of 2 at 12, one at 16: 128
+  // (its split doubled in float16 at M = 1, not at M = 8). 16384 (512): k_split 4 fills one
+  // wave of 16 (2048 of 2112), two of 12.
+  for (int64_t m : {1, 2, 4, 8})
+    for (DType t : {DType::kFloat16, bf16}) {
+      SCOPED_TRACE(::testing::Message() << "M = " << m << " " << dtype_name(t));
+      EXPECT_EQ(regs_split(plan(problem(m, 20480, 8192, 4, 128, t))), wide(2));
+      EXPECT_EQ(regs_split(plan(problem(m, 36864, 8192, 4, 128, t))), wide(4));
+      EXPECT_EQ(regs_split(plan(problem(m, 45056, 8192, 4, 128, t))), wide(1));
+      EXPECT_EQ(plan(problem(m, 28672, 8192, 4, 128, t)).gemv_registers, kNBitsGemvTwoTileRegisters);
+      EXPECT_EQ(plan(problem(m, 16384, 8192, 4, 128, t)).gemv_registers, kNBitsGemvTwoTileRegisters);
+    }
+  EXPECT_EQ(regs_split(plan(problem(1, 28672, 8192, 4, 128))), narrow(4));
+  EXPECT_EQ(regs_split(plan(problem(8, 28672, 8192, 4, 128))), narrow(2));
+  // The wave boundary at k_split 2 (M = 8: no doubled split at 128): 792 warps' columns
+  // (N = 25344) fill the 1584 warps of 12 per SM exactly; 793 (N = 25345..25376) need a
+  // second wave (or 3 of 4).
+  EXPECT_EQ(regs_split(plan(problem(8, 25344, 8192, 4, 128))), wide(2));
+  EXPECT_EQ(regs_split(plan(problem(8, 25345, 8192, 4, 128))), narrow(2));
+  // The model counts the device's SMs: on 108 (A100) the boundary is 648 warps' columns.
+  EXPECT_EQ(regs_split(plan(problem(8, 20736, 8192, 4, 128), kAmpere)), wide(2));
+  EXPECT_EQ(regs_split(plan(problem(8, 20737, 8192, 4, 128), kAmpere)), narrow(2));
+  // Packed zero points, K = 16384 (128 windows), 8-bit (128 windows at K = 8192; its own
+  // split model starts at 2 windows, the comparison at 6).
+  NBitsMatMulProblem zp = problem(1, 20480, 8192, 4, 128);
+  zp.zero_points = NBitsZeroPoints::kPacked;
+  EXPECT_EQ(regs_split(plan(zp)), wide(2));
+  EXPECT_EQ(regs_split(plan(problem(1, 10240, 16384, 4, 128))), wide(4));
+  EXPECT_EQ(regs_split(plan(problem(2, 20480, 8192, 8, 128))), wide(2));
+  EXPECT_EQ(regs_split(plan(problem(8, 20480, 8192, 8, 128, bf16))), wide(2));
+  EXPECT_EQ(regs_split(plan(problem(2, 36864, 8192, 8, 128))), wide(4));
+  EXPECT_EQ(regs_split(plan(problem(2, 28672, 8192, 8, 128))), narrow(2));
+  // Below 128 Mi on grids of many tiles (14336 x 4096, M = 8: one wave of 4 at 16 warps,
+  // two at 12): 128.
+  EXPECT_EQ(regs_split(plan(problem(8, 14336, 4096, 4, 128))), narrow(4));
+  // One tile per warp: no register choice.
+  EXPECT_EQ(plan(problem(1, 12288, 8192, 4, 128)).gemv_tiles_per_warp, 1);
+  EXPECT_EQ(plan(problem(1, 12288, 8192, 4, 128)).gemv_registers, 0);
+  EXPECT_NE(printed(plan(problem(1, 20480, 8192, 4, 128))).find("tiles=2; regs=168;"),
+            std::string::npos);
+  EXPECT_EQ(printed(plan(problem(1, 12288, 8192, 4, 128))).find("regs="), std::string::npos);
+  // Forced: 168 wherever two tiles are taken (its split the 12-warp model's: at 28672 3
+  // waves of 4, 66, against one of 1, 70), 128 likewise;
+  // ignored with one tile; a forced k_split of 8 keeps 128 unless 168 is forced too (an
+  // error: the wide kernel's blocks hold 4 warps).
+  NBitsMatMulOptions o;
+  o.gemv_registers = kNBitsGemvWideRegisters;
+  EXPECT_EQ(regs_split(plan(problem(1, 28672, 8192, 4, 128), kHopper, o)), wide(4));
+  EXPECT_EQ(plan(problem(1, 12288, 8192, 4, 128), kHopper, o).gemv_registers, 0);
+  o.gemv_k_split = 2;
+  EXPECT_EQ(regs_split(plan(problem(1, 28672, 8192, 4, 128), kHopper, o)), wide(2));
+  o.gemv_k_split = 8;
+  testing::expect_rejected(problem(1, 28672, 8192, 4, 128), o, "gemv_registers");
+  EXPECT_EQ(plan(problem(1, 12288, 8192, 4, 128), kHopper, o).gemv_k_split, 8);  // one tile
+  o.gemv_registers = -1;
+  EXPECT_EQ(regs_split(plan(problem(1, 20480, 8192, 4, 128), kHopper, o)), narrow(8));
+  o.gemv_registers = kNBitsGemvTwoTileRegisters;
+  o.gemv_k_split = 0;
+  EXPECT_EQ(regs_split(plan(problem(1, 20480, 8192, 4, 128), kHopper, o)), narrow(2));
+  for (int bad : {0, 64, 127, 160, 256, -2}) {
+    o.gemv_registers = bad;
+    testing::expect_rejected(problem(1, 20480, 8192, 4, 128), o, "gemv_registers");
+  }
+}
+
 // ------------------------------------------------------------------ environment
 class NBitsEnvTest : public ::testing::Test {
  protected:
   testing::EnvGuard env_{"BQMM_DEQUANT_SCRATCH_MIB", "BQMM_NBITS_GEMV_ALGO",
                          "BQMM_NBITS_GEMV_TMA", "BQMM_NBITS_GEMV_FMA",
                          "BQMM_NBITS_GEMV_WINDOW", "BQMM_NBITS_GEMV_LINES",
-                         "BQMM_NBITS_GEMV_TILES", "BQMM_NBITS_GEMV_KSPLIT"};
+                         "BQMM_NBITS_GEMV_TILES", "BQMM_NBITS_GEMV_KSPLIT",
+                         "BQMM_NBITS_GEMV_REGISTERS"};
 };
 
 // BQMM_NBITS_GEMV_KSPLIT and NBitsMatMulOptions::gemv_k_split force the tensor-core
@@ -884,6 +969,22 @@ TEST_F(NBitsEnvTest, GemvSwitchOverrides) {
 TEST_F(NBitsEnvTest, GemvTilesFromEnv) {
   testing::expect_tiles_from_env(nbits_matmul_options_from_env, "BQMM_NBITS_GEMV_TILES",
                                  problem(4, 8192, 8192, 8, 128), problem(4, 28672, 8192, 8, 128));
+}
+
+// BQMM_NBITS_GEMV_REGISTERS: 128 or 168 forces the two-tile kernel's register bound.
+TEST_F(NBitsEnvTest, GemvRegistersFromEnv) {
+  const NBitsMatMulProblem wide_by_default = problem(1, 20480, 8192, 4, 128);
+  const NBitsMatMulProblem narrow_by_default = problem(1, 28672, 8192, 4, 128);
+  EXPECT_EQ(plan(wide_by_default).gemv_registers, kNBitsGemvWideRegisters);
+  EXPECT_EQ(plan(narrow_by_default).gemv_registers, kNBitsGemvTwoTileRegisters);
+  EXPECT_EQ(plan(wide_by_default, kHopper, with_env("BQMM_NBITS_GEMV_REGISTERS", "128")).gemv_registers,
+            kNBitsGemvTwoTileRegisters);
+  EXPECT_EQ(plan(narrow_by_default, kHopper, with_env("BQMM_NBITS_GEMV_REGISTERS", "168")).gemv_registers,
+            kNBitsGemvWideRegisters);
+  EXPECT_EQ(with_env("BQMM_NBITS_GEMV_REGISTERS", "").gemv_registers, -1);
+  testing::expect_env_rejects(nbits_matmul_options_from_env, "BQMM_NBITS_GEMV_REGISTERS",
+                              &NBitsMatMulOptions::gemv_registers,
+                              {"0", "-1", "127", "160", "169", "256", "wide", "168x"});
 }
 
 TEST_F(NBitsEnvTest, ScratchOverride) {

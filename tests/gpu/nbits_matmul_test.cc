@@ -168,8 +168,9 @@ TEST(NBitsGemvTma, EveryBitsBlockSizeAndDtype) {
 // The window kernel (NBitsMatMulOptions::gemv_window; float16 / bfloat16, algorithm 0,
 // blocks of a window or more: 128 codes 4-bit, 64 8-bit; with line loads blocks down to a
 // 16-byte chunk: 32 codes 4-bit, 16 8-bit) forced on with line loads (gemv_lines, rows of
-// whole 128-byte lines) of one and of two tiles per warp (gemv_tiles_per_warp) and without,
-// and off (the register-load tile of algorithm 0 then): block sizes from below a chunk
+// whole 128-byte lines) of one and of two tiles per warp (gemv_tiles_per_warp; two at 128
+// and at 168 registers, gemv_registers, the latter at k_split 1, 2, 4 and the planner's) and
+// without, and off (the register-load tile of algorithm 0 then): block sizes from below a chunk
 // (4-bit 16: no line loads) to 256, both dtypes, zero points none / packed, M up to 8, partial
 // column tiles (N = 1, 19: a second tile without columns or with 3), and K from one
 // window (no whole line: no line loads) to a K split that leaves warps without windows
@@ -187,7 +188,8 @@ TEST(NBitsGemvWindow, OnAndOffEveryBlockSizeDtypeAndZeroPoints) {
         bits == 4 ? std::vector<int64_t>{16, 32, 64, 128, 256} : std::vector<int64_t>{16, 32, 64, 256};
     for (int64_t bs : block_sizes)
       for (DType t : {DType::kFloat16, DType::kBFloat16})
-        for (int kernel : {3, 2, 1, 0})  // window with line loads of 2 / 1 tiles, window, off
+        // window with line loads of 2 tiles at 168 / 128 registers, of 1 tile, window, off
+        for (int kernel : {4, 3, 2, 1, 0})
           for (int j = 0; j < 4; ++j, ++index) {
             const int64_t n = ns[index % 4];
             const int64_t k = j == 0 && bs == window ? window : ks[j];  // one window
@@ -197,15 +199,25 @@ TEST(NBitsGemvWindow, OnAndOffEveryBlockSizeDtypeAndZeroPoints) {
             o.gemv_fma = 0;  // 8-bit: the tensor-core tiles at M = 1, 2 too
             o.gemv_window = kernel > 0 ? 1 : 0;
             o.gemv_lines = kernel >= 2 ? 1 : 0;
-            o.gemv_tiles_per_warp = kernel == 3 ? 2 : 1;
+            o.gemv_tiles_per_warp = kernel >= 3 ? 2 : 1;
+            o.gemv_registers = kernel == 4 ? kNBitsGemvWideRegisters : kNBitsGemvTwoTileRegisters;
+            if (kernel == 4) o.gemv_k_split = j == 0 ? 0 : 1 << (j - 1);
             SCOPED_TRACE(describe(s) << " window=" << o.gemv_window << " lines=" << o.gemv_lines
-                                     << " tiles=" << o.gemv_tiles_per_warp);
+                                     << " tiles=" << o.gemv_tiles_per_warp
+                                     << " registers=" << o.gemv_registers);
             NBitsRun run;
             run_and_check(s, 4000 + index, o, NBitsPath::kGemv, &run);
             const bool lines = kernel >= 2 && k * bits / 8 % 128 == 0 && bs * bits >= 128;
             EXPECT_EQ(run.plan.gemv_window, bs >= window ? kernel > 0 : lines) << run.plan;
             EXPECT_EQ(run.plan.gemv_lines, lines) << run.plan;
-            EXPECT_EQ(run.plan.gemv_tiles_per_warp, lines && kernel == 3 ? 2 : 1) << run.plan;
+            const int tiles = lines && kernel >= 3 ? 2 : 1;
+            EXPECT_EQ(run.plan.gemv_tiles_per_warp, tiles) << run.plan;
+            EXPECT_EQ(run.plan.gemv_registers,
+                      tiles == 1 ? 0 : kernel == 4 ? kNBitsGemvWideRegisters : kNBitsGemvTwoTileRegisters)
+                << run.plan;
+            if (tiles == 2 && kernel == 4) {
+              EXPECT_LE(run.plan.gemv_k_split, 4) << run.plan;
+            }
           }
   }
 }
@@ -752,17 +764,22 @@ TEST(NBitsGemv, SanitizeSmall) {
         window.gemv_lines = lines;
         window_case(c, window, lines == 1, 1);
       }
-  // Line loads of two tiles per warp: a second tile with 3 columns (N = 19, packed zero
-  // points) or 8 (N = 40), warps without windows, both widths and dtypes.
+  // Line loads of two tiles per warp at 128 and 168 registers: a second tile with 3
+  // columns (N = 19, packed zero points) or 8 (N = 40), warps without windows, both widths
+  // and dtypes.
   NBitsMatMulOptions two;
   two.gemv_tiles_per_warp = 2;
   two.gemv_fma = 0;
-  for (int bits : kBits)
-    for (int64_t n : {19, 40}) {
-      NBitsCaseSpec c = nbits_spec(kDTypes[1 + (n == 40 ? 1 : 0)], bits, n == 40 ? 8 : 2, n, 1280, 128);
-      c.zero_points = n == 19 ? NBitsZeroPoints::kPacked : NBitsZeroPoints::kNone;
-      window_case(c, two, true, 2);
-    }
+  for (int registers : {kNBitsGemvTwoTileRegisters, kNBitsGemvWideRegisters})
+    for (int bits : kBits)
+      for (int64_t n : {19, 40}) {
+        NBitsCaseSpec c = nbits_spec(kDTypes[1 + (n == 40 ? 1 : 0)], bits, n == 40 ? 8 : 2, n, 1280, 128);
+        c.zero_points = n == 19 ? NBitsZeroPoints::kPacked : NBitsZeroPoints::kNone;
+        two.gemv_registers = registers;
+        SCOPED_TRACE(::testing::Message() << "registers=" << registers);
+        window_case(c, two, true, 2);
+      }
+  two.gemv_registers = -1;
   // Line loads on blocks smaller than a window (a block per lane chunk: 4-bit 32, 8-bit
   // 16 codes), one and two tiles, with packed zero points.
   NBitsMatMulOptions small = two;
