@@ -334,14 +334,16 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     // they are faster than at 128 (16 warps): its cost at 12 warps weighed by
     // kNBitsWideCostPercent against the best at 16, both at the two-tile start of 6
     // windows (8-bit's split model starts at 2; with it 128 registers stayed at 20480 x
-    // 8192, where 168 ran 8-15 % faster). In effect: where the grid takes as many waves at
-    // 12 warps per SM as at 16. Measured (H200, docs/PERF.md 2026-11-30h, against 128
-    // registers at the planner's split, K = 8192 unless said): 4-bit N = 12288 to 45056
-    // and 10240 x 16384, both types, M = 1..8, packed zero points: 6-18 % faster where
-    // chosen (bfloat16 M = 1 at 12288 within 0.3 %); 8-bit float16 M = 2, 8 and bfloat16
-    // M = 8 at 20480 and 36864: 8-15 %; at 28672 x 8192 and 14336 x 4096 slower (4-26 %),
-    // where the model keeps 128. The 128-register kernel's doubled split (below) helped the
-    // wide one in bfloat16 at M = 1, N = 20480, not at 24576 or M = 4: not applied.
+    // 8192, where 168 ran 11-15 % faster). In effect: where the grid takes no more waves at
+    // 12 warps per SM than at 16. Measured (H200, docs/PERF.md 2026-11-30h, against 128
+    // registers at the planner's split): where the rule takes 168, 6-17 % faster in the
+    // sweep that set the weight (4-bit N = 20480 to 36864 x 8192 and 10240 x 16384, both
+    // types, M = 1..8, packed zero points; 8-bit at 20480 and 36864, M = 2, 8), and on 11
+    // held-out shapes 3.6-11.7 % faster in 8, within 1 % in 2, 2.8 % slower in one
+    // (bfloat16 M = 2, 18432 x 16384); where it keeps 128 (28672 x 8192, 14336 x 4096 M =
+    // 8, 26624 and 51200 x 8192) 168 was 4-26 % slower. The 128-register kernel's doubled
+    // split (below) helped 168 in bfloat16 at M = 1, N = 20480, not at 24576 or M = 4:
+    // not applied.
     if (plan.gemv_tiles_per_warp == 2) {
       GemvSplitModel narrow = split_model;
       narrow.pipeline_fill = kNBitsTwoTilePipelineFill;

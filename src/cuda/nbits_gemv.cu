@@ -75,11 +75,12 @@
 // NBitsGemvWindowKernel (float16 / bfloat16, algorithm 0, blocks of a window or more, rows
 // of whole windows; for 4-bit the planner's choice where the grid has more warps than the
 // 128-register tiles hold, for 8-bit only with line loads): MmaTile's math on a loop with
-// nothing partial, at 64-128 registers (kWindowMinBlocks). kLines (rows of whole 128-byte
-// lines; the planner's choice for 4-bit on large weights and for 8-bit wherever the
-// tensor cores run): its weights loaded as whole lines and staged through shared memory
-// (cuda/line_loads.cuh), with kTiles = 2 two 16-column tiles per warp; with line loads
-// it also takes blocks down to a 16-byte chunk (the weights scaled before the mma).
+// nothing partial, at 64-128 registers (kWindowMinBlocks; two tiles also at 168, kWide).
+// kLines (rows of whole 128-byte lines; the planner's choice for 4-bit on large weights
+// and for 8-bit wherever the tensor cores run): its weights loaded as whole lines and
+// staged through shared memory (cuda/line_loads.cuh), with kTiles = 2 two 16-column tiles
+// per warp; with line loads it also takes blocks down to a 16-byte chunk (the weights
+// scaled before the mma).
 //
 // GemvFmaKernel (cuda/gemv_fma.cuh, FP8's CUDA-core kernel; 8-bit, float16 / bfloat16,
 // the planner's choice at M = 1 and, in bfloat16, M = 2): a warp per two output columns,
@@ -863,14 +864,17 @@ constexpr int kWindowMinBlocks =
 // kWide (two tiles per warp; NBitsMatMulOptions::gemv_registers = 168): blocks of at most
 // 4 warps, 3 of them per SM, i.e. up to 168 registers and 12 warps per SM. Hopper's (and
 // Ampere's) register file is 16 K registers per scheduler: 129 to 168 registers per
-// thread all give 3 warps per scheduler, so 168 costs no warp over the 159 ptxas takes
-// unbounded for 4-bit float16 (and keeps the zero-point variants, 199 unbounded, at 12).
-// Per warp it streams about 10 % faster than at 128 registers (no spill, the next pair's
-// loads issued earlier), which wins where the grid's waves fill at 12 warps per SM and
-// loses where 16 would hold the grid in fewer waves (the planner counts both; H200,
+// thread all give 3 warps per scheduler, so 168 costs no warp over the 159 ptxas took
+// unbounded for 4-bit float16 and keeps the zero-point variants (199 unbounded) at 12;
+// bounded, ptxas takes 135-168 and spills nothing. A warp streams 6-17 % faster than at
+// 128 registers (no spill; unbounded, the next pair's loads issued mid-loop rather than at
+// its end, docs/PERF.md 2026-11-30g), which wins where the grid's waves fill at 12 warps
+// per SM and loses where 16 hold it in fewer waves (the planner costs both; H200,
 // docs/PERF.md 2026-11-30h).
 constexpr int kWideMaxKSplit = kNBitsWideMaxKSplit;  // core/gemv_split.h, the planner's model
 constexpr int kWideBlocksPerSm = static_cast<int>(kNBitsWideWarpsPerSm) / kWideMaxKSplit;
+static_assert(kWideBlocksPerSm * kWideMaxKSplit == kNBitsWideWarpsPerSm,
+              "the planner's 12 warps per SM are whole blocks of kWideMaxKSplit warps");
 template <bool kWide>
 constexpr int kWindowMaxThreads = (kWide ? kWideMaxKSplit : kMaxKSplit) * kWarpSize;
 template <typename T, int kBits, bool kZeroPoints, int kTiles, bool kWide>
