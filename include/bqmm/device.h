@@ -21,6 +21,12 @@ struct DeviceInfo {
 };
 std::ostream& operator<<(std::ostream& os, const DeviceInfo& d);
 
+// Register bounds per thread of the decode GEMVs' two-tile kernels (both operators'
+// options gemv_registers): 128 holds 16 of their warps per SM (Hopper's and Ampere's 16 K
+// registers per scheduler); 168 holds 12, and each warp streams faster.
+constexpr int kGemvTwoTileRegisters = 128;
+constexpr int kGemvWideRegisters = 168;
+
 // Reads sm and num_sms of CUDA device `device`.
 Status query_device_info(int device, DeviceInfo* out);
 

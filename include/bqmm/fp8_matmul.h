@@ -109,6 +109,13 @@ struct Fp8MatMulOptions {
   // weights of 128 Mi codes and more, where measured faster on the H200 (docs/PERF.md),
   // else 1; 1 or 2 forces it (BQMM_FP8_GEMV_TILES). Without line loads a warp has 1.
   int gemv_tiles_per_warp = -1;
+  // The two-tile kernel's register bound per thread (as NBitsMatMulOptions'): 128
+  // (kGemvTwoTileRegisters, 16 warps per SM, k_split up to 8) or 168 (kGemvWideRegisters,
+  // 12 warps per SM, k_split up to 4; each warp streams faster). -1: the planner's wave
+  // model weighs both (core/gemv_split.h; measured on the H200, docs/PERF.md); 128 or 168
+  // forces it wherever two tiles per warp are taken (BQMM_FP8_GEMV_REGISTERS). 168 with
+  // gemv_k_split = 8 is an error.
+  int gemv_registers = -1;
 };
 // Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB),
 // BQMM_DEQUANT_OVERLAP (0 or 1),
@@ -117,7 +124,8 @@ struct Fp8MatMulOptions {
 // BQMM_FP8_GEMV_KSPLIT (0, 1, 2, 4 or 8; see gemv_k_split) and
 // BQMM_FP8_GEMV_TMA (0 or 1; see gemv_tma) and
 // BQMM_FP8_GEMV_LINES (0 or 1; see gemv_lines) and
-// BQMM_FP8_GEMV_TILES (1 or 2; see gemv_tiles_per_warp).
+// BQMM_FP8_GEMV_TILES (1 or 2; see gemv_tiles_per_warp) and
+// BQMM_FP8_GEMV_REGISTERS (128 or 168; see gemv_registers).
 // A malformed value is an error that names the variable.
 Status fp8_matmul_options_from_env(Fp8MatMulOptions* opts);
 
@@ -143,6 +151,7 @@ struct Fp8MatMulPlan {
   bool gemv_tma = false;       // gemv_mma: weight tiles by TMA (SM90+)
   bool gemv_lines = false;     // gemv_mma: register line loads through shared memory
   int gemv_tiles_per_warp = 0;  // gemv_mma: 16-column tiles per warp (2 only with lines)
+  int gemv_registers = 0;       // gemv_mma, two tiles: the register bound, 128 or 168
 
   // Workspace layout: byte offsets into the caller's workspace, each 256-byte aligned.
   size_t act_offset = 0, act_bytes = 0;        // QDQ'd activation, [M, K] of T

@@ -106,10 +106,6 @@ const char* nbits_path_name(NBitsPath path);
 constexpr int kNBitsGemvAlgoUnrolled = 0;  // several chunks per iteration, loads batched
 constexpr int kNBitsGemvAlgoLoop = 1;      // one chunk per iteration, no unrolling
 constexpr int kNBitsGemvAlgoPerBlock = 2;  // outer loop over quantization blocks
-// Register bounds of the two-tile GEMV (NBitsMatMulOptions::gemv_registers): 128 per
-// thread holds 16 of its warps per SM; 168 holds 12 and streams faster per warp.
-constexpr int kNBitsGemvTwoTileRegisters = 128;
-constexpr int kNBitsGemvWideRegisters = 168;
 
 // Knobs a caller may set; nbits_matmul_options_from_env applies the environment overrides.
 struct NBitsMatMulOptions {
@@ -172,8 +168,8 @@ struct NBitsMatMulOptions {
   // bfloat16 from M = 2), else 1; 1 or 2 forces it wherever line loads apply (2 takes
   // them) (BQMM_NBITS_GEMV_TILES).
   int gemv_tiles_per_warp = -1;
-  // The two-tile kernel's register bound per thread: 128 (kNBitsGemvTwoTileRegisters, 16
-  // warps per SM, k_split up to 8) or 168 (kNBitsGemvWideRegisters, 12 warps per SM,
+  // The two-tile kernel's register bound per thread: 128 (kGemvTwoTileRegisters, 16
+  // warps per SM, k_split up to 8) or 168 (kGemvWideRegisters, 12 warps per SM,
   // k_split up to 4; each warp streams faster). -1: the planner's wave model weighs both
   // (core/gemv_split.h; measured on the H200, docs/PERF.md); 128 or 168 forces it wherever
   // two tiles per warp are taken (BQMM_NBITS_GEMV_REGISTERS). 168 with gemv_k_split = 8 is

@@ -7,6 +7,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "bqmm/device.h"
 #include "bqmm/status.h"
 #include "bqmm/tensor.h"
 
@@ -53,7 +54,8 @@ Status workspace(const void* data, size_t bytes, size_t required);
 Status int_in_range(const char* name, int64_t got, int64_t lo, int64_t hi, const char* expected);
 
 // The options both planners take: dequant_scratch_bytes > 0, gemv_tma and gemv_lines in
-// {-1, 0, 1}, gemv_tiles_per_warp in {-1, 1, 2}.
+// {-1, 0, 1}, gemv_tiles_per_warp in {-1, 1, 2}, gemv_registers in {-1,
+// kGemvTwoTileRegisters, kGemvWideRegisters}.
 template <typename Options>
 Status shared_options(const Options& o) {
   BQMM_RETURN_IF_ERROR(int_in_range("options.dequant_scratch_bytes", o.dequant_scratch_bytes, 1,
@@ -67,9 +69,16 @@ Status shared_options(const Options& o) {
       int_in_range("options.gemv_tma", o.gemv_tma, -1, 1, "-1 (planner's choice), 0 or 1"));
   BQMM_RETURN_IF_ERROR(
       int_in_range("options.gemv_lines", o.gemv_lines, -1, 1, "-1 (planner's choice), 0 or 1"));
-  if (o.gemv_tiles_per_warp == -1) return Status::Ok();
-  return int_in_range("options.gemv_tiles_per_warp", o.gemv_tiles_per_warp, 1, 2,
-                      "-1 (planner's choice), 1 or 2");
+  if (o.gemv_tiles_per_warp != -1)
+    BQMM_RETURN_IF_ERROR(int_in_range("options.gemv_tiles_per_warp", o.gemv_tiles_per_warp, 1,
+                                      2, "-1 (planner's choice), 1 or 2"));
+  const int r = o.gemv_registers;
+  if (r != -1 && r != kGemvTwoTileRegisters && r != kGemvWideRegisters)
+    return Status(StatusCode::kInvalidArgument,
+                  "options.gemv_registers: expected -1 (planner's choice), " +
+                      std::to_string(kGemvTwoTileRegisters) + " or " +
+                      std::to_string(kGemvWideRegisters) + " but got " + std::to_string(r));
+  return Status::Ok();
 }
 
 // a * b without overflow (both >= 0); "<what> overflows int64" otherwise.

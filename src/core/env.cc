@@ -1,5 +1,7 @@
 #include "core/env.h"
 
+#include "bqmm/device.h"
+
 #include <cerrno>
 #include <cstdlib>
 #include <string>
@@ -46,6 +48,10 @@ Status read_int_choice(const char* name, std::initializer_list<int> choices, int
   }
   *option = static_cast<int>(v);
   return Status::Ok();
+}
+
+Status read_gemv_registers(const char* name, int* option) {
+  return read_int_choice(name, {kGemvTwoTileRegisters, kGemvWideRegisters}, option);
 }
 
 Status read_k_split(const char* name, int* option) {

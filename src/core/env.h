@@ -20,6 +20,10 @@ Status read_int_option(const char* name, int64_t min, int64_t max, int* option);
 // InvalidArgument naming the variable and the choices.
 Status read_int_choice(const char* name, std::initializer_list<int> choices, int* option);
 
+// A two-tile GEMV register bound (kGemvTwoTileRegisters or kGemvWideRegisters, bqmm/device.h)
+// into *option where `name` is set; any other value is InvalidArgument naming the variable.
+Status read_gemv_registers(const char* name, int* option);
+
 // A GEMV K split (0 for the planner's choice, 1, 2, 4 or 8) into *option where `name` is
 // set; any other value is InvalidArgument naming the variable.
 Status read_k_split(const char* name, int* option);

@@ -18,6 +18,13 @@ namespace bqmm {
 namespace {
 
 constexpr int64_t kGemvMaxRows = 8;  // the mma "N" extent; the FMA kernel's largest row group
+// The two-tile kernel's start in line pairs (128 codes of a row each, as NBitsMatMul's
+// 4-bit windows), for its 128 / 168-register comparison only; the K split keeps the
+// model's kGemvPipelineFill.
+constexpr int64_t kFp8TwoTileCompareFill = kNBitsTwoTilePipelineFill;
+// The 168-register two-tile kernel's smallest k_split (measured: at 1, one long range per
+// warp, it lost to 128 registers where the model favoured it).
+constexpr int kFp8WideMinKSplit = 2;
 }  // namespace
 
 const char* fp8_path_name(Fp8Path path) {
@@ -53,6 +60,8 @@ std::ostream& operator<<(std::ostream& os, const Fp8MatMulPlan& plan) {
   if (plan.path == Fp8Path::kGemvMma)
     os << "; k_split=" << plan.gemv_k_split << "; tma=" << (plan.gemv_tma ? 1 : 0)
        << "; lines=" << (plan.gemv_lines ? 1 : 0) << "; tiles=" << plan.gemv_tiles_per_warp;
+  if (plan.path == Fp8Path::kGemvMma && plan.gemv_registers > 0)
+    os << "; regs=" << plan.gemv_registers;
   os << "; workspace=" << plan.workspace_bytes << "B";
   if (plan.workspace_bytes > 0) {
     os << " (act " << plan.act_bytes << "@" << plan.act_offset << ", cublas "
@@ -72,7 +81,9 @@ Status fp8_matmul_options_from_env(Fp8MatMulOptions* opts) {
   BQMM_RETURN_IF_ERROR(env::read_k_split("BQMM_FP8_GEMV_KSPLIT", &opts->gemv_k_split));
   BQMM_RETURN_IF_ERROR(env::read_int_option("BQMM_FP8_GEMV_TMA", 0, 1, &opts->gemv_tma));
   BQMM_RETURN_IF_ERROR(env::read_int_option("BQMM_FP8_GEMV_LINES", 0, 1, &opts->gemv_lines));
-  return env::read_int_option("BQMM_FP8_GEMV_TILES", 1, 2, &opts->gemv_tiles_per_warp);
+  BQMM_RETURN_IF_ERROR(
+      env::read_int_option("BQMM_FP8_GEMV_TILES", 1, 2, &opts->gemv_tiles_per_warp));
+  return env::read_gemv_registers("BQMM_FP8_GEMV_REGISTERS", &opts->gemv_registers);
 }
 
 Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
@@ -133,12 +144,29 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
                                                                  : large ? 2 : 1;
       // K split over the kernel's units (128-byte TMA tiles or line pairs, else windows)
       // and its warps (one per tiles_per_warp 16-column tiles).
-      plan.gemv_k_split =
-          options.gemv_k_split > 0
-              ? options.gemv_k_split
-              : choose_gemv_k_split(p.n, gemv_k_units(p.k, plan.gemv_tma || plan.gemv_lines),
-                                    device.num_sms, kGemvTensorCoreWarpsPerSm,
-                                    plan.gemv_tiles_per_warp);
+      const GemvSplitModel split_model =
+          gemv_split_model(p.n, gemv_k_units(p.k, plan.gemv_tma || plan.gemv_lines),
+                           device.num_sms, kGemvTensorCoreWarpsPerSm, plan.gemv_tiles_per_warp);
+      plan.gemv_k_split = choose_gemv_k_split(split_model);
+      // Two tiles at 168 registers where the wave model says so (core/gemv_split.h, as
+      // NBitsMatMul's two-tile kernel; both forms costed with a start of
+      // kFp8TwoTileCompareFill line pairs), in float16 and at k_split 2 or 4 only.
+      // Measured (H200, docs/PERF.md 2026-11-30h, 128 registers at the planner's split
+      // against 168 at the model's): float16 M = 2..8 at 20480, 24576 and 36864 x 8192
+      // 4-11 % faster; at k_split 1 (one long range per warp) 6 % slower (49152 x 5120; 2
+      // there ties 128); bfloat16, whose FP8 decode costs more per weight, lost 1-6 % at
+      // 20480 and 36864 and 24 % at 45056 x 8192 (k_split 1).
+      if (plan.gemv_tiles_per_warp == 2) {
+        GemvSplitModel narrow = split_model;
+        narrow.pipeline_fill = kFp8TwoTileCompareFill;
+        const int registers = options.gemv_registers < 0 && p.dtype == DType::kBFloat16
+                                  ? kGemvTwoTileRegisters
+                                  : options.gemv_registers;
+        BQMM_RETURN_IF_ERROR(choose_gemv_registers(narrow, device.num_sms, registers,
+                                                   options.gemv_k_split, &plan.gemv_registers,
+                                                   &plan.gemv_k_split, kFp8WideMinKSplit));
+      }
+      if (options.gemv_k_split > 0) plan.gemv_k_split = options.gemv_k_split;
     } else {
       plan.path = Fp8Path::kGemvFma;
       plan.gemv_rows_per_warp = p.m <= 1 ? 1 : p.m <= 2 ? 2 : p.m <= 4 ? 4 : 8;

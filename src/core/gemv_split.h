@@ -12,6 +12,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <string>
+
+#include "bqmm/device.h"
+#include "bqmm/status.h"
 
 namespace bqmm {
 
@@ -28,13 +32,13 @@ constexpr int64_t kGemvPipelineFill = 2;
 // NBitsMatMul's 4-bit window kernel with two tiles per warp (line loads): measured across
 // N at K = 8192 (docs/PERF.md, 2026-11-30e).
 constexpr int64_t kNBitsTwoTilePipelineFill = 6;
-// NBitsMatMul's two-tile kernel at 168 registers (NBitsMatMulOptions::gemv_registers,
-// cuda/nbits_gemv.cu kWide): blocks of up to 4 warps, 12 warps per SM. Each warp streams
-// faster than at 128 registers: the model weighs its cost by kNBitsWideCostPercent
-// (measured on the H200, docs/PERF.md 2026-11-30h).
-constexpr int64_t kNBitsWideWarpsPerSm = 12;
-constexpr int kNBitsWideMaxKSplit = 4;
-constexpr int64_t kNBitsWideCostPercent = 90;
+// The two-tile kernels at 168 registers (options' gemv_registers, kGemvWideRegisters;
+// cuda/nbits_gemv.cu and fp8_gemv.cu, kWide): blocks of up to 4 warps, 12 warps per SM.
+// Each warp streams faster than at 128 registers: the model weighs its cost by
+// kGemvWideCostPercent (measured on the H200, docs/PERF.md 2026-11-30h).
+constexpr int64_t kGemvWideWarpsPerSm = 12;
+constexpr int kGemvWideMaxKSplit = 4;
+constexpr int64_t kGemvWideCostPercent = 90;
 // NBitsMatMul's window kernel (cuda/nbits_gemv.cu, kWindowMinBlocks), line loads or not:
 // 64 registers per thread, 32 warps per SM; 80 with packed zero points or 8-bit bfloat16
 // codes, 24; 128 for 8-bit float16 codes or two tiles per warp, 16.
@@ -92,6 +96,7 @@ struct GemvSplitModel {
   int64_t resident_warps = 0;   // warps of the kernel the whole GPU holds at once
   int64_t pipeline_fill = 0;    // windows' worth of time a warp's first loads cost
   int max_k_split = 1;          // the largest instantiated k_split (a power of two)
+  int min_k_split = 1;          // the smallest the kernel may take (a power of two)
 };
 
 // The model's time at `k_split`, in windows' worth of a warp's time.
@@ -104,7 +109,8 @@ inline int64_t gemv_split_cost(const GemvSplitModel& m, int k_split) {
 inline int choose_gemv_k_split(const GemvSplitModel& m) {
   int best = 1;
   int64_t best_cost = std::numeric_limits<int64_t>::max();
-  for (int k_split = 1; k_split <= m.max_k_split && k_split <= m.windows; k_split *= 2) {
+  for (int k_split = m.min_k_split; k_split <= m.max_k_split && k_split <= m.windows;
+       k_split *= 2) {
     const int64_t cost = gemv_split_cost(m, k_split);
     if (cost <= best_cost) {
       best = k_split;
@@ -135,6 +141,36 @@ inline GemvSplitModel gemv_split_model(int64_t n, int64_t windows, int num_sms,
 inline int choose_gemv_k_split(int64_t n, int64_t windows, int num_sms, int64_t warps_per_sm,
                                int tiles_per_warp = 1) {
   return choose_gemv_k_split(gemv_split_model(n, windows, num_sms, warps_per_sm, tiles_per_warp));
+}
+
+// The two-tile kernels' register bound (both operators' gemv_registers, bqmm/device.h):
+// `narrow` models the 128-register form (16 warps per SM); the 168-register form is the
+// same model at kGemvWideWarpsPerSm and k_split up to kGemvWideMaxKSplit, its cost weighed
+// by kGemvWideCostPercent. `option`: -1 (the cheaper), kGemvTwoTileRegisters or
+// kGemvWideRegisters (forced); `option_k_split`: the forced split or 0. Sets *registers,
+// and *k_split to the 12-warp model's split where 168 is taken (else leaves it); that
+// model's splits start at `wide_min_k_split`. 168 with a forced split above
+// kGemvWideMaxKSplit: InvalidArgument; a split forced that high keeps 128 otherwise.
+inline Status choose_gemv_registers(const GemvSplitModel& narrow, int num_sms, int option,
+                                    int option_k_split, int* registers, int* k_split,
+                                    int wide_min_k_split = 1) {
+  if (option == kGemvWideRegisters && option_k_split > kGemvWideMaxKSplit)
+    return Status(StatusCode::kInvalidArgument,
+                  "options.gemv_registers: " + std::to_string(kGemvWideRegisters) +
+                      " registers hold k_split up to " + std::to_string(kGemvWideMaxKSplit) +
+                      ", but options.gemv_k_split is " + std::to_string(option_k_split));
+  GemvSplitModel wide = narrow;
+  wide.resident_warps = std::max(1, num_sms) * kGemvWideWarpsPerSm;
+  wide.max_k_split = kGemvWideMaxKSplit;
+  wide.min_k_split = std::min(wide_min_k_split, kGemvWideMaxKSplit);
+  const int wide_split = choose_gemv_k_split(wide);
+  const bool wide_faster = option_k_split <= kGemvWideMaxKSplit &&
+                           gemv_split_cost(wide, wide_split) * kGemvWideCostPercent <
+                               gemv_split_cost(narrow, choose_gemv_k_split(narrow)) * 100;
+  const bool take_wide = option == kGemvWideRegisters || (option < 0 && wide_faster);
+  *registers = take_wide ? kGemvWideRegisters : kGemvTwoTileRegisters;
+  if (take_wide) *k_split = wide_split;
+  return Status::Ok();
 }
 
 // Whether `k_split` leaves the GPU one partial wave of at least 3/4 of its resident warps

@@ -98,9 +98,7 @@ Status nbits_matmul_options_from_env(NBitsMatMulOptions* opts) {
   BQMM_RETURN_IF_ERROR(env::read_int_option("BQMM_NBITS_GEMV_LINES", 0, 1, &opts->gemv_lines));
   BQMM_RETURN_IF_ERROR(
       env::read_int_option("BQMM_NBITS_GEMV_TILES", 1, 2, &opts->gemv_tiles_per_warp));
-  return env::read_int_choice("BQMM_NBITS_GEMV_REGISTERS",
-                              {kNBitsGemvTwoTileRegisters, kNBitsGemvWideRegisters},
-                              &opts->gemv_registers);
+  return env::read_gemv_registers("BQMM_NBITS_GEMV_REGISTERS", &opts->gemv_registers);
 }
 
 Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
@@ -122,12 +120,6 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
                                            "-1 (planner's choice), 0 or 1"));
   BQMM_RETURN_IF_ERROR(check::int_in_range("options.gemv_window", options.gemv_window, -1, 1,
                                            "-1 (planner's choice), 0 or 1"));
-  if (options.gemv_registers != -1 && options.gemv_registers != kNBitsGemvTwoTileRegisters &&
-      options.gemv_registers != kNBitsGemvWideRegisters)
-    return invalid("options.gemv_registers: expected -1 (planner's choice), " +
-                   std::to_string(kNBitsGemvTwoTileRegisters) + " or " +
-                   std::to_string(kNBitsGemvWideRegisters) + " but got " +
-                   std::to_string(options.gemv_registers));
 
   NBitsMatMulPlan plan;
   plan.problem = p;
@@ -332,7 +324,7 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     //   32 codes) 8 instead of 4 was 12-19 % slower at M <= 4.
     // Two tiles at 168 registers (12 warps per SM, k_split <= 4) where the wave model says
     // they are faster than at 128 (16 warps): its cost at 12 warps weighed by
-    // kNBitsWideCostPercent against the best at 16, both at the two-tile start of 6
+    // kGemvWideCostPercent against the best at 16, both at the two-tile start of 6
     // windows (8-bit's split model starts at 2; with it 128 registers stayed at 20480 x
     // 8192, where 168 ran 11-15 % faster). In effect: where the grid takes no more waves at
     // 12 warps per SM than at 16. Measured (H200, docs/PERF.md 2026-11-30h, against 128
@@ -347,26 +339,12 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     if (plan.gemv_tiles_per_warp == 2) {
       GemvSplitModel narrow = split_model;
       narrow.pipeline_fill = kNBitsTwoTilePipelineFill;
-      GemvSplitModel wide_model = narrow;
-      wide_model.resident_warps = std::max(1, device.num_sms) * kNBitsWideWarpsPerSm;
-      wide_model.max_k_split = kNBitsWideMaxKSplit;
-      const int wide_split = choose_gemv_k_split(wide_model);
-      const bool wide_faster =
-          options.gemv_k_split <= kNBitsWideMaxKSplit &&
-          gemv_split_cost(wide_model, wide_split) * kNBitsWideCostPercent <
-              gemv_split_cost(narrow, choose_gemv_k_split(narrow)) * 100;
-      if (options.gemv_registers == kNBitsGemvWideRegisters &&
-          options.gemv_k_split > kNBitsWideMaxKSplit)
-        return invalid("options.gemv_registers: " + std::to_string(kNBitsGemvWideRegisters) +
-                       " registers hold k_split up to " + std::to_string(kNBitsWideMaxKSplit) +
-                       ", but options.gemv_k_split is " + std::to_string(options.gemv_k_split));
-      const bool wide = options.gemv_registers == kNBitsGemvWideRegisters ||
-                        (options.gemv_registers < 0 && wide_faster);
-      plan.gemv_registers = wide ? kNBitsGemvWideRegisters : kNBitsGemvTwoTileRegisters;
-      if (wide) plan.gemv_k_split = wide_split;
+      BQMM_RETURN_IF_ERROR(choose_gemv_registers(narrow, device.num_sms, options.gemv_registers,
+                                                 options.gemv_k_split, &plan.gemv_registers,
+                                                 &plan.gemv_k_split));
     }
     const int double_up_to_m = p.dtype == DType::kBFloat16 ? 4 : zp ? 0 : 1;
-    if (two_tiles_4bit && plan.gemv_registers != kNBitsGemvWideRegisters &&
+    if (two_tiles_4bit && plan.gemv_registers != kGemvWideRegisters &&
         p.m <= double_up_to_m && large && gemv_split_partial_wave(split_model, plan.gemv_k_split))
       plan.gemv_k_split = std::min(2 * plan.gemv_k_split, kGemvMaxKSplit);
     if (options.gemv_k_split > 0) plan.gemv_k_split = options.gemv_k_split;

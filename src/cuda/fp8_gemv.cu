@@ -360,12 +360,18 @@ __device__ __forceinline__ void lines_k_loop(const GemvParams<T>& p, const Qdq& 
 //            loads below.
 //   kTiles   16-column tiles per warp: 1, or 2 with line loads (lines_k_loop says why);
 //            block b owns columns b * 16 * kTiles ...
-// Launch bounds: 16 warps per SM at least (128 registers per thread at most), the
-// residency the planner's wave model assumes.
-template <typename T, int kKSplit, bool kW8A8, bool kLines, int kTiles>
-__global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
+//   kWide    two tiles at up to 168 registers, 12 warps per SM (kGemvWideRegisters,
+//            Fp8MatMulOptions::gemv_registers; k_split <= 4): each warp faster, fewer of
+//            them (NBitsGemvWindowKernel's kWide says why; the planner costs both).
+// Launch bounds: 16 warps per SM at least (128 registers per thread at most; kWide: 12,
+// 168), the residency the planner's wave model assumes.
+template <typename T, int kKSplit, bool kW8A8, bool kLines, int kTiles, bool kWide = false>
+__global__ void __launch_bounds__(kKSplit * kWarpSize,
+                                  (kWide ? kGemvWideWarpsPerSm : kMmaWarpsPerSm) / kKSplit)
     Fp8GemvMmaKernel(const GemvParams<T> p) {
   static_assert(kLines || kTiles == 1, "two tiles per warp only with line loads");
+  static_assert(!kWide || (kTiles == 2 && kKSplit <= kGemvWideMaxKSplit),
+                "168 registers: two tiles, k_split <= 4");
   const int warp = threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   const int g = lane / 4;
@@ -656,7 +662,21 @@ Status launch_tma(const Fp8GemvArgs& args, cudaStream_t stream) {
 }
 
 template <typename T, int kKSplit>
-Status launch_mma(const Fp8GemvArgs& args, bool tma, bool lines, int tiles, cudaStream_t stream) {
+Status launch_mma(const Fp8GemvArgs& args, bool tma, bool lines, int tiles, int registers,
+                  cudaStream_t stream) {
+  const bool wide = registers == kGemvWideRegisters;
+  if (registers != 0 && !(lines && tiles == 2 && (wide || registers == kGemvTwoTileRegisters)))
+    return Status(StatusCode::kInternal,
+                  "launch_fp8_gemv_mma: a register bound of " + std::to_string(registers) +
+                      " without two tiles of line loads (0, or with them " +
+                      std::to_string(kGemvTwoTileRegisters) + " or " +
+                      std::to_string(kGemvWideRegisters) + ")");
+  if (wide && kKSplit > kGemvWideMaxKSplit)
+    return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: k_split " +
+                                             std::to_string(kKSplit) + " at " +
+                                             std::to_string(kGemvWideRegisters) +
+                                             " registers (at most " +
+                                             std::to_string(kGemvWideMaxKSplit) + ")");
   if (tma) return launch_tma<T, kKSplit>(args, stream);
   if (lines && args.k % kLinePairBytes != 0)
     return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: line loads need K % 128 == 0, got K = " +
@@ -672,8 +692,15 @@ Status launch_mma(const Fp8GemvArgs& args, bool tma, bool lines, int tiles, cuda
   const dim3 grid(static_cast<unsigned>(blocks));
   const int smem = lines ? kKSplit * tiles * kLineBufferBytes : 0;  // at most 32 KB: no opt-in
   auto launch = [&](auto w8a8, auto line_loads, auto n_tiles) {
-    Fp8GemvMmaKernel<T, kKSplit, decltype(w8a8)::value, decltype(line_loads)::value,
-                     decltype(n_tiles)::value><<<grid, kKSplit * kWarpSize, smem, stream>>>(p);
+    auto with_bound = [&](auto wide_bound) {
+      Fp8GemvMmaKernel<T, kKSplit, decltype(w8a8)::value, decltype(line_loads)::value,
+                       decltype(n_tiles)::value, decltype(wide_bound)::value>
+          <<<grid, kKSplit * kWarpSize, smem, stream>>>(p);
+    };
+    if constexpr (decltype(n_tiles)::value == 2 && kKSplit <= kGemvWideMaxKSplit) {
+      if (wide) return with_bound(std::true_type{});
+    }
+    with_bound(std::false_type{});
   };
   using One = std::integral_constant<int, 1>;
   using Two = std::integral_constant<int, 2>;
@@ -712,7 +739,7 @@ Status launch_fp8_gemv_fma(const Fp8GemvArgs& args, int rows_per_warp, cudaStrea
 }
 
 Status launch_fp8_gemv_mma(const Fp8GemvArgs& args, int k_split, bool tma, bool lines,
-                           int tiles_per_warp, cudaStream_t stream) {
+                           int tiles_per_warp, int registers, cudaStream_t stream) {
   if (args.m == 0 || args.n == 0) return Status::Ok();
   if (args.m > kMmaMaxRows)
     return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: M = " + std::to_string(args.m) +
@@ -721,10 +748,10 @@ Status launch_fp8_gemv_mma(const Fp8GemvArgs& args, int k_split, bool tma, bool 
   return dispatch_half_types(args.dtype, "launch_fp8_gemv_mma", [&](auto tag) -> Status {
     using T = decltype(tag);
     switch (k_split) {
-      case 1: return launch_mma<T, 1>(args, tma, lines, tiles_per_warp, stream);
-      case 2: return launch_mma<T, 2>(args, tma, lines, tiles_per_warp, stream);
-      case 4: return launch_mma<T, 4>(args, tma, lines, tiles_per_warp, stream);
-      case 8: return launch_mma<T, 8>(args, tma, lines, tiles_per_warp, stream);
+      case 1: return launch_mma<T, 1>(args, tma, lines, tiles_per_warp, registers, stream);
+      case 2: return launch_mma<T, 2>(args, tma, lines, tiles_per_warp, registers, stream);
+      case 4: return launch_mma<T, 4>(args, tma, lines, tiles_per_warp, registers, stream);
+      case 8: return launch_mma<T, 8>(args, tma, lines, tiles_per_warp, registers, stream);
       default:
         return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: k_split " +
                                                  std::to_string(k_split) +

@@ -79,7 +79,8 @@ Status run_fp8_matmul(const Handle& handle, const Fp8MatMulPlan& plan,
             return cuda::launch_fp8_gemv_fma(gemv_args(p, args), plan.gemv_rows_per_warp, stream);
           case Fp8Path::kGemvMma:
             return cuda::launch_fp8_gemv_mma(gemv_args(p, args), plan.gemv_k_split, plan.gemv_tma,
-                                             plan.gemv_lines, plan.gemv_tiles_per_warp, stream);
+                                             plan.gemv_lines, plan.gemv_tiles_per_warp,
+                                             plan.gemv_registers, stream);
           case Fp8Path::kDequantGemm:
             return run_dequant_gemm(handle, plan, args, static_cast<uint8_t*>(workspace), stream);
         }

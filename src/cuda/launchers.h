@@ -52,9 +52,10 @@ Status launch_fp8_gemv_fma(const Fp8GemvArgs& args, int rows_per_warp, cudaStrea
 // weight tiles come by the tensor memory accelerator (cuda/tma.cuh) instead of by
 // register loads; else `lines`: register loads of whole 128-byte lines staged through
 // shared memory (cuda/line_loads.cuh; needs K % 128 == 0), `tiles_per_warp` (1 or 2; 2
-// only with lines) 16-column tiles per warp.
+// only with lines) 16-column tiles per warp; `registers`: 0, or with two tiles the
+// kernel's register bound, kGemvTwoTileRegisters or kGemvWideRegisters (k_split <= 4).
 Status launch_fp8_gemv_mma(const Fp8GemvArgs& args, int k_split, bool tma, bool lines,
-                           int tiles_per_warp, cudaStream_t stream);
+                           int tiles_per_warp, int registers, cudaStream_t stream);
 
 // nbits_dequant.cu: out[r, k] = T1((q[r, k] - zp[r, blk]) * scales[r, blk]) for `rows`
 // rows of B (every pointer already at the first row of the tile), blk = g_idx[k] when
@@ -99,8 +100,8 @@ struct NBitsGemvArgs {
 // tma and algo do not apply then. lines (with window, rows of whole 128-byte lines): the
 // window kernel's weights loaded as whole lines and staged through shared memory,
 // `tiles_per_warp` (1, or 2 with lines) 16-column tiles per warp; `registers`: 0, or with
-// two tiles the kernel's register bound, kNBitsGemvTwoTileRegisters (16 warps per SM) or
-// kNBitsGemvWideRegisters (12; k_split <= 4).
+// two tiles the kernel's register bound, kGemvTwoTileRegisters (16 warps per SM) or
+// kGemvWideRegisters (12; k_split <= 4).
 Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_split, bool tma,
                          bool window, bool lines, int tiles_per_warp, int registers,
                          cudaStream_t stream);

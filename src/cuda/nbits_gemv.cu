@@ -871,9 +871,9 @@ constexpr int kWindowMinBlocks =
 // its end, docs/PERF.md 2026-11-30g), which wins where the grid's waves fill at 12 warps
 // per SM and loses where 16 hold it in fewer waves (the planner costs both; H200,
 // docs/PERF.md 2026-11-30h).
-constexpr int kWideMaxKSplit = kNBitsWideMaxKSplit;  // core/gemv_split.h, the planner's model
-constexpr int kWideBlocksPerSm = static_cast<int>(kNBitsWideWarpsPerSm) / kWideMaxKSplit;
-static_assert(kWideBlocksPerSm * kWideMaxKSplit == kNBitsWideWarpsPerSm,
+constexpr int kWideMaxKSplit = kGemvWideMaxKSplit;  // core/gemv_split.h, the planner's model
+constexpr int kWideBlocksPerSm = static_cast<int>(kGemvWideWarpsPerSm) / kWideMaxKSplit;
+static_assert(kWideBlocksPerSm * kWideMaxKSplit == kGemvWideWarpsPerSm,
               "the planner's 12 warps per SM are whole blocks of kWideMaxKSplit warps");
 template <bool kWide>
 constexpr int kWindowMaxThreads = (kWide ? kWideMaxKSplit : kMaxKSplit) * kWarpSize;
@@ -1422,17 +1422,17 @@ Status launch_window(const NBitsGemvArgs& args, int k_split, bool lines, int til
     if (tiles != 1 && !(tiles == 2 && lines))
       return Status(StatusCode::kInternal, "launch_nbits_gemv: " + std::to_string(tiles) +
                                                " tiles per warp (1, or 2 with line loads)");
-    const bool wide = registers == kNBitsGemvWideRegisters;
-    if (registers != 0 && !(tiles == 2 && (wide || registers == kNBitsGemvTwoTileRegisters)))
+    const bool wide = registers == kGemvWideRegisters;
+    if (registers != 0 && !(tiles == 2 && (wide || registers == kGemvTwoTileRegisters)))
       return Status(StatusCode::kInternal,
                     "launch_nbits_gemv: a register bound of " + std::to_string(registers) +
                         " with " + std::to_string(tiles) + " tile(s) per warp (0, or with two " +
-                        std::to_string(kNBitsGemvTwoTileRegisters) + " or " +
-                        std::to_string(kNBitsGemvWideRegisters) + ")");
+                        std::to_string(kGemvTwoTileRegisters) + " or " +
+                        std::to_string(kGemvWideRegisters) + ")");
     if (wide && k_split > kWideMaxKSplit)
       return Status(StatusCode::kInternal, "launch_nbits_gemv: k_split " +
                                                std::to_string(k_split) + " at " +
-                                               std::to_string(kNBitsGemvWideRegisters) +
+                                               std::to_string(kGemvWideRegisters) +
                                                " registers (at most " +
                                                std::to_string(kWideMaxKSplit) + ")");
     const dim3 grid(static_cast<unsigned>((args.n + kTileCols * tiles - 1) / (kTileCols * tiles)));

@@ -246,6 +246,58 @@ TEST(Fp8Plan, GemvTwoTilesPerWarpOnLargeWeights) {
   }
 }
 
+// Two tiles at 168 registers (12 warps per SM): where the wave model (as NBitsMatMul's,
+// both forms with a start of 6 line pairs, the 12-warp cost weighed by 90 %) prefers it at
+// k_split 2 or 4, in float16 only; bfloat16 keeps 128 unless forced.
+TEST(Fp8Plan, GemvTwoTilesAt168Registers) {
+  const DType bf16 = DType::kBFloat16;
+  auto regs_split = [](const Fp8MatMulPlan& p) {
+    EXPECT_EQ(p.gemv_tiles_per_warp, 2) << p;
+    return std::make_pair(p.gemv_registers, p.gemv_k_split);
+  };
+  const auto wide = [](int split) { return std::make_pair(kGemvWideRegisters, split); };
+  const auto narrow = [](int split) { return std::make_pair(kGemvTwoTileRegisters, split); };
+  // K = 8192 (64 line pairs): 640 two-tile columns (N = 20480) one wave at k_split 2 of 12
+  // or of 16 warps per SM; 1152 (36864) 3 waves of 4 either way; 896 (28672) two waves at
+  // 12, one at 16; 512 (16384) one wave of 4 at 16, two at 12.
+  for (int64_t m : {2, 4, 8}) {
+    SCOPED_TRACE(m);
+    EXPECT_EQ(regs_split(plan(problem(m, 20480, 8192))), wide(2));
+    EXPECT_EQ(regs_split(plan(problem(m, 36864, 8192))), wide(4));
+    EXPECT_EQ(regs_split(plan(problem(m, 28672, 8192))), narrow(2));
+    EXPECT_EQ(regs_split(plan(problem(m, 16384, 8192))), narrow(4));
+    // bfloat16: 128 at the 16-warp model's split (8: 3 waves x (8 + 2) = 30 against 32 + 2).
+    EXPECT_EQ(regs_split(plan(problem(m, 20480, 8192, 128, bf16))), narrow(8));
+  }
+  // 1408 columns (45056 x 8192) and 1536 (49152 x 5120): one wave of k_split 1 at 12 warps
+  // per SM, which the kernel does not take at 168 registers; at 2 128 is cheaper.
+  EXPECT_EQ(regs_split(plan(problem(2, 45056, 8192))), narrow(4));
+  EXPECT_EQ(regs_split(plan(problem(2, 49152, 5120))), narrow(4));
+  // One tile per warp (below 128 Mi codes): no register choice.
+  EXPECT_EQ(plan(problem(2, 8192, 8192)).gemv_tiles_per_warp, 1);
+  EXPECT_EQ(plan(problem(2, 8192, 8192)).gemv_registers, 0);
+  EXPECT_NE(printed(plan(problem(2, 20480, 8192))).find("tiles=2; regs=168;"), std::string::npos);
+  EXPECT_EQ(printed(plan(problem(2, 8192, 8192))).find("regs="), std::string::npos);
+  // Forced.
+  Fp8MatMulOptions o;
+  o.gemv_registers = kGemvWideRegisters;
+  EXPECT_EQ(regs_split(plan(problem(2, 20480, 8192, 128, bf16), kHopper, o)), wide(2));
+  EXPECT_EQ(regs_split(plan(problem(2, 45056, 8192), kHopper, o)).first, kGemvWideRegisters);
+  EXPECT_GE(plan(problem(2, 45056, 8192), kHopper, o).gemv_k_split, 2);
+  EXPECT_EQ(plan(problem(2, 8192, 8192), kHopper, o).gemv_registers, 0);  // one tile
+  o.gemv_k_split = 8;
+  testing::expect_rejected(problem(2, 20480, 8192), o, "gemv_registers");
+  o.gemv_registers = -1;
+  EXPECT_EQ(regs_split(plan(problem(2, 20480, 8192), kHopper, o)), narrow(8));
+  o.gemv_k_split = 0;
+  o.gemv_registers = kGemvTwoTileRegisters;
+  EXPECT_EQ(regs_split(plan(problem(2, 20480, 8192), kHopper, o)), narrow(8));
+  for (int bad : {0, 127, 160, 256, -2}) {
+    o.gemv_registers = bad;
+    testing::expect_rejected(problem(2, 20480, 8192), o, "gemv_registers");
+  }
+}
+
 TEST(Fp8Plan, NineRowsLeaveTheGemv) {
   for (const DeviceInfo& d : kAllDevices)
     EXPECT_EQ(path(problem(9, 4096, 4096), d), Fp8Path::kDequantGemm);
@@ -489,7 +541,7 @@ class Fp8EnvTest : public ::testing::Test {
  protected:
   testing::EnvGuard env_{"BQMM_DEQUANT_SCRATCH_MIB", "BQMM_FP8_GEMV_MMA", "BQMM_DEQUANT_OVERLAP",
                          "BQMM_FP8_GEMV_KSPLIT", "BQMM_FP8_GEMV_TMA", "BQMM_FP8_GEMV_LINES",
-                         "BQMM_FP8_GEMV_TILES"};
+                         "BQMM_FP8_GEMV_TILES", "BQMM_FP8_GEMV_REGISTERS"};
 };
 
 TEST_F(Fp8EnvTest, UnsetKeepsOptions) {
@@ -583,6 +635,23 @@ TEST_F(Fp8EnvTest, GemvSwitchOverrides) {
 TEST_F(Fp8EnvTest, GemvTilesFromEnv) {
   testing::expect_tiles_from_env(fp8_matmul_options_from_env, "BQMM_FP8_GEMV_TILES",
                                  problem(2, 4096, 4096), problem(2, 28672, 8192));
+}
+
+// BQMM_FP8_GEMV_REGISTERS: 128 or 168 forces the two-tile kernel's register bound.
+TEST_F(Fp8EnvTest, GemvRegistersFromEnv) {
+  const Fp8MatMulProblem wide_by_default = problem(2, 20480, 8192);
+  const Fp8MatMulProblem narrow_by_default = problem(2, 28672, 8192);
+  auto with_env = [](const char* value) {
+    return testing::options_with_env(fp8_matmul_options_from_env, "BQMM_FP8_GEMV_REGISTERS", value);
+  };
+  EXPECT_EQ(plan(wide_by_default).gemv_registers, kGemvWideRegisters);
+  EXPECT_EQ(plan(narrow_by_default).gemv_registers, kGemvTwoTileRegisters);
+  EXPECT_EQ(plan(wide_by_default, kHopper, with_env("128")).gemv_registers, kGemvTwoTileRegisters);
+  EXPECT_EQ(plan(narrow_by_default, kHopper, with_env("168")).gemv_registers, kGemvWideRegisters);
+  EXPECT_EQ(with_env("").gemv_registers, -1);
+  testing::expect_env_rejects(fp8_matmul_options_from_env, "BQMM_FP8_GEMV_REGISTERS",
+                              &Fp8MatMulOptions::gemv_registers,
+                              {"0", "-1", "127", "160", "169", "wide"});
 }
 
 TEST_F(Fp8EnvTest, MalformedGemvMmaIsAnError) {

@@ -711,7 +711,7 @@ TEST(NBitsPlan, GemvTwoTilesPerWarpOnLargeWeights) {
   // one; 1408 x 4 2.7 waves (34 + 6 x 2 = 76 against 3 x 22 = 66).
   // At 128 registers (the wide kernel's choice: GemvTwoTilesAt168Registers below).
   NBitsMatMulOptions narrow;
-  narrow.gemv_registers = kNBitsGemvTwoTileRegisters;
+  narrow.gemv_registers = kGemvTwoTileRegisters;
   const std::pair<int64_t, int> fp16_m1[] = {{16896, 4}, {22528, 2}, {28672, 4}, {33792, 2}, {45056, 4}};
   for (const auto& [n, split] : fp16_m1) {
     EXPECT_EQ(plan(problem(1, n, 8192, 4, 128), kHopper, narrow).gemv_k_split, split) << n;
@@ -825,8 +825,8 @@ TEST(NBitsPlan, GemvTwoTilesAt168Registers) {
     EXPECT_EQ(p.gemv_tiles_per_warp, 2) << p;
     return std::make_pair(p.gemv_registers, p.gemv_k_split);
   };
-  const auto wide = [](int split) { return std::make_pair(kNBitsGemvWideRegisters, split); };
-  const auto narrow = [](int split) { return std::make_pair(kNBitsGemvTwoTileRegisters, split); };
+  const auto wide = [](int split) { return std::make_pair(kGemvWideRegisters, split); };
+  const auto narrow = [](int split) { return std::make_pair(kGemvTwoTileRegisters, split); };
   // 4-bit, K = 8192 (64 windows): 640 two-tile warps' columns at N = 20480 are one wave at
   // k_split 2 of 12 or 16 warps per SM (1280 of 1584 / 2112): 168 (0.9 x 38 against 38).
   // 36864 (1152): 3 waves of 4 either way (2.9 and 2.2). 45056 (1408): one wave of 1 at 12
@@ -839,8 +839,8 @@ TEST(NBitsPlan, GemvTwoTilesAt168Registers) {
       EXPECT_EQ(regs_split(plan(problem(m, 20480, 8192, 4, 128, t))), wide(2));
       EXPECT_EQ(regs_split(plan(problem(m, 36864, 8192, 4, 128, t))), wide(4));
       EXPECT_EQ(regs_split(plan(problem(m, 45056, 8192, 4, 128, t))), wide(1));
-      EXPECT_EQ(plan(problem(m, 28672, 8192, 4, 128, t)).gemv_registers, kNBitsGemvTwoTileRegisters);
-      EXPECT_EQ(plan(problem(m, 16384, 8192, 4, 128, t)).gemv_registers, kNBitsGemvTwoTileRegisters);
+      EXPECT_EQ(plan(problem(m, 28672, 8192, 4, 128, t)).gemv_registers, kGemvTwoTileRegisters);
+      EXPECT_EQ(plan(problem(m, 16384, 8192, 4, 128, t)).gemv_registers, kGemvTwoTileRegisters);
     }
   EXPECT_EQ(regs_split(plan(problem(1, 28672, 8192, 4, 128))), narrow(4));
   EXPECT_EQ(regs_split(plan(problem(8, 28672, 8192, 4, 128))), narrow(2));
@@ -876,7 +876,7 @@ TEST(NBitsPlan, GemvTwoTilesAt168Registers) {
   // ignored with one tile; a forced k_split of 8 keeps 128 unless 168 is forced too (an
   // error: the wide kernel's blocks hold 4 warps).
   NBitsMatMulOptions o;
-  o.gemv_registers = kNBitsGemvWideRegisters;
+  o.gemv_registers = kGemvWideRegisters;
   EXPECT_EQ(regs_split(plan(problem(1, 28672, 8192, 4, 128), kHopper, o)), wide(4));
   EXPECT_EQ(plan(problem(1, 12288, 8192, 4, 128), kHopper, o).gemv_registers, 0);
   o.gemv_k_split = 2;
@@ -886,7 +886,7 @@ TEST(NBitsPlan, GemvTwoTilesAt168Registers) {
   EXPECT_EQ(plan(problem(1, 12288, 8192, 4, 128), kHopper, o).gemv_k_split, 8);  // one tile
   o.gemv_registers = -1;
   EXPECT_EQ(regs_split(plan(problem(1, 20480, 8192, 4, 128), kHopper, o)), narrow(8));
-  o.gemv_registers = kNBitsGemvTwoTileRegisters;
+  o.gemv_registers = kGemvTwoTileRegisters;
   o.gemv_k_split = 0;
   EXPECT_EQ(regs_split(plan(problem(1, 20480, 8192, 4, 128), kHopper, o)), narrow(2));
   for (int bad : {0, 64, 127, 160, 256, -2}) {
@@ -975,12 +975,12 @@ TEST_F(NBitsEnvTest, GemvTilesFromEnv) {
 TEST_F(NBitsEnvTest, GemvRegistersFromEnv) {
   const NBitsMatMulProblem wide_by_default = problem(1, 20480, 8192, 4, 128);
   const NBitsMatMulProblem narrow_by_default = problem(1, 28672, 8192, 4, 128);
-  EXPECT_EQ(plan(wide_by_default).gemv_registers, kNBitsGemvWideRegisters);
-  EXPECT_EQ(plan(narrow_by_default).gemv_registers, kNBitsGemvTwoTileRegisters);
+  EXPECT_EQ(plan(wide_by_default).gemv_registers, kGemvWideRegisters);
+  EXPECT_EQ(plan(narrow_by_default).gemv_registers, kGemvTwoTileRegisters);
   EXPECT_EQ(plan(wide_by_default, kHopper, with_env("BQMM_NBITS_GEMV_REGISTERS", "128")).gemv_registers,
-            kNBitsGemvTwoTileRegisters);
+            kGemvTwoTileRegisters);
   EXPECT_EQ(plan(narrow_by_default, kHopper, with_env("BQMM_NBITS_GEMV_REGISTERS", "168")).gemv_registers,
-            kNBitsGemvWideRegisters);
+            kGemvWideRegisters);
   EXPECT_EQ(with_env("BQMM_NBITS_GEMV_REGISTERS", "").gemv_registers, -1);
   testing::expect_env_rejects(nbits_matmul_options_from_env, "BQMM_NBITS_GEMV_REGISTERS",
                               &NBitsMatMulOptions::gemv_registers,

@@ -32,15 +32,19 @@ using testing::run_fp8_on_device;
 constexpr DType kDTypes[] = {DType::kFloat16, DType::kBFloat16};
 
 // The tensor-core kernel's weight stream, forced so that each is tested on every shape:
-// fragment-shaped register loads, TMA tiles (SM90+) or line loads (K % 128 == 0).
-enum class Stream { kRegs = 0, kTma = 1, kLines = 2, kLinesTwoTiles = 3 };
-constexpr Stream kStreams[] = {Stream::kRegs, Stream::kTma, Stream::kLines, Stream::kLinesTwoTiles};
+// fragment-shaped register loads, TMA tiles (SM90+) or line loads (K % 128 == 0) of one
+// tile per warp or of two, at 128 or at 168 registers (gemv_registers; k_split <= 4).
+enum class Stream { kRegs = 0, kTma = 1, kLines = 2, kLinesTwoTiles = 3, kLinesTwoTilesWide = 4 };
+constexpr Stream kStreams[] = {Stream::kRegs, Stream::kTma, Stream::kLines,
+                               Stream::kLinesTwoTiles, Stream::kLinesTwoTilesWide};
 const char* stream_name(Stream s) {
-  return s == Stream::kTma              ? "tma"
-         : s == Stream::kLines          ? "lines"
-         : s == Stream::kLinesTwoTiles ? "lines x2"
-                                        : "regs";
+  return s == Stream::kTma                  ? "tma"
+         : s == Stream::kLines              ? "lines"
+         : s == Stream::kLinesTwoTiles     ? "lines x2"
+         : s == Stream::kLinesTwoTilesWide ? "lines x2 at 168 registers"
+                                            : "regs";
 }
+bool two_tiles(Stream s) { return s == Stream::kLinesTwoTiles || s == Stream::kLinesTwoTilesWide; }
 
 // allow_mma: the tensor cores at every M where the kernel applies (the original design's
 // rule), so that both kernels are tested at every M; else the CUDA cores only.
@@ -49,20 +53,26 @@ Fp8MatMulOptions gemv_options(bool allow_mma, Stream stream = Stream::kRegs) {
   o.allow_gemv_mma = allow_mma;
   o.gemv_mma_min_rows = 1;
   o.gemv_tma = stream == Stream::kTma ? 1 : 0;
-  const bool lines = stream == Stream::kLines || stream == Stream::kLinesTwoTiles;
+  const bool lines = stream == Stream::kLines || two_tiles(stream);
   o.gemv_lines = lines ? 1 : 0;
-  o.gemv_tiles_per_warp = stream == Stream::kLinesTwoTiles ? 2 : 1;
+  o.gemv_tiles_per_warp = two_tiles(stream) ? 2 : 1;
+  o.gemv_registers =
+      stream == Stream::kLinesTwoTilesWide ? kGemvWideRegisters : kGemvTwoTileRegisters;
   return o;
 }
 
 // A gemv_mma plan took the forced stream where it applies: TMA tiles on SM90+, line loads
 // (one or two tiles per warp) on rows of whole 128-byte lines; register loads elsewhere.
 void expect_stream(const Handle& handle, const Fp8MatMulPlan& plan, Stream stream) {
-  const bool lines = (stream == Stream::kLines || stream == Stream::kLinesTwoTiles) &&
-                     plan.problem.k % 128 == 0;
+  const bool lines = (stream == Stream::kLines || two_tiles(stream)) && plan.problem.k % 128 == 0;
   EXPECT_EQ(plan.gemv_tma, stream == Stream::kTma && handle.device_info().sm >= 90) << plan;
   EXPECT_EQ(plan.gemv_lines, lines) << plan;
-  EXPECT_EQ(plan.gemv_tiles_per_warp, lines && stream == Stream::kLinesTwoTiles ? 2 : 1) << plan;
+  const int tiles = lines && two_tiles(stream) ? 2 : 1;
+  EXPECT_EQ(plan.gemv_tiles_per_warp, tiles) << plan;
+  EXPECT_EQ(plan.gemv_registers, tiles == 1                                 ? 0
+                                 : stream == Stream::kLinesTwoTilesWide ? kGemvWideRegisters
+                                                                         : kGemvTwoTileRegisters)
+      << plan;
 }
 
 // The path the planner must take for a GEMV-eligible problem on this device with
@@ -150,6 +160,7 @@ TEST(Fp8GemvLines, AxesAgainstReference) {
 TEST(Fp8GemvLines, AxesAgainstReferenceTwoTiles) {
   BQMM_REQUIRE_GPU();
   check_axes(/*allow_mma=*/true, Stream::kLinesTwoTiles);
+  check_axes(/*allow_mma=*/true, Stream::kLinesTwoTilesWide);
 }
 
 // N far past one grid row of blocks (and not a multiple of any tile), 64-bit n * K.
@@ -245,12 +256,14 @@ TEST(Fp8GemvMma, W8A8BitIdenticalToHostQdq) {
   struct Case { int64_t m, n, k, block; };
   int seed = 0;
   // CUDA cores, tensor cores by register loads, by line loads of one and two tiles per warp
-  for (int mode : {0, 1, 2, 3})
+  // (two at 128 and at 168 registers)
+  for (int mode : {0, 1, 2, 3, 4})
     for (DType t : kDTypes)
       for (const Case s : {Case{3, 1026, 1024, 128}, Case{8, 300, 4096, 256}, Case{1, 77, 320, 64}}) {
         const bool allow_mma = mode > 0;
         const Stream stream = mode == 2   ? Stream::kLines
                               : mode == 3 ? Stream::kLinesTwoTiles
+                              : mode == 4 ? Stream::kLinesTwoTilesWide
                                           : Stream::kRegs;
         SCOPED_TRACE(::testing::Message() << "M=" << s.m << " N=" << s.n << " K=" << s.k << " "
                                           << dtype_name(t) << " mode=" << mode);
@@ -328,11 +341,13 @@ TEST(Fp8GemvMma, GraphCapturable) {
   const Handle* handle = testing::shared_handle();
   ASSERT_NE(handle, nullptr);
   // CUDA cores, tensor cores by register loads, TMA, lines of one and two tiles per warp
-  for (int mode : {0, 1, 2, 3, 4}) {
+  // (two at 128 and at 168 registers)
+  for (int mode : {0, 1, 2, 3, 4, 5}) {
     const bool allow_mma = mode > 0;
     const Stream stream = mode == 2   ? Stream::kTma
                           : mode == 3 ? Stream::kLines
                           : mode == 4 ? Stream::kLinesTwoTiles
+                          : mode == 5 ? Stream::kLinesTwoTilesWide
                                       : Stream::kRegs;
     SCOPED_TRACE(::testing::Message() << "mode=" << mode);
     const Fp8Case c = make_random_fp8_case(DType::kBFloat16, 5, 300, 512, 128, true, true,
@@ -398,6 +413,7 @@ TEST(Fp8GemvLines, SanitizeTails) {
 TEST(Fp8GemvLines, SanitizeTailsTwoTiles) {
   BQMM_REQUIRE_GPU();
   check_sanitize_cases(/*allow_mma=*/true, Stream::kLinesTwoTiles);
+  check_sanitize_cases(/*allow_mma=*/true, Stream::kLinesTwoTilesWide);
 }
 
 // Every instantiated K split of the tensor-core kernel, forced, with every weight stream:
@@ -417,6 +433,7 @@ TEST(Fp8GemvMma, SanitizeEveryKSplit) {
   for (int k_split : {1, 2, 4, 8})
     for (const Case s : {Case{3, 37, 1344, 64}, Case{8, 40, 256, 128}, Case{1, 17, 4096, 256},
                          Case{2, 9, 1408, 64}}) {
+      if (stream == Stream::kLinesTwoTilesWide && k_split > 4) continue;  // 4 warps a block
       const DType t = kDTypes[seed % 2];
       SCOPED_TRACE(::testing::Message() << "k_split=" << k_split << " M=" << s.m << " N=" << s.n
                                         << " K=" << s.k << " " << dtype_name(t)

@@ -200,7 +200,7 @@ TEST(NBitsGemvWindow, OnAndOffEveryBlockSizeDtypeAndZeroPoints) {
             o.gemv_window = kernel > 0 ? 1 : 0;
             o.gemv_lines = kernel >= 2 ? 1 : 0;
             o.gemv_tiles_per_warp = kernel >= 3 ? 2 : 1;
-            o.gemv_registers = kernel == 4 ? kNBitsGemvWideRegisters : kNBitsGemvTwoTileRegisters;
+            o.gemv_registers = kernel == 4 ? kGemvWideRegisters : kGemvTwoTileRegisters;
             if (kernel == 4) o.gemv_k_split = j == 0 ? 0 : 1 << (j - 1);
             SCOPED_TRACE(describe(s) << " window=" << o.gemv_window << " lines=" << o.gemv_lines
                                      << " tiles=" << o.gemv_tiles_per_warp
@@ -213,7 +213,7 @@ TEST(NBitsGemvWindow, OnAndOffEveryBlockSizeDtypeAndZeroPoints) {
             const int tiles = lines && kernel >= 3 ? 2 : 1;
             EXPECT_EQ(run.plan.gemv_tiles_per_warp, tiles) << run.plan;
             EXPECT_EQ(run.plan.gemv_registers,
-                      tiles == 1 ? 0 : kernel == 4 ? kNBitsGemvWideRegisters : kNBitsGemvTwoTileRegisters)
+                      tiles == 1 ? 0 : kernel == 4 ? kGemvWideRegisters : kGemvTwoTileRegisters)
                 << run.plan;
             if (tiles == 2 && kernel == 4) {
               EXPECT_LE(run.plan.gemv_k_split, 4) << run.plan;
@@ -770,7 +770,7 @@ TEST(NBitsGemv, SanitizeSmall) {
   NBitsMatMulOptions two;
   two.gemv_tiles_per_warp = 2;
   two.gemv_fma = 0;
-  for (int registers : {kNBitsGemvTwoTileRegisters, kNBitsGemvWideRegisters})
+  for (int registers : {kGemvTwoTileRegisters, kGemvWideRegisters})
     for (int bits : kBits)
       for (int64_t n : {19, 40}) {
         NBitsCaseSpec c = nbits_spec(kDTypes[1 + (n == 40 ? 1 : 0)], bits, n == 40 ? 8 : 2, n, 1280, 128);
