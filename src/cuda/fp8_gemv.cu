@@ -232,7 +232,7 @@ __device__ __forceinline__ void multiply_window(const uint32_t (&frag)[4][4],
 // its best K split, where one tile's 1792 warps (13 per SM) waited on their loads for
 // 61 % of their stall cycles (Nsight Compute) and more warps of one tile did not help at
 // M = 8; on smaller weights its grid has too few warps (0-30 % slower), so the planner
-// takes it from 128 Mi codes.
+// takes it from 128 Mi codes. Fp8GemvMmaKernel's kWide runs it at up to 168 registers.
 template <int kKSplit, int kTiles, typename T, typename Qdq>
 __device__ __forceinline__ void lines_k_loop(const GemvParams<T>& p, const Qdq& qdq, int warp,
                                              int lane, int64_t n0,
