@@ -664,19 +664,9 @@ Status launch_tma(const Fp8GemvArgs& args, cudaStream_t stream) {
 template <typename T, int kKSplit>
 Status launch_mma(const Fp8GemvArgs& args, bool tma, bool lines, int tiles, int registers,
                   cudaStream_t stream) {
-  const bool wide = registers == kGemvWideRegisters;
-  if (registers != 0 && !(lines && tiles == 2 && (wide || registers == kGemvTwoTileRegisters)))
-    return Status(StatusCode::kInternal,
-                  "launch_fp8_gemv_mma: a register bound of " + std::to_string(registers) +
-                      " without two tiles of line loads (0, or with them " +
-                      std::to_string(kGemvTwoTileRegisters) + " or " +
-                      std::to_string(kGemvWideRegisters) + ")");
-  if (wide && kKSplit > kGemvWideMaxKSplit)
-    return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: k_split " +
-                                             std::to_string(kKSplit) + " at " +
-                                             std::to_string(kGemvWideRegisters) +
-                                             " registers (at most " +
-                                             std::to_string(kGemvWideMaxKSplit) + ")");
+  bool wide = false;
+  BQMM_RETURN_IF_ERROR(check_line_tiles_registers("launch_fp8_gemv_mma", registers,
+                                                  lines && tiles == 2, kKSplit, &wide));
   if (tma) return launch_tma<T, kKSplit>(args, stream);
   if (lines && args.k % kLinePairBytes != 0)
     return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: line loads need K % 128 == 0, got K = " +

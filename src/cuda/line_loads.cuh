@@ -24,7 +24,11 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
+#include "bqmm/device.h"
+#include "bqmm/status.h"
+#include "core/gemv_split.h"
 #include "cuda/common.cuh"
 
 namespace bqmm::cuda {
@@ -32,6 +36,29 @@ namespace bqmm::cuda {
 constexpr int kLineRows = 16;                               // a tile's rows (the mma M extent)
 constexpr int kLinePairBytes = 128;                         // bytes of a row per pair
 constexpr int kLineBufferBytes = kLineRows * kLinePairBytes;  // 2 KB of shared memory per warp
+
+// Both two-tile launchers' check of the register bound a plan asks for (gemv_registers): 0
+// (the kernel's own), or with two tiles of line loads kGemvTwoTileRegisters or
+// kGemvWideRegisters, the latter at k_split <= kGemvWideMaxKSplit. Sets *wide. The planners
+// ask for nothing else: a violation is a bug, reported (kInternal, naming `who`) rather
+// than launched.
+inline Status check_line_tiles_registers(const char* who, int registers, bool two_tiles,
+                                         int k_split, bool* wide) {
+  *wide = registers == kGemvWideRegisters;
+  if (registers != 0 && !(two_tiles && (*wide || registers == kGemvTwoTileRegisters)))
+    return Status(StatusCode::kInternal,
+                  std::string(who) + ": a register bound of " + std::to_string(registers) +
+                      " without two tiles of line loads (0, or with them " +
+                      std::to_string(kGemvTwoTileRegisters) + " or " +
+                      std::to_string(kGemvWideRegisters) + ")");
+  if (*wide && k_split > kGemvWideMaxKSplit)
+    return Status(StatusCode::kInternal, std::string(who) + ": k_split " +
+                                             std::to_string(k_split) + " at " +
+                                             std::to_string(kGemvWideRegisters) +
+                                             " registers (at most " +
+                                             std::to_string(kGemvWideMaxKSplit) + ")");
+  return Status::Ok();
+}
 
 #if defined(__CUDACC__)
 class LinePairs {

@@ -1422,19 +1422,9 @@ Status launch_window(const NBitsGemvArgs& args, int k_split, bool lines, int til
     if (tiles != 1 && !(tiles == 2 && lines))
       return Status(StatusCode::kInternal, "launch_nbits_gemv: " + std::to_string(tiles) +
                                                " tiles per warp (1, or 2 with line loads)");
-    const bool wide = registers == kGemvWideRegisters;
-    if (registers != 0 && !(tiles == 2 && (wide || registers == kGemvTwoTileRegisters)))
-      return Status(StatusCode::kInternal,
-                    "launch_nbits_gemv: a register bound of " + std::to_string(registers) +
-                        " with " + std::to_string(tiles) + " tile(s) per warp (0, or with two " +
-                        std::to_string(kGemvTwoTileRegisters) + " or " +
-                        std::to_string(kGemvWideRegisters) + ")");
-    if (wide && k_split > kWideMaxKSplit)
-      return Status(StatusCode::kInternal, "launch_nbits_gemv: k_split " +
-                                               std::to_string(k_split) + " at " +
-                                               std::to_string(kGemvWideRegisters) +
-                                               " registers (at most " +
-                                               std::to_string(kWideMaxKSplit) + ")");
+    bool wide = false;
+    BQMM_RETURN_IF_ERROR(check_line_tiles_registers("launch_nbits_gemv", registers,
+                                                    lines && tiles == 2, k_split, &wide));
     const dim3 grid(static_cast<unsigned>((args.n + kTileCols * tiles - 1) / (kTileCols * tiles)));
     const dim3 block(k_split * kWarpSize);
     if (lines && p.windows % 2 != 0)
