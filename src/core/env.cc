@@ -1,10 +1,11 @@
 #include "core/env.h"
 
-#include "bqmm/device.h"
-
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
+
+#include "bqmm/device.h"
 
 namespace bqmm::env {
 
@@ -31,23 +32,23 @@ Status read_int_option(const char* name, int64_t min, int64_t max, int* option) 
 }
 
 Status read_int_choice(const char* name, std::initializer_list<int> choices, int* option) {
-  int64_t v = int64_t{*choices.begin()} - 1;  // read_int leaves it where the variable is unset
-  const Status s = read_int(name, *choices.begin(), *(choices.end() - 1), &v);
-  const bool unset = s.ok() && v < *choices.begin();
-  bool listed = false;
-  for (int c : choices) listed = listed || v == c;
-  if (unset) return Status::Ok();
-  if (!listed) {
-    std::string expected;
-    for (const int* c = choices.begin(); c != choices.end(); ++c)
-      expected += (c == choices.begin() ? "" : c + 1 == choices.end() ? " or " : ", ") +
-                  std::to_string(*c);
-    const char* text = std::getenv(name);
-    return Status(StatusCode::kInvalidArgument, std::string(name) + ": expected " + expected +
-                                                    " but got \"" + text + "\"");
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return Status::Ok();
+  int64_t v = 0;
+  if (read_int(name, INT64_MIN, INT64_MAX, &v).ok()) {
+    for (const int c : choices) {
+      if (v == c) {
+        *option = c;
+        return Status::Ok();
+      }
+    }
   }
-  *option = static_cast<int>(v);
-  return Status::Ok();
+  std::string expected;
+  for (const int* c = choices.begin(); c != choices.end(); ++c)
+    expected += (c == choices.begin() ? "" : c + 1 == choices.end() ? " or " : ", ") +
+                std::to_string(*c);
+  return Status(StatusCode::kInvalidArgument,
+                std::string(name) + ": expected " + expected + " but got \"" + text + "\"");
 }
 
 Status read_gemv_registers(const char* name, int* option) {

@@ -16,8 +16,8 @@ Status read_int(const char* name, int64_t min, int64_t max, int64_t* value);
 // read_int into an int option: sets *option only where `name` is set.
 Status read_int_option(const char* name, int64_t min, int64_t max, int* option);
 
-// One of `choices` (ascending) into *option where `name` is set; any other value is
-// InvalidArgument naming the variable and the choices.
+// One of `choices` into *option where `name` is set; any other value is InvalidArgument
+// naming the variable and the choices.
 Status read_int_choice(const char* name, std::initializer_list<int> choices, int* option);
 
 // A two-tile GEMV register bound (kGemvTwoTileRegisters or kGemvWideRegisters, bqmm/device.h)
