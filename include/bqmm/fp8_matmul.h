@@ -111,10 +111,11 @@ struct Fp8MatMulOptions {
   int gemv_tiles_per_warp = -1;
   // The two-tile kernel's register bound per thread (as NBitsMatMulOptions'): 128
   // (kGemvTwoTileRegisters, 16 warps per SM, k_split up to 8) or 168 (kGemvWideRegisters,
-  // 12 warps per SM, k_split up to 4; each warp streams faster). -1: the planner's wave
-  // model weighs both (core/gemv_split.h; measured on the H200, docs/PERF.md); 128 or 168
-  // forces it wherever two tiles per warp are taken (BQMM_FP8_GEMV_REGISTERS). 168 with
-  // gemv_k_split = 8 is an error.
+  // 12 warps per SM, k_split up to 4; each warp streams faster). -1: in float16, 168 where
+  // the planner's wave model prefers it at k_split 2 or 4 (core/gemv_split.h); bfloat16
+  // keeps 128 (measured on the H200, docs/PERF.md); 128 or 168 forces it wherever two
+  // tiles per warp are taken (BQMM_FP8_GEMV_REGISTERS). 168 with gemv_k_split = 8 is an
+  // error.
   int gemv_registers = -1;
 };
 // Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB),
