@@ -174,6 +174,35 @@ void expect_tiles_from_env(Status (*from_env)(typename Op::Options*), const char
   unsetenv(var);
 }
 
+// A two-tile plan's register bound and K split (gemv_registers, gemv_k_split), checking
+// that it has two tiles; wide(k) / narrow(k): the pair at 168 / 128 registers.
+template <typename Plan>
+std::pair<int, int> registers_and_split(const Plan& p) {
+  EXPECT_EQ(p.gemv_tiles_per_warp, 2) << p;
+  return {p.gemv_registers, p.gemv_k_split};
+}
+inline std::pair<int, int> wide(int k_split) { return {kGemvWideRegisters, k_split}; }
+inline std::pair<int, int> narrow(int k_split) { return {kGemvTwoTileRegisters, k_split}; }
+
+// The two-tile register-bound option of an operator (read from `var`): "128" gives 128 on
+// a problem that takes 168 by default, "168" 168 on one that takes 128; "" is unset; any
+// other value is rejected (expect_env_rejects). Leaves the variable unset.
+template <typename Problem, typename Op = Operator<Problem>>
+void expect_registers_from_env(Status (*from_env)(typename Op::Options*), const char* var,
+                               const Problem& wide_by_default, const Problem& narrow_by_default) {
+  using Options = typename Op::Options;
+  EXPECT_EQ(plan(wide_by_default).gemv_registers, kGemvWideRegisters);
+  EXPECT_EQ(plan(narrow_by_default).gemv_registers, kGemvTwoTileRegisters);
+  EXPECT_EQ(plan(wide_by_default, kHopper, options_with_env(from_env, var, "128")).gemv_registers,
+            kGemvTwoTileRegisters);
+  EXPECT_EQ(plan(narrow_by_default, kHopper, options_with_env(from_env, var, "168")).gemv_registers,
+            kGemvWideRegisters);
+  EXPECT_EQ(options_with_env(from_env, var, "").gemv_registers, -1);
+  expect_env_rejects(from_env, var, &Options::gemv_registers,
+                     {"0", "-1", "127", "160", "169", "256", "wide", "168x"});
+  unsetenv(var);
+}
+
 // The tensor-core GEMV's K split of an operator (option gemv_k_split, read from `var`) on
 // a problem `p` that takes that GEMV: 1, 2, 4 and 8 are the plan's, as options and from
 // the environment; 0 (and an empty variable) leaves the planner's choice; other values

@@ -251,12 +251,9 @@ TEST(Fp8Plan, GemvTwoTilesPerWarpOnLargeWeights) {
 // k_split 2 or 4, in float16 only; bfloat16 keeps 128 unless forced.
 TEST(Fp8Plan, GemvTwoTilesAt168Registers) {
   const DType bf16 = DType::kBFloat16;
-  auto regs_split = [](const Fp8MatMulPlan& p) {
-    EXPECT_EQ(p.gemv_tiles_per_warp, 2) << p;
-    return std::make_pair(p.gemv_registers, p.gemv_k_split);
-  };
-  const auto wide = [](int split) { return std::make_pair(kGemvWideRegisters, split); };
-  const auto narrow = [](int split) { return std::make_pair(kGemvTwoTileRegisters, split); };
+  using testing::narrow;
+  using testing::wide;
+  const auto regs_split = [](const auto& p) { return testing::registers_and_split(p); };
   // K = 8192 (64 line pairs): 640 two-tile columns (N = 20480) one wave at k_split 2 of 12
   // or of 16 warps per SM; 1152 (36864) 3 waves of 4 either way; 896 (28672) two waves at
   // 12, one at 16; 512 (16384) one wave of 4 at 16, two at 12.
@@ -639,19 +636,8 @@ TEST_F(Fp8EnvTest, GemvTilesFromEnv) {
 
 // BQMM_FP8_GEMV_REGISTERS: 128 or 168 forces the two-tile kernel's register bound.
 TEST_F(Fp8EnvTest, GemvRegistersFromEnv) {
-  const Fp8MatMulProblem wide_by_default = problem(2, 20480, 8192);
-  const Fp8MatMulProblem narrow_by_default = problem(2, 28672, 8192);
-  auto with_env = [](const char* value) {
-    return testing::options_with_env(fp8_matmul_options_from_env, "BQMM_FP8_GEMV_REGISTERS", value);
-  };
-  EXPECT_EQ(plan(wide_by_default).gemv_registers, kGemvWideRegisters);
-  EXPECT_EQ(plan(narrow_by_default).gemv_registers, kGemvTwoTileRegisters);
-  EXPECT_EQ(plan(wide_by_default, kHopper, with_env("128")).gemv_registers, kGemvTwoTileRegisters);
-  EXPECT_EQ(plan(narrow_by_default, kHopper, with_env("168")).gemv_registers, kGemvWideRegisters);
-  EXPECT_EQ(with_env("").gemv_registers, -1);
-  testing::expect_env_rejects(fp8_matmul_options_from_env, "BQMM_FP8_GEMV_REGISTERS",
-                              &Fp8MatMulOptions::gemv_registers,
-                              {"0", "-1", "127", "160", "169", "wide"});
+  testing::expect_registers_from_env(fp8_matmul_options_from_env, "BQMM_FP8_GEMV_REGISTERS",
+                                     problem(2, 20480, 8192), problem(2, 28672, 8192));
 }
 
 TEST_F(Fp8EnvTest, MalformedGemvMmaIsAnError) {

@@ -821,12 +821,9 @@ TEST(NBitsPlan, RejectsMalformedProblemsAndOptions) {
 // windows): where the grid takes as many waves at 12 warps per SM as at 16.
 TEST(NBitsPlan, GemvTwoTilesAt168Registers) {
   const DType bf16 = DType::kBFloat16;
-  auto regs_split = [](const NBitsMatMulPlan& p) {
-    EXPECT_EQ(p.gemv_tiles_per_warp, 2) << p;
-    return std::make_pair(p.gemv_registers, p.gemv_k_split);
-  };
-  const auto wide = [](int split) { return std::make_pair(kGemvWideRegisters, split); };
-  const auto narrow = [](int split) { return std::make_pair(kGemvTwoTileRegisters, split); };
+  using testing::narrow;
+  using testing::wide;
+  const auto regs_split = [](const auto& p) { return testing::registers_and_split(p); };
   // 4-bit, K = 8192 (64 windows): 640 two-tile warps' columns at N = 20480 are one wave at
   // k_split 2 of 12 or 16 warps per SM (1280 of 1584 / 2112): 168 (0.9 x 38 against 38).
   // 36864 (1152): 3 waves of 4 either way (2.9 and 2.2). 45056 (1408): one wave of 1 at 12
@@ -973,18 +970,9 @@ TEST_F(NBitsEnvTest, GemvTilesFromEnv) {
 
 // BQMM_NBITS_GEMV_REGISTERS: 128 or 168 forces the two-tile kernel's register bound.
 TEST_F(NBitsEnvTest, GemvRegistersFromEnv) {
-  const NBitsMatMulProblem wide_by_default = problem(1, 20480, 8192, 4, 128);
-  const NBitsMatMulProblem narrow_by_default = problem(1, 28672, 8192, 4, 128);
-  EXPECT_EQ(plan(wide_by_default).gemv_registers, kGemvWideRegisters);
-  EXPECT_EQ(plan(narrow_by_default).gemv_registers, kGemvTwoTileRegisters);
-  EXPECT_EQ(plan(wide_by_default, kHopper, with_env("BQMM_NBITS_GEMV_REGISTERS", "128")).gemv_registers,
-            kGemvTwoTileRegisters);
-  EXPECT_EQ(plan(narrow_by_default, kHopper, with_env("BQMM_NBITS_GEMV_REGISTERS", "168")).gemv_registers,
-            kGemvWideRegisters);
-  EXPECT_EQ(with_env("BQMM_NBITS_GEMV_REGISTERS", "").gemv_registers, -1);
-  testing::expect_env_rejects(nbits_matmul_options_from_env, "BQMM_NBITS_GEMV_REGISTERS",
-                              &NBitsMatMulOptions::gemv_registers,
-                              {"0", "-1", "127", "160", "169", "256", "wide", "168x"});
+  testing::expect_registers_from_env(nbits_matmul_options_from_env, "BQMM_NBITS_GEMV_REGISTERS",
+                                     problem(1, 20480, 8192, 4, 128),
+                                     problem(1, 28672, 8192, 4, 128));
 }
 
 TEST_F(NBitsEnvTest, ScratchOverride) {
