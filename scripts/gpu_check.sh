@@ -69,25 +69,20 @@ if has build; then
   [ -s "$OUT/spills.txt" ] && summary+=("spills: $(wc -l < "$OUT/spills.txt") kernels report spills (see spills.txt)")
 fi
 
-# One gtest binary -> "name: P passed, F failed, S skipped (Ns)".
-run_suite() {
-  local name=$1; shift
-  local t0; t0=$(stamp)
-  "$@" --gtest_brief=1 >"$OUT/$name.log" 2>&1
-  local rc=$?
-  local passed failed skipped
-  passed=$(grep -oP '\[  PASSED  \] \K[0-9]+' "$OUT/$name.log" | tail -n 1)
-  failed=$(grep -oP '\[  FAILED  \] \K[0-9]+(?= test)' "$OUT/$name.log" | tail -n 1)
-  # --gtest_brief prints no "N tests, listed below" line: count the failed tests' lines.
-  [ -n "$failed" ] || failed=$(grep -cE '^\[  FAILED  \] [A-Za-z_]' "$OUT/$name.log")
-  skipped=$(grep -oP '\[  SKIPPED \] \K[0-9]+(?= test)' "$OUT/$name.log" | tail -n 1)
-  summary+=("$name: ${passed:-0} passed, ${failed:-0} failed, ${skipped:-0} skipped, rc=$rc ($(( $(stamp) - t0 ))s)")
-  [ "$rc" -eq 0 ] || grep -E '^\[  FAILED  \]' "$OUT/$name.log" | head -n 20
-}
-
+# The README's test command (scripts/test.sh: configure, build, CTest) on this tree's
+# GPU build: the CPU suite, the GPU suite and the script tests, each GoogleTest test one
+# CTest test. On a GPU machine no test may skip.
 if has test; then
-  run_suite cpu_tests "$build/tests/bqmm_cpu_tests"
-  run_suite gpu_tests "$build/tests/bqmm_gpu_tests"
+  t0=$(stamp)
+  gtest_arg=""
+  [ -d .deps/googletest ] && gtest_arg="-DBQMM_GTEST_SOURCE_DIR=$PWD/.deps/googletest"
+  BQMM_CMAKE_ARGS="-DCMAKE_CUDA_ARCHITECTURES=$arch $gtest_arg" bash scripts/test.sh "$build" \
+    >"$OUT/ctest.log" 2>&1
+  rc=$?
+  total=$(grep -E '[0-9]+% tests passed' "$OUT/ctest.log" | tail -n 1)
+  skipped=$(grep -cP '^\s+[0-9]+ - .* \(Skipped\)' "$OUT/ctest.log")
+  summary+=("ctest (scripts/test.sh): ${total:-no result}, $skipped skipped, rc=$rc ($(( $(stamp) - t0 ))s)")
+  [ "$rc" -eq 0 ] || grep -E '\*\*\*Failed|Not Run|Exception' "$OUT/ctest.log" | head -n 20
 fi
 
 if has sanitize; then
