@@ -30,6 +30,7 @@
 #include <ostream>
 
 #include "bqmm/device.h"
+#include "bqmm/plan_parts.h"
 #include "bqmm/status.h"
 #include "bqmm/tensor.h"
 
@@ -107,83 +108,15 @@ constexpr int kNBitsGemvAlgoUnrolled = 0;  // several chunks per iteration, load
 constexpr int kNBitsGemvAlgoLoop = 1;      // one chunk per iteration, no unrolling
 constexpr int kNBitsGemvAlgoPerBlock = 2;  // outer loop over quantization blocks
 
-// Knobs a caller may set; nbits_matmul_options_from_env applies the environment overrides.
+// What a caller chooses; nbits_matmul_options_from_env applies the environment.
 struct NBitsMatMulOptions {
-  // Upper bound of the dequantized-weight scratch (bytes). The weight is dequantized
-  // and multiplied in N tiles of at most this size (at least one row per tile).
+  // Upper bound of the dequantized-weight scratch of the dequant + cuBLAS path (bytes).
+  // The weight is dequantized and multiplied in N tiles of at most this size (at least
+  // one row per tile).
   int64_t dequant_scratch_bytes = int64_t{256} << 20;
-  // Overlap each N tile's dequantization with the previous tile's GEMM (the handle's
-  // second stream, two scratch buffers; BQMM_DEQUANT_OVERLAP=1). Off by default: on the
-  // H200 prefill suite it was 2-44 % slower than one buffer (docs/PERF.md).
-  bool overlap_dequant = false;
-  // Allow the fused decode GEMV (false forces dequant + GEMM, e.g. to test that path).
-  bool allow_gemv = true;
-  // GEMV K-loop algorithm (kNBitsGemvAlgo*), or -1 for the planner's default per
-  // block size (the fastest measured on an H200, docs/PERF.md).
-  int gemv_algo = -1;
-  // The tensor-core GEMV's warps per block splitting K: 0 lets the planner choose (its
-  // wave model, core/gemv_split.h); 1, 2, 4 or 8 forces one (BQMM_NBITS_GEMV_KSPLIT). As
-  // Fp8MatMulOptions::gemv_k_split; the CUDA-core kernels have no K split.
-  int gemv_k_split = 0;
-  // On SM90 the tensor-core GEMV can take its weights as TMA tiles (as Fp8WeightMatMul's
-  // gemv_tma) where that kernel applies: float16 / bfloat16, block_size >= 64 (8-bit) or
-  // >= 128 (4-bit). -1: where measured faster on the H200 (docs/PERF.md: N x K >= 128 Mi,
-  // and M <= 4 for 8-bit) and the window kernel (line loads) is not taken; 0: never; 1:
-  // wherever it applies (BQMM_NBITS_GEMV_TMA=0 / 1).
-  int gemv_tma = -1;
-  // 8-bit codes with float16 / bfloat16 activations, M <= 2: the CUDA-core GEMV (a warp
-  // per output column, lanes along K: the load shape that streams HBM fastest, at one FMA
-  // per weight and row). -1: where measured faster on the H200 (docs/PERF.md: M = 1, and
-  // M = 2 in bfloat16 where line loads are not taken: without a zero-point tensor below
-  // 128 Mi on grids of few tiles, or on rows that are not whole 128-byte lines), unless
-  // gemv_algo or gemv_tma is set (they choose among the tensor-core kernels);
-  // 0: never; 1: wherever it applies (BQMM_NBITS_GEMV_FMA=0 / 1).
-  int gemv_fma = -1;
-  // float16 / bfloat16 activations, algorithm 0, block_size >= a 64-byte window's codes
-  // (128 4-bit, 64 8-bit; with line loads, below, a 16-byte chunk's: 32, 16): the window
-  // kernel (algorithm 0's loop on whole 64-byte windows, with fewer registers and twice
-  // the warps per SM). -1: where measured faster on the H200 (docs/PERF.md: 4-bit without
-  // a zero-point tensor on grids of more than 16 warps per SM, i.e. ceil(N / 16) * 8 > 16 *
-  // SMs; and wherever line loads are taken), unless gemv_tma = 1; 0: never; 1: wherever it
-  // applies (BQMM_NBITS_GEMV_WINDOW=0 / 1).
-  int gemv_window = -1;
-  // The window kernel with line loads: each warp load instruction reads 4 whole 128-byte
-  // lines of 4 weight rows (the mma fragment's own shape is 8 rows x 64 bytes, which
-  // streams slower), staged through 2 KB of shared memory per warp; rows of whole
-  // 128-byte lines (K % 256 == 0 4-bit, K % 128 == 0 8-bit), blocks of 32 codes or more
-  // (4-bit) or 16 (8-bit), and on blocks of exactly one window (4-bit 128, 8-bit 64)
-  // 4-byte aligned scales (a row's two scales of a pair of windows in one load).
-  // -1: where measured faster on the H200 (docs/PERF.md: 4-bit on N x K >= 128 Mi, and
-  // wherever two tiles per warp are taken; 8-bit wherever the tensor cores run), unless
-  // gemv_window = 0 or gemv_tma = 1; 0: never;
-  // 1: wherever it applies (it takes the window kernel then, whatever the grid), unless
-  // gemv_window = 0 (BQMM_NBITS_GEMV_LINES=0 / 1).
-  int gemv_lines = -1;
-  // Line loads' 16-column tiles per warp (as Fp8WeightMatMul's): with 2 a warp multiplies
-  // each activation load with two tiles and keeps twice the weight bytes in flight (128
-  // registers). -1: where measured faster on the H200 (docs/PERF.md: N x K >= 128 Mi,
-  // 4-bit at every M, 8-bit from M = 2 in float16 and M = 5 in bfloat16 (with packed zero
-  // points 4-bit and 8-bit float16); without a zero-point tensor also grids of many tiles
-  // below that, 4-bit from M = 5 (every M with blocks smaller than a window), 8-bit
-  // bfloat16 from M = 2), else 1; 1 or 2 forces it wherever line loads apply (2 takes
-  // them) (BQMM_NBITS_GEMV_TILES).
-  int gemv_tiles_per_warp = -1;
-  // The two-tile kernel's register bound per thread: 128 (kGemvTwoTileRegisters, 16
-  // warps per SM, k_split up to 8) or 168 (kGemvWideRegisters, 12 warps per SM,
-  // k_split up to 4; each warp streams faster). -1: the planner's wave model weighs both
-  // (core/gemv_split.h; measured on the H200, docs/PERF.md); 128 or 168 forces it wherever
-  // two tiles per warp are taken (BQMM_NBITS_GEMV_REGISTERS). 168 with gemv_k_split = 8 is
-  // an error.
-  int gemv_registers = -1;
 };
-// Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB),
-// BQMM_DEQUANT_OVERLAP (0 or 1), BQMM_NBITS_GEMV_ALGO (0, 1 or 2 forces that GEMV
-// algorithm), BQMM_NBITS_GEMV_KSPLIT (0, 1, 2, 4 or 8; see gemv_k_split),
-// BQMM_NBITS_GEMV_TMA (0 or 1; see gemv_tma), BQMM_NBITS_GEMV_FMA (0 or 1;
-// see gemv_fma), BQMM_NBITS_GEMV_WINDOW (0 or 1; see gemv_window),
-// BQMM_NBITS_GEMV_LINES (0 or 1; see gemv_lines), BQMM_NBITS_GEMV_TILES (1 or 2; see
-// gemv_tiles_per_warp) and BQMM_NBITS_GEMV_REGISTERS (128 or 168; see gemv_registers). A
-// malformed value is an error that names the variable.
+// Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB). A malformed
+// value is an error that names the variable.
 Status nbits_matmul_options_from_env(NBitsMatMulOptions* opts);
 
 // The planner's decision: which path, which kernels, the tiling and the workspace layout.
@@ -192,32 +125,10 @@ struct NBitsMatMulPlan {
   NBitsMatMulProblem problem;
   DeviceInfo device;
   NBitsPath path = NBitsPath::kEmpty;
-
-  // dequant_gemm
-  bool dequant_vec8 = false;  // 8-element runs with one 16/32-byte store (else scalar)
-  int64_t n_tile = 0;         // B rows dequantized per GEMM call
-  int64_t num_n_tiles = 0;
-  int scratch_buffers = 0;    // 2 with several tiles: dequantization overlaps the GEMMs
-
-  // gemv
-  bool gemv_fma = false;      // the CUDA-core kernel (8-bit, M <= 2); the fields below but
-                              // gemv_rows do not apply then
-  int gemv_algo = 0;          // kNBitsGemvAlgo*
-  int gemv_rows = 0;          // activation rows per warp (tile): float32 and gemv_fma
-                              // 1, 2, 4, 8 >= M; the tensor-core tiles 8
-  int gemv_k_split = 0;       // warps per block splitting K
-  bool gemv_tma = false;      // weight tiles by TMA (SM90+); gemv_algo does not apply then
-  bool gemv_window = false;   // the window kernel (4-bit, algorithm 0 on whole windows);
-                              // gemv_tma is false then
-  bool gemv_lines = false;    // the window kernel's weights by whole-line loads
-  int gemv_tiles_per_warp = 1;  // 16-column tiles per warp of the tensor-core tiles (2 only
-                                // with lines)
-  int gemv_registers = 0;     // two tiles: the register bound, 128 or 168 (0 elsewhere)
-
-  // Workspace layout: byte offsets into the caller's workspace, each 256-byte aligned.
-  size_t cublas_offset = 0, cublas_bytes = 0;    // cuBLAS's own workspace
-  size_t scratch_offset = 0, scratch_bytes = 0;  // scratch_buffers x [n_tile, K] of T1
-  size_t workspace_bytes = 0;                    // total the caller must provide
+  GemvConfig gemv;          // gemv
+  DequantConfig dequant;    // dequant_gemm
+  WorkspaceRegions regions;
+  size_t workspace_bytes = 0;  // device memory the caller provides to run_nbits_matmul
 };
 std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan);
 

@@ -143,4 +143,8 @@ Status mul_no_overflow(const char* what, int64_t a, int64_t b, int64_t* out) {
   return Status::Ok();
 }
 
+Status scratch_bytes(int64_t bytes) {
+  return int_in_range("options.dequant_scratch_bytes", bytes, 1, INT64_MAX, "> 0");
+}
+
 }  // namespace bqmm::check

@@ -53,33 +53,8 @@ Status workspace(const void* data, size_t bytes, size_t required);
 // An integer option within [lo, hi]: "<name>: expected <expected> but got <got>".
 Status int_in_range(const char* name, int64_t got, int64_t lo, int64_t hi, const char* expected);
 
-// The options both planners take: dequant_scratch_bytes > 0, gemv_tma and gemv_lines in
-// {-1, 0, 1}, gemv_tiles_per_warp in {-1, 1, 2}, gemv_registers in {-1,
-// kGemvTwoTileRegisters, kGemvWideRegisters}.
-template <typename Options>
-Status shared_options(const Options& o) {
-  BQMM_RETURN_IF_ERROR(int_in_range("options.dequant_scratch_bytes", o.dequant_scratch_bytes, 1,
-                                    INT64_MAX, "> 0"));
-  const int k = o.gemv_k_split;
-  if (k != 0 && k != 1 && k != 2 && k != 4 && k != 8)
-    return Status(StatusCode::kInvalidArgument,
-                  "options.gemv_k_split: expected 0 (planner's choice), 1, 2, 4 or 8 but got " +
-                      std::to_string(k));
-  BQMM_RETURN_IF_ERROR(
-      int_in_range("options.gemv_tma", o.gemv_tma, -1, 1, "-1 (planner's choice), 0 or 1"));
-  BQMM_RETURN_IF_ERROR(
-      int_in_range("options.gemv_lines", o.gemv_lines, -1, 1, "-1 (planner's choice), 0 or 1"));
-  if (o.gemv_tiles_per_warp != -1)
-    BQMM_RETURN_IF_ERROR(int_in_range("options.gemv_tiles_per_warp", o.gemv_tiles_per_warp, 1,
-                                      2, "-1 (planner's choice), 1 or 2"));
-  const int r = o.gemv_registers;
-  if (r != -1 && r != kGemvTwoTileRegisters && r != kGemvWideRegisters)
-    return Status(StatusCode::kInvalidArgument,
-                  "options.gemv_registers: expected -1 (planner's choice), " +
-                      std::to_string(kGemvTwoTileRegisters) + " or " +
-                      std::to_string(kGemvWideRegisters) + " but got " + std::to_string(r));
-  return Status::Ok();
-}
+// The dequant scratch bound both operators' options hold: > 0.
+Status scratch_bytes(int64_t bytes);
 
 // a * b without overflow (both >= 0); "<what> overflows int64" otherwise.
 Status mul_no_overflow(const char* what, int64_t a, int64_t b, int64_t* out);

@@ -19,7 +19,15 @@
 
 namespace bqmm {
 
+// Register bounds per thread of the two-tile kernels (GemvConfig::registers): 128 holds
+// 16 of their warps per SM (Hopper's and Ampere's 16 K registers per scheduler); 168
+// holds 12, and each warp streams faster.
+constexpr int kGemvTwoTileRegisters = 128;
+constexpr int kGemvWideRegisters = 168;
+
 // The geometry both kernels share.
+constexpr int64_t kGemvMaxRows = 8;       // activation rows of a GEMV (the mma N extent)
+constexpr int64_t kGemvChunkBytes = 16;   // one 16-byte weight load per lane per row
 constexpr int64_t kGemvTileCols = 16;     // output columns per warp tile (the mma M extent)
 constexpr int64_t kGemvWindowBytes = 64;  // K bytes of a row per lane quad and window
 constexpr int64_t kGemvTmaTileBytes = 128;  // K bytes of a row per TMA tile (SM90+)
@@ -30,19 +38,19 @@ constexpr int kGemvMaxKSplit = 8;         // the largest instantiated k_split
 constexpr int64_t kGemvTensorCoreWarpsPerSm = 16;
 constexpr int64_t kGemvPipelineFill = 2;
 // NBitsMatMul's 4-bit window kernel with two tiles per warp (line loads): measured across
-// N at K = 8192 (docs/PERF.md, 2026-11-30e).
+// N at K = 8192 on the H200.
 constexpr int64_t kNBitsTwoTilePipelineFill = 6;
 // The two-tile kernels at 168 registers (options' gemv_registers, kGemvWideRegisters;
 // cuda/nbits_gemv.cu and fp8_gemv.cu, kWide): blocks of up to 4 warps, 12 warps per SM.
 // Each warp streams faster than at 128 registers: the model weighs its cost by
-// kGemvWideCostPercent (measured on the H200, docs/PERF.md 2026-11-30h).
+// kGemvWideCostPercent (each warp 4-17 % faster, measured on the H200).
 constexpr int64_t kGemvWideWarpsPerSm = 12;
 constexpr int kGemvWideMaxKSplit = 4;
 constexpr int64_t kGemvWideCostPercent = 90;
 // NBitsMatMul's window kernel (cuda/nbits_gemv.cu, kWindowMinBlocks), line loads or not:
 // 64 registers per thread, 32 warps per SM; 80 with packed zero points or 8-bit bfloat16
 // codes, 24; 128 for 8-bit float16 codes or two tiles per warp, 16.
-inline int64_t nbits_window_warps_per_sm(int bits, bool zero_points, bool float16,
+constexpr int64_t nbits_window_warps_per_sm(int bits, bool zero_points, bool float16,
                                          int tiles_per_warp = 1) {
   if (tiles_per_warp == 2) return 16;
   return bits == 8 ? (float16 ? 16 : 24) : zero_points ? 24 : 32;
@@ -54,10 +62,10 @@ inline bool gemv_tma_fits(int sm, int64_t n, int64_t row_bytes) {
   return sm >= 90 && n < (int64_t{1} << 31) && row_bytes < (int64_t{1} << 31);
 }
 
-// Where the TMA weight stream beats register loads on the H200 (docs/PERF.md "Decode"): a
+// Where the TMA weight stream beats register loads on the H200: a
 // long stream per warp amortizes its start (barriers, the first tiles' latency), so the
 // rule is a size of N x K codes (one byte each for FP8, half a byte for 4-bit, whose
-// tile holds twice the codes and twice the math). Measured 2026-11-29: FP8 M = 2..8 and
+// tile holds twice the codes and twice the math). Measured: FP8 M = 2..8 and
 // NBits 8-bit M <= 4 / 4-bit M = 1..8 at 28672 x 8192 (224 Mi codes) 5-15 % faster;
 // 8192 x 8192 (64 Mi) and below mixed or up to 31 % slower.
 constexpr int64_t kGemvTmaMinCodes = int64_t{128} << 20;
@@ -138,11 +146,6 @@ inline GemvSplitModel gemv_split_model(int64_t n, int64_t windows, int num_sms,
   return m;
 }
 
-inline int choose_gemv_k_split(int64_t n, int64_t windows, int num_sms, int64_t warps_per_sm,
-                               int tiles_per_warp = 1) {
-  return choose_gemv_k_split(gemv_split_model(n, windows, num_sms, warps_per_sm, tiles_per_warp));
-}
-
 // The two-tile kernels' register bound (both operators' gemv_registers, bqmm/device.h):
 // `narrow` models the 128-register form (16 warps per SM); the 168-register form is the
 // same model at kGemvWideWarpsPerSm and k_split up to kGemvWideMaxKSplit, its cost weighed
@@ -156,9 +159,9 @@ inline Status choose_gemv_registers(const GemvSplitModel& narrow, int num_sms, i
                                     int wide_min_k_split = 1) {
   if (option == kGemvWideRegisters && option_k_split > kGemvWideMaxKSplit)
     return Status(StatusCode::kInvalidArgument,
-                  "options.gemv_registers: " + std::to_string(kGemvWideRegisters) +
-                      " registers hold k_split up to " + std::to_string(kGemvWideMaxKSplit) +
-                      ", but options.gemv_k_split is " + std::to_string(option_k_split));
+                  "plan override: registers=" + std::to_string(kGemvWideRegisters) +
+                      " holds k_split up to " + std::to_string(kGemvWideMaxKSplit) +
+                      ", but k_split=" + std::to_string(option_k_split));
   GemvSplitModel wide = narrow;
   wide.resident_warps = std::max(1, num_sms) * kGemvWideWarpsPerSm;
   wide.max_k_split = kGemvWideMaxKSplit;
@@ -174,7 +177,7 @@ inline Status choose_gemv_registers(const GemvSplitModel& narrow, int num_sms, i
 }
 
 // Whether `k_split` leaves the GPU one partial wave of at least 3/4 of its resident warps
-// (NBitsMatMul's 4-bit two-tile rule doubles the split there; docs/PERF.md 2026-11-30e).
+// (NBitsMatMul's 4-bit two-tile rule doubles the split there).
 inline bool gemv_split_partial_wave(const GemvSplitModel& m, int k_split) {
   const int64_t warps = m.tiles * k_split;
   return warps < m.resident_warps && 4 * warps >= 3 * m.resident_warps;

@@ -28,34 +28,21 @@ class WorkspaceLayout {
   size_t end_ = 0;
 };
 
-// How the dequant + GEMM paths tile N. The weight is dequantized into a scratch of at most
-// `scratch_bytes` and multiplied tile by tile: as many rows per tile as fit (at least one).
-// With `overlap`, several tiles use two buffers, so that the dequantization of tile i + 1
-// (memory-bound, on the handle's second stream) overlaps the GEMM of tile i (compute-bound
-// at prefill sizes): each buffer then gets half the limit, and an N of at least
-// kOverlapMinRows * kOverlapTiles rows is split into at least kOverlapTiles tiles even when
-// it would fit, so that only the first tile's dequantization is exposed. Tiles of 256 rows
-// or more are multiples of 256 rows.
+// How the dequant + GEMM paths tile N: the weight is dequantized into a scratch of at
+// most `scratch_bytes` and multiplied tile by tile, as many rows per tile as fit (at least
+// one). Tiles of 256 rows or more are multiples of 256 rows.
 struct DequantTiling {
-  static constexpr int64_t kOverlapTiles = 4;
-  static constexpr int64_t kOverlapMinRows = 512;
-
-  int64_t n_tile = 0;     // rows per tile (the last may be shorter)
+  int64_t n_tile = 0;        // rows per tile (the last may be shorter)
   int64_t num_tiles = 0;
-  int buffers = 0;        // 1, or 2 when tiles overlap
-  int64_t buffer_bytes = 0;  // one buffer, padded to kWorkspaceAlign
+  int64_t buffer_bytes = 0;  // the scratch, padded to kWorkspaceAlign
 
-  static DequantTiling make(int64_t n, int64_t row_bytes, int64_t scratch_bytes, bool overlap) {
+  static DequantTiling make(int64_t n, int64_t row_bytes, int64_t scratch_bytes) {
     DequantTiling t;
-    const int64_t split = overlap && n >= kOverlapTiles * kOverlapMinRows
-                              ? (n + kOverlapTiles - 1) / kOverlapTiles : n;
-    int64_t rows = std::min(split, scratch_bytes / row_bytes);  // one buffer: all of N
-    if (overlap && rows < n) rows = std::min(split, scratch_bytes / 2 / row_bytes);  // two buffers
+    int64_t rows = std::min(n, scratch_bytes / row_bytes);
     if (rows < 1) rows = 1;  // a row larger than the limit still runs, alone
     if (rows < n && rows >= 256) rows = rows / 256 * 256;
-    t.n_tile = rows < n ? rows : n;
+    t.n_tile = rows;
     t.num_tiles = (n + t.n_tile - 1) / t.n_tile;
-    t.buffers = overlap && t.num_tiles >= 2 ? 2 : 1;
     t.buffer_bytes = static_cast<int64_t>(align_up(static_cast<size_t>(t.n_tile * row_bytes),
                                                    kWorkspaceAlign));
     return t;
@@ -65,23 +52,19 @@ struct DequantTiling {
 // cuBLAS's recommended workspace: 32 MiB on Hopper, 4 MiB before.
 inline size_t cublas_workspace_bytes(int sm) { return sm >= 90 ? (size_t{32} << 20) : (size_t{4} << 20); }
 
-// The dequant + GEMM part of either operator's plan (Fp8MatMulPlan, NBitsMatMulPlan: the
-// same field names): N tiles of a dequantized weight of `row_bytes` per row, then the
-// cuBLAS workspace and the scratch buffers taken from `layout` (after whatever the
-// operator took before), and the workspace total.
-template <typename Plan, typename Options>
-void plan_dequant_gemm_workspace(int64_t row_bytes, const Options& options, int sm,
+// The dequant + GEMM part of either operator's plan: N tiles of a dequantized weight of
+// `row_bytes` per row, then the cuBLAS workspace and the scratch taken from `layout`
+// (after whatever the operator took before), and the workspace total.
+template <typename Plan>
+void plan_dequant_gemm_workspace(int64_t row_bytes, int64_t scratch_bytes, int sm,
                                  WorkspaceLayout& layout, Plan& plan) {
-  const DequantTiling tiling = DequantTiling::make(plan.problem.n, row_bytes,
-                                                   options.dequant_scratch_bytes,
-                                                   options.overlap_dequant);
-  plan.n_tile = tiling.n_tile;
-  plan.num_n_tiles = tiling.num_tiles;
-  plan.scratch_buffers = tiling.buffers;
-  plan.cublas_bytes = cublas_workspace_bytes(sm);
-  plan.cublas_offset = layout.take(plan.cublas_bytes);
-  plan.scratch_bytes = static_cast<size_t>(tiling.buffers * tiling.buffer_bytes);
-  plan.scratch_offset = layout.take(plan.scratch_bytes);
+  const DequantTiling tiling = DequantTiling::make(plan.problem.n, row_bytes, scratch_bytes);
+  plan.dequant.n_tile = tiling.n_tile;
+  plan.dequant.num_n_tiles = tiling.num_tiles;
+  plan.regions.cublas_bytes = cublas_workspace_bytes(sm);
+  plan.regions.cublas_offset = layout.take(plan.regions.cublas_bytes);
+  plan.regions.scratch_bytes = static_cast<size_t>(tiling.buffer_bytes);
+  plan.regions.scratch_offset = layout.take(plan.regions.scratch_bytes);
   plan.workspace_bytes = layout.total();
 }
 

@@ -27,8 +27,8 @@ Status run_dequant_gemm(const Handle& handle, const Fp8MatMulPlan& plan,
                         const Fp8MatMulArgs& args, uint8_t* ws, cudaStream_t stream) {
   const Fp8MatMulProblem& p = plan.problem;
   const void* a = args.a.data;
-  if (plan.qdq_activation) {
-    void* a_qdq = ws + plan.act_offset;
+  if (plan.dequant.qdq_activation) {
+    void* a_qdq = ws + plan.regions.act_offset;
     BQMM_RETURN_IF_ERROR(cuda::launch_act_qdq(p.dtype, a,
                                               static_cast<const float*>(args.a_scale->data),
                                               p.m * p.k, a_qdq, stream));
@@ -41,7 +41,7 @@ Status run_dequant_gemm(const Handle& handle, const Fp8MatMulPlan& plan,
       handle, plan, a, args.y.data, args.bias ? args.bias->data : nullptr, ws,
       [&](int64_t n0, int64_t rows, void* out, cudaStream_t s) {
         return cuda::launch_fp8_dequant(p.dtype, b + n0 * p.k, b_scale + n0 * k_blocks, rows,
-                                        p.k, p.block_size, plan.dequant_vec16, out, s);
+                                        p.k, p.block_size, plan.dequant.vector, out, s);
       },
       stream);
 }
@@ -76,11 +76,11 @@ Status run_fp8_matmul(const Handle& handle, const Fp8MatMulPlan& plan,
           case Fp8Path::kBiasOnly:
             break;  // run by run_plan
           case Fp8Path::kGemvFma:
-            return cuda::launch_fp8_gemv_fma(gemv_args(p, args), plan.gemv_rows_per_warp, stream);
+            return cuda::launch_fp8_gemv_fma(gemv_args(p, args), plan.gemv.rows, stream);
           case Fp8Path::kGemvMma:
-            return cuda::launch_fp8_gemv_mma(gemv_args(p, args), plan.gemv_k_split, plan.gemv_tma,
-                                             plan.gemv_lines, plan.gemv_tiles_per_warp,
-                                             plan.gemv_registers, stream);
+            return cuda::launch_fp8_gemv_mma(gemv_args(p, args), plan.gemv.k_split, plan.gemv.tma,
+                                             plan.gemv.lines, plan.gemv.tiles,
+                                             plan.gemv.registers, stream);
           case Fp8Path::kDequantGemm:
             return run_dequant_gemm(handle, plan, args, static_cast<uint8_t*>(workspace), stream);
         }

@@ -57,7 +57,7 @@ Status run_dequant_gemm(const Handle& handle, const NBitsMatMulPlan& plan,
         d.k = p.k;
         d.block_size = p.block_size;
         d.out = out;
-        return cuda::launch_nbits_dequant(d, plan.dequant_vec8, s);
+        return cuda::launch_nbits_dequant(d, plan.dequant.vector, s);
       },
       stream);
 }
@@ -77,10 +77,10 @@ Status run_gemv(const NBitsMatMulPlan& plan, const NBitsMatMulArgs& args, cudaSt
   g.n = p.n;
   g.k = p.k;
   g.block_size = p.block_size;
-  if (plan.gemv_fma) return cuda::launch_nbits_gemv_fma(g, plan.gemv_rows, stream);
-  return cuda::launch_nbits_gemv(g, plan.gemv_algo, plan.gemv_rows, plan.gemv_k_split,
-                                 plan.gemv_tma, plan.gemv_window, plan.gemv_lines,
-                                 plan.gemv_tiles_per_warp, plan.gemv_registers, stream);
+  if (plan.gemv.fma) return cuda::launch_nbits_gemv_fma(g, plan.gemv.rows, stream);
+  return cuda::launch_nbits_gemv(g, plan.gemv.algo, plan.gemv.rows, plan.gemv.k_split,
+                                 plan.gemv.tma, plan.gemv.window, plan.gemv.lines,
+                                 plan.gemv.tiles, plan.gemv.registers, stream);
 }
 
 }  // namespace

@@ -45,11 +45,10 @@ Status run_planned_dequant_gemm(const Handle& handle, const Plan& plan, const vo
   t.k = plan.problem.k;
   t.a = a;
   t.y = y;
-  t.n_tile = plan.n_tile;
-  t.buffers = plan.scratch_buffers;
-  t.scratch = ws + plan.scratch_offset;
-  t.cublas_workspace = ws + plan.cublas_offset;
-  t.cublas_workspace_bytes = plan.cublas_bytes;
+  t.n_tile = plan.dequant.n_tile;
+  t.scratch = ws + plan.regions.scratch_offset;
+  t.cublas_workspace = ws + plan.regions.cublas_offset;
+  t.cublas_workspace_bytes = plan.regions.cublas_bytes;
   BQMM_RETURN_IF_ERROR(run_tiled_dequant_gemm(handle, t, dequant, stream));
   if (bias == nullptr) return Status::Ok();
   return launch_bias_add(t.dtype, y, bias, t.m, t.n, stream);

@@ -1,8 +1,7 @@
 // The dequant + GEMM loop shared by both operators: for each N tile, dequantize the
-// weight rows into a scratch buffer, then Y[:, tile] = A * W_tile^T with cuBLAS. With two
-// buffers the dequantization runs on the handle's second stream, one tile ahead, so that
-// it overlaps the previous tile's GEMM; the events keep each buffer's writes and reads in
-// order and the second stream joins back into the caller's stream before returning.
+// weight rows into the scratch, then Y[:, tile] = A * W_tile^T with cuBLAS, all on the
+// caller's stream (stream order keeps each tile's dequantization after the previous
+// tile's GEMM has read the scratch).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -23,8 +22,7 @@ struct TiledDequantGemm {
   const void* a = nullptr;        // [M, K]
   void* y = nullptr;              // [M, N]
   int64_t n_tile = 0;
-  int buffers = 1;                // 1 or 2
-  uint8_t* scratch = nullptr;     // buffers x [n_tile, K] of T, back to back
+  uint8_t* scratch = nullptr;     // [n_tile, K] of T
   void* cublas_workspace = nullptr;
   size_t cublas_workspace_bytes = 0;
 };

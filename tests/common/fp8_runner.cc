@@ -29,18 +29,18 @@ Status upload_fp8_case(const reference::Fp8Case& c, Fp8DeviceCase* d, size_t b_o
 }
 
 Status plan_fp8_case(const Handle& handle, const reference::Fp8Case& c,
-                     const Fp8MatMulOptions& options, Fp8DeviceCase* d) {
+                     const Fp8Knobs& knobs, Fp8DeviceCase* d) {
   Fp8MatMulProblem problem;
   BQMM_RETURN_IF_ERROR(validate_fp8_matmul(d->args, c.attrs(), &problem));
-  BQMM_RETURN_IF_ERROR(plan_fp8_matmul(problem, handle.device_info(), options, &d->plan));
+  BQMM_RETURN_IF_ERROR(plan_fp8_matmul(problem, handle.device_info(), knobs.options, knobs.force, &d->plan));
   return DeviceBuffer::allocate(d->plan.workspace_bytes, &d->workspace);
 }
 
 Status run_fp8_on_device(const Handle& handle, const reference::Fp8Case& c,
-                         const Fp8MatMulOptions& options, Fp8Run* out, size_t b_offset) {
+                         const Fp8Knobs& knobs, Fp8Run* out, size_t b_offset) {
   Fp8DeviceCase d;
   BQMM_RETURN_IF_ERROR(upload_fp8_case(c, &d, b_offset));
-  BQMM_RETURN_IF_ERROR(plan_fp8_case(handle, c, options, &d));
+  BQMM_RETURN_IF_ERROR(plan_fp8_case(handle, c, knobs, &d));
   BQMM_RETURN_IF_ERROR(run_on_fresh_stream([&](cudaStream_t s) { return d.run(handle, s); }));
   out->plan = d.plan;
   return d.y.download(&out->y);

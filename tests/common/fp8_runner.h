@@ -9,6 +9,7 @@
 
 #include <cstddef>
 
+#include "core/plan_override.h"
 #include "bqmm/fp8_matmul.h"
 #include "common/gpu.h"  // shared_handle
 #include "harness/device_buffer.h"
@@ -16,6 +17,13 @@
 #include "reference/fp8_reference.h"
 
 namespace bqmm::testing {
+
+// What a GPU test chooses for a plan: the operator's options and the internal plan
+// override (core/plan_override.h) that forces kernel choices.
+struct Fp8Knobs {
+  Fp8MatMulOptions options;
+  PlanOverride force;
+};
 
 // One case on the device: its tensors (absent optional inputs stay empty), the arguments
 // that point at them and, once planned, the plan with a workspace of its size.
@@ -32,10 +40,10 @@ struct Fp8DeviceCase {
 // Uploads `c` (B placed `b_offset` bytes into its buffer) and a NaN-poisoned Y; fills args.
 Status upload_fp8_case(const reference::Fp8Case& c, Fp8DeviceCase* d, size_t b_offset = 0);
 
-// Validates d->args, plans with `options` for the handle's device and allocates the
+// Validates d->args, plans with `knobs` for the handle's device and allocates the
 // plan's workspace.
 Status plan_fp8_case(const Handle& handle, const reference::Fp8Case& c,
-                     const Fp8MatMulOptions& options, Fp8DeviceCase* d);
+                     const Fp8Knobs& knobs, Fp8DeviceCase* d);
 
 struct Fp8Run {
   Fp8MatMulPlan plan;
@@ -44,7 +52,7 @@ struct Fp8Run {
 
 // Uploads and plans `c` as above, runs it on a fresh stream, synchronizes and downloads Y.
 Status run_fp8_on_device(const Handle& handle, const reference::Fp8Case& c,
-                         const Fp8MatMulOptions& options, Fp8Run* out, size_t b_offset = 0);
+                         const Fp8Knobs& knobs, Fp8Run* out, size_t b_offset = 0);
 
 // SPEC section 4 over every row: rel. Frobenius error within the dtype's tolerance, no NaN
 // where the reference has none (unwritten outputs stay NaN).

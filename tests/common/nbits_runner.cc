@@ -32,19 +32,19 @@ Status upload_nbits_case(const reference::NBitsCase& c, NBitsDeviceCase* d, size
 }
 
 Status plan_nbits_case(const Handle& handle, const reference::NBitsCase& c,
-                       const NBitsMatMulOptions& options, NBitsDeviceCase* d) {
+                       const NBitsKnobs& knobs, NBitsDeviceCase* d) {
   NBitsMatMulProblem problem;
   BQMM_RETURN_IF_ERROR(validate_nbits_matmul(d->args, c.attrs, &problem));
-  BQMM_RETURN_IF_ERROR(plan_nbits_matmul(problem, handle.device_info(), options, &d->plan));
+  BQMM_RETURN_IF_ERROR(plan_nbits_matmul(problem, handle.device_info(), knobs.options, knobs.force, &d->plan));
   return DeviceBuffer::allocate(d->plan.workspace_bytes, &d->workspace);
 }
 
 Status run_nbits_on_device(const Handle& handle, const reference::NBitsCase& c,
-                           const NBitsMatMulOptions& options, NBitsRun* out, size_t a_offset,
+                           const NBitsKnobs& knobs, NBitsRun* out, size_t a_offset,
                            size_t b_offset) {
   NBitsDeviceCase d;
   BQMM_RETURN_IF_ERROR(upload_nbits_case(c, &d, a_offset, b_offset));
-  BQMM_RETURN_IF_ERROR(plan_nbits_case(handle, c, options, &d));
+  BQMM_RETURN_IF_ERROR(plan_nbits_case(handle, c, knobs, &d));
   BQMM_RETURN_IF_ERROR(run_on_fresh_stream([&](cudaStream_t s) { return d.run(handle, s); }));
   out->plan = d.plan;
   return d.y.download(&out->y);

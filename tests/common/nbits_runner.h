@@ -9,6 +9,7 @@
 
 #include <cstddef>
 
+#include "core/plan_override.h"
 #include "bqmm/nbits_matmul.h"
 #include "common/gpu.h"  // shared_handle
 #include "harness/device_buffer.h"
@@ -16,6 +17,13 @@
 #include "reference/nbits_reference.h"
 
 namespace bqmm::testing {
+
+// What a GPU test chooses for a plan: the operator's options and the internal plan
+// override (core/plan_override.h) that forces kernel choices.
+struct NBitsKnobs {
+  NBitsMatMulOptions options;
+  PlanOverride force;
+};
 
 // One case on the device: its tensors (absent optional inputs stay empty), the arguments
 // that point at them and, once planned, the plan with a workspace of its size.
@@ -34,10 +42,10 @@ struct NBitsDeviceCase {
 Status upload_nbits_case(const reference::NBitsCase& c, NBitsDeviceCase* d,
                          size_t a_offset = 0, size_t b_offset = 0);
 
-// Validates d->args, plans with `options` for the handle's device and allocates the
+// Validates d->args, plans with `knobs` for the handle's device and allocates the
 // plan's workspace.
 Status plan_nbits_case(const Handle& handle, const reference::NBitsCase& c,
-                       const NBitsMatMulOptions& options, NBitsDeviceCase* d);
+                       const NBitsKnobs& knobs, NBitsDeviceCase* d);
 
 struct NBitsRun {
   NBitsMatMulPlan plan;
@@ -46,7 +54,7 @@ struct NBitsRun {
 
 // Uploads and plans `c` as above, runs it on a fresh stream, synchronizes and downloads Y.
 Status run_nbits_on_device(const Handle& handle, const reference::NBitsCase& c,
-                           const NBitsMatMulOptions& options, NBitsRun* out,
+                           const NBitsKnobs& knobs, NBitsRun* out,
                            size_t a_offset = 0, size_t b_offset = 0);
 
 // SPEC section 4 over every row: rel. Frobenius error within the dtype's tolerance, no NaN

@@ -48,15 +48,14 @@ bool two_tiles(Stream s) { return s == Stream::kLinesTwoTiles || s == Stream::kL
 
 // allow_mma: the tensor cores at every M where the kernel applies (the original design's
 // rule), so that both kernels are tested at every M; else the CUDA cores only.
-Fp8MatMulOptions gemv_options(bool allow_mma, Stream stream = Stream::kRegs) {
-  Fp8MatMulOptions o;
-  o.allow_gemv_mma = allow_mma;
-  o.gemv_mma_min_rows = 1;
-  o.gemv_tma = stream == Stream::kTma ? 1 : 0;
+testing::Fp8Knobs gemv_options(bool allow_mma, Stream stream = Stream::kRegs) {
+  testing::Fp8Knobs o;
+  o.force.fma = allow_mma ? 0 : 1;
+  o.force.tma = stream == Stream::kTma ? 1 : 0;
   const bool lines = stream == Stream::kLines || two_tiles(stream);
-  o.gemv_lines = lines ? 1 : 0;
-  o.gemv_tiles_per_warp = two_tiles(stream) ? 2 : 1;
-  o.gemv_registers =
+  o.force.lines = lines ? 1 : 0;
+  o.force.tiles = two_tiles(stream) ? 2 : 1;
+  o.force.registers =
       stream == Stream::kLinesTwoTilesWide ? kGemvWideRegisters : kGemvTwoTileRegisters;
   return o;
 }
@@ -65,11 +64,11 @@ Fp8MatMulOptions gemv_options(bool allow_mma, Stream stream = Stream::kRegs) {
 // (one or two tiles per warp) on rows of whole 128-byte lines; register loads elsewhere.
 void expect_stream(const Handle& handle, const Fp8MatMulPlan& plan, Stream stream) {
   const bool lines = (stream == Stream::kLines || two_tiles(stream)) && plan.problem.k % 128 == 0;
-  EXPECT_EQ(plan.gemv_tma, stream == Stream::kTma && handle.device_info().sm >= 90) << plan;
-  EXPECT_EQ(plan.gemv_lines, lines) << plan;
+  EXPECT_EQ(plan.gemv.tma, stream == Stream::kTma && handle.device_info().sm >= 90) << plan;
+  EXPECT_EQ(plan.gemv.lines, lines) << plan;
   const int tiles = lines && two_tiles(stream) ? 2 : 1;
-  EXPECT_EQ(plan.gemv_tiles_per_warp, tiles) << plan;
-  EXPECT_EQ(plan.gemv_registers, tiles == 1                                 ? 0
+  EXPECT_EQ(plan.gemv.tiles, tiles) << plan;
+  EXPECT_EQ(plan.gemv.registers, tiles == 1                                 ? 0
                                  : stream == Stream::kLinesTwoTilesWide ? kGemvWideRegisters
                                                                          : kGemvTwoTileRegisters)
       << plan;
@@ -121,7 +120,7 @@ void check_axes(bool allow_mma, Stream stream = Stream::kRegs) {
       EXPECT_EQ(run.plan.path, want) << run.plan;
       if (want == Fp8Path::kGemvMma) expect_stream(*handle, run.plan, stream);
       if (want == Fp8Path::kGemvFma) {
-        EXPECT_EQ(run.plan.gemv_rows_per_warp, m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8);
+        EXPECT_EQ(run.plan.gemv.rows, m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8);
       }
       mma_cases += want == Fp8Path::kGemvMma;
       EXPECT_TRUE(matches_reference(c, run.y));
@@ -441,12 +440,12 @@ TEST(Fp8GemvMma, SanitizeEveryKSplit) {
       const Fp8Case c = make_random_fp8_case(t, s.m, s.n, s.k, s.block, seed % 3 != 0,
                                              seed % 2 == 0, 0x6e37000 + seed);
       ++seed;
-      Fp8MatMulOptions o = gemv_options(true, stream);
-      o.gemv_k_split = k_split;
+      testing::Fp8Knobs o = gemv_options(true, stream);
+      o.force.k_split = k_split;
       Fp8Run run;
       BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, o, &run));
       ASSERT_EQ(run.plan.path, Fp8Path::kGemvMma) << run.plan;
-      EXPECT_EQ(run.plan.gemv_k_split, k_split);
+      EXPECT_EQ(run.plan.gemv.k_split, k_split);
       expect_stream(*handle, run.plan, stream);
       EXPECT_TRUE(matches_reference(c, run.y));
     }

@@ -31,9 +31,9 @@ using testing::run_fp8_on_device;
 
 constexpr DType kDTypes[] = {DType::kFloat16, DType::kBFloat16};
 
-Fp8MatMulOptions dequant_gemm_only() {
-  Fp8MatMulOptions o;
-  o.allow_gemv = false;  // forces the default path also for M <= 8
+testing::Fp8Knobs dequant_gemm_only() {
+  testing::Fp8Knobs o;
+  o.force.gemv = 0;  // forces the default path also for M <= 8
   return o;
 }
 
@@ -65,7 +65,7 @@ TEST(Fp8DequantGemm, ShapeGridAgainstReference) {
         Fp8Run run;
         BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, dequant_gemm_only(), &run));
         EXPECT_EQ(run.plan.path, Fp8Path::kDequantGemm);
-        EXPECT_EQ(run.plan.dequant_vec16, k % 16 == 0);
+        EXPECT_EQ(run.plan.dequant.vector, k % 16 == 0);
         EXPECT_TRUE(matches_reference(c, run.y));
         ++index;
       }
@@ -88,7 +88,7 @@ TEST(Fp8DequantGemm, EveryOptionCombination) {
                                               << " w8a8=" << w8a8);
             const Fp8Case c = make_random_fp8_case(t, 9, 17, k, bs, bias, w8a8, 5000 + seed++);
             Fp8Run run;
-            BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, Fp8MatMulOptions{}, &run));
+            BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, testing::Fp8Knobs{}, &run));
             EXPECT_EQ(run.plan.path, Fp8Path::kDequantGemm);
             EXPECT_TRUE(matches_reference(c, run.y));
           }
@@ -102,39 +102,35 @@ TEST(Fp8DequantGemm, Rank3Activation) {
   Fp8Case c = make_random_fp8_case(DType::kBFloat16, 12, 40, 128, 32, true, false, 77);
   c.a.shape = Shape{3, 4, 128};
   Fp8Run run;
-  BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, Fp8MatMulOptions{}, &run));
+  BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, testing::Fp8Knobs{}, &run));
   EXPECT_EQ(run.y.shape, (Shape{3, 4, 40}));
   EXPECT_TRUE(matches_reference(c, run.y));
 }
 
-// A scratch far smaller than the weight: many N tiles, the last one partial; one buffer,
-// or two with the dequantization overlapping the GEMMs on the handle's second stream.
+// A scratch far smaller than the weight: many N tiles, the last one partial.
 TEST(Fp8DequantGemm, NTiledScratch) {
   BQMM_REQUIRE_GPU();
   const Handle* handle = testing::shared_handle();
   ASSERT_NE(handle, nullptr);
-  for (bool overlap : {false, true})
-    for (DType t : kDTypes) {
-      SCOPED_TRACE(::testing::Message() << dtype_name(t) << " overlap=" << overlap);
-      const Fp8Case c = make_random_fp8_case(t, 33, 1026, 256, 128, true, true, 91);
-      Fp8MatMulOptions o;
-      o.overlap_dequant = overlap;
-      o.dequant_scratch_bytes = (overlap ? 2 : 1) * 100 * 256 * 2;  // buffers of 100 rows
-      Fp8Run run;
-      BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, o, &run));
-      EXPECT_EQ(run.plan.n_tile, 100);
-      EXPECT_EQ(run.plan.num_n_tiles, 11);
-      EXPECT_EQ(run.plan.scratch_buffers, overlap ? 2 : 1);
-      EXPECT_TRUE(matches_reference(c, run.y));
-    }
+  for (DType t : kDTypes) {
+    SCOPED_TRACE(dtype_name(t));
+    const Fp8Case c = make_random_fp8_case(t, 33, 1026, 256, 128, true, true, 91);
+    testing::Fp8Knobs o;
+    o.options.dequant_scratch_bytes = 100 * 256 * 2;  // tiles of 100 rows
+    Fp8Run run;
+    BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, o, &run));
+    EXPECT_EQ(run.plan.dequant.n_tile, 100);
+    EXPECT_EQ(run.plan.dequant.num_n_tiles, 11);
+    EXPECT_TRUE(matches_reference(c, run.y));
+  }
   // One row larger than the limit still runs, one row per tile.
   const Fp8Case c = make_random_fp8_case(DType::kFloat16, 9, 17, 4104, 256, false, false, 92);
-  Fp8MatMulOptions o;
-  o.dequant_scratch_bytes = 1024;
+  testing::Fp8Knobs o;
+  o.options.dequant_scratch_bytes = 1024;
   Fp8Run run;
   BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, o, &run));
-  EXPECT_EQ(run.plan.n_tile, 1);
-  EXPECT_EQ(run.plan.num_n_tiles, 17);
+  EXPECT_EQ(run.plan.dequant.n_tile, 1);
+  EXPECT_EQ(run.plan.dequant.num_n_tiles, 17);
   EXPECT_TRUE(matches_reference(c, run.y));
 }
 
@@ -147,7 +143,7 @@ TEST(Fp8DequantGemm, EmptyKGivesBias) {
     for (bool bias : {false, true}) {
       const Fp8Case c = make_random_fp8_case(t, 5, 33, 0, 128, bias, false, 93);
       Fp8Run run;
-      BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, Fp8MatMulOptions{}, &run));
+      BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, testing::Fp8Knobs{}, &run));
       EXPECT_EQ(run.plan.path, Fp8Path::kBiasOnly);
       for (int64_t m = 0; m < 5; ++m)
         for (int64_t n = 0; n < 33; ++n)
@@ -163,7 +159,7 @@ TEST(Fp8DequantGemm, EmptyOutputs) {
   for (auto [m, n] : {std::pair<int64_t, int64_t>{0, 64}, {4, 0}}) {
     const Fp8Case c = make_random_fp8_case(DType::kFloat16, m, n, 64, 32, true, true, 94);
     Fp8Run run;
-    BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, Fp8MatMulOptions{}, &run));
+    BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, testing::Fp8Knobs{}, &run));
     EXPECT_EQ(run.plan.path, Fp8Path::kEmpty);
     EXPECT_EQ(run.y.numel(), 0);
   }
@@ -271,7 +267,7 @@ TEST(Fp8RunContract, RejectsBadWorkspaceAndMismatchedArgs) {
   const Fp8Case c = make_random_fp8_case(DType::kFloat16, 16, 64, 128, 128, false, false, 96);
   testing::Fp8DeviceCase d;
   BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
-  BQMM_ASSERT_OK(testing::plan_fp8_case(*handle, c, Fp8MatMulOptions{}, &d));
+  BQMM_ASSERT_OK(testing::plan_fp8_case(*handle, c, testing::Fp8Knobs{}, &d));
 
   Status s = run_fp8_matmul(*handle, d.plan, d.args, d.workspace.data(),
                             d.plan.workspace_bytes - 1, nullptr);
@@ -294,33 +290,25 @@ TEST(Fp8RunContract, RejectsBadWorkspaceAndMismatchedArgs) {
   EXPECT_NE(s.message().find("aligned"), std::string::npos) << s.message();
 }
 
-// run() enqueues only: the whole dequant + cuBLAS chain with W8A8 and bias, with and
-// without the overlapping second stream, can be captured in a CUDA graph (an allocation
-// or a synchronization would break the capture) and the replay computes the right answer.
-void check_graph_capture(bool overlap) {
+// run() enqueues only: the whole dequant + cuBLAS chain with W8A8 and bias (three N tiles)
+// can be captured in a CUDA graph (an allocation or a synchronization would break the
+// capture) and the replay computes the right answer.
+TEST(Fp8RunContract, GraphCapturable) {
+  BQMM_REQUIRE_GPU();
   const Handle* handle = testing::shared_handle();
   ASSERT_NE(handle, nullptr);
   const Fp8Case c = make_random_fp8_case(DType::kBFloat16, 40, 300, 512, 128, true, true, 97);
-  Fp8MatMulOptions o;
-  o.overlap_dequant = overlap;  // with it, a second stream forks and joins inside the graph
-  o.dequant_scratch_bytes = (overlap ? 2 : 1) * 128 * 512 * 2;  // three tiles in the graph
+  testing::Fp8Knobs o;
+  o.options.dequant_scratch_bytes = 128 * 512 * 2;  // three tiles in the graph
   testing::Fp8DeviceCase d;
   BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
   BQMM_ASSERT_OK(testing::plan_fp8_case(*handle, c, o, &d));
   ASSERT_EQ(d.plan.path, Fp8Path::kDequantGemm);
-  ASSERT_EQ(d.plan.num_n_tiles, 3);
+  ASSERT_EQ(d.plan.dequant.num_n_tiles, 3);
   BQMM_ASSERT_OK(testing::run_in_graph([&](cudaStream_t s) { return d.run(*handle, s); }));
   HostTensor y;
   BQMM_ASSERT_OK(d.y.download(&y));
   EXPECT_TRUE(matches_reference(c, y));
-}
-
-TEST(Fp8RunContract, GraphCapturable) {
-  BQMM_REQUIRE_GPU();
-  for (bool overlap : {false, true}) {
-    SCOPED_TRACE(::testing::Message() << "overlap=" << overlap);
-    check_graph_capture(overlap);
-  }
 }
 
 }  // namespace

@@ -44,15 +44,15 @@ constexpr int64_t kSingleColumnRows = 8;
 constexpr int kBits[] = {4, 8};
 constexpr int64_t kBlockSizes[] = {16, 32, 64, 128, 256};
 
-NBitsMatMulOptions gemv_algo(int algo) {
-  NBitsMatMulOptions o;
-  o.gemv_algo = algo;
+testing::NBitsKnobs gemv_algo(int algo) {
+  testing::NBitsKnobs o;
+  o.force.algo = algo;
   return o;
 }
 
-NBitsMatMulOptions dequant_gemm_only() {
-  NBitsMatMulOptions o;
-  o.allow_gemv = false;  // forces the default path also for M <= 8
+testing::NBitsKnobs dequant_gemm_only() {
+  testing::NBitsKnobs o;
+  o.force.gemv = 0;  // forces the default path also for M <= 8
   return o;
 }
 
@@ -91,7 +91,7 @@ NBitsCaseSpec cycled_spec(DType dtype, int bits, int64_t m, int64_t n, int64_t k
 }
 
 // Runs `spec` (fresh data from `seed`) with `options`, expects `path`, checks the result.
-void run_and_check(const NBitsCaseSpec& spec, uint64_t seed, const NBitsMatMulOptions& options,
+void run_and_check(const NBitsCaseSpec& spec, uint64_t seed, const testing::NBitsKnobs& options,
                    NBitsPath path, NBitsRun* run_out = nullptr) {
   const Handle* handle = testing::shared_handle();
   ASSERT_NE(handle, nullptr);
@@ -99,8 +99,8 @@ void run_and_check(const NBitsCaseSpec& spec, uint64_t seed, const NBitsMatMulOp
   NBitsRun run;
   BQMM_ASSERT_OK(run_nbits_on_device(*handle, c, options, &run));
   EXPECT_EQ(run.plan.path, path) << run.plan;
-  if (options.gemv_algo >= 0 && path == NBitsPath::kGemv) {
-    EXPECT_EQ(run.plan.gemv_algo, options.gemv_algo);
+  if (options.force.algo >= 0 && path == NBitsPath::kGemv) {
+    EXPECT_EQ(run.plan.gemv.algo, options.force.algo);
   }
   EXPECT_TRUE(matches_reference(c, run.y)) << run.plan;
   if (run_out != nullptr) *run_out = std::move(run);
@@ -131,7 +131,7 @@ TEST(NBitsGemv, EveryAlgorithmBitsBlockSizeAndDtype) {
         }
 }
 
-// The TMA weight stream (NBitsMatMulOptions::gemv_tma = 1; SM90+, float16 / bfloat16,
+// The TMA weight stream (testing::NBitsKnobs::gemv_tma = 1; SM90+, float16 / bfloat16,
 // blocks of at least half a 128-byte tile's codes): every width, applicable block size and
 // dtype, M cycling over 1..8, N over odd and partial-tile values, K over short rows, rows
 // ending in a partial tile (8-bit: 3 x 64 bytes; 4-bit: 3 x 64 bytes of 128 codes) and
@@ -143,8 +143,8 @@ TEST(NBitsGemvTma, EveryBitsBlockSizeAndDtype) {
   ASSERT_NE(handle, nullptr);
   const bool has_tma = handle->device_info().sm >= 90;
   const int64_t ns[] = {1, 17, 40, 300};
-  NBitsMatMulOptions o;
-  o.gemv_tma = 1;
+  testing::NBitsKnobs o;
+  o.force.tma = 1;
   int index = 0;
   for (int bits : kBits)
     for (int64_t bs : {64, 128, 256})
@@ -159,13 +159,13 @@ TEST(NBitsGemvTma, EveryBitsBlockSizeAndDtype) {
           SCOPED_TRACE(describe(s) << " tma");
           NBitsRun run;
           run_and_check(s, 7000 + index * 4 + j, o, NBitsPath::kGemv, &run);
-          EXPECT_EQ(run.plan.gemv_tma, has_tma) << run.plan;
+          EXPECT_EQ(run.plan.gemv.tma, has_tma) << run.plan;
         }
         ++index;
       }
 }
 
-// The window kernel (NBitsMatMulOptions::gemv_window; float16 / bfloat16, algorithm 0,
+// The window kernel (testing::NBitsKnobs::gemv_window; float16 / bfloat16, algorithm 0,
 // blocks of a window or more: 128 codes 4-bit, 64 8-bit; with line loads blocks down to a
 // 16-byte chunk: 32 codes 4-bit, 16 8-bit) forced on with line loads (gemv_lines, rows of
 // whole 128-byte lines) of one and of two tiles per warp (gemv_tiles_per_warp; two at 128
@@ -195,28 +195,28 @@ TEST(NBitsGemvWindow, OnAndOffEveryBlockSizeDtypeAndZeroPoints) {
             const int64_t k = j == 0 && bs == window ? window : ks[j];  // one window
             NBitsCaseSpec s = cycled_spec(t, bits, n == 1 ? kSingleColumnRows : 1 + index % 8,
                                           n, k, bs, index, j);
-            NBitsMatMulOptions o;
-            o.gemv_fma = 0;  // 8-bit: the tensor-core tiles at M = 1, 2 too
-            o.gemv_window = kernel > 0 ? 1 : 0;
-            o.gemv_lines = kernel >= 2 ? 1 : 0;
-            o.gemv_tiles_per_warp = kernel >= 3 ? 2 : 1;
-            o.gemv_registers = kernel == 4 ? kGemvWideRegisters : kGemvTwoTileRegisters;
-            if (kernel == 4) o.gemv_k_split = j == 0 ? 0 : 1 << (j - 1);
-            SCOPED_TRACE(describe(s) << " window=" << o.gemv_window << " lines=" << o.gemv_lines
-                                     << " tiles=" << o.gemv_tiles_per_warp
-                                     << " registers=" << o.gemv_registers);
+            testing::NBitsKnobs o;
+            o.force.fma = 0;  // 8-bit: the tensor-core tiles at M = 1, 2 too
+            o.force.window = kernel > 0 ? 1 : 0;
+            o.force.lines = kernel >= 2 ? 1 : 0;
+            o.force.tiles = kernel >= 3 ? 2 : 1;
+            o.force.registers = kernel == 4 ? kGemvWideRegisters : kGemvTwoTileRegisters;
+            if (kernel == 4) o.force.k_split = j == 0 ? 0 : 1 << (j - 1);
+            SCOPED_TRACE(describe(s) << " window=" << o.force.window << " lines=" << o.force.lines
+                                     << " tiles=" << o.force.tiles
+                                     << " registers=" << o.force.registers);
             NBitsRun run;
             run_and_check(s, 4000 + index, o, NBitsPath::kGemv, &run);
             const bool lines = kernel >= 2 && k * bits / 8 % 128 == 0 && bs * bits >= 128;
-            EXPECT_EQ(run.plan.gemv_window, bs >= window ? kernel > 0 : lines) << run.plan;
-            EXPECT_EQ(run.plan.gemv_lines, lines) << run.plan;
+            EXPECT_EQ(run.plan.gemv.window, bs >= window ? kernel > 0 : lines) << run.plan;
+            EXPECT_EQ(run.plan.gemv.lines, lines) << run.plan;
             const int tiles = lines && kernel >= 3 ? 2 : 1;
-            EXPECT_EQ(run.plan.gemv_tiles_per_warp, tiles) << run.plan;
-            EXPECT_EQ(run.plan.gemv_registers,
+            EXPECT_EQ(run.plan.gemv.tiles, tiles) << run.plan;
+            EXPECT_EQ(run.plan.gemv.registers,
                       tiles == 1 ? 0 : kernel == 4 ? kGemvWideRegisters : kGemvTwoTileRegisters)
                 << run.plan;
             if (tiles == 2 && kernel == 4) {
-              EXPECT_LE(run.plan.gemv_k_split, 4) << run.plan;
+              EXPECT_LE(run.plan.gemv.k_split, 4) << run.plan;
             }
           }
   }
@@ -237,9 +237,9 @@ TEST(NBitsGemvWindow, ScalePairsNeedFourByteAlignedScales) {
         NBitsCaseSpec s = nbits_spec(t, bits, 1 + index % 3, 40, 1024, 512 / bits);
         s.bias = index % 2 == 0;
         const NBitsCase c = make_random_nbits_case(s, 7500 + index++);
-        NBitsMatMulOptions o;
-        o.gemv_fma = 0;
-        o.gemv_lines = 1;
+        testing::NBitsKnobs o;
+        o.force.fma = 0;
+        o.force.lines = 1;
         testing::NBitsDeviceCase d;
         BQMM_ASSERT_OK(testing::upload_nbits_case(c, &d));
         BQMM_ASSERT_OK(DeviceTensor::upload(c.scales, &d.scales, offset));
@@ -247,7 +247,7 @@ TEST(NBitsGemvWindow, ScalePairsNeedFourByteAlignedScales) {
         BQMM_ASSERT_OK(testing::plan_nbits_case(*handle, c, o, &d));
         SCOPED_TRACE(describe(s) << " scales offset " << offset << " " << d.plan);
         EXPECT_EQ(d.plan.path, NBitsPath::kGemv);
-        EXPECT_EQ(d.plan.gemv_lines, offset % 4 == 0);
+        EXPECT_EQ(d.plan.gemv.lines, offset % 4 == 0);
         BQMM_ASSERT_OK(testing::run_on_fresh_stream([&](cudaStream_t st) { return d.run(*handle, st); }));
         HostTensor y;
         BQMM_ASSERT_OK(d.y.download(&y));
@@ -263,7 +263,7 @@ TEST(NBitsGemvWindow, ScalePairsNeedFourByteAlignedScales) {
       }
 }
 
-// The CUDA-core kernel (NBitsMatMulOptions::gemv_fma = 1: 8-bit, float16 / bfloat16,
+// The CUDA-core kernel (testing::NBitsKnobs::gemv_fma = 1: 8-bit, float16 / bfloat16,
 // M <= 2): every block size and dtype, M 1 and 2, N over odd and partial-block values
 // (two columns per warp, eight warps per block), K over short rows, a few blocks, 4096 (a
 // whole number of 64-chunk iterations) and 4096 + one block (a partial last iteration),
@@ -271,8 +271,8 @@ TEST(NBitsGemvWindow, ScalePairsNeedFourByteAlignedScales) {
 TEST(NBitsGemvFma, EveryBlockSizeDtypeAndZeroPoints) {
   BQMM_REQUIRE_GPU();
   const int64_t ns[] = {1, 17, 40, 300};
-  NBitsMatMulOptions o;
-  o.gemv_fma = 1;
+  testing::NBitsKnobs o;
+  o.force.fma = 1;
   int index = 0;
   for (int64_t bs : kBlockSizes)
     for (DType t : {DType::kFloat16, DType::kBFloat16}) {
@@ -284,8 +284,8 @@ TEST(NBitsGemvFma, EveryBlockSizeDtypeAndZeroPoints) {
         SCOPED_TRACE(describe(s) << " fma");
         NBitsRun run;
         run_and_check(s, 8000 + index * 4 + j, o, NBitsPath::kGemv, &run);
-        EXPECT_TRUE(run.plan.gemv_fma) << run.plan;
-        EXPECT_EQ(run.plan.gemv_rows, m) << run.plan;
+        EXPECT_TRUE(run.plan.gemv.fma) << run.plan;
+        EXPECT_EQ(run.plan.gemv.rows, m) << run.plan;
       }
       ++index;
     }
@@ -321,10 +321,10 @@ TEST(NBitsGemv, LayerShapesWithDefaultPlan) {
         s.bias = true;
         SCOPED_TRACE(describe(s));
         NBitsRun run;
-        run_and_check(s, 3000 + index++, NBitsMatMulOptions{}, NBitsPath::kGemv, &run);
-        EXPECT_EQ(run.plan.gemv_fma, bits == 8 && m == 1) << run.plan;
-        if (!run.plan.gemv_fma) {
-          EXPECT_EQ(run.plan.gemv_k_split, 8) << run.plan;
+        run_and_check(s, 3000 + index++, testing::NBitsKnobs{}, NBitsPath::kGemv, &run);
+        EXPECT_EQ(run.plan.gemv.fma, bits == 8 && m == 1) << run.plan;
+        if (!run.plan.gemv.fma) {
+          EXPECT_EQ(run.plan.gemv.k_split, 8) << run.plan;
         }
       }
 }
@@ -364,17 +364,17 @@ TEST(NBitsGemv, HandExampleExactOnEveryPath) {
       // Variants: the three K-loop algorithms, the CUDA-core kernel where it applies
       // (8-bit float16 / bfloat16; the others keep their tile), dequant + cuBLAS.
       for (int variant = 0; variant < 5; ++variant) {
-        NBitsMatMulOptions o = variant < 3 ? gemv_algo(variant) : dequant_gemm_only();
+        testing::NBitsKnobs o = variant < 3 ? gemv_algo(variant) : dequant_gemm_only();
         if (variant == 3) {
-          o = NBitsMatMulOptions{};
-          o.gemv_fma = 1;
+          o = testing::NBitsKnobs{};
+          o.force.fma = 1;
         }
         SCOPED_TRACE(::testing::Message() << bits << "-bit " << dtype_name(t) << " variant " << variant);
         NBitsRun run;
         BQMM_ASSERT_OK(run_nbits_on_device(*handle, c, o, &run));
         EXPECT_EQ(run.plan.path, variant < 4 ? NBitsPath::kGemv : NBitsPath::kDequantGemm);
         if (variant == 3) {
-          EXPECT_EQ(run.plan.gemv_fma, bits == 8 && t != DType::kFloat32);
+          EXPECT_EQ(run.plan.gemv.fma, bits == 8 && t != DType::kFloat32);
         }
         for (int i = 0; i < 4; ++i) EXPECT_EQ(run.y.get(i), want[i]) << i;
       }
@@ -386,8 +386,8 @@ TEST(NBitsGemv, HandExampleExactOnEveryPath) {
 TEST(NBitsGemv, NanActivationPropagatesToItsRowOnly) {
   BQMM_REQUIRE_GPU();
   int index = 0;
-  NBitsMatMulOptions fma;
-  fma.gemv_fma = 1;
+  testing::NBitsKnobs fma;
+  fma.force.fma = 1;
   for (DType t : kDTypes)
     for (int variant = 0; variant < 3; ++variant) {  // the default plan, dequant, gemv_fma
       const bool cuda_cores = variant == 2 && t != DType::kFloat32;
@@ -397,10 +397,10 @@ TEST(NBitsGemv, NanActivationPropagatesToItsRowOnly) {
       NBitsCase c = make_random_nbits_case(s, 4000 + index++);
       c.a.set(1 * 256 + 77, std::nan(""));
       NBitsRun run;
-      const NBitsMatMulOptions o = variant == 0 ? NBitsMatMulOptions{}
+      const testing::NBitsKnobs o = variant == 0 ? testing::NBitsKnobs{}
                                    : variant == 1 ? dequant_gemm_only() : fma;
       BQMM_ASSERT_OK(run_nbits_on_device(*testing::shared_handle(), c, o, &run));
-      EXPECT_EQ(run.plan.gemv_fma, cuda_cores) << run.plan;
+      EXPECT_EQ(run.plan.gemv.fma, cuda_cores) << run.plan;
       for (int64_t m = 0; m < rows; ++m)
         for (int64_t n = 0; n < 20; ++n)
           EXPECT_EQ(std::isnan(run.y.get(m * 20 + n)), m == 1) << dtype_name(t) << " " << m << "," << n;
@@ -434,7 +434,7 @@ TEST(NBitsDequantGemm, EveryBitsBlockSizeAndDtype) {
           SCOPED_TRACE(describe(s));
           NBitsRun run;
           run_and_check(s, 5000 + index, dequant_gemm_only(), NBitsPath::kDequantGemm, &run);
-          EXPECT_EQ(run.plan.dequant_vec8, s.k % 8 == 0);
+          EXPECT_EQ(run.plan.dequant.vector, s.k % 8 == 0);
           ++index;
         }
 }
@@ -454,7 +454,7 @@ TEST(NBitsDequantGemm, EveryOptionCombination) {
             s.g_idx = g_idx;
             s.bias = bias;
             SCOPED_TRACE(describe(s));
-            run_and_check(s, 6000 + seed++, NBitsMatMulOptions{}, NBitsPath::kDequantGemm);
+            run_and_check(s, 6000 + seed++, testing::NBitsKnobs{}, NBitsPath::kDequantGemm);
           }
 }
 
@@ -464,11 +464,11 @@ TEST(NBitsDequantGemm, Float32IsTrueFp32) {
   NBitsCaseSpec s = nbits_spec(DType::kFloat32, 8, 64, 256, 4096, 64);
   s.zero_points = NBitsZeroPoints::kTyped;
   s.bias = true;
-  run_and_check(s, 7000, NBitsMatMulOptions{}, NBitsPath::kDequantGemm);
+  run_and_check(s, 7000, testing::NBitsKnobs{}, NBitsPath::kDequantGemm);
   s.m = 8;
-  run_and_check(s, 7001, NBitsMatMulOptions{}, NBitsPath::kDequantGemm);  // typed zp
+  run_and_check(s, 7001, testing::NBitsKnobs{}, NBitsPath::kDequantGemm);  // typed zp
   s.zero_points = NBitsZeroPoints::kPacked;
-  run_and_check(s, 7002, NBitsMatMulOptions{}, NBitsPath::kGemv);
+  run_and_check(s, 7002, testing::NBitsKnobs{}, NBitsPath::kGemv);
 }
 
 // A scratch far smaller than the weight: many N tiles, the last one partial.
@@ -479,13 +479,13 @@ TEST(NBitsDequantGemm, NTiledScratch) {
     s.zero_points = NBitsZeroPoints::kPacked;
     s.g_idx = true;
     s.bias = true;
-    NBitsMatMulOptions o;
-    o.dequant_scratch_bytes = 100 * 256 * static_cast<int64_t>(dtype_size(t));  // 100 rows
+    testing::NBitsKnobs o;
+    o.options.dequant_scratch_bytes = 100 * 256 * static_cast<int64_t>(dtype_size(t));  // 100 rows
     NBitsRun run;
     SCOPED_TRACE(describe(s));
     run_and_check(s, 7100, o, NBitsPath::kDequantGemm, &run);
-    EXPECT_EQ(run.plan.n_tile, 100);
-    EXPECT_EQ(run.plan.num_n_tiles, 11);
+    EXPECT_EQ(run.plan.dequant.n_tile, 100);
+    EXPECT_EQ(run.plan.dequant.num_n_tiles, 11);
   }
 }
 
@@ -502,9 +502,9 @@ TEST(NBitsDequantGemm, MisalignedPointersFallBack) {
   for (const Offsets o : {Offsets{8, 0, true}, Offsets{0, 8, true}, Offsets{0, 4, false},
                           Offsets{0, 1, false}, Offsets{2, 3, false}}) {
     NBitsRun run;
-    BQMM_ASSERT_OK(run_nbits_on_device(*handle, c, NBitsMatMulOptions{}, &run, o.a, o.b));
+    BQMM_ASSERT_OK(run_nbits_on_device(*handle, c, testing::NBitsKnobs{}, &run, o.a, o.b));
     EXPECT_EQ(run.plan.path, NBitsPath::kDequantGemm) << o.a << " " << o.b;
-    EXPECT_EQ(run.plan.dequant_vec8, o.vec8) << o.a << " " << o.b;
+    EXPECT_EQ(run.plan.dequant.vector, o.vec8) << o.a << " " << o.b;
     EXPECT_TRUE(matches_reference(c, run.y)) << o.a << " " << o.b;
   }
 }
@@ -518,7 +518,7 @@ TEST(NBitsDequantGemm, Rank3Activation) {
     NBitsCase c = make_random_nbits_case(s, 7300);
     c.a.shape = Shape{m0, 3, 128};
     NBitsRun run;
-    BQMM_ASSERT_OK(run_nbits_on_device(*testing::shared_handle(), c, NBitsMatMulOptions{}, &run));
+    BQMM_ASSERT_OK(run_nbits_on_device(*testing::shared_handle(), c, testing::NBitsKnobs{}, &run));
     EXPECT_EQ(run.plan.path, m0 * 3 <= 8 ? NBitsPath::kGemv : NBitsPath::kDequantGemm);
     EXPECT_EQ(run.y.shape, (Shape{m0, 3, 40}));
     EXPECT_TRUE(matches_reference(c, run.y));
@@ -536,7 +536,7 @@ TEST(NBitsDequantGemm, OutOfRangeGIdxGivesNaNNotAFault) {
     NBitsCase c = make_random_nbits_case(s, 7400);
     c.g_idx->set(50, bad);
     NBitsRun run;
-    BQMM_ASSERT_OK(run_nbits_on_device(*testing::shared_handle(), c, NBitsMatMulOptions{}, &run));
+    BQMM_ASSERT_OK(run_nbits_on_device(*testing::shared_handle(), c, testing::NBitsKnobs{}, &run));
     for (int64_t i = 0; i < run.y.numel(); ++i) ASSERT_TRUE(std::isnan(run.y.get(i))) << bad << " " << i;
   }
 }
@@ -550,7 +550,7 @@ TEST(NBitsDequantGemm, EmptyKGivesBias) {
       s.bias = bias;
       const NBitsCase c = make_random_nbits_case(s, 7500);
       NBitsRun run;
-      BQMM_ASSERT_OK(run_nbits_on_device(*testing::shared_handle(), c, NBitsMatMulOptions{}, &run));
+      BQMM_ASSERT_OK(run_nbits_on_device(*testing::shared_handle(), c, testing::NBitsKnobs{}, &run));
       EXPECT_EQ(run.plan.path, NBitsPath::kBiasOnly);
       for (int64_t m = 0; m < 5; ++m)
         for (int64_t n = 0; n < 33; ++n)
@@ -567,7 +567,7 @@ TEST(NBitsDequantGemm, EmptyOutputs) {
     s.bias = true;
     const NBitsCase c = make_random_nbits_case(s, 7600);
     NBitsRun run;
-    BQMM_ASSERT_OK(run_nbits_on_device(*testing::shared_handle(), c, NBitsMatMulOptions{}, &run));
+    BQMM_ASSERT_OK(run_nbits_on_device(*testing::shared_handle(), c, testing::NBitsKnobs{}, &run));
     EXPECT_EQ(run.plan.path, NBitsPath::kEmpty);
     EXPECT_EQ(run.y.numel(), 0);
   }
@@ -637,7 +637,7 @@ TEST(NBitsRunContract, RejectsBadWorkspaceAndMismatchedArgs) {
   const NBitsCase c = make_random_nbits_case(s, 9000);
   testing::NBitsDeviceCase d;
   BQMM_ASSERT_OK(testing::upload_nbits_case(c, &d));
-  BQMM_ASSERT_OK(testing::plan_nbits_case(*handle, c, NBitsMatMulOptions{}, &d));
+  BQMM_ASSERT_OK(testing::plan_nbits_case(*handle, c, testing::NBitsKnobs{}, &d));
   ASSERT_EQ(d.plan.path, NBitsPath::kDequantGemm);
 
   Status st = run_nbits_matmul(*handle, d.plan, d.args, d.workspace.data(),
@@ -662,7 +662,7 @@ TEST(NBitsRunContract, RejectsBadWorkspaceAndMismatchedArgs) {
   NBitsMatMulProblem p;
   BQMM_ASSERT_OK(validate_nbits_matmul(decode, c.attrs, &p));
   NBitsMatMulPlan plan;
-  BQMM_ASSERT_OK(plan_nbits_matmul(p, handle->device_info(), NBitsMatMulOptions{}, &plan));
+  BQMM_ASSERT_OK(plan_nbits_matmul(p, handle->device_info(), testing::NBitsKnobs{}, &plan));
   ASSERT_EQ(plan.path, NBitsPath::kGemv);
   DeviceTensor b_off;
   BQMM_ASSERT_OK(DeviceTensor::upload(c.b, &b_off, 8));
@@ -683,14 +683,14 @@ TEST(NBitsRunContract, GraphCapturable) {
     s.zero_points = NBitsZeroPoints::kPacked;
     s.bias = true;
     const NBitsCase c = make_random_nbits_case(s, 9100 + m);
-    NBitsMatMulOptions o;
-    o.dequant_scratch_bytes = 128 * 512 * 2;  // three tiles inside the graph
+    testing::NBitsKnobs o;
+    o.options.dequant_scratch_bytes = 128 * 512 * 2;  // three tiles inside the graph
     testing::NBitsDeviceCase d;
     BQMM_ASSERT_OK(testing::upload_nbits_case(c, &d));
     BQMM_ASSERT_OK(testing::plan_nbits_case(*handle, c, o, &d));
     ASSERT_EQ(d.plan.path, m > 8 ? NBitsPath::kDequantGemm : NBitsPath::kGemv);
     if (m > 8) {
-      ASSERT_EQ(d.plan.num_n_tiles, 3);
+      ASSERT_EQ(d.plan.dequant.num_n_tiles, 3);
     }
     BQMM_ASSERT_OK(testing::run_in_graph([&](cudaStream_t st) { return d.run(*handle, st); }));
     HostTensor y;
@@ -725,14 +725,14 @@ TEST(NBitsGemv, SanitizeSmall) {
       s.g_idx = true;
       s.bias = true;
       SCOPED_TRACE(describe(s));
-      run_and_check(s, 9500 + index++, NBitsMatMulOptions{}, NBitsPath::kDequantGemm);
+      run_and_check(s, 9500 + index++, testing::NBitsKnobs{}, NBitsPath::kDequantGemm);
     }
   NBitsCaseSpec s = nbits_spec(DType::kFloat32, 4, 3, 5, 0, 32);
   s.bias = true;
-  run_and_check(s, 9600, NBitsMatMulOptions{}, NBitsPath::kBiasOnly);
+  run_and_check(s, 9600, testing::NBitsKnobs{}, NBitsPath::kBiasOnly);
   // The CUDA-core kernel: a partial warp (odd N), a partial last iteration, M 1 and 2.
-  NBitsMatMulOptions fma;
-  fma.gemv_fma = 1;
+  testing::NBitsKnobs fma;
+  fma.force.fma = 1;
   for (int64_t m : {1, 2}) {
     NBitsCaseSpec c = nbits_spec(kDTypes[m], 8, m, 19, 3 * 32, 32);
     c.zero_points = m == 2 ? NBitsZeroPoints::kPacked : NBitsZeroPoints::kNone;
@@ -741,59 +741,59 @@ TEST(NBitsGemv, SanitizeSmall) {
     run_and_check(c, 9800 + m, fma, NBitsPath::kGemv);
   }
   // The window kernel (with bias; its plan as asked), its variants below.
-  auto window_case = [&](NBitsCaseSpec c, const NBitsMatMulOptions& o, bool lines, int tiles) {
+  auto window_case = [&](NBitsCaseSpec c, const testing::NBitsKnobs& o, bool lines, int tiles) {
     c.bias = true;
     SCOPED_TRACE(describe(c) << " window lines=" << lines << " tiles=" << tiles);
     NBitsRun run;
     run_and_check(c, 9900 + index++, o, NBitsPath::kGemv, &run);
-    EXPECT_TRUE(run.plan.gemv_window) << run.plan;
-    EXPECT_EQ(run.plan.gemv_lines, lines) << run.plan;
-    EXPECT_EQ(run.plan.gemv_tiles_per_warp, tiles) << run.plan;
+    EXPECT_TRUE(run.plan.gemv.window) << run.plan;
+    EXPECT_EQ(run.plan.gemv.lines, lines) << run.plan;
+    EXPECT_EQ(run.plan.gemv.tiles, tiles) << run.plan;
   };
   // With and without line loads, both widths: a partial column tile, warps without
   // windows, zero points or not.
-  NBitsMatMulOptions window;
-  window.gemv_window = 1;
-  window.gemv_fma = 0;
+  testing::NBitsKnobs window;
+  window.force.window = 1;
+  window.force.fma = 0;
   for (int bits : kBits)
     for (int lines : {0, 1})
       for (auto zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked}) {
         NBitsCaseSpec c = nbits_spec(zp == NBitsZeroPoints::kNone ? DType::kFloat16 : DType::kBFloat16,
                                      bits, 3, 19, 1280, 128);
         c.zero_points = zp;
-        window.gemv_lines = lines;
+        window.force.lines = lines;
         window_case(c, window, lines == 1, 1);
       }
   // Line loads of two tiles per warp at 128 and 168 registers: a second tile with 3
   // columns (N = 19, packed zero points) or 8 (N = 40), warps without windows, both widths
   // and dtypes.
-  NBitsMatMulOptions two;
-  two.gemv_tiles_per_warp = 2;
-  two.gemv_fma = 0;
+  testing::NBitsKnobs two;
+  two.force.tiles = 2;
+  two.force.fma = 0;
   for (int registers : {kGemvTwoTileRegisters, kGemvWideRegisters})
     for (int bits : kBits)
       for (int64_t n : {19, 40}) {
         NBitsCaseSpec c = nbits_spec(kDTypes[1 + (n == 40 ? 1 : 0)], bits, n == 40 ? 8 : 2, n, 1280, 128);
         c.zero_points = n == 19 ? NBitsZeroPoints::kPacked : NBitsZeroPoints::kNone;
-        two.gemv_registers = registers;
+        two.force.registers = registers;
         SCOPED_TRACE(::testing::Message() << "registers=" << registers);
         window_case(c, two, true, 2);
       }
-  two.gemv_registers = -1;
+  two.force.registers = -1;
   // Line loads on blocks smaller than a window (a block per lane chunk: 4-bit 32, 8-bit
   // 16 codes), one and two tiles, with packed zero points.
-  NBitsMatMulOptions small = two;
-  small.gemv_lines = 1;
+  testing::NBitsKnobs small = two;
+  small.force.lines = 1;
   for (int bits : kBits)
     for (int tiles : {1, 2}) {
       NBitsCaseSpec c = nbits_spec(kDTypes[tiles], bits, 3, 19, 1280, 128 / bits);
       c.zero_points = NBitsZeroPoints::kPacked;
-      small.gemv_tiles_per_warp = tiles;
+      small.force.tiles = tiles;
       window_case(c, small, true, tiles);
     }
   // The TMA tile: a partial column tile, a row ending in a partial tile, both widths.
-  NBitsMatMulOptions tma;
-  tma.gemv_tma = 1;
+  testing::NBitsKnobs tma;
+  tma.force.tma = 1;
   for (int bits : kBits) {
     NBitsCaseSpec c = nbits_spec(kDTypes[1 + bits / 8], bits, 5, 19, 3 * 64 * 8 / bits, bits == 8 ? 64 : 128);
     if (c.k % c.block_size != 0) c.k = 2 * c.block_size;

@@ -1,0 +1,40 @@
+// The parts of a plan both operators share. Plain data that the planner fills and that
+// plans print (operator<<, BQMM_PRINT_PLAN=1, bqmm-profile --explain): which kernels run
+// and how they are tiled. They are the planner's decisions for a problem on a device,
+// not options: what a caller chooses is in Fp8MatMulOptions / NBitsMatMulOptions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace bqmm {
+
+// The decode GEMV (0 < M <= 8). Which fields apply depends on the kernel chosen.
+struct GemvConfig {
+  bool fma = false;   // CUDA-core kernel (Fp8WeightMatMul: the gemv_fma path)
+  int rows = 0;       // activation rows per warp tile
+  int algo = 0;       // NBitsMatMul's K-loop algorithm (kNBitsGemvAlgo*)
+  int k_split = 0;    // tensor-core tiles: warps per block splitting K
+  bool tma = false;   // weight tiles by the tensor memory accelerator (SM90+)
+  bool window = false;  // NBitsMatMul's whole-window kernel
+  bool lines = false;   // weights by whole 128-byte line loads staged through shared memory
+  int tiles = 0;        // 16-column tiles per warp (2 only with line loads)
+  int registers = 0;    // two tiles: the kernel's register bound (128 or 168), else 0
+};
+
+// The dequant + cuBLAS path: the weight dequantized in N tiles into the scratch.
+struct DequantConfig {
+  bool qdq_activation = false;  // Fp8WeightMatMul W8A8: A' = QDQ(A) into the workspace
+  bool vector = false;          // the vectorized dequant kernel (else the scalar one)
+  int64_t n_tile = 0;           // weight rows dequantized per GEMM call
+  int64_t num_n_tiles = 0;
+};
+
+// Byte offsets of a plan's regions in the caller's workspace, each 256-byte aligned.
+struct WorkspaceRegions {
+  size_t act_offset = 0, act_bytes = 0;          // QDQ'd activation, [M, K] of T
+  size_t cublas_offset = 0, cublas_bytes = 0;    // cuBLAS's own workspace
+  size_t scratch_offset = 0, scratch_bytes = 0;  // [n_tile, K] dequantized weight of T
+};
+
+}  // namespace bqmm

@@ -1,0 +1,70 @@
+// The internal plan override: forces the planner's kernel choices, for experiments and
+// tests. Not part of the public API: bqmm-profile reads it from BQMM_PLAN_OVERRIDE and the
+// tests build it directly; the public plan_* functions never see it.
+//
+//   BQMM_PLAN_OVERRIDE="key=value[,key=value...]"     e.g. "k_split=4,lines=0"
+//
+// Keys (each applies to the operators named; for the others it is an error):
+//   gemv=0            both   the dequant + cuBLAS path instead of the decode GEMV
+//   fma=0|1           both   the CUDA-core decode GEMV: 0 never where the tensor-core one
+//                            applies, 1 wherever it applies
+//   algo=0|1|2        nbits  the K-loop algorithm of the register-load kernel
+//   k_split=1|2|4|8   both   warps per block splitting K (tensor-core tiles)
+//   tma=0|1           both   weight tiles by the tensor memory accelerator (SM90)
+//   window=0|1        nbits  the whole-window kernel
+//   lines=0|1         both   whole-line weight loads staged through shared memory
+//   tiles=1|2         both   16-column tiles per warp (2 with line loads)
+//   registers=128|168 both   the two-tile kernel's register bound
+// Unset keys leave the planner's choice. A forced choice that does not apply to a problem
+// is ignored where the planner's rules say so (as for its own choices), except the
+// conflicts the planner reports (registers=168 with k_split=8).
+#pragma once
+
+#include <initializer_list>
+#include <string>
+
+#include "bqmm/fp8_matmul.h"
+#include "bqmm/nbits_matmul.h"
+#include "bqmm/status.h"
+
+namespace bqmm {
+
+struct PlanOverride {
+  int gemv = -1;       // -1: planner; 0: dequant + cuBLAS
+  int fma = -1;        // -1: planner; 0 / 1
+  int algo = -1;       // -1: planner; kNBitsGemvAlgo*
+  int k_split = 0;     // 0: planner; 1, 2, 4, 8
+  int tma = -1;        // -1: planner; 0 / 1
+  int window = -1;     // -1: planner; 0 / 1
+  int lines = -1;      // -1: planner; 0 / 1
+  int tiles = -1;      // -1: planner; 1 / 2
+  int registers = -1;  // -1: planner; kGemvTwoTileRegisters / kGemvWideRegisters
+
+  bool empty() const;
+};
+
+// Parses the grammar above. An unknown key, a malformed or out-of-range value, or a key
+// given twice is InvalidArgument naming it (`source` prefixes the message, e.g. the
+// variable's name).
+Status parse_plan_override(const std::string& text, PlanOverride* out,
+                           const char* source = "plan override");
+// BQMM_PLAN_OVERRIDE (unset or empty: no override).
+Status plan_override_from_env(PlanOverride* out);
+// The override as the grammar writes it ("" when empty): parse_plan_override reads it back.
+std::string to_string(const PlanOverride& o);
+
+// Every set field of `o` holds one of its key's values, and none of the keys in
+// `not_for_op` (those that do not apply to operator `op`) is set.
+Status check_plan_override(const PlanOverride& o, const char* op,
+                           std::initializer_list<const char*> not_for_op);
+
+// The planners with an override (the public plan_* are these with an empty one). A key
+// that does not apply to the operator is InvalidArgument.
+Status plan_fp8_matmul(const Fp8MatMulProblem& problem, const DeviceInfo& device,
+                       const Fp8MatMulOptions& options, const PlanOverride& override_,
+                       Fp8MatMulPlan* plan);
+Status plan_nbits_matmul(const NBitsMatMulProblem& problem, const DeviceInfo& device,
+                         const NBitsMatMulOptions& options, const PlanOverride& override_,
+                         NBitsMatMulPlan* plan);
+
+}  // namespace bqmm

@@ -1,0 +1,40 @@
+// Printing of the plan parts both operators share (bqmm/plan_parts.h), so that both
+// plans read the same in BQMM_PRINT_PLAN / --explain lines: "key=value" items after "; ".
+#pragma once
+
+#include <ostream>
+
+#include "bqmm/plan_parts.h"
+
+namespace bqmm {
+
+// "; dequant=<vector_name>|scalar; n_tile=<rows> x <tiles>"
+inline std::ostream& print_dequant(std::ostream& os, const DequantConfig& d,
+                                   const char* vector_name) {
+  return os << "; dequant=" << (d.vector ? vector_name : "scalar") << "; n_tile=" << d.n_tile
+            << " x " << d.num_n_tiles;
+}
+
+// The tensor-core GEMV's tiling: "; k_split=..; tma=..[; window=..]; lines=..; tiles=..
+// [; regs=..]" (window for the operator that has that kernel, regs with two tiles).
+inline std::ostream& print_tensor_core_gemv(std::ostream& os, const GemvConfig& g,
+                                            bool has_window) {
+  os << "; k_split=" << g.k_split << "; tma=" << (g.tma ? 1 : 0);
+  if (has_window) os << "; window=" << (g.window ? 1 : 0);
+  os << "; lines=" << (g.lines ? 1 : 0) << "; tiles=" << g.tiles;
+  if (g.registers > 0) os << "; regs=" << g.registers;
+  return os;
+}
+
+// "; workspace=<total>B (act <bytes>@<offset>, cublas .., scratch ..)"
+inline std::ostream& print_workspace(std::ostream& os, const WorkspaceRegions& r,
+                                     size_t total) {
+  os << "; workspace=" << total << "B";
+  if (total == 0) return os;
+  os << " (";
+  if (r.act_bytes > 0) os << "act " << r.act_bytes << "@" << r.act_offset << ", ";
+  return os << "cublas " << r.cublas_bytes << "@" << r.cublas_offset << ", scratch "
+            << r.scratch_bytes << "@" << r.scratch_offset << ")";
+}
+
+}  // namespace bqmm
