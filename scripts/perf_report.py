@@ -26,7 +26,7 @@ from bench_table import kernel_of  # noqa: E402  (one definition of the kernel n
 
 BEGIN = "<!-- perf-report:begin -->"
 END = "<!-- perf-report:end -->"
-REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 DTYPE_ORDER = {"fp32": 0, "fp16": 1, "bf16": 2}
 HEADER = ["shape (N x K)", "M", "dtype", "path", "b2b us", "per-run us",
           "cuBLAS BF16 b2b us", "speedup b2b", "% of copy bw b2b", "accuracy passed"]
