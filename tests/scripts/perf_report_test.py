@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Tests of scripts/perf_report.py (the tables of docs/PERF.md), run as a program on JSON
+lines and a document written here: the rows it writes, their order, the text outside the
+markers it must keep, and its failure exits are pinned. Registered with CTest
+(tests/CMakeLists.txt) where python3 exists."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
+                      "perf_report.py")
+
+BEFORE = "# Title\n\nHand-written method text.\n\n"
+AFTER = "\n## Tried and rejected\n\n* an idea: 5 % slower\n"
+STALE = "<!-- perf-report:begin -->\nOLD TABLE ROW\n<!-- perf-report:end -->\n"
+
+
+def row(op, m, n, k, dtype="fp16", path="gemv_mma", plan="k_split=2; tma=0; lines=1; tiles=1}",
+        b2b=10.0, median=13.0, cublas=20.0, passed=True, **extra):
+    r = {"op": op, "activation_dtype": dtype, "m": m, "n": n, "k": k, "block_size": 128,
+         "bias": False, "path": path,
+         "plan": ("Fp8MatMulPlan{path=%s; sm90/132SMs; " % path) + plan,
+         "b2b_us": b2b, "median_us": median, "cublas_bf16_b2b_us": cublas,
+         "b2b_speedup_vs_cublas": cublas / b2b, "b2b_pct_of_copy_bw": 81.4,
+         "pct_of_copy_bw": 70.0, "copy_bw_tbps": 4.26, "device": "NVIDIA H200", "sm": 90,
+         "num_sms": 132, "date": "2026-12-01T08:00:00Z", "passed": passed}
+    if op == "nbits":
+        r.update({"bits": 4, "zero_points": "packed", "path": "gemv",
+                  "plan": "NBitsMatMulPlan{path=gemv; sm90/132SMs; algo=0; rows=8; " + plan})
+    r.update(extra)
+    return r
+
+
+class PerfReportTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.data = os.path.join(self.tmp.name, "data")
+        os.mkdir(self.data)
+        self.doc = os.path.join(self.tmp.name, "PERF.md")
+        with open(self.doc, "w") as f:
+            f.write(BEFORE + STALE + AFTER)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def write(self, name, rows):
+        with open(os.path.join(self.data, name), "w") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+
+    def run_script(self, *extra):
+        p = subprocess.run([sys.executable, SCRIPT, self.data, "--doc", self.doc] + list(extra),
+                           capture_output=True, text=True, check=False)
+        return p.returncode, p.stdout + p.stderr
+
+    def doc_text(self):
+        with open(self.doc) as f:
+            return f.read()
+
+    def table_rows(self, text):
+        return [l for l in text.splitlines() if l.startswith("| ") and not l.startswith("| shape")]
+
+    def write_suites(self):
+        # Deliberately out of order: the script sorts by shape, then M, then dtype.
+        self.write("bench_decode.jsonl", [
+            row("fp8", 2, 8192, 8192, b2b=19.6, median=22.4, cublas=34.2),
+            row("fp8", 1, 4096, 4096, path="gemv_fma", plan="rows_per_warp=1; workspace=0B}",
+                b2b=6.3, median=9.2, cublas=12.5),
+            row("fp8", 1, 8192, 8192, dtype="bf16", path="gemv_fma",
+                plan="rows_per_warp=1; workspace=0B}", b2b=17.6, median=20.4, cublas=34.0),
+            row("fp8", 1, 8192, 8192, path="gemv_fma", plan="rows_per_warp=1; workspace=0B}",
+                b2b=17.5, median=20.3, cublas=34.1, passed=False),
+        ])
+        self.write("bench_nbits4_decode_zp_packed.jsonl", [
+            row("nbits", 1, 28672, 8192, b2b=40.5, median=43.3, cublas=107.0,
+                plan="k_split=4; tma=0; window=1; lines=1; tiles=2; regs=128; workspace=0B}"),
+        ])
+        self.write("not_a_bench.jsonl", [row("fp8", 8, 1, 1)])  # not bench_*: ignored
+
+    def test_tables_rows_and_text_outside_markers(self):
+        self.write_suites()
+        rc, out = self.run_script()
+        self.assertEqual(rc, 0, out)
+        text = self.doc_text()
+        self.assertTrue(text.startswith(BEFORE), text)
+        self.assertTrue(text.endswith(AFTER), text)
+        self.assertNotIn("OLD TABLE ROW", text)
+        self.assertEqual(text.count("<!-- perf-report:begin -->"), 1)
+        self.assertEqual(text.count("<!-- perf-report:end -->"), 1)
+        rows = self.table_rows(text)
+        self.assertEqual(rows, [
+            "| 4096 x 4096 | 1 | fp16 | fma | 6.3 | 9.2 | 12.5 | 1.98 | 81 | yes |",
+            "| 8192 x 8192 | 1 | fp16 | fma | 17.5 | 20.3 | 34.1 | 1.95 | 81 | NO |",
+            "| 8192 x 8192 | 1 | bf16 | fma | 17.6 | 20.4 | 34.0 | 1.93 | 81 | yes |",
+            "| 8192 x 8192 | 2 | fp16 | mma lines k2 | 19.6 | 22.4 | 34.2 | 1.74 | 81 | yes |",
+            "| 28672 x 8192 | 1 | fp16 | lines x2 k4 | 40.5 | 43.3 | 107.0 | 2.64 | 81 | yes |",
+        ])
+        # One table per file, FP8 first, each with its GPU, date and command above it.
+        fp8 = text.index("### Fp8WeightMatMul, decode, block 128")
+        nb = text.index("### NBitsMatMul 4-bit, decode, block 128, packed zero points")
+        self.assertLess(fp8, nb)
+        self.assertIn("`bqmm-profile --op fp8 --suite decode --json bench_decode.jsonl`", text)
+        self.assertIn("`bqmm-profile --op nbits --bits 4 --zero-points packed --block-size 128 "
+                      "--suite decode --json bench_nbits4_decode_zp_packed.jsonl`", text)
+        self.assertEqual(text.count("NVIDIA H200 (sm90, 132 SMs"), 2)
+        self.assertEqual(text.count("2026-12-01T08:00:00Z"), 2)
+        self.assertIn("1 failed the accuracy check", text)
+
+    def test_second_run_is_identical(self):
+        self.write_suites()
+        self.assertEqual(self.run_script()[0], 0)
+        first = self.doc_text()
+        self.assertEqual(self.run_script()[0], 0)
+        self.assertEqual(self.doc_text(), first)
+
+    def test_missing_or_doubled_markers_fail_and_leave_the_doc(self):
+        self.write_suites()
+        for body in (BEFORE + AFTER, BEFORE + STALE + STALE + AFTER,
+                     "<!-- perf-report:end -->\n<!-- perf-report:begin -->\n"):
+            with open(self.doc, "w") as f:
+                f.write(body)
+            rc, out = self.run_script()
+            self.assertEqual(rc, 2, out)
+            self.assertEqual(self.doc_text(), body)
+
+    def test_no_input_fails(self):
+        rc, out = self.run_script()
+        self.assertEqual(rc, 1, out)
+        self.assertEqual(self.doc_text(), BEFORE + STALE + AFTER)
+
+
+if __name__ == "__main__":
+    unittest.main()
