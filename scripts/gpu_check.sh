@@ -9,19 +9,14 @@
 #                                    (fp8); NBITS_BENCH_BITS="8 4" (NBitsMatMul decode suite),
 #                                    NBITS_BENCH_ZERO_POINTS="none packed" (its zero points),
 #                                    NBITS_BENCH_BLOCK_SIZES="128" (its block sizes)
-#   variants: the FP8 decode suite with each GEMV kernel and weight stream forced
-#   (BQMM_FP8_GEMV_MMA=0: CUDA cores; BQMM_FP8_GEMV_MMA=1, tensor cores at every M, with
-#   BQMM_FP8_GEMV_TMA=0 and BQMM_FP8_GEMV_LINES=0: fragment register loads, with
-#   BQMM_FP8_GEMV_LINES=1 and BQMM_FP8_GEMV_TILES=1 / 2: line loads of one / two tiles per
-#   warp, with BQMM_FP8_GEMV_TMA=1: TMA tiles), the NBits decode
-#   suite with each weight stream forced (register loads: BQMM_NBITS_GEMV_TMA=0 with the
-#   window kernel off, BQMM_NBITS_GEMV_WINDOW=0; TMA: BQMM_NBITS_GEMV_TMA=1; line loads:
-#   BQMM_NBITS_GEMV_LINES=1 with BQMM_NBITS_GEMV_FMA=0 and BQMM_NBITS_GEMV_TILES=1 / 2), the
-#   8-bit CUDA-core kernel forced
-#   (BQMM_NBITS_GEMV_FMA=1), each with the zero points of NBITS_VARIANT_ZERO_POINTS
-#   (default "none"), and the NBits K-loop sweep (M = 1,
-#   8192 x 8192, float16, every block size, both widths): the comparison columns of
-#   docs/PERF.md, about 5 minutes.
+#   variants: the decode suites with each GEMV kernel and weight stream forced through the
+#   internal plan override (BQMM_PLAN_OVERRIDE, docs/DESIGN.md): FP8 "fma=1" (CUDA cores),
+#   "fma=0" (tensor cores at every M) with "tma=0,lines=0" (fragment register loads),
+#   "lines=1,tiles=1|2" (line loads of one / two tiles per warp) or "tma=1" (TMA tiles); N-bit
+#   register loads ("tma=0,window=0"), TMA ("tma=1"), line loads ("lines=1,fma=0,tiles=1|2")
+#   and 8-bit's CUDA-core kernel ("fma=1"), each with the zero points of
+#   NBITS_VARIANT_ZERO_POINTS (default "none"); and the N-bit K-loop sweep (M = 1,
+#   8192 x 8192, float16, every block size, both widths): about 5 minutes.
 #   ab: A/B against a baseline source tree AB_TREE (default ab-base/, made on the build
 #   machine by scripts/ab_prepare.sh REV and carried to the GPU machine): builds its
 #   profiler beside this tree's (build-ab/), runs each suite of AB_SUITES (default
@@ -133,14 +128,11 @@ fi
 
 if has variants; then
   t0=$(stamp)
-  for v in "fma BQMM_FP8_GEMV_MMA=0" \
-           "mma_registers BQMM_FP8_GEMV_MMA=1 BQMM_FP8_GEMV_TMA=0 BQMM_FP8_GEMV_LINES=0" \
-           "mma_lines BQMM_FP8_GEMV_MMA=1 BQMM_FP8_GEMV_LINES=1 BQMM_FP8_GEMV_TILES=1" \
-           "mma_lines_x2 BQMM_FP8_GEMV_MMA=1 BQMM_FP8_GEMV_LINES=1 BQMM_FP8_GEMV_TILES=2" \
-           "mma_tma BQMM_FP8_GEMV_MMA=1 BQMM_FP8_GEMV_TMA=1"; do
+  for v in "fma fma=1" "mma_registers fma=0,tma=0,lines=0" "mma_lines fma=0,lines=1,tiles=1" \
+           "mma_lines_x2 fma=0,lines=1,tiles=2" "mma_tma fma=0,tma=1"; do
     set -- $v
-    name=$1; shift
-    env "$@" "$build/bqmm-profile" --op fp8 --suite decode --json "$OUT/variant_fp8_decode_$name.jsonl" \
+    name=$1
+    BQMM_PLAN_OVERRIDE=$2 "$build/bqmm-profile" --op fp8 --suite decode --json "$OUT/variant_fp8_decode_$name.jsonl" \
       >"$OUT/variant_fp8_decode_$name.log" 2>&1
   done
   # The N-bit tensor-core GEMV with each weight stream forced, and the 8-bit CUDA-core GEMV
@@ -148,15 +140,13 @@ if has variants; then
   # NBITS_VARIANT_ZERO_POINTS (default: none).
   for zp in ${NBITS_VARIANT_ZERO_POINTS:-none}; do
     for bits in 8 4; do
-      for v in "registers BQMM_NBITS_GEMV_TMA=0 BQMM_NBITS_GEMV_WINDOW=0" "tma BQMM_NBITS_GEMV_TMA=1" \
-               "lines BQMM_NBITS_GEMV_LINES=1 BQMM_NBITS_GEMV_FMA=0 BQMM_NBITS_GEMV_TILES=1" \
-               "lines_x2 BQMM_NBITS_GEMV_LINES=1 BQMM_NBITS_GEMV_FMA=0 BQMM_NBITS_GEMV_TILES=2" \
-               "fma BQMM_NBITS_GEMV_FMA=1"; do
+      for v in "registers tma=0,window=0" "tma tma=1" "lines lines=1,fma=0,tiles=1" \
+               "lines_x2 lines=1,fma=0,tiles=2" "fma fma=1"; do
         set -- $v
-        name=$1; shift
+        name=$1
         [ "$name" = fma ] && [ "$bits" != 8 ] && continue
         file=variant_nbits${bits}_decode$(zp_suffix "$zp")_$name
-        env "$@" "$build/bqmm-profile" --op nbits --bits "$bits" --zero-points "$zp" --suite decode \
+        BQMM_PLAN_OVERRIDE=$2 "$build/bqmm-profile" --op nbits --bits "$bits" --zero-points "$zp" --suite decode \
           --json "$OUT/$file.jsonl" >"$OUT/$file.log" 2>&1
       done
     done
