@@ -5,7 +5,6 @@
 #include <cstring>
 #include <limits>
 
-#include "core/check.h"
 #include "core/env.h"
 #include "profile.h"
 
