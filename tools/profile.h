@@ -56,16 +56,12 @@ class Flags {
 // Flags every operator has.
 std::vector<FlagSpec> common_flags();
 
-// The value of --op (default "fp8"), read before the full parse because the operator
-// decides which further flags exist.
-std::string op_name_from_argv(int argc, char** argv);
-
 // --activation-dtype spellings: fp16, bf16, fp32.
 const char* dtype_flag_name(DType dtype);
 
 // The common flags, read and checked.
 struct Settings {
-  std::string op;
+  std::string op;  // --op; empty when not given (see selected ops in profile_main.cc)
   std::optional<DType> dtype;  // --activation-dtype; absent: the operator's default
   std::optional<int64_t> m, n, k;
   int64_t block_size = 128;
@@ -78,7 +74,7 @@ struct Settings {
   std::string json_path;
   std::string dump_dir;
   bool explain = false;
-  std::optional<DeviceInfo> device_override;  // --sm and --num-sms
+  std::optional<DeviceInfo> device_override;  // --sm and --num-sms (--explain, --device cpu)
   bool print_plan = false;                    // BQMM_PRINT_PLAN=1: print each case's plan
 };
 Status read_settings(const Flags& flags, Settings* out);
@@ -360,6 +356,24 @@ struct PlannedCase {
   std::function<Status(int64_t copy, void* out)> dequantize;
 };
 
+// A tensor of a case's library call: the name of its dump file and its view.
+struct NamedView {
+  std::string name;
+  TensorView view;
+};
+
+// Where the views of a call made before anything is allocated point: validation checks
+// data pointers only for null and alignment and never reads them, so a 256-byte aligned
+// placeholder (cudaMalloc's alignment, which the real run's tensors also have) makes
+// validate_* see the case exactly as the real call. Never dereferenced.
+inline void* placeholder_data() { return reinterpret_cast<void*>(uintptr_t{256}); }
+
+// What the library says about a case before it runs.
+struct CaseCheck {
+  std::string plan;  // the plan on one line
+  size_t workspace_bytes = 0;
+};
+
 // An operator's profiler. The operator says which cases there are, makes a group's
 // inputs and plans a case on them; load_group and run_case do the rest the same way for
 // every operator.
@@ -373,11 +387,17 @@ class OpProfiler {
   // Reads this operator's flags and BQMM_* environment options; builds the single case
   // or the suite that `settings` asks for.
   virtual Status make_cases(const Flags& flags, const Settings& settings, CaseList* out) = 0;
-  // The library's plan for `c` on `device`, printable on one line.
-  virtual Status describe_plan(const CaseSpec& c, const DeviceInfo& device, std::string* out) = 0;
+  // The tensors of case c's library call (A, the weight's parts, the other inputs, Y),
+  // absent optional inputs left out, at placeholder_data().
+  virtual std::vector<NamedView> call_tensors(const CaseSpec& c) const = 0;
+  // Validates case `c` with the library's validate_* on call_tensors(c) and plans it for
+  // `device` with the operator's options: the checks the real call makes, so that a case
+  // the library rejects fails the same way in every mode, before anything runs.
+  virtual Status check_case(const CaseSpec& c, const DeviceInfo& device, CaseCheck* out) = 0;
 
-  // Makes the inputs of the cases sharing c's weight key, A with `max_m` rows, and on
-  // the GPU (`gpu` non-null) their device copies and the dense baseline.
+  // Makes the inputs of the cases sharing c's weight key, A with `max_m` rows (c is the
+  // case of the largest M, so that an error can describe the inputs), and on the GPU
+  // (`gpu` non-null) their device copies and the dense baseline.
   Status load_group(const CaseSpec& c, int64_t max_m, uint64_t seed, const Gpu* gpu);
   // Runs case `c` of the loaded group once on NaN-poisoned output and checks it; on the
   // GPU then times it (and the baselines), on the CPU times the emulation. Writes the
@@ -396,6 +416,11 @@ class OpProfiler {
 
  private:
   struct Group;
+  // A host allocation failed while `what` for case c: the error says how large its
+  // tensors are.
+  Status host_memory_error(const CaseSpec& c, const std::string& what) const;
+  Status run_loaded_case(const CaseSpec& c, const Gpu* gpu, const Settings& settings,
+                         CaseResult* result);
   Status run_gpu(const CaseSpec& c, const Gpu& gpu, bool print_plan, HostTensor* y,
                  CaseResult* result);
 
@@ -406,13 +431,53 @@ std::unique_ptr<OpProfiler> make_fp8_profiler();
 std::unique_ptr<OpProfiler> make_nbits_profiler();
 
 // ------------------------------------------------------------------ driver and report
-// --explain: prints each case's plan. Exit code: 0, or 2 when no device can be described.
-int explain_cases(OpProfiler& op, const Settings& settings, const CaseList& cases);
-// Runs every case (on the GPU, or the CPU reference when there is none or --device cpu),
-// printing a row per case, JSON lines and a summary. Exit code: 0, 1 if any case
-// failed, 2 when --json cannot be written.
-int run_cases(OpProfiler& op, const Settings& settings, const CaseList& cases);
+// One operator's part of a run.
+struct OpCases {
+  OpProfiler* op;
+  CaseList cases;
+};
 
+// Where the cases run, what they are planned for and the memory they may take.
+struct Machine {
+  bool gpu = false;         // run on CUDA device 0; else the CPU reference
+  std::string cpu_reason;   // CPU mode: why ("--device cpu", "no CUDA device (...)")
+  DeviceInfo device;        // what every case is validated and planned for
+  uint64_t host_bytes = 0;  // physical memory
+  std::optional<uint64_t> device_free_bytes;  // GPU: free device memory
+};
+// The H200's DeviceInfo: what CPU mode and --explain without a GPU plan for by default.
+constexpr DeviceInfo kDefaultDevice{90, 132};
+// Finds where `settings` runs (and, for --explain, which device it describes).
+Status find_machine(const Settings& settings, Machine* out);
+
+// Checks every case before anything runs: validated and planned through the library for
+// machine.device, and its tensors' bytes (overflow-checked) within the host's memory
+// and, on a GPU, the device's free memory. The error names the case.
+Status check_cases(const std::vector<OpCases>& runs, const Machine& machine);
+
+// --explain: prints each case's plan for machine.device. Exit code 0, or 2 when a case
+// has none (check_cases has already failed for it then).
+int explain_cases(const std::vector<OpCases>& runs, const Machine& machine);
+// Runs every case (on the GPU, or the CPU reference in CPU mode), printing a row per
+// case, JSON lines and one summary table. Exit code: 0, 1 if any case failed, 2 when
+// --json cannot be written.
+int run_cases(const std::vector<OpCases>& runs, const Settings& settings, const Machine& machine);
+
+// The summary table: a header and rows of cells, each column as wide as its widest cell,
+// text columns left aligned and number columns right aligned.
+struct Table {
+  std::vector<std::string> header;
+  std::vector<bool> right_aligned;  // per column
+  std::vector<std::vector<std::string>> rows;
+};
+std::string format_table(const Table& table);
+
+// "762.9 GiB (819200000000 bytes)"
+std::string byte_count(uint64_t bytes);
+// "1.5 GiB (1610612736 bytes): a 762.9 MiB, b 16.0 MiB, ..." (overflow-checked)
+std::string tensor_bytes_text(const std::vector<NamedView>& tensors);
+
+// --help: the common flags, then each operator's own.
 void print_usage(const std::vector<FlagSpec>& common, const std::vector<const OpProfiler*>& ops);
 
 }  // namespace bqmm::profile

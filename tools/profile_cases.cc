@@ -1,7 +1,10 @@
 // bqmm-profile: case labels and suites, sampled-row reference checks and dumps, shared
 // by every operator's profiler.
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
+#include <limits>
 
 #include "npy.h"
 #include "profile.h"
@@ -127,6 +130,124 @@ Status dump_tensors(const std::string& dir, const std::vector<NamedTensor>& tens
   for (const auto& [name, tensor] : tensors)
     BQMM_RETURN_IF_ERROR(
         npy::write(dir + "/" + name + "." + npy::file_tag(tensor->dtype) + ".npy", *tensor));
+  return Status::Ok();
+}
+
+namespace {
+
+// "762.9 GiB"
+std::string short_bytes(uint64_t bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double value = static_cast<double>(bytes);
+  size_t unit = 0;
+  while (value >= 1024 && unit + 1 < std::size(units)) {
+    value /= 1024;
+    ++unit;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), unit == 0 ? "%.0f %s" : "%.1f %s", value, units[unit]);
+  return buf;
+}
+
+// Adds `bytes` to *total; false when the sum overflows.
+bool add_bytes(uint64_t bytes, uint64_t* total) {
+  if (bytes > std::numeric_limits<uint64_t>::max() - *total) return false;
+  *total += bytes;
+  return true;
+}
+
+// Bytes of an element count of `dtype`; false when they overflow.
+bool bytes_of(int64_t numel, DType dtype, uint64_t* out) {
+  const uint64_t size = dtype_size(dtype);
+  if (numel < 0 || static_cast<uint64_t>(numel) > std::numeric_limits<uint64_t>::max() / size)
+    return false;
+  *out = static_cast<uint64_t>(numel) * size;
+  return true;
+}
+
+// A memory demand: its parts (name, bytes) and their overflow-checked total.
+class Demand {
+ public:
+  void add(const std::string& name, int64_t numel, DType dtype) {
+    uint64_t bytes = 0;
+    overflow_ = overflow_ || !bytes_of(numel, dtype, &bytes) || !add_bytes(bytes, &total_);
+    parts_ += (parts_.empty() ? "" : ", ") + name + " " + short_bytes(bytes);
+  }
+  void add_tensors(const std::vector<NamedView>& tensors) {
+    for (const NamedView& t : tensors) {
+      int64_t numel = 0;
+      overflow_ = overflow_ || !t.view.shape.checked_numel(&numel);
+      add(t.name, numel, t.view.dtype);
+    }
+  }
+  std::string text() const {
+    return (overflow_ ? std::string("more than 2^64 bytes") : byte_count(total_)) + ": " + parts_;
+  }
+  // Error when the total overflows or exceeds `limit` bytes of `memory`.
+  Status check(const std::string& memory, uint64_t limit, const std::string& limit_name) const {
+    if (overflow_)
+      return Status(StatusCode::kInvalidArgument,
+                    "the byte count of its " + memory + " (" + parts_ + ") overflows 64 bits");
+    if (total_ <= limit) return Status::Ok();
+    return Status(StatusCode::kInvalidArgument, "needs " + byte_count(total_) + " of " + memory +
+                                                    " (" + parts_ + ") but " + limit_name +
+                                                    " is " + byte_count(limit));
+  }
+
+ private:
+  uint64_t total_ = 0;
+  bool overflow_ = false;
+  std::string parts_;
+};
+
+// Whether case `c` fits the machine: its tensors with what the profiler adds around the
+// library call, counted before any allocation so that a case too large is an error
+// naming the sizes, not an allocation failure half way.
+Status check_memory(const OpProfiler& op, const CaseSpec& c, const CaseCheck& check,
+                    const Machine& machine) {
+  const std::vector<NamedView> tensors = op.call_tensors(c);
+  Demand host;
+  host.add_tensors(tensors);
+  // The CPU emulation's K-major float copy of A (on the GPU, the dense baseline's bf16
+  // copy of A is smaller).
+  host.add("A as float", c.m * c.k, DType::kFloat32);
+  BQMM_RETURN_IF_ERROR(host.check("host memory", machine.host_bytes, "this machine's memory"));
+  if (!machine.gpu || !machine.device_free_bytes) return Status::Ok();
+
+  // The rotated weight copies for cold-L2 timing add at most about 4x L2 on top.
+  Demand device;
+  device.add_tensors(tensors);
+  device.add("workspace", static_cast<int64_t>(check.workspace_bytes), DType::kUInt8);
+  device.add("cuBLAS baseline weight", c.n * c.k, DType::kBFloat16);
+  device.add("cuBLAS baseline A", c.m * c.k, DType::kBFloat16);
+  device.add("cuBLAS baseline Y", c.m * c.n, DType::kBFloat16);
+  return device.check("device memory", *machine.device_free_bytes, "the GPU's free memory");
+}
+
+}  // namespace
+
+std::string byte_count(uint64_t bytes) {
+  if (bytes < 1024) return short_bytes(bytes);
+  return short_bytes(bytes) + " (" + std::to_string(bytes) + " bytes)";
+}
+
+std::string tensor_bytes_text(const std::vector<NamedView>& tensors) {
+  Demand d;
+  d.add_tensors(tensors);
+  return d.text();
+}
+
+Status check_cases(const std::vector<OpCases>& runs, const Machine& machine) {
+  for (const OpCases& run : runs) {
+    for (const auto& c : run.cases) {
+      const std::string label = case_label(run.op->name(), *c);
+      CaseCheck check;
+      Status s = run.op->check_case(*c, machine.device, &check);
+      if (!s.ok()) return Status(s.code(), label + ": " + s.to_string());  // the library's error
+      s = check_memory(*run.op, *c, check, machine);
+      if (!s.ok()) return Status(s.code(), label + ": " + s.message());
+    }
+  }
   return Status::Ok();
 }
 

@@ -43,10 +43,28 @@ constexpr SmokeCase kSmokeCases[] = {
     {DType::kBFloat16, 64, 256, 512, 128, true, true},   // prefill W8A8: QDQ + dequant_gemm
 };
 
+// The operator's options, read in this one place: the environment's BQMM_* overrides.
+Status read_options(Fp8MatMulOptions* options) { return fp8_matmul_options_from_env(options); }
+
 Fp8MatMulProblem problem_of(const Fp8CaseSpec& c) {
   auto p = common_problem<Fp8MatMulProblem>(c);
   p.has_a_scale = c.w8a8;
   return p;
+}
+
+// The library call of case `c` with every tensor at placeholder_data(): the shapes and
+// dtypes the real call has (make_random_fp8_case's and Fp8Inputs::device_args's).
+Fp8MatMulArgs placeholder_args(const Fp8CaseSpec& c) {
+  void* p = placeholder_data();
+  const int64_t k_blocks = problem_of(c).k_blocks();
+  Fp8MatMulArgs args;
+  args.a = TensorView{p, c.dtype, Shape{c.m, c.k}};
+  args.b = TensorView{p, DType::kFloat8E4M3, Shape{c.n, c.k}};
+  args.b_scale = TensorView{p, DType::kFloat32, Shape{c.n, k_blocks}};
+  if (c.w8a8) args.a_scale = TensorView{p, DType::kFloat32, Shape{}};
+  if (c.bias) args.bias = TensorView{p, c.dtype, Shape{c.n}};
+  args.y = MutableTensorView{p, c.dtype, Shape{c.m, c.n}};
+  return args;
 }
 
 // The inputs of the cases that differ only in M.
@@ -119,7 +137,8 @@ class Fp8Profiler : public OpProfiler {
         {"--w8a8", nullptr, "pass an a_scale: the activation is quantized to e4m3 first (W8A8)"}};
   }
   Status make_cases(const Flags& flags, const Settings& settings, CaseList* out) override;
-  Status describe_plan(const CaseSpec& c, const DeviceInfo& device, std::string* out) override;
+  std::vector<NamedView> call_tensors(const CaseSpec& c) const override;
+  Status check_case(const CaseSpec& c, const DeviceInfo& device, CaseCheck* out) override;
 
  protected:
   std::unique_ptr<GroupInputs> make_inputs(const CaseSpec& c, int64_t max_m,
@@ -132,31 +151,44 @@ class Fp8Profiler : public OpProfiler {
 };
 
 Status Fp8Profiler::make_cases(const Flags& flags, const Settings& settings, CaseList* out) {
-  BQMM_RETURN_IF_ERROR(fp8_matmul_options_from_env(&options_));
-  if (settings.dtype && *settings.dtype != DType::kFloat16 && *settings.dtype != DType::kBFloat16)
-    return Status(StatusCode::kInvalidArgument,
-                  std::string("--op fp8 takes --activation-dtype fp16 or bf16, not ") +
-                      dtype_flag_name(*settings.dtype));
+  BQMM_RETURN_IF_ERROR(read_options(&options_));
   const bool w8a8 = flags.has("--w8a8");
 
   out->clear();
   if (settings.suite == "smoke") {
-    if (w8a8) return Status(StatusCode::kInvalidArgument, "--suite smoke sets w8a8 itself");
+    if (w8a8) return Status(StatusCode::kInvalidArgument, "--w8a8: --suite smoke sets it per case itself");
+    // --activation-dtype only picks smoke cases here: fp32 picks none of fp8's.
     for (const SmokeCase& s : kSmokeCases)
       if (!settings.dtype || *settings.dtype == s.dtype)
         out->push_back(make_case(s.dtype, s.m, s.n, s.k, s.block_size, s.bias, s.w8a8));
     return Status::Ok();
   }
+  if (settings.dtype && *settings.dtype != DType::kFloat16 && *settings.dtype != DType::kBFloat16)
+    return Status(StatusCode::kInvalidArgument,
+                  std::string("--activation-dtype: --op fp8 takes fp16 or bf16 but got ") +
+                      dtype_flag_name(*settings.dtype));
   return for_each_shape(settings, [&](DType dtype, int64_t m, int64_t n, int64_t k) {
     out->push_back(make_case(dtype, m, n, k, settings.block_size, settings.bias, w8a8));
   });
 }
 
-Status Fp8Profiler::describe_plan(const CaseSpec& c, const DeviceInfo& device, std::string* out) {
+std::vector<NamedView> Fp8Profiler::call_tensors(const CaseSpec& c) const {
+  const Fp8MatMulArgs args = placeholder_args(static_cast<const Fp8CaseSpec&>(c));
+  std::vector<NamedView> t = {{"a", args.a}, {"b", args.b}, {"b_scale", args.b_scale}};
+  if (args.a_scale) t.push_back({"a_scale", *args.a_scale});
+  if (args.bias) t.push_back({"bias", *args.bias});
+  t.push_back({"y", TensorView{args.y.data, args.y.dtype, args.y.shape}});
+  return t;
+}
+
+Status Fp8Profiler::check_case(const CaseSpec& c, const DeviceInfo& device, CaseCheck* out) {
+  Fp8MatMulProblem problem;
+  BQMM_RETURN_IF_ERROR(validate_fp8_matmul(placeholder_args(static_cast<const Fp8CaseSpec&>(c)),
+                                           Fp8MatMulAttrs{c.block_size}, &problem));
   Fp8MatMulPlan plan;
-  BQMM_RETURN_IF_ERROR(
-      plan_fp8_matmul(problem_of(static_cast<const Fp8CaseSpec&>(c)), device, options_, &plan));
-  *out = to_text(plan);
+  BQMM_RETURN_IF_ERROR(plan_fp8_matmul(problem, device, options_, &plan));
+  out->plan = to_text(plan);
+  out->workspace_bytes = plan.workspace_bytes;
   return Status::Ok();
 }
 

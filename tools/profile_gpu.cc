@@ -1,5 +1,7 @@
 // bqmm-profile: the GPU every case runs on, the rotated weight copies and the dense
 // cuBLAS baseline.
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "core/workspace.h"
@@ -8,6 +10,34 @@
 #include "profile.h"
 
 namespace bqmm::profile {
+
+Status find_machine(const Settings& settings, Machine* out) {
+  Machine m;
+  m.host_bytes = static_cast<uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                 static_cast<uint64_t>(sysconf(_SC_PAGE_SIZE));
+  std::string why;
+  if (settings.cpu) {
+    m.cpu_reason = "--device cpu";
+  } else if (!harness::cuda_device_available(&why)) {
+    m.cpu_reason = "no CUDA device (" + why + ")";
+  } else {
+    m.gpu = true;
+  }
+  m.device = kDefaultDevice;
+  if (m.gpu) {
+    constexpr int kDevice = 0;  // the device Gpu::open runs on
+    BQMM_RETURN_IF_ERROR(query_device_info(kDevice, &m.device));
+    if (!settings.explain) {
+      size_t free_bytes = 0, total_bytes = 0;
+      BQMM_CUDA_RETURN(cudaSetDevice(kDevice));
+      BQMM_CUDA_RETURN(cudaMemGetInfo(&free_bytes, &total_bytes));
+      m.device_free_bytes = free_bytes;
+    }
+  }
+  if (settings.device_override) m.device = *settings.device_override;
+  *out = std::move(m);
+  return Status::Ok();
+}
 
 Status Gpu::open(int warmup, int repeat, std::unique_ptr<Gpu>* out) {
   constexpr int kDevice = 0;

@@ -55,6 +55,7 @@ constexpr SmokeCase kSmokeCases[] = {
     {DType::kBFloat16, 2, 160, 512, 16, 8, NBitsZeroPoints::kPacked, false, false},  // gemv, block 16
     {DType::kFloat16, 4, 160, 200, 32, 8, NBitsZeroPoints::kTyped, false, true},     // typed zp, K % bs
     {DType::kBFloat16, 2, 320, 384, 16, 4, NBitsZeroPoints::kPacked, true, false},   // g_idx
+    {DType::kFloat16, 2, 256, 512, 64, 4, NBitsZeroPoints::kNone, false, false},     // 4-bit, no zp
     {DType::kFloat16, 64, 320, 384, 128, 4, NBitsZeroPoints::kPacked, false, true},  // prefill
     {DType::kFloat32, 64, 256, 512, 32, 8, NBitsZeroPoints::kNone, false, true},     // prefill float32
 };
@@ -65,6 +66,61 @@ NBitsMatMulProblem problem_of(const NBitsProfileCase& c) {
   p.zero_points = c.zero_points;
   p.has_g_idx = c.g_idx;
   return p;
+}
+
+// The operator's options, read in this one place: the environment's BQMM_* overrides.
+Status read_options(NBitsMatMulOptions* options) { return nbits_matmul_options_from_env(options); }
+
+// The library call of case `c` with every tensor at placeholder_data(): the shapes and
+// dtypes the real call has (make_random_nbits_case's and NBitsInputs::device_args's).
+NBitsMatMulArgs placeholder_args(const NBitsProfileCase& c) {
+  void* p = placeholder_data();
+  const NBitsMatMulProblem shape = problem_of(c);
+  const int64_t k_blocks = shape.k_blocks();
+  NBitsMatMulArgs args;
+  args.a = TensorView{p, c.dtype, Shape{c.m, c.k}};
+  args.b = TensorView{p, DType::kUInt8, Shape{c.n, k_blocks, shape.blob_bytes()}};
+  args.scales = TensorView{p, c.dtype, Shape{c.n, k_blocks}};
+  if (c.zero_points == NBitsZeroPoints::kPacked)
+    args.zero_points = TensorView{p, DType::kUInt8, Shape{c.n, shape.zp_row_bytes()}};
+  if (c.zero_points == NBitsZeroPoints::kTyped)
+    args.zero_points = TensorView{p, c.dtype, Shape{c.n, k_blocks}};
+  if (c.g_idx) args.g_idx = TensorView{p, DType::kInt32, Shape{c.k}};
+  if (c.bias) args.bias = TensorView{p, c.dtype, Shape{c.n}};
+  args.y = MutableTensorView{p, c.dtype, Shape{c.m, c.n}};
+  return args;
+}
+
+NBitsMatMulAttrs attrs_of(const NBitsProfileCase& c) {
+  NBitsMatMulAttrs attrs;
+  attrs.k = c.k;
+  attrs.n = c.n;
+  attrs.bits = c.bits;
+  attrs.block_size = c.block_size;
+  return attrs;
+}
+
+Status parse_bits(const std::string& text, int* out) {
+  if (text != "4" && text != "8")
+    return Status(StatusCode::kInvalidArgument, "--bits: expected 4 or 8 but got \"" + text + "\"");
+  *out = std::stoi(text);
+  return Status::Ok();
+}
+
+// --nbits-algo: one GEMV algorithm, or "all" of them.
+Status parse_algos(const std::string& text, std::vector<int>* out) {
+  if (text == "all") {
+    *out = {kNBitsGemvAlgoUnrolled, kNBitsGemvAlgoLoop, kNBitsGemvAlgoPerBlock};
+    return Status::Ok();
+  }
+  for (int algo : {kNBitsGemvAlgoUnrolled, kNBitsGemvAlgoLoop, kNBitsGemvAlgoPerBlock}) {
+    if (text == std::to_string(algo)) {
+      *out = {algo};
+      return Status::Ok();
+    }
+  }
+  return Status(StatusCode::kInvalidArgument,
+                "--nbits-algo: expected 0, 1, 2 or all but got \"" + text + "\"");
 }
 
 Status parse_zero_points(const std::string& text, NBitsZeroPoints* out) {
@@ -184,11 +240,12 @@ class NBitsProfiler : public OpProfiler {
         {"--g-idx", nullptr, "pass a random act-order g_idx"},
         {"--nbits-algo", "ALGO",
          "GEMV K-loop algorithm: 0 unrolled, 1 loop, 2 per block, or all (each case of M <= 8 "
-         "once per algorithm); default: the planner's choice (BQMM_NBITS_GEMV_ALGO)"},
+         "once per algorithm); default: the planner's choice"},
     };
   }
   Status make_cases(const Flags& flags, const Settings& settings, CaseList* out) override;
-  Status describe_plan(const CaseSpec& c, const DeviceInfo& device, std::string* out) override;
+  std::vector<NamedView> call_tensors(const CaseSpec& c) const override;
+  Status check_case(const CaseSpec& c, const DeviceInfo& device, CaseCheck* out) override;
 
  protected:
   std::unique_ptr<GroupInputs> make_inputs(const CaseSpec& c, int64_t max_m,
@@ -203,24 +260,20 @@ class NBitsProfiler : public OpProfiler {
 };
 
 Status NBitsProfiler::make_cases(const Flags& flags, const Settings& settings, CaseList* out) {
-  BQMM_RETURN_IF_ERROR(nbits_matmul_options_from_env(&options_));
-  int64_t bits = 4;
-  BQMM_RETURN_IF_ERROR(flags.get_int("--bits", 4, 8, &bits));
-  if (bits != 4 && bits != 8)
-    return Status(StatusCode::kInvalidArgument,
-                  "--bits: expected 4 or 8 but got " + std::to_string(bits));
+  BQMM_RETURN_IF_ERROR(read_options(&options_));
+  if (settings.suite == "smoke") {
+    for (const char* flag : {"--bits", "--zero-points", "--g-idx"})
+      if (flags.has(flag))
+        return Status(StatusCode::kInvalidArgument,
+                      std::string(flag) + ": --suite smoke sets it per case itself");
+  }
+  int bits = 4;
+  BQMM_RETURN_IF_ERROR(parse_bits(flags.get("--bits", "4"), &bits));
   NBitsZeroPoints zero_points = NBitsZeroPoints::kNone;
   BQMM_RETURN_IF_ERROR(parse_zero_points(flags.get("--zero-points", "none"), &zero_points));
   const bool g_idx = flags.has("--g-idx");
   std::vector<int> algos = {-1};
-  const std::string algo_text = flags.get("--nbits-algo", "");
-  if (algo_text == "all") {
-    algos = {0, 1, 2};
-  } else if (!algo_text.empty()) {
-    int64_t algo = -1;
-    BQMM_RETURN_IF_ERROR(flags.get_int("--nbits-algo", 0, 2, &algo));
-    algos = {static_cast<int>(algo)};
-  }
+  if (flags.has("--nbits-algo")) BQMM_RETURN_IF_ERROR(parse_algos(flags.get("--nbits-algo"), &algos));
 
   const auto add = [&](DType dtype, int64_t m, int64_t n, int64_t k, int64_t block_size,
                        int case_bits, NBitsZeroPoints zp, bool case_g_idx, bool bias) {
@@ -245,22 +298,35 @@ Status NBitsProfiler::make_cases(const Flags& flags, const Settings& settings, C
     return Status::Ok();
   }
   return for_each_shape(settings, [&](DType dtype, int64_t m, int64_t n, int64_t k) {
-    add(dtype, m, n, k, settings.block_size, static_cast<int>(bits), zero_points, g_idx,
-        settings.bias);
+    add(dtype, m, n, k, settings.block_size, bits, zero_points, g_idx, settings.bias);
   });
 }
 
+// The operator's options for case c: read_options' with --nbits-algo's forced algorithm.
 NBitsMatMulOptions NBitsProfiler::options_for(const NBitsProfileCase& c) const {
   NBitsMatMulOptions o = options_;
   if (c.gemv_algo >= 0) o.gemv_algo = c.gemv_algo;
   return o;
 }
 
-Status NBitsProfiler::describe_plan(const CaseSpec& spec, const DeviceInfo& device, std::string* out) {
+std::vector<NamedView> NBitsProfiler::call_tensors(const CaseSpec& c) const {
+  const NBitsMatMulArgs args = placeholder_args(static_cast<const NBitsProfileCase&>(c));
+  std::vector<NamedView> t = {{"a", args.a}, {"b", args.b}, {"scales", args.scales}};
+  if (args.zero_points) t.push_back({"zero_points", *args.zero_points});
+  if (args.g_idx) t.push_back({"g_idx", *args.g_idx});
+  if (args.bias) t.push_back({"bias", *args.bias});
+  t.push_back({"y", TensorView{args.y.data, args.y.dtype, args.y.shape}});
+  return t;
+}
+
+Status NBitsProfiler::check_case(const CaseSpec& spec, const DeviceInfo& device, CaseCheck* out) {
   const auto& c = static_cast<const NBitsProfileCase&>(spec);
+  NBitsMatMulProblem problem;
+  BQMM_RETURN_IF_ERROR(validate_nbits_matmul(placeholder_args(c), attrs_of(c), &problem));
   NBitsMatMulPlan plan;
-  BQMM_RETURN_IF_ERROR(plan_nbits_matmul(problem_of(c), device, options_for(c), &plan));
-  *out = to_text(plan);
+  BQMM_RETURN_IF_ERROR(plan_nbits_matmul(problem, device, options_for(c), &plan));
+  out->plan = to_text(plan);
+  out->workspace_bytes = plan.workspace_bytes;
   return Status::Ok();
 }
 

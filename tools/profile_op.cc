@@ -5,6 +5,7 @@
 // OpProfiler's make_inputs and plan_case.
 #include <chrono>
 #include <cstdio>
+#include <new>
 
 #include "profile.h"
 
@@ -27,10 +28,20 @@ struct OpProfiler::Group {
 OpProfiler::OpProfiler() = default;
 OpProfiler::~OpProfiler() = default;
 
+Status OpProfiler::host_memory_error(const CaseSpec& c, const std::string& what) const {
+  return Status(StatusCode::kInvalidArgument,
+                "out of host memory (std::bad_alloc) " + what + " of " + case_label(name(), c) +
+                    ": its tensors take " + tensor_bytes_text(call_tensors(c)));
+}
+
 Status OpProfiler::load_group(const CaseSpec& c, int64_t max_m, uint64_t seed, const Gpu* gpu) {
   group_.reset();  // the previous group's device memory goes before the next is allocated
   auto g = std::make_unique<Group>();
-  g->inputs = make_inputs(c, max_m, seed);
+  try {
+    g->inputs = make_inputs(c, max_m, seed);
+  } catch (const std::bad_alloc&) {
+    return host_memory_error(c, "making the inputs");
+  }
   const GroupInputs* inputs = g->inputs.get();
   g->reference = std::make_unique<ReferenceRows>(
       [inputs](int64_t row) { return inputs->reference_row(row); },
@@ -92,6 +103,15 @@ Status OpProfiler::run_gpu(const CaseSpec& c, const Gpu& gpu, bool print_plan, H
 
 Status OpProfiler::run_case(const CaseSpec& c, const Gpu* gpu, const Settings& settings,
                             CaseResult* result) {
+  try {
+    return run_loaded_case(c, gpu, settings, result);
+  } catch (const std::bad_alloc&) {
+    return host_memory_error(c, "running the case");
+  }
+}
+
+Status OpProfiler::run_loaded_case(const CaseSpec& c, const Gpu* gpu, const Settings& settings,
+                                   CaseResult* result) {
   Group& g = *group_;
   const std::vector<int64_t> rows = sampled_rows(c.m);
   g.reference->request(rows);  // on worker threads while the GPU runs

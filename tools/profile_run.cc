@@ -235,78 +235,141 @@ std::string json_row(const std::string& op, const CaseSpec& c, const CaseResult&
   return j.str();
 }
 
-void print_summary(const std::string& op, const CaseList& cases,
-                   const std::vector<CaseResult>& results, const Gpu* gpu) {
-  const char* row_format =
-      "%-4s %-5s %5s %6s %6s %5s %-9s %-25s %9s %-5s %10s %6s %6s %8s %10s %7s\n";
+// A case of a run with its operator and result, in run order.
+struct RunCase {
+  OpProfiler* op;
+  const CaseSpec* spec;
+  CaseResult result;
+};
+
+void print_summary(const std::vector<RunCase>& cases, const Gpu* gpu) {
   std::printf("\nsummary (%s):\n", gpu ? "GPU medians; TB/s = weight bytes / time; % of copy "
                                          "bandwidth; speedup = cuBLAS bf16 / bqmm"
                                        : "CPU emulation only, no GPU timings");
-  std::printf(row_format, "op", "dtype", "M", "N", "K", "bs", "variant", "path", "rel_err", "pass",
-              gpu ? "median_us" : "cpu_us", "TB/s", "%copy", "TFLOP/s", "cuBLAS_us", "speedup");
+  Table table;
+  table.header = {"op",  "dtype",   "M",         "N",    "K",     "bs",      "variant",   "path",
+                  "rel_err", "pass", gpu ? "median_us" : "cpu_us", "TB/s", "%copy", "TFLOP/s",
+                  "cuBLAS_us", "speedup"};
+  table.right_aligned = {false, false, true,  true,  true, true, false, false,
+                         true,  false, true,  true,  true, true, true,  true};
   size_t passed = 0;
-  for (size_t i = 0; i < cases.size(); ++i) {
-    const CaseSpec& c = *cases[i];
-    const CaseResult& r = results[i];
+  for (const RunCase& rc : cases) {
+    const CaseSpec& c = *rc.spec;
+    const CaseResult& r = rc.result;
     const Ratios x = ratios(c, r, gpu);
     passed += r.passed() ? 1 : 0;
-    const std::string variant = (c.bias ? std::string("bias") : "") +
-                                (c.bias && !c.variant().empty() ? "," : "") + c.variant();
-    std::printf(row_format, op.c_str(), dtype_flag_name(c.dtype), std::to_string(c.m).c_str(),
-                std::to_string(c.n).c_str(), std::to_string(c.k).c_str(),
-                std::to_string(c.block_size).c_str(), variant.empty() ? "-" : variant.c_str(),
-                r.path.empty() ? "-" : r.path.c_str(),
-                r.error.empty() ? format("%.2e", r.accuracy.rel_err).c_str() : "-",
-                !r.error.empty() ? "ERROR"
-                : r.passed()     ? "PASS"
-                                 : "FAIL",
-                optional_text(gpu ? median_of(r.kernel) : r.cpu_us, "%.1f").c_str(),
-                optional_text(x.weight_tbps, "%.2f").c_str(),
-                optional_text(x.pct_of_copy_bw, "%.1f").c_str(),
-                optional_text(x.tflops, "%.2f").c_str(),
-                optional_text(median_of(r.cublas), "%.1f").c_str(),
-                optional_text(x.speedup_vs_cublas, "%.2f").c_str());
+    // Comma separated, so that a row's cells never contain spaces.
+    std::string variant = (c.bias ? std::string("bias") : "") +
+                          (c.bias && !c.variant().empty() ? " " : "") + c.variant();
+    std::replace(variant.begin(), variant.end(), ' ', ',');
+    table.rows.push_back({
+        rc.op->name(),
+        dtype_flag_name(c.dtype),
+        std::to_string(c.m),
+        std::to_string(c.n),
+        std::to_string(c.k),
+        std::to_string(c.block_size),
+        variant.empty() ? "-" : variant,
+        r.path.empty() ? "-" : r.path,
+        r.error.empty() ? format("%.2e", r.accuracy.rel_err) : "-",
+        !r.error.empty() ? "ERROR" : r.passed() ? "PASS" : "FAIL",
+        optional_text(gpu ? median_of(r.kernel) : r.cpu_us, "%.1f"),
+        optional_text(x.weight_tbps, "%.2f"),
+        optional_text(x.pct_of_copy_bw, "%.1f"),
+        optional_text(x.tflops, "%.2f"),
+        optional_text(median_of(r.cublas), "%.1f"),
+        optional_text(x.speedup_vs_cublas, "%.2f"),
+    });
   }
+  std::printf("%s", format_table(table).c_str());
   std::printf("%zu of %zu cases passed\n", passed, cases.size());
+}
+
+// "--op fp8, 8 case(s)" or "--op fp8 and --op nbits, 17 case(s) (8 fp8, 9 nbits)"
+std::string run_title(const std::vector<OpCases>& runs, size_t total) {
+  std::string ops, counts;
+  for (const OpCases& run : runs) {
+    ops += std::string(ops.empty() ? "--op " : " and --op ") + run.op->name();
+    counts += std::string(counts.empty() ? "" : ", ") + std::to_string(run.cases.size()) + " " +
+              run.op->name();
+  }
+  return ops + ", " + std::to_string(total) + " case(s)" +
+         (runs.size() > 1 ? " (" + counts + ")" : "");
+}
+
+// Prints how the GPU times the cases. Exit code 0, or 1 when it cannot be opened.
+int open_gpu(const Settings& settings, std::unique_ptr<Gpu>* gpu) {
+  const Status s = Gpu::open(settings.warmup, settings.repeat, gpu);
+  if (!s.ok()) {
+    std::fprintf(stderr, "bqmm-profile: %s\n", s.to_string().c_str());
+    return 1;
+  }
+  const Gpu& g = **gpu;
+  std::printf(
+      "device: %s, sm%d, %d SMs, L2 %.1f MiB; copy bandwidth %.2f TB/s (cudaMemcpyAsync "
+      "device to device of %zu MiB, bytes read + written, median)\n",
+      g.name().c_str(), g.info().sm, g.info().num_sms, g.l2_bytes() / 1048576.0,
+      g.copy_bytes_per_second() / 1e12, g.copy_bandwidth_probe_bytes() >> 20);
+  std::printf(
+      "timing: CUDA events around each run, %d warm-up then median/p10/p90 of %d runs; "
+      "weights rotated over copies totalling > 4x L2 (cold L2); CUDA graphs: the timed "
+      "runs are one captured graph replayed behind the warm-up (JSON 'graphs'); 'back to "
+      "back' (JSON b2b_*): %d more runs in a second graph without events between them, "
+      "total / runs\n",
+      settings.warmup, settings.repeat, settings.repeat);
+  return 0;
 }
 
 }  // namespace
 
-int explain_cases(OpProfiler& op, const Settings& settings, const CaseList& cases) {
-  DeviceInfo device;
-  if (settings.device_override) {
-    device = *settings.device_override;
-  } else {
-    std::string why;
-    if (!harness::cuda_device_available(&why)) {
-      std::fprintf(stderr,
-                   "bqmm-profile: no CUDA device (%s): give --sm and --num-sms to explain "
-                   "the plans for a device that is not here\n",
-                   why.c_str());
-      return 2;
-    }
-    const Status s = query_device_info(0, &device);
-    if (!s.ok()) {
-      std::fprintf(stderr, "bqmm-profile: %s\n", s.to_string().c_str());
-      return 2;
-    }
+std::string format_table(const Table& table) {
+  std::vector<size_t> widths(table.header.size());
+  for (size_t col = 0; col < widths.size(); ++col) {
+    widths[col] = table.header[col].size();
+    for (const auto& row : table.rows) widths[col] = std::max(widths[col], row[col].size());
   }
-  std::printf("plans for sm%d with %d SMs (%zu cases)\n", device.sm, device.num_sms, cases.size());
-  for (size_t i = 0; i < cases.size(); ++i) {
-    std::string plan;
-    const Status s = op.describe_plan(*cases[i], device, &plan);
-    if (!s.ok()) {
-      std::fprintf(stderr, "bqmm-profile: %s: %s\n", case_label(op.name(), *cases[i]).c_str(),
-                   s.to_string().c_str());
-      return 2;
+  const auto line = [&](const std::vector<std::string>& cells) {
+    std::string s;
+    for (size_t col = 0; col < widths.size(); ++col) {
+      const std::string pad(widths[col] - cells[col].size(), ' ');
+      if (col > 0) s += "  ";
+      s += table.right_aligned[col] ? pad + cells[col] : cells[col] + pad;
     }
-    std::printf("[%zu/%zu] %s\n  %s\n", i + 1, cases.size(),
-                case_label(op.name(), *cases[i]).c_str(), plan.c_str());
+    return s + "\n";
+  };
+  std::string out = line(table.header);
+  for (const auto& row : table.rows) out += line(row);
+  return out;
+}
+
+int explain_cases(const std::vector<OpCases>& runs, const Machine& machine) {
+  size_t total = 0;
+  for (const OpCases& run : runs) total += run.cases.size();
+  std::printf("plans for sm%d with %d SMs (%zu cases)%s\n", machine.device.sm,
+              machine.device.num_sms, total,
+              machine.gpu ? "" : (": " + machine.cpu_reason).c_str());
+  size_t index = 0;
+  for (const OpCases& run : runs) {
+    for (const auto& c : run.cases) {
+      CaseCheck check;
+      const Status s = run.op->check_case(*c, machine.device, &check);
+      if (!s.ok()) {  // check_cases has passed every case: not expected
+        std::fprintf(stderr, "bqmm-profile: %s: %s\n", case_label(run.op->name(), *c).c_str(),
+                     s.to_string().c_str());
+        return 2;
+      }
+      std::printf("[%zu/%zu] %s\n  %s\n", ++index, total, case_label(run.op->name(), *c).c_str(),
+                  check.plan.c_str());
+    }
   }
   return 0;
 }
 
-int run_cases(OpProfiler& op, const Settings& settings, const CaseList& cases) {
+int run_cases(const std::vector<OpCases>& runs, const Settings& settings, const Machine& machine) {
+  std::vector<RunCase> cases;
+  for (const OpCases& run : runs)
+    for (const auto& c : run.cases) cases.push_back({run.op, c.get(), {}});
+
   std::FILE* json = nullptr;
   if (!settings.json_path.empty()) {
     json = std::fopen(settings.json_path.c_str(), "w");
@@ -316,35 +379,17 @@ int run_cases(OpProfiler& op, const Settings& settings, const CaseList& cases) {
     }
   }
 
-  std::printf("bqmm-profile: --op %s, %zu case(s)%s, seed %llu\n", op.name(), cases.size(),
+  std::printf("bqmm-profile: %s%s, seed %llu\n", run_title(runs, cases.size()).c_str(),
               settings.suite.empty() ? "" : (" of suite " + settings.suite).c_str(),
               static_cast<unsigned long long>(settings.seed));
   std::unique_ptr<Gpu> gpu;
-  std::string why;
-  if (settings.cpu) {
-    std::printf("--device cpu: running the CPU reference only; no kernel timings\n");
-  } else if (!harness::cuda_device_available(&why)) {
-    std::printf("no CUDA device (%s): running the CPU reference only; no kernel timings\n",
-                why.c_str());
-  } else {
-    const Status s = Gpu::open(settings.warmup, settings.repeat, &gpu);
-    if (!s.ok()) {
-      std::fprintf(stderr, "bqmm-profile: %s\n", s.to_string().c_str());
-      if (json != nullptr) std::fclose(json);
-      return 1;
-    }
-    std::printf(
-        "device: %s, sm%d, %d SMs, L2 %.1f MiB; copy bandwidth %.2f TB/s (cudaMemcpyAsync "
-        "device to device of %zu MiB, bytes read + written, median)\n",
-        gpu->name().c_str(), gpu->info().sm, gpu->info().num_sms, gpu->l2_bytes() / 1048576.0,
-        gpu->copy_bytes_per_second() / 1e12, gpu->copy_bandwidth_probe_bytes() >> 20);
-    std::printf(
-        "timing: CUDA events around each run, %d warm-up then median/p10/p90 of %d runs; "
-        "weights rotated over copies totalling > 4x L2 (cold L2); CUDA graphs: the timed "
-        "runs are one captured graph replayed behind the warm-up (JSON 'graphs'); 'back to "
-        "back' (JSON b2b_*): %d more runs in a second graph without events between them, "
-        "total / runs\n",
-        settings.warmup, settings.repeat, settings.repeat);
+  if (!machine.gpu) {
+    std::printf("%s: running the CPU reference only; no kernel timings; planned for sm%d with "
+                "%d SMs\n",
+                machine.cpu_reason.c_str(), machine.device.sm, machine.device.num_sms);
+  } else if (const int rc = open_gpu(settings, &gpu); rc != 0) {
+    if (json != nullptr) std::fclose(json);
+    return rc;
   }
   std::printf(
       "accuracy: float64 reference on all rows when M <= 8, else 8 rows including "
@@ -352,29 +397,32 @@ int run_cases(OpProfiler& op, const Settings& settings, const CaseList& cases) {
   std::fflush(stdout);
 
   const RunInfo info{gpu.get(), &settings, utc_now()};
-  std::vector<CaseResult> results(cases.size());
   uint64_t group_index = 0;
   for (size_t first = 0; first < cases.size(); ++group_index) {
-    const std::string key = weight_key(op.name(), *cases[first]);
-    size_t end = first;
-    int64_t max_m = 0;
-    for (; end < cases.size() && weight_key(op.name(), *cases[end]) == key; ++end)
-      max_m = std::max(max_m, cases[end]->m);
+    // Cases of one operator sharing a weight key share their inputs.
+    OpProfiler& op = *cases[first].op;
+    const std::string key = weight_key(op.name(), *cases[first].spec);
+    size_t end = first, largest = first;
+    for (; end < cases.size() && cases[end].op == &op &&
+           weight_key(op.name(), *cases[end].spec) == key;
+         ++end)
+      if (cases[end].spec->m > cases[largest].spec->m) largest = end;
+    const int64_t max_m = cases[largest].spec->m;
 
     std::printf("inputs for %s, M up to %lld: ", key.c_str(), static_cast<long long>(max_m));
     std::fflush(stdout);
     const auto load_start = std::chrono::steady_clock::now();
     Status loaded;
     try {
-      loaded = op.load_group(*cases[first], max_m, settings.seed + group_index, gpu.get());
+      loaded = op.load_group(*cases[largest].spec, max_m, settings.seed + group_index, gpu.get());
     } catch (const std::exception& e) {
       loaded = Status(StatusCode::kInternal, e.what());
     }
     std::printf("%s in %.1f s\n", loaded.ok() ? "made" : "FAILED", seconds_since(load_start));
 
     for (size_t i = first; i < end; ++i) {
-      const CaseSpec& c = *cases[i];
-      CaseResult& r = results[i];
+      const CaseSpec& c = *cases[i].spec;
+      CaseResult& r = cases[i].result;
       const auto start = std::chrono::steady_clock::now();
       Status s = loaded;
       if (s.ok()) {
@@ -398,9 +446,9 @@ int run_cases(OpProfiler& op, const Settings& settings, const CaseList& cases) {
   }
   if (json != nullptr) std::fclose(json);
 
-  print_summary(op.name(), cases, results, gpu.get());
-  const bool all_passed =
-      std::all_of(results.begin(), results.end(), [](const CaseResult& r) { return r.passed(); });
+  print_summary(cases, gpu.get());
+  const bool all_passed = std::all_of(cases.begin(), cases.end(),
+                                      [](const RunCase& rc) { return rc.result.passed(); });
   return all_passed ? 0 : 1;
 }
 

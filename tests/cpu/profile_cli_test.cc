@@ -1,0 +1,332 @@
+// bqmm-profile's command line, run as users run it: the built binary in CPU mode (no GPU
+// needed). tests/CMakeLists.txt passes its path as BQMM_PROFILE_BINARY when the CLI is
+// built; without it every test skips itself.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct CliResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs bqmm-profile with `args` (shell words).
+CliResult run_cli(const std::string& args) {
+  CliResult r;
+#ifdef BQMM_PROFILE_BINARY
+  const std::string command = std::string("'") + BQMM_PROFILE_BINARY + "' " + args + " 2>&1";
+  std::FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buf[4096];
+  size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof(buf), pipe)) > 0) r.output.append(buf, n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+#else
+  (void)args;
+#endif
+  return r;
+}
+
+#ifdef BQMM_PROFILE_BINARY
+#define SKIP_WITHOUT_CLI() (void)0
+#else
+#define SKIP_WITHOUT_CLI() GTEST_SKIP() << "bqmm-profile is not built (BQMM_BUILD_TOOLS=OFF)"
+#endif
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::vector<std::string> words_of(const std::string& line) {
+  std::vector<std::string> words;
+  std::istringstream in(line);
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+// The summary table's lines: its header, then a row per case.
+std::vector<std::string> summary_table(const std::string& output) {
+  std::vector<std::string> table;
+  bool in_table = false;
+  for (const std::string& line : lines_of(output)) {
+    if (line.rfind("summary (", 0) == 0) {
+      in_table = true;
+    } else if (in_table && line.find(" cases passed") != std::string::npos) {
+      break;
+    } else if (in_table) {
+      table.push_back(line);
+    }
+  }
+  return table;
+}
+
+// The table's rows as cells by header name.
+std::vector<std::vector<std::string>> table_rows(const std::vector<std::string>& table) {
+  std::vector<std::vector<std::string>> rows;
+  for (size_t i = 1; i < table.size(); ++i) rows.push_back(words_of(table[i]));
+  return rows;
+}
+
+size_t column_of(const std::vector<std::string>& table, const std::string& name) {
+  const std::vector<std::string> header = words_of(table.at(0));
+  for (size_t i = 0; i < header.size(); ++i)
+    if (header[i] == name) return i;
+  ADD_FAILURE() << "no column " << name << " in " << table.at(0);
+  return 0;
+}
+
+// ------------------------------------------------------------------ validation and plans
+// The library's validator requires a power-of-two block size >= 16 for nbits: every mode
+// must reject 48 before running anything, with the same text and exit code.
+TEST(ProfileCli, EveryModeRejectsWhatTheLibraryRejects) {
+  SKIP_WITHOUT_CLI();
+  const std::string the_case = "--op nbits --block-size 48 --m 4 --n 64 --k 96";
+  const std::string expected =
+      "bqmm-profile: nbits fp16 M=4 N=64 K=96 bs=48 int4: InvalidArgument: block_size: "
+      "expected a power of two >= 16 but got 48\n";
+  for (const std::string mode :
+       {"--device cpu", "--device cpu --sm 80 --num-sms 108", "--explain --device cpu",
+        "--explain --sm 90 --num-sms 132", ""}) {
+    SCOPED_TRACE(mode);
+    const CliResult r = run_cli(the_case + " " + mode);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.output, expected);
+  }
+}
+
+TEST(ProfileCli, CpuModeChecksSuitesBeforeRunningAnyCase) {
+  SKIP_WITHOUT_CLI();
+  // The decode suite's shapes are all valid, but --block-size 48 is not: nothing runs.
+  const CliResult r = run_cli("--op nbits --suite decode --block-size 48 --device cpu");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("block_size: expected a power of two >= 16 but got 48"),
+            std::string::npos);
+  EXPECT_EQ(r.output.find("inputs for"), std::string::npos) << r.output;
+}
+
+TEST(ProfileCli, CpuModePlansForTheDefaultOrGivenDevice) {
+  SKIP_WITHOUT_CLI();
+  const CliResult h200 = run_cli("--op nbits --m 1 --n 64 --k 64 --explain --device cpu");
+  EXPECT_EQ(h200.exit_code, 0);
+  EXPECT_NE(h200.output.find("plans for sm90 with 132 SMs"), std::string::npos) << h200.output;
+  EXPECT_NE(h200.output.find("NBitsMatMulPlan{"), std::string::npos);
+
+  const CliResult a100 =
+      run_cli("--op fp8 --m 1 --n 64 --k 64 --explain --device cpu --sm 80 --num-sms 108");
+  EXPECT_EQ(a100.exit_code, 0);
+  EXPECT_NE(a100.output.find("plans for sm80 with 108 SMs"), std::string::npos) << a100.output;
+
+  const CliResult run = run_cli("--op fp8 --m 2 --n 64 --k 128 --device cpu");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("planned for sm90 with 132 SMs"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("1 of 1 cases passed"), std::string::npos) << run.output;
+}
+
+// ------------------------------------------------------------------ flag errors
+TEST(ProfileCli, EveryFlagErrorNamesTheFlag) {
+  SKIP_WITHOUT_CLI();
+  const std::string one = " --m 1 --n 64 --k 64";
+  const struct {
+    std::string args, flag;
+  } cases[] = {
+      {"--m x --n 1 --k 1", "--m"},                  // not a number
+      {"--m 1 --n 1e3 --k 1", "--n"},                // not an integer
+      {"--m 1 --n 1 --k ' 5'", "--k"},               // spaces
+      {"--m -1 --n 1 --k 1", "--m"},                 // out of range
+      {"--m 1 --n 1 --k 99999999999999999999", "--k"},  // beyond int64
+      {"--m 1 --n 1", "--k"},                        // missing
+      {"--m 3037000500 --n 3037000500 --k 1", "--m * --n"},  // element count overflows
+      {"--m", "--m"},                                // missing value
+      {"--m=" + one, "--m"},                         // empty value
+      {"--m 1 --m 2 --n 1 --k 1", "--m"},            // twice
+      {"--frobnicate" + one, "--frobnicate"},        // unknown
+      {"--bias=yes" + one, "--bias"},                // a switch with a value
+      {"--op fp9" + one, "--op"},
+      {"--activation-dtype fp64" + one, "--activation-dtype"},
+      {"--activation-dtype fp32" + one, "--activation-dtype"},  // fp8 has no fp32
+      {"--block-size 0" + one, "--block-size"},
+      {"--block-size 99999999999" + one, "--block-size"},
+      {"--suite nightly", "--suite"},
+      {"--suite smoke --m 1", "--m"},
+      {"--suite smoke --block-size 64", "--block-size"},
+      {"--suite smoke --bias", "--bias"},
+      {"--warmup -1" + one, "--warmup"},
+      {"--repeat 0" + one, "--repeat"},
+      {"--seed abc" + one, "--seed"},
+      {"--device tpu" + one, "--device"},
+      {"--sm 90" + one + " --device cpu", "--sm"},
+      {"--num-sms 132" + one + " --device cpu", "--num-sms"},
+      {"--sm 90 --num-sms 132" + one, "--sm"},  // a GPU run plans for its GPU
+      {"--sm 5 --num-sms 132 --device cpu" + one, "--sm"},
+      {"--sm 90 --num-sms zero --device cpu" + one, "--num-sms"},
+      {"--json /nonexistent/dir/out.jsonl --device cpu" + one, "--json"},
+      // the other operator's flags
+      {"--op fp8 --bits 8" + one, "--bits"},
+      {"--zero-points packed" + one, "--zero-points"},  // without --op: fp8
+      {"--op nbits --w8a8" + one, "--w8a8"},
+      // each operator's own
+      {"--op nbits --bits 3" + one, "--bits"},
+      {"--op nbits --bits four" + one, "--bits"},
+      {"--op nbits --zero-points some" + one, "--zero-points"},
+      {"--op nbits --nbits-algo 7" + one, "--nbits-algo"},
+      {"--op nbits --suite smoke --bits 8", "--bits"},
+      {"--suite smoke --g-idx", "--g-idx"},
+      {"--op fp8 --suite smoke --w8a8", "--w8a8"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.args);
+    const CliResult r = run_cli(c.args);
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.output.rfind("bqmm-profile: " + c.flag + ":", 0), 0u) << r.output;
+    EXPECT_EQ(lines_of(r.output).size(), 1u) << r.output;
+  }
+  // A stray word says where it is.
+  const CliResult stray = run_cli("--m 5 6 --n 1 --k 1");
+  EXPECT_EQ(stray.exit_code, 2);
+  EXPECT_NE(stray.output.find("\"6\" after --m 5"), std::string::npos) << stray.output;
+}
+
+// ------------------------------------------------------------------ memory
+TEST(ProfileCli, AnImpossibleAllocationNamesTheSizes) {
+  SKIP_WITHOUT_CLI();
+  for (const std::string op : {"fp8", "nbits"}) {
+    SCOPED_TRACE(op);
+    const CliResult r =
+        run_cli("--op " + op + " --m 99999999999 --n 4096 --k 4096 --device cpu");
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_EQ(r.output.find("bad_alloc"), std::string::npos) << r.output;
+    EXPECT_EQ(r.output.find("inputs for"), std::string::npos) << r.output;  // nothing allocated
+    EXPECT_NE(r.output.find("of host memory"), std::string::npos) << r.output;
+    // A: 99999999999 x 4096 float16.
+    EXPECT_NE(r.output.find("a 745.1 TiB"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("this machine's memory is"), std::string::npos) << r.output;
+    EXPECT_EQ(lines_of(r.output).size(), 1u) << r.output;
+  }
+}
+
+// ------------------------------------------------------------------ the table
+// Every column of the summary starts and ends at the same place on every line: the
+// positions that are blank on all lines form exactly one gap between each pair of
+// neighbouring columns.
+void expect_columns_line_up(const std::vector<std::string>& table) {
+  ASSERT_GE(table.size(), 2u);
+  const size_t columns = words_of(table[0]).size();
+  size_t width = 0;
+  for (const std::string& line : table) width = std::max(width, line.size());
+  std::vector<bool> blank(width, true);
+  for (const std::string& line : table) {
+    EXPECT_EQ(words_of(line).size(), columns) << line;
+    for (size_t i = 0; i < line.size(); ++i)
+      if (line[i] != ' ') blank[i] = false;
+  }
+  size_t gaps = 0;
+  for (size_t i = 1; i < width; ++i)
+    if (blank[i] && !blank[i - 1]) ++gaps;
+  if (blank[width - 1]) --gaps;  // trailing blanks are no gap between columns
+  EXPECT_EQ(gaps, columns - 1) << "columns do not line up:\n" << [&] {
+    std::string s;
+    for (const std::string& line : table) s += line + "\n";
+    return s;
+  }();
+}
+
+TEST(ProfileCli, SummaryColumnsLineUpForEveryOperator) {
+  SKIP_WITHOUT_CLI();
+  for (const std::string args :
+       {"--op fp8 --suite smoke", "--op nbits --suite smoke", "--suite smoke",
+        "--op nbits --g-idx --zero-points typed --bias --m 3 --n 64 --k 128 --block-size 32"}) {
+    SCOPED_TRACE(args);
+    const CliResult r = run_cli(args + " --device cpu");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    expect_columns_line_up(summary_table(r.output));
+  }
+}
+
+// ------------------------------------------------------------------ the smoke suite
+TEST(ProfileCli, SmokeSuiteRunsBothOperators) {
+  SKIP_WITHOUT_CLI();
+  const CliResult r = run_cli("--suite smoke --device cpu");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::vector<std::string> table = summary_table(r.output);
+  const size_t op = column_of(table, "op"), variant = column_of(table, "variant");
+  const size_t pass = column_of(table, "pass");
+  int fp8 = 0, nbits = 0, int4 = 0, int8 = 0, with_zp = 0, without_zp = 0, bias = 0, no_bias = 0;
+  for (const std::vector<std::string>& row : table_rows(table)) {
+    EXPECT_EQ(row.at(pass), "PASS");
+    const std::string& v = row.at(variant);
+    if (row.at(op) == "fp8") ++fp8;
+    if (row.at(op) != "nbits") continue;
+    ++nbits;
+    int4 += v.find("int4") != std::string::npos;
+    int8 += v.find("int8") != std::string::npos;
+    const bool zp = v.find("zp=") != std::string::npos;
+    with_zp += zp;
+    without_zp += !zp;
+    const bool has_bias = v.find("bias") != std::string::npos;
+    bias += has_bias;
+    no_bias += !has_bias;
+  }
+  EXPECT_GT(fp8, 0);
+  EXPECT_GT(nbits, 0);
+  for (int count : {int4, int8, with_zp, without_zp, bias, no_bias}) EXPECT_GT(count, 0);
+  EXPECT_NE(r.output.find(std::to_string(fp8 + nbits) + " of " + std::to_string(fp8 + nbits) +
+                          " cases passed"),
+            std::string::npos);
+  // 4-bit and 8-bit, each with and without zero points.
+  for (const std::string want : {"int4,", "int8,"}) {
+    bool zp = false, none = false;
+    for (const std::vector<std::string>& row : table_rows(table)) {
+      const std::string v = row.at(variant) + ",";
+      if (row.at(op) != "nbits" || v.find(want) == std::string::npos) continue;
+      (v.find("zp=") != std::string::npos ? zp : none) = true;
+    }
+    EXPECT_TRUE(zp && none) << want;
+  }
+}
+
+TEST(ProfileCli, OpSmokeIsThatOperatorsPart) {
+  SKIP_WITHOUT_CLI();
+  for (const std::string name : {"fp8", "nbits"}) {
+    const CliResult r = run_cli("--op " + name + " --suite smoke --device cpu");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    const std::vector<std::string> table = summary_table(r.output);
+    const size_t op = column_of(table, "op");
+    ASSERT_GT(table.size(), 1u);
+    for (const std::vector<std::string>& row : table_rows(table)) EXPECT_EQ(row.at(op), name);
+  }
+}
+
+// ------------------------------------------------------------------ --help
+TEST(ProfileCli, HelpListsBothOperatorsAndTheirFlags) {
+  SKIP_WITHOUT_CLI();
+  const CliResult r = run_cli("--help");
+  EXPECT_EQ(r.exit_code, 0);
+  std::string op_line;
+  for (const std::string& line : lines_of(r.output))
+    if (line.rfind("  --op NAME", 0) == 0) op_line = line;
+  EXPECT_NE(op_line.find("fp8"), std::string::npos) << op_line;
+  EXPECT_NE(op_line.find("nbits"), std::string::npos) << op_line;
+  const size_t fp8 = r.output.find("--op fp8 flags:"), nbits = r.output.find("--op nbits flags:");
+  ASSERT_NE(fp8, std::string::npos);
+  ASSERT_NE(nbits, std::string::npos);
+  const std::string fp8_section = r.output.substr(fp8, nbits > fp8 ? nbits - fp8 : std::string::npos);
+  const std::string nbits_section = r.output.substr(nbits);
+  EXPECT_NE(fp8_section.find("--w8a8"), std::string::npos);
+  for (const char* flag : {"--bits", "--zero-points", "--g-idx", "--nbits-algo"})
+    EXPECT_NE(nbits_section.find(flag), std::string::npos) << flag;
+  // The kernel-forcing variables are internal, not the CLI's interface.
+  EXPECT_EQ(r.output.find("_GEMV_"), std::string::npos);
+}
+
+}  // namespace
