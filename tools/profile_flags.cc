@@ -249,8 +249,9 @@ void print_usage(const std::vector<FlagSpec>& common, const std::vector<const Op
     print_flags(std::string("--op ") + op->name() + " flags", op->flags());
   std::printf(
       "\n"
-      "environment: the operators' BQMM_* options (e.g. BQMM_DEQUANT_SCRATCH_MIB) apply;\n"
-      "BQMM_PRINT_PLAN=1 prints each case's plan before it runs.\n"
+      "environment: BQMM_DEQUANT_SCRATCH_MIB (the operators' option) applies;\n"
+      "BQMM_PRINT_PLAN=1 prints each case's plan before it runs; BQMM_PLAN_OVERRIDE=key=value,...\n"
+      "forces the planner's kernel choices for experiments (docs/DESIGN.md).\n"
       "exit status: 0 every case passed, 1 a case failed or could not run, 2 bad usage, or a\n"
       "case the library rejects or this machine cannot hold.\n");
 }

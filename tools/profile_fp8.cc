@@ -3,6 +3,7 @@
 // plan.workspace_bytes on a created stream), checked against the float64 reference.
 #include "bqmm/fp8_matmul.h"
 #include "cuda/launchers.h"
+#include "core/plan_override.h"
 #include "profile.h"
 #include "reference/fp8_reference.h"
 
@@ -44,7 +45,12 @@ constexpr SmokeCase kSmokeCases[] = {
 };
 
 // The operator's options, read in this one place: the environment's BQMM_* overrides.
-Status read_options(Fp8MatMulOptions* options) { return fp8_matmul_options_from_env(options); }
+// The operator's options (BQMM_DEQUANT_SCRATCH_MIB) and the internal plan override
+// (BQMM_PLAN_OVERRIDE, core/plan_override.h), as the library's users and its tests set them.
+Status read_options(Fp8MatMulOptions* options, PlanOverride* force) {
+  BQMM_RETURN_IF_ERROR(fp8_matmul_options_from_env(options));
+  return plan_override_from_env(force);
+}
 
 Fp8MatMulProblem problem_of(const Fp8CaseSpec& c) {
   auto p = common_problem<Fp8MatMulProblem>(c);
@@ -148,10 +154,11 @@ class Fp8Profiler : public OpProfiler {
 
  private:
   Fp8MatMulOptions options_;
+  PlanOverride force_;
 };
 
 Status Fp8Profiler::make_cases(const Flags& flags, const Settings& settings, CaseList* out) {
-  BQMM_RETURN_IF_ERROR(read_options(&options_));
+  BQMM_RETURN_IF_ERROR(read_options(&options_, &force_));
   const bool w8a8 = flags.has("--w8a8");
 
   out->clear();
@@ -186,7 +193,7 @@ Status Fp8Profiler::check_case(const CaseSpec& c, const DeviceInfo& device, Case
   BQMM_RETURN_IF_ERROR(validate_fp8_matmul(placeholder_args(static_cast<const Fp8CaseSpec&>(c)),
                                            Fp8MatMulAttrs{c.block_size}, &problem));
   Fp8MatMulPlan plan;
-  BQMM_RETURN_IF_ERROR(plan_fp8_matmul(problem, device, options_, &plan));
+  BQMM_RETURN_IF_ERROR(plan_fp8_matmul(problem, device, options_, force_, &plan));
   out->plan = to_text(plan);
   out->workspace_bytes = plan.workspace_bytes;
   return Status::Ok();
@@ -210,7 +217,7 @@ Status Fp8Profiler::plan_case(const CaseSpec& spec, const GroupInputs& inputs,
   BQMM_RETURN_IF_ERROR(
       validate_fp8_matmul(in.device_args(c, 0, y), Fp8MatMulAttrs{c.block_size}, &problem));
   Fp8MatMulPlan plan;
-  BQMM_RETURN_IF_ERROR(plan_fp8_matmul(problem, gpu.info(), options_, &plan));
+  BQMM_RETURN_IF_ERROR(plan_fp8_matmul(problem, gpu.info(), options_, force_, &plan));
   out->path = fp8_path_name(plan.path);
   out->text = to_text(plan);
   out->workspace_bytes = plan.workspace_bytes;
@@ -219,7 +226,7 @@ Status Fp8Profiler::plan_case(const CaseSpec& spec, const GroupInputs& inputs,
     return run_fp8_matmul(gpu.handle(), plan, in.device_args(c, copy, y), workspace,
                           workspace_bytes, gpu.stream());
   };
-  out->dequantize = [&c, &in, &gpu, vec16 = plan.dequant_vec16](int64_t copy, void* dequantized) {
+  out->dequantize = [&c, &in, &gpu, vec16 = plan.dequant.vector](int64_t copy, void* dequantized) {
     return cuda::launch_fp8_dequant(c.dtype, in.b(copy), in.b_scale(copy), c.n, c.k, c.block_size,
                                     vec16, dequantized, gpu.stream());
   };

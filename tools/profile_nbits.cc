@@ -9,6 +9,7 @@
 //   done
 #include "bqmm/nbits_matmul.h"
 #include "cuda/launchers.h"
+#include "core/plan_override.h"
 #include "profile.h"
 #include "reference/nbits_reference.h"
 
@@ -69,7 +70,12 @@ NBitsMatMulProblem problem_of(const NBitsProfileCase& c) {
 }
 
 // The operator's options, read in this one place: the environment's BQMM_* overrides.
-Status read_options(NBitsMatMulOptions* options) { return nbits_matmul_options_from_env(options); }
+// The operator's options (BQMM_DEQUANT_SCRATCH_MIB) and the internal plan override
+// (BQMM_PLAN_OVERRIDE, core/plan_override.h), as the library's users and its tests set them.
+Status read_options(NBitsMatMulOptions* options, PlanOverride* force) {
+  BQMM_RETURN_IF_ERROR(nbits_matmul_options_from_env(options));
+  return plan_override_from_env(force);
+}
 
 // The library call of case `c` with every tensor at placeholder_data(): the shapes and
 // dtypes the real call has (make_random_nbits_case's and NBitsInputs::device_args's).
@@ -254,13 +260,14 @@ class NBitsProfiler : public OpProfiler {
                    const Gpu& gpu, PlannedCase* out) override;
 
  private:
-  NBitsMatMulOptions options_for(const NBitsProfileCase& c) const;
+  PlanOverride force_for(const NBitsProfileCase& c) const;
 
   NBitsMatMulOptions options_;
+  PlanOverride force_;
 };
 
 Status NBitsProfiler::make_cases(const Flags& flags, const Settings& settings, CaseList* out) {
-  BQMM_RETURN_IF_ERROR(read_options(&options_));
+  BQMM_RETURN_IF_ERROR(read_options(&options_, &force_));
   if (settings.suite == "smoke") {
     for (const char* flag : {"--bits", "--zero-points", "--g-idx"})
       if (flags.has(flag))
@@ -302,10 +309,10 @@ Status NBitsProfiler::make_cases(const Flags& flags, const Settings& settings, C
   });
 }
 
-// The operator's options for case c: read_options' with --nbits-algo's forced algorithm.
-NBitsMatMulOptions NBitsProfiler::options_for(const NBitsProfileCase& c) const {
-  NBitsMatMulOptions o = options_;
-  if (c.gemv_algo >= 0) o.gemv_algo = c.gemv_algo;
+// The plan override for case c: read_options' with --nbits-algo's forced algorithm.
+PlanOverride NBitsProfiler::force_for(const NBitsProfileCase& c) const {
+  PlanOverride o = force_;
+  if (c.gemv_algo >= 0) o.algo = c.gemv_algo;
   return o;
 }
 
@@ -324,7 +331,7 @@ Status NBitsProfiler::check_case(const CaseSpec& spec, const DeviceInfo& device,
   NBitsMatMulProblem problem;
   BQMM_RETURN_IF_ERROR(validate_nbits_matmul(placeholder_args(c), attrs_of(c), &problem));
   NBitsMatMulPlan plan;
-  BQMM_RETURN_IF_ERROR(plan_nbits_matmul(problem, device, options_for(c), &plan));
+  BQMM_RETURN_IF_ERROR(plan_nbits_matmul(problem, device, options_, force_for(c), &plan));
   out->plan = to_text(plan);
   out->workspace_bytes = plan.workspace_bytes;
   return Status::Ok();
@@ -356,7 +363,7 @@ Status NBitsProfiler::plan_case(const CaseSpec& spec, const GroupInputs& inputs,
   NBitsMatMulProblem problem;
   BQMM_RETURN_IF_ERROR(validate_nbits_matmul(in.device_args(c, 0, y), in.attrs(), &problem));
   NBitsMatMulPlan plan;
-  BQMM_RETURN_IF_ERROR(plan_nbits_matmul(problem, gpu.info(), options_for(c), &plan));
+  BQMM_RETURN_IF_ERROR(plan_nbits_matmul(problem, gpu.info(), options_, force_for(c), &plan));
   out->path = nbits_path_name(plan.path);
   out->text = to_text(plan);
   out->workspace_bytes = plan.workspace_bytes;
@@ -365,7 +372,7 @@ Status NBitsProfiler::plan_case(const CaseSpec& spec, const GroupInputs& inputs,
     return run_nbits_matmul(gpu.handle(), plan, in.device_args(c, copy, y), workspace,
                             workspace_bytes, gpu.stream());
   };
-  out->dequantize = [&c, &in, &gpu, vec8 = plan.dequant_vec8](int64_t copy, void* dequantized) {
+  out->dequantize = [&c, &in, &gpu, vec8 = plan.dequant.vector](int64_t copy, void* dequantized) {
     cuda::NBitsDequantArgs d =
         in.dequant_args(copy, c.dtype, in.scales(copy), in.zero_points(copy));
     d.out = dequantized;

@@ -115,5 +115,70 @@ TEST(GemvSplit, PartialWaveOfThreeQuarters) {
   EXPECT_FALSE(gemv_split_partial_wave(m, 4));
 }
 
+// The two-tile kernels' register bound: 168 (12 warps per SM, k_split <= 4) where its
+// cheapest split, its cost weighed by 90 %, beats the 128-register (16-warp) model's.
+// Two-tile models of K = 8192 at a start of 6 windows on 132 SMs.
+GemvSplitModel two_tile_model(int64_t n) { return gemv_split_model(n, 64, 132, 16, 2, 6); }
+
+struct Registers {
+  Status status;
+  int registers = -1;
+  int k_split = -1;  // left as is unless 168 is taken
+};
+
+Registers registers_for(int64_t n, int option, int option_k_split = 0, int wide_min_k_split = 1) {
+  Registers r;
+  r.status = choose_gemv_registers(two_tile_model(n), 132, option, option_k_split, &r.registers,
+                                   &r.k_split, wide_min_k_split);
+  return r;
+}
+
+TEST(GemvSplit, RegistersWideWhereCheaper) {
+  EXPECT_EQ(kGemvTwoTileRegisters, 128);
+  EXPECT_EQ(kGemvWideRegisters, 168);
+  // 640 two-tile warps' columns: k_split 2 is one wave of either (32 + 6 = 38): 0.9 x 38.
+  Registers r = registers_for(20480, -1);
+  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+  EXPECT_EQ(r.registers, kGemvWideRegisters);
+  EXPECT_EQ(r.k_split, 2);
+  // 896: one wave of 2 at 16 warps per SM (38), at 12 the best is 3 waves of 4 (66).
+  r = registers_for(28672, -1);
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.registers, kGemvTwoTileRegisters);
+  EXPECT_EQ(r.k_split, -1);
+  // 1408: one wave of 1 at 12 (0.9 x 70) against 3 of 4 at 16 (66); from k_split 2 at 12
+  // the best is 2 waves of 2 (0.9 x 76): 128.
+  r = registers_for(45056, -1);
+  EXPECT_EQ(r.registers, kGemvWideRegisters);
+  EXPECT_EQ(r.k_split, 1);
+  r = registers_for(45056, -1, 0, 2);
+  EXPECT_EQ(r.registers, kGemvTwoTileRegisters);
+  EXPECT_EQ(r.k_split, -1);
+}
+
+TEST(GemvSplit, RegistersForced) {
+  Registers r = registers_for(28672, kGemvWideRegisters);
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.registers, kGemvWideRegisters);
+  EXPECT_EQ(r.k_split, 4);  // the 12-warp model's split
+  r = registers_for(20480, kGemvTwoTileRegisters);
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.registers, kGemvTwoTileRegisters);
+  EXPECT_EQ(r.k_split, -1);
+  // A forced split above 4 keeps 128 where the choice is the model's.
+  r = registers_for(20480, -1, 8);
+  ASSERT_TRUE(r.status.ok());
+  EXPECT_EQ(r.registers, kGemvTwoTileRegisters);
+  r = registers_for(20480, -1, 4);
+  EXPECT_EQ(r.registers, kGemvWideRegisters);
+  // ... and is an error with 168 forced, naming both keys; nothing is written.
+  r = registers_for(20480, kGemvWideRegisters, 8);
+  EXPECT_EQ(r.status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status.message(),
+            "plan override: registers=168 holds k_split up to 4, but k_split=8");
+  EXPECT_EQ(r.registers, -1);
+  EXPECT_EQ(r.k_split, -1);
+}
+
 }  // namespace
 }  // namespace bqmm

@@ -177,7 +177,7 @@ TEST(NBitsPlan, GemvAlgoDefaultsAndOverride) {
 // The CUDA-core kernel: 8-bit codes, float16 / bfloat16, M <= 2 where it applies; by
 // default at M = 1, and at M = 2 in bfloat16 below 128 Mi codes or where line loads do
 // not apply (measured faster there, docs/PERF.md), and
-// not when gemv_algo or gemv_tma choose a tensor-core kernel. Its plan has no K split or
+// not when algo or tma (forced) choose a tensor-core kernel. Its plan has no K split or
 // TMA.
 TEST(NBitsPlan, GemvFmaAtOneRowOfEightBitCodes) {
   PlanOverride o;

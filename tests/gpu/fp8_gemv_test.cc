@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "bqmm/fp8_matmul.h"
+#include "core/gemv_split.h"
 #include "common/fp8_runner.h"
 #include "common/gpu.h"
 #include "harness/device_buffer.h"

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bqmm/nbits_matmul.h"
+#include "core/gemv_split.h"
 #include "common/gpu.h"
 #include "common/nbits_runner.h"
 #include "cuda/launchers.h"
@@ -662,7 +663,7 @@ TEST(NBitsRunContract, RejectsBadWorkspaceAndMismatchedArgs) {
   NBitsMatMulProblem p;
   BQMM_ASSERT_OK(validate_nbits_matmul(decode, c.attrs, &p));
   NBitsMatMulPlan plan;
-  BQMM_ASSERT_OK(plan_nbits_matmul(p, handle->device_info(), testing::NBitsKnobs{}, &plan));
+  BQMM_ASSERT_OK(plan_nbits_matmul(p, handle->device_info(), NBitsMatMulOptions{}, &plan));
   ASSERT_EQ(plan.path, NBitsPath::kGemv);
   DeviceTensor b_off;
   BQMM_ASSERT_OK(DeviceTensor::upload(c.b, &b_off, 8));
