@@ -276,7 +276,7 @@ class ReferenceRows {
   std::map<int64_t, std::shared_future<std::vector<double>>> rows_;
 };
 
-// The SPEC section 4 check of rows `rows` of y ([M, n]) against their concatenated
+// The docs/CONTRACT.md section 4 check of rows `rows` of y ([M, n]) against their concatenated
 // reference outputs.
 harness::AccuracyReport compare_rows(const HostTensor& y, int64_t n,
                                      const std::vector<int64_t>& rows,

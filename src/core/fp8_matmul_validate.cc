@@ -1,4 +1,4 @@
-// Fp8WeightMatMul validation (SPEC sections 1 and 3): host only, no CUDA calls.
+// Fp8WeightMatMul validation (docs/CONTRACT.md sections 1 and 3): host only, no CUDA calls.
 #include <algorithm>
 #include <string>
 

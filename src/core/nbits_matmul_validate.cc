@@ -1,4 +1,4 @@
-// NBitsMatMul validation (SPEC sections 2 and 3): host only, no CUDA calls.
+// NBitsMatMul validation (docs/CONTRACT.md sections 2 and 3): host only, no CUDA calls.
 #include <algorithm>
 #include <string>
 

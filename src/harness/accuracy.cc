@@ -48,7 +48,7 @@ AccuracyReport compare(const HostTensor& y, int64_t n, int64_t row_begin,
       ref2 += want * want;
       continue;
     }
-    // NaN codes propagate (SPEC section 1), so the reference's non-finite values must be
+    // NaN codes propagate (docs/CONTRACT.md section 1), so the reference's non-finite values must be
     // matched exactly too; a NaN or inf where the reference is finite is a wrong answer
     // or an element the kernel never wrote (outputs are poisoned with NaN).
     const bool same = (std::isnan(want) && std::isnan(got)) || want == got;

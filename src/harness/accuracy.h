@@ -1,4 +1,4 @@
-// The accuracy contract of SPEC section 4, shared by the tests and the CLI.
+// The accuracy contract of docs/CONTRACT.md section 4, shared by the tests and the CLI.
 #pragma once
 
 #include <cstdint>

@@ -38,7 +38,7 @@ uint16_t double_to_bf16(double v);
 // float -> dtype (float16 / bfloat16 / float32) -> float.
 float round_to(DType dtype, float v);
 
-// W8A8 activation quantize-dequantize of one element, as SPEC section 1 defines it:
+// W8A8 activation quantize-dequantize of one element, as docs/CONTRACT.md section 1 defines it:
 //   inv = a_scale != 0 ? 1 / a_scale : 0; q = e4m3_satfinite_rne(a * inv);
 //   result = round_to_T(float(q) * a_scale)   (all float32 arithmetic)
 float qdq_e4m3(DType t, float a, float a_scale);

@@ -54,7 +54,7 @@ struct Fp8Run {
 Status run_fp8_on_device(const Handle& handle, const reference::Fp8Case& c,
                          const Fp8Knobs& knobs, Fp8Run* out, size_t b_offset = 0);
 
-// SPEC section 4 over every row: rel. Frobenius error within the dtype's tolerance, no NaN
+// docs/CONTRACT.md section 4 over every row: rel. Frobenius error within the dtype's tolerance, no NaN
 // where the reference has none (unwritten outputs stay NaN).
 ::testing::AssertionResult matches_reference(const reference::Fp8Case& c,
                                              const harness::HostTensor& y);

@@ -57,7 +57,7 @@ Status run_nbits_on_device(const Handle& handle, const reference::NBitsCase& c,
                            const NBitsKnobs& knobs, NBitsRun* out,
                            size_t a_offset = 0, size_t b_offset = 0);
 
-// SPEC section 4 over every row: rel. Frobenius error within the dtype's tolerance, no NaN
+// docs/CONTRACT.md section 4 over every row: rel. Frobenius error within the dtype's tolerance, no NaN
 // where the reference has none (unwritten outputs stay NaN) and NaN where it has NaN.
 ::testing::AssertionResult matches_reference(const reference::NBitsCase& c,
                                              const harness::HostTensor& y);

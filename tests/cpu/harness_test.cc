@@ -1,4 +1,4 @@
-// HostTensor element access per dtype, the accuracy contract of SPEC section 4, and the
+// HostTensor element access per dtype, the accuracy contract of docs/CONTRACT.md section 4, and the
 // device helpers' behaviour where there may be no GPU.
 #include <gtest/gtest.h>
 

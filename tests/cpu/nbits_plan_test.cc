@@ -607,8 +607,8 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
 
 // Blocks smaller than a window but no smaller than a lane's 16-byte chunk (4-bit 32, 64;
 // 8-bit 16, 32 codes) take the plans of blocks of a window (4-bit 128, 8-bit 64 codes): the
-// same rules, measured on the decode suite at blocks of 32 and 64 codes (H200,
-// 2026-11-30c: line loads 8-32 % faster than the register tile wherever they are taken),
+// same rules, measured on the decode suite at blocks of 32 and 64 codes (H200: line loads
+// 8-32 % faster than the register tile wherever they are taken),
 // except where those take the window kernel without line loads (4-bit, grids of many
 // tiles, M <= 4; it needs blocks of a window): two tiles of line loads there. 4-bit
 // blocks of 16 codes keep the register tile. The 4-bit bfloat16 K-split doubling stays on

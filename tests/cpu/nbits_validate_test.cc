@@ -1,4 +1,4 @@
-// validate_nbits_matmul against SPEC sections 2 and 3. Validation never dereferences, so
+// validate_nbits_matmul against docs/CONTRACT.md sections 2 and 3. Validation never dereferences, so
 // the tensors point into a static buffer; offsets into it make misaligned pointers.
 #include <gtest/gtest.h>
 

@@ -76,7 +76,7 @@ void expect_stream(const Handle& handle, const Fp8MatMulPlan& plan, Stream strea
 }
 
 // The path the planner must take for a GEMV-eligible problem on this device with
-// gemv_options (the SPEC's dispatch rule, restated so that the tests pin it).
+// gemv_options (the contract's dispatch rule, restated so that the tests pin it).
 Fp8Path expected_gemv_path(const Handle& handle, bool allow_mma, int64_t k, int64_t block_size) {
   const bool mma = allow_mma && handle.device_info().sm >= 80 && k % 64 == 0 && k >= 256 &&
                    block_size % 64 == 0;

@@ -37,7 +37,7 @@ using testing::run_nbits_on_device;
 
 constexpr DType kDTypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16};
 // Both paths multiply weights rounded to T1 (as ONNX Runtime's do), an error of 2^-12
-// (float16) or 2^-9 (bfloat16) per weight, well inside SPEC's Frobenius tolerance over
+// (float16) or 2^-9 (bfloat16) per weight, well inside the contract's Frobenius tolerance over
 // many outputs. A single output, though, can cancel down to a small value and carry a
 // relative error of several times that: cases with N = 1 take kSingleColumnRows rows so
 // the norm is over that many independent sums.

@@ -18,9 +18,7 @@
 //   step         the N-bit window kernel's steps of 4 KB per warp with a decode-like delay:
 //                independent IMADs (run 3) or a chase of dependent shared-memory loads
 //                (run 4, "chase"), one or two steps in flight.
-// Results of 2026-11-29 on the H200 are in docs/perf-data/2026-11-29b/stream_shapes_run*.txt
-// (run 1: the sweep and bulk parts; run 2: the pair, smem and act parts), of runs 3 and 4
-// (2026-11-30) in docs/perf-data/2026-11-30g/microbench/; docs/PERF.md discusses them.
+// docs/PERF.md summarizes what these shapes stream on the H200.
 #include <cuda_runtime.h>
 #include <cstdio>
 #include <cstdint>
@@ -173,10 +171,9 @@ __global__ void bulk_stream(const uint8_t* buf, int64_t tiles, int piece, uint32
   if (acc == 0x12345678u) out[0] = acc;
 }
 
-// ---- the window kernel's steps with a decode-like delay (run 3, 2026-11-30f; run 2026-11-30g)
+// ---- the window kernel's steps with a decode-like delay
 // The N-bit two-tile window kernel (28672 x 8192, 4-bit) streams its weights at 3.81 TB/s
-// without its decode and 3.05 with it, with the same bytes in flight (docs/PERF.md,
-// 2026-11-30f). This replays its weight stream: a matrix of rows of kRowStride bytes, warp
+// without its decode and 3.05 with it, with the same bytes in flight (H200). This replays its weight stream: a matrix of rows of kRowStride bytes, warp
 // w taking kStepRows rows and the (w % kSplit)-th part of each row, in steps of 4 KB
 // (kStepRows rows x 4096 / kStepRows bytes: 32 x 128 is the kernel's two tiles of one pair,
 // 16 x 256 one tile of two pairs), 8 load instructions of (32 / L) rows x 16 L bytes per
@@ -235,7 +232,7 @@ __global__ void step_stream(const uint8_t* buf, uint32_t* out) {
   if (acc == 0x12345678u) out[0] = acc;
 }
 
-// Run 4 (2026-11-30g): the same steps with a decode stand-in that is latency, not issue: a
+// "chase": the same steps with a decode stand-in that is latency, not issue: a
 // chain of kChase dependent shared-memory loads (~30 cycles each) that starts from the
 // step's data, so a warp is busy ~30 kChase cycles per step at a low issue rate (the
 // kernel issues 0.51 per cycle and scheduler with 3.4 warps each). kAhead steps in flight

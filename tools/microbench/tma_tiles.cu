@@ -7,7 +7,7 @@
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/tma_tiles tools/microbench/tma_tiles.cu
 //   /tmp/tma_tiles
 //
-// Results of 2026-11-29 on the H200: docs/perf-data/2026-11-29b/tma_tiles.txt.
+// docs/PERF.md summarizes its H200 results.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
