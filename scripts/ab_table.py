@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """Compares the JSON lines of gpu_check.sh's `ab` step: for every suite NAME, the files
 NAME.base.R.jsonl and NAME.head.R.jsonl (R = 1, 2, ...: repeats, run interleaved) of one
-directory. Per case the time of each side is its fastest repeat's median (`median_us`);
+directory. Per case the time of each side is its fastest repeat's back-to-back time
+(`b2b_us`, the judged figure; `--metric median_us` compares the per-run medians instead);
 the ratio is head / base (< 1: the head is faster). Prints one table per suite, then one
 summary line per suite (what gpu_check's summary shows):
 
-  ab NAME: C cases, head/base median R (min A, max B), P plans changed, all within tolerance: yes
+  ab NAME: C cases, head/base b2b_us median R (min A, max B), W within 2 %, P plans changed, all within tolerance: yes
 
 Exit status 1 when a case failed its accuracy check on either side, a side is missing a
 case of the other, or no suite was found; 0 otherwise.
 
-  scripts/ab_table.py DIR
+  scripts/ab_table.py [--metric b2b_us|median_us] DIR
 """
 import collections
 import json
@@ -57,7 +58,7 @@ def load(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def compare(suite, sides):
+def compare(suite, sides, metric):
     """sides: {"base": [rows of each repeat], "head": [...]} -> (lines, summary, ok)."""
     ok = True
     best = {}
@@ -75,7 +76,7 @@ def compare(suite, sides):
     ratios = []
     changed = 0
     all_passed = True
-    header = ("case", "base us", "head us", "head/base", "base repeats", "head repeats", "kernel")
+    header = ("case", "base " + metric, "head " + metric, "head/base", "base repeats", "head repeats", "kernel")
     table = [header]
     for key in keys:
         if key not in best["base"]:
@@ -83,8 +84,8 @@ def compare(suite, sides):
         b_rows, h_rows = best["base"][key], best["head"][key]
         passed = all(r.get("passed") for r in b_rows + h_rows)
         all_passed &= passed
-        b_times = [r["median_us"] for r in b_rows if r.get("median_us") is not None]
-        h_times = [r["median_us"] for r in h_rows if r.get("median_us") is not None]
+        b_times = [r[metric] for r in b_rows if r.get(metric) is not None]
+        h_times = [r[metric] for r in h_rows if r.get(metric) is not None]
         b_plan, h_plan = plan_short(b_rows[0]), plan_short(h_rows[0])
         plan = h_plan if b_plan == h_plan else "%s -> %s" % (b_plan, h_plan)
         changed += b_plan != h_plan
@@ -104,8 +105,9 @@ def compare(suite, sides):
         lines.append("  ".join(v.ljust(w) if i in (0, 6) else v.rjust(w)
                                for i, (v, w) in enumerate(zip(row, widths))).rstrip())
     if ratios:
-        timing = "head/base median %.3f (min %.3f, max %.3f)" % (
-            statistics.median(ratios), min(ratios), max(ratios))
+        within = sum(1 for r in ratios if abs(r - 1) <= 0.02)
+        timing = "head/base %s median %.3f (min %.3f, max %.3f), %d within 2 %%" % (
+            metric, statistics.median(ratios), min(ratios), max(ratios), within)
     else:
         timing = "no GPU times"
     summary = "ab %s: %d cases, %s, %d plans changed, all within tolerance: %s" % (
@@ -116,6 +118,9 @@ def compare(suite, sides):
 
 
 def main(argv):
+    metric = "b2b_us"
+    if len(argv) == 3 and argv[0] == "--metric" and argv[1] in ("b2b_us", "median_us"):
+        metric, argv = argv[1], argv[2:]
     if len(argv) != 1 or not os.path.isdir(argv[0]):
         print(__doc__.strip(), file=sys.stderr)
         return 2
@@ -134,7 +139,7 @@ def main(argv):
             ok = False
             continue
         loaded = {side: [load(p) for _, p in sorted(files.items())] for side, files in sides.items()}
-        lines, summary, suite_ok = compare(suite, loaded)
+        lines, summary, suite_ok = compare(suite, loaded, metric)
         print("\n".join(lines))
         print()
         summaries.append(summary)

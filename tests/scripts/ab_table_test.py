@@ -18,7 +18,7 @@ def row(m, us, plan="k_split=2; tma=0; window=1; lines=1; tiles=2}", passed=True
     r = {"op": "nbits", "activation_dtype": "fp16", "bits": 4, "zero_points": "none",
          "block_size": 128, "bias": False, "m": m, "n": 28672, "k": 8192, "path": "gemv",
          "plan": "NBitsMatMulPlan{path=gemv; sm90/132SMs; algo=0; rows=8; " + plan,
-         "median_us": us, "passed": passed}
+         "b2b_us": us, "median_us": None if us is None else us + 3.0, "passed": passed}
     r.update(extra)
     return r
 
@@ -59,8 +59,19 @@ class AbTableTest(unittest.TestCase):
         self.assertIn("1.050", out)
         self.assertIn("lines x2 k2 -> lines x2 k4", out)
         self.assertEqual(self.summary(out, "s"),
-                         "ab s: 2 cases, head/base median 0.994 (min 0.938, max 1.050), "
-                         "1 plans changed, all within tolerance: yes")
+                         "ab s: 2 cases, head/base b2b_us median 0.994 (min 0.938, max 1.050), "
+                         "0 within 2 %, 1 plans changed, all within tolerance: yes")
+
+    def test_per_run_metric(self):
+        self.write("s.base.1.jsonl", [row(1, 50.0), row(2, 40.0)])
+        self.write("s.head.1.jsonl", [row(1, 50.5), row(2, 43.0)])
+        p = subprocess.run([sys.executable, SCRIPT, "--metric", "median_us", self.dir.name],
+                           capture_output=True, text=True, check=False)
+        self.assertEqual(p.returncode, 0, p.stdout)
+        # per-run: 53.5 / 53 = 1.009, 46 / 43 = 1.070; b2b would be 1.010, 1.075.
+        self.assertIn("1.009", p.stdout)
+        self.assertIn("head/base median_us median 1.040 (min 1.009, max 1.070), 1 within 2 %",
+                      p.stdout)
 
     def test_a_failed_case_fails(self):
         self.write("s.base.1.jsonl", [row(1, 50.0)])
