@@ -42,7 +42,7 @@ constexpr int64_t kGemvWideCostPercent = 90;
 // NBitsMatMul's window kernel (cuda/nbits_gemv.cu, kWindowMinBlocks), line loads or not:
 // 64 registers per thread, 32 warps per SM; 80 with packed zero points or 8-bit bfloat16
 // codes, 24; 128 for 8-bit float16 codes or two tiles per warp, 16.
-inline int64_t nbits_window_warps_per_sm(int bits, bool zero_points, bool float16,
+constexpr int64_t nbits_window_warps_per_sm(int bits, bool zero_points, bool float16,
                                          int tiles_per_warp = 1) {
   if (tiles_per_warp == 2) return 16;
   return bits == 8 ? (float16 ? 16 : 24) : zero_points ? 24 : 32;

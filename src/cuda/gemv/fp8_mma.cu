@@ -7,10 +7,9 @@
 // L1/L2, so every kernel here reads each weight byte exactly once, with many bytes in
 // flight per SM, and never materializes a dequantized weight.
 //
-//   GemvFmaKernel     CUDA cores (cuda/gemv_fma.cuh, shared with NBits 8-bit): a warp per
-//                     kCols output columns, all M rows at once, one 16-byte register
-//                     load per lane and chunk; Fp8FmaCodec below is its e4m3 format.
-//   Fp8GemvMmaKernel  tensor cores (SM80+): mma.m16n8k16, 16 columns per warp, kKSplit
+//   GemvFmaKernel     CUDA cores (gemv/fma.cuh, shared with NBits 8-bit; its codecs and
+//                     launchers: fma_gemv.cu): a warp per kCols output columns, all M rows
+//                     at once, one 16-byte register load per lane and chunk.
 //                     warps per block splitting K, a ring of kMmaDepth windows of
 //                     fragment-shaped register loads in flight, or (kLines) register
 //                     loads of whole 128-byte lines staged through shared memory
@@ -27,159 +26,34 @@
 // added in float32 and Y is rounded to T once. The kernels sum in different orders, so
 // they agree to rounding, not bit for bit.
 //
-// File layout, top-down: launch constants, kernel parameters, the W8A8 activation
-// transform, the CUDA-core kernel's codec, the tensor-core epilogue, the register tile's
-// window math and line-load K loop, the two tensor-core kernels, then the launchers with
-// the configurations the planner can pick.
+// This file: the tensor-core kernels (the register tile's window math and line-load K
+// loop, Fp8GemvMmaKernel, Fp8GemvTmaKernel), then their launcher and the configurations
+// the planner can pick. Parameters and epilogue: gemv/common.cuh.
 #include <string>
 #include <type_traits>
 
-#include "cuda/common.cuh"
 #include "cuda/cuda_check.h"
-#include "cuda/gemv_fma.cuh"
-#include "cuda/line_loads.cuh"
-#include "cuda/tma.cuh"
+#include "cuda/gemv/common.cuh"
+#include "cuda/gemv/fma.cuh"
+#include "cuda/gemv/line_loads.cuh"
+#include "cuda/gemv/tma.cuh"
 #include "cuda/launchers.h"
 
 namespace bqmm::cuda {
 namespace {
 
 // ----------------------------------------------------------------- launch constants
-constexpr int kChunk = kFmaChunk;   // K elements per lane load: 16 e4m3 = one 16-byte load
-constexpr int kMmaWindow = 64;      // K elements per lane load pair in the MMA kernel
-constexpr int kMmaCols = 16;        // output columns per MMA warp (the mma M extent)
-constexpr int kMmaMaxRows = 8;      // activation rows per mma (the mma N extent)
-constexpr int kMmaDepth = 2;        // windows in flight per MMA lane (the K loop's ring)
-constexpr int kMmaWarpsPerSm = 16;  // MMA kernel residency (core/fp8_matmul_plan.cc)
+constexpr int kMmaWindow = 64;      // K elements per lane load pair (one byte per code)
+constexpr int kMmaDepth = 2;        // windows in flight per lane (the K loop's ring)
+// Residency of the tensor-core kernels, the planner's wave model (core/gemv_split.h).
+constexpr int kMmaWarpsPerSm = static_cast<int>(kGemvTensorCoreWarpsPerSm);
+constexpr int kWideWarpsPerSm = static_cast<int>(kGemvWideWarpsPerSm);
 constexpr int kStageSteps = 8;      // mma steps (16 K elements each) per 128-byte TMA tile
+static_assert(kMmaWindow == kWindowBytes, "an FP8 window is the planner's 64-byte K unit");
+static_assert(kStageSteps * 16 == kTmaBoxBytes, "a TMA tile is 8 mma steps of K");
 
-// Everything a GEMV kernel reads, typed. Column and row counts are 64-bit where they
-// multiply K (N * K passes 2^31 for large layers); chunk and window counters are 32-bit
-// (the launcher checks K / 16 < 2^31).
 template <typename T>
-struct GemvParams {
-  const T* a;              // [M, K]
-  const uint8_t* b;        // [N, K] e4m3
-  const float* b_scale;    // [N, k_blocks]
-  const float* a_scale;    // W8A8 device scalar (read only by the kW8A8 instantiation)
-  const T* bias;           // [N] or nullptr
-  T* y;                    // [M, N]
-  int m;
-  int64_t n;
-  int64_t k;
-  int64_t k_blocks;
-  // Scale column of a K slice: slice index / (block_size / slice length). Exact because
-  // block_size is a multiple of the slice length, so a slice never straddles two blocks.
-  FastDivU32 slices_per_block;
-};
-
-// ----------------------------------------------------------------- W8A8 activations
-// W8A8: the static activation quantize-dequantize of SPEC section 1, on packed pairs of
-// activations (qdq_e4m3x2: the conversions of the standalone QDQ kernel's qdq_e4m3, so the
-// fused result is bit-identical to running that kernel first). Every kernel builds one at
-// its start (a_scale is read on the device: the op stays graph-capturable) and applies it
-// where the activations are used, after every load of the iteration has been issued.
-// Without W8A8 it is nothing.
-template <typename T, bool kW8A8>
-struct W8A8Qdq {
-  float a_scale = 0.0f, inv = 0.0f;
-  __device__ explicit W8A8Qdq(const GemvParams<T>& p) {
-    if constexpr (kW8A8) {
-      a_scale = *p.a_scale;
-      inv = qdq_inv_scale(a_scale);
-    }
-  }
-  template <int N>
-  __device__ __forceinline__ void operator()(uint32_t (&v)[N]) const {
-    if constexpr (kW8A8) {
-#pragma unroll
-      for (int i = 0; i < N; ++i) v[i] = qdq_e4m3x2<T>(v[i], inv, a_scale);
-    }
-  }
-};
-
-// ================================================================= CUDA-core kernel
-// GemvFmaKernel (cuda/gemv_fma.cuh) on e4m3 codes: a chunk of 16 codes takes one float32
-// block scale (block_size % 16 == 0, so a chunk never straddles two blocks); W8A8's QDQ is
-// the activation transform.
-template <typename T_, bool kW8A8>
-struct Fp8FmaCodec {
-  using T = T_;
-  using Params = GemvParams<T>;
-  using Consts = float;  // the chunk's block scale
-
-  __device__ static uint32_t block_of(const Params& p, uint32_t chunk) {
-    return p.slices_per_block.div(chunk);
-  }
-  __device__ static float load_consts(const Params& p, int64_t col, uint32_t blk, bool ok) {
-    return load_f32_if(p.b_scale + col * p.k_blocks + blk, ok);
-  }
-  __device__ static void decode(const uint4& w, float, float (&wf)[kChunk]) {
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const float2 lo = e4m3x2_to_float2(static_cast<uint16_t>(word(w, q)));
-      const float2 hi = e4m3x2_to_float2(static_cast<uint16_t>(word(w, q) >> 16));
-      wf[4 * q + 0] = lo.x;
-      wf[4 * q + 1] = lo.y;
-      wf[4 * q + 2] = hi.x;
-      wf[4 * q + 3] = hi.y;
-    }
-  }
-  __device__ static float scale(float s) { return s; }
-  using Act = W8A8Qdq<T, kW8A8>;
-};
-
-// The end of both tensor-core kernels: the K-split reduction (warps 1.. hand their tiles
-// to warp 0 through shared memory, same lane, same ownership), then warp 0's lane (g, t)
-// adds the bias to and stores rows 2t, 2t + 1 of columns lo and hi of each of its kTiles
-// tiles (D fragment d[0..1], d[2..3]; masked rows and columns are not stored).
-template <int kKSplit, int kTiles, typename T>
-__device__ __forceinline__ void reduce_and_store_tiles(const GemvParams<T>& p,
-                                                      float (&acc)[kTiles][4], int warp, int lane,
-                                                      const bool (&lo_ok)[kTiles],
-                                                      const bool (&hi_ok)[kTiles],
-                                                      const int64_t (&col_lo)[kTiles],
-                                                      const int64_t (&col_hi)[kTiles]) {
-  if constexpr (kKSplit > 1) {
-    __shared__ float4 partials[kKSplit - 1][kTiles][kWarpSize];
-    if (warp > 0) {
-#pragma unroll
-      for (int j = 0; j < kTiles; ++j)
-        partials[warp - 1][j][lane] = make_float4(acc[j][0], acc[j][1], acc[j][2], acc[j][3]);
-    }
-    __syncthreads();
-    if (warp > 0) return;
-#pragma unroll
-    for (int w = 0; w < kKSplit - 1; ++w)
-#pragma unroll
-      for (int j = 0; j < kTiles; ++j) {
-        const float4 q = partials[w][j][lane];
-        acc[j][0] += q.x;
-        acc[j][1] += q.y;
-        acc[j][2] += q.z;
-        acc[j][3] += q.w;
-      }
-  }
-  const int row = 2 * (lane % 4);
-#pragma unroll
-  for (int j = 0; j < kTiles; ++j) {
-    if (lo_ok[j] && row < p.m) store_output(p, row, col_lo[j], acc[j][0]);
-    if (lo_ok[j] && row + 1 < p.m) store_output(p, row + 1, col_lo[j], acc[j][1]);
-    if (hi_ok[j] && row < p.m) store_output(p, row, col_hi[j], acc[j][2]);
-    if (hi_ok[j] && row + 1 < p.m) store_output(p, row + 1, col_hi[j], acc[j][3]);
-  }
-}
-
-// One tile (the TMA kernel).
-template <int kKSplit, typename T>
-__device__ __forceinline__ void reduce_and_store_tile(const GemvParams<T>& p, float (&acc)[4],
-                                                      int warp, int lane, bool lo_ok, bool hi_ok,
-                                                      int64_t col_lo, int64_t col_hi) {
-  float tiles[1][4] = {{acc[0], acc[1], acc[2], acc[3]}};
-  const bool lo[1] = {lo_ok}, hi[1] = {hi_ok};
-  const int64_t cl[1] = {col_lo}, ch[1] = {col_hi};
-  reduce_and_store_tiles<kKSplit, 1>(p, tiles, warp, lane, lo, hi, cl, ch);
-}
+using Fp8Params = GemvParams<T, float>;
 
 // One 64-element K window of the register-load tile (Fp8GemvMmaKernel, either weight
 // stream), in the ownership table below: decode_window turns lane (g, t)'s 16 codes of
@@ -234,7 +108,7 @@ __device__ __forceinline__ void multiply_window(const uint32_t (&frag)[4][4],
 // M = 8; on smaller weights its grid has too few warps (0-30 % slower), so the planner
 // takes it from 128 Mi codes. Fp8GemvMmaKernel's kWide runs it at up to 168 registers.
 template <int kKSplit, int kTiles, typename T, typename Qdq>
-__device__ __forceinline__ void lines_k_loop(const GemvParams<T>& p, const Qdq& qdq, int warp,
+__device__ __forceinline__ void lines_k_loop(const Fp8Params<T>& p, const Qdq& qdq, int warp,
                                              int lane, int64_t n0,
                                              const int64_t (&col_lo)[kTiles],
                                              const int64_t (&col_hi)[kTiles],
@@ -262,8 +136,8 @@ __device__ __forceinline__ void lines_k_loop(const GemvParams<T>& p, const Qdq& 
       const uint32_t idx = p.slices_per_block.div(2 * v + h);
 #pragma unroll
       for (int j = 0; j < kTiles; ++j) {
-        scales[j][h][0] = __ldg(p.b_scale + col_lo[j] * p.k_blocks + idx);
-        scales[j][h][1] = __ldg(p.b_scale + col_hi[j] * p.k_blocks + idx);
+        scales[j][h][0] = __ldg(p.scales + col_lo[j] * p.k_blocks + idx);
+        scales[j][h][1] = __ldg(p.scales + col_hi[j] * p.k_blocks + idx);
       }
     }
   };
@@ -363,12 +237,10 @@ __device__ __forceinline__ void lines_k_loop(const GemvParams<T>& p, const Qdq& 
 //   kWide    two tiles at up to 168 registers, 12 warps per SM (kGemvWideRegisters,
 //            Fp8MatMulOptions::gemv_registers; k_split <= 4): each warp faster, fewer of
 //            them (NBitsGemvWindowKernel's kWide says why; the planner costs both).
-// Launch bounds: 16 warps per SM at least (128 registers per thread at most; kWide: 12,
-// 168), the residency the planner's wave model assumes.
 template <typename T, int kKSplit, bool kW8A8, bool kLines, int kTiles, bool kWide = false>
 __global__ void __launch_bounds__(kKSplit * kWarpSize,
-                                  (kWide ? kGemvWideWarpsPerSm : kMmaWarpsPerSm) / kKSplit)
-    Fp8GemvMmaKernel(const GemvParams<T> p) {
+                                  (kWide ? kWideWarpsPerSm : kMmaWarpsPerSm) / kKSplit)
+    Fp8GemvMmaKernel(const Fp8Params<T> p) {
   static_assert(kLines || kTiles == 1, "two tiles per warp only with line loads");
   static_assert(!kWide || (kTiles == 2 && kKSplit <= kGemvWideMaxKSplit),
                 "168 registers: two tiles, k_split <= 4");
@@ -376,7 +248,7 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize,
   const int lane = threadIdx.x % kWarpSize;
   const int g = lane / 4;
   const int t = lane % 4;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kMmaCols * kTiles;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTileCols * kTiles;
 
   const W8A8Qdq<T, kW8A8> qdq(p);
 
@@ -386,10 +258,10 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize,
   int64_t cols_lo[kTiles], cols_hi[kTiles];
 #pragma unroll
   for (int j = 0; j < kTiles; ++j) {
-    lo_oks[j] = n0 + j * kMmaCols + g < p.n;
-    hi_oks[j] = n0 + j * kMmaCols + g + 8 < p.n;
-    cols_lo[j] = lo_oks[j] ? n0 + j * kMmaCols + g : p.n - 1;
-    cols_hi[j] = hi_oks[j] ? n0 + j * kMmaCols + g + 8 : p.n - 1;
+    lo_oks[j] = n0 + j * kTileCols + g < p.n;
+    hi_oks[j] = n0 + j * kTileCols + g + 8 < p.n;
+    cols_lo[j] = lo_oks[j] ? n0 + j * kTileCols + g : p.n - 1;
+    cols_hi[j] = hi_oks[j] ? n0 + j * kTileCols + g + 8 : p.n - 1;
   }
   const bool row_ok = g < p.m;
   float accs[kTiles][4] = {};
@@ -411,8 +283,8 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize,
     // which are never stored, so they need no zeroing (nor a predicate on the load).
     const T* const a_row =
         p.a + static_cast<int64_t>(row_ok ? g : 0) * p.k + warp * kMmaWindow + 16 * t;
-    const float* const s_lo = p.b_scale + col_lo * p.k_blocks;
-    const float* const s_hi = p.b_scale + col_hi * p.k_blocks;
+    const float* const s_lo = p.scales + col_lo * p.k_blocks;
+    const float* const s_hi = p.scales + col_hi * p.k_blocks;
 
     // Every load is unconditional at a valid address: masked columns read a clamped row
     // (their sums are never stored) and ring slots past `count` re-read the last window
@@ -466,7 +338,8 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize,
     }
   }
 
-  reduce_and_store_tiles<kKSplit, kTiles>(p, accs, warp, lane, lo_oks, hi_oks, cols_lo, cols_hi);
+  if (!reduce_k_split<kKSplit>(accs, warp, lane)) return;
+  store_d_fragments<kTiles>(p, accs, lane, lo_oks, hi_oks, cols_lo, cols_hi);
 }
 
 // ================================================================= TMA tensor-core kernel
@@ -495,13 +368,13 @@ constexpr int kTmaDepth = 4;  // tiles in flight per warp: 16 warps x 4 x 2 KB =
 
 template <typename T, int kKSplit, bool kW8A8>
 __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
-    Fp8GemvTmaKernel(const __grid_constant__ CUtensorMap map, const GemvParams<T> p) {
+    Fp8GemvTmaKernel(const __grid_constant__ CUtensorMap map, const Fp8Params<T> p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const int warp = threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
   const int g = lane / 4;
   const int t = lane % 4;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kMmaCols;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTileCols;
   extern __shared__ uint8_t tma_smem[];
   __shared__ uint64_t full[kKSplit][kTmaDepth];
   const TmaTileRing<kTmaDepth> ring(tma_smem, warp, full[warp]);
@@ -523,8 +396,8 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
   const bool hi_ok = n0 + g + 8 < p.n;
   const int64_t col_lo = lo_ok ? n0 + g : p.n - 1;
   const int64_t col_hi = hi_ok ? n0 + g + 8 : p.n - 1;
-  const float* const s_lo = p.b_scale + col_lo * p.k_blocks;
-  const float* const s_hi = p.b_scale + col_hi * p.k_blocks;
+  const float* const s_lo = p.scales + col_lo * p.k_blocks;
+  const float* const s_hi = p.scales + col_hi * p.k_blocks;
   const T* const a_row =
       p.a + static_cast<int64_t>(g < p.m ? g : 0) * p.k + warp * kTmaBoxBytes + 4 * t;
 
@@ -590,163 +463,104 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
     consume(2, i + 2);
   }
   if (i < count) consume(0, i);
-  if (i + 1 < count) consume(1, i + 1);
-
-  reduce_and_store_tile<kKSplit>(p, acc, warp, lane, lo_ok, hi_ok, col_lo, col_hi);
+  float sums[1][4] = {{acc[0], acc[1], acc[2], acc[3]}};
+  const bool lo[1] = {lo_ok}, hi[1] = {hi_ok};
+  const int64_t cl[1] = {col_lo}, ch[1] = {col_hi};
+  if (!reduce_k_split<kKSplit>(sums, warp, lane)) return;
+  store_d_fragments<1>(p, sums, lane, lo, hi, cl, ch);
 #else
   __trap();  // SM90+ only; the planner never asks for it below
 #endif
 }
 
 // ================================================================= launchers
+// The instantiated configurations: every one a plan can reach. Register-load tiles
+// (T, k_split, W8A8, kLines, kTiles, kWide): fragment loads, line loads of one tile, of
+// two tiles at 128 registers and (k_split <= kWideMaxKSplit) at 168. TMA tiles (T,
+// k_split, W8A8), SM90+ (on SM80 they compile to a trap: the planner takes them on SM90+
+// only).
+#define BQMM_FP8_MMA_STREAMS(X, T, KS, W) \
+  X(T, KS, W, false, 1, false) X(T, KS, W, true, 1, false) X(T, KS, W, true, 2, false)
+#define BQMM_FP8_MMA_SPLITS(X, T, W)                                               \
+  BQMM_FP8_MMA_STREAMS(X, T, 1, W) X(T, 1, W, true, 2, true)                       \
+  BQMM_FP8_MMA_STREAMS(X, T, 2, W) X(T, 2, W, true, 2, true)                       \
+  BQMM_FP8_MMA_STREAMS(X, T, 4, W) X(T, 4, W, true, 2, true)                       \
+  BQMM_FP8_MMA_STREAMS(X, T, 8, W)
+#define BQMM_FP8_MMA_CONFIGS(X, T) BQMM_FP8_MMA_SPLITS(X, T, false) BQMM_FP8_MMA_SPLITS(X, T, true)
+#define BQMM_FP8_TMA_CONFIGS(X, T)                                       \
+  X(T, 1, false) X(T, 2, false) X(T, 4, false) X(T, 8, false)            \
+  X(T, 1, true) X(T, 2, true) X(T, 4, true) X(T, 8, true)
+
 template <typename T>
-GemvParams<T> make_params(const Fp8GemvArgs& args, int64_t slice) {
-  GemvParams<T> p;
-  p.a = static_cast<const T*>(args.a);
-  p.b = args.b;
-  p.b_scale = args.b_scale;
-  p.a_scale = args.a_scale;
-  p.bias = static_cast<const T*>(args.bias);
-  p.y = static_cast<T*>(args.y);
-  p.m = static_cast<int>(args.m);
-  p.n = args.n;
-  p.k = args.k;
-  p.k_blocks = (args.k + args.block_size - 1) / args.block_size;
-  p.slices_per_block = FastDivU32(static_cast<uint32_t>(args.block_size / slice));
-  return p;
-}
-
-// The 32-bit chunk / window counters and the fast division need K / 16 < 2^31 and
-// block_size / 16 < 2^31; the planner does not bound K, so this is checked here.
-Status check_k_range(const Fp8GemvArgs& args, const char* kernel) {
-  constexpr int64_t kMax = int64_t{1} << 31;
-  if (args.k / kChunk >= kMax || args.block_size / kChunk >= kMax)
-    return Status(StatusCode::kNotSupported,
-                  std::string(kernel) + ": K = " + std::to_string(args.k) + ", block_size = " +
-                      std::to_string(args.block_size) + " exceed the GEMV's 2^35 limit");
-  return Status::Ok();
-}
-
-template <typename T, int kRows>
-Status launch_fma(const Fp8GemvArgs& args, cudaStream_t stream) {
-  const GemvParams<T> p = make_params<T>(args, kChunk);
-  return args.a_scale != nullptr
-             ? launch_gemv_fma<Fp8FmaCodec<T, true>, kRows>(p, args.m, args.n, stream,
-                                                            "GemvFmaKernel<fp8>")
-             : launch_gemv_fma<Fp8FmaCodec<T, false>, kRows>(p, args.m, args.n, stream,
-                                                             "GemvFmaKernel<fp8>");
-}
-
-template <typename T, int kKSplit, bool kW8A8>
-Status launch_tma_config(const CUtensorMap& map, const GemvParams<T>& p, dim3 grid,
-                         cudaStream_t stream) {
-  constexpr int kSmem = tma_ring_smem_bytes(kKSplit, kTmaDepth);
-  BQMM_RETURN_IF_ERROR(allow_dynamic_smem(
-      reinterpret_cast<const void*>(Fp8GemvTmaKernel<T, kKSplit, kW8A8>), kSmem));
-  Fp8GemvTmaKernel<T, kKSplit, kW8A8><<<grid, kKSplit * kWarpSize, kSmem, stream>>>(map, p);
-  return check_launch("Fp8GemvTmaKernel");
-}
-
-template <typename T, int kKSplit>
-Status launch_tma(const Fp8GemvArgs& args, cudaStream_t stream) {
-  const GemvParams<T> p = make_params<T>(args, kMmaWindow);
+Status launch_tma(const Fp8GemvArgs& args, int k_split, cudaStream_t stream) {
+  const Fp8Params<T> p = make_fp8_params<T>(args, kMmaWindow);
   CUtensorMap map;
   BQMM_RETURN_IF_ERROR(make_tile_tensor_map(args.b, args.n, args.k, &map));
-  const int64_t blocks = (args.n + kMmaCols - 1) / kMmaCols;
+  const int64_t blocks = (args.n + kTileCols - 1) / kTileCols;
   if (blocks > 0x7fffffff || args.n > 0x7fffffff || args.k > 0x7fffffff)
     return Status(StatusCode::kInternal, "launch_fp8_gemv_mma (TMA): N = " + std::to_string(args.n) +
                                              ", K = " + std::to_string(args.k) + " exceed 2^31");
   const dim3 grid(static_cast<unsigned>(blocks));
-  return args.a_scale != nullptr ? launch_tma_config<T, kKSplit, true>(map, p, grid, stream)
-                                 : launch_tma_config<T, kKSplit, false>(map, p, grid, stream);
+  const bool w8a8 = args.a_scale != nullptr;
+#define BQMM_LAUNCH_IF(T_, KS, W)                                                          \
+  if (k_split == KS && w8a8 == W) {                                                        \
+    constexpr int kSmem = tma_ring_smem_bytes(KS, kTmaDepth);                              \
+    BQMM_RETURN_IF_ERROR(allow_dynamic_smem(                                               \
+        reinterpret_cast<const void*>(Fp8GemvTmaKernel<T_, KS, W>), kSmem));               \
+    Fp8GemvTmaKernel<T_, KS, W><<<grid, KS * kWarpSize, kSmem, stream>>>(map, p);          \
+    return check_launch("Fp8GemvTmaKernel");                                               \
+  }
+  BQMM_FP8_TMA_CONFIGS(BQMM_LAUNCH_IF, T)
+#undef BQMM_LAUNCH_IF
+  return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: no Fp8GemvTmaKernel for k_split " +
+                                           std::to_string(k_split) + (w8a8 ? ", W8A8" : ""));
 }
 
-template <typename T, int kKSplit>
-Status launch_mma(const Fp8GemvArgs& args, bool tma, bool lines, int tiles, int registers,
-                  cudaStream_t stream) {
+template <typename T>
+Status launch_mma(const Fp8GemvArgs& args, int k_split, bool tma, bool lines, int tiles,
+                  int registers, cudaStream_t stream) {
   bool wide = false;
   BQMM_RETURN_IF_ERROR(check_line_tiles_registers("launch_fp8_gemv_mma", registers,
-                                                  lines && tiles == 2, kKSplit, &wide));
-  if (tma) return launch_tma<T, kKSplit>(args, stream);
+                                                  lines && tiles == 2, k_split, &wide));
+  if (tma) return launch_tma<T>(args, k_split, stream);
   if (lines && args.k % kLinePairBytes != 0)
     return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: line loads need K % 128 == 0, got K = " +
                                              std::to_string(args.k));
   if (tiles != 1 && !(tiles == 2 && lines))
     return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: " + std::to_string(tiles) +
                                              " tiles per warp (1, or 2 with line loads)");
-  const GemvParams<T> p = make_params<T>(args, kMmaWindow);
-  const int64_t blocks = (args.n + kMmaCols * tiles - 1) / (kMmaCols * tiles);
+  const Fp8Params<T> p = make_fp8_params<T>(args, kMmaWindow);
+  const int64_t blocks = (args.n + kTileCols * tiles - 1) / (kTileCols * tiles);
   if (blocks > 0x7fffffff)
     return Status(StatusCode::kInternal,
                   "launch_fp8_gemv_mma: grid too large for N = " + std::to_string(args.n));
   const dim3 grid(static_cast<unsigned>(blocks));
-  const int smem = lines ? kKSplit * tiles * kLineBufferBytes : 0;  // at most 32 KB: no opt-in
-  auto launch = [&](auto w8a8, auto line_loads, auto n_tiles) {
-    auto with_bound = [&](auto wide_bound) {
-      Fp8GemvMmaKernel<T, kKSplit, decltype(w8a8)::value, decltype(line_loads)::value,
-                       decltype(n_tiles)::value, decltype(wide_bound)::value>
-          <<<grid, kKSplit * kWarpSize, smem, stream>>>(p);
-    };
-    if constexpr (decltype(n_tiles)::value == 2 && kKSplit <= kGemvWideMaxKSplit) {
-      if (wide) return with_bound(std::true_type{});
-    }
-    with_bound(std::false_type{});
-  };
-  using One = std::integral_constant<int, 1>;
-  using Two = std::integral_constant<int, 2>;
+  const int smem = lines ? k_split * tiles * kLineBufferBytes : 0;  // at most 32 KB: no opt-in
   const bool w8a8 = args.a_scale != nullptr;
-  if (lines && tiles == 2) {
-    if (w8a8) launch(std::true_type{}, std::true_type{}, Two{});
-    else launch(std::false_type{}, std::true_type{}, Two{});
-  } else if (lines) {
-    if (w8a8) launch(std::true_type{}, std::true_type{}, One{});
-    else launch(std::false_type{}, std::true_type{}, One{});
-  } else {
-    if (w8a8) launch(std::true_type{}, std::false_type{}, One{});
-    else launch(std::false_type{}, std::false_type{}, One{});
+#define BQMM_LAUNCH_IF(T_, KS, W, LINES, TILES, WIDE)                                      \
+  if (k_split == KS && w8a8 == W && lines == LINES && tiles == TILES && wide == WIDE) {   \
+    Fp8GemvMmaKernel<T_, KS, W, LINES, TILES, WIDE><<<grid, KS * kWarpSize, smem, stream>>>(p); \
+    return check_launch("Fp8GemvMmaKernel");                                               \
   }
-  return check_launch("Fp8GemvMmaKernel");
+  BQMM_FP8_MMA_CONFIGS(BQMM_LAUNCH_IF, T)
+#undef BQMM_LAUNCH_IF
+  return Status(StatusCode::kInternal,
+                "launch_fp8_gemv_mma: no Fp8GemvMmaKernel for k_split " + std::to_string(k_split) +
+                    (w8a8 ? ", W8A8" : "") + (lines ? ", line loads" : "") + ", " +
+                    std::to_string(tiles) + " tile(s)" + (wide ? ", 168 registers" : ""));
 }
 
 }  // namespace
 
-Status launch_fp8_gemv_fma(const Fp8GemvArgs& args, int rows_per_warp, cudaStream_t stream) {
-  if (args.m == 0 || args.n == 0) return Status::Ok();
-  BQMM_RETURN_IF_ERROR(check_k_range(args, "launch_fp8_gemv_fma"));
-  return dispatch_half_types(args.dtype, "launch_fp8_gemv_fma", [&](auto tag) -> Status {
-    using T = decltype(tag);
-    switch (rows_per_warp) {
-      case 1: return launch_fma<T, 1>(args, stream);
-      case 2: return launch_fma<T, 2>(args, stream);
-      case 4: return launch_fma<T, 4>(args, stream);
-      case 8: return launch_fma<T, 8>(args, stream);
-      default:
-        return Status(StatusCode::kInternal,
-                      "launch_fp8_gemv_fma: rows_per_warp " + std::to_string(rows_per_warp) +
-                          " is not instantiated (1, 2, 4, 8)");
-    }
-  });
-}
-
 Status launch_fp8_gemv_mma(const Fp8GemvArgs& args, int k_split, bool tma, bool lines,
                            int tiles_per_warp, int registers, cudaStream_t stream) {
   if (args.m == 0 || args.n == 0) return Status::Ok();
-  if (args.m > kMmaMaxRows)
+  if (args.m > kMmaRows)
     return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: M = " + std::to_string(args.m) +
                                              " exceeds the mma's 8 rows");
-  BQMM_RETURN_IF_ERROR(check_k_range(args, "launch_fp8_gemv_mma"));
+  BQMM_RETURN_IF_ERROR(check_fp8_k_range(args, "launch_fp8_gemv_mma"));
   return dispatch_half_types(args.dtype, "launch_fp8_gemv_mma", [&](auto tag) -> Status {
-    using T = decltype(tag);
-    switch (k_split) {
-      case 1: return launch_mma<T, 1>(args, tma, lines, tiles_per_warp, registers, stream);
-      case 2: return launch_mma<T, 2>(args, tma, lines, tiles_per_warp, registers, stream);
-      case 4: return launch_mma<T, 4>(args, tma, lines, tiles_per_warp, registers, stream);
-      case 8: return launch_mma<T, 8>(args, tma, lines, tiles_per_warp, registers, stream);
-      default:
-        return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: k_split " +
-                                                 std::to_string(k_split) +
-                                                 " is not instantiated (1, 2, 4, 8)");
-    }
+    return launch_mma<decltype(tag)>(args, k_split, tma, lines, tiles_per_warp, registers, stream);
   });
 }
 
