@@ -13,12 +13,12 @@
 //                     warps per block splitting K, a ring of kMmaDepth windows of
 //                     fragment-shaped register loads in flight, or (kLines) register
 //                     loads of whole 128-byte lines staged through shared memory
-//                     (cuda/line_loads.cuh says why), one or two (kTiles) 16-column
+//                     (gemv/line_loads.cuh says why), one or two (kTiles) 16-column
 //                     tiles per warp.
 //   Fp8GemvTmaKernel  the same mma tile and K split (SM90+), the weights copied by the
 //                     tensor memory accelerator in 16-row x 128-byte tiles into a
 //                     per-warp shared-memory ring and read back by ldmatrix
-//                     (cuda/tma.cuh says why: the load shape).
+//                     (gemv/tma.cuh says why: the load shape).
 //
 // Numerics (all): every weight * activation product is exact (e4m3 * T fits in float32,
 // and e4m3 -> T is exact), the sums are float32, the block scale is applied in float32 to
@@ -91,7 +91,7 @@ __device__ __forceinline__ void multiply_window(const uint32_t (&frag)[4][4],
 
 // kLines (Fp8MatMulOptions::gemv_lines): the register-load tile's K loop with its weights
 // read as whole 128-byte lines and staged through the warp's 2 KB of shared memory
-// (cuda/line_loads.cuh says why). Warp w of the block takes the pairs of windows (128 K
+// (gemv/line_loads.cuh says why). Warp w of the block takes the pairs of windows (128 K
 // elements) w, w + kKSplit, ... (K % 128 == 0, the planner's condition); one pair in
 // flight while the staged one is multiplied. Its activations (two windows, 4 loads per
 // lane) are loaded at the start of its stage, by the lanes of rows g < M only: rows >= M
@@ -102,7 +102,7 @@ __device__ __forceinline__ void multiply_window(const uint32_t (&frag)[4][4],
 // buffer and pair in flight, and multiplies every activation load with both. Per weight
 // byte that halves the activation loads and doubles the bytes in flight per warp (128
 // registers, the launch bound; 0-8 bytes of spill, 8-24 with W8A8). Measured on the H200
-// (docs/PERF.md, 2026-11-30b): at 28672 x 8192, M = 2..8, 5-12 % faster than one tile at
+//: at 28672 x 8192, M = 2..8, 5-12 % faster than one tile at
 // its best K split, where one tile's 1792 warps (13 per SM) waited on their loads for
 // 61 % of their stall cycles (Nsight Compute) and more warps of one tile did not help at
 // M = 8; on smaller weights its grid has too few warps (0-30 % slower), so the planner
@@ -220,7 +220,7 @@ __device__ __forceinline__ void lines_k_loop(const Fp8Params<T>& p, const Qdq& q
 // scales. Slot u is consumed, then refilled with the window kMmaDepth ahead, so every
 // lane keeps kMmaDepth - 1 to kMmaDepth windows of weight loads in flight at all times.
 // Activations (L1/L2 hits) are loaded one window ahead of their mma, outside the ring.
-// Measured on the H200 (docs/PERF.md): a ring of 2 or 4, predicated or unconditional
+// Measured on the H200: a ring of 2 or 4, predicated or unconditional
 // loads, 16 or 24 warps per SM all land within 5 % of each other (about 2.9-3.2 TB/s);
 // the ring of 2 with unconditional loads is the fastest at M = 8 and the simplest.
 //
@@ -343,7 +343,7 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize,
 }
 
 // ================================================================= TMA tensor-core kernel
-// The tensor-core kernel's math with the weight stream of cuda/tma.cuh (SM90+): one copy
+// The tensor-core kernel's math with the weight stream of gemv/tma.cuh (SM90+): one copy
 // instruction per 16-row x 128-byte tile (128 K elements) into a per-warp ring of kTmaDepth
 // shared-memory slots, read back by ldmatrix. No weight registers in flight, no weight
 // load instructions, no clamping (rows past N and the bytes of a last half tile, K % 128

@@ -177,7 +177,7 @@ __device__ __forceinline__ float magic_byte_float(uint32_t word, int i) {
 }
 
 // (x & kMask) | kMagic in one lop3: written in C, the two immediates make it an and and an
-// or (ptxas does not fuse them; SASS of the 4-bit tile, 2026-11-29: 160 LOP3 per 16 mma,
+// or (ptxas does not fuse them; SASS of the 4-bit tile: 160 LOP3 per 16 mma,
 // two per nibble pair). With both in one lop3, ptxas keeps one in a register.
 template <uint32_t kMask, uint32_t kMagic>
 __device__ __forceinline__ uint32_t and_or(uint32_t x) {

@@ -25,7 +25,7 @@
 // a warp always has one to two stages of loads outstanding.
 //
 // K-loop algorithms (the original design's three, a template parameter, chosen per block
-// size by the planner from measurements, docs/PERF.md):
+// size by the planner from measurements):
 //   0 unrolled:  stages of kStage windows, double-buffered, scales and zero points per
 //                chunk loaded with the weights.
 //   1 loop:      one window per iteration, its loads then its math: no unrolling and no

@@ -42,8 +42,8 @@ struct MmaTile {
   float acc[4] = {};
   // Activation row g (clamped to M - 1, an in-bounds address). Lanes of rows g >= M load
   // nothing (one predicated load: zeros into output rows that are never stored): at M = 1
-  // seven eighths of the warp's activation traffic through L1 (H200, 2026-11-29: 1-4 %
-  // faster on the 4-bit N = 4096 decode shapes and on 8-bit float16, docs/PERF.md).
+  // seven eighths of the warp's activation traffic through L1 (H200: 1-4 %
+  // faster on the 4-bit N = 4096 decode shapes and on 8-bit float16).
   const T* a_row;
   const bool row_ok;
 

@@ -9,38 +9,38 @@
 // down to a lane's 16-byte chunk (4-bit 32 codes, 8-bit 16) too: each lane's chunk lies
 // in one block, whose scale multiplies each weight before the mma (kResultScale = false,
 // MmaTile's decode for such blocks, mma_word_scaled): on the decode suite 6-32 % faster
-// than the register tile on N x K >= 128 Mi and grids of many tiles (H200, docs/PERF.md).
+// than the register tile on N x K >= 128 Mi and grids of many tiles (H200).
 // Nothing in its loop is partial, so it has none of NBitsGemvKernel's clamps, masks and
 // per-chunk address arithmetic. Nsight Compute on that
-// kernel (4-bit, M = 1, 28672 x 8192, H200, 2026-11-29): ~200 instructions per window, of
+// kernel (4-bit, M = 1, 28672 x 8192, H200): ~200 instructions per window, of
 // which ~100 decode and multiply; 127 registers, 3.3 warps per scheduler issuing 0.52
 // instructions a cycle, 40 % of the stall samples on the selects that mask activations
 // loaded at their point of use. Here a window costs its decode and multiply plus one
 // address per row and stream, and the registers are bounded (kWindowMinBlocks) so that
-// twice the warps fit an SM (the planner's k split counts on it: kNBitsWindowWarpsPerSm).
+// twice the warps fit an SM (the planner's k split counts on it: nbits_window_warps_per_sm).
 // Each warp keeps the next window's weights, scales and zero points in flight while it
 // multiplies one (two register buffers, the loop unrolled by two so that they need no
 // moves); activations are loaded at the start of their window (L1 hits, covered by the
 // window's decode), by the lanes of rows g < M only (MmaTile says why).
 //
 // kLines (NBitsMatMulOptions::gemv_lines): the same math, the weights read as whole
-// 128-byte lines and staged through the warp's 2 KB of shared memory (cuda/line_loads.cuh
+// 128-byte lines and staged through the warp's 2 KB of shared memory (gemv/line_loads.cuh
 // says why): one pair of windows in flight, the same registers (8 bytes of spill at 64).
 // Measured at M <= 2 17-19 % faster at 28672 x 8192 (float16; bfloat16 10-12 %), at M = 4
 // 11 %, and within 4 % either way on the smaller decode shapes; at M = 8 slower with one
-// tile, the round trip and the activations of more rows filling the L1 pipe (docs/PERF.md;
+// tile, the round trip and the activations of more rows filling the L1 pipe (
 // two tiles, below, halve the activations per weight byte).
 //
 // kTiles = 2 (line loads; NBitsMatMulOptions::gemv_tiles_per_warp): the
 // warp owns two 16-column tiles (n0 and n0 + 16), each with its own 2 KB buffer and pair
 // in flight, and multiplies each activation load with both, as FP8's line-load tile
-// (fp8_gemv.cu says why): twice the bytes in flight per warp at 128 registers (16 warps
-// per SM). Measured on the H200 at 28672 x 8192 (docs/PERF.md, 2026-11-30b): 4-bit 9-17 %
+// (fp8_mma.cu says why): twice the bytes in flight per warp at 128 registers (16 warps
+// per SM). Measured on the H200 at 28672 x 8192: 4-bit 9-17 %
 // faster at M = 4, 8, 8-bit float16 2-9 % at M = 2..8 (against TMA tiles at M <= 4).
 //
 // 8-bit takes this kernel only with line loads: on this loop without them it was up to
-// 30 % slower than NBitsGemvKernel at 64 registers and up to 58 % at 80 (H200,
-// docs/PERF.md). An 8-bit window decodes in about half the time of a 4-bit one, so one
+// 30 % slower than NBitsGemvKernel at 64 registers and up to 58 % at 80 (H200).
+// An 8-bit window decodes in about half the time of a 4-bit one, so one
 // window in flight per warp hides less of the load latency than the general kernel's two
 // stages of two windows; line loads' shape makes up for it.
 #include <string>
@@ -109,7 +109,7 @@ constexpr int kWindowBlocksPerSm =
 // takes the first's scales and zero points: no loads, and the same decoded constants.
 // A template parameter, not a run-time test: with a warp-uniform branch ptxas merged the
 // two paths with moves and selects (8-bit float16 two tiles: a 343-instruction loop grew
-// to 412 with both paths; as a parameter, 304). Measured: docs/PERF.md, 2026-11-30d.
+// to 412 with both paths; as a parameter, 304).
 template <typename T, int kBits, bool kZeroPoints, bool kLines, int kTiles,
           bool kResultScale = true, bool kPairBlock = false, bool kWide = false>
 __global__ void __launch_bounds__(kWindowMaxThreads<kWide>,
@@ -155,8 +155,8 @@ __global__ void __launch_bounds__(kWindowMaxThreads<kWide>,
   // Scale pairs (line loads, blocks of exactly one window: 4-bit 128 codes, 8-bit 64): the
   // pair's two windows are blocks 2v and 2v + 1, adjacent in a row of scales, so one 4-byte
   // load per row brings both (ptxas also recomputed each 2-byte load's 64-bit address).
-  // Measured (H200, 2026-11-30f, same-machine A/B against a 2-byte load per row and
-  // window, docs/PERF.md): 4-bit two tiles at 28672 x 8192 2-9 % faster in float16 and
+  // Measured (H200, same-machine A/B against a 2-byte load per row and
+  // window): 4-bit two tiles at 28672 x 8192 2-9 % faster in float16 and
   // 2-8 % in bfloat16 (M = 1..8), with packed zero points 4-8 % (but 2 % slower at float16
   // M = 1, 2); 8-bit at block 64 1-10 % on line loads.
   constexpr bool kScalePair = kLines && kResultScale && !kPairBlock;
@@ -223,7 +223,7 @@ __global__ void __launch_bounds__(kWindowMaxThreads<kWide>,
   };
 
   if constexpr (kLines) {
-    // Line loads (cuda/line_loads.cuh): a pair of windows per stage, one pair per tile in
+    // Line loads (gemv/line_loads.cuh): a pair of windows per stage, one pair per tile in
     // flight; kTiles = 2: each activation load multiplies both tiles.
     extern __shared__ uint4 window_lines[];
     const LineTiles<kTiles> lines(window_lines + warp * kTiles * (kLineBufferBytes / 16), p.b,
@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(kWindowMaxThreads<kWide>,
     // 8-bit float16 one tile takes the interleaved order of FP8's line-load tile (warp w:
     // pairs w, w + k_split, ...: the block's warps read adjacent 128 bytes of each row
     // together); the rest keep the contiguous range above. Measured on the H200
-    // (docs/PERF.md, 2026-11-30i, same-run A/B of the decode suites at blocks 32, 64 and
+    // (same-run A/B of the decode suites at blocks 32, 64 and
     // 128, with and without packed zero points): 8-bit float16 one tile 1-5 % faster at
     // 14336 x 4096, 4096 x 14336 and 8192 x 8192, 0-5 % slower at 4096 x 4096 (4 pairs
     // per warp); bfloat16 -5 % to +8 %; two tiles (both widths) 2-9 % slower but for 8-bit
