@@ -10,6 +10,7 @@
 //   GemvFmaKernel     CUDA cores (gemv/fma.cuh, shared with NBits 8-bit; its codecs and
 //                     launchers: fma_gemv.cu): a warp per kCols output columns, all M rows
 //                     at once, one 16-byte register load per lane and chunk.
+//   Fp8GemvMmaKernel  tensor cores (SM80+): mma.m16n8k16, 16 columns per warp, kKSplit
 //                     warps per block splitting K, a ring of kMmaDepth windows of
 //                     fragment-shaped register loads in flight, or (kLines) register
 //                     loads of whole 128-byte lines staged through shared memory
@@ -34,7 +35,7 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/gemv/common.cuh"
-#include "cuda/gemv/fma.cuh"
+#include "cuda/gemv/fma.cuh"  // word()
 #include "cuda/gemv/line_loads.cuh"
 #include "cuda/gemv/tma.cuh"
 #include "cuda/launchers.h"

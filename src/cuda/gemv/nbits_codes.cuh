@@ -37,7 +37,6 @@
 // Logical mma k 2t, 2t+1, 2t+8, 2t+9 then always maps, for every lane with the same t, to
 // the same physical k of the same chunk, which is all the mma needs.
 //
-//
 // This header: the code geometry (Codes), the raw and decoded block constants, the word
 // decoders, and the scale-on-result steps that every tensor-core N-bit kernel shares.
 #pragma once

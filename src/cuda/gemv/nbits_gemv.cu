@@ -33,6 +33,8 @@
 //   2 per block: stages are quantization blocks (or kStage-window parts of larger ones),
 //                double-buffered; a block's scale and zero point are loaded once per row
 //                and decoded once for all its windows. A block smaller than a window
+//                cannot be iterated alone (a quad's lanes straddle blocks): there the
+//                window is the unit and this is algorithm 0.
 //
 // The N-bit kernels, one file each:
 //   nbits_gemv.cu    NBitsGemvKernel: register loads, the three K-loop algorithms, the

@@ -286,7 +286,6 @@ inline Status check_nbits_gemv_args(const NBitsGemvArgs& args, int rows, int k_s
   return Status::Ok();
 }
 
-
 // The launchers of launch_nbits_gemv's kernels other than the register-load one (which
 // checks the arguments first): the window kernel (nbits_window.cu) and the TMA kernel
 // (nbits_tma.cu), float16 / bfloat16.

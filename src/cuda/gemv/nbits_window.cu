@@ -2,7 +2,6 @@
 // operator, the tile geometry and the code decoding: nbits_gemv.cu, gemv/common.cuh,
 // gemv/nbits_codes.cuh):
 //
-// ================================================================= window kernel
 // float16 / bfloat16, algorithm 0 on whole windows: every row is a whole number of 64-byte
 // windows and every window lies in one block (block_size >= a window's codes, 128 4-bit,
 // 64 8-bit, so the scale goes on the mma result; kResultScale). With line loads, blocks
@@ -104,6 +103,7 @@ constexpr int kWindowBlocksPerSm =
 //   kPairBlock    line loads, blocks of two windows or more: a pair of windows lies in one
 //                 block (below).
 //   kWide         two tiles at up to 168 registers (above).
+//
 // kPairBlock (line loads, blocks of two windows or more: 8-bit 128 codes, 4-bit 256): a
 // pair of windows lies in one block (pairs start at even windows), so its second window
 // takes the first's scales and zero points: no loads, and the same decoded constants.
