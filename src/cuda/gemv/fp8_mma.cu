@@ -238,6 +238,9 @@ __device__ __forceinline__ void lines_k_loop(const Fp8Params<T>& p, const Qdq& q
 //   kWide    two tiles at up to 168 registers, 12 warps per SM (kGemvWideRegisters,
 //            Fp8MatMulOptions::gemv_registers; k_split <= 4): each warp faster, fewer of
 //            them (NBitsGemvWindowKernel's kWide says why; the planner costs both).
+// Launch bounds: 16 warps per SM at least (128 registers per thread at most; kWide: 12,
+// 168), the residency the planner's wave model assumes (kGemvTensorCoreWarpsPerSm,
+// kGemvWideWarpsPerSm).
 template <typename T, int kKSplit, bool kW8A8, bool kLines, int kTiles, bool kWide = false>
 __global__ void __launch_bounds__(kKSplit * kWarpSize,
                                   (kWide ? kWideWarpsPerSm : kMmaWarpsPerSm) / kKSplit)
