@@ -36,6 +36,9 @@ namespace bqmm::cuda {
 constexpr int kLineRows = 16;                               // a tile's rows (the mma M extent)
 constexpr int kLinePairBytes = 128;                         // bytes of a row per pair
 constexpr int kLineBufferBytes = kLineRows * kLinePairBytes;  // 2 KB of shared memory per warp
+static_assert(kLineRows == kGemvTileCols, "a line-load buffer holds one warp tile's rows");
+static_assert(kLinePairBytes == 2 * kGemvWindowBytes && kLinePairBytes == kGemvTmaTileBytes,
+              "a pair is two 64-byte windows, the planners' 128-byte line (kGemvTmaTileBytes)");
 
 // Both two-tile launchers' check of the register bound a plan asks for (gemv_registers): 0
 // (the kernel's own), or with two tiles of line loads kGemvTwoTileRegisters or

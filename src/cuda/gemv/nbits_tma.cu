@@ -37,7 +37,6 @@ namespace bqmm::cuda {
 namespace {
 
 constexpr int kNBitsTmaDepth = 4;  // tiles in flight per warp (16 warps x 4 x 2 KB per SM)
-constexpr int kTileChunks = kTmaBoxBytes / kChunkBytes;  // 8
 static_assert(kTmaBoxRows == kTileCols, "a TMA tile is one warp tile's rows");
 
 // ================================================================= kernel
@@ -50,6 +49,7 @@ template <typename T, int kBits>
 __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
     NBitsGemvTmaKernel(const __grid_constant__ CUtensorMap map, const GemvParams<T> p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int kTileChunks = kTmaBoxBytes / kChunkBytes;  // 8 chunks of a tile row
   using C = Codes<kBits>;
   using Tile = MmaTile<T, kBits, true>;
   const uint32_t k_split = blockDim.x / kWarpSize;
