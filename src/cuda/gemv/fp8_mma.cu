@@ -467,6 +467,8 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
     consume(2, i + 2);
   }
   if (i < count) consume(0, i);
+  if (i + 1 < count) consume(1, i + 1);
+
   float sums[1][4] = {{acc[0], acc[1], acc[2], acc[3]}};
   const bool lo[1] = {lo_ok}, hi[1] = {hi_ok};
   const int64_t cl[1] = {col_lo}, ch[1] = {col_hi};
