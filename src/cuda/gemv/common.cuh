@@ -126,6 +126,9 @@ inline Status check_fp8_k_range(const Fp8GemvArgs& args, const char* kernel) {
   return Status::Ok();
 }
 
+// fp8_tma.cu: launch_fp8_gemv_mma's TMA tiles (SM90+), after its checks.
+Status launch_fp8_gemv_tma(const Fp8GemvArgs& args, int k_split, cudaStream_t stream);
+
 // ----------------------------------------------------------------- W8A8 activations
 // W8A8 (FP8): the static activation quantize-dequantize of SPEC section 1, on packed
 // pairs of activations (qdq_e4m3x2: the conversions of the standalone QDQ kernel's

@@ -196,8 +196,9 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
 }
 
 // ================================================================= launcher
-// The instantiated configurations (T, bits): every one a plan can reach on SM90+ (on
-// SM80 the kernels compile to a trap: the planner takes TMA tiles on SM90+ only).
+// The instantiated configurations (T, bits): every one a plan can reach on SM90+.
+// CMakeLists.txt builds this file for the SM90+ architectures only (the planner takes TMA
+// tiles there only); built for an older one (a build without SM90), the kernels are traps.
 #define BQMM_NBITS_TMA_CONFIGS(X, T) X(T, 4) X(T, 8)
 
 template <typename T>
