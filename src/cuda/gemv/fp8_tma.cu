@@ -44,8 +44,12 @@ using Fp8Params = GemvParams<T, float>;
 // the slot before the copy). The activations and scales of tile i + 2 are loaded while tile
 // i is multiplied.
 //
-// Template parameters and launch bounds as Fp8GemvMmaKernel; shared memory (dynamic):
-// kKSplit * kTmaDepth slots of 2 KB, 1024-byte aligned.
+// Template parameters (as Fp8GemvMmaKernel's):
+//   T        activation type (__half or __nv_bfloat16); the mma runs in T.
+//   kKSplit  warps per block splitting the tiles of one 16-column tile (1, 2, 4, 8).
+//   kW8A8    a_scale given: QDQ fused into the activation load.
+// Launch bounds: 16 warps per SM at least (kGemvTensorCoreWarpsPerSm). Shared memory
+// (dynamic): kKSplit * kTmaDepth slots of 2 KB, 1024-byte aligned.
 constexpr int kTmaDepth = 4;  // tiles in flight per warp: 16 warps x 4 x 2 KB = 128 KB per SM
 
 template <typename T, int kKSplit, bool kW8A8>
