@@ -156,6 +156,15 @@ struct W8A8Qdq {
 };
 
 // ----------------------------------------------------------------- epilogue
+// One output element of a decode GEMV: the bias added in float32, then the single rounding
+// to T. Params: either operator's GEMV parameters (y [M, N] of T, bias [N] or nullptr, n).
+template <typename Params>
+__device__ __forceinline__ void store_output(const Params& p, int64_t row, int64_t col, float v) {
+  using T = std::remove_pointer_t<decltype(p.y)>;
+  if (p.bias != nullptr) v += to_float(p.bias[col]);
+  p.y[row * p.n + col] = from_float<T>(v);
+}
+
 // The K-split reduction of every tensor-core GEMV: warps 1.. of the block hand their
 // partial sums to warp 0 through shared memory (same lane, same ownership) and return
 // false; warp 0 adds them, returns true and stores its outputs (store_output: bias in

@@ -22,7 +22,7 @@
 //
 // The weight format is a codec (a struct of static device functions), so that both
 // operators share the loop, the loads, the reduction and the epilogue (store_output of
-// cuda/common.cuh, which every GEMV kernel of both operators ends with):
+// gemv/common.cuh, which every GEMV kernel of both operators ends with):
 //
 //   using T, Params       activation type; the kernel's parameters, with at least
 //                         a [M, K], b [N, K] (one byte per code), bias [N] or nullptr,
@@ -42,6 +42,7 @@
 
 #include "bqmm/status.h"
 #include "cuda/common.cuh"
+#include "cuda/gemv/common.cuh"
 #include "cuda/cuda_check.h"
 
 namespace bqmm::cuda {
