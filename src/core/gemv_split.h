@@ -41,13 +41,14 @@ constexpr int64_t kGemvPipelineFill = 2;
 // N at K = 8192 on the H200.
 constexpr int64_t kNBitsTwoTilePipelineFill = 6;
 // The two-tile kernels at 168 registers (options' gemv_registers, kGemvWideRegisters;
-// cuda/nbits_gemv.cu and fp8_gemv.cu, kWide): blocks of up to 4 warps, 12 warps per SM.
+// cuda/gemv/nbits_window.cu and fp8_mma.cu, kWide): blocks of up to 4 warps, 12 warps per SM.
 // Each warp streams faster than at 128 registers: the model weighs its cost by
 // kGemvWideCostPercent (each warp 4-17 % faster, measured on the H200).
 constexpr int64_t kGemvWideWarpsPerSm = 12;
 constexpr int kGemvWideMaxKSplit = 4;
 constexpr int64_t kGemvWideCostPercent = 90;
-// NBitsMatMul's window kernel (cuda/nbits_gemv.cu, kWindowMinBlocks), line loads or not:
+// NBitsMatMul's window kernel (cuda/gemv/nbits_window.cu, kWindowMinBlocks, derived from
+// this function; constexpr for it), line loads or not:
 // 64 registers per thread, 32 warps per SM; 80 with packed zero points or 8-bit bfloat16
 // codes, 24; 128 for 8-bit float16 codes or two tiles per warp, 16.
 constexpr int64_t nbits_window_warps_per_sm(int bits, bool zero_points, bool float16,
@@ -56,7 +57,7 @@ constexpr int64_t nbits_window_warps_per_sm(int bits, bool zero_points, bool flo
   return bits == 8 ? (float16 ? 16 : 24) : zero_points ? 24 : 32;
 }
 
-// SM90's TMA tile stream (cuda/tma.cuh) can carry an [n, row_bytes] weight: the copy
+// SM90's TMA tile stream (cuda/gemv/tma.cuh) can carry an [n, row_bytes] weight: the copy
 // engine exists, and the tiles' box coordinates (bytes into a row, row) are 32-bit.
 inline bool gemv_tma_fits(int sm, int64_t n, int64_t row_bytes) {
   return sm >= 90 && n < (int64_t{1} << 31) && row_bytes < (int64_t{1} << 31);
@@ -75,7 +76,7 @@ inline bool gemv_tma_pays(int64_t n, int64_t k) { return n * k >= kGemvTmaMinCod
 // `k_split` warps takes: warp, warp + k_split, ... (`count` of them). A row that is not a
 // whole number of tiles ends in a partial tile: `partial` is its index in this warp's
 // sequence, or -1 where the warp does not have it. constexpr: the TMA kernels build it on
-// the device (cuda/tma.cuh, WarpTiles), the CPU tests on the host.
+// the device (cuda/gemv/tma.cuh, WarpTiles), the CPU tests on the host.
 struct GemvWarpTiles {
   int count = 0;
   int partial = -1;

@@ -336,16 +336,6 @@ __device__ __forceinline__ float warp_reduce_sum_scatter(float (&v)[N], int lane
   return v[0];
 }
 
-// ----------------------------------------------------------------- GEMV epilogue
-// One output element of a decode GEMV: the bias added in float32, then the single rounding
-// to T. Params: either operator's GEMV parameters (y [M, N] of T, bias [N] or nullptr, n).
-template <typename Params>
-__device__ __forceinline__ void store_output(const Params& p, int64_t row, int64_t col, float v) {
-  using T = std::remove_pointer_t<decltype(p.y)>;
-  if (p.bias != nullptr) v += to_float(p.bias[col]);
-  p.y[row * p.n + col] = from_float<T>(v);
-}
-
 // ----------------------------------------------------------------- launch shapes
 // Grid-stride element loops cap the grid at a few waves of the device.
 inline unsigned int grid_for(int64_t work_items, int threads_per_block, int64_t max_blocks = 65535 * 8) {

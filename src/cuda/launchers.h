@@ -31,9 +31,10 @@ Status launch_bias_add(DType t, void* y, const void* bias, int64_t m, int64_t n,
 Status launch_fill_bias(DType t, void* y, const void* bias, int64_t m, int64_t n,
                         cudaStream_t stream);
 
-// fp8_gemv.cu: the fused decode GEMV, Y[m, n] = sum_k A'[m, k] * e4m3(B[n, k]) *
-// b_scale[n, k / block_size] + bias[n] for 0 < M <= 8, where A' = QDQ(A) when a_scale is
-// given (fused into the activation load, bit-identical to launch_act_qdq) and A otherwise.
+// gemv/fp8_mma.cu (tensor cores), gemv/fma_gemv.cu (CUDA cores): the fused decode GEMV,
+// Y[m, n] = sum_k A'[m, k] * e4m3(B[n, k]) * b_scale[n, k / block_size] + bias[n] for
+// 0 < M <= 8, where A' = QDQ(A) when a_scale is given (fused into the activation load,
+// bit-identical to launch_act_qdq) and A otherwise.
 // Needs K % 16 == 0, block_size % 16 == 0 and 16-byte aligned a and b.
 struct Fp8GemvArgs {
   DType dtype = DType::kFloat16;  // T of a, bias, y
@@ -49,9 +50,9 @@ struct Fp8GemvArgs {
 Status launch_fp8_gemv_fma(const Fp8GemvArgs& args, int rows_per_warp, cudaStream_t stream);
 // Tensor cores (SM80+): mma.m16n8k16, 16 columns per warp, `k_split` warps per block
 // splitting K. Needs K % 64 == 0, K >= 256, block_size % 64 == 0. `tma` (SM90+): the
-// weight tiles come by the tensor memory accelerator (cuda/tma.cuh) instead of by
+// weight tiles come by the tensor memory accelerator (gemv/tma.cuh) instead of by
 // register loads; else `lines`: register loads of whole 128-byte lines staged through
-// shared memory (cuda/line_loads.cuh; needs K % 128 == 0), `tiles_per_warp` (1 or 2; 2
+// shared memory (gemv/line_loads.cuh; needs K % 128 == 0), `tiles_per_warp` (1 or 2; 2
 // only with lines) 16-column tiles per warp; `registers`: 0, or with two tiles the
 // kernel's register bound, kGemvTwoTileRegisters or kGemvWideRegisters (k_split <= 4).
 Status launch_fp8_gemv_mma(const Fp8GemvArgs& args, int k_split, bool tma, bool lines,
@@ -75,8 +76,9 @@ struct NBitsDequantArgs {
 // 8-byte aligned b. Otherwise one code per load and scalar stores (any K).
 Status launch_nbits_dequant(const NBitsDequantArgs& args, bool vec8, cudaStream_t stream);
 
-// nbits_gemv.cu: the fused decode GEMV, Y[m, n] = sum_k A[m, k] * (q[n, k] - zp[n, blk]) *
-// scales[n, blk] + bias[n], blk = k / block_size, for 0 < M <= 8. Needs integer zero
+// gemv/nbits_gemv.cu (with nbits_window.cu, nbits_tma.cu; CUDA cores: fma_gemv.cu): the
+// fused decode GEMV, Y[m, n] = sum_k A[m, k] * (q[n, k] - zp[n, blk]) * scales[n, blk] +
+// bias[n], blk = k / block_size, for 0 < M <= 8. Needs integer zero
 // points (packed or default), K % block_size == 0, rows of B of a multiple of 16 bytes,
 // 16-byte aligned a and b, K < 2^31, and SM80+ for float16 / bfloat16 (tensor cores).
 struct NBitsGemvArgs {
@@ -93,7 +95,7 @@ struct NBitsGemvArgs {
 // algo: the K-loop strategy (kNBitsGemvAlgo* of bqmm/nbits_matmul.h); rows: activation
 // rows per warp tile (8 for float16 / bfloat16; 1, 2, 4 or 8 >= M for float32); k_split:
 // warps per block splitting K (1, 2, 4 or 8). tma (SM90+, float16 / bfloat16, block_size
-// >= 64 codes for 8-bit, >= 128 for 4-bit): the weights by TMA tiles (cuda/tma.cuh); algo
+// >= 64 codes for 8-bit, >= 128 for 4-bit): the weights by TMA tiles (gemv/tma.cuh); algo
 // does not apply then. window (float16 / bfloat16, blocks of a 64-byte window or more: 128
 // codes 4-bit, 64 8-bit; with lines, of a 16-byte chunk or more: 32, 16; rows of whole
 // windows): algorithm 0's loop without partial windows (NBitsGemvWindowKernel);
@@ -105,7 +107,7 @@ struct NBitsGemvArgs {
 Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_split, bool tma,
                          bool window, bool lines, int tiles_per_warp, int registers,
                          cudaStream_t stream);
-// CUDA cores, 8-bit codes, float16 / bfloat16 (cuda/gemv_fma.cuh): a warp per two output
+// CUDA cores, 8-bit codes, float16 / bfloat16 (gemv/fma.cuh): a warp per two output
 // columns, lanes along K; rows (1 or 2, >= M) activation rows per warp.
 Status launch_nbits_gemv_fma(const NBitsGemvArgs& args, int rows, cudaStream_t stream);
 

@@ -1,4 +1,4 @@
-// Host side of cuda/tma.cuh: tensor maps of the GEMV weight matrices.
+// Host side of cuda/gemv/tma.cuh: tensor maps of the GEMV weight matrices.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
@@ -6,7 +6,7 @@
 #include <string>
 
 #include "cuda/cuda_check.h"
-#include "cuda/tma.cuh"
+#include "cuda/gemv/tma.cuh"
 
 namespace bqmm::cuda {
 namespace {

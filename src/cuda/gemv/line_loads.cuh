@@ -4,7 +4,7 @@
 // Why: an mma A fragment gives lane (g, t) rows g and g + 8, so a lane that loads only
 // what it multiplies makes each warp instruction read 8 rows x 64 bytes, a shape that
 // streams 2.5-3.3 TB/s on the H200 against 3.9-4.4 for 4 rows x 128 bytes
-// (tools/microbench/stream_shapes.cu, docs/PERF.md). Here a warp reads a pair of 64-byte
+// (tools/microbench/stream_shapes.cu). Here a warp reads a pair of 64-byte
 // windows of its 16 rows (16 rows x 128 bytes) with 4 instructions of 4 whole 128-byte
 // rows each (lane l: row 4i + l / 8, chunk l % 8), stores the pair to its 2 KB of shared
 // memory and reads it back in fragment order (lane (g, t): chunk t of each window of rows
@@ -36,6 +36,9 @@ namespace bqmm::cuda {
 constexpr int kLineRows = 16;                               // a tile's rows (the mma M extent)
 constexpr int kLinePairBytes = 128;                         // bytes of a row per pair
 constexpr int kLineBufferBytes = kLineRows * kLinePairBytes;  // 2 KB of shared memory per warp
+static_assert(kLineRows == kGemvTileCols, "a line-load buffer holds one warp tile's rows");
+static_assert(kLinePairBytes == 2 * kGemvWindowBytes && kLinePairBytes == kGemvTmaTileBytes,
+              "a pair is two 64-byte windows, the planners' 128-byte line (kGemvTmaTileBytes)");
 
 // Both two-tile launchers' check of the register bound a plan asks for (gemv_registers): 0
 // (the kernel's own), or with two tiles of line loads kGemvTwoTileRegisters or

@@ -7,8 +7,8 @@
 // stream 2.5-3.3 TB/s on the H200 for 2-8 loads in flight per lane and 16-48 warps per
 // SM, 4 x 128-byte rows 3.9-4.4 and 512 contiguous bytes 4.3-4.6 (memcpy 4.23). A TMA ring
 // of 16-row x 128-byte boxes read back with ldmatrix, with the M = 8 activation loads of
-// a GEMV beside it, streams 4.0-4.1 TB/s (tools/microbench, 2 GiB cold, 2026-11-29;
-// docs/PERF.md), and it takes no registers and no load instructions: the bytes in flight
+// a GEMV beside it, streams 4.0-4.1 TB/s (tools/microbench, 2 GiB cold),
+// and it takes no registers and no load instructions: the bytes in flight
 // sit in shared memory, and the L1 load pipe is left to the activations.
 //
 // Layout: SWIZZLE_128B, so 16-byte chunk c of tile row r lands at r * 128 +

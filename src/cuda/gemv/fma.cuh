@@ -1,5 +1,6 @@
 // The CUDA-core decode GEMV shared by both operators' 8-bit weights (FP8 e4m3 codes in
-// fp8_gemv.cu, NBits 8-bit integer codes in nbits_gemv.cu), for 0 < M <= 8:
+// fma_gemv.cu's Fp8FmaCodec, NBits 8-bit integer codes in its NBits8FmaCodec), for
+// 0 < M <= 8:
 //
 //   Y[m, n] = sum_k A[m, k] * w(n, k) + bias[n],   w(n, k) = decode(code) * block scale
 //
@@ -21,7 +22,7 @@
 //
 // The weight format is a codec (a struct of static device functions), so that both
 // operators share the loop, the loads, the reduction and the epilogue (store_output of
-// cuda/common.cuh, which every GEMV kernel of both operators ends with):
+// gemv/common.cuh, which every GEMV kernel of both operators ends with):
 //
 //   using T, Params       activation type; the kernel's parameters, with at least
 //                         a [M, K], b [N, K] (one byte per code), bias [N] or nullptr,
@@ -41,6 +42,7 @@
 
 #include "bqmm/status.h"
 #include "cuda/common.cuh"
+#include "cuda/gemv/common.cuh"
 #include "cuda/cuda_check.h"
 
 namespace bqmm::cuda {
@@ -191,7 +193,7 @@ __global__ void __launch_bounds__(kFmaThreads, kMinBlocks)
 // kMinBlocks = 4 at one row: 64 registers, so that 4 blocks (32 warps) fit an SM and
 // N = 8192 (512 blocks) runs in one wave of 528. The NBits 8-bit codec took 65-72
 // registers unbounded: 3 blocks per SM, 396 per wave, and 8192 x 8192 at M = 1 ran
-// 24.0 us against FP8's 20.4 (H200, 2026-11-29). kMinBlocks = 3 at two rows: 80 registers
+// 24.0 us against FP8's 20.4 (H200). kMinBlocks = 3 at two rows: 80 registers
 // instead of 97-124 (2 blocks per SM), 12 bytes of spill in the NBits codec with zero
 // points; M = 2 ran up to 11 % faster in both codecs (28672 x 8192: 77.7 -> 69.0 us NBits,
 // 74.0 -> 67.9 FP8, float16).
