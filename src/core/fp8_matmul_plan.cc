@@ -33,11 +33,12 @@ bool gemv_applies(const Fp8MatMulProblem& p, const PlanOverride& o) {
          p.alignment >= 16;
 }
 
-// The tensor-core GEMV: 64-element K windows (K, block_size multiples of 64; K >= 256
-// keeps a K split busy). From M = 2 by default: at M = 1 the CUDA-core kernel streams
+// The tensor-core GEMV: 64-element K windows (a lane quad's 64 bytes of e4m3: K and
+// block_size multiples of 64; K >= 256 keeps a K split busy). From M = 2 by default: at M = 1 the CUDA-core kernel streams
 // faster on the H200 (the tensor-core one took 8-26 % longer; within 7 % at M = 2).
 bool choose_tensor_cores(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
-  const bool applies = d.sm >= 80 && p.k % 64 == 0 && p.k >= 256 && p.block_size % 64 == 0;
+  const bool applies = d.sm >= 80 && p.k % kGemvWindowBytes == 0 && p.k >= 4 * kGemvWindowBytes &&
+                       p.block_size % kGemvWindowBytes == 0;
   const int64_t min_rows = o.fma == 0 ? 1 : 2;
   return applies && o.fma != 1 && p.m >= min_rows;
 }

@@ -20,7 +20,7 @@ Status launch_fp8_dequant(DType t, const uint8_t* b, const float* b_scale, int64
                           cudaStream_t stream);
 
 // act_qdq.cu: out[i] = round_T(e4m3_satfinite(a[i] * inv) * a_scale), a_scale read on
-// the device (W8A8 activation, SPEC section 1).
+// the device (W8A8 activation, docs/CONTRACT.md section 1).
 Status launch_act_qdq(DType t, const void* a, const float* a_scale, int64_t count, void* out,
                       cudaStream_t stream);
 

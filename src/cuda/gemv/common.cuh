@@ -31,6 +31,8 @@ constexpr int kWindowChunks = 4;   // a lane quad covers 4 adjacent chunks of a 
 constexpr int kWindowBytes = kChunkBytes * kWindowChunks;
 constexpr int kMaxKSplit = kGemvMaxKSplit;  // warps per block, at most
 static_assert(kWindowBytes == kGemvWindowBytes, "the planner's K unit is the lane quad's window");
+static_assert(kChunkBytes == kGemvChunkBytes, "the planner's row rule: rows of whole 16-byte chunks");
+static_assert(kMmaRows == kGemvMaxRows, "the planner's GEMV range is the mma N extent");
 static_assert(kTileCols == 2 * kMmaRows, "lane (g, t) owns columns g and g + 8 of the tile");
 static_assert((kMaxKSplit & (kMaxKSplit - 1)) == 0, "k_split is a power of two");
 
@@ -130,7 +132,7 @@ inline Status check_fp8_k_range(const Fp8GemvArgs& args, const char* kernel) {
 Status launch_fp8_gemv_tma(const Fp8GemvArgs& args, int k_split, cudaStream_t stream);
 
 // ----------------------------------------------------------------- W8A8 activations
-// W8A8 (FP8): the static activation quantize-dequantize of SPEC section 1, on packed
+// W8A8 (FP8): the static activation quantize-dequantize of docs/CONTRACT.md section 1, on packed
 // pairs of activations (qdq_e4m3x2: the conversions of the standalone QDQ kernel's
 // qdq_e4m3, so the fused result is bit-identical to running that kernel first). Every
 // kernel builds one at its start (a_scale is read on the device: the op stays

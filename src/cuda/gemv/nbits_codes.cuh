@@ -22,7 +22,7 @@
 //     exact q - zp and the block scale multiplies each chunk's FP32 partial sum (float16
 //     4-bit decodes the high nibbles in place as 16 (q - zp), scaled by scale / 16).
 //   float32: CUDA cores, w = (q - zp) * scale in float32 (one rounding), FMA into FP32 sums;
-//     float32 must stay true FP32 (SPEC tolerance 1e-5), which TF32 mma would not be.
+//     float32 must stay true FP32 (the contract's tolerance 1e-5), which TF32 mma would not be.
 //
 // K permutation (tensor cores). K is a reduction axis: any permutation applied to both
 // operands leaves the sum unchanged, so each lane feeds the mma the codes of its own
