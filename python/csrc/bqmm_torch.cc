@@ -281,3 +281,10 @@ TORCH_LIBRARY_IMPL(bqmm, CUDA, m) {
   m.impl("fp8_matmul", &bqmm_torch::fp8_matmul);
   m.impl("nbits_matmul", &bqmm_torch::nbits_matmul);
 }
+
+// CPU tensors get the same functions, which reject them with a ValueError naming `a`
+// (rather than the dispatcher's "could not run with the CPU backend").
+TORCH_LIBRARY_IMPL(bqmm, CPU, m) {
+  m.impl("fp8_matmul", &bqmm_torch::fp8_matmul);
+  m.impl("nbits_matmul", &bqmm_torch::nbits_matmul);
+}
