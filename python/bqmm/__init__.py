@@ -17,6 +17,6 @@ __version__ = "0.1.0"
 
 def __getattr__(name):  # bqmm.loaders imports safetensors / onnx lazily
     if name == "loaders":
-        from . import loaders
-        return loaders
+        import importlib
+        return importlib.import_module(".loaders", __name__)
     raise AttributeError(name)
