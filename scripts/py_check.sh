@@ -28,6 +28,11 @@ else
   step "venv ($venv, system site-packages)"
   [ -x "$venv/bin/python" ] || "$python" -m venv --system-site-packages "$venv" || exit 1
   py=$venv/bin/python
+  # When $python is itself a venv (the GPU machine's python3 is /opt/torch/.venv's), the
+  # new venv's "system" packages are the base interpreter's, not that venv's: a .pth file
+  # adds $python's site-packages after the new venv's own.
+  purelib=$("$py" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  "$python" -c "import site; print('\n'.join(site.getsitepackages()))" > "$purelib/_py_check_parent.pth"
 fi
 if ! "$py" -c "import scikit_build_core" 2>/dev/null; then
   if [ -d .whl ]; then
