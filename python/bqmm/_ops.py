@@ -1,0 +1,110 @@
+"""Loads the extension (bqmm/_C.so: the ops' schemas and CUDA kernels, registered by
+TORCH_LIBRARY in python/csrc/bqmm_torch.cc) and registers the ops' fake (meta)
+implementations, which give torch.compile, opcheck and meta tensors the output's shape and
+dtype without running anything.
+
+Without the extension (a checkout that was not built, e.g. CI without a GPU toolchain for
+torch), the same schemas are defined here, so the fake implementations, torch.compile
+tracing on meta tensors and the schema tests still work; calling the ops on CUDA tensors
+then fails with a message saying the extension is missing.
+"""
+import os
+
+import torch
+
+# The schemas, identical to the ones python/csrc/bqmm_torch.cc registers (a test compares
+# them when the extension is loaded). Inputs in ONNX order, attributes keyword-only.
+FP8_MATMUL_SCHEMA = (
+    "fp8_matmul(Tensor a, Tensor b, Tensor b_scale, Tensor? a_scale=None, "
+    "Tensor? bias=None, *, int block_size=128) -> Tensor")
+NBITS_MATMUL_SCHEMA = (
+    "nbits_matmul(Tensor a, Tensor b, Tensor scales, Tensor? zero_points=None, "
+    "Tensor? g_idx=None, Tensor? bias=None, *, int K, int N, int bits=4, int block_size, "
+    "int accuracy_level=0) -> Tensor")
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_EXTENSION = os.path.join(_HERE, "_C.so")
+_load_error = None
+
+
+_CODES = ("InvalidArgument", "NotSupported", "WorkspaceTooSmall", "CudaError", "CublasError",
+          "Internal")
+
+
+def error_code(exc):
+    """The bqmm Status code an exception of the ops carries ("InvalidArgument", ...), or
+    None. The ops raise ValueError (InvalidArgument, WorkspaceTooSmall),
+    NotImplementedError (NotSupported) or RuntimeError (CudaError, CublasError, Internal)
+    with the Status's text, "bqmm: <Code>: <message>"."""
+    text = str(exc)
+    i = text.find("bqmm: ")
+    if i < 0:
+        return None
+    rest = text[i + len("bqmm: "):]
+    return next((c for c in _CODES if rest.startswith(c + ":")), None)
+
+
+def _load():
+    global _load_error
+    if os.path.exists(_EXTENSION):
+        try:
+            torch.ops.load_library(_EXTENSION)
+            return True
+        except OSError as e:  # e.g. a torch other than the one it was built against
+            _load_error = f"{_EXTENSION}: {e}"
+    else:
+        _load_error = f"{_EXTENSION} does not exist (bqmm was not built: pip install .)"
+    return False
+
+
+_loaded = _load()
+if not _loaded:
+    _lib = torch.library.Library("bqmm", "DEF")  # kept alive: it owns the definitions
+    _lib.define(FP8_MATMUL_SCHEMA)
+    _lib.define(NBITS_MATMUL_SCHEMA)
+
+    def _missing(*args, **kwargs):
+        raise RuntimeError(f"bqmm: the extension is not loaded: {_load_error}")
+
+    _lib.impl("fp8_matmul", _missing, "CUDA")
+    _lib.impl("nbits_matmul", _missing, "CUDA")
+
+
+def extension_loaded():
+    """True when bqmm/_C.so (the CUDA kernels) is loaded."""
+    return _loaded
+
+
+def _output(a, n):
+    if a.dim() < 1:
+        raise ValueError(f"bqmm: InvalidArgument: a: expected rank >= 1 but got rank {a.dim()}")
+    return a.new_empty((*a.shape[:-1], n))
+
+
+@torch.library.register_fake("bqmm::fp8_matmul")
+def _fp8_matmul_fake(a, b, b_scale, a_scale=None, bias=None, *, block_size=128):
+    torch._check(b.dim() == 2, lambda: f"bqmm: InvalidArgument: b: expected rank 2 [N, K] but got rank {b.dim()}")
+    torch._check(a.dim() >= 1 and a.shape[-1] == b.shape[1],
+                 lambda: f"bqmm: InvalidArgument: a: last dimension must be K = {b.shape[1]}")
+    return _output(a, b.shape[0])
+
+
+@torch.library.register_fake("bqmm::nbits_matmul")
+def _nbits_matmul_fake(a, b, scales, zero_points=None, g_idx=None, bias=None, *, K, N,
+                       bits=4, block_size, accuracy_level=0):
+    torch._check(a.dim() >= 1 and a.shape[-1] == K,
+                 lambda: f"bqmm: InvalidArgument: a: last dimension must be K = {K}")
+    return _output(a, N)
+
+
+def fp8_matmul(a, b, b_scale, a_scale=None, bias=None, *, block_size=128):
+    """Y = A @ dequant(B)^T + bias (torch.ops.bqmm.fp8_matmul)."""
+    return torch.ops.bqmm.fp8_matmul(a, b, b_scale, a_scale, bias, block_size=block_size)
+
+
+def nbits_matmul(a, b, scales, zero_points=None, g_idx=None, bias=None, *, K, N, bits=4,
+                 block_size, accuracy_level=0):
+    """Y = A @ dequant(B)^T + bias (torch.ops.bqmm.nbits_matmul)."""
+    return torch.ops.bqmm.nbits_matmul(a, b, scales, zero_points, g_idx, bias, K=K, N=N,
+                                       bits=bits, block_size=block_size,
+                                       accuracy_level=accuracy_level)

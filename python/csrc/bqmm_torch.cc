@@ -1,0 +1,290 @@
+// The PyTorch binding of bqmm: the ops bqmm::fp8_matmul and bqmm::nbits_matmul.
+//
+// Thin by design: torch tensors -> bqmm::TensorView, validate, plan (cached per problem,
+// device and pointer alignment), workspace from torch's caching allocator, run on torch's
+// current stream. Never synchronizes. A non-OK Status becomes a Python exception whose
+// message is the Status's ("bqmm: InvalidArgument: b_scale: expected ..."):
+//   kInvalidArgument, kWorkspaceTooSmall -> ValueError
+//   kNotSupported                        -> NotImplementedError
+//   kCudaError, kCublasError, kInternal  -> RuntimeError
+// Only the public API (include/bqmm/) is used.
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include <bqmm/bqmm.h>
+
+#include <array>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace bqmm_torch {
+namespace {
+
+[[noreturn]] void throw_status(const bqmm::Status& s) {
+  const std::string msg = "bqmm: " + s.to_string();
+  switch (s.code()) {
+    case bqmm::StatusCode::kInvalidArgument:
+    case bqmm::StatusCode::kWorkspaceTooSmall:
+      C10_THROW_ERROR(ValueError, msg);
+    case bqmm::StatusCode::kNotSupported:
+      C10_THROW_ERROR(NotImplementedError, msg);
+    default:
+      C10_THROW_ERROR(Error, msg);
+  }
+}
+
+inline void check(const bqmm::Status& s) {
+  if (!s.ok()) throw_status(s);
+}
+
+bqmm::DType to_bqmm_dtype(const at::Tensor& t, const char* name) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return bqmm::DType::kFloat32;
+    case at::kHalf: return bqmm::DType::kFloat16;
+    case at::kBFloat16: return bqmm::DType::kBFloat16;
+    case at::kFloat8_e4m3fn: return bqmm::DType::kFloat8E4M3;
+    case at::kByte: return bqmm::DType::kUInt8;
+    case at::kInt: return bqmm::DType::kInt32;
+    default: break;
+  }
+  C10_THROW_ERROR(ValueError, c10::str("bqmm: InvalidArgument: ", name, ": dtype ",
+                                       t.scalar_type(),
+                                       " is not one of bqmm's (float32, float16, bfloat16, "
+                                       "float8_e4m3fn, uint8, int32)"));
+}
+
+bqmm::Shape to_shape(at::IntArrayRef sizes, const char* name) {
+  TORCH_CHECK_VALUE(sizes.size() <= static_cast<size_t>(bqmm::Shape::kMaxRank),
+                    "bqmm: InvalidArgument: ", name, ": rank ", sizes.size(),
+                    " exceeds bqmm's maximum of ", bqmm::Shape::kMaxRank);
+  return bqmm::Shape::from(sizes.data(), static_cast<int>(sizes.size()));
+}
+
+// Tensors are views without strides: every input must be contiguous (a no-op when it is).
+// The device is checked here, since bqmm cannot see it.
+at::Tensor prepare(const at::Tensor& t, const char* name, const at::Device& device) {
+  TORCH_CHECK_VALUE(t.device() == device, "bqmm: InvalidArgument: ", name,
+                    ": expected a tensor on ", device, " (A's device) but got one on ",
+                    t.device());
+  return t.contiguous();
+}
+
+bqmm::TensorView view(const at::Tensor& t, const char* name) {
+  return bqmm::TensorView{t.data_ptr(), to_bqmm_dtype(t, name), to_shape(t.sizes(), name)};
+}
+
+// ---------------------------------------------------------------- per-device state
+
+// One Handle (cuBLAS handle) per device, created on first use, never destroyed (the
+// process may exit with CUDA already torn down). A mutex per device serializes run_*,
+// since a Handle is not thread-safe across concurrent calls.
+struct DeviceState {
+  std::unique_ptr<bqmm::Handle> handle;
+  std::mutex mu;
+};
+
+DeviceState& device_state(int device) {
+  static std::mutex mu;
+  static std::vector<DeviceState*> states;  // leaked on purpose
+  std::lock_guard<std::mutex> lock(mu);
+  if (device >= static_cast<int>(states.size())) states.resize(device + 1, nullptr);
+  if (states[device] == nullptr) {
+    auto* st = new DeviceState();
+    c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(device));  // create() sets it
+    check(bqmm::Handle::create(device, &st->handle));
+    states[device] = st;
+  }
+  return *states[device];
+}
+
+// ---------------------------------------------------------------- plan caches
+
+// A plan depends on the problem (shapes, dtype, attributes, optional inputs, pointer
+// alignment) and the device: the key is those fields, spelled out.
+using Key = std::array<int64_t, 14>;
+struct KeyHash {
+  size_t operator()(const Key& k) const {
+    size_t h = 1469598103934665603ull;  // FNV-1a over the fields
+    for (int64_t v : k) h = (h ^ static_cast<size_t>(v)) * 1099511628211ull;
+    return h;
+  }
+};
+
+Key key_of(int device, const bqmm::Fp8MatMulProblem& p) {
+  return Key{device, static_cast<int64_t>(p.dtype), p.m, p.n, p.k, p.block_size,
+             p.has_bias, p.has_a_scale, p.alignment, 0, 0, 0, 0, 0};
+}
+Key key_of(int device, const bqmm::NBitsMatMulProblem& p) {
+  return Key{device, static_cast<int64_t>(p.dtype), p.m, p.n, p.k, p.block_size,
+             p.has_bias, p.bits, static_cast<int64_t>(p.zero_points), p.has_g_idx,
+             p.alignment, p.scale_alignment, 1, 0};
+}
+
+template <typename Problem, typename Plan, typename PlanFn>
+const Plan& cached_plan(int device, const Problem& problem, PlanFn&& make_plan) {
+  static std::mutex mu;
+  static std::unordered_map<Key, std::unique_ptr<Plan>, KeyHash> cache;
+  const Key key = key_of(device, problem);
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return *it->second;
+  auto plan = std::make_unique<Plan>();
+  check(make_plan(plan.get()));
+  return *cache.emplace(key, std::move(plan)).first->second;  // stable: owned by pointer
+}
+
+at::Tensor workspace_for(size_t bytes, const at::Device& device) {
+  // The caching allocator's blocks are at least 512-byte aligned (bqmm needs 256).
+  return at::empty({static_cast<int64_t>(bytes)},
+                   at::TensorOptions().dtype(at::kByte).device(device));
+}
+
+// ---------------------------------------------------------------- fp8_matmul
+
+at::Tensor fp8_matmul(const at::Tensor& a_in, const at::Tensor& b_in,
+                      const at::Tensor& b_scale_in, const std::optional<at::Tensor>& a_scale_in,
+                      const std::optional<at::Tensor>& bias_in, int64_t block_size) {
+  TORCH_CHECK_VALUE(a_in.is_cuda(), "bqmm: InvalidArgument: a: expected a CUDA tensor but got one on ",
+                    a_in.device());
+  const at::Device device = a_in.device();
+  const c10::cuda::CUDAGuard guard(device);
+  const at::Tensor a = prepare(a_in, "a", device);
+  const at::Tensor b = prepare(b_in, "b", device);
+  const at::Tensor b_scale = prepare(b_scale_in, "b_scale", device);
+  std::optional<at::Tensor> a_scale, bias;
+  if (a_scale_in) a_scale = prepare(*a_scale_in, "a_scale", device);
+  if (bias_in) bias = prepare(*bias_in, "bias", device);
+
+  bqmm::Fp8MatMulArgs args;
+  args.a = view(a, "a");
+  args.b = view(b, "b");
+  args.b_scale = view(b_scale, "b_scale");
+  if (a_scale) args.a_scale = view(*a_scale, "a_scale");
+  if (bias) args.bias = view(*bias, "bias");
+
+  // N from B: a wrong-rank B is reported by validate (with a placeholder N here).
+  const int64_t n = b.dim() >= 1 ? b.size(0) : 0;
+  bqmm::Shape y_shape;
+  check(bqmm::fp8_matmul_output_shape(args.a.shape, n, &y_shape));
+  std::vector<int64_t> y_sizes(a.sizes().begin(), a.sizes().end());
+  if (y_sizes.empty()) y_sizes.push_back(n); else y_sizes.back() = n;
+  at::Tensor y = at::empty(y_sizes, a.options());
+  args.y = bqmm::MutableTensorView{y.data_ptr(), args.a.dtype, y_shape};
+
+  bqmm::Fp8MatMulProblem problem;
+  check(bqmm::validate_fp8_matmul(args, bqmm::Fp8MatMulAttrs{block_size}, &problem));
+
+  const int dev = device.index();
+  DeviceState& st = device_state(dev);
+  const bqmm::Fp8MatMulPlan& plan =
+      cached_plan<bqmm::Fp8MatMulProblem, bqmm::Fp8MatMulPlan>(
+          dev, problem, [&](bqmm::Fp8MatMulPlan* p) {
+            bqmm::Fp8MatMulOptions options;
+            BQMM_RETURN_IF_ERROR(bqmm::fp8_matmul_options_from_env(&options));
+            return bqmm::plan_fp8_matmul(problem, st.handle->device_info(), options, p);
+          });
+  at::Tensor ws;
+  if (plan.workspace_bytes > 0) ws = workspace_for(plan.workspace_bytes, device);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(dev).stream();
+  std::lock_guard<std::mutex> lock(st.mu);
+  check(bqmm::run_fp8_matmul(*st.handle, plan, args, ws.defined() ? ws.data_ptr() : nullptr,
+                             plan.workspace_bytes, stream));
+  return y;
+}
+
+// ---------------------------------------------------------------- nbits_matmul
+
+at::Tensor nbits_matmul(const at::Tensor& a_in, const at::Tensor& b_in,
+                        const at::Tensor& scales_in,
+                        const std::optional<at::Tensor>& zero_points_in,
+                        const std::optional<at::Tensor>& g_idx_in,
+                        const std::optional<at::Tensor>& bias_in, int64_t K, int64_t N,
+                        int64_t bits, int64_t block_size, int64_t accuracy_level) {
+  TORCH_CHECK_VALUE(a_in.is_cuda(), "bqmm: InvalidArgument: a: expected a CUDA tensor but got one on ",
+                    a_in.device());
+  const at::Device device = a_in.device();
+  const c10::cuda::CUDAGuard guard(device);
+  const at::Tensor a = prepare(a_in, "a", device);
+  const at::Tensor b = prepare(b_in, "b", device);
+  const at::Tensor scales = prepare(scales_in, "scales", device);
+  std::optional<at::Tensor> zero_points, g_idx, bias;
+  if (zero_points_in) zero_points = prepare(*zero_points_in, "zero_points", device);
+  if (g_idx_in) g_idx = prepare(*g_idx_in, "g_idx", device);
+  if (bias_in) bias = prepare(*bias_in, "bias", device);
+
+  bqmm::NBitsMatMulArgs args;
+  args.a = view(a, "a");
+  args.b = view(b, "b");
+  args.scales = view(scales, "scales");
+  if (zero_points) args.zero_points = view(*zero_points, "zero_points");
+  if (g_idx) args.g_idx = view(*g_idx, "g_idx");
+  if (bias) args.bias = view(*bias, "bias");
+
+  bqmm::Shape y_shape;
+  check(bqmm::nbits_matmul_output_shape(args.a.shape, N, &y_shape));
+  std::vector<int64_t> y_sizes(a.sizes().begin(), a.sizes().end());
+  if (y_sizes.empty()) y_sizes.push_back(N); else y_sizes.back() = N;
+  at::Tensor y = at::empty(y_sizes, a.options());
+  args.y = bqmm::MutableTensorView{y.data_ptr(), args.a.dtype, y_shape};
+
+  bqmm::NBitsMatMulAttrs attrs;
+  attrs.k = K;
+  attrs.n = N;
+  attrs.bits = bits;
+  attrs.block_size = block_size;
+  attrs.accuracy_level = accuracy_level;
+  bqmm::NBitsMatMulProblem problem;
+  check(bqmm::validate_nbits_matmul(args, attrs, &problem));
+
+  const int dev = device.index();
+  DeviceState& st = device_state(dev);
+  const bqmm::NBitsMatMulPlan& plan =
+      cached_plan<bqmm::NBitsMatMulProblem, bqmm::NBitsMatMulPlan>(
+          dev, problem, [&](bqmm::NBitsMatMulPlan* p) {
+            bqmm::NBitsMatMulOptions options;
+            BQMM_RETURN_IF_ERROR(bqmm::nbits_matmul_options_from_env(&options));
+            return bqmm::plan_nbits_matmul(problem, st.handle->device_info(), options, p);
+          });
+  at::Tensor ws;
+  if (plan.workspace_bytes > 0) ws = workspace_for(plan.workspace_bytes, device);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(dev).stream();
+  std::lock_guard<std::mutex> lock(st.mu);
+  check(bqmm::run_nbits_matmul(*st.handle, plan, args, ws.defined() ? ws.data_ptr() : nullptr,
+                               plan.workspace_bytes, stream));
+  return y;
+}
+
+}  // namespace
+}  // namespace bqmm_torch
+
+// Schemas mirror the ONNX operators: inputs in ONNX order (optional ones None when
+// absent), attributes after them, keyword-only.
+TORCH_LIBRARY(bqmm, m) {
+  m.def(
+      "fp8_matmul(Tensor a, Tensor b, Tensor b_scale, Tensor? a_scale=None, "
+      "Tensor? bias=None, *, int block_size=128) -> Tensor");
+  m.def(
+      "nbits_matmul(Tensor a, Tensor b, Tensor scales, Tensor? zero_points=None, "
+      "Tensor? g_idx=None, Tensor? bias=None, *, int K, int N, int bits=4, int block_size, "
+      "int accuracy_level=0) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(bqmm, CUDA, m) {
+  m.impl("fp8_matmul", &bqmm_torch::fp8_matmul);
+  m.impl("nbits_matmul", &bqmm_torch::nbits_matmul);
+}
+
+// CPU tensors get the same functions, which reject them with a ValueError naming `a`
+// (rather than the dispatcher's "could not run with the CPU backend").
+TORCH_LIBRARY_IMPL(bqmm, CPU, m) {
+  m.impl("fp8_matmul", &bqmm_torch::fp8_matmul);
+  m.impl("nbits_matmul", &bqmm_torch::nbits_matmul);
+}

@@ -1,0 +1,197 @@
+"""GPU: the ops against the float64 reference with the contract's tolerance
+(docs/CONTRACT.md section 4), errors, opcheck (all checks), torch.compile(fullgraph=True),
+CUDA graph capture and replay, streams and the plan cache's alignment key."""
+import pytest
+import torch
+
+import bqmm
+from bqmm import quant, reference
+
+pytestmark = pytest.mark.gpu
+DEV = "cuda"
+
+
+def fp8_case(m, n, k, dtype, bs=128, bias=False, w8a8=False, lead=()):
+    w = torch.randn(n, k, device=DEV) / k ** 0.5
+    b, s = quant.quantize_fp8(w, bs)
+    a = torch.randn(*lead, m, k, device=DEV).to(dtype)
+    args = [a, b, s, None, None]
+    if w8a8:
+        args[3] = (a.float().abs().amax() / 448.0 * 0.9).reshape(())
+    if bias:
+        args[4] = torch.randn(n, device=DEV).to(dtype)
+    return args, {"block_size": bs}
+
+
+def nbits_case(m, n, k, dtype, bits=4, bs=32, zp="packed", g_idx=False, bias=False, flat=False):
+    w = torch.randn(n, k, device=DEV) / k ** 0.5
+    q = quant.quantize_nbits(w, bits, bs, zp, dtype)
+    a = torch.randn(m, k, device=DEV).to(dtype)
+    scales, z = q["scales"], q["zero_points"]
+    if flat:
+        scales = scales.reshape(-1)
+        z = None if z is None else z.reshape(-1)
+    g = None
+    if g_idx:  # act order: a random assignment of k to blocks
+        g = torch.randint(0, quant.ceil_div(k, bs), (k,), device=DEV, dtype=torch.int32)
+    args = [a, q["b"], scales, z, g, torch.randn(n, device=DEV).to(dtype) if bias else None]
+    return args, dict(K=k, N=n, bits=bits, block_size=bs)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("m", [1, 3, 8, 40])
+@pytest.mark.parametrize("n,k,bs", [(256, 512, 128), (100, 300, 128), (64, 4096, 64)])
+@pytest.mark.parametrize("bias,w8a8", [(False, False), (True, False), (True, True)])
+def test_fp8_matmul_matches_reference(dtype, m, n, k, bs, bias, w8a8, seed):
+    args, kw = fp8_case(m, n, k, dtype, bs, bias, w8a8)
+    y = torch.ops.bqmm.fp8_matmul(*args, **kw)
+    assert y.dtype == dtype and tuple(y.shape) == (m, n)
+    reference.check(y, reference.fp8_matmul(*args, **kw))
+
+
+def test_fp8_leading_dims_and_rank1(seed):
+    args, kw = fp8_case(3, 64, 256, torch.bfloat16, lead=(2,))
+    y = torch.ops.bqmm.fp8_matmul(*args, **kw)
+    assert tuple(y.shape) == (2, 3, 64)
+    reference.check(y, reference.fp8_matmul(*args, **kw))
+    args[0] = args[0][0, 0]
+    y1 = torch.ops.bqmm.fp8_matmul(*args, **kw)
+    assert tuple(y1.shape) == (64,)
+    reference.check(y1, reference.fp8_matmul(*args, **kw))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("m", [1, 5, 40])
+@pytest.mark.parametrize("zp,g_idx,bias,flat", [
+    ("packed", False, False, False), ("none", False, True, True), ("typed", False, False, False),
+    ("packed", True, True, False)])
+def test_nbits_matmul_matches_reference(dtype, bits, m, zp, g_idx, bias, flat, seed):
+    args, kw = nbits_case(m, 96, 320, dtype, bits, 32, zp, g_idx, bias, flat)
+    y = torch.ops.bqmm.nbits_matmul(*args, **kw)
+    assert y.dtype == dtype and tuple(y.shape) == (m, 96)
+    reference.check(y, reference.nbits_matmul(*args, **kw))
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_nbits_decode_shape_block_128(bits, seed):
+    args, kw = nbits_case(1, 1024, 4096, torch.float16, bits, 128)
+    reference.check(torch.ops.bqmm.nbits_matmul(*args, **kw), reference.nbits_matmul(*args, **kw))
+
+
+def test_errors_carry_the_status_message(seed):
+    args, kw = fp8_case(2, 64, 256, torch.float16, bs=128)
+    bad = list(args)
+    bad[2] = args[2][:, :1].contiguous()  # b_scale [64, 1] instead of [64, 2]
+    with pytest.raises(ValueError, match=r"b_scale: expected shape \[64, 2\]") as e:
+        torch.ops.bqmm.fp8_matmul(*bad, **kw)
+    assert bqmm.error_code(e.value) == "InvalidArgument"
+    with pytest.raises(ValueError, match="block_size"):
+        torch.ops.bqmm.fp8_matmul(*args, block_size=0)
+    with pytest.raises(ValueError, match="a: expected a CUDA tensor"):
+        torch.ops.bqmm.fp8_matmul(args[0].cpu(), *args[1:], **kw)
+    with pytest.raises(ValueError, match="b: expected a tensor on cuda"):
+        torch.ops.bqmm.fp8_matmul(args[0], args[1].cpu(), *args[2:], **kw)
+    with pytest.raises(ValueError, match="dtype"):
+        torch.ops.bqmm.fp8_matmul(args[0].double(), *args[1:], **kw)
+
+    nargs, nkw = nbits_case(2, 64, 256, torch.float16, 4, 32)
+    with pytest.raises(NotImplementedError, match="NotSupported") as e:
+        torch.ops.bqmm.nbits_matmul(*nargs, **{**nkw, "bits": 2})
+    assert bqmm.error_code(e.value) == "NotSupported"
+    with pytest.raises(ValueError, match="bits"):
+        torch.ops.bqmm.nbits_matmul(*nargs, **{**nkw, "bits": 3})
+    with pytest.raises(ValueError, match="block_size"):
+        torch.ops.bqmm.nbits_matmul(*nargs, **{**nkw, "block_size": 48})
+
+
+def _opcheck_cases():
+    torch.manual_seed(0)
+    yield "fp8", torch.ops.bqmm.fp8_matmul.default, *fp8_case(3, 64, 256, torch.bfloat16, bias=True)
+    yield "fp8_w8a8", torch.ops.bqmm.fp8_matmul.default, *fp8_case(9, 64, 256, torch.float16, w8a8=True)
+    yield "nbits4", torch.ops.bqmm.nbits_matmul.default, *nbits_case(2, 64, 256, torch.float16, 4, 32, bias=True)
+    yield "nbits8_gidx", torch.ops.bqmm.nbits_matmul.default, *nbits_case(17, 64, 256, torch.float32, 8, 32, g_idx=True)
+
+
+@pytest.mark.parametrize("case", ["fp8", "fp8_w8a8", "nbits4", "nbits8_gidx"])
+def test_opcheck(case):
+    for name, op, args, kw in _opcheck_cases():
+        if name == case:
+            # Every check opcheck has (schema, autograd registration, fake tensor, AOT
+            # dispatch with dynamic shapes).
+            torch.library.opcheck(op, tuple(args), kw)
+
+
+def test_torch_compile_fullgraph(seed):
+    w1 = torch.randn(256, 512, device=DEV, dtype=torch.bfloat16) / 512 ** 0.5
+    w2 = torch.randn(128, 256, device=DEV, dtype=torch.bfloat16) / 256 ** 0.5
+    l1 = bqmm.nn.Fp8Linear.from_float(w1, torch.randn(256, device=DEV, dtype=torch.bfloat16))
+    l2 = bqmm.nn.NBitsLinear.from_float(w2, None, bits=4, block_size=32)
+
+    def f(x):
+        return l2(torch.nn.functional.silu(l1(x)))
+
+    cf = torch.compile(f, fullgraph=True)
+    for m in (1, 4, 7):  # several M: recompiles or a dynamic-shape graph, never a break
+        x = torch.randn(m, 512, device=DEV, dtype=torch.bfloat16)
+        torch.testing.assert_close(cf(x), f(x), rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize("op", ["fp8", "nbits4", "nbits8_dequant"])
+def test_cuda_graph_capture_and_replay(op, seed):
+    if op == "fp8":
+        args, kw = fp8_case(1, 512, 1024, torch.bfloat16, bias=True)
+        fn, ref = torch.ops.bqmm.fp8_matmul, reference.fp8_matmul
+    elif op == "nbits4":
+        args, kw = nbits_case(1, 512, 1024, torch.float16, 4, 128)
+        fn, ref = torch.ops.bqmm.nbits_matmul, reference.nbits_matmul
+    else:  # M = 40: dequant + cuBLAS, with a workspace from the graph's pool
+        args, kw = nbits_case(40, 512, 1024, torch.float16, 8, 32, bias=True)
+        fn, ref = torch.ops.bqmm.nbits_matmul, reference.nbits_matmul
+    x = args[0]
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):  # warm-up off the capture (handle, plan cache)
+        for _ in range(2):
+            fn(*args, **kw)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = fn(*args, **kw)
+    for _ in range(3):
+        x.copy_(torch.randn_like(x.float()).to(x.dtype))
+        g.replay()
+        torch.cuda.synchronize()
+        reference.check(y, ref(*args, **kw))
+        torch.testing.assert_close(y, fn(*args, **kw), rtol=1e-2, atol=1e-2)
+
+
+def test_runs_on_the_current_stream(seed):
+    args, kw = fp8_case(4, 1024, 4096, torch.float16, bias=True)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        y = torch.ops.bqmm.fp8_matmul(*args, **kw)
+        z = y * 2  # ordered after the op only if the op ran on s
+    s.synchronize()
+    reference.check(z / 2, reference.fp8_matmul(*args, **kw))
+
+
+def test_plan_cache_keys_on_alignment(seed):
+    # A starting 2 bytes into a buffer: alignment 2, a plan without vectorized loads; the
+    # aligned call before and after keeps its own plan.
+    args, kw = nbits_case(1, 256, 512, torch.float16, 4, 128)
+    a = args[0]
+    buf = torch.empty(a.numel() + 8, device=DEV, dtype=a.dtype)
+    for offset in (0, 1, 0, 3):
+        view = buf[offset:offset + a.numel()].view_as(a)
+        view.copy_(a)
+        y = torch.ops.bqmm.nbits_matmul(view, *args[1:], **kw)
+        reference.check(y, reference.nbits_matmul(*args, **kw))
+
+
+def test_empty_problems(seed):
+    args, kw = fp8_case(0, 64, 256, torch.float16, bias=True)
+    assert tuple(torch.ops.bqmm.fp8_matmul(*args, **kw).shape) == (0, 64)
+    args, kw = nbits_case(0, 64, 256, torch.float16)
+    assert tuple(torch.ops.bqmm.nbits_matmul(*args, **kw).shape) == (0, 64)

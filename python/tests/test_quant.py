@@ -1,0 +1,141 @@
+"""GPU-free: the torch quantizers, packers and float64 references against the contract's
+text (docs/CONTRACT.md), computed independently here element by element."""
+import itertools
+import math
+
+import pytest
+import torch
+
+from bqmm import quant, reference
+
+
+def test_fp8_block_max_lands_on_448_and_codes_round_to_nearest(seed):
+    n, k, bs = 5, 300, 128  # K not a multiple of the block: a partial last block
+    w = torch.randn(n, k) * 0.1
+    w[2, 128:256] = 0  # an all-zero block keeps scale 1
+    b, s = quant.quantize_fp8(w, bs)
+    assert b.dtype == torch.float8_e4m3fn and tuple(b.shape) == (n, k)
+    assert s.dtype == torch.float32 and tuple(s.shape) == (n, 3)
+    assert float(s[2, 1]) == 1.0
+    for r, j in itertools.product(range(n), range(3)):
+        blk = w[r, j * bs:(j + 1) * bs]
+        amax = float(blk.abs().max())
+        if amax == 0:
+            continue
+        assert float(s[r, j]) == pytest.approx(amax / 448.0, rel=1e-6)
+        assert float(b[r, j * bs:(j + 1) * bs].float().abs().max()) == 448.0
+    # Every code is the nearest E4M3 value of w / scale: within half a step of E4M3's
+    # 3-bit mantissa (relative 2^-4) or of the subnormal step 2^-9.
+    x = w / s.repeat_interleave(bs, 1)[:, :k]
+    err = (b.float() - x).abs()
+    bound = torch.maximum(x.abs() * 2.0 ** -4, torch.full_like(x, 2.0 ** -10))
+    assert bool((err <= bound + 1e-12).all())
+
+
+def test_e4m3_saturates_and_keeps_nan():
+    x = torch.tensor([1000.0, -1000.0, 448.0, float("nan"), 0.0])
+    y = quant.e4m3_saturate(x).float()
+    assert y[:3].tolist() == [448.0, -448.0, 448.0]
+    assert math.isnan(float(y[3])) and float(y[4]) == 0.0
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_pack_unpack_round_trip(bits, seed):
+    q = torch.randint(0, 1 << bits, (3, 64), dtype=torch.uint8)
+    p = quant.pack_bits(q, bits)
+    assert p.shape[-1] == 64 * bits // 8
+    assert torch.equal(quant.unpack_bits(p, bits, 64), q)
+    if bits == 4:  # element 2j is the low nibble of byte j
+        assert int(p[0, 0]) == int(q[0, 0]) | (int(q[0, 1]) << 4)
+
+
+def _naive_nbits_weight(b, scales, zp, g_idx, K, N, bits, block_size):
+    """Contract section 2, element by element from the packed bytes."""
+    kb = quant.ceil_div(K, block_size)
+    b = b.reshape(N, -1)
+    s = scales.reshape(N, kb).double()
+    w = torch.empty(N, K, dtype=torch.float64)
+    for n in range(N):
+        for k in range(K):
+            byte = int(b[n, k * bits // 8])
+            q = byte if bits == 8 else ((byte >> 4) if k % 2 else (byte & 0xF))
+            g = int(g_idx[k]) if g_idx is not None else k // block_size
+            if zp is None:
+                z = 2 ** (bits - 1)
+            elif zp.dtype == torch.uint8:
+                zb = int(zp.reshape(N, -1)[n, g * bits // 8])
+                z = zb if bits == 8 else ((zb >> 4) if g % 2 else (zb & 0xF))
+            else:
+                z = float(zp.reshape(N, kb)[n, g])
+            w[n, k] = (q - z) * float(s[n, g])
+    return w
+
+
+@pytest.mark.parametrize("bits,zp,dtype", [
+    (4, "packed", torch.float32), (4, "none", torch.float16), (4, "typed", torch.bfloat16),
+    (8, "packed", torch.float16), (8, "none", torch.float32), (8, "typed", torch.float16)])
+def test_nbits_quantizer_matches_contract(bits, zp, dtype, seed):
+    N, K, bs = 3, 80, 32  # 3 blocks (odd: packed 4-bit zero points pad a nibble)
+    w = torch.randn(N, K)
+    q = quant.quantize_nbits(w, bits, bs, zp, dtype)
+    kb = 3
+    assert tuple(q["b"].shape) == (N, kb, bs * bits // 8)
+    assert q["scales"].dtype == dtype and tuple(q["scales"].shape) == (N, kb)
+    if zp == "packed":
+        assert q["zero_points"].dtype == torch.uint8
+        assert tuple(q["zero_points"].shape) == (N, quant.ceil_div(kb * bits, 8))
+    elif zp == "typed":
+        assert q["zero_points"].dtype == dtype
+    else:
+        assert q["zero_points"] is None
+    ref = _naive_nbits_weight(q["b"], q["scales"], q["zero_points"], None, K, N, bits, bs)
+    got = quant.dequantize_nbits(q["b"], q["scales"], q["zero_points"], K=K, N=N, bits=bits,
+                                 block_size=bs)
+    assert torch.equal(got, ref)
+    # Quantization error: at most half a step (the scale), plus the zero point's rounding
+    # for the typed ones (stored in a 16-bit dtype).
+    step = q["scales"].double().repeat_interleave(bs, 1)[:, :K]
+    slack = 0.5 if zp != "typed" else 0.5 + 0.01 * (1 << bits)
+    assert bool(((got - w.double()).abs() <= step * slack + 1e-9).all())
+
+
+def test_nbits_g_idx_and_out_of_range_nan(seed):
+    N, K, bs, bits = 2, 64, 16, 4
+    w = torch.randn(N, K)
+    q = quant.quantize_nbits(w, bits, bs, "packed", torch.float32)
+    g_idx = torch.randint(0, K // bs, (K,), dtype=torch.int32)
+    ref = _naive_nbits_weight(q["b"], q["scales"], q["zero_points"], g_idx, K, N, bits, bs)
+    got = quant.dequantize_nbits(q["b"], q["scales"], q["zero_points"], g_idx, K=K, N=N,
+                                 bits=bits, block_size=bs)
+    assert torch.equal(got, ref)
+    g_idx[5] = 99
+    bad = quant.dequantize_nbits(q["b"], q["scales"], q["zero_points"], g_idx, K=K, N=N,
+                                 bits=bits, block_size=bs)
+    assert bool(torch.isnan(bad[:, 5]).all()) and not bool(torch.isnan(bad[:, 6]).any())
+
+
+def test_w8a8_activation_qdq():
+    a = torch.tensor([[0.3, -7.0, 1000.0, float("nan")]], dtype=torch.float16)
+    s = torch.tensor(0.5)
+    y = reference.qdq_activation(a, s).float()
+    # 0.3 / 0.5 = 0.6 -> e4m3 0.625 -> 0.3125; -14 exact; 2000 saturates to 448 -> 224
+    assert y[0, :3].tolist() == [0.3125, -7.0, 224.0]
+    assert math.isnan(float(y[0, 3]))
+    assert reference.qdq_activation(a[:, :2], torch.tensor(0.0)).float().tolist() == [[0.0, 0.0]]
+
+
+def test_fp8_reference_and_check(seed):
+    w = torch.randn(16, 200) / 200 ** 0.5
+    b, s = quant.quantize_fp8(w, 64)
+    a = torch.randn(3, 200, dtype=torch.bfloat16)
+    bias = torch.randn(16, dtype=torch.bfloat16)
+    y = reference.fp8_matmul(a, b, s, None, bias, block_size=64)
+    wd = (b.double() * s.double().repeat_interleave(64, 1)[:, :200])
+    assert torch.allclose(y, a.double() @ wd.t() + bias.double())
+    reference.check(y.to(torch.bfloat16), y)
+    with pytest.raises(AssertionError):
+        reference.check((y * 1.05).to(torch.bfloat16), y)  # 5 % off fails
+    nan_y = y.clone().to(torch.bfloat16)
+    nan_y[0, 0] = float("nan")
+    with pytest.raises(AssertionError):
+        reference.check(nan_y, y)
