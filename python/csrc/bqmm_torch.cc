@@ -165,7 +165,12 @@ at::Tensor fp8_matmul(const at::Tensor& a_in, const at::Tensor& b_in,
 
   bqmm::Fp8MatMulArgs args;
   args.a = view(a, "a");
-  args.b = view(b, "b");
+  // B as float8_e4m3fn, or as uint8 holding the e4m3 bytes (how checkpoints and tools
+  // without a float8 dtype store it; torch's schema checker cannot compare float8 tensors
+  // on CUDA, so opcheck runs on this form).
+  args.b = b.scalar_type() == at::kByte
+               ? bqmm::TensorView{b.data_ptr(), bqmm::DType::kFloat8E4M3, to_shape(b.sizes(), "b")}
+               : view(b, "b");
   args.b_scale = view(b_scale, "b_scale");
   if (a_scale) args.a_scale = view(*a_scale, "a_scale");
   if (bias) args.bias = view(*bias, "bias");

@@ -10,6 +10,10 @@ import torch
 import bqmm
 from bqmm import quant, reference
 
+# The IR version the models are written with: onnx writes its newest by default, which an
+# older onnxruntime refuses to load ("Unsupported model IR version"); 10 covers opset 17.
+ONNX_IR_VERSION = 10
+
 safetensors = pytest.importorskip("safetensors.torch", reason="safetensors is not installed")
 
 
@@ -128,7 +132,8 @@ def _nbits_model(path, layers, dtype=torch.float32):
     graph = helper.make_graph(nodes, "nbits", [helper.make_tensor_value_info("A", elem, ["M", k0])],
                               [helper.make_tensor_value_info(inp, elem, ["M", layers[-1][0]])], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
-                                                    helper.make_opsetid("com.microsoft", 1)])
+                                                    helper.make_opsetid("com.microsoft", 1)],
+                              ir_version=ONNX_IR_VERSION)
     onnx.save(model, str(path))
     return model
 
@@ -204,7 +209,8 @@ def test_onnx_fp8_node_initializers(tmp_path):
                               [helper.make_tensor_value_info("Y", TensorProto.FLOAT16, ["M", n])],
                               inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
-                                                    helper.make_opsetid("com.microsoft", 1)])
+                                                    helper.make_opsetid("com.microsoft", 1)],
+                              ir_version=ONNX_IR_VERSION)
     path = tmp_path / "fp8.onnx"
     onnx.save(model, str(path))
     mods = bqmm.loaders.load_onnx(str(path), dtype=torch.float16)

@@ -105,10 +105,27 @@ def test_errors_carry_the_status_message(seed):
         torch.ops.bqmm.nbits_matmul(*nargs, **{**nkw, "block_size": 48})
 
 
+def _as_bytes(args):
+    """FP8 args with B as its uint8 bytes: torch's schema checker (opcheck's test_schema)
+    cannot compare float8_e4m3fn tensors on CUDA ("mul_cuda" is not implemented for them),
+    so opcheck runs on the op's uint8 form of B; test_fp8_weight_as_bytes checks that both
+    forms give the same result."""
+    return [args[0], args[1].view(torch.uint8), *args[2:]]
+
+
+def test_fp8_weight_as_bytes(seed):
+    args, kw = fp8_case(5, 64, 256, torch.float16, bias=True)
+    y = torch.ops.bqmm.fp8_matmul(*args, **kw)
+    y_bytes = torch.ops.bqmm.fp8_matmul(*_as_bytes(args), **kw)
+    assert torch.equal(y, y_bytes)
+
+
 def _opcheck_cases():
     torch.manual_seed(0)
-    yield "fp8", torch.ops.bqmm.fp8_matmul.default, *fp8_case(3, 64, 256, torch.bfloat16, bias=True)
-    yield "fp8_w8a8", torch.ops.bqmm.fp8_matmul.default, *fp8_case(9, 64, 256, torch.float16, w8a8=True)
+    args, kw = fp8_case(3, 64, 256, torch.bfloat16, bias=True)
+    yield "fp8", torch.ops.bqmm.fp8_matmul.default, _as_bytes(args), kw
+    args, kw = fp8_case(9, 64, 256, torch.float16, w8a8=True)
+    yield "fp8_w8a8", torch.ops.bqmm.fp8_matmul.default, _as_bytes(args), kw
     yield "nbits4", torch.ops.bqmm.nbits_matmul.default, *nbits_case(2, 64, 256, torch.float16, 4, 32, bias=True)
     yield "nbits8_gidx", torch.ops.bqmm.nbits_matmul.default, *nbits_case(17, 64, 256, torch.float32, 8, 32, g_idx=True)
 
