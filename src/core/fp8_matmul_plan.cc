@@ -25,17 +25,22 @@ constexpr int64_t kFp8TwoTileCompareFill = kNBitsTwoTilePipelineFill;
 // The 168-register kernel's smallest K split: at 1 (one long range per warp) it lost to
 // 128 registers on the H200 where the model favoured it (49152 x 5120: 6 % slower).
 constexpr int kFp8WideMinKSplit = 2;
+// The most rows the fused GEMV takes (as row groups of the line-load kernel); above, the
+// dequant + cuBLAS path.
+constexpr int64_t kFp8FusedMaxRows = kGemvMaxGroupRows;
 
-// The fused GEMV applies: each weight row streamed once for all M <= 8 rows; 16-element
-// chunks stay inside one scale block; rows of A and B take 16-byte loads.
+// The fused GEMV applies: each weight row streamed once for all M <= 8 rows (up to
+// kFp8FusedMaxRows as row groups, below); 16-element chunks stay inside one scale block;
+// rows of A and B take 16-byte loads.
 bool gemv_applies(const Fp8MatMulProblem& p, const PlanOverride& o) {
-  return o.gemv != 0 && p.m <= kGemvMaxRows && p.k % 16 == 0 && p.block_size % 16 == 0 &&
+  return o.gemv != 0 && p.m <= kFp8FusedMaxRows && p.k % 16 == 0 && p.block_size % 16 == 0 &&
          p.alignment >= 16;
 }
 
 // The tensor-core GEMV: 64-element K windows (a lane quad's 64 bytes of e4m3: K and
-// block_size multiples of 64; K >= 256 keeps a K split busy). From M = 2 by default: at M = 1 the CUDA-core kernel streams
-// faster on the H200 (the tensor-core one took 8-26 % longer; within 7 % at M = 2).
+// block_size multiples of 64; K >= 256 keeps a K split busy). From M = 2 by default: at
+// M = 1 the CUDA-core kernel streams faster on the H200 (the tensor-core one took 8-26 %
+// longer; within 7 % at M = 2).
 bool choose_tensor_cores(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
   const bool applies = d.sm >= 80 && p.k % kGemvWindowBytes == 0 && p.k >= 4 * kGemvWindowBytes &&
                        p.block_size % kGemvWindowBytes == 0;
@@ -47,6 +52,12 @@ bool choose_tensor_cores(const Fp8MatMulProblem& p, const DeviceInfo& d, const P
 // lines: 1-7 % faster than fragment-shaped register loads at M = 2..8 on the H200.
 bool choose_lines(const Fp8MatMulProblem& p, const PlanOverride& o) {
   return p.k % kGemvTmaTileBytes == 0 && o.tma != 1 && o.lines != 0;
+}
+
+// M > 8 (row groups) takes the tensor-core GEMV where its line-load kernel applies, the
+// only one with row groups.
+bool row_groups_apply(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
+  return p.m > kGemvMaxRows && choose_tensor_cores(p, d, o) && choose_lines(p, o);
 }
 
 // TMA tiles where line loads do not apply (K % 128 == 64) and the weight is long enough to
@@ -82,9 +93,11 @@ Status plan_tensor_core_gemv(const Fp8MatMulProblem& p, const DeviceInfo& d,
   g->lines = choose_lines(p, o);
   g->tma = choose_tma(p, d, o, g->lines);
   g->tiles = choose_tiles(p, o, g->lines);
-  // The K split's units: 128-byte TMA tiles or line pairs, else 64-byte windows.
+  g->row_groups = static_cast<int>(gemv_row_groups(p.m));
+  // The K split's units: 128-byte TMA tiles or line pairs, else 64-byte windows; each row
+  // group is a copy of the grid.
   const GemvSplitModel model =
-      gemv_split_model(p.n, gemv_k_units(p.k, g->tma || g->lines), d.num_sms,
+      gemv_split_model(p.n * g->row_groups, gemv_k_units(p.k, g->tma || g->lines), d.num_sms,
                        kGemvTensorCoreWarpsPerSm, g->tiles);
   g->k_split = choose_gemv_k_split(model);
   if (g->tiles == 2) BQMM_RETURN_IF_ERROR(choose_registers(p, d, o, model, g));
@@ -173,7 +186,7 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
     *out = plan;
     return Status::Ok();
   }
-  if (!gemv_applies(p, o)) {
+  if (!gemv_applies(p, o) || (p.m > kGemvMaxRows && !row_groups_apply(p, device, o))) {
     plan.path = Fp8Path::kDequantGemm;
     plan_dequant_gemm(p, device, options, &plan);
   } else if (choose_tensor_cores(p, device, o)) {

@@ -27,6 +27,11 @@ constexpr int kGemvWideRegisters = 168;
 
 // The geometry both kernels share.
 constexpr int64_t kGemvMaxRows = 8;       // activation rows of a GEMV (the mma N extent)
+// The line-load kernels also take M up to kGemvMaxGroupRows as row groups of 8: a grid of
+// ceil(M / 8) blocks per column block, the group varying fastest so that the groups of a
+// column block read its weight bytes from HBM once and from L2 after.
+constexpr int64_t kGemvMaxGroupRows = 64;
+inline int64_t gemv_row_groups(int64_t m) { return (m + kGemvMaxRows - 1) / kGemvMaxRows; }
 constexpr int64_t kGemvChunkBytes = 16;   // one 16-byte weight load per lane per row
 constexpr int64_t kGemvTileCols = 16;     // output columns per warp tile (the mma M extent)
 constexpr int64_t kGemvWindowBytes = 64;  // K bytes of a row per lane quad and window

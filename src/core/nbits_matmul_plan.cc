@@ -28,6 +28,9 @@ namespace bqmm {
 namespace {
 
 constexpr int64_t kGemvFmaMaxRows = 2;  // the CUDA-core kernel's instantiated row groups
+// The most rows the fused GEMV takes (as row groups of the line-load window kernel);
+// above, the dequant + cuBLAS path.
+constexpr int64_t kNBitsFusedMaxRows = kGemvMaxGroupRows;
 // Warps of float32's FMA tile an SM holds at once (up to 255 registers per thread).
 constexpr int64_t kGemvWarpsPerSmFloat = 8;
 
@@ -61,7 +64,7 @@ GemvFacts gemv_facts(const NBitsMatMulProblem& p, const DeviceInfo& d) {
 // rows of B that take 16-byte loads, 16-byte aligned A and B, 32-bit K counters; the
 // tensor cores (float16 / bfloat16) need SM80.
 bool gemv_applies(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
-  return o.gemv != 0 && p.m <= kGemvMaxRows && !p.has_g_idx &&
+  return o.gemv != 0 && p.m <= kNBitsFusedMaxRows && !p.has_g_idx &&
          p.zero_points != NBitsZeroPoints::kTyped && p.k % p.block_size == 0 &&
          p.row_bytes() % kGemvChunkBytes == 0 && p.alignment >= 16 &&
          p.k <= std::numeric_limits<int32_t>::max() &&
@@ -143,14 +146,31 @@ bool window_faster(const NBitsMatMulProblem& p, const GemvFacts& f) {
   return p.bits == 4 && f.many_tiles && !f.zp;
 }
 
+// Rows of whole 64-byte windows for algorithm 0 on the tensor cores: the window kernel's
+// domain.
+bool whole_windows(const NBitsMatMulProblem& p, const GemvFacts& f, int algo) {
+  return f.half && algo == kNBitsGemvAlgoUnrolled && p.row_bytes() % kGemvWindowBytes == 0;
+}
+
+// M > 8 (row groups): only the window kernel with line loads has them.
+bool row_groups_apply(const NBitsMatMulProblem& p, const GemvFacts& f, const PlanOverride& o) {
+  return p.m > kGemvMaxRows && lines_apply(p, f, whole_windows(p, f, choose_algo(o))) &&
+         o.window != 0 && o.lines != 0 && o.tma != 1;
+}
+
 // The weight stream of the tensor-core GEMV: window kernel (with or without line loads,
-// one or two tiles) or the register-load tile, and TMA tiles for the latter.
+// one or two tiles) or the register-load tile, and TMA tiles for the latter. Row groups
+// (M > 8) take line loads, with two tiles by the same rule.
 void choose_stream(const NBitsMatMulProblem& p, const DeviceInfo& d, const GemvFacts& f,
                    const PlanOverride& o, GemvConfig* g) {
-  const bool whole_windows = f.half && g->algo == kNBitsGemvAlgoUnrolled &&
-                             p.row_bytes() % kGemvWindowBytes == 0;
-  const bool window_applies = whole_windows && p.block_size >= f.window_codes;
-  const bool lines_ok = lines_apply(p, f, whole_windows);
+  if (p.m > kGemvMaxRows) {
+    g->lines = g->window = true;
+    g->tiles = o.tiles > 0 ? o.tiles : two_tiles_faster(p, f) ? 2 : 1;
+    return;
+  }
+  const bool windows_ok = whole_windows(p, f, g->algo);
+  const bool window_applies = windows_ok && p.block_size >= f.window_codes;
+  const bool lines_ok = lines_apply(p, f, windows_ok);
   const bool two_tiles = lines_ok && (o.tiles == 2 || (o.tiles < 0 && two_tiles_faster(p, f)));
   g->lines = lines_ok && o.window != 0 &&
              (o.lines == 1 || (o.lines < 0 && o.tma != 1 && lines_faster(p, d, f, two_tiles)));
@@ -176,8 +196,10 @@ int64_t warps_per_sm(const NBitsMatMulProblem& p, const GemvFacts& f, const Gemv
 Status choose_k_split(const NBitsMatMulProblem& p, const DeviceInfo& d, const GemvFacts& f,
                       const PlanOverride& o, GemvConfig* g) {
   const bool two_tiles_4bit = g->tiles == 2 && p.bits == 4;
+  // Each row group is a copy of the grid.
   const GemvSplitModel model = gemv_split_model(
-      p.n, gemv_k_units(p.row_bytes(), g->tma), d.num_sms, warps_per_sm(p, f, *g), g->tiles,
+      p.n * g->row_groups, gemv_k_units(p.row_bytes(), g->tma), d.num_sms,
+      warps_per_sm(p, f, *g), g->tiles,
       two_tiles_4bit ? kNBitsTwoTilePipelineFill : kGemvPipelineFill);
   g->k_split = choose_gemv_k_split(model);
   if (g->tiles == 2) {
@@ -205,6 +227,7 @@ Status plan_gemv(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOve
   }
   g->algo = choose_algo(o);
   g->rows = choose_rows(p, f);
+  g->row_groups = static_cast<int>(gemv_row_groups(p.m));
   choose_stream(p, d, f, o, g);
   return choose_k_split(p, d, f, o, g);
 }
@@ -283,7 +306,8 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     *out = plan;
     return Status::Ok();
   }
-  if (gemv_applies(p, device, o)) {
+  if (gemv_applies(p, device, o) &&
+      (p.m <= kGemvMaxRows || row_groups_apply(p, gemv_facts(p, device), o))) {
     plan.path = NBitsPath::kGemv;
     BQMM_RETURN_IF_ERROR(plan_gemv(p, device, o, &plan.gemv));
   } else {

@@ -23,6 +23,7 @@ inline std::ostream& print_tensor_core_gemv(std::ostream& os, const GemvConfig& 
   if (has_window) os << "; window=" << (g.window ? 1 : 0);
   os << "; lines=" << (g.lines ? 1 : 0) << "; tiles=" << g.tiles;
   if (g.registers > 0) os << "; regs=" << g.registers;
+  if (g.row_groups > 1) os << "; row_groups=" << g.row_groups;
   return os;
 }
 

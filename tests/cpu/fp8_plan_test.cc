@@ -298,9 +298,39 @@ TEST(Fp8Plan, GemvTwoTilesAt168Registers) {
                                    "registers", {0, 127, 160, 256, -2});
 }
 
-TEST(Fp8Plan, NineRowsLeaveTheGemv) {
-  for (const DeviceInfo& d : kAllDevices)
-    EXPECT_EQ(path(problem(9, 4096, 4096), d), Fp8Path::kDequantGemm);
+// Above 8 rows the line-load kernel takes row groups of 8 (K % 128 == 0, SM80+), up to
+// kGemvMaxGroupRows; everything else above 8 rows is dequant + cuBLAS.
+TEST(Fp8Plan, RowGroupsUpToTheFusedLimit) {
+  for (int64_t m : {9, 16, 17, 33, 64}) {
+    SCOPED_TRACE(m);
+    const Fp8MatMulPlan pl = plan(problem(m, 4096, 4096));
+    EXPECT_EQ(pl.path, Fp8Path::kGemvMma);
+    EXPECT_TRUE(pl.gemv.lines);
+    EXPECT_EQ(pl.gemv.row_groups, (m + 7) / 8);
+    EXPECT_EQ(pl.workspace_bytes, 0u);
+    EXPECT_NE(printed(pl).find("row_groups=" + std::to_string((m + 7) / 8)), std::string::npos);
+    EXPECT_EQ(path(problem(m, 4096, 4096), kAmpere), Fp8Path::kGemvMma);
+    EXPECT_EQ(path(problem(m, 4096, 4096), kTuring), Fp8Path::kDequantGemm);
+  }
+  EXPECT_EQ(plan(problem(8, 4096, 4096)).gemv.row_groups, 1);
+  EXPECT_EQ(path(problem(kGemvMaxGroupRows + 1, 4096, 4096)), Fp8Path::kDequantGemm);
+  // No line loads, no row groups: K % 128 == 64, or line loads or the tensor cores
+  // forced off.
+  EXPECT_EQ(path(problem(16, 4096, 4160)), Fp8Path::kDequantGemm);
+  EXPECT_EQ(path(problem(2, 4096, 4160)), Fp8Path::kGemvMma);
+  EXPECT_EQ(path(problem(16, 4096, 4096), kHopper, parsed("lines=0")), Fp8Path::kDequantGemm);
+  EXPECT_EQ(path(problem(16, 4096, 4096), kHopper, parsed("tma=1")), Fp8Path::kDequantGemm);
+  EXPECT_EQ(path(problem(16, 4096, 4096), kHopper, parsed("fma=1")), Fp8Path::kDequantGemm);
+  EXPECT_EQ(path(problem(16, 4096, 4096), kHopper, parsed("gemv=0")), Fp8Path::kDequantGemm);
+}
+
+// Each row group is a copy of the grid in the K split's wave model: 8192 x 8192 takes a
+// smaller split at 64 rows than at 8.
+TEST(Fp8Plan, RowGroupsCountInTheWaveModel) {
+  const int at8 = plan(problem(8, 8192, 8192)).gemv.k_split;
+  const int at64 = plan(problem(64, 8192, 8192)).gemv.k_split;
+  EXPECT_LT(at64, at8);
+  EXPECT_EQ(plan(problem(64, 28672, 8192)).gemv.tiles, 2);
 }
 
 TEST(Fp8Plan, KNotMultipleOf16LeavesTheGemv) {
@@ -323,7 +353,7 @@ TEST(Fp8Plan, UnalignedPointersFallBack) {
     EXPECT_EQ(pl.path, Fp8Path::kDequantGemm) << align;
     EXPECT_FALSE(pl.dequant.vector) << align;
   }
-  Fp8MatMulProblem p = problem(16, 4096, 4096);
+  Fp8MatMulProblem p = problem(100, 4096, 4096);
   EXPECT_TRUE(plan(p).dequant.vector);
   p.alignment = 8;
   EXPECT_FALSE(plan(p).dequant.vector);
@@ -390,7 +420,7 @@ TEST(Fp8Plan, W8A8GemvNeedsNoWorkspace) {
 // ------------------------------------------------------------------ dequant + GEMM tiling
 TEST(Fp8Plan, NTilesOfTheScratchLimit) {
   // Row of B in bf16: 8192 * 2 = 16 KiB; 256 MiB holds exactly 16384 rows.
-  const Fp8MatMulPlan pl = plan(problem(16, 262144, 8192, 128, DType::kBFloat16));
+  const Fp8MatMulPlan pl = plan(problem(100, 262144, 8192, 128, DType::kBFloat16));
   ASSERT_EQ(pl.path, Fp8Path::kDequantGemm);
   EXPECT_FALSE(pl.dequant.qdq_activation);
   EXPECT_TRUE(pl.dequant.vector);
@@ -405,7 +435,7 @@ TEST(Fp8Plan, NTilesOfTheScratchLimit) {
 }
 
 TEST(Fp8Plan, CublasWorkspaceBeforeHopperIsSmaller) {
-  const Fp8MatMulPlan pl = plan(problem(16, 4096, 4096), kAmpere);
+  const Fp8MatMulPlan pl = plan(problem(100, 4096, 4096), kAmpere);
   EXPECT_EQ(pl.regions.cublas_bytes, size_t{4} << 20);
   EXPECT_EQ(pl.dequant.n_tile, 4096);
   EXPECT_EQ(pl.dequant.num_n_tiles, 1);
@@ -416,7 +446,7 @@ TEST(Fp8Plan, CublasWorkspaceBeforeHopperIsSmaller) {
 TEST(Fp8Plan, LargeTilesAreWholeMultiplesOf256Rows) {
   Fp8MatMulOptions o;
   o.dequant_scratch_bytes = 1000 * 8192;  // 1000 rows of K = 4096 float16
-  const Fp8MatMulPlan pl = plan(problem(16, 4096, 4096), kHopper, o);
+  const Fp8MatMulPlan pl = plan(problem(100, 4096, 4096), kHopper, o);
   EXPECT_EQ(pl.dequant.n_tile, 768);
   EXPECT_EQ(pl.dequant.num_n_tiles, 6);  // 5 * 768 + 256
   EXPECT_EQ(pl.regions.scratch_bytes, size_t{768} * 8192);
@@ -425,7 +455,7 @@ TEST(Fp8Plan, LargeTilesAreWholeMultiplesOf256Rows) {
 TEST(Fp8Plan, SmallTilesAreNotRounded) {
   Fp8MatMulOptions o;
   o.dequant_scratch_bytes = 100 * 8192 + 8191;
-  const Fp8MatMulPlan pl = plan(problem(16, 4096, 4096), kHopper, o);
+  const Fp8MatMulPlan pl = plan(problem(100, 4096, 4096), kHopper, o);
   EXPECT_EQ(pl.dequant.n_tile, 100);
   EXPECT_EQ(pl.dequant.num_n_tiles, 41);
   EXPECT_EQ(pl.regions.scratch_bytes, size_t{100} * 8192);
@@ -434,14 +464,14 @@ TEST(Fp8Plan, SmallTilesAreNotRounded) {
 TEST(Fp8Plan, AtLeastOneRowPerTile) {
   Fp8MatMulOptions o;
   o.dequant_scratch_bytes = 1000;  // less than one 8 KiB row
-  const Fp8MatMulPlan pl = plan(problem(16, 37, 4096), kHopper, o);
+  const Fp8MatMulPlan pl = plan(problem(100, 37, 4096), kHopper, o);
   EXPECT_EQ(pl.dequant.n_tile, 1);
   EXPECT_EQ(pl.dequant.num_n_tiles, 37);
   EXPECT_EQ(pl.regions.scratch_bytes, 8192u);
 }
 
 TEST(Fp8Plan, TileNeverExceedsN) {
-  const Fp8MatMulPlan pl = plan(problem(16, 300, 4096));
+  const Fp8MatMulPlan pl = plan(problem(100, 300, 4096));
   EXPECT_EQ(pl.dequant.n_tile, 300);
   EXPECT_EQ(pl.dequant.num_n_tiles, 1);
 }
@@ -489,7 +519,7 @@ TEST(Fp8Plan, RejectsBadProblemsAndOptions) {
   EXPECT_FALSE(plan_fp8_matmul(problem(1, 1, 1, 0), kHopper, {}, &pl).ok());
   Fp8MatMulOptions o;
   o.dequant_scratch_bytes = 0;
-  const Status s = plan_fp8_matmul(problem(16, 64, 64), kHopper, o, &pl);
+  const Status s = plan_fp8_matmul(problem(100, 64, 64), kHopper, o, &pl);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("dequant_scratch_bytes"), std::string::npos) << s.message();
 }
@@ -502,7 +532,7 @@ TEST(Fp8Plan, RejectsOverrideKeysOfNBitsMatMul) {
     PlanOverride o;
     ASSERT_TRUE(parse_plan_override(text, &o).ok());
     const std::string key = std::string(text).find("algo") != std::string::npos ? "algo" : "window";
-    for (const auto& p : {problem(2, 4096, 4096), problem(16, 4096, 4096), problem(0, 64, 64)})
+    for (const auto& p : {problem(2, 4096, 4096), problem(100, 4096, 4096), problem(0, 64, 64)})
       testing::expect_rejected(p, o, "plan override: " + key + " does not apply to Fp8WeightMatMul");
   }
 }
@@ -514,7 +544,7 @@ TEST(Fp8Plan, PrintsPathAndTiles) {
   const std::string fma = printed(plan(problem(3, 64, 4096), kTuring));
   EXPECT_NE(fma.find("path=gemv_fma"), std::string::npos) << fma;
   EXPECT_NE(fma.find("rows_per_warp=4"), std::string::npos) << fma;
-  const std::string gemm = printed(plan(problem(16, 262144, 8192, 128, DType::kBFloat16)));
+  const std::string gemm = printed(plan(problem(100, 262144, 8192, 128, DType::kBFloat16)));
   EXPECT_NE(gemm.find("path=dequant_gemm"), std::string::npos) << gemm;
   EXPECT_NE(gemm.find("qdq_activation=no; dequant=vec16; n_tile=16384 x 16;"), std::string::npos)
       << gemm;
@@ -597,7 +627,7 @@ TEST_F(Fp8EnvTest, ScratchMib) {
   setenv("BQMM_DEQUANT_SCRATCH_MIB", "64", 1);
   Fp8MatMulOptions o;
   ASSERT_TRUE(fp8_matmul_options_from_env(&o).ok());
-  EXPECT_EQ(plan(problem(16, 262144, 8192, 128, DType::kBFloat16), kHopper, o).dequant.n_tile, 4096);
+  EXPECT_EQ(plan(problem(100, 262144, 8192, 128, DType::kBFloat16), kHopper, o).dequant.n_tile, 4096);
 }
 
 }  // namespace

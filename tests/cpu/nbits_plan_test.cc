@@ -55,8 +55,44 @@ TEST(NBitsPlan, GemvUpToEightRows) {
         EXPECT_EQ(p.path, NBitsPath::kGemv) << "M=" << m << " " << dtype_name(t);
         EXPECT_EQ(p.workspace_bytes, 0u);
       }
-      EXPECT_EQ(path(problem(9, 4096, 4096, bits, 32, t)), NBitsPath::kDequantGemm);
+      // Above 8 rows float32 has no row groups.
+      if (t == DType::kFloat32) EXPECT_EQ(path(problem(9, 4096, 4096, bits, 32, t)), NBitsPath::kDequantGemm);
     }
+}
+
+// Above 8 rows the window kernel's line loads take row groups of 8 (float16 / bfloat16,
+// rows of whole 128-byte lines, blocks of a 16-byte chunk or more), up to
+// kGemvMaxGroupRows; everything else above 8 rows is dequant + cuBLAS.
+TEST(NBitsPlan, RowGroupsUpToTheFusedLimit) {
+  for (int bits : {4, 8})
+    for (DType t : {DType::kFloat16, DType::kBFloat16})
+      for (int64_t m : {9, 16, 17, 33, 64}) {
+        SCOPED_TRACE(::testing::Message() << bits << " " << dtype_name(t) << " M=" << m);
+        NBitsMatMulProblem p = problem(m, 4096, 4096, bits, 128, t);
+        NBitsMatMulPlan pl = plan(p);
+        EXPECT_EQ(pl.path, NBitsPath::kGemv);
+        EXPECT_TRUE(pl.gemv.window && pl.gemv.lines);
+        EXPECT_FALSE(pl.gemv.fma);
+        EXPECT_EQ(pl.gemv.row_groups, (m + 7) / 8);
+        EXPECT_NE(printed(pl).find("row_groups="), std::string::npos);
+        p.zero_points = NBitsZeroPoints::kPacked;
+        EXPECT_EQ(path(p), NBitsPath::kGemv);
+        p.zero_points = NBitsZeroPoints::kTyped;
+        EXPECT_EQ(path(p), NBitsPath::kDequantGemm);
+      }
+  EXPECT_EQ(path(problem(kGemvMaxGroupRows + 1, 4096, 4096, 4, 128)), NBitsPath::kDequantGemm);
+  EXPECT_EQ(path(problem(16, 4096, 4096, 4, 16)), NBitsPath::kDequantGemm);  // block < a chunk
+  EXPECT_EQ(path(problem(16, 4096, 4096, 8, 16)), NBitsPath::kGemv);         // 8-bit: one chunk
+  EXPECT_EQ(path(problem(16, 4096, 4160, 8, 32)), NBitsPath::kDequantGemm);  // not whole lines
+  EXPECT_EQ(path(problem(16, 4096, 4096, 4, 128), kTuring), NBitsPath::kDequantGemm);
+  for (const char* o : {"lines=0", "window=0", "tma=1", "algo=1", "gemv=0"})
+    EXPECT_EQ(path(problem(16, 4096, 4096, 4, 128), kHopper, parsed(o)), NBitsPath::kDequantGemm)
+        << o;
+  NBitsMatMulProblem g_idx = problem(16, 4096, 4096, 4, 128);
+  g_idx.has_g_idx = true;
+  EXPECT_EQ(path(g_idx), NBitsPath::kDequantGemm);
+  EXPECT_EQ(plan(problem(16, 28672, 8192, 4, 128)).gemv.tiles, 2);
+  EXPECT_EQ(plan(problem(16, 4096, 4096, 4, 128), kHopper, parsed("tiles=1")).gemv.tiles, 1);
 }
 
 TEST(NBitsPlan, GemvRowsPerWarp) {
@@ -284,7 +320,7 @@ TEST(NBitsPlan, GemvKSplitBalancesWavesAndWindows) {
 
 TEST(NBitsPlan, DequantGemmTilesAndWorkspace) {
   // 256 MiB scratch: float16 rows of K = 8192 are 16 KiB: 16384 rows per tile.
-  NBitsMatMulPlan p = plan(problem(64, 32768, 8192));
+  NBitsMatMulPlan p = plan(problem(100, 32768, 8192));
   EXPECT_EQ(p.path, NBitsPath::kDequantGemm);
   EXPECT_TRUE(p.dequant.vector);
   EXPECT_EQ(p.dequant.n_tile, 16384);
@@ -295,21 +331,21 @@ TEST(NBitsPlan, DequantGemmTilesAndWorkspace) {
   EXPECT_EQ(p.regions.scratch_bytes, size_t{256} << 20);
   EXPECT_EQ(p.workspace_bytes, size_t{288} << 20);
   // float32 rows are twice as large.
-  p = plan(problem(64, 32768, 8192, 4, 32, DType::kFloat32));
+  p = plan(problem(100, 32768, 8192, 4, 32, DType::kFloat32));
   EXPECT_EQ(p.dequant.n_tile, 8192);
   EXPECT_EQ(p.dequant.num_n_tiles, 4);
   // Whole N in one tile when it fits; a small limit still gives one row per tile.
-  p = plan(problem(64, 100, 8192));
+  p = plan(problem(100, 100, 8192));
   EXPECT_EQ(p.dequant.n_tile, 100);
   EXPECT_EQ(p.dequant.num_n_tiles, 1);
   EXPECT_EQ(p.regions.scratch_bytes, size_t{100} * 8192 * 2);
   NBitsMatMulOptions o;
   o.dequant_scratch_bytes = 1000;
-  p = plan(problem(64, 100, 8192), kHopper, o);
+  p = plan(problem(100, 100, 8192), kHopper, o);
   EXPECT_EQ(p.dequant.n_tile, 1);
   EXPECT_EQ(p.dequant.num_n_tiles, 100);
   // Pre-Hopper cuBLAS workspace.
-  EXPECT_EQ(plan(problem(64, 100, 8192), kTuring).regions.cublas_bytes, size_t{4} << 20);
+  EXPECT_EQ(plan(problem(100, 100, 8192), kTuring).regions.cublas_bytes, size_t{4} << 20);
 }
 
 TEST(NBitsPlan, ScalarDequantForOddK) {
@@ -398,7 +434,7 @@ TEST(NBitsPlan, GemvWindowWhereItAppliesOrWhenAsked) {
   EXPECT_FALSE(plan(problem(2, 28672, 8192 + 64, 8, 64)).gemv.window);
   EXPECT_TRUE(plan(problem(2, 28672, 8192 + 64, 8, 64)).gemv.tma);
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128, DType::kFloat32)).gemv.window);
-  EXPECT_FALSE(plan(problem(9, 28672, 8192, 4, 128)).gemv.window);  // dequant + GEMM
+  EXPECT_FALSE(plan(problem(100, 28672, 8192, 4, 128)).gemv.window);  // dequant + GEMM
   // The grid: 264 tiles x 8 = 2112 = 16 x 132 warps is not more; 265 tiles are.
   EXPECT_FALSE(plan(problem(3, 264 * 16, 8192, 4, 128)).gemv.window);
   EXPECT_TRUE(plan(problem(3, 264 * 16 + 1, 8192, 4, 128)).gemv.window);
@@ -973,7 +1009,7 @@ TEST(NBitsOverride, GemvRegisters) {
 TEST(NBitsOverride, TilesOnGemvPlansOnly) {
   EXPECT_EQ(plan(problem(1, 4096, 4096, 8, 128)).gemv.tiles, 1);  // CUDA cores
   EXPECT_EQ(plan(problem(1, 4096, 4096, 4, 128)).gemv.tiles, 1);
-  EXPECT_EQ(plan(problem(16, 4096, 4096)).gemv.tiles, 0);
+  EXPECT_EQ(plan(problem(100, 4096, 4096)).gemv.tiles, 0);
   EXPECT_EQ(plan(problem(1, 4096, 4096), kHopper, parsed("gemv=0")).gemv.tiles, 0);
   EXPECT_EQ(plan(problem(1, 4096, 0)).gemv.tiles, 0);
 }
@@ -991,7 +1027,7 @@ TEST_F(NBitsEnvTest, ScratchMib) {
   NBitsMatMulOptions o;
   ASSERT_TRUE(nbits_matmul_options_from_env(&o).ok());
   // float16 rows of K = 8192 are 16 KiB: 4096 rows per tile.
-  const NBitsMatMulPlan p = plan(problem(64, 32768, 8192), kHopper, o);
+  const NBitsMatMulPlan p = plan(problem(100, 32768, 8192), kHopper, o);
   EXPECT_EQ(p.dequant.n_tile, 4096);
   EXPECT_EQ(p.dequant.num_n_tiles, 8);
 }

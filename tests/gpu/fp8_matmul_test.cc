@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "bqmm/fp8_matmul.h"
+#include "core/gemv_split.h"
 #include "common/fp8_runner.h"
 #include "common/gpu.h"
 #include "cuda/launchers.h"
@@ -30,6 +31,8 @@ using testing::matches_reference;
 using testing::run_fp8_on_device;
 
 constexpr DType kDTypes[] = {DType::kFloat16, DType::kBFloat16};
+// Rows above the fused GEMV's row groups: the dequant + cuBLAS path by default.
+constexpr int64_t kAboveFused = kGemvMaxGroupRows + 1;
 
 testing::Fp8Knobs dequant_gemm_only() {
   testing::Fp8Knobs o;
@@ -86,7 +89,7 @@ TEST(Fp8DequantGemm, EveryOptionCombination) {
             SCOPED_TRACE(::testing::Message() << "K=" << k << " block=" << bs << " "
                                               << dtype_name(t) << " bias=" << bias
                                               << " w8a8=" << w8a8);
-            const Fp8Case c = make_random_fp8_case(t, 9, 17, k, bs, bias, w8a8, 5000 + seed++);
+            const Fp8Case c = make_random_fp8_case(t, kAboveFused, 17, k, bs, bias, w8a8, 5000 + seed++);
             Fp8Run run;
             BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, testing::Fp8Knobs{}, &run));
             EXPECT_EQ(run.plan.path, Fp8Path::kDequantGemm);
@@ -297,7 +300,7 @@ TEST(Fp8RunContract, GraphCapturable) {
   BQMM_REQUIRE_GPU();
   const Handle* handle = testing::shared_handle();
   ASSERT_NE(handle, nullptr);
-  const Fp8Case c = make_random_fp8_case(DType::kBFloat16, 40, 300, 512, 128, true, true, 97);
+  const Fp8Case c = make_random_fp8_case(DType::kBFloat16, kAboveFused, 300, 512, 128, true, true, 97);
   testing::Fp8Knobs o;
   o.options.dequant_scratch_bytes = 128 * 512 * 2;  // three tiles in the graph
   testing::Fp8DeviceCase d;

@@ -450,7 +450,7 @@ TEST(NBitsDequantGemm, EveryOptionCombination) {
       for (auto zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked, NBitsZeroPoints::kTyped})
         for (bool g_idx : {false, true})
           for (bool bias : {false, true}) {
-            NBitsCaseSpec s = nbits_spec(kDTypes[seed % 3], bits, 12, 17, k, 32);
+            NBitsCaseSpec s = nbits_spec(kDTypes[seed % 3], bits, kGemvMaxGroupRows + 8, 17, k, 32);
             s.zero_points = zp;
             s.g_idx = g_idx;
             s.bias = bias;
@@ -510,7 +510,7 @@ TEST(NBitsDequantGemm, MisalignedPointersFallBack) {
   }
 }
 
-// A rank-3 activation flattens its leading dims into M (both paths).
+// A rank-3 activation flattens its leading dims into M (6 rows, and 15 in two row groups).
 TEST(NBitsDequantGemm, Rank3Activation) {
   BQMM_REQUIRE_GPU();
   for (int64_t m0 : {2, 5}) {
@@ -520,7 +520,7 @@ TEST(NBitsDequantGemm, Rank3Activation) {
     c.a.shape = Shape{m0, 3, 128};
     NBitsRun run;
     BQMM_ASSERT_OK(run_nbits_on_device(*testing::shared_handle(), c, testing::NBitsKnobs{}, &run));
-    EXPECT_EQ(run.plan.path, m0 * 3 <= 8 ? NBitsPath::kGemv : NBitsPath::kDequantGemm);
+    EXPECT_EQ(run.plan.path, NBitsPath::kGemv);  // 15 rows: two row groups
     EXPECT_EQ(run.y.shape, (Shape{m0, 3, 40}));
     EXPECT_TRUE(matches_reference(c, run.y));
   }
@@ -674,12 +674,13 @@ TEST(NBitsRunContract, RejectsBadWorkspaceAndMismatchedArgs) {
 }
 
 // run() enqueues only: both paths (dequant + cuBLAS over three N tiles with bias, and the
-// GEMV) can be captured in a CUDA graph, and the replay computes the right answer.
+// GEMV, with row groups at 40 rows) can be captured in a CUDA graph, and the replay
+// computes the right answer.
 TEST(NBitsRunContract, GraphCapturable) {
   BQMM_REQUIRE_GPU();
   const Handle* handle = testing::shared_handle();
   ASSERT_NE(handle, nullptr);
-  for (int64_t m : {40, 3}) {
+  for (int64_t m : {kGemvMaxGroupRows + 8, int64_t{40}, int64_t{3}}) {
     NBitsCaseSpec s = nbits_spec(DType::kBFloat16, 4, m, 300, 512, 128);
     s.zero_points = NBitsZeroPoints::kPacked;
     s.bias = true;
@@ -689,8 +690,8 @@ TEST(NBitsRunContract, GraphCapturable) {
     testing::NBitsDeviceCase d;
     BQMM_ASSERT_OK(testing::upload_nbits_case(c, &d));
     BQMM_ASSERT_OK(testing::plan_nbits_case(*handle, c, o, &d));
-    ASSERT_EQ(d.plan.path, m > 8 ? NBitsPath::kDequantGemm : NBitsPath::kGemv);
-    if (m > 8) {
+    ASSERT_EQ(d.plan.path, m > kGemvMaxGroupRows ? NBitsPath::kDequantGemm : NBitsPath::kGemv);
+    if (m > kGemvMaxGroupRows) {
       ASSERT_EQ(d.plan.dequant.num_n_tiles, 3);
     }
     BQMM_ASSERT_OK(testing::run_in_graph([&](cudaStream_t st) { return d.run(*handle, st); }));
