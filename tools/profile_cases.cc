@@ -53,7 +53,9 @@ Status suite_shapes(const std::string& suite, std::vector<SuiteShape>* out) {
     // Llama-3-8B's attention output / MLP up / MLP down, and Llama-3-70B's projections.
     cross({1, 2, 4, 8}, {{4096, 4096}, {14336, 4096}, {4096, 14336}, {8192, 8192}, {28672, 8192}});
   } else if (suite == "prefill") {
-    cross({16, 64, 256, 1024, 4096}, {{8192, 8192}, {14336, 4096}});
+    // Continuous-batching decode steps and prompt prefill on the decode suite's layer shapes.
+    cross({16, 32, 64, 128, 256, 512, 1024, 4096},
+          {{8192, 8192}, {14336, 4096}, {4096, 14336}, {28672, 8192}});
   } else {
     return Status(StatusCode::kInvalidArgument, "no shared shapes for suite \"" + suite + "\"");
   }

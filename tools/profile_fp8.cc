@@ -40,11 +40,12 @@ constexpr SmokeCase kSmokeCases[] = {
     {DType::kBFloat16, 2, 320, 384, 64, false, true},    // block size 64
     {DType::kBFloat16, 5, 160, 96, 32, true, false},     // K % 64 != 0: gemv_fma
     {DType::kFloat16, 3, 200, 200, 128, false, false},   // K % 16 != 0, partial block: dequant_gemm
-    {DType::kFloat16, 64, 320, 384, 128, true, false},   // prefill: dequant_gemm with bias
-    {DType::kBFloat16, 64, 256, 512, 128, true, true},   // prefill W8A8: QDQ + dequant_gemm
+    {DType::kFloat16, 33, 320, 384, 128, true, false},   // row groups: gemv_mma with bias
+    {DType::kBFloat16, 64, 256, 512, 128, true, true},   // row groups, W8A8
+    {DType::kFloat16, 80, 320, 384, 128, true, false},   // prefill: dequant_gemm with bias
+    {DType::kBFloat16, 80, 256, 512, 128, true, true},   // prefill W8A8: QDQ + dequant_gemm
 };
 
-// The operator's options, read in this one place: the environment's BQMM_* overrides.
 // The operator's options (BQMM_DEQUANT_SCRATCH_MIB) and the internal plan override
 // (BQMM_PLAN_OVERRIDE, core/plan_override.h), as the library's users and its tests set them.
 Status read_options(Fp8MatMulOptions* options, PlanOverride* force) {

@@ -57,7 +57,9 @@ constexpr SmokeCase kSmokeCases[] = {
     {DType::kFloat16, 4, 160, 200, 32, 8, NBitsZeroPoints::kTyped, false, true},     // typed zp, K % bs
     {DType::kBFloat16, 2, 320, 384, 16, 4, NBitsZeroPoints::kPacked, true, false},   // g_idx
     {DType::kFloat16, 2, 256, 512, 64, 4, NBitsZeroPoints::kNone, false, false},     // 4-bit, no zp
-    {DType::kFloat16, 64, 320, 384, 128, 4, NBitsZeroPoints::kPacked, false, true},  // prefill
+    {DType::kFloat16, 17, 320, 512, 128, 4, NBitsZeroPoints::kPacked, false, true},  // row groups
+    {DType::kBFloat16, 64, 256, 512, 32, 8, NBitsZeroPoints::kNone, false, true},    // row groups
+    {DType::kFloat16, 80, 320, 384, 128, 4, NBitsZeroPoints::kPacked, false, true},  // prefill
     {DType::kFloat32, 64, 256, 512, 32, 8, NBitsZeroPoints::kNone, false, true},     // prefill float32
 };
 
