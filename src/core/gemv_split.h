@@ -27,6 +27,10 @@ constexpr int kGemvWideRegisters = 168;
 
 // The geometry both kernels share.
 constexpr int64_t kGemvMaxRows = 8;       // activation rows of a GEMV (the mma N extent)
+// Activation rows of the line-load tensor-core GEMVs' row groups: ceil(M / kGemvMaxRows)
+// groups of up to kGemvMaxRows rows, each a block per column block, the groups of one
+// column block adjacent in the grid so that all but the first read its weights from L2.
+constexpr int64_t kGemvMaxGroupRows = 64;
 constexpr int64_t kGemvChunkBytes = 16;   // one 16-byte weight load per lane per row
 constexpr int64_t kGemvTileCols = 16;     // output columns per warp tile (the mma M extent)
 constexpr int64_t kGemvWindowBytes = 64;  // K bytes of a row per lane quad and window
