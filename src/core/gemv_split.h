@@ -31,7 +31,7 @@ constexpr int64_t kGemvMaxRows = 8;       // activation rows of a GEMV (the mma 
 // ceil(M / 8) blocks per column block, the group varying fastest so that the groups of a
 // column block read its weight bytes from HBM once and from L2 after.
 constexpr int64_t kGemvMaxGroupRows = 64;
-inline int64_t gemv_row_groups(int64_t m) { return (m + kGemvMaxRows - 1) / kGemvMaxRows; }
+constexpr int64_t gemv_row_groups(int64_t m) { return (m + kGemvMaxRows - 1) / kGemvMaxRows; }
 constexpr int64_t kGemvChunkBytes = 16;   // one 16-byte weight load per lane per row
 constexpr int64_t kGemvTileCols = 16;     // output columns per warp tile (the mma M extent)
 constexpr int64_t kGemvWindowBytes = 64;  // K bytes of a row per lane quad and window

@@ -1,7 +1,8 @@
 // What the decode GEMVs of both operators share (Fp8WeightMatMul's FP8 kernels and
-// NBitsMatMul's N-bit kernels, 0 < M <= 8): the tile geometry, tied to the host planner's
-// constants (core/gemv_split.h, bqmm/device.h); the one parameter type every GEMV kernel
-// takes; the W8A8 activation transform; and the epilogue, i.e. the reduction across a
+// NBitsMatMul's N-bit kernels, 0 < M <= 8, and with line loads row groups up to
+// kGemvMaxGroupRows): the tile geometry, tied to the host planner's constants
+// (core/gemv_split.h, bqmm/device.h); the one parameter type every GEMV kernel takes; the
+// row groups; the W8A8 activation transform; and the epilogue, i.e. the reduction across a
 // block's k_split warps and store_output (cuda/common.cuh: bias added in float32, one
 // rounding to T).
 //
@@ -127,6 +128,37 @@ inline Status check_fp8_k_range(const Fp8GemvArgs& args, const char* kernel) {
                       std::to_string(args.block_size) + " exceed the GEMV's 2^35 limit");
   return Status::Ok();
 }
+
+// ----------------------------------------------------------------- row groups
+// M > kMmaRows (line-load kernels only, their kRowGroups instantiations): the rows are
+// split into G = ceil(M / 8) groups of up to 8, group r rows 8r .. 8r + min(8, M - 8r) - 1,
+// each computed by the decode tile unchanged on its own rows (a + 8r K, y + 8r N, m of at
+// most 8; the bias is per column, shared). The grid is G x (column blocks) blocks with the
+// group varying fastest (block b: group b % G, column block b / G): the G blocks that
+// stream the same weight columns are adjacent, so they are scheduled together and all but
+// the first find those weight bytes in L2; in group-major order each group would stream
+// the whole weight (larger than L2) from HBM again.
+constexpr int kMaxRowGroups = static_cast<int>(kGemvMaxGroupRows / kGemvMaxRows);
+static_assert(kMaxRowGroups * kMmaRows == kGemvMaxGroupRows,
+              "the planner's row-group range is whole groups of the mma N extent");
+
+// This block's group of a row-group launch: the parameters of its rows, and its column
+// block (the decode kernels' blockIdx.x). G is recomputed from the launch's M (the
+// launcher sized the grid with gemv_row_groups(M), core/gemv_split.h); the offsets multiply N and K in 64 bits.
+template <typename T, typename S>
+struct RowGroup {
+  GemvParams<T, S> p;
+  uint32_t column_block;
+  __device__ explicit RowGroup(const GemvParams<T, S>& all) : p(all) {
+    const uint32_t groups = (static_cast<uint32_t>(all.m) + kMmaRows - 1) / kMmaRows;
+    const uint32_t group = blockIdx.x % groups;
+    column_block = blockIdx.x / groups;
+    const int row0 = kMmaRows * static_cast<int>(group);
+    p.a += static_cast<int64_t>(row0) * all.k;
+    p.y += static_cast<int64_t>(row0) * all.n;
+    p.m = min(kMmaRows, all.m - row0);
+  }
+};
 
 // fp8_tma.cu: launch_fp8_gemv_mma's TMA tiles (SM90+), after its checks.
 Status launch_fp8_gemv_tma(const Fp8GemvArgs& args, int k_split, cudaStream_t stream);

@@ -121,6 +121,10 @@ Status launch_nbits_rows(const NBitsGemvArgs& args, cudaStream_t stream) {
 
 Status launch_fp8_gemv_fma(const Fp8GemvArgs& args, int rows_per_warp, cudaStream_t stream) {
   if (args.m == 0 || args.n == 0) return Status::Ok();
+  // The CUDA-core GEMV has no row groups: M > 8 is the tensor cores' (line loads) or GEMM's.
+  if (args.m > kMmaRows)
+    return Status(StatusCode::kInternal,
+                  "launch_fp8_gemv_fma: M = " + std::to_string(args.m) + " exceeds 8 rows");
   BQMM_RETURN_IF_ERROR(check_fp8_k_range(args, "launch_fp8_gemv_fma"));
   return dispatch_half_types(args.dtype, "launch_fp8_gemv_fma", [&](auto tag) -> Status {
     using T = decltype(tag);

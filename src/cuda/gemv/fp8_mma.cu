@@ -1,4 +1,5 @@
-// Fused decode GEMV of Fp8WeightMatMul, for 0 < M <= 8:
+// Fused decode GEMV of Fp8WeightMatMul, for 0 < M <= 8 (line loads: up to
+// kGemvMaxGroupRows in row groups of 8, gemv/common.cuh):
 //
 //   Y[m, n] = sum_k A'[m, k] * e4m3(B[n, k]) * b_scale[n, k / block_size] + bias[n]
 //
@@ -236,13 +237,16 @@ __device__ __forceinline__ void lines_k_loop(const Fp8Params<T>& p, const Qdq& q
 //   kWide    two tiles at up to 168 registers, 12 warps per SM (kGemvWideRegisters,
 //            Fp8MatMulOptions::gemv_registers; k_split <= 4): each warp faster, fewer of
 //            them (NBitsGemvWindowKernel's kWide says why; the planner costs both).
+//   kRowGroups  M > 8 (line loads only): the block's row group and column block from its
+//            index (RowGroup, gemv/common.cuh), the tile below on the group's rows.
 // Launch bounds: 16 warps per SM at least (128 registers per thread at most; kWide: 12,
 // 168), the residency the planner's wave model assumes (kGemvTensorCoreWarpsPerSm,
-// kGemvWideWarpsPerSm).
-template <typename T, int kKSplit, bool kW8A8, bool kLines, int kTiles, bool kWide = false>
-__global__ void __launch_bounds__(kKSplit * kWarpSize,
-                                  (kWide ? kWideWarpsPerSm : kMmaWarpsPerSm) / kKSplit)
-    Fp8GemvMmaKernel(const Fp8Params<T> p) {
+// kGemvWideWarpsPerSm); a row-group instantiation keeps its decode twin's.
+//
+// fp8_mma_tile is the kernel's body, p's rows (at most 8) at column block column_block;
+// inlined into each kernel, so the decode instantiations compile as if it were the kernel.
+template <typename T, int kKSplit, bool kW8A8, bool kLines, int kTiles, bool kWide>
+__device__ __forceinline__ void fp8_mma_tile(const Fp8Params<T>& p, uint32_t column_block) {
   static_assert(kLines || kTiles == 1, "two tiles per warp only with line loads");
   static_assert(!kWide || (kTiles == 2 && kKSplit <= kGemvWideMaxKSplit),
                 "168 registers: two tiles, k_split <= 4");
@@ -250,7 +254,7 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize,
   const int lane = threadIdx.x % kWarpSize;
   const int g = lane / 4;
   const int t = lane % 4;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTileCols * kTiles;
+  const int64_t n0 = static_cast<int64_t>(column_block) * kTileCols * kTiles;
 
   const W8A8Qdq<T, kW8A8> qdq(p);
 
@@ -344,6 +348,20 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize,
   store_d_fragments<kTiles>(p, accs, lane, lo_oks, hi_oks, cols_lo, cols_hi);
 }
 
+template <typename T, int kKSplit, bool kW8A8, bool kLines, int kTiles, bool kWide = false,
+          bool kRowGroups = false>
+__global__ void __launch_bounds__(kKSplit * kWarpSize,
+                                  (kWide ? kWideWarpsPerSm : kMmaWarpsPerSm) / kKSplit)
+    Fp8GemvMmaKernel(const Fp8Params<T> p) {
+  if constexpr (kRowGroups) {
+    static_assert(kLines, "row groups only with line loads");
+    const RowGroup<T, float> group(p);
+    fp8_mma_tile<T, kKSplit, kW8A8, kLines, kTiles, kWide>(group.p, group.column_block);
+  } else {
+    fp8_mma_tile<T, kKSplit, kW8A8, kLines, kTiles, kWide>(p, blockIdx.x);
+  }
+}
+
 // ================================================================= launchers
 // The instantiated configurations: every one a plan can reach. Register-load tiles
 // (T, k_split, W8A8, kLines, kTiles, kWide): fragment loads, line loads of one tile, of
@@ -357,6 +375,26 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize,
   BQMM_FP8_MMA_STREAMS(X, T, 4, W) X(T, 4, W, true, 2, true)                       \
   BQMM_FP8_MMA_STREAMS(X, T, 8, W)
 #define BQMM_FP8_MMA_CONFIGS(X, T) BQMM_FP8_MMA_SPLITS(X, T, false) BQMM_FP8_MMA_SPLITS(X, T, true)
+
+// One configuration of the table: its decode kernel, or (row_groups, M > 8) its row-group
+// twin, instantiated for the line-load configurations only (the launcher refuses M > 8
+// without line loads before it gets here).
+template <typename T, int kKSplit, bool kW8A8, bool kLines, int kTiles, bool kWide>
+Status launch_mma_config(const Fp8Params<T>& p, dim3 grid, int smem, bool row_groups,
+                         cudaStream_t stream) {
+  if constexpr (kLines) {
+    if (row_groups) {
+      Fp8GemvMmaKernel<T, kKSplit, kW8A8, kLines, kTiles, kWide, true>
+          <<<grid, kKSplit * kWarpSize, smem, stream>>>(p);
+      return check_launch("Fp8GemvMmaKernel (row groups)");
+    }
+  }
+  if (row_groups)
+    return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: row groups without line loads");
+  Fp8GemvMmaKernel<T, kKSplit, kW8A8, kLines, kTiles, kWide>
+      <<<grid, kKSplit * kWarpSize, smem, stream>>>(p);
+  return check_launch("Fp8GemvMmaKernel");
+}
 template <typename T>
 Status launch_mma(const Fp8GemvArgs& args, int k_split, bool tma, bool lines, int tiles,
                   int registers, cudaStream_t stream) {
@@ -371,24 +409,26 @@ Status launch_mma(const Fp8GemvArgs& args, int k_split, bool tma, bool lines, in
     return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: " + std::to_string(tiles) +
                                              " tiles per warp (1, or 2 with line loads)");
   const Fp8Params<T> p = make_fp8_params<T>(args, kMmaWindow);
-  const int64_t blocks = (args.n + kTileCols * tiles - 1) / (kTileCols * tiles);
+  // M > 8: row groups, the group varying fastest (RowGroup, gemv/common.cuh).
+  const bool row_groups = args.m > kMmaRows;
+  const int64_t blocks =
+      (args.n + kTileCols * tiles - 1) / (kTileCols * tiles) * gemv_row_groups(args.m);
   if (blocks > 0x7fffffff)
     return Status(StatusCode::kInternal,
                   "launch_fp8_gemv_mma: grid too large for N = " + std::to_string(args.n));
   const dim3 grid(static_cast<unsigned>(blocks));
   const int smem = lines ? k_split * tiles * kLineBufferBytes : 0;  // at most 32 KB: no opt-in
   const bool w8a8 = args.a_scale != nullptr;
-#define BQMM_LAUNCH_IF(T_, KS, W, LINES, TILES, WIDE)                                      \
-  if (k_split == KS && w8a8 == W && lines == LINES && tiles == TILES && wide == WIDE) {   \
-    Fp8GemvMmaKernel<T_, KS, W, LINES, TILES, WIDE><<<grid, KS * kWarpSize, smem, stream>>>(p); \
-    return check_launch("Fp8GemvMmaKernel");                                               \
-  }
+#define BQMM_LAUNCH_IF(T_, KS, W, LINES, TILES, WIDE)                                    \
+  if (k_split == KS && w8a8 == W && lines == LINES && tiles == TILES && wide == WIDE)   \
+    return launch_mma_config<T_, KS, W, LINES, TILES, WIDE>(p, grid, smem, row_groups, stream);
   BQMM_FP8_MMA_CONFIGS(BQMM_LAUNCH_IF, T)
 #undef BQMM_LAUNCH_IF
   return Status(StatusCode::kInternal,
                 "launch_fp8_gemv_mma: no Fp8GemvMmaKernel for k_split " + std::to_string(k_split) +
                     (w8a8 ? ", W8A8" : "") + (lines ? ", line loads" : "") + ", " +
-                    std::to_string(tiles) + " tile(s)" + (wide ? ", 168 registers" : ""));
+                    std::to_string(tiles) + " tile(s)" + (wide ? ", 168 registers" : "") +
+                    (row_groups ? ", row groups" : ""));
 }
 
 }  // namespace
@@ -396,9 +436,16 @@ Status launch_mma(const Fp8GemvArgs& args, int k_split, bool tma, bool lines, in
 Status launch_fp8_gemv_mma(const Fp8GemvArgs& args, int k_split, bool tma, bool lines,
                            int tiles_per_warp, int registers, cudaStream_t stream) {
   if (args.m == 0 || args.n == 0) return Status::Ok();
-  if (args.m > kMmaRows)
+  if (args.m > kGemvMaxGroupRows)
     return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: M = " + std::to_string(args.m) +
-                                             " exceeds the mma's 8 rows");
+                                             " exceeds the row groups' " +
+                                             std::to_string(kGemvMaxGroupRows) + " rows");
+  // M > 8 (row groups) only on line loads.
+  if (args.m > kMmaRows && (tma || !lines))
+    return Status(StatusCode::kInternal,
+                  "launch_fp8_gemv_mma: M = " + std::to_string(args.m) +
+                      " > 8 takes row groups, which only line loads have, not " +
+                      (tma ? "TMA tiles" : "fragment register loads"));
   BQMM_RETURN_IF_ERROR(check_fp8_k_range(args, "launch_fp8_gemv_mma"));
   return dispatch_half_types(args.dtype, "launch_fp8_gemv_mma", [&](auto tag) -> Status {
     return launch_mma<decltype(tag)>(args, k_split, tma, lines, tiles_per_warp, registers, stream);

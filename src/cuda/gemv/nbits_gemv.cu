@@ -250,7 +250,15 @@ Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_sp
                          bool window, bool lines, int tiles_per_warp, int registers,
                          cudaStream_t stream) {
   if (args.m == 0 || args.n == 0) return Status::Ok();
-  BQMM_RETURN_IF_ERROR(check_nbits_gemv_args(args, rows, k_split));
+  // M > 8: row groups, which only the window kernel's line loads have.
+  const bool row_groups = args.m > kMmaRows;
+  if (row_groups && !(window && lines))
+    return Status(StatusCode::kInternal,
+                  "launch_nbits_gemv: M = " + std::to_string(args.m) +
+                      " > 8 takes row groups, which only the window kernel's line loads have, "
+                      "not " + (window ? "the window kernel without line loads"
+                                       : tma ? "TMA tiles" : "the register tile"));
+  BQMM_RETURN_IF_ERROR(check_nbits_gemv_args(args, rows, k_split, row_groups));
   if (window) return launch_nbits_gemv_window(args, k_split, lines, tiles_per_warp, registers, stream);
   if (tma) return launch_nbits_gemv_tma(args, k_split, stream);
   return dispatch_float_types(args.dtype, "launch_nbits_gemv", [&](auto tag) -> Status {

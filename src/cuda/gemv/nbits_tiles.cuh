@@ -270,13 +270,19 @@ GemvParams<T> make_nbits_params(const NBitsGemvArgs& args) {
 }
 
 // The planner only asks for what the kernel takes; a violation is a bug, reported here
-// rather than run out of bounds.
-inline Status check_nbits_gemv_args(const NBitsGemvArgs& args, int rows, int k_split) {
+// rather than run out of bounds. row_groups: M up to kGemvMaxGroupRows in groups of
+// `rows` = 8 (the window kernel's line loads; the caller checks that it is that kernel).
+inline Status check_nbits_gemv_args(const NBitsGemvArgs& args, int rows, int k_split,
+                                    bool row_groups = false) {
   const auto fail = [](const std::string& what) {
     return Status(StatusCode::kInternal, "launch_nbits_gemv: " + what);
   };
   if (args.bits != 4 && args.bits != 8) return fail("bits " + std::to_string(args.bits));
-  if (args.m > rows || rows > 8) return fail("M = " + std::to_string(args.m) + " > rows " + std::to_string(rows));
+  if (row_groups ? (args.m > kGemvMaxGroupRows || rows != kMmaRows)
+                 : (args.m > rows || rows > kMmaRows))
+    return fail("M = " + std::to_string(args.m) + " > rows " + std::to_string(rows) +
+                (row_groups ? " in row groups of up to " + std::to_string(kGemvMaxGroupRows)
+                            : std::string()));
   if (k_split != 1 && k_split != 2 && k_split != 4 && k_split != 8)
     return fail("k_split " + std::to_string(k_split));
   if (args.block_size < 16 || args.k % args.block_size != 0 || args.k > 0x7fffffff)

@@ -1,4 +1,5 @@
-// NBitsMatMul's window kernel, NBitsGemvWindowKernel (decode GEMV, 0 < M <= 8; the
+// NBitsMatMul's window kernel, NBitsGemvWindowKernel (decode GEMV, 0 < M <= 8, with line
+// loads up to kGemvMaxGroupRows in row groups of 8, gemv/common.cuh; the
 // operator, the tile geometry and the code decoding: nbits_gemv.cu, gemv/common.cuh,
 // gemv/nbits_codes.cuh):
 //
@@ -103,6 +104,9 @@ constexpr int kWindowBlocksPerSm =
 //   kPairBlock    line loads, blocks of two windows or more: a pair of windows lies in one
 //                 block (below).
 //   kWide         two tiles at up to 168 registers (above).
+//   kRowGroups    M > 8 (line loads only): the block's row group and column block from
+//                 its index (RowGroup, gemv/common.cuh), the tile below on the group's
+//                 rows; the launch bounds are its decode twin's.
 //
 // kPairBlock (line loads, blocks of two windows or more: 8-bit 128 codes, 4-bit 256): a
 // pair of windows lies in one block (pairs start at even windows), so its second window
@@ -110,11 +114,12 @@ constexpr int kWindowBlocksPerSm =
 // A template parameter, not a run-time test: with a warp-uniform branch ptxas merged the
 // two paths with moves and selects (8-bit float16 two tiles: a 343-instruction loop grew
 // to 412 with both paths; as a parameter, 304).
-template <typename T, int kBits, bool kZeroPoints, bool kLines, int kTiles,
-          bool kResultScale = true, bool kPairBlock = false, bool kWide = false>
-__global__ void __launch_bounds__(kWindowMaxThreads<kWide>,
-                                  kWindowBlocksPerSm<T, kBits, kZeroPoints, kTiles, kWide>)
-    NBitsGemvWindowKernel(const GemvParams<T> p) {
+//
+// window_tile is the kernel's body, p's rows (at most 8) at column block column_block;
+// inlined into each kernel, so the decode instantiations compile as if it were the kernel.
+template <typename T, int kBits, bool kZeroPoints, bool kLines, int kTiles, bool kResultScale,
+          bool kPairBlock, bool kWide>
+__device__ __forceinline__ void window_tile(const GemvParams<T>& p, uint32_t column_block) {
   static_assert(kTiles == 1 || kLines, "two tiles per warp only with line loads");
   static_assert(!kWide || kTiles == 2, "168 registers: the two-tile kernel only");
   static_assert(kResultScale || kLines, "blocks smaller than a window only with line loads");
@@ -126,7 +131,7 @@ __global__ void __launch_bounds__(kWindowMaxThreads<kWide>,
   const int lane = threadIdx.x % kWarpSize;
   const int g = lane / 4;
   const int t = lane % 4;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTileCols * kTiles;
+  const int64_t n0 = static_cast<int64_t>(column_block) * kTileCols * kTiles;
 
   // This warp's windows: a contiguous range (its requests to a DRAM page come together).
   // kLines: an even count (pairs of windows are its unit; p.windows is even there).
@@ -339,6 +344,23 @@ __global__ void __launch_bounds__(kWindowMaxThreads<kWide>,
   }
 }
 
+template <typename T, int kBits, bool kZeroPoints, bool kLines, int kTiles,
+          bool kResultScale = true, bool kPairBlock = false, bool kWide = false,
+          bool kRowGroups = false>
+__global__ void __launch_bounds__(kWindowMaxThreads<kWide>,
+                                  kWindowBlocksPerSm<T, kBits, kZeroPoints, kTiles, kWide>)
+    NBitsGemvWindowKernel(const GemvParams<T> p) {
+  if constexpr (kRowGroups) {
+    static_assert(kLines, "row groups only with line loads");
+    const RowGroup<T, T> group(p);
+    window_tile<T, kBits, kZeroPoints, kLines, kTiles, kResultScale, kPairBlock, kWide>(
+        group.p, group.column_block);
+  } else {
+    window_tile<T, kBits, kZeroPoints, kLines, kTiles, kResultScale, kPairBlock, kWide>(
+        p, blockIdx.x);
+  }
+}
+
 // ================================================================= launcher
 // The instantiated configurations (T, bits, kZeroPoints, kLines, kTiles, kResultScale,
 // kPairBlock, kWide): every one a plan can reach. Without line loads, blocks of a window
@@ -356,6 +378,27 @@ __global__ void __launch_bounds__(kWindowMaxThreads<kWide>,
 #define BQMM_WINDOW_CONFIGS(X, T)                                            \
   BQMM_WINDOW_SHAPES(X, T, 4, false) BQMM_WINDOW_SHAPES(X, T, 4, true)       \
   BQMM_WINDOW_SHAPES(X, T, 8, false) BQMM_WINDOW_SHAPES(X, T, 8, true)
+
+// One configuration of the table: its decode kernel, or (row_groups, M > 8) its row-group
+// twin, instantiated for the line-load configurations only (launch_nbits_gemv refuses
+// M > 8 without line loads before it gets here).
+template <typename T, int kBits, bool kZeroPoints, bool kLines, int kTiles, bool kResultScale,
+          bool kPairBlock, bool kWide>
+Status launch_window_config(const GemvParams<T>& p, dim3 grid, dim3 block, int smem,
+                            bool row_groups, cudaStream_t stream) {
+  if constexpr (kLines) {
+    if (row_groups) {
+      NBitsGemvWindowKernel<T, kBits, kZeroPoints, kLines, kTiles, kResultScale, kPairBlock,
+                            kWide, true><<<grid, block, smem, stream>>>(p);
+      return check_launch("NBitsGemvWindowKernel (row groups)");
+    }
+  }
+  if (row_groups)
+    return Status(StatusCode::kInternal, "launch_nbits_gemv: row groups without line loads");
+  NBitsGemvWindowKernel<T, kBits, kZeroPoints, kLines, kTiles, kResultScale, kPairBlock, kWide>
+      <<<grid, block, smem, stream>>>(p);
+  return check_launch("NBitsGemvWindowKernel");
+}
 
 template <typename T>
 Status launch_window(const NBitsGemvArgs& args, int k_split, bool lines, int tiles,
@@ -380,7 +423,18 @@ Status launch_window(const NBitsGemvArgs& args, int k_split, bool lines, int til
   bool wide = false;
   BQMM_RETURN_IF_ERROR(check_line_tiles_registers("launch_nbits_gemv", registers,
                                                   lines && tiles == 2, k_split, &wide));
-  const dim3 grid(static_cast<unsigned>((args.n + kTileCols * tiles - 1) / (kTileCols * tiles)));
+  // M > 8: row groups, the group varying fastest (RowGroup, gemv/common.cuh).
+  const bool row_groups = args.m > kMmaRows;
+  if (row_groups && !lines)
+    return Status(StatusCode::kInternal, "launch_nbits_gemv: M = " + std::to_string(args.m) +
+                                             " > 8 takes row groups, which only line loads have");
+  const int64_t blocks =
+      (args.n + kTileCols * tiles - 1) / (kTileCols * tiles) * gemv_row_groups(args.m);
+  if (blocks > 0x7fffffff)
+    return Status(StatusCode::kInternal, "launch_nbits_gemv: grid too large for M = " +
+                                             std::to_string(args.m) + ", N = " +
+                                             std::to_string(args.n));
+  const dim3 grid(static_cast<unsigned>(blocks));
   const dim3 block(k_split * kWarpSize);
   if (lines && p.windows % 2 != 0)
     return Status(StatusCode::kInternal,
@@ -395,12 +449,11 @@ Status launch_window(const NBitsGemvArgs& args, int k_split, bool lines, int til
                   "launch_nbits_gemv: line loads on blocks of one window read the scales in "
                   "4-byte pairs; these are not 4-byte aligned");
   const bool zero_points = p.zp != nullptr;
-#define BQMM_LAUNCH_IF(T_, B, ZP, LINES, TILES, RS, PB, WIDE)                                \
-  if (args.bits == B && zero_points == ZP && lines == LINES && tiles == TILES &&            \
-      result_scale == RS && pair_block == PB && wide == WIDE) {                             \
-    NBitsGemvWindowKernel<T_, B, ZP, LINES, TILES, RS, PB, WIDE><<<grid, block, smem, stream>>>(p); \
-    return check_launch("NBitsGemvWindowKernel");                                           \
-  }
+#define BQMM_LAUNCH_IF(T_, B, ZP, LINES, TILES, RS, PB, WIDE)                             \
+  if (args.bits == B && zero_points == ZP && lines == LINES && tiles == TILES &&         \
+      result_scale == RS && pair_block == PB && wide == WIDE)                            \
+    return launch_window_config<T_, B, ZP, LINES, TILES, RS, PB, WIDE>(p, grid, block, smem, \
+                                                                       row_groups, stream);
   BQMM_WINDOW_CONFIGS(BQMM_LAUNCH_IF, T)
 #undef BQMM_LAUNCH_IF
   return Status(StatusCode::kInternal,
@@ -409,7 +462,8 @@ Status launch_window(const NBitsGemvArgs& args, int k_split, bool lines, int til
                     (zero_points ? ", zero points" : "") + (lines ? ", line loads" : "") +
                     ", " + std::to_string(tiles) + " tile(s)" +
                     (result_scale ? ", scale on the result" : "") +
-                    (pair_block ? ", pairs in one block" : "") + (wide ? ", 168 registers" : ""));
+                    (pair_block ? ", pairs in one block" : "") + (wide ? ", 168 registers" : "") +
+                    (row_groups ? ", row groups" : ""));
 }
 
 }  // namespace
