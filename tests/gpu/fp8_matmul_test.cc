@@ -117,7 +117,7 @@ TEST(Fp8DequantGemm, NTiledScratch) {
   ASSERT_NE(handle, nullptr);
   for (DType t : kDTypes) {
     SCOPED_TRACE(dtype_name(t));
-    const Fp8Case c = make_random_fp8_case(t, 33, 1026, 256, 128, true, true, 91);
+    const Fp8Case c = make_random_fp8_case(t, kAboveFused, 1026, 256, 128, true, true, 91);
     testing::Fp8Knobs o;
     o.options.dequant_scratch_bytes = 100 * 256 * 2;  // tiles of 100 rows
     Fp8Run run;
