@@ -25,15 +25,12 @@ constexpr int64_t kFp8TwoTileCompareFill = kNBitsTwoTilePipelineFill;
 // The 168-register kernel's smallest K split: at 1 (one long range per warp) it lost to
 // 128 registers on the H200 where the model favoured it (49152 x 5120: 6 % slower).
 constexpr int kFp8WideMinKSplit = 2;
-// The most rows the fused GEMV takes (as row groups of the line-load kernel); above, the
-// dequant + cuBLAS path.
-constexpr int64_t kFp8FusedMaxRows = kGemvMaxGroupRows;
 
 // The fused GEMV applies: each weight row streamed once for all M <= 8 rows (up to
-// kFp8FusedMaxRows as row groups, below); 16-element chunks stay inside one scale block;
+// kGemvFusedMaxRows as row groups, below); 16-element chunks stay inside one scale block;
 // rows of A and B take 16-byte loads.
 bool gemv_applies(const Fp8MatMulProblem& p, const PlanOverride& o) {
-  return o.gemv != 0 && p.m <= kFp8FusedMaxRows && p.k % 16 == 0 && p.block_size % 16 == 0 &&
+  return o.gemv != 0 && p.m <= kGemvFusedMaxRows && p.k % 16 == 0 && p.block_size % 16 == 0 &&
          p.alignment >= 16;
 }
 

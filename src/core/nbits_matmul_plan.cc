@@ -28,9 +28,6 @@ namespace bqmm {
 namespace {
 
 constexpr int64_t kGemvFmaMaxRows = 2;  // the CUDA-core kernel's instantiated row groups
-// The most rows the fused GEMV takes (as row groups of the line-load window kernel);
-// above, the dequant + cuBLAS path.
-constexpr int64_t kNBitsFusedMaxRows = kGemvMaxGroupRows;
 // Warps of float32's FMA tile an SM holds at once (up to 255 registers per thread).
 constexpr int64_t kGemvWarpsPerSmFloat = 8;
 
@@ -64,7 +61,7 @@ GemvFacts gemv_facts(const NBitsMatMulProblem& p, const DeviceInfo& d) {
 // rows of B that take 16-byte loads, 16-byte aligned A and B, 32-bit K counters; the
 // tensor cores (float16 / bfloat16) need SM80.
 bool gemv_applies(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
-  return o.gemv != 0 && p.m <= kNBitsFusedMaxRows && !p.has_g_idx &&
+  return o.gemv != 0 && p.m <= kGemvFusedMaxRows && !p.has_g_idx &&
          p.zero_points != NBitsZeroPoints::kTyped && p.k % p.block_size == 0 &&
          p.row_bytes() % kGemvChunkBytes == 0 && p.alignment >= 16 &&
          p.k <= std::numeric_limits<int32_t>::max() &&

@@ -674,13 +674,13 @@ TEST(NBitsRunContract, RejectsBadWorkspaceAndMismatchedArgs) {
 }
 
 // run() enqueues only: both paths (dequant + cuBLAS over three N tiles with bias, and the
-// GEMV, with row groups at 40 rows) can be captured in a CUDA graph, and the replay
+// GEMV, with row groups at 24 rows) can be captured in a CUDA graph, and the replay
 // computes the right answer.
 TEST(NBitsRunContract, GraphCapturable) {
   BQMM_REQUIRE_GPU();
   const Handle* handle = testing::shared_handle();
   ASSERT_NE(handle, nullptr);
-  for (int64_t m : {kGemvMaxGroupRows + 8, int64_t{40}, int64_t{3}}) {
+  for (int64_t m : {kGemvMaxGroupRows + 8, int64_t{24}, int64_t{3}}) {
     NBitsCaseSpec s = nbits_spec(DType::kBFloat16, 4, m, 300, 512, 128);
     s.zero_points = NBitsZeroPoints::kPacked;
     s.bias = true;
@@ -690,7 +690,7 @@ TEST(NBitsRunContract, GraphCapturable) {
     testing::NBitsDeviceCase d;
     BQMM_ASSERT_OK(testing::upload_nbits_case(c, &d));
     BQMM_ASSERT_OK(testing::plan_nbits_case(*handle, c, o, &d));
-    ASSERT_EQ(d.plan.path, m > kGemvMaxGroupRows ? NBitsPath::kDequantGemm : NBitsPath::kGemv);
+    ASSERT_EQ(d.plan.path, m > kGemvFusedMaxRows ? NBitsPath::kDequantGemm : NBitsPath::kGemv);
     if (m > kGemvMaxGroupRows) {
       ASSERT_EQ(d.plan.dequant.num_n_tiles, 3);
     }
