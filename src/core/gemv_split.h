@@ -35,7 +35,7 @@ constexpr int64_t gemv_row_groups(int64_t m) { return (m + kGemvMaxRows - 1) / k
 // The most rows both planners give the row groups; above, the dequant + cuBLAS path. Each
 // group costs about an M = 8 GEMV (the decode, not the HBM stream, paces it). On the H200,
 // against dequant + cuBLAS on the four prefill shapes: M = 16 and 32 1.3-2.8x faster (FP8)
-// and 1.6-4.7x (8-bit, 4-bit); M = 64 FP8 1.2-1.5x slower, N-bit between 2.6x faster and
+// and 1.7-4.7x (8-bit, 4-bit); M = 64 FP8 1.2-1.6x slower, N-bit between 1.4x faster and
 // 5 % slower.
 constexpr int64_t kGemvFusedMaxRows = 32;
 static_assert(kGemvFusedMaxRows <= kGemvMaxGroupRows, "the kernels' row groups");
