@@ -147,6 +147,33 @@ at::Tensor workspace_for(size_t bytes, const at::Device& device) {
                    at::TensorOptions().dtype(at::kByte).device(device));
 }
 
+// Y of [..., n] like A (its dtype and leading dims), and its view for the operator.
+at::Tensor make_output(const at::Tensor& a, int64_t n, const bqmm::Shape& y_shape,
+                       bqmm::DType dtype, bqmm::MutableTensorView* view) {
+  std::vector<int64_t> y_sizes(a.sizes().begin(), a.sizes().end());
+  if (y_sizes.empty()) y_sizes.push_back(n); else y_sizes.back() = n;
+  at::Tensor y = at::empty(y_sizes, a.options());
+  *view = bqmm::MutableTensorView{y.data_ptr(), dtype, y_shape};
+  return y;
+}
+
+// Both ops' tail: the problem's plan (made once per device and problem by `plan_fn(device
+// info, &plan)`, the operator's options from the environment), workspace from torch's
+// caching allocator, and `run_fn(handle, plan, workspace, stream)` on torch's current stream.
+template <typename Problem, typename Plan, typename PlanFn, typename RunFn>
+void plan_and_run(const at::Device& device, const Problem& problem, PlanFn&& plan_fn,
+                  RunFn&& run_fn) {
+  const int dev = device.index();
+  DeviceState& st = device_state(dev);
+  const Plan& plan = cached_plan<Problem, Plan>(
+      dev, problem, [&](Plan* p) { return plan_fn(st.handle->device_info(), p); });
+  at::Tensor ws;
+  if (plan.workspace_bytes > 0) ws = workspace_for(plan.workspace_bytes, device);
+  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(dev).stream();
+  std::lock_guard<std::mutex> lock(st.mu);
+  check(run_fn(*st.handle, plan, ws.defined() ? ws.data_ptr() : nullptr, stream));
+}
+
 // ---------------------------------------------------------------- fp8_matmul
 
 at::Tensor fp8_matmul(const at::Tensor& a_in, const at::Tensor& b_in,
@@ -179,29 +206,22 @@ at::Tensor fp8_matmul(const at::Tensor& a_in, const at::Tensor& b_in,
   const int64_t n = b.dim() >= 1 ? b.size(0) : 0;
   bqmm::Shape y_shape;
   check(bqmm::fp8_matmul_output_shape(args.a.shape, n, &y_shape));
-  std::vector<int64_t> y_sizes(a.sizes().begin(), a.sizes().end());
-  if (y_sizes.empty()) y_sizes.push_back(n); else y_sizes.back() = n;
-  at::Tensor y = at::empty(y_sizes, a.options());
-  args.y = bqmm::MutableTensorView{y.data_ptr(), args.a.dtype, y_shape};
+  at::Tensor y = make_output(a, n, y_shape, args.a.dtype, &args.y);
 
   bqmm::Fp8MatMulProblem problem;
   check(bqmm::validate_fp8_matmul(args, bqmm::Fp8MatMulAttrs{block_size}, &problem));
 
-  const int dev = device.index();
-  DeviceState& st = device_state(dev);
-  const bqmm::Fp8MatMulPlan& plan =
-      cached_plan<bqmm::Fp8MatMulProblem, bqmm::Fp8MatMulPlan>(
-          dev, problem, [&](bqmm::Fp8MatMulPlan* p) {
-            bqmm::Fp8MatMulOptions options;
-            BQMM_RETURN_IF_ERROR(bqmm::fp8_matmul_options_from_env(&options));
-            return bqmm::plan_fp8_matmul(problem, st.handle->device_info(), options, p);
-          });
-  at::Tensor ws;
-  if (plan.workspace_bytes > 0) ws = workspace_for(plan.workspace_bytes, device);
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(dev).stream();
-  std::lock_guard<std::mutex> lock(st.mu);
-  check(bqmm::run_fp8_matmul(*st.handle, plan, args, ws.defined() ? ws.data_ptr() : nullptr,
-                             plan.workspace_bytes, stream));
+  plan_and_run<bqmm::Fp8MatMulProblem, bqmm::Fp8MatMulPlan>(
+      device, problem,
+      [&](const bqmm::DeviceInfo& info, bqmm::Fp8MatMulPlan* p) {
+        bqmm::Fp8MatMulOptions options;
+        BQMM_RETURN_IF_ERROR(bqmm::fp8_matmul_options_from_env(&options));
+        return bqmm::plan_fp8_matmul(problem, info, options, p);
+      },
+      [&](const bqmm::Handle& handle, const bqmm::Fp8MatMulPlan& plan, void* ws,
+          cudaStream_t stream) {
+        return bqmm::run_fp8_matmul(handle, plan, args, ws, plan.workspace_bytes, stream);
+      });
   return y;
 }
 
@@ -235,10 +255,7 @@ at::Tensor nbits_matmul(const at::Tensor& a_in, const at::Tensor& b_in,
 
   bqmm::Shape y_shape;
   check(bqmm::nbits_matmul_output_shape(args.a.shape, N, &y_shape));
-  std::vector<int64_t> y_sizes(a.sizes().begin(), a.sizes().end());
-  if (y_sizes.empty()) y_sizes.push_back(N); else y_sizes.back() = N;
-  at::Tensor y = at::empty(y_sizes, a.options());
-  args.y = bqmm::MutableTensorView{y.data_ptr(), args.a.dtype, y_shape};
+  at::Tensor y = make_output(a, N, y_shape, args.a.dtype, &args.y);
 
   bqmm::NBitsMatMulAttrs attrs;
   attrs.k = K;
@@ -249,21 +266,17 @@ at::Tensor nbits_matmul(const at::Tensor& a_in, const at::Tensor& b_in,
   bqmm::NBitsMatMulProblem problem;
   check(bqmm::validate_nbits_matmul(args, attrs, &problem));
 
-  const int dev = device.index();
-  DeviceState& st = device_state(dev);
-  const bqmm::NBitsMatMulPlan& plan =
-      cached_plan<bqmm::NBitsMatMulProblem, bqmm::NBitsMatMulPlan>(
-          dev, problem, [&](bqmm::NBitsMatMulPlan* p) {
-            bqmm::NBitsMatMulOptions options;
-            BQMM_RETURN_IF_ERROR(bqmm::nbits_matmul_options_from_env(&options));
-            return bqmm::plan_nbits_matmul(problem, st.handle->device_info(), options, p);
-          });
-  at::Tensor ws;
-  if (plan.workspace_bytes > 0) ws = workspace_for(plan.workspace_bytes, device);
-  const cudaStream_t stream = at::cuda::getCurrentCUDAStream(dev).stream();
-  std::lock_guard<std::mutex> lock(st.mu);
-  check(bqmm::run_nbits_matmul(*st.handle, plan, args, ws.defined() ? ws.data_ptr() : nullptr,
-                               plan.workspace_bytes, stream));
+  plan_and_run<bqmm::NBitsMatMulProblem, bqmm::NBitsMatMulPlan>(
+      device, problem,
+      [&](const bqmm::DeviceInfo& info, bqmm::NBitsMatMulPlan* p) {
+        bqmm::NBitsMatMulOptions options;
+        BQMM_RETURN_IF_ERROR(bqmm::nbits_matmul_options_from_env(&options));
+        return bqmm::plan_nbits_matmul(problem, info, options, p);
+      },
+      [&](const bqmm::Handle& handle, const bqmm::NBitsMatMulPlan& plan, void* ws,
+          cudaStream_t stream) {
+        return bqmm::run_nbits_matmul(handle, plan, args, ws, plan.workspace_bytes, stream);
+      });
   return y;
 }
 
