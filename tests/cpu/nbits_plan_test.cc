@@ -56,7 +56,9 @@ TEST(NBitsPlan, GemvUpToEightRows) {
         EXPECT_EQ(p.workspace_bytes, 0u);
       }
       // Above 8 rows float32 has no row groups.
-      if (t == DType::kFloat32) EXPECT_EQ(path(problem(9, 4096, 4096, bits, 32, t)), NBitsPath::kDequantGemm);
+      if (t == DType::kFloat32) {
+        EXPECT_EQ(path(problem(9, 4096, 4096, bits, 32, t)), NBitsPath::kDequantGemm);
+      }
     }
 }
 
