@@ -23,6 +23,17 @@ struct GemvConfig {
   int row_groups = 1;   // M > 8: groups of 8 activation rows, one block each per column block
 };
 
+// The fused GEMM (M above the decode GEMV's rows): blocks of tile_m activation rows x
+// tile_n output columns stream their weight rows once through a shared-memory pipeline,
+// decode them in registers and multiply on tensor cores (mma.m16n8k16, float32 sums).
+struct GemmConfig {
+  int tile_m = 0;    // activation rows per block (16, 32 or 64)
+  int tile_n = 0;    // output columns (weight rows) per block
+  int stages = 0;    // shared-memory pipeline depth (K slabs in flight)
+  int k_split = 1;   // blocks splitting K; > 1: float32 partial sums in the workspace,
+                     // added (with the bias) by a second kernel
+};
+
 // The dequant + cuBLAS path: the weight dequantized in N tiles into the scratch.
 struct DequantConfig {
   bool qdq_activation = false;  // Fp8WeightMatMul W8A8: A' = QDQ(A) into the workspace
@@ -36,6 +47,7 @@ struct WorkspaceRegions {
   size_t act_offset = 0, act_bytes = 0;          // QDQ'd activation, [M, K] of T
   size_t cublas_offset = 0, cublas_bytes = 0;    // cuBLAS's own workspace
   size_t scratch_offset = 0, scratch_bytes = 0;  // [n_tile, K] dequantized weight of T
+  size_t partial_offset = 0, partial_bytes = 0;  // fused GEMM k_split > 1: [k_split, M, N] float32
 };
 
 }  // namespace bqmm

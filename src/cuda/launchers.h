@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "bqmm/plan_parts.h"
 #include "bqmm/status.h"
 #include "bqmm/tensor.h"
 
@@ -113,5 +114,31 @@ Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_sp
 // CUDA cores, 8-bit codes, float16 / bfloat16 (gemv/fma.cuh): a warp per two output
 // columns, lanes along K; rows (1 or 2, >= M) activation rows per warp.
 Status launch_nbits_gemv_fma(const NBitsGemvArgs& args, int rows, cudaStream_t stream);
+
+// gemm/fused_gemm.cu: the fused GEMM of both operators for M above the decode GEMV (SM80+,
+// float16 / bfloat16): Y = A * W^T + bias with W decoded from its stored form in registers
+// (FP8: e4m3 * b_scale in float32 on each block's partial sums; N-bit: w = round_T((q - zp)
+// * scale), the dequant kernel's weights), float32 sums, Y rounded to T once. Needs
+// K % 8 == 0, 16-byte aligned a and b, rows of B of a multiple of 16 bytes, FP8
+// block_size % 16 == 0 (N-bit block sizes are powers of two >= 16).
+enum class GemmWeights { kFp8, kInt8, kInt4 };
+struct FusedGemmArgs {
+  DType dtype = DType::kFloat16;       // T of a, bias, y (and N-bit scales)
+  GemmWeights weights = GemmWeights::kFp8;
+  const void* a = nullptr;             // [M, K] (FP8 W8A8: the QDQ'd activation)
+  const uint8_t* b = nullptr;          // [N, row_bytes]: e4m3 or packed codes
+  const void* scales = nullptr;        // [N, k_blocks]: float32 (FP8) or T (N-bit)
+  const uint8_t* zp_packed = nullptr;  // N-bit: [N, zp_row_bytes] or nullptr (default)
+  const void* bias = nullptr;          // [N] or nullptr
+  void* y = nullptr;                   // [M, N]
+  int64_t m = 0, n = 0, k = 0, block_size = 0;
+  int64_t row_bytes = 0;               // bytes per row of B (FP8: K)
+  int64_t k_blocks = 0;
+  int64_t zp_row_bytes = 0;
+};
+// `config`: the plan's tiling (bqmm/plan_parts.h, core/gemm_plan.h). With k_split > 1,
+// `partials` holds k_split * M * N floats (the plan's partial region).
+Status launch_fused_gemm(const FusedGemmArgs& args, const GemmConfig& config, float* partials,
+                         cudaStream_t stream);
 
 }  // namespace bqmm::cuda
