@@ -1,0 +1,596 @@
+// The fused GEMM of both operators, for M above the decode GEMV (gemv/): block-quantized
+// weights (FP8 e4m3, 8-bit or 4-bit codes, in the operators' own layout) read from HBM once
+// per block column, decoded in registers and multiplied on tensor cores:
+//
+//   FP8:    Y[m, n] = sum_b (sum_{k in block b} A[m, k] * e4m3(W[n, k])) * scale[n, b] + bias[n]
+//   N-bit:  Y[m, n] = sum_k A[m, k] * round_T((q[n, k] - zp[n, b]) * scale[n, b]) + bias[n]
+//
+// Numerics. FP8: e4m3 -> T is exact, so every product is exact and the block scale is
+// applied in float32 to each block's float32 partial sum (the decode GEMV's numerics).
+// N-bit: each weight is rounded to T once, exactly as the dequant kernel writes it (the
+// magic-number decode of gemv/nbits_codes.cuh), then exact products. Sums are float32; the
+// bias is added in float32 and Y rounded to T once (or, with a K split, after the split's
+// float32 partial sums are added by fused_gemm_reduce).
+//
+// Tiling (core/gemm_plan.h holds the host's copy of every constant). A block owns kTileN =
+// 128 weight rows (output columns) x kTileM activation rows (16, 32 or 64) and a range of
+// K slabs. A slab is 128 bytes of each weight row (128 K of FP8 / 8-bit, 256 of 4-bit) and
+// the matching [kTileM, slab K] activations; kStages slabs are in flight in a cp.async
+// ring of shared memory. Warp (wn, wm) of the block's 4 x (kTileM / 32 or 1) warps owns
+// weight rows 32 wn .. 32 wn + 31 (two 16-row mma tiles) and activation rows
+// 8 kGroups wm .. (kGroups groups of 8 rows, the mma N extent).
+//
+// Fragments. Y^T = W * A^T with mma.m16n8k16: the weight is the A operand (16 rows =
+// output columns), the activation the B operand (8 rows). ldmatrix.x4 on the weight bytes
+// gives lane (g, t) = (lane / 4, lane % 4) the 4 bytes 4t .. 4t + 3 of a 16-byte chunk of
+// rows g and g + 8 (a "word"). K is a reduction axis, so the mma's logical k order may be
+// any permutation applied to both operands; each word is used in its own order:
+//   8-bit (FP8, int8): a chunk is 16 K, one mma step; word bytes (0, 1) are logical
+//     (2t, 2t + 1), bytes (2, 3) are (2t + 8, 2t + 9). The lane's activations are the
+//     4 halves at the same K (4t .. 4t + 3 of the chunk): one 8-byte shared load.
+//   4-bit: a chunk is 32 K, two mma steps; the word's 8 codes decode as pairs (i, i + 4)
+//     (gemv/nbits_codes.cuh), the activations at K 8t .. 8t + 7 of the chunk are one
+//     16-byte shared load paired the same way (pair_act4).
+//
+// Shared memory, per stage: the weight tile [128 rows][128 bytes], chunk c of row r at
+// 16 (c ^ (r % 8)) (an ldmatrix matrix's 8 rows hit 8 different bank groups); then the
+// activation tile [kTileM rows][pitch], pitch = slab halves + 32 bytes (8-bit: the 16
+// lanes of a half-warp's 8-byte loads cover 4 rows x 32 bytes, 32 bytes apart mod 128)
+// or + 64 (4-bit: a quarter-warp's 16-byte loads cover 2 rows x 64 bytes).
+//
+// Edges: weight rows past N read row N - 1 and activation rows past M are zero-filled
+// (neither is stored); bytes past a weight row's end and K past the activation's end are
+// zero-filled, so a partial last slab (and a partial last block) adds nothing.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "core/gemm_plan.h"
+#include "cuda/common.cuh"
+#include "cuda/gemv/nbits_codes.cuh"
+#include "cuda/launchers.h"
+
+namespace bqmm::cuda {
+
+// ----------------------------------------------------------------- geometry
+template <GemmWeights kW>
+struct GemmFormat {
+  static constexpr int kBits = kW == GemmWeights::kInt4 ? 4 : 8;
+  static constexpr int kSlabK = static_cast<int>(gemm_slab_k(kBits));  // K per stage
+  static constexpr int kChunks = static_cast<int>(kGemmSlabBytes / 16);  // per row per slab
+  static constexpr int kChunkK = 16 * 8 / kBits;                    // K per 16-byte chunk
+  static constexpr int kWordK = kChunkK / 4;                        // K per lane word
+  static constexpr int kSteps = kChunkK / 16;                       // mma steps per word
+  static constexpr int kActPitch = static_cast<int>(gemm_act_pitch_bytes(kBits));
+};
+
+template <int kTileM>
+struct GemmWarps {
+  static constexpr int kN = kGemmTileN / 32;                 // warps along N (32 rows each)
+  static constexpr int kGroups = kTileM >= 32 ? 4 : kTileM / 8;  // 8-row groups per warp
+  static constexpr int kM = kTileM / (8 * kGroups);          // warps along M
+  static constexpr int kThreads = 32 * kN * kM;
+  static_assert(kM * kGroups * 8 == kTileM, "tile_m is whole warps of 8-row groups");
+};
+
+// Everything the kernel reads (GemmParams<T, S>: S the scales' type, float for FP8).
+template <typename T, typename S>
+struct GemmParams {
+  const T* a;
+  const uint8_t* b;
+  const S* scales;
+  const uint8_t* zp;  // N-bit packed zero points or nullptr (the default zero point)
+  const T* bias;
+  T* y;
+  float* partials;    // k_split > 1: [k_split, M, N]
+  int m;
+  int64_t n, k;
+  int64_t row_bytes, k_blocks, zp_row_bytes;
+  uint32_t block_shift;  // N-bit: log2(block_size)
+  FastDivU32 block_div;  // FP8: 16-element chunk -> block index (block_size / 16 chunks)
+  int slabs_per_split;   // K slabs of each blockIdx.z
+};
+
+// ----------------------------------------------------------------- primitives
+__device__ __forceinline__ uint32_t shared_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, bypassing L1; zero-filled (nothing read) when !valid.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// ----------------------------------------------------------------- block constants
+// What one weight row needs per scale block to decode a word: FP8 the float32 scale; N-bit
+// the raw scale (T bits) and zero-point byte, turned into BlockConsts where used. Which
+// block a word falls in: FP8 by division (any multiple of 16), N-bit by shift.
+template <GemmWeights kW, typename T>
+struct RawConsts {
+  float scale;      // FP8
+  uint32_t bits;    // N-bit: scale's T bits | zp byte << 16
+};
+
+template <GemmWeights kW, typename T, typename S>
+__device__ __forceinline__ uint32_t block_of(const GemmParams<T, S>& p, int64_t k) {
+  uint32_t b;
+  if constexpr (kW == GemmWeights::kFp8) {
+    b = p.block_div.div(static_cast<uint32_t>(k >> 4));  // a word never straddles a chunk
+  } else {
+    b = static_cast<uint32_t>(k >> p.block_shift);
+  }
+  const uint32_t last = static_cast<uint32_t>(p.k_blocks - 1);
+  return b < last ? b : last;  // K past the end (zero activations) reads the last block
+}
+
+template <GemmWeights kW, typename T, typename S>
+__device__ __forceinline__ RawConsts<kW, T> load_consts(const GemmParams<T, S>& p, int64_t row,
+                                                        uint32_t blk) {
+  RawConsts<kW, T> c{};
+  if constexpr (kW == GemmWeights::kFp8) {
+    c.scale = __ldg(p.scales + row * p.k_blocks + blk);
+  } else {
+    constexpr int kBits = GemmFormat<kW>::kBits;
+    uint16_t s;
+    const T v = __ldg(p.scales + row * p.k_blocks + blk);
+    memcpy(&s, &v, 2);
+    const uint32_t zp = p.zp == nullptr
+                            ? Codes<kBits>::kDefaultZeroPoint * (kBits == 4 ? 0x11u : 1u)
+                            : __ldg(p.zp + row * p.zp_row_bytes + (kBits == 8 ? blk : blk >> 1));
+    c.bits = s | (zp << 16);
+  }
+  return c;
+}
+
+// N-bit: the decoder's constants of a raw (row, block) pair.
+template <GemmWeights kW, typename T>
+__device__ __forceinline__ BlockConsts nbits_consts(const RawConsts<kW, T>& c, uint32_t blk) {
+  constexpr int kBits = GemmFormat<kW>::kBits;
+  RawQuant<T, kBits> r;
+  r.scale[0] = half_bits_as<T>(c.bits);
+  if constexpr (Codes<kBits>::kGroups == 2) r.scale[1] = r.scale[0];
+  r.zp_byte = c.bits >> 16;
+  return make_consts<T, kBits>(r, blk, 0, false);
+}
+
+// ================================================================= the kernel
+// Template parameters:
+//   T        float16 / bfloat16 (activations, bias, Y; N-bit scales).
+//   kW       the weight format.
+//   kTileM   activation rows per block (16, 32, 64).
+//   kConsts  scale blocks per weight row per slab as the lane sees them: 1 (block_size >=
+//            slab K), 2 (= slab K / 2), 8 (smaller: one per word). 1 and 2 are loaded a
+//            slab ahead into registers; 8 are loaded where used (L1 hits after the first).
+template <typename T, GemmWeights kW, int kTileM, int kConsts>
+struct FusedGemmTile {
+  using F = GemmFormat<kW>;
+  using Warps = GemmWarps<kTileM>;
+  using S = std::conditional_t<kW == GemmWeights::kFp8, float, T>;
+  using Params = GemmParams<T, S>;
+  static constexpr bool kFp8 = kW == GemmWeights::kFp8;
+  static constexpr int kStages = gemm_stages(kTileM, F::kBits);
+  static constexpr int kWeightBytes = kGemmTileN * static_cast<int>(kGemmSlabBytes);
+  static constexpr int kStageBytes = static_cast<int>(gemm_stage_bytes(kTileM, F::kBits));
+  static constexpr int kWordsPerConst = F::kChunks / kConsts;
+  static constexpr bool kPrefetch = kConsts <= 2;
+  static constexpr int kGroups = Warps::kGroups;
+  static_assert(kConsts == 1 || kConsts == 2 || kConsts == 8, "consts per slab");
+  static_assert(kStages >= 3, "the ring refills a stage one iteration after it is consumed");
+  static_assert(kWeightBytes + kTileM * F::kActPitch == kStageBytes, "host stage size");
+
+  const Params& p;
+  uint8_t* smem;
+  int warp_n, warp_m, lane, g, t;
+  int64_t n0, m0;
+  int64_t rows[2][2];  // [tile][lo, hi]: the lane's weight rows (clamped to N - 1)
+
+  __device__ FusedGemmTile(const Params& params, uint8_t* shared, int64_t n_begin, int64_t m_begin)
+      : p(params), smem(shared), n0(n_begin), m0(m_begin) {
+    const int warp = threadIdx.x / 32;
+    warp_n = warp % Warps::kN;
+    warp_m = warp / Warps::kN;
+    lane = threadIdx.x % 32;
+    g = lane / 4;
+    t = lane % 4;
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t r = n0 + 32 * warp_n + 16 * j + 8 * h + g;
+        rows[j][h] = r < p.n ? r : p.n - 1;
+      }
+  }
+
+  // ---------------------------------------------------------------- producer
+  // Slab `slab`'s weight and activation tiles into stage `stage` (every thread, cp.async).
+  __device__ __forceinline__ void load_stage(int stage, int64_t slab) const {
+    const uint32_t base = shared_addr(smem + stage * kStageBytes);
+    constexpr int kWeightChunks = kGemmTileN * F::kChunks;
+    static_assert(kWeightChunks % Warps::kThreads == 0, "whole weight passes");
+#pragma unroll
+    for (int pass = 0; pass < kWeightChunks / Warps::kThreads; ++pass) {
+      const int i = threadIdx.x + pass * Warps::kThreads;
+      const int r = i / F::kChunks, c = i % F::kChunks;
+      const int64_t row = n0 + r < p.n ? n0 + r : p.n - 1;
+      const int64_t byte = slab * kGemmSlabBytes + 16 * c;
+      const bool ok = byte < p.row_bytes;
+      cp_async16(base + r * kGemmSlabBytes + 16 * (c ^ (r % 8)),
+                 p.b + row * p.row_bytes + (ok ? byte : 0), ok);
+    }
+    constexpr int kActChunks = F::kSlabK * 2 / 16;  // 16-byte pieces of an activation row
+    constexpr int kActTotal = kTileM * kActChunks;
+    static_assert(kActTotal % Warps::kThreads == 0, "whole activation passes");
+#pragma unroll
+    for (int pass = 0; pass < kActTotal / Warps::kThreads; ++pass) {
+      const int i = threadIdx.x + pass * Warps::kThreads;
+      const int r = i / kActChunks, c = i % kActChunks;
+      const int64_t row = m0 + r;
+      const int64_t k = slab * F::kSlabK + 8 * c;
+      const bool ok = row < p.m && k < p.k;
+      cp_async16(base + kWeightBytes + r * F::kActPitch + 16 * c,
+                 p.a + (ok ? row * p.k + k : 0), ok);
+    }
+  }
+
+  // ---------------------------------------------------------------- block constants
+  // The lane's block of word w of slab `slab` (the same for both rows of a tile).
+  __device__ __forceinline__ uint32_t word_block(int64_t slab, int w) const {
+    return block_of<kW>(p, slab * F::kSlabK + w * F::kChunkK + t * F::kWordK);
+  }
+  __device__ __forceinline__ void prefetch_consts(int64_t slab,
+                                                  RawConsts<kW, T> (&c)[2][2][kConsts]) const {
+    if constexpr (kPrefetch) {
+#pragma unroll
+      for (int ci = 0; ci < kConsts; ++ci) {
+        const uint32_t blk = word_block(slab, ci * kWordsPerConst);
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) c[j][h][ci] = load_consts<kW>(p, rows[j][h], blk);
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- consumer
+  // Word w of both tiles' rows (lo, hi) from the staged weight tile: chunks 2q, 2q + 1 by
+  // one ldmatrix per tile (w = 2q + i -> words[j][i][lo, hi]).
+  __device__ __forceinline__ void load_words(uint32_t wbase, int q, uint32_t (&words)[2][2][2]) const {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int row = 32 * warp_n + 16 * j + (lane % 8) + 8 * ((lane / 8) % 2);
+      const int chunk = 2 * q + lane / 16;
+      uint32_t r[4];
+      ldmatrix_x4(wbase + row * kGemmSlabBytes + 16 * (chunk ^ (row % 8)), r);
+      words[j][0][0] = r[0];
+      words[j][0][1] = r[1];
+      words[j][1][0] = r[2];
+      words[j][1][1] = r[3];
+    }
+  }
+
+  // The B fragments of activation group gi for word w: 8-bit one step (b[0][0..1]), 4-bit
+  // two (b[s][0..1]).
+  __device__ __forceinline__ void load_act(uint32_t abase, int gi, int w,
+                                           uint32_t (&b)[F::kSteps][2]) const {
+    const int row = 8 * (kGroups * warp_m + gi) + g;
+    const uint32_t addr = abase + row * F::kActPitch + 2 * (w * F::kChunkK + t * F::kWordK);
+    if constexpr (F::kBits == 8) {
+      asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];" : "=r"(b[0][0]), "=r"(b[0][1]) : "r"(addr));
+    } else {
+      uint4 v;
+      asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                   : "r"(addr));
+      uint32_t pa[4];
+      pair_act4(v, pa);
+      b[0][0] = pa[0];
+      b[0][1] = pa[1];
+      b[1][0] = pa[2];
+      b[1][1] = pa[3];
+    }
+  }
+
+  // One word of a tile's rows lo and hi -> the A fragments of its kSteps mma steps.
+  __device__ __forceinline__ void decode(uint32_t lo, uint32_t hi, const RawConsts<kW, T>& c_lo,
+                                         const RawConsts<kW, T>& c_hi, uint32_t blk,
+                                         uint32_t (&a)[F::kSteps][4]) const {
+    if constexpr (kFp8) {
+      a[0][0] = e4m3x2_to_packed2<T>(lo);
+      a[0][1] = e4m3x2_to_packed2<T>(hi);
+      a[0][2] = e4m3x2_to_packed2<T>(lo >> 16);
+      a[0][3] = e4m3x2_to_packed2<T>(hi >> 16);
+    } else {
+      constexpr int kBits = F::kBits;
+      uint32_t pl[Codes<kBits>::kPerWord / 2], ph[Codes<kBits>::kPerWord / 2];
+      decode_word_pairs<T, kBits>(lo, nbits_consts<kW, T>(c_lo, blk), pl);
+      decode_word_pairs<T, kBits>(hi, nbits_consts<kW, T>(c_hi, blk), ph);
+#pragma unroll
+      for (int s = 0; s < F::kSteps; ++s) {
+        a[s][0] = pl[2 * s];
+        a[s][1] = ph[2 * s];
+        a[s][2] = pl[2 * s + 1];
+        a[s][3] = ph[2 * s + 1];
+      }
+    }
+  }
+
+  // The slab in stage `stage`: every word of both tiles times every activation group.
+  // FP8 sums each scale block's products in `part` and folds them into acc, scaled, at the
+  // block's last word of the slab (blocks never straddle a word: block_size % 16 == 0).
+  __device__ __forceinline__ void compute(int stage, int64_t slab,
+                                          const RawConsts<kW, T> (&pre)[2][2][kConsts],
+                                          float (&acc)[2][kGroups][4],
+                                          float (&part)[2][kGroups][4]) const {
+    const uint32_t wbase = shared_addr(smem + stage * kStageBytes);
+    const uint32_t abase = wbase + kWeightBytes;
+#pragma unroll
+    for (int q = 0; q < F::kChunks / 2; ++q) {
+      uint32_t words[2][2][2];
+      load_words(wbase, q, words);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int w = 2 * q + i;
+        const int ci = w / kWordsPerConst;
+        const uint32_t blk = kFp8 ? 0u : word_block(slab, w);
+        RawConsts<kW, T> c[2][2];
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            if constexpr (kPrefetch) {
+              c[j][h] = pre[j][h][ci];
+            } else {
+              c[j][h] = load_consts<kW>(p, rows[j][h], word_block(slab, w));
+            }
+          }
+        uint32_t a[2][F::kSteps][4];
+#pragma unroll
+        for (int j = 0; j < 2; ++j) decode(words[j][i][0], words[j][i][1], c[j][0], c[j][1], blk, a[j]);
+#pragma unroll
+        for (int gi = 0; gi < kGroups; ++gi) {
+          uint32_t b[F::kSteps][2];
+          load_act(abase, gi, w, b);
+#pragma unroll
+          for (int j = 0; j < 2; ++j)
+#pragma unroll
+            for (int s = 0; s < F::kSteps; ++s) {
+              if constexpr (kFp8) {
+                mma_m16n8k16<T>(part[j][gi], a[j][s], b[s], part[j][gi]);
+              } else {
+                mma_m16n8k16<T>(acc[j][gi], a[j][s], b[s], acc[j][gi]);
+              }
+            }
+        }
+        if constexpr (kFp8) {
+          // Fold at the last word of a const group (kConsts 1, 2) or of every word (8).
+          if ((w + 1) % kWordsPerConst == 0) {
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+              const float s_lo = c[j][0].scale, s_hi = c[j][1].scale;
+#pragma unroll
+              for (int gi = 0; gi < kGroups; ++gi) {
+                acc[j][gi][0] = fmaf(part[j][gi][0], s_lo, acc[j][gi][0]);
+                acc[j][gi][1] = fmaf(part[j][gi][1], s_lo, acc[j][gi][1]);
+                acc[j][gi][2] = fmaf(part[j][gi][2], s_hi, acc[j][gi][2]);
+                acc[j][gi][3] = fmaf(part[j][gi][3], s_hi, acc[j][gi][3]);
+#pragma unroll
+                for (int e = 0; e < 4; ++e) part[j][gi][e] = 0.0f;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- epilogue
+  // D fragment (j, gi): d[0..1] = rows 2t, 2t + 1 of column lo, d[2..3] of column hi. One
+  // split: bias in float32, one rounding to T. K split: the float32 sums to this split's
+  // partial plane, added by fused_gemm_reduce.
+  __device__ __forceinline__ void store(const float (&acc)[2][kGroups][4]) const {
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t col = n0 + 32 * warp_n + 16 * j + 8 * h + g;
+        if (col >= p.n) continue;
+        const float bias = p.bias != nullptr && p.partials == nullptr ? to_float(p.bias[col]) : 0.0f;
+#pragma unroll
+        for (int gi = 0; gi < kGroups; ++gi)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int64_t row = m0 + 8 * (kGroups * warp_m + gi) + 2 * t + e;
+            if (row >= p.m) continue;
+            const float v = acc[j][gi][2 * h + e];
+            if (p.partials != nullptr) {
+              p.partials[(static_cast<int64_t>(blockIdx.z) * p.m + row) * p.n + col] = v;
+            } else {
+              p.y[row * p.n + col] = from_float<T>(v + bias);
+            }
+          }
+      }
+  }
+
+  // ---------------------------------------------------------------- main loop
+  __device__ __forceinline__ void run(int64_t slab_begin, int64_t slab_end) const {
+    float acc[2][kGroups][4] = {};
+    float part[2][kGroups][4] = {};
+    RawConsts<kW, T> pre[2][2][kConsts];
+    const int64_t count = slab_end - slab_begin;
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < count) load_stage(s, slab_begin + s);
+      cp_async_commit();
+    }
+    if (count > 0) prefetch_consts(slab_begin, pre);
+#pragma unroll 1
+    for (int64_t i = 0; i < count; ++i) {
+      cp_async_wait<kStages - 2>();
+      __syncthreads();  // slab i landed for every thread; stage (i - 1) % kStages is free
+      const int64_t next = i + kStages - 1;
+      if (next < count) load_stage(static_cast<int>(next % kStages), slab_begin + next);
+      cp_async_commit();
+      RawConsts<kW, T> cur[2][2][kConsts];
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+          for (int ci = 0; ci < kConsts; ++ci) cur[j][h][ci] = pre[j][h][ci];
+      if (i + 1 < count) prefetch_consts(slab_begin + i + 1, pre);
+      compute(static_cast<int>(i % kStages), slab_begin + i, cur, acc, part);
+    }
+    cp_async_wait<0>();
+    store(acc);
+  }
+};
+
+// Grid: x = M tiles x N tiles, the M tile varying fastest (the blocks that share a weight
+// strip run together: it comes from HBM once, from L2 after, while the activation, small
+// at these M, stays in L2); z = the K split, slabs_per_split slabs each.
+template <typename T, GemmWeights kW, int kTileM, int kConsts>
+__global__ void __launch_bounds__(GemmWarps<kTileM>::kThreads)
+    FusedGemmKernel(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>> p) {
+  extern __shared__ __align__(128) uint8_t gemm_smem[];
+  const uint32_t m_tiles = static_cast<uint32_t>((p.m + kTileM - 1) / kTileM);
+  const int64_t m0 = static_cast<int64_t>(blockIdx.x % m_tiles) * kTileM;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x / m_tiles) * kGemmTileN;
+  const int64_t slabs = (p.row_bytes + kGemmSlabBytes - 1) / kGemmSlabBytes;
+  const int64_t begin = static_cast<int64_t>(blockIdx.z) * p.slabs_per_split;
+  const int64_t end = begin + p.slabs_per_split < slabs ? begin + p.slabs_per_split : slabs;
+  const FusedGemmTile<T, kW, kTileM, kConsts> tile(p, gemm_smem, n0, m0);
+  tile.run(begin, end);
+}
+
+// k_split > 1: Y = round_T(sum of the partial planes + bias), one thread per output.
+template <typename T>
+__global__ void FusedGemmReduceKernel(const float* partials, const T* bias, T* y, int64_t m,
+                                      int64_t n, int k_split) {
+  const int64_t total = m * n;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float v = 0.0f;
+    for (int s = 0; s < k_split; ++s) v += partials[s * total + i];
+    if (bias != nullptr) v += to_float(bias[i % n]);
+    y[i] = from_float<T>(v);
+  }
+}
+
+// ================================================================= launch
+// Scale blocks per weight row per slab as a lane sees them (FusedGemmTile's kConsts).
+template <GemmWeights kW>
+int gemm_consts(int64_t block_size) {
+  constexpr int64_t kSlabK = GemmFormat<kW>::kSlabK;
+  return block_size % kSlabK == 0 ? 1 : block_size % (kSlabK / 2) == 0 ? 2 : 8;
+}
+
+// The kernel's dynamic shared memory above 48 KB needs an opt-in per function and device;
+// done once per (kernel, device): `devices_done` is the kernel's own set of devices.
+template <typename Kernel>
+Status allow_gemm_smem(Kernel kernel, int bytes, std::atomic<uint64_t>& devices_done) {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device >= 64)
+    return Status(StatusCode::kInternal, "launch_fused_gemm: no current device");
+  const uint64_t bit = uint64_t{1} << device;
+  if ((devices_done.load(std::memory_order_acquire) & bit) != 0) return Status::Ok();
+  const cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (err != cudaSuccess)
+    return Status(StatusCode::kInternal, std::string("launch_fused_gemm: shared memory opt-in: ") +
+                                             cudaGetErrorString(err));
+  devices_done.fetch_or(bit, std::memory_order_acq_rel);
+  return Status::Ok();
+}
+
+template <typename T, GemmWeights kW, int kTileM, int kConsts, typename Params>
+Status launch_gemm_tile(const Params& p, dim3 grid, cudaStream_t stream) {
+  constexpr int kSmem = static_cast<int>(gemm_smem_bytes(kTileM, GemmFormat<kW>::kBits));
+  const auto kernel = FusedGemmKernel<T, kW, kTileM, kConsts>;
+  static std::atomic<uint64_t> devices_done{0};  // one per instantiation
+  BQMM_RETURN_IF_ERROR(allow_gemm_smem(kernel, kSmem, devices_done));
+  kernel<<<grid, GemmWarps<kTileM>::kThreads, kSmem, stream>>>(p);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess)
+    return Status(StatusCode::kInternal,
+                  std::string("FusedGemmKernel launch: ") + cudaGetErrorString(err));
+  return Status::Ok();
+}
+
+// One format's launch (T, kW fixed): the parameters, the grid, the (tile_m, kConsts)
+// instantiation, then the K split's reduction. The caller checked the arguments.
+template <typename T, GemmWeights kW>
+Status launch_gemm_format(const FusedGemmArgs& args, const GemmConfig& config, float* partials,
+                          cudaStream_t stream) {
+  using S = std::conditional_t<kW == GemmWeights::kFp8, float, T>;
+  GemmParams<T, S> p{};
+  p.a = static_cast<const T*>(args.a);
+  p.b = args.b;
+  p.scales = static_cast<const S*>(args.scales);
+  p.zp = args.zp_packed;
+  p.bias = static_cast<const T*>(args.bias);
+  p.y = static_cast<T*>(args.y);
+  p.partials = config.k_split > 1 ? partials : nullptr;
+  p.m = static_cast<int>(args.m);
+  p.n = args.n;
+  p.k = args.k;
+  p.row_bytes = args.row_bytes;
+  p.k_blocks = args.k_blocks;
+  p.zp_row_bytes = args.zp_row_bytes;
+  uint32_t shift = 0;
+  while ((int64_t{1} << shift) < args.block_size) ++shift;
+  p.block_shift = shift;
+  p.block_div = FastDivU32(static_cast<uint32_t>(args.block_size / 16));
+  const int64_t slabs = (args.row_bytes + kGemmSlabBytes - 1) / kGemmSlabBytes;
+  p.slabs_per_split = static_cast<int>((slabs + config.k_split - 1) / config.k_split);
+
+  const int64_t tiles = (args.m + config.tile_m - 1) / config.tile_m *
+                        ((args.n + kGemmTileN - 1) / kGemmTileN);
+  const dim3 grid(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(config.k_split));
+  const int consts = gemm_consts<kW>(args.block_size);
+  const Status launched = [&]() -> Status {
+#define BQMM_GEMM_TILE_IF(TM, C) \
+  if (config.tile_m == TM && consts == C) return launch_gemm_tile<T, kW, TM, C>(p, grid, stream);
+    BQMM_GEMM_TILE_IF(16, 1) BQMM_GEMM_TILE_IF(16, 2) BQMM_GEMM_TILE_IF(16, 8)
+    BQMM_GEMM_TILE_IF(32, 1) BQMM_GEMM_TILE_IF(32, 2) BQMM_GEMM_TILE_IF(32, 8)
+    BQMM_GEMM_TILE_IF(64, 1) BQMM_GEMM_TILE_IF(64, 2) BQMM_GEMM_TILE_IF(64, 8)
+#undef BQMM_GEMM_TILE_IF
+    return Status(StatusCode::kInternal, "launch_fused_gemm: no kernel for tile_m " +
+                                             std::to_string(config.tile_m) + ", " +
+                                             std::to_string(consts) + " scale blocks per slab");
+  }();
+  BQMM_RETURN_IF_ERROR(launched);
+  if (config.k_split == 1) return Status::Ok();
+  FusedGemmReduceKernel<T><<<grid_for(args.m * args.n, 256), 256, 0, stream>>>(
+      partials, p.bias, p.y, args.m, args.n, config.k_split);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess)
+    return Status(StatusCode::kInternal,
+                  std::string("FusedGemmReduceKernel launch: ") + cudaGetErrorString(err));
+  return Status::Ok();
+}
+
+// The per-format launchers (fp8_gemm.cu, nbits_gemm.cu), after launch_fused_gemm's checks.
+Status launch_fused_gemm_fp8(const FusedGemmArgs& args, const GemmConfig& config,
+                             float* partials, cudaStream_t stream);
+Status launch_fused_gemm_nbits(const FusedGemmArgs& args, const GemmConfig& config,
+                               float* partials, cudaStream_t stream);
+
+}  // namespace bqmm::cuda

@@ -1,0 +1,228 @@
+// The fused GEMM kernels (cuda/gemm/) launched through launch_fused_gemm with every tile
+// height (16, 32, 64 rows), K splits of 1 (Y written by the kernel) and more (float32
+// partials added by the reduction), against the float64 reference: FP8 and 8-bit / 4-bit
+// weights, both activation types, default and packed zero points, bias, odd N (masked
+// columns in the last block column), M not a multiple of the tile (zero-filled rows), K
+// not a multiple of block_size (a partial last block, and for N-bit its padding codes in
+// the stored row), and every scale-block decode (blocks of a slab or more, half a slab,
+// smaller: one lookup per word). Y is NaN-poisoned first, so an output no block writes
+// fails. Every test skips itself, saying so, without a CUDA device.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "bqmm/status.h"
+#include "common/fp8_runner.h"
+#include "common/gpu.h"
+#include "common/nbits_runner.h"
+#include "core/gemm_plan.h"
+#include "cuda/launchers.h"
+#include "harness/device_buffer.h"
+#include "harness/host_tensor.h"
+#include "reference/fp8_reference.h"
+#include "reference/nbits_reference.h"
+
+namespace bqmm {
+namespace {
+
+using harness::HostTensor;
+using reference::Fp8Case;
+using reference::NBitsCase;
+
+constexpr DType kDTypes[] = {DType::kFloat16, DType::kBFloat16};
+constexpr int64_t kRows[] = {9, 16, 17, 33, 64, 100, 128, 257};
+
+bool tensor_cores_available() {
+  const Handle* handle = testing::shared_handle();
+  return handle != nullptr && handle->device_info().sm >= 80;
+}
+
+GemmConfig config_for(int tile_m, int k_split) {
+  GemmConfig g;
+  g.tile_m = tile_m;
+  g.tile_n = kGemmTileN;
+  g.stages = 0;  // the kernel's own
+  g.k_split = k_split;
+  return g;
+}
+
+// Launches on a fresh stream, with a partials buffer when k_split > 1.
+Status launch(const cuda::FusedGemmArgs& args, const GemmConfig& config) {
+  harness::DeviceBuffer partials;
+  if (config.k_split > 1)
+    BQMM_RETURN_IF_ERROR(harness::DeviceBuffer::allocate(
+        static_cast<size_t>(config.k_split * args.m * args.n) * sizeof(float), &partials));
+  return testing::run_on_fresh_stream([&](cudaStream_t stream) {
+    return cuda::launch_fused_gemm(args, config, static_cast<float*>(partials.data()), stream);
+  });
+}
+
+// ----------------------------------------------------------------- FP8
+void check_fp8(const Fp8Case& c, const GemmConfig& config) {
+  testing::Fp8DeviceCase d;
+  BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
+  cuda::FusedGemmArgs g;
+  g.dtype = c.dtype();
+  g.weights = cuda::GemmWeights::kFp8;
+  g.a = d.a.data();
+  g.b = static_cast<const uint8_t*>(d.b.data());
+  g.scales = d.b_scale.data();
+  g.bias = c.bias ? d.bias.data() : nullptr;
+  g.y = d.y.data();
+  g.m = c.m();
+  g.n = c.n();
+  g.k = c.k();
+  g.block_size = c.block_size;
+  g.row_bytes = c.k();
+  g.k_blocks = (c.k() + c.block_size - 1) / c.block_size;
+  BQMM_ASSERT_OK(launch(g, config));
+  HostTensor y;
+  BQMM_ASSERT_OK(d.y.download(&y));
+  EXPECT_TRUE(testing::matches_reference(c, y));
+}
+
+TEST(FusedGemmFp8, EveryTileAndBlockDecodeAgainstReference) {
+  BQMM_REQUIRE_GPU();
+  if (!tensor_cores_available()) GTEST_SKIP() << "the fused GEMM needs SM80+";
+  struct Shape3 { int64_t n, k, block; };
+  // Blocks of a slab or more (128, 256), half a slab (64, 192), smaller (16, 48); K % block
+  // != 0 in the second and fourth.
+  const Shape3 shapes[] = {{1000, 1024, 128}, {1037, 1040, 256}, {517, 768, 64},
+                           {129, 1104, 192},  {300, 512, 16},    {260, 480, 48}};
+  uint64_t seed = 1;
+  for (const Shape3 sh : shapes)
+    for (const int tile_m : {16, 32, 64})
+      for (const int k_split : {1, 3}) {
+        const DType t = kDTypes[seed % 2];
+        const int64_t m = kRows[seed % 8];
+        SCOPED_TRACE(::testing::Message() << "M=" << m << " N=" << sh.n << " K=" << sh.k
+                                          << " block=" << sh.block << " " << dtype_name(t)
+                                          << " tile_m=" << tile_m << " k_split=" << k_split);
+        const Fp8Case c = reference::make_random_fp8_case(t, m, sh.n, sh.k, sh.block,
+                                                          /*bias=*/seed % 3 != 0,
+                                                          /*w8a8=*/false, seed);
+        ++seed;
+        check_fp8(c, config_for(tile_m, k_split));
+      }
+}
+
+// Every M of the contract's list on one tile each.
+TEST(FusedGemmFp8, EveryRowCount) {
+  BQMM_REQUIRE_GPU();
+  if (!tensor_cores_available()) GTEST_SKIP() << "the fused GEMM needs SM80+";
+  uint64_t seed = 50;
+  for (const int64_t m : kRows) {
+    const DType t = kDTypes[seed % 2];
+    const int tile_m = static_cast<int>(gemm_tile_m(m));
+    SCOPED_TRACE(::testing::Message() << "M=" << m << " " << dtype_name(t));
+    const Fp8Case c = reference::make_random_fp8_case(t, m, 777, 2048, 128, /*bias=*/true,
+                                                      /*w8a8=*/false, seed);
+    ++seed;
+    check_fp8(c, config_for(tile_m, 2));
+  }
+}
+
+// ----------------------------------------------------------------- N-bit
+void check_nbits(const NBitsCase& c, const GemmConfig& config) {
+  testing::NBitsDeviceCase d;
+  BQMM_ASSERT_OK(testing::upload_nbits_case(c, &d));
+  cuda::FusedGemmArgs g;
+  g.dtype = c.dtype();
+  g.weights = c.bits() == 8 ? cuda::GemmWeights::kInt8 : cuda::GemmWeights::kInt4;
+  g.a = d.a.data();
+  g.b = static_cast<const uint8_t*>(d.b.data());
+  g.scales = d.scales.data();
+  g.zp_packed = c.zero_points ? static_cast<const uint8_t*>(d.zero_points.data()) : nullptr;
+  g.bias = c.bias ? d.bias.data() : nullptr;
+  g.y = d.y.data();
+  g.m = c.m();
+  g.n = c.n();
+  g.k = c.k();
+  g.block_size = c.block_size();
+  g.k_blocks = (c.k() + g.block_size - 1) / g.block_size;
+  g.row_bytes = g.k_blocks * g.block_size * c.bits() / 8;
+  g.zp_row_bytes = (g.k_blocks * c.bits() + 7) / 8;
+  BQMM_ASSERT_OK(launch(g, config));
+  HostTensor y;
+  BQMM_ASSERT_OK(d.y.download(&y));
+  EXPECT_TRUE(testing::matches_reference(c, y));
+}
+
+reference::NBitsCaseSpec nbits_spec(DType t, int bits, int64_t m, int64_t n, int64_t k,
+                                    int64_t block, bool zero_points, bool bias) {
+  reference::NBitsCaseSpec spec;
+  spec.dtype = t;
+  spec.m = m;
+  spec.n = n;
+  spec.k = k;
+  spec.bits = bits;
+  spec.block_size = block;
+  spec.zero_points = zero_points ? NBitsZeroPoints::kPacked : NBitsZeroPoints::kNone;
+  spec.bias = bias;
+  return spec;
+}
+
+// Blocks 16 .. 256 at both widths: a slab is 128 codes (8-bit) or 256 (4-bit), so this
+// covers one block per slab, two, and one per lane word. K = 1000 leaves a partial last
+// block everywhere (its padding codes are random in the stored row); 4-bit block 16 needs
+// an even block count for 16-byte rows, K = 992.
+TEST(FusedGemmNBits, EveryBlockAndTileAgainstReference) {
+  BQMM_REQUIRE_GPU();
+  if (!tensor_cores_available()) GTEST_SKIP() << "the fused GEMM needs SM80+";
+  uint64_t seed = 100;
+  for (const int bits : {4, 8})
+    for (const int64_t block : {int64_t{16}, int64_t{32}, int64_t{64}, int64_t{128}, int64_t{256}})
+      for (const bool zero_points : {false, true})
+        for (const int tile_m : {16, 32, 64}) {
+          const DType t = kDTypes[seed % 2];
+          const int64_t m = kRows[seed % 8];
+          const int64_t n = seed % 2 == 0 ? 1000 : 333;
+          const int64_t k = bits == 4 && block == 16 ? 992 : 1000;
+          const int k_split = 1 + static_cast<int>(seed % 3);
+          SCOPED_TRACE(::testing::Message()
+                       << bits << "-bit M=" << m << " N=" << n << " K=" << k << " block="
+                       << block << " " << dtype_name(t) << (zero_points ? " zero points" : "")
+                       << " tile_m=" << tile_m << " k_split=" << k_split);
+          const NBitsCase c = reference::make_random_nbits_case(
+              nbits_spec(t, bits, m, n, k, block, zero_points, /*bias=*/seed % 3 != 0), seed);
+          ++seed;
+          check_nbits(c, config_for(tile_m, k_split));
+        }
+}
+
+// Every weight value the codes can take (uniform codes over the whole range, fractional
+// scales, uniform zero points): the decode of each code against the reference.
+TEST(FusedGemmNBits, AllCodes) {
+  BQMM_REQUIRE_GPU();
+  if (!tensor_cores_available()) GTEST_SKIP() << "the fused GEMM needs SM80+";
+  uint64_t seed = 200;
+  for (const int bits : {4, 8})
+    for (const DType t : kDTypes) {
+      reference::NBitsCaseSpec spec = nbits_spec(t, bits, 40, 250, 2048, 128, true, true);
+      spec.init = reference::WeightInit::kAllCodes;
+      SCOPED_TRACE(::testing::Message() << bits << "-bit " << dtype_name(t));
+      check_nbits(reference::make_random_nbits_case(spec, seed++), config_for(64, 1));
+    }
+}
+
+// Small shapes for compute-sanitizer: every tile height, a K split, masked rows and
+// columns, both formats.
+TEST(FusedGemm, SanitizeSmall) {
+  BQMM_REQUIRE_GPU();
+  if (!tensor_cores_available()) GTEST_SKIP() << "the fused GEMM needs SM80+";
+  uint64_t seed = 300;
+  for (const int tile_m : {16, 32, 64}) {
+    const DType t = kDTypes[seed % 2];
+    SCOPED_TRACE(::testing::Message() << "tile_m=" << tile_m << " " << dtype_name(t));
+    check_fp8(reference::make_random_fp8_case(t, 21, 37, 272, 16, true, false, seed),
+              config_for(tile_m, 2));
+    check_nbits(reference::make_random_nbits_case(nbits_spec(t, 4, 21, 37, 264, 32, true, true),
+                                                  seed),
+                config_for(tile_m, 2));
+    ++seed;
+  }
+}
+
+}  // namespace
+}  // namespace bqmm
