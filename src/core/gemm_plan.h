@@ -17,11 +17,18 @@ namespace bqmm {
 
 constexpr int kGemmTileN = 128;              // output columns per block
 constexpr int64_t kGemmSlabBytes = 128;      // weight bytes per row per stage
+constexpr int kGemmWarps = 8;                // warps per block, every tile
 constexpr int kGemmMaxKSplit = 16;
 constexpr int kGemmMaxStages = 4;
-// Shared memory a block may take on every SM80+ device the library builds for (A100:
-// 163 KB per block, H100 / H200: 227 KB).
-constexpr int64_t kGemmMaxSmemBytes = 160 * 1024;
+constexpr int kGemmMinStages = 3;            // a stage refills one iteration after its use
+// Shared memory per SM (usable by blocks, each also costs 1 KB the driver reserves): the
+// kernel's stage count targets two resident blocks on SM90 (16 warps per SM) where three
+// stages of the tile fit twice, else one block of at most kGemmOneBlockSmemBytes, which
+// every SM80+ device the library builds for holds (A100: 163 KB per block).
+constexpr int64_t kGemmSmemPerSm90 = 228 * 1024;
+constexpr int64_t kGemmSmemPerSm80 = 164 * 1024;
+constexpr int64_t kGemmBlockReserve = 1024;
+constexpr int64_t kGemmOneBlockSmemBytes = 160 * 1024;
 
 constexpr int64_t gemm_slab_k(int bits) { return kGemmSlabBytes * 8 / bits; }
 
@@ -33,39 +40,67 @@ constexpr int64_t gemm_act_pitch_bytes(int bits) {
 constexpr int64_t gemm_stage_bytes(int tile_m, int bits) {
   return kGemmTileN * kGemmSlabBytes + tile_m * gemm_act_pitch_bytes(bits);
 }
-// As many stages as fit (at most kGemmMaxStages).
+// Stages of two resident blocks on SM90 (0 if fewer than kGemmMinStages fit).
+constexpr int gemm_two_block_stages(int tile_m, int bits) {
+  const int64_t fit = (kGemmSmemPerSm90 / 2 - kGemmBlockReserve) / gemm_stage_bytes(tile_m, bits);
+  return fit < kGemmMinStages ? 0 : static_cast<int>(std::min<int64_t>(kGemmMaxStages, fit));
+}
 constexpr int gemm_stages(int tile_m, int bits) {
-  return static_cast<int>(std::min<int64_t>(kGemmMaxStages,
-                                            kGemmMaxSmemBytes / gemm_stage_bytes(tile_m, bits)));
+  const int two = gemm_two_block_stages(tile_m, bits);
+  if (two > 0) return two;
+  return static_cast<int>(std::min<int64_t>(
+      kGemmMaxStages, kGemmOneBlockSmemBytes / gemm_stage_bytes(tile_m, bits)));
 }
 constexpr int64_t gemm_smem_bytes(int tile_m, int bits) {
   return gemm_stages(tile_m, bits) * gemm_stage_bytes(tile_m, bits);
+}
+// Blocks an SM holds at once (the kernel's launch bounds ask for two where the stages
+// allow; registers then fit 128 per thread).
+inline int gemm_blocks_per_sm(int tile_m, int bits, int sm) {
+  const int64_t per_sm = sm >= 90 ? kGemmSmemPerSm90 : kGemmSmemPerSm80;
+  const int64_t fit = per_sm / (gemm_smem_bytes(tile_m, bits) + kGemmBlockReserve);
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(2, fit)));
 }
 
 // The smallest instantiated tile_m (16, 32, 64) holding M rows; 64 above.
 constexpr int gemm_tile_m(int64_t m) { return m <= 16 ? 16 : m <= 32 ? 32 : 64; }
 
-// The K split: blocks of the (M, N) tile grid are too few to keep every SM streaming when
-// tiles < SMs; split K (a power of two) until the grid covers the SMs once, keeping at
-// least kGemmMinSlabsPerSplit slabs per block so that each block's pipeline fills.
-constexpr int64_t kGemmMinSlabsPerSplit = 4;
-inline int choose_gemm_k_split(int64_t tiles, int64_t slabs, int num_sms) {
-  int split = 1;
-  while (split < kGemmMaxKSplit && tiles * split < std::max(1, num_sms) &&
-         slabs / (2 * split) >= kGemmMinSlabsPerSplit)
-    split *= 2;
-  return split;
+// The K split. A block's time is about (its slabs + the pipeline's fill of `stages`
+// slabs); the grid runs in waves of (SMs x resident blocks), and a partial last wave costs
+// a whole one. The split (a power of two up to kGemmMaxKSplit, at most one per slab) with
+// the least (waves x block time) wins, the smaller on a tie: each split also writes and
+// re-reads an M x N float32 plane.
+inline int64_t gemm_split_cost(int64_t tiles, int64_t slabs, int64_t resident, int stages,
+                               int split) {
+  const int64_t waves = (tiles * split + resident - 1) / resident;
+  return waves * ((slabs + split - 1) / split + stages);
+}
+inline int choose_gemm_k_split(int64_t tiles, int64_t slabs, int64_t resident, int stages) {
+  int best = 1;
+  int64_t best_cost = gemm_split_cost(tiles, slabs, resident, stages, 1);
+  for (int split = 2; split <= kGemmMaxKSplit && split <= slabs; split *= 2) {
+    const int64_t cost = gemm_split_cost(tiles, slabs, resident, stages, split);
+    if (cost < best_cost) {
+      best = split;
+      best_cost = cost;
+    }
+  }
+  return best;
 }
 
-// The whole tiling for an M x N x K problem of `bits`-bit weights on `num_sms` SMs.
-inline GemmConfig plan_gemm_tiles(int64_t m, int64_t n, int64_t k, int bits, int num_sms) {
+// The whole tiling for an M x N x K problem of `bits`-bit weights (rows of `row_bytes`)
+// on a device of `num_sms` SMs of compute capability `sm`.
+inline GemmConfig plan_gemm_tiles(int64_t m, int64_t n, int64_t row_bytes, int bits,
+                                  int num_sms, int sm = 90) {
   GemmConfig g;
   g.tile_m = gemm_tile_m(m);
   g.tile_n = kGemmTileN;
   g.stages = gemm_stages(g.tile_m, bits);
   const int64_t tiles = ((m + g.tile_m - 1) / g.tile_m) * ((n + g.tile_n - 1) / g.tile_n);
-  const int64_t slabs = (k + gemm_slab_k(bits) - 1) / gemm_slab_k(bits);
-  g.k_split = choose_gemm_k_split(tiles, slabs, num_sms);
+  const int64_t slabs = (row_bytes + kGemmSlabBytes - 1) / kGemmSlabBytes;
+  const int64_t resident =
+      std::max<int64_t>(1, num_sms) * gemm_blocks_per_sm(g.tile_m, bits, sm);
+  g.k_split = choose_gemm_k_split(tiles, slabs, resident, g.stages);
   return g;
 }
 

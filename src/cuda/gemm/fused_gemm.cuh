@@ -69,13 +69,18 @@ struct GemmFormat {
   static constexpr int kActPitch = static_cast<int>(gemm_act_pitch_bytes(kBits));
 };
 
+// kGemmWarps warps per block: 4 along N (32 weight rows each); along M, 2 warps of 4
+// groups for 64 rows, else 1 warp of all the rows, and then the block's K halves: warp
+// (wn, wk) takes chunks 4 wk .. 4 wk + 3 of every slab, the halves added at the end.
 template <int kTileM>
 struct GemmWarps {
-  static constexpr int kN = kGemmTileN / 32;                 // warps along N (32 rows each)
+  static constexpr int kN = kGemmTileN / 32;
   static constexpr int kGroups = kTileM >= 32 ? 4 : kTileM / 8;  // 8-row groups per warp
-  static constexpr int kM = kTileM / (8 * kGroups);          // warps along M
-  static constexpr int kThreads = 32 * kN * kM;
+  static constexpr int kM = kTileM / (8 * kGroups);
+  static constexpr int kK = kGemmWarps / (kN * kM);
+  static constexpr int kThreads = 32 * kGemmWarps;
   static_assert(kM * kGroups * 8 == kTileM, "tile_m is whole warps of 8-row groups");
+  static_assert(kN * kM * kK == kGemmWarps && (kK == 1 || kK == 2), "the block's warps");
 };
 
 // Everything the kernel reads (GemmParams<T, S>: S the scales' type, float for FP8).
@@ -190,7 +195,13 @@ struct FusedGemmTile {
   static constexpr int kWeightBytes = kGemmTileN * static_cast<int>(kGemmSlabBytes);
   static constexpr int kStageBytes = static_cast<int>(gemm_stage_bytes(kTileM, F::kBits));
   static constexpr int kWordsPerConst = F::kChunks / kConsts;
+  static constexpr int kWordsPerWarp = F::kChunks / Warps::kK;  // the warp's K part of a slab
   static constexpr bool kPrefetch = kConsts <= 2;
+  // Prefetched consts of the warp's words: one per const group it touches.
+  static constexpr int kWarpConsts = kPrefetch ? (kConsts * kWordsPerWarp + F::kChunks - 1) / F::kChunks : 1;
+  static constexpr int kWordsPerWarpConst = kWordsPerWarp / kWarpConsts;
+  // FP8 folds a const group's products at the group's (or the warp's part's) last word.
+  static constexpr int kFoldWords = kWordsPerConst < kWordsPerWarp ? kWordsPerConst : kWordsPerWarp;
   static constexpr int kGroups = Warps::kGroups;
   static_assert(kConsts == 1 || kConsts == 2 || kConsts == 8, "consts per slab");
   static_assert(kStages >= 3, "the ring refills a stage one iteration after it is consumed");
@@ -198,7 +209,7 @@ struct FusedGemmTile {
 
   const Params& p;
   uint8_t* smem;
-  int warp_n, warp_m, lane, g, t;
+  int warp_n, warp_m, warp_k, lane, g, t;
   int64_t n0, m0;
   int64_t rows[2][2];  // [tile][lo, hi]: the lane's weight rows (clamped to N - 1)
 
@@ -206,7 +217,8 @@ struct FusedGemmTile {
       : p(params), smem(shared), n0(n_begin), m0(m_begin) {
     const int warp = threadIdx.x / 32;
     warp_n = warp % Warps::kN;
-    warp_m = warp / Warps::kN;
+    warp_m = (warp / Warps::kN) % Warps::kM;
+    warp_k = warp / (Warps::kN * Warps::kM);
     lane = threadIdx.x % 32;
     g = lane / 4;
     t = lane % 4;
@@ -256,11 +268,11 @@ struct FusedGemmTile {
     return block_of<kW>(p, slab * F::kSlabK + w * F::kChunkK + t * F::kWordK);
   }
   __device__ __forceinline__ void prefetch_consts(int64_t slab,
-                                                  RawConsts<kW, T> (&c)[2][2][kConsts]) const {
+                                                  RawConsts<kW, T> (&c)[2][2][kWarpConsts]) const {
     if constexpr (kPrefetch) {
 #pragma unroll
-      for (int ci = 0; ci < kConsts; ++ci) {
-        const uint32_t blk = word_block(slab, ci * kWordsPerConst);
+      for (int ci = 0; ci < kWarpConsts; ++ci) {
+        const uint32_t blk = word_block(slab, warp_k * kWordsPerWarp + ci * kWordsPerWarpConst);
 #pragma unroll
         for (int j = 0; j < 2; ++j)
 #pragma unroll
@@ -336,19 +348,20 @@ struct FusedGemmTile {
   // FP8 sums each scale block's products in `part` and folds them into acc, scaled, at the
   // block's last word of the slab (blocks never straddle a word: block_size % 16 == 0).
   __device__ __forceinline__ void compute(int stage, int64_t slab,
-                                          const RawConsts<kW, T> (&pre)[2][2][kConsts],
+                                          const RawConsts<kW, T> (&pre)[2][2][kWarpConsts],
                                           float (&acc)[2][kGroups][4],
                                           float (&part)[2][kGroups][4]) const {
     const uint32_t wbase = shared_addr(smem + stage * kStageBytes);
     const uint32_t abase = wbase + kWeightBytes;
 #pragma unroll
-    for (int q = 0; q < F::kChunks / 2; ++q) {
+    for (int qq = 0; qq < kWordsPerWarp / 2; ++qq) {
+      const int q = warp_k * (kWordsPerWarp / 2) + qq;
       uint32_t words[2][2][2];
       load_words(wbase, q, words);
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        const int w = 2 * q + i;
-        const int ci = w / kWordsPerConst;
+        const int wl = 2 * qq + i;  // the word within the warp's part (compile time)
+        const int w = warp_k * kWordsPerWarp + wl;
         const uint32_t blk = kFp8 ? 0u : word_block(slab, w);
         RawConsts<kW, T> c[2][2];
 #pragma unroll
@@ -356,9 +369,9 @@ struct FusedGemmTile {
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             if constexpr (kPrefetch) {
-              c[j][h] = pre[j][h][ci];
+              c[j][h] = pre[j][h][wl / kWordsPerWarpConst];
             } else {
-              c[j][h] = load_consts<kW>(p, rows[j][h], word_block(slab, w));
+              c[j][h] = load_consts<kW>(p, rows[j][h], blk_or_word(slab, w, blk));
             }
           }
         uint32_t a[2][F::kSteps][4];
@@ -380,24 +393,62 @@ struct FusedGemmTile {
             }
         }
         if constexpr (kFp8) {
-          // Fold at the last word of a const group (kConsts 1, 2) or of every word (8).
-          if ((w + 1) % kWordsPerConst == 0) {
-#pragma unroll
-            for (int j = 0; j < 2; ++j) {
-              const float s_lo = c[j][0].scale, s_hi = c[j][1].scale;
-#pragma unroll
-              for (int gi = 0; gi < kGroups; ++gi) {
-                acc[j][gi][0] = fmaf(part[j][gi][0], s_lo, acc[j][gi][0]);
-                acc[j][gi][1] = fmaf(part[j][gi][1], s_lo, acc[j][gi][1]);
-                acc[j][gi][2] = fmaf(part[j][gi][2], s_hi, acc[j][gi][2]);
-                acc[j][gi][3] = fmaf(part[j][gi][3], s_hi, acc[j][gi][3]);
-#pragma unroll
-                for (int e = 0; e < 4; ++e) part[j][gi][e] = 0.0f;
-              }
-            }
-          }
+          if ((wl + 1) % kFoldWords == 0) fold(c, acc, part);
         }
       }
+    }
+  }
+
+  // The block of word w: N-bit has it already (blk), FP8 looks it up here.
+  __device__ __forceinline__ uint32_t blk_or_word(int64_t slab, int w, uint32_t blk) const {
+    return kFp8 ? word_block(slab, w) : blk;
+  }
+
+  // FP8: acc += part * the rows' block scales, part = 0.
+  __device__ __forceinline__ void fold(const RawConsts<kW, T> (&c)[2][2], float (&acc)[2][kGroups][4],
+                                       float (&part)[2][kGroups][4]) const {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const float s_lo = c[j][0].scale, s_hi = c[j][1].scale;
+#pragma unroll
+      for (int gi = 0; gi < kGroups; ++gi) {
+        acc[j][gi][0] = fmaf(part[j][gi][0], s_lo, acc[j][gi][0]);
+        acc[j][gi][1] = fmaf(part[j][gi][1], s_lo, acc[j][gi][1]);
+        acc[j][gi][2] = fmaf(part[j][gi][2], s_hi, acc[j][gi][2]);
+        acc[j][gi][3] = fmaf(part[j][gi][3], s_hi, acc[j][gi][3]);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) part[j][gi][e] = 0.0f;
+      }
+    }
+  }
+
+  // The block's K halves (kK == 2): warps of the second half hand their sums to the first
+  // through the (drained) pipeline's shared memory; returns whether this warp stores.
+  __device__ __forceinline__ bool add_k_halves(float (&acc)[2][kGroups][4]) const {
+    if constexpr (Warps::kK == 1) {
+      return true;
+    } else {
+      constexpr int kValues = 2 * kGroups * 4;
+      static_assert(Warps::kN * kValues * 32 * 4 <= kStageBytes, "the halves fit a stage");
+      float* buf = reinterpret_cast<float*>(smem) + warp_n * kValues * 32 + lane;
+      __syncthreads();  // every warp is done with the pipeline's shared memory
+      if (warp_k == 1) {
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+#pragma unroll
+          for (int gi = 0; gi < kGroups; ++gi)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) buf[((j * kGroups + gi) * 4 + e) * 32] = acc[j][gi][e];
+      }
+      __syncthreads();
+      if (warp_k == 1) return false;
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int gi = 0; gi < kGroups; ++gi)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) acc[j][gi][e] += buf[((j * kGroups + gi) * 4 + e) * 32];
+      return true;
     }
   }
 
@@ -433,7 +484,7 @@ struct FusedGemmTile {
   __device__ __forceinline__ void run(int64_t slab_begin, int64_t slab_end) const {
     float acc[2][kGroups][4] = {};
     float part[2][kGroups][4] = {};
-    RawConsts<kW, T> pre[2][2][kConsts];
+    RawConsts<kW, T> pre[2][2][kWarpConsts];
     const int64_t count = slab_end - slab_begin;
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
@@ -448,18 +499,18 @@ struct FusedGemmTile {
       const int64_t next = i + kStages - 1;
       if (next < count) load_stage(static_cast<int>(next % kStages), slab_begin + next);
       cp_async_commit();
-      RawConsts<kW, T> cur[2][2][kConsts];
+      RawConsts<kW, T> cur[2][2][kWarpConsts];
 #pragma unroll
       for (int j = 0; j < 2; ++j)
 #pragma unroll
         for (int h = 0; h < 2; ++h)
 #pragma unroll
-          for (int ci = 0; ci < kConsts; ++ci) cur[j][h][ci] = pre[j][h][ci];
+          for (int ci = 0; ci < kWarpConsts; ++ci) cur[j][h][ci] = pre[j][h][ci];
       if (i + 1 < count) prefetch_consts(slab_begin + i + 1, pre);
       compute(static_cast<int>(i % kStages), slab_begin + i, cur, acc, part);
     }
     cp_async_wait<0>();
-    store(acc);
+    if (add_k_halves(acc)) store(acc);
   }
 };
 
@@ -467,7 +518,8 @@ struct FusedGemmTile {
 // strip run together: it comes from HBM once, from L2 after, while the activation, small
 // at these M, stays in L2); z = the K split, slabs_per_split slabs each.
 template <typename T, GemmWeights kW, int kTileM, int kConsts>
-__global__ void __launch_bounds__(GemmWarps<kTileM>::kThreads)
+__global__ void __launch_bounds__(GemmWarps<kTileM>::kThreads,
+                                  gemm_two_block_stages(kTileM, GemmFormat<kW>::kBits) > 0 ? 2 : 1)
     FusedGemmKernel(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>> p) {
   extern __shared__ __align__(128) uint8_t gemm_smem[];
   const uint32_t m_tiles = static_cast<uint32_t>((p.m + kTileM - 1) / kTileM);
