@@ -90,7 +90,7 @@ const char* gemm_common_refusal(const Problem& p, const DeviceInfo& d, int force
   if (p.k == 0) return "K == 0: Y = bias";
   if (forced == 0) return "gemm=0 (plan override)";
   // The decode GEMV streams each weight row once for M <= 8 rows, at the mma's N extent.
-  if (p.m <= kGemvMaxRows && forced != 1) return "M <= 8: the decode GEMV";
+  if (p.m <= kGemvMaxRows && forced != 1) return "M <= 8 (the decode GEMV's rows)";
   if (p.m > kGemmMaxRows) return "M above kGemmMaxRows";
   // mma.m16n8k16 on float16 / bfloat16 and cp.async: SM80's tensor cores.
   if (d.sm < 80) return "tensor cores need SM80+";

@@ -12,8 +12,8 @@
 namespace bqmm {
 
 // The first condition of the fused GEMM that `problem` fails on `device` under `override_`
-// ("typed (fractional) zero points", "M <= 8: the decode GEMV", ...), or nullptr where the
-// planner takes the fused GEMM.
+// ("typed (fractional) zero points", "M <= 8 (the decode GEMV's rows)", ...), or nullptr
+// where the planner takes the fused GEMM.
 const char* fp8_fused_gemm_refusal(const Fp8MatMulProblem& problem, const DeviceInfo& device,
                                    const PlanOverride& override_);
 const char* nbits_fused_gemm_refusal(const NBitsMatMulProblem& problem,
