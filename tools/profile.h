@@ -372,6 +372,9 @@ inline void* placeholder_data() { return reinterpret_cast<void*>(uintptr_t{256})
 struct CaseCheck {
   std::string plan;  // the plan on one line
   size_t workspace_bytes = 0;
+  // Why the plan is not the fused GEMM (the planner's own reason, core/plan_explain.h), or
+  // empty where it is; --explain prints it under the plan.
+  std::string fused_gemm_refusal;
 };
 
 // An operator's profiler. The operator says which cases there are, makes a group's
@@ -455,8 +458,9 @@ Status find_machine(const Settings& settings, Machine* out);
 // and, on a GPU, the device's free memory. The error names the case.
 Status check_cases(const std::vector<OpCases>& runs, const Machine& machine);
 
-// --explain: prints each case's plan for machine.device. Exit code 0, or 2 when a case
-// has none (check_cases has already failed for it then).
+// --explain: prints each case's plan for machine.device, and under a plan that is not the
+// fused GEMM the reason ("fused_gemm: not taken: typed (fractional) zero points"). Exit
+// code 0, or 2 when a case has none (check_cases has already failed for it then).
 int explain_cases(const std::vector<OpCases>& runs, const Machine& machine);
 // Runs every case (on the GPU, or the CPU reference in CPU mode), printing a row per
 // case, JSON lines and one summary table. Exit code: 0, 1 if any case failed, 2 when

@@ -3,6 +3,7 @@
 // plan.workspace_bytes on a created stream), checked against the float64 reference.
 #include "bqmm/fp8_matmul.h"
 #include "cuda/launchers.h"
+#include "core/plan_explain.h"
 #include "core/plan_override.h"
 #include "profile.h"
 #include "reference/fp8_reference.h"
@@ -40,10 +41,11 @@ constexpr SmokeCase kSmokeCases[] = {
     {DType::kBFloat16, 2, 320, 384, 64, false, true},    // block size 64
     {DType::kBFloat16, 5, 160, 96, 32, true, false},     // K % 64 != 0: gemv_fma
     {DType::kFloat16, 3, 200, 200, 128, false, false},   // K % 16 != 0, partial block: dequant_gemm
-    {DType::kFloat16, 33, 320, 384, 128, true, false},   // row groups: gemv_mma with bias
-    {DType::kBFloat16, 64, 256, 512, 128, true, true},   // row groups, W8A8
-    {DType::kFloat16, 80, 320, 384, 128, true, false},   // prefill: dequant_gemm with bias
-    {DType::kBFloat16, 80, 256, 512, 128, true, true},   // prefill W8A8: QDQ + dequant_gemm
+    {DType::kFloat16, 33, 320, 384, 128, true, false},   // fused_gemm with bias, tile_m 64
+    {DType::kBFloat16, 64, 256, 512, 128, true, true},   // fused_gemm, W8A8: QDQ first
+    {DType::kFloat16, 16, 256, 2048, 128, true, false},  // fused_gemm, K split 4 (partial sums)
+    {DType::kFloat16, 80, 320, 384, 128, true, false},   // prefill: fused_gemm with bias
+    {DType::kBFloat16, 80, 256, 520, 128, true, true},   // W8A8, K % 16 != 0: QDQ + dequant_gemm
 };
 
 // The operator's options (BQMM_DEQUANT_SCRATCH_MIB) and the internal plan override
@@ -197,6 +199,8 @@ Status Fp8Profiler::check_case(const CaseSpec& c, const DeviceInfo& device, Case
   BQMM_RETURN_IF_ERROR(plan_fp8_matmul(problem, device, options_, force_, &plan));
   out->plan = to_text(plan);
   out->workspace_bytes = plan.workspace_bytes;
+  if (const char* why = fp8_fused_gemm_refusal(problem, device, force_))
+    out->fused_gemm_refusal = why;
   return Status::Ok();
 }
 

@@ -9,6 +9,7 @@
 //   done
 #include "bqmm/nbits_matmul.h"
 #include "cuda/launchers.h"
+#include "core/plan_explain.h"
 #include "core/plan_override.h"
 #include "profile.h"
 #include "reference/nbits_reference.h"
@@ -57,8 +58,9 @@ constexpr SmokeCase kSmokeCases[] = {
     {DType::kFloat16, 4, 160, 200, 32, 8, NBitsZeroPoints::kTyped, false, true},     // typed zp, K % bs
     {DType::kBFloat16, 2, 320, 384, 16, 4, NBitsZeroPoints::kPacked, true, false},   // g_idx
     {DType::kFloat16, 2, 256, 512, 64, 4, NBitsZeroPoints::kNone, false, false},     // 4-bit, no zp
-    {DType::kFloat16, 17, 320, 512, 128, 4, NBitsZeroPoints::kPacked, false, true},  // row groups
-    {DType::kBFloat16, 64, 256, 512, 32, 8, NBitsZeroPoints::kNone, false, true},    // row groups
+    {DType::kFloat16, 17, 320, 512, 128, 4, NBitsZeroPoints::kPacked, false, true},  // fused_gemm
+    {DType::kBFloat16, 64, 256, 512, 32, 8, NBitsZeroPoints::kNone, false, true},    // fused_gemm
+    {DType::kBFloat16, 16, 256, 4096, 64, 4, NBitsZeroPoints::kNone, false, false},  // K split 4
     {DType::kFloat16, 80, 320, 384, 128, 4, NBitsZeroPoints::kPacked, false, true},  // prefill
     {DType::kFloat32, 64, 256, 512, 32, 8, NBitsZeroPoints::kNone, false, true},     // prefill float32
 };
@@ -333,9 +335,12 @@ Status NBitsProfiler::check_case(const CaseSpec& spec, const DeviceInfo& device,
   NBitsMatMulProblem problem;
   BQMM_RETURN_IF_ERROR(validate_nbits_matmul(placeholder_args(c), attrs_of(c), &problem));
   NBitsMatMulPlan plan;
-  BQMM_RETURN_IF_ERROR(plan_nbits_matmul(problem, device, options_, force_for(c), &plan));
+  const PlanOverride force = force_for(c);
+  BQMM_RETURN_IF_ERROR(plan_nbits_matmul(problem, device, options_, force, &plan));
   out->plan = to_text(plan);
   out->workspace_bytes = plan.workspace_bytes;
+  if (const char* why = nbits_fused_gemm_refusal(problem, device, force))
+    out->fused_gemm_refusal = why;
   return Status::Ok();
 }
 

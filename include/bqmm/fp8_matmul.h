@@ -68,9 +68,11 @@ enum class Fp8Path {
   kBiasOnly,     // K == 0: Y = bias (or zeros)
   kGemvFma,      // 0 < M <= 8: fused GEMV on CUDA cores (W8A8 and bias fused)
   kGemvMma,      // 0 < M <= 8, SM80+: fused GEMV on tensor cores (mma.m16n8k16)
+  kFusedGemm,    // M > 8, SM80+: [QDQ A] -> fused GEMM (e4m3 decoded in registers, block
+                 // scale and bias fused, tensor cores)
   kDequantGemm,  // [QDQ A] -> dequantize B tiles to T -> cuBLAS GEMM -> bias
 };
-// "empty", "bias_only", "gemv_fma", "gemv_mma", "dequant_gemm"
+// "empty", "bias_only", "gemv_fma", "gemv_mma", "fused_gemm", "dequant_gemm"
 const char* fp8_path_name(Fp8Path path);
 
 // What a caller chooses; fp8_matmul_options_from_env applies the environment.
@@ -91,6 +93,7 @@ struct Fp8MatMulPlan {
   DeviceInfo device;
   Fp8Path path = Fp8Path::kEmpty;
   GemvConfig gemv;          // gemv_fma / gemv_mma
+  GemmConfig gemm;          // fused_gemm
   DequantConfig dequant;    // dequant_gemm
   WorkspaceRegions regions;
   size_t workspace_bytes = 0;  // device memory the caller provides to run_fp8_matmul

@@ -98,9 +98,11 @@ enum class NBitsPath {
   kEmpty,        // M == 0 or N == 0: nothing to write
   kBiasOnly,     // K == 0: Y = bias (or zeros)
   kGemv,         // 0 < M <= 8, no g_idx, integer zero points: fused GEMV, bias fused
+  kFusedGemm,    // M > 8, SM80+, float16 / bfloat16, no g_idx, integer zero points: fused
+                 // GEMM (codes decoded in registers, tensor cores), bias fused
   kDequantGemm,  // dequantize B tiles to T1 -> cuBLAS GEMM -> bias
 };
-// "empty", "bias_only", "gemv", "dequant_gemm"
+// "empty", "bias_only", "gemv", "fused_gemm", "dequant_gemm"
 const char* nbits_path_name(NBitsPath path);
 
 // The GEMV's K-loop strategies (the original design's three algorithms).
@@ -126,6 +128,7 @@ struct NBitsMatMulPlan {
   DeviceInfo device;
   NBitsPath path = NBitsPath::kEmpty;
   GemvConfig gemv;          // gemv
+  GemmConfig gemm;          // fused_gemm
   DequantConfig dequant;    // dequant_gemm
   WorkspaceRegions regions;
   size_t workspace_bytes = 0;  // device memory the caller provides to run_nbits_matmul

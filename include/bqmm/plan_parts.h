@@ -44,7 +44,9 @@ struct DequantConfig {
 
 // Byte offsets of a plan's regions in the caller's workspace, each 256-byte aligned.
 struct WorkspaceRegions {
-  size_t act_offset = 0, act_bytes = 0;          // QDQ'd activation, [M, K] of T
+  // QDQ'd activation, [M, K] of T: Fp8WeightMatMul W8A8 on the dequant + cuBLAS path and
+  // on the fused GEMM, which read A' = QDQ(A) from here (act_bytes > 0 exactly then).
+  size_t act_offset = 0, act_bytes = 0;
   size_t cublas_offset = 0, cublas_bytes = 0;    // cuBLAS's own workspace
   size_t scratch_offset = 0, scratch_bytes = 0;  // [n_tile, K] dequantized weight of T
   size_t partial_offset = 0, partial_bytes = 0;  // fused GEMM k_split > 1: [k_split, M, N] float32

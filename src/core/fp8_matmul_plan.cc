@@ -1,17 +1,19 @@
 // Fp8WeightMatMul planner: a pure function of (problem, device, options[, override]).
-// The dispatch chain of the original design, cheapest applicable path first:
-//   empty output -> K == 0 (bias only) -> fused decode GEMV (tensor cores, else CUDA
-//   cores) -> dequantize + cuBLAS.
+// The dispatch chain, cheapest applicable path first:
+//   empty output -> K == 0 (bias only) -> fused decode GEMV for M <= 8 (tensor cores, else
+//   CUDA cores) -> fused GEMM for M > 8 -> dequantize + cuBLAS where neither applies.
 // The QDQ of a W8A8 activation is fused into the GEMV kernels' activation load, and is a
-// separate kernel into the workspace only on the dequant + cuBLAS path. Each choice below
-// is one small function; the numbers behind them are in docs/PERF.md.
+// separate kernel into the workspace on the fused GEMM and dequant + cuBLAS paths. Each
+// choice below is one small function; the numbers behind them are in docs/PERF.md.
 #include <ostream>
 #include <string>
 
 #include "bqmm/fp8_matmul.h"
 #include "core/check.h"
 #include "core/env.h"
+#include "core/gemm_plan.h"
 #include "core/gemv_split.h"
+#include "core/plan_explain.h"
 #include "core/plan_override.h"
 #include "core/plan_print.h"
 #include "core/workspace.h"
@@ -52,9 +54,29 @@ bool choose_lines(const Fp8MatMulProblem& p, const PlanOverride& o) {
 }
 
 // M > 8 (row groups) takes the tensor-core GEMV where its line-load kernel applies, the
-// only one with row groups.
+// only one with row groups; and only with the fused GEMM forced off (gemm=0), which
+// replaced them: it decodes each weight fragment once for all of a block's rows, where
+// every group of 8 rows decoded it again (the decode, not the HBM stream, paced them).
 bool row_groups_apply(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
-  return p.m > kGemvMaxRows && choose_tensor_cores(p, d, o) && choose_lines(p, o);
+  return p.m > kGemvMaxRows && o.gemm == 0 && choose_tensor_cores(p, d, o) &&
+         choose_lines(p, o);
+}
+
+// The fused GEMM's conditions (both operators' in gemm_common_refusal: M > 8, SM80+,
+// aligned rows of whole 8-element chunks), then FP8's weight layout: rows of B of whole
+// 16-byte chunks (K % 16 == 0, the kernel's cp.async loads of e4m3) that never straddle a
+// scale block (block_size % 16 == 0: one b_scale per chunk). W8A8 applies too: A is
+// QDQ'd into the workspace first (plan_fused_gemm).
+const char* fused_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& d,
+                               const PlanOverride& o) {
+  if (const char* why = gemm_common_refusal(p, d, o.gemm)) return why;
+  if (p.k % 16 != 0) return "K % 16 != 0 (rows of B not whole 16-byte chunks)";
+  if (p.block_size % 16 != 0) return "block_size % 16 != 0 (a chunk would span two scales)";
+  return nullptr;
+}
+
+bool fused_gemm_applies(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
+  return fused_gemm_refusal(p, d, o) == nullptr;
 }
 
 // TMA tiles where line loads do not apply (K % 128 == 64) and the weight is long enough to
@@ -105,6 +127,25 @@ Status plan_tensor_core_gemv(const Fp8MatMulProblem& p, const DeviceInfo& d,
 // The CUDA-core kernel's activation rows per warp: the smallest of 1, 2, 4, 8 >= M.
 int fma_rows(int64_t m) { return m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8; }
 
+// W8A8: the region of the QDQ'd activation A' = QDQ(A), [M, K] of T, first in the
+// workspace. The paths that run the QDQ kernel (fused GEMM, dequant + cuBLAS) read A' from
+// there; act_bytes > 0 says that they do.
+void take_act_region(const Fp8MatMulProblem& p, WorkspaceLayout& layout, Fp8MatMulPlan* plan) {
+  const size_t elem = dtype_size(p.dtype);
+  plan->regions.act_bytes = p.has_a_scale ? static_cast<size_t>(p.m * p.k) * elem : 0;
+  plan->regions.act_offset = layout.take(plan->regions.act_bytes);
+}
+
+// [QDQ A] -> fused GEMM: the tiling rule of core/gemm_plan.h (e4m3: 8-bit rows), as the
+// override forces it; with a K split, the float32 partial sums after A'.
+void plan_fused_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o,
+                     Fp8MatMulPlan* plan) {
+  plan->gemm = plan_gemm_tiles(p.m, p.n, p.k, 8, d, o.tile_m, o.gemm_k_split);
+  WorkspaceLayout layout;
+  take_act_region(p, layout, plan);
+  plan_fused_gemm_workspace(layout, *plan);
+}
+
 // [QDQ A] -> dequantize B in N tiles -> cuBLAS -> bias. The vector dequant kernel takes
 // aligned 8-byte pieces of 16-element chunks of B and indexes a row in 32 bits.
 void plan_dequant_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d,
@@ -113,8 +154,7 @@ void plan_dequant_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d,
   plan->dequant.qdq_activation = p.has_a_scale;
   plan->dequant.vector = p.k % 16 == 0 && p.alignment >= 16 && p.k < (int64_t{1} << 31);
   WorkspaceLayout layout;
-  plan->regions.act_bytes = p.has_a_scale ? static_cast<size_t>(p.m * p.k) * elem : 0;
-  plan->regions.act_offset = layout.take(plan->regions.act_bytes);
+  take_act_region(p, layout, plan);
   plan_dequant_gemm_workspace(p.k * static_cast<int64_t>(elem), options.dequant_scratch_bytes,
                               d.sm, layout, *plan);
 }
@@ -127,6 +167,7 @@ const char* fp8_path_name(Fp8Path path) {
     case Fp8Path::kBiasOnly: return "bias_only";
     case Fp8Path::kGemvFma: return "gemv_fma";
     case Fp8Path::kGemvMma: return "gemv_mma";
+    case Fp8Path::kFusedGemm: return "fused_gemm";
     case Fp8Path::kDequantGemm: return "dequant_gemm";
   }
   return "unknown";
@@ -151,7 +192,16 @@ std::ostream& operator<<(std::ostream& os, const Fp8MatMulPlan& plan) {
   }
   if (plan.path == Fp8Path::kGemvFma) os << "; rows_per_warp=" << plan.gemv.rows;
   if (plan.path == Fp8Path::kGemvMma) print_tensor_core_gemv(os, plan.gemv, false);
+  if (plan.path == Fp8Path::kFusedGemm) {
+    os << "; qdq_activation=" << (plan.regions.act_bytes > 0 ? "yes" : "no");
+    print_gemm(os, plan.gemm);
+  }
   return print_workspace(os, plan.regions, plan.workspace_bytes) << "}";
+}
+
+const char* fp8_fused_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& device,
+                                   const PlanOverride& o) {
+  return fused_gemm_refusal(p, device, o);
 }
 
 Status fp8_matmul_options_from_env(Fp8MatMulOptions* opts) {
@@ -183,7 +233,10 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
     *out = plan;
     return Status::Ok();
   }
-  if (!gemv_applies(p, o) || (p.m > kGemvMaxRows && !row_groups_apply(p, device, o))) {
+  if (fused_gemm_applies(p, device, o)) {
+    plan.path = Fp8Path::kFusedGemm;
+    plan_fused_gemm(p, device, o, &plan);
+  } else if (!gemv_applies(p, o) || (p.m > kGemvMaxRows && !row_groups_apply(p, device, o))) {
     plan.path = Fp8Path::kDequantGemm;
     plan_dequant_gemm(p, device, options, &plan);
   } else if (choose_tensor_cores(p, device, o)) {

@@ -1,5 +1,6 @@
 // The fused GEMM's geometry and tiling rule, one for both planners (Fp8WeightMatMul and
-// NBitsMatMul) and for the kernel (cuda/gemm/fused_gemm.cuh static_asserts against it).
+// NBitsMatMul) and for the kernel (cuda/gemm/fused_gemm.cuh static_asserts against it),
+// and the part of its applicability both planners share (gemm_common_refusal).
 //
 // A block owns tile_m activation rows x kGemmTileN output columns (weight rows) and a range
 // of K; each pipeline stage holds kGemmSlabBytes of every one of its weight rows (128 K
@@ -9,11 +10,18 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 
 #include "bqmm/device.h"
 #include "bqmm/plan_parts.h"
+#include "bqmm/tensor.h"
+#include "core/gemv_split.h"
 
 namespace bqmm {
+
+// The most activation rows both planners give the fused GEMM; above, dequant + cuBLAS.
+// No bound yet: measurements against dequant + cuBLAS on the prefill shapes will set it.
+constexpr int64_t kGemmMaxRows = std::numeric_limits<int64_t>::max();
 
 constexpr int kGemmTileN = 128;              // output columns per block
 constexpr int64_t kGemmSlabBytes = 128;      // weight bytes per row per stage
@@ -88,20 +96,45 @@ inline int choose_gemm_k_split(int64_t tiles, int64_t slabs, int64_t resident, i
   return best;
 }
 
-// The whole tiling for an M x N x K problem of `bits`-bit weights (rows of `row_bytes`)
-// on a device of `num_sms` SMs of compute capability `sm`.
+// The whole tiling for an M x N problem of `bits`-bit weights (rows of `row_bytes`) on
+// `device`. `tile_m`, `k_split`: forced values (the plan override's tile_m, gemm_k_split),
+// or 0 for the rule's; the stages and the K split follow a forced tile_m.
 inline GemmConfig plan_gemm_tiles(int64_t m, int64_t n, int64_t row_bytes, int bits,
-                                  int num_sms, int sm = 90) {
+                                  const DeviceInfo& device, int tile_m = 0, int k_split = 0) {
   GemmConfig g;
-  g.tile_m = gemm_tile_m(m);
+  g.tile_m = tile_m > 0 ? tile_m : gemm_tile_m(m);
   g.tile_n = kGemmTileN;
   g.stages = gemm_stages(g.tile_m, bits);
   const int64_t tiles = ((m + g.tile_m - 1) / g.tile_m) * ((n + g.tile_n - 1) / g.tile_n);
   const int64_t slabs = (row_bytes + kGemmSlabBytes - 1) / kGemmSlabBytes;
   const int64_t resident =
-      std::max<int64_t>(1, num_sms) * gemm_blocks_per_sm(g.tile_m, bits, sm);
-  g.k_split = choose_gemm_k_split(tiles, slabs, resident, g.stages);
+      std::max(1, device.num_sms) * static_cast<int64_t>(gemm_blocks_per_sm(g.tile_m, bits, device.sm));
+  g.k_split = k_split > 0 ? k_split : choose_gemm_k_split(tiles, slabs, resident, g.stages);
   return g;
+}
+
+// What the fused GEMM needs of either operator's problem (Fp8MatMulProblem,
+// NBitsMatMulProblem) besides its weight layout, which each planner checks itself: why it
+// does not take `p` on `d`, or nullptr. `forced`: the plan override's gemm key (-1 unset,
+// 0 never, 1 wherever it applies, M <= 8 included). Reasons in the planner's order:
+template <typename Problem>
+const char* gemm_common_refusal(const Problem& p, const DeviceInfo& d, int forced) {
+  if (p.m == 0 || p.n == 0) return "empty output";
+  if (p.k == 0) return "K == 0: Y = bias";
+  if (forced == 0) return "gemm=0 (plan override)";
+  // The decode GEMV streams each weight row once for M <= 8 rows, at the mma's N extent.
+  if (p.m <= kGemvMaxRows && forced != 1) return "M <= 8 (the decode GEMV's rows)";
+  if (p.m > kGemmMaxRows) return "M above kGemmMaxRows";
+  // mma.m16n8k16 on float16 / bfloat16 and cp.async: SM80's tensor cores.
+  if (d.sm < 80) return "tensor cores need SM80+";
+  if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16)
+    return "float32 activations (tensor cores take float16 / bfloat16)";
+  // 16-byte activation loads: rows of A of whole 8-element chunks, aligned pointers.
+  if (p.k % 8 != 0) return "K % 8 != 0";
+  if (p.alignment < 16) return "pointers not 16-byte aligned";
+  // The kernel's 32-bit row and chunk counters.
+  if (p.m >= (int64_t{1} << 31) || p.k / 16 >= (int64_t{1} << 31)) return "M or K beyond 2^31";
+  return nullptr;
 }
 
 }  // namespace bqmm

@@ -1,9 +1,11 @@
 // NBitsMatMul planner: a pure function of (problem, device, options[, override]).
 // Dispatch chain, cheapest applicable path first:
-//   empty output -> K == 0 (bias only) -> fused decode GEMV -> dequantize + cuBLAS.
-// The GEMV streams the packed weight once for all M <= 8 rows; everything it does not
-// take (larger M, g_idx, typed zero points, a partial last block, unaligned rows) goes
-// through the dequant + cuBLAS path, which handles every valid input.
+//   empty output -> K == 0 (bias only) -> fused decode GEMV for M <= 8 -> fused GEMM for
+//   M > 8 -> dequantize + cuBLAS.
+// The GEMV streams the packed weight once for all M <= 8 rows, the fused GEMM once per
+// block of up to 64 rows; everything they do not take (g_idx, typed zero points, float32
+// above 8 rows, unaligned rows; the GEMV also a partial last block) goes through the
+// dequant + cuBLAS path, which handles every valid input.
 //
 // The GEMV has four kernels (DESIGN.md): the CUDA-core kernel (8-bit, M <= 2), the
 // register-load tensor-core tile (three K-loop algorithms; float32 on CUDA cores), the
@@ -19,7 +21,9 @@
 #include "bqmm/nbits_matmul.h"
 #include "core/check.h"
 #include "core/env.h"
+#include "core/gemm_plan.h"
 #include "core/gemv_split.h"
+#include "core/plan_explain.h"
 #include "core/plan_override.h"
 #include "core/plan_print.h"
 #include "core/workspace.h"
@@ -149,10 +153,35 @@ bool whole_windows(const NBitsMatMulProblem& p, const GemvFacts& f, int algo) {
   return f.half && algo == kNBitsGemvAlgoUnrolled && p.row_bytes() % kGemvWindowBytes == 0;
 }
 
-// M > 8 (row groups): only the window kernel with line loads has them.
+// M > 8 (row groups): only the window kernel with line loads has them; and only with the
+// fused GEMM forced off (gemm=0), which replaced them: it decodes each weight fragment
+// once for all of a block's rows, where every group of 8 rows decoded it again (the
+// decode, not the HBM stream, paced them).
 bool row_groups_apply(const NBitsMatMulProblem& p, const GemvFacts& f, const PlanOverride& o) {
-  return p.m > kGemvMaxRows && lines_apply(p, f, whole_windows(p, f, choose_algo(o))) &&
-         o.window != 0 && o.lines != 0 && o.tma != 1;
+  return p.m > kGemvMaxRows && o.gemm == 0 &&
+         lines_apply(p, f, whole_windows(p, f, choose_algo(o))) && o.window != 0 &&
+         o.lines != 0 && o.tma != 1;
+}
+
+// The fused GEMM's conditions (both operators' in gemm_common_refusal: M > 8, SM80+,
+// float16 / bfloat16, aligned rows of whole 8-element chunks), then the N-bit weight
+// layout it decodes: blocks by position (g_idx's act order needs a gather of scales per k:
+// dequant + cuBLAS), integer zero points (typed (fractional) zero points: dequant + cuBLAS,
+// whose weights round (q - zp) * scale as given), and rows of B of whole 16-byte chunks
+// (its cp.async loads). A partial last block is within the launcher's contract
+// (cuda/launchers.h: K % 8 == 0 and rows of whole 16-byte chunks, padding included).
+const char* fused_gemm_refusal(const NBitsMatMulProblem& p, const DeviceInfo& d,
+                               const PlanOverride& o) {
+  if (const char* why = gemm_common_refusal(p, d, o.gemm)) return why;
+  if (p.has_g_idx) return "g_idx (act order)";
+  if (p.zero_points == NBitsZeroPoints::kTyped) return "typed (fractional) zero points";
+  if (p.row_bytes() % 16 != 0) return "rows of B not a multiple of 16 bytes";
+  return nullptr;
+}
+
+bool fused_gemm_applies(const NBitsMatMulProblem& p, const DeviceInfo& d,
+                        const PlanOverride& o) {
+  return fused_gemm_refusal(p, d, o) == nullptr;
 }
 
 // The weight stream of the tensor-core GEMV: window kernel (with or without line loads,
@@ -229,6 +258,15 @@ Status plan_gemv(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOve
   return choose_k_split(p, d, f, o, g);
 }
 
+// The fused GEMM: the tiling rule of core/gemm_plan.h for `bits`-bit rows, as the override
+// forces it; with a K split, the float32 partial sums in the workspace.
+void plan_fused_gemm(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o,
+                     NBitsMatMulPlan* plan) {
+  plan->gemm = plan_gemm_tiles(p.m, p.n, p.row_bytes(), p.bits, d, o.tile_m, o.gemm_k_split);
+  WorkspaceLayout layout;
+  plan_fused_gemm_workspace(layout, *plan);
+}
+
 // Dequantize B in N tiles -> cuBLAS -> bias. The vector kernel reads 8 codes with one
 // load (8 or 4 bytes of B) and writes them with 16-byte stores into rows of K * sizeof(T1).
 void plan_dequant_gemm(const NBitsMatMulProblem& p, const DeviceInfo& d,
@@ -246,6 +284,7 @@ const char* nbits_path_name(NBitsPath path) {
     case NBitsPath::kEmpty: return "empty";
     case NBitsPath::kBiasOnly: return "bias_only";
     case NBitsPath::kGemv: return "gemv";
+    case NBitsPath::kFusedGemm: return "fused_gemm";
     case NBitsPath::kDequantGemm: return "dequant_gemm";
   }
   return "unknown";
@@ -263,6 +302,7 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan) {
   os << "NBitsMatMulPlan{path=" << nbits_path_name(plan.path) << "; " << plan.problem << "; "
      << plan.device;
   if (plan.path == NBitsPath::kDequantGemm) print_dequant(os, plan.dequant, "vec8");
+  if (plan.path == NBitsPath::kFusedGemm) print_gemm(os, plan.gemm);
   if (plan.path == NBitsPath::kGemv && plan.gemv.fma) {
     os << "; fma=1; rows=" << plan.gemv.rows;
   } else if (plan.path == NBitsPath::kGemv) {
@@ -270,6 +310,11 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan) {
     print_tensor_core_gemv(os, plan.gemv, true);
   }
   return print_workspace(os, plan.regions, plan.workspace_bytes) << "}";
+}
+
+const char* nbits_fused_gemm_refusal(const NBitsMatMulProblem& p, const DeviceInfo& device,
+                                     const PlanOverride& o) {
+  return fused_gemm_refusal(p, device, o);
 }
 
 Status nbits_matmul_options_from_env(NBitsMatMulOptions* opts) {
@@ -303,8 +348,11 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     *out = plan;
     return Status::Ok();
   }
-  if (gemv_applies(p, device, o) &&
-      (p.m <= kGemvMaxRows || row_groups_apply(p, gemv_facts(p, device), o))) {
+  if (fused_gemm_applies(p, device, o)) {
+    plan.path = NBitsPath::kFusedGemm;
+    plan_fused_gemm(p, device, o, &plan);
+  } else if (gemv_applies(p, device, o) &&
+             (p.m <= kGemvMaxRows || row_groups_apply(p, gemv_facts(p, device), o))) {
     plan.path = NBitsPath::kGemv;
     BQMM_RETURN_IF_ERROR(plan_gemv(p, device, o, &plan.gemv));
   } else {

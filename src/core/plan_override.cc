@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <sstream>
 
+#include "core/gemm_plan.h"
 #include "core/gemv_split.h"
 
 namespace bqmm {
@@ -27,7 +28,11 @@ const Key kKeys[] = {
     {"lines", &PlanOverride::lines, {0, 1}},
     {"tiles", &PlanOverride::tiles, {1, 2}},
     {"registers", &PlanOverride::registers, {kGemvTwoTileRegisters, kGemvWideRegisters}},
+    {"gemm", &PlanOverride::gemm, {0, 1}},
+    {"tile_m", &PlanOverride::tile_m, {16, 32, 64}},  // the kernel's instantiations
+    {"gemm_k_split", &PlanOverride::gemm_k_split, {1, 2, 4, 8, 16}},
 };
+static_assert(kGemmMaxKSplit == 16, "gemm_k_split's values go up to kGemmMaxKSplit");
 
 std::string choices(const Key& key) {
   std::string s;

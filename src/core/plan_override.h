@@ -5,16 +5,23 @@
 //   BQMM_PLAN_OVERRIDE="key=value[,key=value...]"     e.g. "k_split=4,lines=0"
 //
 // Keys (each applies to the operators named; for the others it is an error):
-//   gemv=0            both   the dequant + cuBLAS path instead of the decode GEMV
+//   gemv=0            both   never the decode GEMV (M <= 8, and the row groups of gemm=0):
+//                            dequant + cuBLAS where the fused GEMM does not take the problem
 //   fma=0|1           both   the CUDA-core decode GEMV: 0 never where the tensor-core one
 //                            applies, 1 wherever it applies
 //   algo=0|1|2        nbits  the K-loop algorithm of the register-load kernel
-//   k_split=1|2|4|8   both   warps per block splitting K (tensor-core tiles)
+//   k_split=1|2|4|8   both   warps per block splitting K (tensor-core GEMV tiles)
 //   tma=0|1           both   weight tiles by the tensor memory accelerator (SM90)
 //   window=0|1        nbits  the whole-window kernel
 //   lines=0|1         both   whole-line weight loads staged through shared memory
 //   tiles=1|2         both   16-column tiles per warp (2 with line loads)
 //   registers=128|168 both   the two-tile kernel's register bound
+//   gemm=0|1          both   the fused GEMM: 0 never (the GEMV's row groups up to 32 rows,
+//                            then dequant + cuBLAS), 1 wherever it applies, M <= 8 included
+//   tile_m=16|32|64   both   the fused GEMM's activation rows per block
+//   gemm_k_split=1|2|4|8|16
+//                     both   the fused GEMM's K split (> 1: float32 partial sums in the
+//                            workspace)
 // Unset keys leave the planner's choice. A forced choice that does not apply to a problem
 // is ignored where the planner's rules say so (as for its own choices), except the
 // conflicts the planner reports (registers=168 with k_split=8).
@@ -30,7 +37,7 @@
 namespace bqmm {
 
 struct PlanOverride {
-  int gemv = -1;       // -1: planner; 0: dequant + cuBLAS
+  int gemv = -1;       // -1: planner; 0: no decode GEMV
   int fma = -1;        // -1: planner; 0 / 1
   int algo = -1;       // -1: planner; kNBitsGemvAlgo*
   int k_split = 0;     // 0: planner; 1, 2, 4, 8
@@ -39,6 +46,9 @@ struct PlanOverride {
   int lines = -1;      // -1: planner; 0 / 1
   int tiles = -1;      // -1: planner; 1 / 2
   int registers = -1;  // -1: planner; kGemvTwoTileRegisters / kGemvWideRegisters
+  int gemm = -1;       // -1: planner; 0: never the fused GEMM; 1: wherever it applies
+  int tile_m = 0;      // 0: planner; 16, 32, 64
+  int gemm_k_split = 0;  // 0: planner; 1, 2, 4, 8, 16 (up to kGemmMaxKSplit)
 
   bool empty() const;
 };

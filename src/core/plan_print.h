@@ -27,15 +27,32 @@ inline std::ostream& print_tensor_core_gemv(std::ostream& os, const GemvConfig& 
   return os;
 }
 
-// "; workspace=<total>B (act <bytes>@<offset>, cublas .., scratch ..)"
+// The fused GEMM's tiling: "; tile_m=..; tile_n=..; stages=..; k_split=..".
+inline std::ostream& print_gemm(std::ostream& os, const GemmConfig& g) {
+  return os << "; tile_m=" << g.tile_m << "; tile_n=" << g.tile_n << "; stages=" << g.stages
+            << "; k_split=" << g.k_split;
+}
+
+// "; workspace=<total>B (act <bytes>@<offset>, cublas .., scratch .., partial ..)": the
+// regions the plan has, in the order the layout takes them (an empty region is left out).
 inline std::ostream& print_workspace(std::ostream& os, const WorkspaceRegions& r,
                                      size_t total) {
   os << "; workspace=" << total << "B";
   if (total == 0) return os;
-  os << " (";
-  if (r.act_bytes > 0) os << "act " << r.act_bytes << "@" << r.act_offset << ", ";
-  return os << "cublas " << r.cublas_bytes << "@" << r.cublas_offset << ", scratch "
-            << r.scratch_bytes << "@" << r.scratch_offset << ")";
+  const struct {
+    const char* name;
+    size_t bytes, offset;
+  } regions[] = {{"act", r.act_bytes, r.act_offset},
+                 {"cublas", r.cublas_bytes, r.cublas_offset},
+                 {"scratch", r.scratch_bytes, r.scratch_offset},
+                 {"partial", r.partial_bytes, r.partial_offset}};
+  const char* sep = " (";
+  for (const auto& region : regions) {
+    if (region.bytes == 0) continue;
+    os << sep << region.name << " " << region.bytes << "@" << region.offset;
+    sep = ", ";
+  }
+  return os << ")";
 }
 
 }  // namespace bqmm

@@ -68,6 +68,18 @@ void plan_dequant_gemm_workspace(int64_t row_bytes, int64_t scratch_bytes, int s
   plan.workspace_bytes = layout.total();
 }
 
+// The fused GEMM part of either operator's plan: with a K split (plan.gemm.k_split > 1),
+// the float32 partial sums [k_split, M, N] that the second kernel adds, taken from
+// `layout` (after whatever the operator took before); then the workspace total.
+template <typename Plan>
+void plan_fused_gemm_workspace(WorkspaceLayout& layout, Plan& plan) {
+  const int64_t split = plan.gemm.k_split;
+  const int64_t partials = split > 1 ? split * plan.problem.m * plan.problem.n : 0;
+  plan.regions.partial_bytes = static_cast<size_t>(partials) * sizeof(float);
+  plan.regions.partial_offset = layout.take(plan.regions.partial_bytes);
+  plan.workspace_bytes = layout.total();
+}
+
 // The paths every operator plans before its own: nothing to do for M or N = 0, Y = bias
 // (or zeros) for K = 0. Returns whether `plan` took one of them.
 template <typename Plan, typename Path>

@@ -23,17 +23,39 @@ Status check_args_match_plan(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& arg
                                 p.has_bias == q.has_bias && p.has_a_scale == q.has_a_scale);
 }
 
+// W8A8 off the GEMV: A' = QDQ(A) into the workspace's act region; *a then points at A'.
+Status qdq_activation(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args, uint8_t* ws,
+                      cudaStream_t stream, const void** a) {
+  const Fp8MatMulProblem& p = plan.problem;
+  void* a_qdq = ws + plan.regions.act_offset;
+  BQMM_RETURN_IF_ERROR(cuda::launch_act_qdq(p.dtype, args.a.data,
+                                            static_cast<const float*>(args.a_scale->data),
+                                            p.m * p.k, a_qdq, stream));
+  *a = a_qdq;
+  return Status::Ok();
+}
+
+// [QDQ A] -> the fused GEMM on rows of K e4m3 bytes, a float32 b_scale per block. The
+// plan has an act region exactly when A is QDQ'd (W8A8, core/fp8_matmul_plan.cc).
+Status run_fused_gemm(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args, uint8_t* ws,
+                      cudaStream_t stream) {
+  const void* a = args.a.data;
+  if (plan.regions.act_bytes > 0)
+    BQMM_RETURN_IF_ERROR(qdq_activation(plan, args, ws, stream, &a));
+  cuda::FusedGemmArgs g;
+  g.weights = cuda::GemmWeights::kFp8;
+  g.b = static_cast<const uint8_t*>(args.b.data);
+  g.scales = args.b_scale.data;
+  g.row_bytes = plan.problem.k;
+  return cuda::run_planned_fused_gemm(plan, args, a, g, ws, stream);
+}
+
 Status run_dequant_gemm(const Handle& handle, const Fp8MatMulPlan& plan,
                         const Fp8MatMulArgs& args, uint8_t* ws, cudaStream_t stream) {
   const Fp8MatMulProblem& p = plan.problem;
   const void* a = args.a.data;
-  if (plan.dequant.qdq_activation) {
-    void* a_qdq = ws + plan.regions.act_offset;
-    BQMM_RETURN_IF_ERROR(cuda::launch_act_qdq(p.dtype, a,
-                                              static_cast<const float*>(args.a_scale->data),
-                                              p.m * p.k, a_qdq, stream));
-    a = a_qdq;
-  }
+  if (plan.dequant.qdq_activation)
+    BQMM_RETURN_IF_ERROR(qdq_activation(plan, args, ws, stream, &a));
   const auto* b = static_cast<const uint8_t*>(args.b.data);
   const auto* b_scale = static_cast<const float*>(args.b_scale.data);
   const int64_t k_blocks = p.k_blocks();
@@ -81,6 +103,8 @@ Status run_fp8_matmul(const Handle& handle, const Fp8MatMulPlan& plan,
             return cuda::launch_fp8_gemv_mma(gemv_args(p, args), plan.gemv.k_split, plan.gemv.tma,
                                              plan.gemv.lines, plan.gemv.tiles,
                                              plan.gemv.registers, stream);
+          case Fp8Path::kFusedGemm:
+            return run_fused_gemm(plan, args, static_cast<uint8_t*>(workspace), stream);
           case Fp8Path::kDequantGemm:
             return run_dequant_gemm(handle, plan, args, static_cast<uint8_t*>(workspace), stream);
         }

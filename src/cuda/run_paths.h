@@ -1,6 +1,7 @@
 // The run() paths both operators share, on either operator's plan and arguments
 // (Fp8MatMulPlan / Fp8MatMulArgs, NBitsMatMulPlan / NBitsMatMulArgs: the same field and
-// path names): nothing for M or N = 0, Y = bias for K = 0, and the dequant + GEMM loop.
+// path names): nothing for M or N = 0, Y = bias for K = 0, the fused GEMM's launch and the
+// dequant + GEMM loop.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -29,6 +30,29 @@ Status run_plan(const Plan& plan, const Args& args, const Status& matches, const
                             args.bias ? args.bias->data : nullptr, plan.problem.m,
                             plan.problem.n, stream);
   return own();
+}
+
+// The planned fused GEMM on A `a` (the input, or FP8 W8A8's QDQ copy): `g` carries the
+// operator's weight fields (weights, b, scales, row_bytes, N-bit zero points); the sizes,
+// bias and Y are filled here, and with a K split the partial sums go to the plan's region
+// of the workspace `ws`.
+template <typename Plan, typename Args>
+Status run_planned_fused_gemm(const Plan& plan, const Args& args, const void* a,
+                              FusedGemmArgs g, uint8_t* ws, cudaStream_t stream) {
+  const auto& p = plan.problem;
+  g.dtype = p.dtype;
+  g.a = a;
+  g.bias = args.bias ? args.bias->data : nullptr;
+  g.y = args.y.data;
+  g.m = p.m;
+  g.n = p.n;
+  g.k = p.k;
+  g.block_size = p.block_size;
+  g.k_blocks = p.k_blocks();
+  float* partials = plan.regions.partial_bytes > 0
+                        ? reinterpret_cast<float*>(ws + plan.regions.partial_offset)
+                        : nullptr;
+  return launch_fused_gemm(g, plan.gemm, partials, stream);
 }
 
 // The planned dequant + GEMM path on A `a` (the input, or its QDQ copy), Y `y` and

@@ -64,6 +64,13 @@ inline PlanOverride parsed(const std::string& text) {
   return o;
 }
 
+// `o` with the fused GEMM forced off (gemm=0): the plans M > 8 had before it (row groups
+// up to kGemvFusedMaxRows, then dequant + cuBLAS), for the tests of those paths.
+inline PlanOverride without_gemm(PlanOverride o = {}) {
+  o.gemm = 0;
+  return o;
+}
+
 // The plan of `p` on `d` with options `options` and override `o`; planning must succeed.
 template <typename Problem, typename Op = Operator<Problem>>
 typename Op::Plan plan(const Problem& p, const DeviceInfo& d,

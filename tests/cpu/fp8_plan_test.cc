@@ -3,11 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <limits>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "bqmm/fp8_matmul.h"
 #include "common/plan_testing.h"
+#include "core/gemm_plan.h"
 #include "core/gemv_split.h"
+#include "core/plan_explain.h"
 #include "core/plan_override.h"
 
 namespace bqmm {
@@ -298,40 +303,203 @@ TEST(Fp8Plan, GemvTwoTilesAt168Registers) {
                                    "registers", {0, 127, 160, 256, -2});
 }
 
-// Above 8 rows the line-load kernel takes row groups of 8 (K % 128 == 0, SM80+), up to
-// kGemvFusedMaxRows (measured faster than dequant + cuBLAS there); everything else above
-// 8 rows is dequant + cuBLAS.
-TEST(Fp8Plan, RowGroupsUpToTheFusedLimit) {
+// With the fused GEMM forced off (gemm=0: the plans before it), above 8 rows the line-load
+// kernel takes row groups of 8 (K % 128 == 0, SM80+), up to kGemvFusedMaxRows (measured
+// faster than dequant + cuBLAS there); everything else above 8 rows is dequant + cuBLAS.
+TEST(Fp8Plan, RowGroupsUpToTheFusedLimitWithoutTheGemm) {
+  const PlanOverride off = without_gemm();
   for (int64_t m : {9, 16, 17, 25, 32}) {
     SCOPED_TRACE(m);
-    const Fp8MatMulPlan pl = plan(problem(m, 4096, 4096));
+    const Fp8MatMulPlan pl = plan(problem(m, 4096, 4096), kHopper, off);
     EXPECT_EQ(pl.path, Fp8Path::kGemvMma);
     EXPECT_TRUE(pl.gemv.lines);
     EXPECT_EQ(pl.gemv.row_groups, (m + 7) / 8);
     EXPECT_EQ(pl.workspace_bytes, 0u);
     EXPECT_NE(printed(pl).find("row_groups=" + std::to_string((m + 7) / 8)), std::string::npos);
-    EXPECT_EQ(path(problem(m, 4096, 4096), kAmpere), Fp8Path::kGemvMma);
-    EXPECT_EQ(path(problem(m, 4096, 4096), kTuring), Fp8Path::kDequantGemm);
+    EXPECT_EQ(path(problem(m, 4096, 4096), kAmpere, off), Fp8Path::kGemvMma);
+    EXPECT_EQ(path(problem(m, 4096, 4096), kTuring, off), Fp8Path::kDequantGemm);
+    // By default the fused GEMM replaces them.
+    EXPECT_EQ(path(problem(m, 4096, 4096)), Fp8Path::kFusedGemm);
   }
   EXPECT_EQ(plan(problem(8, 4096, 4096)).gemv.row_groups, 1);
-  EXPECT_EQ(path(problem(kGemvFusedMaxRows + 1, 4096, 4096)), Fp8Path::kDequantGemm);
+  EXPECT_EQ(path(problem(kGemvFusedMaxRows + 1, 4096, 4096), kHopper, off),
+            Fp8Path::kDequantGemm);
   // No line loads, no row groups: K % 128 == 64, or line loads or the tensor cores
   // forced off.
-  EXPECT_EQ(path(problem(16, 4096, 4160)), Fp8Path::kDequantGemm);
+  EXPECT_EQ(path(problem(16, 4096, 4160), kHopper, off), Fp8Path::kDequantGemm);
   EXPECT_EQ(path(problem(2, 4096, 4160)), Fp8Path::kGemvMma);
-  EXPECT_EQ(path(problem(16, 4096, 4096), kHopper, parsed("lines=0")), Fp8Path::kDequantGemm);
-  EXPECT_EQ(path(problem(16, 4096, 4096), kHopper, parsed("tma=1")), Fp8Path::kDequantGemm);
-  EXPECT_EQ(path(problem(16, 4096, 4096), kHopper, parsed("fma=1")), Fp8Path::kDequantGemm);
-  EXPECT_EQ(path(problem(16, 4096, 4096), kHopper, parsed("gemv=0")), Fp8Path::kDequantGemm);
+  for (const char* o : {"gemm=0,lines=0", "gemm=0,tma=1", "gemm=0,fma=1", "gemm=0,gemv=0"})
+    EXPECT_EQ(path(problem(16, 4096, 4096), kHopper, parsed(o)), Fp8Path::kDequantGemm) << o;
 }
 
 // Each row group is a copy of the grid in the K split's wave model: 8192 x 8192 takes a
 // smaller split at 32 rows than at 8.
 TEST(Fp8Plan, RowGroupsCountInTheWaveModel) {
   const int at8 = plan(problem(8, 8192, 8192)).gemv.k_split;
-  const int at32 = plan(problem(32, 8192, 8192)).gemv.k_split;
+  const int at32 = plan(problem(32, 8192, 8192), kHopper, without_gemm()).gemv.k_split;
   EXPECT_LT(at32, at8);
-  EXPECT_EQ(plan(problem(32, 28672, 8192)).gemv.tiles, 2);
+  EXPECT_EQ(plan(problem(32, 28672, 8192), kHopper, without_gemm()).gemv.tiles, 2);
+}
+
+// ------------------------------------------------------------------ fused GEMM
+// M <= 8 is the decode GEMV's, M > 8 the fused GEMM's, on every SM80+ device and without
+// an upper bound yet (kGemmMaxRows); it needs none of the GEMV's K or block multiples of
+// 64 or 128, so the GEMV's keys leave it alone.
+TEST(Fp8Plan, FusedGemmAboveTheDecodeRows) {
+  EXPECT_EQ(kGemmMaxRows, std::numeric_limits<int64_t>::max());
+  for (const DeviceInfo& d : {kHopper, kAmpere}) {
+    EXPECT_EQ(path(problem(8, 4096, 4096), d), Fp8Path::kGemvMma);
+    for (int64_t m : {9, 16, 17, 32, 33, 64, 100, 4096, 65536}) {
+      EXPECT_EQ(path(problem(m, 4096, 4096), d), Fp8Path::kFusedGemm) << m;
+      EXPECT_EQ(path(problem(m, 4096, 4096, 128, DType::kBFloat16), d), Fp8Path::kFusedGemm) << m;
+    }
+  }
+  EXPECT_EQ(path(problem(9, 4096, 4160)), Fp8Path::kFusedGemm);     // K % 128 == 64
+  EXPECT_EQ(path(problem(9, 4096, 4112, 16)), Fp8Path::kFusedGemm);  // blocks of 16
+  EXPECT_EQ(path(problem(9, 4096, 4096, 32)), Fp8Path::kFusedGemm);
+  EXPECT_EQ(path(problem(9, 37, 16, 16)), Fp8Path::kFusedGemm);     // one chunk per row
+  for (const char* o : {"lines=0", "tma=1", "fma=1", "gemv=0", "k_split=2", "tiles=2"})
+    EXPECT_EQ(path(problem(16, 4096, 4096), kHopper, parsed(o)), Fp8Path::kFusedGemm) << o;
+  const Fp8MatMulPlan pl = plan(problem(16, 4096, 4096));
+  EXPECT_EQ(pl.gemv.k_split, 0);  // GEMV and dequant parts stay empty
+  EXPECT_EQ(pl.dequant.n_tile, 0);
+  EXPECT_FALSE(pl.dequant.qdq_activation);
+}
+
+// What sends M > 8 to dequant + cuBLAS instead: below SM80, K % 16 != 0 (rows of B not
+// whole 16-byte chunks; K % 8 != 0 too), block sizes not a multiple of 16, pointers not
+// 16-byte aligned; fp8_fused_gemm_refusal names the first condition that fails.
+TEST(Fp8Plan, FusedGemmConditions) {
+  const auto refusal = [](const Fp8MatMulProblem& p, const DeviceInfo& d = kHopper,
+                          const PlanOverride& o = {}) -> std::string {
+    const char* why = fp8_fused_gemm_refusal(p, d, o);
+    return why == nullptr ? "" : why;
+  };
+  EXPECT_EQ(refusal(problem(16, 4096, 4096)), "");
+  EXPECT_EQ(path(problem(16, 4096, 4096), kTuring), Fp8Path::kDequantGemm);
+  EXPECT_EQ(path(problem(16, 4096, 4096), DeviceInfo{80, 108}), Fp8Path::kFusedGemm);
+  EXPECT_EQ(refusal(problem(16, 4096, 4096), kTuring), "tensor cores need SM80+");
+  EXPECT_EQ(path(problem(16, 4096, 4104)), Fp8Path::kDequantGemm);
+  EXPECT_EQ(refusal(problem(16, 4096, 4104)), "K % 16 != 0 (rows of B not whole 16-byte chunks)");
+  EXPECT_EQ(path(problem(16, 4096, 4100)), Fp8Path::kDequantGemm);
+  EXPECT_EQ(refusal(problem(16, 4096, 4100)), "K % 8 != 0");
+  // Blocks of whole chunks take it, powers of two or not (48: three chunks a scale).
+  for (int64_t block : {16, 48, 80, 4096})
+    EXPECT_EQ(path(problem(16, 4096, 4096, block)), Fp8Path::kFusedGemm) << block;
+  for (int64_t block : {8, 24, 40, 100}) {
+    EXPECT_EQ(path(problem(16, 4096, 4096, block)), Fp8Path::kDequantGemm) << block;
+    EXPECT_EQ(refusal(problem(16, 4096, 4096, block)),
+              "block_size % 16 != 0 (a chunk would span two scales)")
+        << block;
+  }
+  for (int align : {1, 2, 4, 8}) {
+    Fp8MatMulProblem p = problem(16, 4096, 4096);
+    p.alignment = align;
+    EXPECT_EQ(path(p), Fp8Path::kDequantGemm) << align;
+    EXPECT_EQ(refusal(p), "pointers not 16-byte aligned") << align;
+  }
+  // The trivial paths and the decode rows, and the override, say so.
+  EXPECT_EQ(refusal(problem(0, 4096, 4096)), "empty output");
+  EXPECT_EQ(refusal(problem(16, 4096, 0)), "K == 0: Y = bias");
+  EXPECT_EQ(refusal(problem(8, 4096, 4096)), "M <= 8 (the decode GEMV's rows)");
+  EXPECT_EQ(refusal(problem(16, 4096, 4096), kHopper, parsed("gemm=0")), "gemm=0 (plan override)");
+  EXPECT_EQ(refusal(problem(8, 4096, 4096), kHopper, parsed("gemm=1")), "");
+}
+
+// tile_m: the smallest instantiated tile (16, 32, 64) holding M, 64 above; blocks of 128
+// columns; as many pipeline stages as fit 160 KB (4 at every tile_m of 8-bit rows).
+TEST(Fp8Plan, FusedGemmTileM) {
+  const std::pair<int64_t, int> cases[] = {{9, 16},  {16, 16}, {17, 32},  {32, 32},
+                                           {33, 64}, {64, 64}, {100, 64}, {4096, 64}};
+  for (const auto& [m, tile_m] : cases) {
+    const Fp8MatMulPlan pl = plan(problem(m, 4096, 4096));
+    ASSERT_EQ(pl.path, Fp8Path::kFusedGemm) << m;
+    EXPECT_EQ(pl.gemm.tile_m, tile_m) << m;
+    EXPECT_EQ(pl.gemm.tile_n, 128) << m;
+    EXPECT_EQ(pl.gemm.stages, 4) << m;
+  }
+}
+
+// The K split: doubled while the (M, N) grid of blocks does not cover the SMs once, each
+// block keeping at least 4 slabs of 128 K (core/gemm_plan.h), up to 16.
+TEST(Fp8Plan, FusedGemmKSplit) {
+  // M = 16, K = 8192 (64 slabs). N = 8192: 64 blocks, 128 at k_split 2 (< 132), 256 at 4.
+  EXPECT_EQ(plan(problem(16, 8192, 8192)).gemm.k_split, 4);
+  // N = 4096: 32 blocks, 128 at k_split 4 (< 132), 256 at 8 (8 slabs per block).
+  EXPECT_EQ(plan(problem(16, 4096, 8192)).gemm.k_split, 8);
+  // 108 SMs: 64 blocks, 128 at k_split 2 cover them.
+  EXPECT_EQ(plan(problem(16, 8192, 8192), kAmpere).gemm.k_split, 2);
+  // Grids that cover the SMs: M = 64 x N = 28672 is 224 blocks; M = 100 x 8192 is 128,
+  // split once.
+  EXPECT_EQ(plan(problem(64, 28672, 8192)).gemm.k_split, 1);
+  EXPECT_EQ(plan(problem(100, 8192, 8192)).gemm.k_split, 2);
+  // Short K: 8 slabs (K = 1024) split once (4 slabs each), 7 (K = 896) not at all.
+  EXPECT_EQ(plan(problem(16, 4096, 1024)).gemm.k_split, 2);
+  EXPECT_EQ(plan(problem(16, 4096, 896)).gemm.k_split, 1);
+  // At most 16: one block of 512 slabs.
+  EXPECT_EQ(plan(problem(16, 128, 65536)).gemm.k_split, kGemmMaxKSplit);
+  // An unknown SM count is one SM: no split.
+  EXPECT_EQ(plan(problem(16, 4096, 8192), DeviceInfo{90, 0}).gemm.k_split, 1);
+  // The planner's tiling is core/gemm_plan.h's rule for 8-bit rows.
+  const GemmConfig rule = plan_gemm_tiles(33, 5000, 3072, 8, kHopper);
+  const GemmConfig g = plan(problem(33, 5000, 3072)).gemm;
+  EXPECT_EQ(std::make_tuple(g.tile_m, g.tile_n, g.stages, g.k_split),
+            std::make_tuple(rule.tile_m, rule.tile_n, rule.stages, rule.k_split));
+}
+
+// With a K split the float32 partial sums [k_split, M, N] are the workspace, 256-byte
+// aligned; without one the fused GEMM needs none.
+TEST(Fp8Plan, FusedGemmWorkspace) {
+  const Fp8MatMulPlan split = plan(problem(16, 8192, 8192));  // k_split 4
+  EXPECT_EQ(split.regions.partial_offset, 0u);
+  EXPECT_EQ(split.regions.partial_bytes, size_t{4} * 16 * 8192 * 4);
+  EXPECT_EQ(split.workspace_bytes, size_t{4} * 16 * 8192 * 4);
+  EXPECT_EQ(split.regions.act_bytes + split.regions.cublas_bytes + split.regions.scratch_bytes, 0u);
+  // M = 9, N = 100, K = 4096: one block of 32 slabs, k_split 8; 28800 bytes padded to 28928.
+  const Fp8MatMulPlan odd = plan(problem(9, 100, 4096));
+  EXPECT_EQ(odd.gemm.k_split, 8);
+  EXPECT_EQ(odd.regions.partial_bytes, 28800u);
+  EXPECT_EQ(odd.workspace_bytes, 28928u);
+  const Fp8MatMulPlan whole = plan(problem(64, 28672, 8192));  // k_split 1
+  EXPECT_EQ(whole.regions.partial_bytes, 0u);
+  EXPECT_EQ(whole.workspace_bytes, 0u);
+}
+
+// W8A8 takes the fused GEMM too: A' = QDQ(A) into the workspace's act region first (the
+// dequant path's region), then the partial sums; act_bytes > 0 is what says so (the
+// dequant part of the plan stays empty), printed as qdq_activation=yes.
+TEST(Fp8Plan, FusedGemmW8A8QdqsIntoTheWorkspaceFirst) {
+  Fp8MatMulProblem p = problem(16, 8192, 8192);
+  p.has_a_scale = true;
+  p.has_bias = true;
+  const Fp8MatMulPlan pl = plan(p);
+  ASSERT_EQ(pl.path, Fp8Path::kFusedGemm);
+  EXPECT_FALSE(pl.dequant.qdq_activation);
+  EXPECT_EQ(pl.regions.act_offset, 0u);
+  EXPECT_EQ(pl.regions.act_bytes, size_t{16} * 8192 * 2);
+  EXPECT_EQ(pl.regions.partial_offset, size_t{16} * 8192 * 2);
+  EXPECT_EQ(pl.regions.partial_bytes, size_t{4} * 16 * 8192 * 4);
+  EXPECT_EQ(pl.workspace_bytes, size_t{16} * 8192 * 2 + size_t{4} * 16 * 8192 * 4);
+  EXPECT_NE(printed(pl).find("qdq_activation=yes; tile_m=16; tile_n=128; stages=4; k_split=4; "
+                             "workspace=2359296B (act 262144@0, partial 2097152@262144)}"),
+            std::string::npos)
+      << pl;
+  // Odd sizes keep the partial sums 256-byte aligned: M = 9 x K = 4112 x 2 bytes.
+  p = problem(9, 100, 4112, 16);
+  p.has_a_scale = true;
+  const Fp8MatMulPlan odd = plan(p);
+  ASSERT_EQ(odd.path, Fp8Path::kFusedGemm);
+  EXPECT_EQ(odd.regions.act_bytes, 9u * 4112 * 2);
+  EXPECT_EQ(odd.regions.partial_offset, 74240u);  // 74016 padded
+  EXPECT_EQ(odd.regions.partial_offset % 256, 0u);
+  // Without a K split: the act region alone.
+  p = problem(64, 28672, 8192);
+  p.has_a_scale = true;
+  const Fp8MatMulPlan whole = plan(p);
+  EXPECT_EQ(whole.regions.partial_bytes, 0u);
+  EXPECT_EQ(whole.workspace_bytes, size_t{64} * 8192 * 2);
+  EXPECT_NE(printed(whole).find("workspace=1048576B (act 1048576@0)}"), std::string::npos)
+      << whole;
 }
 
 TEST(Fp8Plan, KNotMultipleOf16LeavesTheGemv) {
@@ -355,7 +523,7 @@ TEST(Fp8Plan, UnalignedPointersFallBack) {
     EXPECT_FALSE(pl.dequant.vector) << align;
   }
   Fp8MatMulProblem p = problem(100, 4096, 4096);
-  EXPECT_TRUE(plan(p).dequant.vector);
+  EXPECT_TRUE(plan(p, kHopper, without_gemm()).dequant.vector);
   p.alignment = 8;
   EXPECT_FALSE(plan(p).dequant.vector);
 }
@@ -419,9 +587,11 @@ TEST(Fp8Plan, W8A8GemvNeedsNoWorkspace) {
 }
 
 // ------------------------------------------------------------------ dequant + GEMM tiling
+// M = 100 with the fused GEMM forced off (it takes these problems by default).
 TEST(Fp8Plan, NTilesOfTheScratchLimit) {
   // Row of B in bf16: 8192 * 2 = 16 KiB; 256 MiB holds exactly 16384 rows.
-  const Fp8MatMulPlan pl = plan(problem(100, 262144, 8192, 128, DType::kBFloat16));
+  const Fp8MatMulPlan pl =
+      plan(problem(100, 262144, 8192, 128, DType::kBFloat16), kHopper, without_gemm());
   ASSERT_EQ(pl.path, Fp8Path::kDequantGemm);
   EXPECT_FALSE(pl.dequant.qdq_activation);
   EXPECT_TRUE(pl.dequant.vector);
@@ -436,7 +606,7 @@ TEST(Fp8Plan, NTilesOfTheScratchLimit) {
 }
 
 TEST(Fp8Plan, CublasWorkspaceBeforeHopperIsSmaller) {
-  const Fp8MatMulPlan pl = plan(problem(100, 4096, 4096), kAmpere);
+  const Fp8MatMulPlan pl = plan(problem(100, 4096, 4096), kAmpere, without_gemm());
   EXPECT_EQ(pl.regions.cublas_bytes, size_t{4} << 20);
   EXPECT_EQ(pl.dequant.n_tile, 4096);
   EXPECT_EQ(pl.dequant.num_n_tiles, 1);
@@ -447,7 +617,7 @@ TEST(Fp8Plan, CublasWorkspaceBeforeHopperIsSmaller) {
 TEST(Fp8Plan, LargeTilesAreWholeMultiplesOf256Rows) {
   Fp8MatMulOptions o;
   o.dequant_scratch_bytes = 1000 * 8192;  // 1000 rows of K = 4096 float16
-  const Fp8MatMulPlan pl = plan(problem(100, 4096, 4096), kHopper, o);
+  const Fp8MatMulPlan pl = plan(problem(100, 4096, 4096), kHopper, o, without_gemm());
   EXPECT_EQ(pl.dequant.n_tile, 768);
   EXPECT_EQ(pl.dequant.num_n_tiles, 6);  // 5 * 768 + 256
   EXPECT_EQ(pl.regions.scratch_bytes, size_t{768} * 8192);
@@ -456,7 +626,7 @@ TEST(Fp8Plan, LargeTilesAreWholeMultiplesOf256Rows) {
 TEST(Fp8Plan, SmallTilesAreNotRounded) {
   Fp8MatMulOptions o;
   o.dequant_scratch_bytes = 100 * 8192 + 8191;
-  const Fp8MatMulPlan pl = plan(problem(100, 4096, 4096), kHopper, o);
+  const Fp8MatMulPlan pl = plan(problem(100, 4096, 4096), kHopper, o, without_gemm());
   EXPECT_EQ(pl.dequant.n_tile, 100);
   EXPECT_EQ(pl.dequant.num_n_tiles, 41);
   EXPECT_EQ(pl.regions.scratch_bytes, size_t{100} * 8192);
@@ -465,14 +635,14 @@ TEST(Fp8Plan, SmallTilesAreNotRounded) {
 TEST(Fp8Plan, AtLeastOneRowPerTile) {
   Fp8MatMulOptions o;
   o.dequant_scratch_bytes = 1000;  // less than one 8 KiB row
-  const Fp8MatMulPlan pl = plan(problem(100, 37, 4096), kHopper, o);
+  const Fp8MatMulPlan pl = plan(problem(100, 37, 4096), kHopper, o, without_gemm());
   EXPECT_EQ(pl.dequant.n_tile, 1);
   EXPECT_EQ(pl.dequant.num_n_tiles, 37);
   EXPECT_EQ(pl.regions.scratch_bytes, 8192u);
 }
 
 TEST(Fp8Plan, TileNeverExceedsN) {
-  const Fp8MatMulPlan pl = plan(problem(100, 300, 4096));
+  const Fp8MatMulPlan pl = plan(problem(100, 300, 4096), kHopper, without_gemm());
   EXPECT_EQ(pl.dequant.n_tile, 300);
   EXPECT_EQ(pl.dequant.num_n_tiles, 1);
 }
@@ -545,7 +715,8 @@ TEST(Fp8Plan, PrintsPathAndTiles) {
   const std::string fma = printed(plan(problem(3, 64, 4096), kTuring));
   EXPECT_NE(fma.find("path=gemv_fma"), std::string::npos) << fma;
   EXPECT_NE(fma.find("rows_per_warp=4"), std::string::npos) << fma;
-  const std::string gemm = printed(plan(problem(100, 262144, 8192, 128, DType::kBFloat16)));
+  const std::string gemm = printed(
+      plan(problem(100, 262144, 8192, 128, DType::kBFloat16), kHopper, without_gemm()));
   EXPECT_NE(gemm.find("path=dequant_gemm"), std::string::npos) << gemm;
   EXPECT_NE(gemm.find("qdq_activation=no; dequant=vec16; n_tile=16384 x 16;"), std::string::npos)
       << gemm;
@@ -562,6 +733,16 @@ TEST(Fp8Plan, PrintsPathAndTiles) {
   EXPECT_NE(qdq.find("qdq_activation=yes; dequant=scalar; n_tile=4096 x 1;"), std::string::npos)
       << qdq;
   EXPECT_NE(qdq.find("(act 73872@0, cublas 33554432@73984, scratch "), std::string::npos) << qdq;
+  // The fused GEMM: its tiling, and the partial sums of its K split.
+  EXPECT_EQ(printed(plan(problem(16, 8192, 8192))),
+            "Fp8MatMulPlan{path=fused_gemm; fp8 float16 M=16 N=8192 K=8192 block_size=128 "
+            "align=16; sm90/132SMs; qdq_activation=no; tile_m=16; tile_n=128; stages=4; "
+            "k_split=4; workspace=2097152B (partial 2097152@0)}");
+  const std::string whole = printed(plan(problem(100, 28672, 8192)));
+  EXPECT_NE(whole.find("path=fused_gemm"), std::string::npos) << whole;
+  EXPECT_NE(whole.find("; tile_m=64; tile_n=128; stages=4; k_split=1; workspace=0B}"),
+            std::string::npos)
+      << whole;
 }
 
 TEST(Fp8Plan, IsPure) {
@@ -606,6 +787,65 @@ TEST(Fp8Override, GemvSwitchOverrides) {
   EXPECT_EQ(tma.gemv.k_split, 2);
 }
 
+// gemm: 0 never the fused GEMM (the plans before it: row groups to 32 rows, then dequant
+// + cuBLAS), 1 wherever it applies, the decode rows included (tile_m 16).
+TEST(Fp8Override, Gemm) {
+  testing::expect_switch_parses("gemm", &PlanOverride::gemm);
+  for (int64_t m : {9, 32}) {
+    const Fp8MatMulPlan groups = plan(problem(m, 4096, 4096), kHopper, parsed("gemm=0"));
+    EXPECT_EQ(groups.path, Fp8Path::kGemvMma) << m;
+    EXPECT_EQ(groups.gemv.row_groups, (m + 7) / 8) << m;
+    EXPECT_EQ(groups.gemm.tile_m, 0) << m;
+  }
+  for (int64_t m : {33, 100})
+    EXPECT_EQ(path(problem(m, 4096, 4096), kHopper, parsed("gemm=0")), Fp8Path::kDequantGemm) << m;
+  for (int64_t m : {1, 4, 8}) {
+    const Fp8MatMulPlan forced = plan(problem(m, 4096, 4096), kHopper, parsed("gemm=1"));
+    EXPECT_EQ(forced.path, Fp8Path::kFusedGemm) << m;
+    EXPECT_EQ(forced.gemm.tile_m, 16) << m;
+    EXPECT_EQ(forced.gemv.k_split, 0) << m;
+  }
+  // Only where it applies: below SM80 and on K % 16 != 0 the decode GEMV all the same.
+  EXPECT_EQ(path(problem(4, 4096, 4096), kTuring, parsed("gemm=1")), Fp8Path::kGemvFma);
+  EXPECT_EQ(path(problem(4, 4096, 4104), kHopper, parsed("gemm=1")), Fp8Path::kDequantGemm);
+  EXPECT_EQ(path(problem(16, 4096, 4096), kHopper, parsed("gemm=1")), Fp8Path::kFusedGemm);
+  testing::expect_switch_rejects_out_of_range(problem(16, 4096, 4096), PlanOverride{},
+                                              &PlanOverride::gemm, "gemm");
+}
+
+// tile_m and gemm_k_split force the fused GEMM's tiling: the stages and the K split follow
+// a forced tile_m; a forced K split sizes the partial sums. Ignored off the fused GEMM.
+TEST(Fp8Override, GemmTileMAndKSplit) {
+  // M = 100, N = 4096, K = 8192: 64 blocks of 64 rows (k_split 4); 224 of 16 rows (1).
+  EXPECT_EQ(plan(problem(100, 4096, 8192)).gemm.k_split, 4);
+  const Fp8MatMulPlan t16 = plan(problem(100, 4096, 8192), kHopper, parsed("tile_m=16"));
+  EXPECT_EQ(t16.gemm.tile_m, 16);
+  EXPECT_EQ(t16.gemm.stages, 4);
+  EXPECT_EQ(t16.gemm.k_split, 1);
+  EXPECT_EQ(t16.workspace_bytes, 0u);
+  EXPECT_EQ(plan(problem(9, 4096, 8192), kHopper, parsed("tile_m=64")).gemm.tile_m, 64);
+  const Fp8MatMulPlan k16 = plan(problem(100, 4096, 8192), kHopper, parsed("gemm_k_split=16"));
+  EXPECT_EQ(k16.gemm.k_split, 16);
+  EXPECT_EQ(k16.gemm.tile_m, 64);
+  EXPECT_EQ(k16.regions.partial_bytes, size_t{16} * 100 * 4096 * 4);
+  const Fp8MatMulPlan k1 = plan(problem(16, 8192, 8192), kHopper, parsed("gemm_k_split=1"));
+  EXPECT_EQ(k1.gemm.k_split, 1);
+  EXPECT_EQ(k1.workspace_bytes, 0u);
+  const Fp8MatMulPlan both = plan(problem(16, 8192, 8192), kHopper, parsed("tile_m=32,gemm_k_split=2"));
+  EXPECT_EQ(std::make_pair(both.gemm.tile_m, both.gemm.k_split), std::make_pair(32, 2));
+  // Off the fused GEMM: the decode GEMV's plan, its own k_split untouched.
+  const Fp8MatMulPlan decode = plan(problem(4, 4096, 4096), kHopper, parsed("tile_m=64,gemm_k_split=2"));
+  EXPECT_EQ(decode.path, Fp8Path::kGemvMma);
+  EXPECT_EQ(decode.gemv.k_split, plan(problem(4, 4096, 4096)).gemv.k_split);
+  EXPECT_EQ(decode.gemm.tile_m, 0);
+  testing::expect_parse_rejects("tile_m", {"0", "8", "48", "128", "-1", "x", ""});
+  testing::expect_parse_rejects("gemm_k_split", {"0", "3", "32", "-1", "x", ""});
+  testing::expect_override_rejects(problem(16, 4096, 4096), PlanOverride{}, &PlanOverride::tile_m,
+                                   "tile_m", {-1, 8, 48, 128});
+  testing::expect_override_rejects(problem(16, 4096, 4096), PlanOverride{},
+                                   &PlanOverride::gemm_k_split, "gemm_k_split", {-1, 3, 32});
+}
+
 // tiles: 1 or 2 tiles per warp of line loads.
 TEST(Fp8Override, GemvTiles) {
   testing::expect_tiles_overridden(problem(2, 4096, 4096), problem(2, 28672, 8192));
@@ -628,7 +868,9 @@ TEST_F(Fp8EnvTest, ScratchMib) {
   setenv("BQMM_DEQUANT_SCRATCH_MIB", "64", 1);
   Fp8MatMulOptions o;
   ASSERT_TRUE(fp8_matmul_options_from_env(&o).ok());
-  EXPECT_EQ(plan(problem(100, 262144, 8192, 128, DType::kBFloat16), kHopper, o).dequant.n_tile, 4096);
+  EXPECT_EQ(plan(problem(100, 262144, 8192, 128, DType::kBFloat16), kHopper, o, without_gemm())
+                .dequant.n_tile,
+            4096);
 }
 
 }  // namespace

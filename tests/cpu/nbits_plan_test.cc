@@ -4,12 +4,16 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <limits>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "bqmm/nbits_matmul.h"
 #include "common/plan_testing.h"
+#include "core/gemm_plan.h"
 #include "core/gemv_split.h"
+#include "core/plan_explain.h"
 #include "core/plan_override.h"
 
 namespace bqmm {
@@ -55,47 +59,182 @@ TEST(NBitsPlan, GemvUpToEightRows) {
         EXPECT_EQ(p.path, NBitsPath::kGemv) << "M=" << m << " " << dtype_name(t);
         EXPECT_EQ(p.workspace_bytes, 0u);
       }
-      // Above 8 rows float32 has no row groups.
+      // Above 8 rows float32 has neither the fused GEMM nor row groups.
       if (t == DType::kFloat32) {
         EXPECT_EQ(path(problem(9, 4096, 4096, bits, 32, t)), NBitsPath::kDequantGemm);
       }
     }
 }
 
-// Above 8 rows the window kernel's line loads take row groups of 8 (float16 / bfloat16,
-// rows of whole 128-byte lines, blocks of a 16-byte chunk or more), up to
-// kGemvFusedMaxRows (measured faster than dequant + cuBLAS there); everything else above
-// 8 rows is dequant + cuBLAS.
-TEST(NBitsPlan, RowGroupsUpToTheFusedLimit) {
+// With the fused GEMM forced off (gemm=0: the plans before it), above 8 rows the window
+// kernel's line loads take row groups of 8 (float16 / bfloat16, rows of whole 128-byte
+// lines, blocks of a 16-byte chunk or more), up to kGemvFusedMaxRows (measured faster than
+// dequant + cuBLAS there); everything else above 8 rows is dequant + cuBLAS.
+TEST(NBitsPlan, RowGroupsUpToTheFusedLimitWithoutTheGemm) {
+  const PlanOverride off = without_gemm();
   for (int bits : {4, 8})
     for (DType t : {DType::kFloat16, DType::kBFloat16})
       for (int64_t m : {9, 16, 17, 25, 32}) {
         SCOPED_TRACE(::testing::Message() << bits << " " << dtype_name(t) << " M=" << m);
         NBitsMatMulProblem p = problem(m, 4096, 4096, bits, 128, t);
-        NBitsMatMulPlan pl = plan(p);
+        NBitsMatMulPlan pl = plan(p, kHopper, off);
         EXPECT_EQ(pl.path, NBitsPath::kGemv);
         EXPECT_TRUE(pl.gemv.window && pl.gemv.lines);
         EXPECT_FALSE(pl.gemv.fma);
         EXPECT_EQ(pl.gemv.row_groups, (m + 7) / 8);
         EXPECT_NE(printed(pl).find("row_groups="), std::string::npos);
+        EXPECT_EQ(path(p), NBitsPath::kFusedGemm);  // by default the fused GEMM replaces them
         p.zero_points = NBitsZeroPoints::kPacked;
-        EXPECT_EQ(path(p), NBitsPath::kGemv);
+        EXPECT_EQ(path(p, kHopper, off), NBitsPath::kGemv);
         p.zero_points = NBitsZeroPoints::kTyped;
-        EXPECT_EQ(path(p), NBitsPath::kDequantGemm);
+        EXPECT_EQ(path(p, kHopper, off), NBitsPath::kDequantGemm);
       }
-  EXPECT_EQ(path(problem(kGemvFusedMaxRows + 1, 4096, 4096, 4, 128)), NBitsPath::kDequantGemm);
-  EXPECT_EQ(path(problem(16, 4096, 4096, 4, 16)), NBitsPath::kDequantGemm);  // block < a chunk
-  EXPECT_EQ(path(problem(16, 4096, 4096, 8, 16)), NBitsPath::kGemv);         // 8-bit: one chunk
-  EXPECT_EQ(path(problem(16, 4096, 4160, 8, 32)), NBitsPath::kDequantGemm);  // not whole lines
-  EXPECT_EQ(path(problem(16, 4096, 4096, 4, 128), kTuring), NBitsPath::kDequantGemm);
+  const auto off_path = [&](const NBitsMatMulProblem& p, const DeviceInfo& d = kHopper) {
+    return path(p, d, off);
+  };
+  EXPECT_EQ(off_path(problem(kGemvFusedMaxRows + 1, 4096, 4096, 4, 128)), NBitsPath::kDequantGemm);
+  EXPECT_EQ(off_path(problem(16, 4096, 4096, 4, 16)), NBitsPath::kDequantGemm);  // block < a chunk
+  EXPECT_EQ(off_path(problem(16, 4096, 4096, 8, 16)), NBitsPath::kGemv);         // 8-bit: one chunk
+  EXPECT_EQ(off_path(problem(16, 4096, 4160, 8, 32)), NBitsPath::kDequantGemm);  // not whole lines
+  EXPECT_EQ(off_path(problem(16, 4096, 4096, 4, 128), kTuring), NBitsPath::kDequantGemm);
   for (const char* o : {"lines=0", "window=0", "tma=1", "algo=1", "gemv=0"})
-    EXPECT_EQ(path(problem(16, 4096, 4096, 4, 128), kHopper, parsed(o)), NBitsPath::kDequantGemm)
+    EXPECT_EQ(path(problem(16, 4096, 4096, 4, 128), kHopper, parsed(std::string("gemm=0,") + o)),
+              NBitsPath::kDequantGemm)
         << o;
   NBitsMatMulProblem g_idx = problem(16, 4096, 4096, 4, 128);
   g_idx.has_g_idx = true;
-  EXPECT_EQ(path(g_idx), NBitsPath::kDequantGemm);
-  EXPECT_EQ(plan(problem(16, 28672, 8192, 4, 128)).gemv.tiles, 2);
-  EXPECT_EQ(plan(problem(16, 4096, 4096, 4, 128), kHopper, parsed("tiles=1")).gemv.tiles, 1);
+  EXPECT_EQ(off_path(g_idx), NBitsPath::kDequantGemm);
+  EXPECT_EQ(plan(problem(16, 28672, 8192, 4, 128), kHopper, off).gemv.tiles, 2);
+  EXPECT_EQ(plan(problem(16, 4096, 4096, 4, 128), kHopper, parsed("gemm=0,tiles=1")).gemv.tiles, 1);
+}
+
+// ------------------------------------------------------------------ fused GEMM
+// M <= 8 is the decode GEMV's, M > 8 the fused GEMM's (float16 / bfloat16 on SM80+, both
+// widths, without or with packed zero points), with no upper bound yet (kGemmMaxRows). It
+// needs none of the row groups' whole lines or chunk-sized blocks, takes a partial last
+// block, and the GEMV's keys leave it alone.
+TEST(NBitsPlan, FusedGemmAboveTheDecodeRows) {
+  EXPECT_EQ(kGemmMaxRows, std::numeric_limits<int64_t>::max());
+  for (int bits : {4, 8})
+    for (DType t : {DType::kFloat16, DType::kBFloat16})
+      for (auto zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked})
+        for (const DeviceInfo& d : {kHopper, kAmpere}) {
+          NBitsMatMulProblem p = problem(8, 4096, 4096, bits, 128, t);
+          p.zero_points = zp;
+          SCOPED_TRACE(printed(plan(p, d)));
+          EXPECT_EQ(path(p, d), NBitsPath::kGemv);
+          for (int64_t m : {9, 16, 17, 32, 33, 64, 100, 4096, 65536}) {
+            p.m = m;
+            EXPECT_EQ(path(p, d), NBitsPath::kFusedGemm) << m;
+          }
+        }
+  EXPECT_EQ(path(problem(9, 4096, 4096, 4, 16)), NBitsPath::kFusedGemm);   // block < a chunk
+  EXPECT_EQ(path(problem(9, 4096, 4160, 8, 32)), NBitsPath::kFusedGemm);   // not whole lines
+  EXPECT_EQ(path(problem(9, 4096, 4096 + 32, 4, 64)), NBitsPath::kFusedGemm);  // partial block
+  EXPECT_EQ(path(problem(9, 4096, 4096, 4, 1024)), NBitsPath::kFusedGemm);
+  for (const char* o : {"lines=0", "window=0", "tma=1", "algo=1", "gemv=0", "k_split=2",
+                        "tiles=2", "fma=1"})
+    EXPECT_EQ(path(problem(16, 4096, 4096, 8, 128), kHopper, parsed(o)), NBitsPath::kFusedGemm)
+        << o;
+  const NBitsMatMulPlan pl = plan(problem(16, 4096, 4096));
+  EXPECT_EQ(pl.gemv.tiles, 0);  // GEMV and dequant parts stay empty
+  EXPECT_EQ(pl.dequant.n_tile, 0);
+}
+
+// What sends M > 8 to dequant + cuBLAS instead: g_idx, typed (fractional) zero points,
+// float32, below SM80, K % 8 != 0, rows of B not a multiple of 16 bytes, pointers not
+// 16-byte aligned; nbits_fused_gemm_refusal names the first condition that fails.
+TEST(NBitsPlan, FusedGemmConditions) {
+  const auto refusal = [](const NBitsMatMulProblem& p, const DeviceInfo& d = kHopper,
+                          const PlanOverride& o = {}) -> std::string {
+    const char* why = nbits_fused_gemm_refusal(p, d, o);
+    return why == nullptr ? "" : why;
+  };
+  const auto expect_dequant = [&](const NBitsMatMulProblem& p, const std::string& why,
+                                  const DeviceInfo& d = kHopper) {
+    EXPECT_EQ(path(p, d), NBitsPath::kDequantGemm) << printed(plan(p, d));
+    EXPECT_EQ(refusal(p, d), why) << printed(plan(p, d));
+  };
+  EXPECT_EQ(refusal(problem(16, 4096, 4096)), "");
+  NBitsMatMulProblem p = problem(16, 4096, 4096, 4, 128);
+  p.has_g_idx = true;
+  expect_dequant(p, "g_idx (act order)");
+  p = problem(16, 4096, 4096, 8, 128);
+  p.zero_points = NBitsZeroPoints::kTyped;
+  expect_dequant(p, "typed (fractional) zero points");
+  for (int bits : {4, 8})
+    expect_dequant(problem(16, 4096, 4096, bits, 32, DType::kFloat32),
+                   "float32 activations (tensor cores take float16 / bfloat16)");
+  expect_dequant(problem(16, 4096, 4096), "tensor cores need SM80+", kTuring);
+  expect_dequant(problem(16, 64, 100, 8, 16), "K % 8 != 0");
+  // 4-bit blocks of 16 codes are 8 bytes: an odd block count leaves rows of 8 x odd bytes.
+  expect_dequant(problem(16, 256, 48, 4, 16), "rows of B not a multiple of 16 bytes");
+  EXPECT_EQ(path(problem(16, 256, 64, 4, 16)), NBitsPath::kFusedGemm);
+  for (int align : {1, 2, 4, 8}) {
+    p = problem(16, 4096, 4096);
+    p.alignment = align;
+    expect_dequant(p, "pointers not 16-byte aligned");
+  }
+  EXPECT_EQ(refusal(problem(0, 4096, 4096)), "empty output");
+  EXPECT_EQ(refusal(problem(16, 4096, 0)), "K == 0: Y = bias");
+  EXPECT_EQ(refusal(problem(8, 4096, 4096)), "M <= 8 (the decode GEMV's rows)");
+  EXPECT_EQ(refusal(problem(16, 4096, 4096), kHopper, parsed("gemm=0")), "gemm=0 (plan override)");
+  EXPECT_EQ(refusal(problem(8, 4096, 4096), kHopper, parsed("gemm=1")), "");
+}
+
+// The tiling, core/gemm_plan.h's rule for `bits`-bit rows: tile_m the smallest of 16, 32,
+// 64 holding M (64 above); as many stages as fit 160 KB (4-bit tile_m 64: 3, its
+// activation slabs being twice as long); the K split doubling while the (M, N) blocks do
+// not cover the SMs, keeping 4 slabs (128 bytes of a row: 128 codes 8-bit, 256 4-bit) per
+// block.
+TEST(NBitsPlan, FusedGemmTiling) {
+  const std::pair<int64_t, int> cases[] = {{9, 16},  {16, 16}, {17, 32},  {32, 32},
+                                           {33, 64}, {64, 64}, {100, 64}, {4096, 64}};
+  for (int bits : {4, 8})
+    for (const auto& [m, tile_m] : cases) {
+      const NBitsMatMulPlan pl = plan(problem(m, 4096, 4096, bits, 128));
+      ASSERT_EQ(pl.path, NBitsPath::kFusedGemm) << m;
+      EXPECT_EQ(pl.gemm.tile_m, tile_m) << bits << " " << m;
+      EXPECT_EQ(pl.gemm.tile_n, 128) << bits << " " << m;
+      EXPECT_EQ(pl.gemm.stages, bits == 4 && tile_m == 64 ? 3 : 4) << bits << " " << m;
+    }
+  for (int bits : {4, 8}) {
+    SCOPED_TRACE(bits);
+    // M = 16, K = 8192 (32 slabs 4-bit, 64 8-bit): 64 blocks of N = 8192 split 4 ways
+    // (256 blocks cover 132 SMs), 32 of N = 4096 8 ways.
+    EXPECT_EQ(plan(problem(16, 8192, 8192, bits, 128)).gemm.k_split, 4);
+    EXPECT_EQ(plan(problem(16, 4096, 8192, bits, 128)).gemm.k_split, 8);
+    EXPECT_EQ(plan(problem(16, 8192, 8192, bits, 128), kAmpere).gemm.k_split, 2);
+    EXPECT_EQ(plan(problem(64, 28672, 8192, bits, 128)).gemm.k_split, 1);
+  }
+  // K = 2048: 8 slabs 4-bit (split once), 16 8-bit (split up to 4 slabs each).
+  EXPECT_EQ(plan(problem(16, 4096, 2048, 4, 128)).gemm.k_split, 2);
+  EXPECT_EQ(plan(problem(16, 4096, 2048, 8, 128)).gemm.k_split, 4);
+  const GemmConfig rule = plan_gemm_tiles(33, 5000, 3072 / 2, 4, kHopper);
+  const GemmConfig g = plan(problem(33, 5000, 3072, 4, 64)).gemm;
+  EXPECT_EQ(std::make_tuple(g.tile_m, g.tile_n, g.stages, g.k_split),
+            std::make_tuple(rule.tile_m, rule.tile_n, rule.stages, rule.k_split));
+}
+
+// The workspace: the float32 partial sums [k_split, M, N] with a K split (256-byte
+// aligned), nothing without one; never an activation region.
+TEST(NBitsPlan, FusedGemmWorkspace) {
+  NBitsMatMulProblem p = problem(16, 8192, 8192, 4, 128);
+  p.zero_points = NBitsZeroPoints::kPacked;
+  p.has_bias = true;
+  const NBitsMatMulPlan split = plan(p);
+  ASSERT_EQ(split.gemm.k_split, 4);
+  EXPECT_EQ(split.regions.partial_offset, 0u);
+  EXPECT_EQ(split.regions.partial_bytes, size_t{4} * 16 * 8192 * 4);
+  EXPECT_EQ(split.workspace_bytes, size_t{4} * 16 * 8192 * 4);
+  EXPECT_EQ(split.regions.act_bytes + split.regions.cublas_bytes + split.regions.scratch_bytes, 0u);
+  // One block of 16 slabs (8-bit K = 2048) splits 4 ways: 4 x 9 x 100 x 4 = 14400 bytes,
+  // padded to 14592.
+  const NBitsMatMulPlan odd = plan(problem(9, 100, 2048, 8, 64));
+  EXPECT_EQ(odd.gemm.k_split, 4);
+  EXPECT_EQ(odd.regions.partial_bytes, 14400u);
+  EXPECT_EQ(odd.workspace_bytes, 14592u);
+  EXPECT_EQ(plan(problem(64, 28672, 8192, 4, 128)).workspace_bytes, 0u);
 }
 
 TEST(NBitsPlan, GemvRowsPerWarp) {
@@ -323,7 +462,9 @@ TEST(NBitsPlan, GemvKSplitBalancesWavesAndWindows) {
 
 TEST(NBitsPlan, DequantGemmTilesAndWorkspace) {
   // 256 MiB scratch: float16 rows of K = 8192 are 16 KiB: 16384 rows per tile.
-  NBitsMatMulPlan p = plan(problem(100, 32768, 8192));
+  // M = 100 with the fused GEMM forced off (it takes these problems by default).
+  const PlanOverride off = without_gemm();
+  NBitsMatMulPlan p = plan(problem(100, 32768, 8192), kHopper, off);
   EXPECT_EQ(p.path, NBitsPath::kDequantGemm);
   EXPECT_TRUE(p.dequant.vector);
   EXPECT_EQ(p.dequant.n_tile, 16384);
@@ -334,17 +475,17 @@ TEST(NBitsPlan, DequantGemmTilesAndWorkspace) {
   EXPECT_EQ(p.regions.scratch_bytes, size_t{256} << 20);
   EXPECT_EQ(p.workspace_bytes, size_t{288} << 20);
   // float32 rows are twice as large.
-  p = plan(problem(100, 32768, 8192, 4, 32, DType::kFloat32));
+  p = plan(problem(100, 32768, 8192, 4, 32, DType::kFloat32));  // float32: dequant anyway
   EXPECT_EQ(p.dequant.n_tile, 8192);
   EXPECT_EQ(p.dequant.num_n_tiles, 4);
   // Whole N in one tile when it fits; a small limit still gives one row per tile.
-  p = plan(problem(100, 100, 8192));
+  p = plan(problem(100, 100, 8192), kHopper, off);
   EXPECT_EQ(p.dequant.n_tile, 100);
   EXPECT_EQ(p.dequant.num_n_tiles, 1);
   EXPECT_EQ(p.regions.scratch_bytes, size_t{100} * 8192 * 2);
   NBitsMatMulOptions o;
   o.dequant_scratch_bytes = 1000;
-  p = plan(problem(100, 100, 8192), kHopper, o);
+  p = plan(problem(100, 100, 8192), kHopper, o, off);
   EXPECT_EQ(p.dequant.n_tile, 1);
   EXPECT_EQ(p.dequant.num_n_tiles, 100);
   // Pre-Hopper cuBLAS workspace.
@@ -437,7 +578,7 @@ TEST(NBitsPlan, GemvWindowWhereItAppliesOrWhenAsked) {
   EXPECT_FALSE(plan(problem(2, 28672, 8192 + 64, 8, 64)).gemv.window);
   EXPECT_TRUE(plan(problem(2, 28672, 8192 + 64, 8, 64)).gemv.tma);
   EXPECT_FALSE(plan(problem(1, 28672, 8192, 4, 128, DType::kFloat32)).gemv.window);
-  EXPECT_FALSE(plan(problem(100, 28672, 8192, 4, 128)).gemv.window);  // dequant + GEMM
+  EXPECT_FALSE(plan(problem(100, 28672, 8192, 4, 128)).gemv.window);  // the fused GEMM
   // The grid: 264 tiles x 8 = 2112 = 16 x 132 warps is not more; 265 tiles are.
   EXPECT_FALSE(plan(problem(3, 264 * 16, 8192, 4, 128)).gemv.window);
   EXPECT_TRUE(plan(problem(3, 264 * 16 + 1, 8192, 4, 128)).gemv.window);
@@ -835,6 +976,21 @@ TEST(NBitsPlan, PrintsEveryDecision) {
   EXPECT_NE(dq.find("workspace=67108864B (cublas 33554432@0, scratch 33554432@33554432)}"),
             std::string::npos)
       << dq;
+  // The fused GEMM: its tiling, and the partial sums of its K split.
+  q.has_g_idx = false;
+  q.m = 16;
+  q.n = 8192;
+  q.k = 8192;
+  EXPECT_EQ(printed(plan(q)),
+            "NBitsMatMulPlan{path=fused_gemm; nbits int8 bfloat16 M=16 N=8192 K=8192 "
+            "block_size=128 zero_points=packed bias align=16 scale_align=16; sm90/132SMs; "
+            "tile_m=16; tile_n=128; stages=4; k_split=4; workspace=2097152B "
+            "(partial 2097152@0)}");
+  const std::string whole = printed(plan(problem(100, 28672, 8192, 4, 128)));
+  EXPECT_NE(whole.find("path=fused_gemm"), std::string::npos) << whole;
+  EXPECT_NE(whole.find("; tile_m=64; tile_n=128; stages=3; k_split=1; workspace=0B}"),
+            std::string::npos)
+      << whole;
 }
 
 TEST(NBitsPlan, RejectsMalformedProblemsAndOptions) {
@@ -997,6 +1153,54 @@ TEST(NBitsOverride, GemvSwitchOverrides) {
   }
 }
 
+// gemm: 0 never the fused GEMM (the plans before it: row groups to 32 rows, then dequant
+// + cuBLAS), 1 wherever it applies, the decode rows included (in the CUDA-core kernel's
+// place at M = 1 too); float32 and typed zero points keep their paths.
+TEST(NBitsOverride, Gemm) {
+  testing::expect_switch_parses("gemm", &PlanOverride::gemm);
+  const NBitsMatMulPlan groups = plan(problem(16, 4096, 4096, 4, 128), kHopper, parsed("gemm=0"));
+  EXPECT_EQ(groups.path, NBitsPath::kGemv);
+  EXPECT_EQ(groups.gemv.row_groups, 2);
+  EXPECT_EQ(path(problem(33, 4096, 4096, 4, 128), kHopper, parsed("gemm=0")),
+            NBitsPath::kDequantGemm);
+  for (int bits : {4, 8})
+    for (int64_t m : {1, 4, 8}) {
+      const NBitsMatMulPlan forced = plan(problem(m, 4096, 4096, bits, 128), kHopper, parsed("gemm=1"));
+      EXPECT_EQ(forced.path, NBitsPath::kFusedGemm) << bits << " " << m;
+      EXPECT_EQ(forced.gemm.tile_m, 16) << bits << " " << m;
+      EXPECT_FALSE(forced.gemv.fma) << bits << " " << m;
+    }
+  EXPECT_EQ(path(problem(4, 4096, 4096, 4, 32, DType::kFloat32), kHopper, parsed("gemm=1")),
+            NBitsPath::kGemv);
+  NBitsMatMulProblem typed = problem(4, 4096, 4096);
+  typed.zero_points = NBitsZeroPoints::kTyped;
+  EXPECT_EQ(path(typed, kHopper, parsed("gemm=1")), NBitsPath::kDequantGemm);
+  testing::expect_switch_rejects_out_of_range(problem(16, 4096, 4096), PlanOverride{},
+                                              &PlanOverride::gemm, "gemm");
+}
+
+// tile_m and gemm_k_split force the fused GEMM's tiling (the stages and K split follow a
+// forced tile_m), as FP8's.
+TEST(NBitsOverride, GemmTileMAndKSplit) {
+  // 4-bit M = 100, N = 4096, K = 8192 (32 slabs): 64 blocks of 64 rows (k_split 4, 3
+  // stages); 224 of 16 rows (1, 4 stages).
+  const NBitsMatMulProblem p = problem(100, 4096, 8192, 4, 128);
+  EXPECT_EQ(plan(p).gemm.k_split, 4);
+  EXPECT_EQ(plan(p).gemm.stages, 3);
+  const NBitsMatMulPlan t16 = plan(p, kHopper, parsed("tile_m=16"));
+  EXPECT_EQ(std::make_tuple(t16.gemm.tile_m, t16.gemm.stages, t16.gemm.k_split),
+            std::make_tuple(16, 4, 1));
+  EXPECT_EQ(t16.workspace_bytes, 0u);
+  const NBitsMatMulPlan k8 = plan(p, kHopper, parsed("gemm_k_split=8"));
+  EXPECT_EQ(k8.gemm.k_split, 8);
+  EXPECT_EQ(k8.regions.partial_bytes, size_t{8} * 100 * 4096 * 4);
+  EXPECT_EQ(plan(problem(2, 4096, 4096), kHopper, parsed("tile_m=64")).path, NBitsPath::kGemv);
+  testing::expect_override_rejects(p, PlanOverride{}, &PlanOverride::tile_m, "tile_m",
+                                   {-1, 8, 48, 128});
+  testing::expect_override_rejects(p, PlanOverride{}, &PlanOverride::gemm_k_split,
+                                   "gemm_k_split", {-1, 3, 32});
+}
+
 // tiles: 1 or 2 tiles per warp of line loads, as FP8's.
 TEST(NBitsOverride, GemvTiles) {
   testing::expect_tiles_overridden(problem(4, 8192, 8192, 8, 128), problem(4, 28672, 8192, 8, 128));
@@ -1030,7 +1234,7 @@ TEST_F(NBitsEnvTest, ScratchMib) {
   NBitsMatMulOptions o;
   ASSERT_TRUE(nbits_matmul_options_from_env(&o).ok());
   // float16 rows of K = 8192 are 16 KiB: 4096 rows per tile.
-  const NBitsMatMulPlan p = plan(problem(100, 32768, 8192), kHopper, o);
+  const NBitsMatMulPlan p = plan(problem(100, 32768, 8192), kHopper, o, without_gemm());
   EXPECT_EQ(p.dequant.n_tile, 4096);
   EXPECT_EQ(p.dequant.num_n_tiles, 8);
 }

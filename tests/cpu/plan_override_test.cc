@@ -40,6 +40,11 @@ const std::vector<KeyCase>& keys() {
       {"tiles", &PlanOverride::tiles, {1, 2}, {"0", "3", "-1"}, "1 or 2"},
       {"registers", &PlanOverride::registers, {128, 168}, {"0", "127", "160", "256", "-1"},
        "128 or 168"},
+      {"gemm", &PlanOverride::gemm, {0, 1}, {"2", "-1"}, "0 or 1"},
+      {"tile_m", &PlanOverride::tile_m, {16, 32, 64}, {"0", "8", "48", "128", "-1"},
+       "16, 32 or 64"},
+      {"gemm_k_split", &PlanOverride::gemm_k_split, {1, 2, 4, 8, 16}, {"0", "3", "32", "-1"},
+       "1, 2, 4, 8 or 16"},
   };
   return k;
 }
@@ -70,6 +75,9 @@ TEST(PlanOverride, DefaultIsEmpty) {
   EXPECT_EQ(o.lines, -1);
   EXPECT_EQ(o.tiles, -1);
   EXPECT_EQ(o.registers, -1);
+  EXPECT_EQ(o.gemm, -1);
+  EXPECT_EQ(o.tile_m, 0);
+  EXPECT_EQ(o.gemm_k_split, 0);
 }
 
 // Each key takes each of its values, and sets its field only.
@@ -88,7 +96,10 @@ TEST(PlanOverride, ParsesEveryKeyAndValue) {
 }
 
 TEST(PlanOverride, ParsesSeveralKeys) {
-  const PlanOverride o = parsed("k_split=4,lines=0,registers=168,algo=2");
+  const PlanOverride o = parsed("k_split=4,lines=0,registers=168,algo=2,gemm_k_split=16,gemm=1");
+  EXPECT_EQ(o.gemm, 1);
+  EXPECT_EQ(o.gemm_k_split, 16);
+  EXPECT_EQ(o.tile_m, 0);
   EXPECT_EQ(o.k_split, 4);
   EXPECT_EQ(o.lines, 0);
   EXPECT_EQ(o.registers, kGemvWideRegisters);
@@ -166,13 +177,14 @@ TEST(PlanOverride, RejectsUnknownKeys) {
     SCOPED_TRACE(text);
     const std::string m = parse_error(text);
     EXPECT_EQ(m.find("plan override: unknown key \""), 0u) << m;
-    EXPECT_NE(m.find("(keys: gemv, fma, algo, k_split, tma, window, lines, tiles, registers)"),
+    EXPECT_NE(m.find("(keys: gemv, fma, algo, k_split, tma, window, lines, tiles, registers, "
+                     "gemm, tile_m, gemm_k_split)"),
               std::string::npos)
         << m;
   }
   EXPECT_EQ(parse_error("foo=1"),
             "plan override: unknown key \"foo\" (keys: gemv, fma, algo, k_split, tma, window, "
-            "lines, tiles, registers)");
+            "lines, tiles, registers, gemm, tile_m, gemm_k_split)");
   EXPECT_NE(parse_error("k_split=4,bar").find("\"bar\""), std::string::npos);
 }
 
@@ -213,8 +225,13 @@ TEST(PlanOverride, ToStringRoundTrips) {
   all.lines = 1;
   all.tiles = 2;
   all.registers = 168;
+  all.gemm = 0;
+  all.tile_m = 32;
+  all.gemm_k_split = 2;
   const std::string text = to_string(all);
-  EXPECT_EQ(text, "gemv=0,fma=1,algo=2,k_split=8,tma=1,window=0,lines=1,tiles=2,registers=168");
+  EXPECT_EQ(text,
+            "gemv=0,fma=1,algo=2,k_split=8,tma=1,window=0,lines=1,tiles=2,registers=168,gemm=0,"
+            "tile_m=32,gemm_k_split=2");
   EXPECT_EQ(to_string(parsed(text)), text);
   // Any order in, the grammar's order out.
   EXPECT_EQ(to_string(parsed("registers=128,tma=0,k_split=1")), "k_split=1,tma=0,registers=128");
@@ -347,7 +364,8 @@ TEST(CheckPlanOverride, RejectsKeysThatDoNotApply) {
     EXPECT_TRUE(check_plan_override(o, "NBitsMatMul", {}).ok());
   }
   // Only the keys listed.
-  EXPECT_TRUE(check_plan_override(parsed("k_split=2,tma=1,lines=0,tiles=2,registers=128,fma=0,gemv=0"),
+  EXPECT_TRUE(check_plan_override(parsed("k_split=2,tma=1,lines=0,tiles=2,registers=128,fma=0,gemv=0,"
+                                         "gemm=1,tile_m=64,gemm_k_split=4"),
                                   "Fp8WeightMatMul", {"algo", "window"})
                   .ok());
   // A key that does not apply, set to a value no key takes: does not apply.
@@ -378,6 +396,10 @@ TEST(CheckPlanOverride, RejectsBadStructValues) {
       {&PlanOverride::tiles, 3, "plan override: tiles: expected 1 or 2 but got 3"},
       {&PlanOverride::registers, 160,
        "plan override: registers: expected 128 or 168 but got 160"},
+      {&PlanOverride::gemm, 2, "plan override: gemm: expected 0 or 1 but got 2"},
+      {&PlanOverride::tile_m, 48, "plan override: tile_m: expected 16, 32 or 64 but got 48"},
+      {&PlanOverride::gemm_k_split, 32,
+       "plan override: gemm_k_split: expected 1, 2, 4, 8 or 16 but got 32"},
   };
   for (const auto& c : cases) {
     PlanOverride o;
@@ -437,6 +459,11 @@ TEST(PlanOverridePlanners, OverrideChangesThePlan) {
   EXPECT_EQ(plan(f).gemv.k_split, 8);
   EXPECT_EQ(plan(f, kHopper, parsed("k_split=2")).gemv.k_split, 2);
   EXPECT_EQ(plan(f, kHopper, parsed("gemv=0")).path, Fp8Path::kDequantGemm);
+  EXPECT_EQ(plan(f, kHopper, parsed("gemm=1")).path, Fp8Path::kFusedGemm);
+  f.m = 16;
+  EXPECT_EQ(plan(f).path, Fp8Path::kFusedGemm);
+  EXPECT_EQ(plan(f, kHopper, parsed("gemm=0")).path, Fp8Path::kGemvMma);  // row groups
+  EXPECT_EQ(plan(f, kHopper, parsed("tile_m=64")).gemm.tile_m, 64);
   NBitsMatMulProblem q;
   q.m = 1;
   q.n = 4096;
@@ -444,6 +471,11 @@ TEST(PlanOverridePlanners, OverrideChangesThePlan) {
   EXPECT_EQ(plan(q).gemv.algo, kNBitsGemvAlgoUnrolled);
   EXPECT_EQ(plan(q, kHopper, parsed("algo=1")).gemv.algo, kNBitsGemvAlgoLoop);
   EXPECT_EQ(plan(q, kHopper, parsed("gemv=0")).path, NBitsPath::kDequantGemm);
+  EXPECT_EQ(plan(q, kHopper, parsed("gemm=1")).path, NBitsPath::kFusedGemm);
+  q.m = 16;
+  EXPECT_EQ(plan(q).path, NBitsPath::kFusedGemm);
+  EXPECT_EQ(plan(q, kHopper, parsed("gemm=0")).path, NBitsPath::kGemv);  // row groups
+  EXPECT_EQ(plan(q, kHopper, parsed("gemm_k_split=2")).gemm.k_split, 2);
 }
 
 }  // namespace

@@ -133,6 +133,38 @@ TEST(ProfileCli, CpuModePlansForTheDefaultOrGivenDevice) {
   EXPECT_NE(run.output.find("1 of 1 cases passed"), std::string::npos) << run.output;
 }
 
+// --explain prints the fused GEMM's plan above the decode rows and, under any other plan,
+// the planner's reason for not taking it.
+TEST(ProfileCli, ExplainSaysWhyNotTheFusedGemm) {
+  SKIP_WITHOUT_CLI();
+  const CliResult fused = run_cli("--op nbits --m 16 --n 256 --k 512 --explain --device cpu");
+  EXPECT_EQ(fused.exit_code, 0) << fused.output;
+  EXPECT_NE(fused.output.find("path=fused_gemm"), std::string::npos) << fused.output;
+  EXPECT_NE(fused.output.find("; tile_m=16; tile_n=128; "), std::string::npos) << fused.output;
+  EXPECT_EQ(fused.output.find("not taken"), std::string::npos) << fused.output;
+
+  const struct {
+    const char* args;
+    const char* line;
+  } refused[] = {
+      {"--op nbits --zero-points typed --m 16 --n 256 --k 512",
+       "  fused_gemm: not taken: typed (fractional) zero points\n"},
+      {"--op nbits --g-idx --m 16 --n 256 --k 512", "  fused_gemm: not taken: g_idx (act order)\n"},
+      {"--op fp8 --m 4 --n 256 --k 512",
+       "  fused_gemm: not taken: M <= 8 (the decode GEMV's rows)\n"},
+      {"--op fp8 --m 16 --n 256 --k 520", "  fused_gemm: not taken: K % 16 != 0"},
+      {"--op fp8 --m 16 --n 256 --k 512 --sm 75 --num-sms 40",
+       "  fused_gemm: not taken: tensor cores need SM80+\n"},
+  };
+  for (const auto& r : refused) {
+    SCOPED_TRACE(r.args);
+    const CliResult c = run_cli(std::string(r.args) + " --explain --device cpu");
+    EXPECT_EQ(c.exit_code, 0) << c.output;
+    EXPECT_EQ(c.output.find("path=fused_gemm"), std::string::npos) << c.output;
+    EXPECT_NE(c.output.find(r.line), std::string::npos) << c.output;
+  }
+}
+
 // ------------------------------------------------------------------ flag errors
 TEST(ProfileCli, EveryFlagErrorNamesTheFlag) {
   SKIP_WITHOUT_CLI();

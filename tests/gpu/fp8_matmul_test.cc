@@ -1,6 +1,7 @@
-// Fp8WeightMatMul on the GPU: the default dispatch chain (empty, K == 0, dequant + cuBLAS
-// with and without W8A8 and bias, N-tiled scratch), its kernels bit for bit against the
-// host codecs, the run-time contract (workspace, plan/args mismatch, graph capture).
+// Fp8WeightMatMul on the GPU: the dispatch chain's empty, K == 0 and dequant + cuBLAS paths
+// (with and without W8A8 and bias, N-tiled scratch; the fused GEMM forced off where it
+// would take the case), its kernels bit for bit against the host codecs, the run-time
+// contract (workspace, plan/args mismatch, graph capture).
 // Every test skips itself, saying so, without a CUDA device.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -31,12 +32,14 @@ using testing::matches_reference;
 using testing::run_fp8_on_device;
 
 constexpr DType kDTypes[] = {DType::kFloat16, DType::kBFloat16};
-// Rows above the fused GEMV's row groups: the dequant + cuBLAS path by default.
+// Rows above the GEMV's row groups (the fused GEMM's by default: dequant_gemm_only).
 constexpr int64_t kAboveFused = kGemvMaxGroupRows + 1;
 
+// The dequant + cuBLAS path at every M: neither the decode GEMV nor the fused GEMM.
 testing::Fp8Knobs dequant_gemm_only() {
   testing::Fp8Knobs o;
-  o.force.gemv = 0;  // forces the default path also for M <= 8
+  o.force.gemv = 0;
+  o.force.gemm = 0;
   return o;
 }
 
@@ -91,7 +94,7 @@ TEST(Fp8DequantGemm, EveryOptionCombination) {
                                               << " w8a8=" << w8a8);
             const Fp8Case c = make_random_fp8_case(t, kAboveFused, 17, k, bs, bias, w8a8, 5000 + seed++);
             Fp8Run run;
-            BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, testing::Fp8Knobs{}, &run));
+            BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, dequant_gemm_only(), &run));
             EXPECT_EQ(run.plan.path, Fp8Path::kDequantGemm);
             EXPECT_TRUE(matches_reference(c, run.y));
           }
@@ -118,7 +121,7 @@ TEST(Fp8DequantGemm, NTiledScratch) {
   for (DType t : kDTypes) {
     SCOPED_TRACE(dtype_name(t));
     const Fp8Case c = make_random_fp8_case(t, kAboveFused, 1026, 256, 128, true, true, 91);
-    testing::Fp8Knobs o;
+    testing::Fp8Knobs o = dequant_gemm_only();
     o.options.dequant_scratch_bytes = 100 * 256 * 2;  // tiles of 100 rows
     Fp8Run run;
     BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, o, &run));
@@ -128,7 +131,7 @@ TEST(Fp8DequantGemm, NTiledScratch) {
   }
   // One row larger than the limit still runs, one row per tile.
   const Fp8Case c = make_random_fp8_case(DType::kFloat16, 9, 17, 4104, 256, false, false, 92);
-  testing::Fp8Knobs o;
+  testing::Fp8Knobs o = dequant_gemm_only();
   o.options.dequant_scratch_bytes = 1024;
   Fp8Run run;
   BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, o, &run));
@@ -270,7 +273,9 @@ TEST(Fp8RunContract, RejectsBadWorkspaceAndMismatchedArgs) {
   const Fp8Case c = make_random_fp8_case(DType::kFloat16, 16, 64, 128, 128, false, false, 96);
   testing::Fp8DeviceCase d;
   BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
-  BQMM_ASSERT_OK(testing::plan_fp8_case(*handle, c, testing::Fp8Knobs{}, &d));
+  // The dequant + cuBLAS plan: a workspace to be short of (the fused GEMM needs none here).
+  BQMM_ASSERT_OK(testing::plan_fp8_case(*handle, c, dequant_gemm_only(), &d));
+  ASSERT_EQ(d.plan.path, Fp8Path::kDequantGemm);
 
   Status s = run_fp8_matmul(*handle, d.plan, d.args, d.workspace.data(),
                             d.plan.workspace_bytes - 1, nullptr);
@@ -301,7 +306,7 @@ TEST(Fp8RunContract, GraphCapturable) {
   const Handle* handle = testing::shared_handle();
   ASSERT_NE(handle, nullptr);
   const Fp8Case c = make_random_fp8_case(DType::kBFloat16, kAboveFused, 300, 512, 128, true, true, 97);
-  testing::Fp8Knobs o;
+  testing::Fp8Knobs o = dequant_gemm_only();
   o.options.dequant_scratch_bytes = 128 * 512 * 2;  // three tiles in the graph
   testing::Fp8DeviceCase d;
   BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));

@@ -51,9 +51,11 @@ testing::NBitsKnobs gemv_algo(int algo) {
   return o;
 }
 
+// The dequant + cuBLAS path at every M: neither the decode GEMV nor the fused GEMM.
 testing::NBitsKnobs dequant_gemm_only() {
   testing::NBitsKnobs o;
-  o.force.gemv = 0;  // forces the default path also for M <= 8
+  o.force.gemv = 0;
+  o.force.gemm = 0;
   return o;
 }
 
@@ -441,7 +443,8 @@ TEST(NBitsDequantGemm, EveryBitsBlockSizeAndDtype) {
 }
 
 // The full product of zero-point kind x g_idx x bias x width on one vector and one
-// scalar dequant shape with the default options: every option combination runs.
+// scalar dequant shape, the fused GEMM forced off (it takes the cases without g_idx or
+// typed zero points by default): every option combination runs.
 TEST(NBitsDequantGemm, EveryOptionCombination) {
   BQMM_REQUIRE_GPU();
   int seed = 0;
@@ -455,7 +458,7 @@ TEST(NBitsDequantGemm, EveryOptionCombination) {
             s.g_idx = g_idx;
             s.bias = bias;
             SCOPED_TRACE(describe(s));
-            run_and_check(s, 6000 + seed++, testing::NBitsKnobs{}, NBitsPath::kDequantGemm);
+            run_and_check(s, 6000 + seed++, dequant_gemm_only(), NBitsPath::kDequantGemm);
           }
 }
 
@@ -510,7 +513,8 @@ TEST(NBitsDequantGemm, MisalignedPointersFallBack) {
   }
 }
 
-// A rank-3 activation flattens its leading dims into M (6 rows, and 15 in two row groups).
+// A rank-3 activation flattens its leading dims into M (6 rows: the GEMV; 15: the fused
+// GEMM).
 TEST(NBitsDequantGemm, Rank3Activation) {
   BQMM_REQUIRE_GPU();
   for (int64_t m0 : {2, 5}) {
@@ -520,7 +524,7 @@ TEST(NBitsDequantGemm, Rank3Activation) {
     c.a.shape = Shape{m0, 3, 128};
     NBitsRun run;
     BQMM_ASSERT_OK(run_nbits_on_device(*testing::shared_handle(), c, testing::NBitsKnobs{}, &run));
-    EXPECT_EQ(run.plan.path, NBitsPath::kGemv);  // 15 rows: two row groups
+    EXPECT_EQ(run.plan.path, m0 * 3 > 8 ? NBitsPath::kFusedGemm : NBitsPath::kGemv);
     EXPECT_EQ(run.y.shape, (Shape{m0, 3, 40}));
     EXPECT_TRUE(matches_reference(c, run.y));
   }
@@ -638,7 +642,8 @@ TEST(NBitsRunContract, RejectsBadWorkspaceAndMismatchedArgs) {
   const NBitsCase c = make_random_nbits_case(s, 9000);
   testing::NBitsDeviceCase d;
   BQMM_ASSERT_OK(testing::upload_nbits_case(c, &d));
-  BQMM_ASSERT_OK(testing::plan_nbits_case(*handle, c, testing::NBitsKnobs{}, &d));
+  // The dequant + cuBLAS plan: a workspace to be short of (the fused GEMM needs none here).
+  BQMM_ASSERT_OK(testing::plan_nbits_case(*handle, c, dequant_gemm_only(), &d));
   ASSERT_EQ(d.plan.path, NBitsPath::kDequantGemm);
 
   Status st = run_nbits_matmul(*handle, d.plan, d.args, d.workspace.data(),
@@ -673,26 +678,38 @@ TEST(NBitsRunContract, RejectsBadWorkspaceAndMismatchedArgs) {
   EXPECT_NE(st.message().find("aligned"), std::string::npos) << st.message();
 }
 
-// run() enqueues only: both paths (dequant + cuBLAS over three N tiles with bias, and the
-// GEMV, with row groups at 24 rows) can be captured in a CUDA graph, and the replay
-// computes the right answer.
+// run() enqueues only: every path (dequant + cuBLAS over three N tiles with bias, the
+// fused GEMM, and the GEMV, with row groups at 24 rows under gemm=0) can be captured in a
+// CUDA graph, and the replay computes the right answer.
 TEST(NBitsRunContract, GraphCapturable) {
   BQMM_REQUIRE_GPU();
   const Handle* handle = testing::shared_handle();
   ASSERT_NE(handle, nullptr);
-  for (int64_t m : {kGemvMaxGroupRows + 8, int64_t{24}, int64_t{3}}) {
-    NBitsCaseSpec s = nbits_spec(DType::kBFloat16, 4, m, 300, 512, 128);
+  struct Case {
+    int64_t m;
+    int gemm;  // the override's gemm key (-1: the planner's)
+    NBitsPath path;
+  };
+  for (const Case g : {Case{kGemvMaxGroupRows + 8, 0, NBitsPath::kDequantGemm},
+                       Case{24, -1, NBitsPath::kFusedGemm}, Case{24, 0, NBitsPath::kGemv},
+                       Case{3, -1, NBitsPath::kGemv}}) {
+    SCOPED_TRACE(::testing::Message() << "M=" << g.m << " gemm=" << g.gemm);
+    NBitsCaseSpec s = nbits_spec(DType::kBFloat16, 4, g.m, 300, 512, 128);
     s.zero_points = NBitsZeroPoints::kPacked;
     s.bias = true;
-    const NBitsCase c = make_random_nbits_case(s, 9100 + m);
+    const NBitsCase c = make_random_nbits_case(s, 9100 + g.m);
     testing::NBitsKnobs o;
+    o.force.gemm = g.gemm;
     o.options.dequant_scratch_bytes = 128 * 512 * 2;  // three tiles inside the graph
     testing::NBitsDeviceCase d;
     BQMM_ASSERT_OK(testing::upload_nbits_case(c, &d));
     BQMM_ASSERT_OK(testing::plan_nbits_case(*handle, c, o, &d));
-    ASSERT_EQ(d.plan.path, m > kGemvFusedMaxRows ? NBitsPath::kDequantGemm : NBitsPath::kGemv);
-    if (m > kGemvMaxGroupRows) {
+    ASSERT_EQ(d.plan.path, g.path);
+    if (g.path == NBitsPath::kDequantGemm) {
       ASSERT_EQ(d.plan.dequant.num_n_tiles, 3);
+    }
+    if (g.path == NBitsPath::kGemv && g.m > 8) {
+      ASSERT_EQ(d.plan.gemv.row_groups, 3);
     }
     BQMM_ASSERT_OK(testing::run_in_graph([&](cudaStream_t st) { return d.run(*handle, st); }));
     HostTensor y;

@@ -7,6 +7,8 @@
 // group (9, 17, 33), whole groups only (16, 64) and the most groups. Odd N leaves masked
 // columns in the last column block of every group. The launchers' refusals (M > 8
 // without line loads, past kGemvMaxGroupRows, the CUDA-core kernels) are checked too.
+// The planners take row groups only under the override gemm=0 (the fused GEMM replaced
+// them); these tests launch the kernels directly, so they test them whatever the plans.
 // Every test skips itself, saying so, without a CUDA device.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>

@@ -1,0 +1,22 @@
+// Why a planner did not take the fused GEMM for a problem, in words (bqmm-profile
+// --explain prints it under each plan that is not fused_gemm). Internal, like the plan
+// override: the planners decide with the same functions (fused_gemm_applies in
+// core/*_plan.cc), so the reason is the rule's, not a restatement of it.
+#pragma once
+
+#include "bqmm/device.h"
+#include "bqmm/fp8_matmul.h"
+#include "bqmm/nbits_matmul.h"
+#include "core/plan_override.h"
+
+namespace bqmm {
+
+// The first condition of the fused GEMM that `problem` fails on `device` under `override_`
+// ("typed (fractional) zero points", "M <= 8 (the decode GEMV's rows)", ...), or nullptr
+// where the planner takes the fused GEMM.
+const char* fp8_fused_gemm_refusal(const Fp8MatMulProblem& problem, const DeviceInfo& device,
+                                   const PlanOverride& override_);
+const char* nbits_fused_gemm_refusal(const NBitsMatMulProblem& problem,
+                                     const DeviceInfo& device, const PlanOverride& override_);
+
+}  // namespace bqmm
