@@ -342,17 +342,19 @@ TEST(Fp8Plan, RowGroupsCountInTheWaveModel) {
 }
 
 // ------------------------------------------------------------------ fused GEMM
-// M <= 8 is the decode GEMV's, M > 8 the fused GEMM's, on every SM80+ device and without
-// an upper bound yet (kGemmMaxRows); it needs none of the GEMV's K or block multiples of
-// 64 or 128, so the GEMV's keys leave it alone.
+// M <= 8 is the decode GEMV's, 8 < M <= kGemmMaxRows (64) the fused GEMM's, on every
+// SM80+ device; above, dequant + cuBLAS. It needs none of the GEMV's K or block multiples
+// of 64 or 128, so the GEMV's keys leave it alone.
 TEST(Fp8Plan, FusedGemmAboveTheDecodeRows) {
-  EXPECT_EQ(kGemmMaxRows, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(kGemmMaxRows, 64);
   for (const DeviceInfo& d : {kHopper, kAmpere}) {
     EXPECT_EQ(path(problem(8, 4096, 4096), d), Fp8Path::kGemvMma);
-    for (int64_t m : {9, 16, 17, 32, 33, 64, 100, 4096, 65536}) {
+    for (int64_t m : {9, 16, 17, 32, 33, 64}) {
       EXPECT_EQ(path(problem(m, 4096, 4096), d), Fp8Path::kFusedGemm) << m;
       EXPECT_EQ(path(problem(m, 4096, 4096, 128, DType::kBFloat16), d), Fp8Path::kFusedGemm) << m;
     }
+    for (int64_t m : {65, 100, 4096, 65536})
+      EXPECT_EQ(path(problem(m, 4096, 4096), d), Fp8Path::kDequantGemm) << m;
   }
   EXPECT_EQ(path(problem(9, 4096, 4160)), Fp8Path::kFusedGemm);     // K % 128 == 64
   EXPECT_EQ(path(problem(9, 4096, 4112, 16)), Fp8Path::kFusedGemm);  // blocks of 16
@@ -406,36 +408,39 @@ TEST(Fp8Plan, FusedGemmConditions) {
   EXPECT_EQ(refusal(problem(8, 4096, 4096), kHopper, parsed("gemm=1")), "");
 }
 
-// tile_m: the smallest instantiated tile (16, 32, 64) holding M, 64 above; blocks of 128
-// columns; as many pipeline stages as fit 160 KB (4 at every tile_m of 8-bit rows).
+// tile_m: the smallest instantiated tile (16, 32, 64) holding M; blocks of 128 columns;
+// the stages two blocks per SM90 SM hold (8-bit rows: 4 at 16 and 32 rows, 3 at 64).
 TEST(Fp8Plan, FusedGemmTileM) {
-  const std::pair<int64_t, int> cases[] = {{9, 16},  {16, 16}, {17, 32},  {32, 32},
-                                           {33, 64}, {64, 64}, {100, 64}, {4096, 64}};
+  const std::pair<int64_t, int> cases[] = {{9, 16}, {16, 16}, {17, 32}, {32, 32}, {33, 64}, {64, 64}};
   for (const auto& [m, tile_m] : cases) {
     const Fp8MatMulPlan pl = plan(problem(m, 4096, 4096));
     ASSERT_EQ(pl.path, Fp8Path::kFusedGemm) << m;
     EXPECT_EQ(pl.gemm.tile_m, tile_m) << m;
     EXPECT_EQ(pl.gemm.tile_n, 128) << m;
-    EXPECT_EQ(pl.gemm.stages, 4) << m;
+    EXPECT_EQ(pl.gemm.stages, tile_m == 64 ? 3 : 4) << m;
   }
 }
 
-// The K split: doubled while the (M, N) grid of blocks does not cover the SMs once, each
-// block keeping at least 4 slabs of 128 K (core/gemm_plan.h), up to 16.
+// The K split (core/gemm_plan.h): the power of two with the least waves x (slabs per
+// block + stages), waves of SMs x resident blocks (two per SM90 SM at these tiles, one on
+// SM80); measured on the H200 it is the fastest of 1, 2, 4, 8 at FP8 8192 x 8192 M = 16
+// and 64 (split 4) and 4096 x 14336 M = 16 (split 8).
 TEST(Fp8Plan, FusedGemmKSplit) {
-  // M = 16, K = 8192 (64 slabs). N = 8192: 64 blocks, 128 at k_split 2 (< 132), 256 at 4.
+  // M = 16, K = 8192 (64 slabs). N = 8192: 64 blocks; 264 resident: split 4 is one wave
+  // of 16 + 4 slabs, 8 one of 8 + 4... but 512 blocks take two: 2 x 12 = 24 > 20.
   EXPECT_EQ(plan(problem(16, 8192, 8192)).gemm.k_split, 4);
-  // N = 4096: 32 blocks, 128 at k_split 4 (< 132), 256 at 8 (8 slabs per block).
+  EXPECT_EQ(plan(problem(64, 8192, 8192)).gemm.k_split, 4);
+  // N = 4096: 32 blocks, 256 at split 8 in one wave (8 + 4 slabs).
   EXPECT_EQ(plan(problem(16, 4096, 8192)).gemm.k_split, 8);
-  // 108 SMs: 64 blocks, 128 at k_split 2 cover them.
-  EXPECT_EQ(plan(problem(16, 8192, 8192), kAmpere).gemm.k_split, 2);
-  // Grids that cover the SMs: M = 64 x N = 28672 is 224 blocks; M = 100 x 8192 is 128,
-  // split once.
+  // 108 SMs of one block each: 256 blocks are 3 waves (3 x 20 = 60 > 2 waves of 32 + 4 at
+  // split 2... and one of 64 + 4 at 1): split 4 costs 60, 2 costs 2 x 36 = 72, 1 costs 68.
+  EXPECT_EQ(plan(problem(16, 8192, 8192), kAmpere).gemm.k_split, 4);
+  // M = 64 x N = 28672 is 224 blocks, one wave unsplit.
   EXPECT_EQ(plan(problem(64, 28672, 8192)).gemm.k_split, 1);
-  EXPECT_EQ(plan(problem(100, 8192, 8192)).gemm.k_split, 2);
-  // Short K: 8 slabs (K = 1024) split once (4 slabs each), 7 (K = 896) not at all.
-  EXPECT_EQ(plan(problem(16, 4096, 1024)).gemm.k_split, 2);
-  EXPECT_EQ(plan(problem(16, 4096, 896)).gemm.k_split, 1);
+  // Short K: 8 slabs (K = 1024) of 32 blocks, split 8 (one slab each, 1 + 4 against 2 + 4);
+  // 7 slabs (K = 896) at most... the same rule: 4.
+  EXPECT_EQ(plan(problem(16, 4096, 1024)).gemm.k_split, 8);
+  EXPECT_EQ(plan(problem(16, 4096, 896)).gemm.k_split, 4);
   // At most 16: one block of 512 slabs.
   EXPECT_EQ(plan(problem(16, 128, 65536)).gemm.k_split, kGemmMaxKSplit);
   // An unknown SM count is one SM: no split.
@@ -455,11 +460,13 @@ TEST(Fp8Plan, FusedGemmWorkspace) {
   EXPECT_EQ(split.regions.partial_bytes, size_t{4} * 16 * 8192 * 4);
   EXPECT_EQ(split.workspace_bytes, size_t{4} * 16 * 8192 * 4);
   EXPECT_EQ(split.regions.act_bytes + split.regions.cublas_bytes + split.regions.scratch_bytes, 0u);
-  // M = 9, N = 100, K = 4096: one block of 32 slabs, k_split 8; 28800 bytes padded to 28928.
+  // M = 9, N = 100, K = 4096: one block of 32 slabs, k_split 16; 57600 bytes (whole
+  // 256-byte units) and M = 9, N = 99: 57024 padded to 57088.
   const Fp8MatMulPlan odd = plan(problem(9, 100, 4096));
-  EXPECT_EQ(odd.gemm.k_split, 8);
-  EXPECT_EQ(odd.regions.partial_bytes, 28800u);
-  EXPECT_EQ(odd.workspace_bytes, 28928u);
+  EXPECT_EQ(odd.gemm.k_split, 16);
+  EXPECT_EQ(odd.regions.partial_bytes, 57600u);
+  EXPECT_EQ(odd.workspace_bytes, 57600u);
+  EXPECT_EQ(plan(problem(9, 99, 4096)).workspace_bytes, 57088u);
   const Fp8MatMulPlan whole = plan(problem(64, 28672, 8192));  // k_split 1
   EXPECT_EQ(whole.regions.partial_bytes, 0u);
   EXPECT_EQ(whole.workspace_bytes, 0u);
@@ -738,9 +745,9 @@ TEST(Fp8Plan, PrintsPathAndTiles) {
             "Fp8MatMulPlan{path=fused_gemm; fp8 float16 M=16 N=8192 K=8192 block_size=128 "
             "align=16; sm90/132SMs; qdq_activation=no; tile_m=16; tile_n=128; stages=4; "
             "k_split=4; workspace=2097152B (partial 2097152@0)}");
-  const std::string whole = printed(plan(problem(100, 28672, 8192)));
+  const std::string whole = printed(plan(problem(64, 28672, 8192)));
   EXPECT_NE(whole.find("path=fused_gemm"), std::string::npos) << whole;
-  EXPECT_NE(whole.find("; tile_m=64; tile_n=128; stages=4; k_split=1; workspace=0B}"),
+  EXPECT_NE(whole.find("; tile_m=64; tile_n=128; stages=3; k_split=1; workspace=0B}"),
             std::string::npos)
       << whole;
 }
@@ -816,18 +823,19 @@ TEST(Fp8Override, Gemm) {
 // tile_m and gemm_k_split force the fused GEMM's tiling: the stages and the K split follow
 // a forced tile_m; a forced K split sizes the partial sums. Ignored off the fused GEMM.
 TEST(Fp8Override, GemmTileMAndKSplit) {
-  // M = 100, N = 4096, K = 8192: 64 blocks of 64 rows (k_split 4); 224 of 16 rows (1).
-  EXPECT_EQ(plan(problem(100, 4096, 8192)).gemm.k_split, 4);
-  const Fp8MatMulPlan t16 = plan(problem(100, 4096, 8192), kHopper, parsed("tile_m=16"));
+  // M = 64, N = 4096, K = 8192: 32 blocks of 64 rows (k_split 8, 3 stages); 128 of 16
+  // rows (k_split 2, 4 stages).
+  EXPECT_EQ(plan(problem(64, 4096, 8192)).gemm.k_split, 8);
+  const Fp8MatMulPlan t16 = plan(problem(64, 4096, 8192), kHopper, parsed("tile_m=16"));
   EXPECT_EQ(t16.gemm.tile_m, 16);
   EXPECT_EQ(t16.gemm.stages, 4);
-  EXPECT_EQ(t16.gemm.k_split, 1);
-  EXPECT_EQ(t16.workspace_bytes, 0u);
+  EXPECT_EQ(t16.gemm.k_split, 2);
+  EXPECT_EQ(t16.workspace_bytes, size_t{2} * 64 * 4096 * 4);
   EXPECT_EQ(plan(problem(9, 4096, 8192), kHopper, parsed("tile_m=64")).gemm.tile_m, 64);
-  const Fp8MatMulPlan k16 = plan(problem(100, 4096, 8192), kHopper, parsed("gemm_k_split=16"));
+  const Fp8MatMulPlan k16 = plan(problem(64, 4096, 8192), kHopper, parsed("gemm_k_split=16"));
   EXPECT_EQ(k16.gemm.k_split, 16);
   EXPECT_EQ(k16.gemm.tile_m, 64);
-  EXPECT_EQ(k16.regions.partial_bytes, size_t{16} * 100 * 4096 * 4);
+  EXPECT_EQ(k16.regions.partial_bytes, size_t{16} * 64 * 4096 * 4);
   const Fp8MatMulPlan k1 = plan(problem(16, 8192, 8192), kHopper, parsed("gemm_k_split=1"));
   EXPECT_EQ(k1.gemm.k_split, 1);
   EXPECT_EQ(k1.workspace_bytes, 0u);

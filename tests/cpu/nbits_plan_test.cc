@@ -114,7 +114,7 @@ TEST(NBitsPlan, RowGroupsUpToTheFusedLimitWithoutTheGemm) {
 // needs none of the row groups' whole lines or chunk-sized blocks, takes a partial last
 // block, and the GEMV's keys leave it alone.
 TEST(NBitsPlan, FusedGemmAboveTheDecodeRows) {
-  EXPECT_EQ(kGemmMaxRows, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(kGemmMaxRows, 64);
   for (int bits : {4, 8})
     for (DType t : {DType::kFloat16, DType::kBFloat16})
       for (auto zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked})
@@ -123,9 +123,13 @@ TEST(NBitsPlan, FusedGemmAboveTheDecodeRows) {
           p.zero_points = zp;
           SCOPED_TRACE(printed(plan(p, d)));
           EXPECT_EQ(path(p, d), NBitsPath::kGemv);
-          for (int64_t m : {9, 16, 17, 32, 33, 64, 100, 4096, 65536}) {
+          for (int64_t m : {9, 16, 17, 32, 33, 64}) {
             p.m = m;
             EXPECT_EQ(path(p, d), NBitsPath::kFusedGemm) << m;
+          }
+          for (int64_t m : {65, 100, 4096, 65536}) {
+            p.m = m;
+            EXPECT_EQ(path(p, d), NBitsPath::kDequantGemm) << m;
           }
         }
   EXPECT_EQ(path(problem(9, 4096, 4096, 4, 16)), NBitsPath::kFusedGemm);   // block < a chunk
@@ -188,28 +192,33 @@ TEST(NBitsPlan, FusedGemmConditions) {
 // not cover the SMs, keeping 4 slabs (128 bytes of a row: 128 codes 8-bit, 256 4-bit) per
 // block.
 TEST(NBitsPlan, FusedGemmTiling) {
-  const std::pair<int64_t, int> cases[] = {{9, 16},  {16, 16}, {17, 32},  {32, 32},
-                                           {33, 64}, {64, 64}, {100, 64}, {4096, 64}};
+  const std::pair<int64_t, int> cases[] = {{9, 16}, {16, 16}, {17, 32}, {32, 32}, {33, 64}, {64, 64}};
+  // Stages two blocks per SM90 SM hold: 4 (three at 4-bit's 32 rows), and 4-bit's 64-row
+  // tile, whose activations are twice as long, one block of 3.
   for (int bits : {4, 8})
     for (const auto& [m, tile_m] : cases) {
       const NBitsMatMulPlan pl = plan(problem(m, 4096, 4096, bits, 128));
       ASSERT_EQ(pl.path, NBitsPath::kFusedGemm) << m;
       EXPECT_EQ(pl.gemm.tile_m, tile_m) << bits << " " << m;
       EXPECT_EQ(pl.gemm.tile_n, 128) << bits << " " << m;
-      EXPECT_EQ(pl.gemm.stages, bits == 4 && tile_m == 64 ? 3 : 4) << bits << " " << m;
+      EXPECT_EQ(pl.gemm.stages, tile_m == 64 || (bits == 4 && tile_m == 32) ? 3 : 4)
+          << bits << " " << m;
     }
   for (int bits : {4, 8}) {
     SCOPED_TRACE(bits);
     // M = 16, K = 8192 (32 slabs 4-bit, 64 8-bit): 64 blocks of N = 8192 split 4 ways
-    // (256 blocks cover 132 SMs), 32 of N = 4096 8 ways.
+    // (one wave of 264 resident), 32 of N = 4096 8 ways; M = 64 x N = 28672 is 224 blocks.
     EXPECT_EQ(plan(problem(16, 8192, 8192, bits, 128)).gemm.k_split, 4);
     EXPECT_EQ(plan(problem(16, 4096, 8192, bits, 128)).gemm.k_split, 8);
-    EXPECT_EQ(plan(problem(16, 8192, 8192, bits, 128), kAmpere).gemm.k_split, 2);
     EXPECT_EQ(plan(problem(64, 28672, 8192, bits, 128)).gemm.k_split, 1);
   }
-  // K = 2048: 8 slabs 4-bit (split once), 16 8-bit (split up to 4 slabs each).
-  EXPECT_EQ(plan(problem(16, 4096, 2048, 4, 128)).gemm.k_split, 2);
-  EXPECT_EQ(plan(problem(16, 4096, 2048, 8, 128)).gemm.k_split, 4);
+  // 108 SMs of one block: 4-bit's 32 slabs unsplit (one wave of 32 + 4 against two of
+  // 16 + 4), 8-bit's 64 split 4 (3 waves of 16 + 4 against 68 unsplit).
+  EXPECT_EQ(plan(problem(16, 8192, 8192, 4, 128), kAmpere).gemm.k_split, 1);
+  EXPECT_EQ(plan(problem(16, 8192, 8192, 8, 128), kAmpere).gemm.k_split, 4);
+  // K = 2048, N = 4096 (32 blocks): 8 slabs 4-bit, 16 8-bit, both split 8.
+  EXPECT_EQ(plan(problem(16, 4096, 2048, 4, 128)).gemm.k_split, 8);
+  EXPECT_EQ(plan(problem(16, 4096, 2048, 8, 128)).gemm.k_split, 8);
   const GemmConfig rule = plan_gemm_tiles(33, 5000, 3072 / 2, 4, kHopper);
   const GemmConfig g = plan(problem(33, 5000, 3072, 4, 64)).gemm;
   EXPECT_EQ(std::make_tuple(g.tile_m, g.tile_n, g.stages, g.k_split),
@@ -228,12 +237,13 @@ TEST(NBitsPlan, FusedGemmWorkspace) {
   EXPECT_EQ(split.regions.partial_bytes, size_t{4} * 16 * 8192 * 4);
   EXPECT_EQ(split.workspace_bytes, size_t{4} * 16 * 8192 * 4);
   EXPECT_EQ(split.regions.act_bytes + split.regions.cublas_bytes + split.regions.scratch_bytes, 0u);
-  // One block of 16 slabs (8-bit K = 2048) splits 4 ways: 4 x 9 x 100 x 4 = 14400 bytes,
-  // padded to 14592.
+  // One block of 16 slabs (8-bit K = 2048) splits 16 ways: 16 x 9 x 100 x 4 = 57600
+  // bytes (whole 256-byte units); N = 99: 57024 padded to 57088.
   const NBitsMatMulPlan odd = plan(problem(9, 100, 2048, 8, 64));
-  EXPECT_EQ(odd.gemm.k_split, 4);
-  EXPECT_EQ(odd.regions.partial_bytes, 14400u);
-  EXPECT_EQ(odd.workspace_bytes, 14592u);
+  EXPECT_EQ(odd.gemm.k_split, 16);
+  EXPECT_EQ(odd.regions.partial_bytes, 57600u);
+  EXPECT_EQ(odd.workspace_bytes, 57600u);
+  EXPECT_EQ(plan(problem(9, 99, 2048, 8, 64)).workspace_bytes, 57088u);
   EXPECT_EQ(plan(problem(64, 28672, 8192, 4, 128)).workspace_bytes, 0u);
 }
 
@@ -986,7 +996,7 @@ TEST(NBitsPlan, PrintsEveryDecision) {
             "block_size=128 zero_points=packed bias align=16 scale_align=16; sm90/132SMs; "
             "tile_m=16; tile_n=128; stages=4; k_split=4; workspace=2097152B "
             "(partial 2097152@0)}");
-  const std::string whole = printed(plan(problem(100, 28672, 8192, 4, 128)));
+  const std::string whole = printed(plan(problem(64, 28672, 8192, 4, 128)));
   EXPECT_NE(whole.find("path=fused_gemm"), std::string::npos) << whole;
   EXPECT_NE(whole.find("; tile_m=64; tile_n=128; stages=3; k_split=1; workspace=0B}"),
             std::string::npos)
@@ -1182,18 +1192,18 @@ TEST(NBitsOverride, Gemm) {
 // tile_m and gemm_k_split force the fused GEMM's tiling (the stages and K split follow a
 // forced tile_m), as FP8's.
 TEST(NBitsOverride, GemmTileMAndKSplit) {
-  // 4-bit M = 100, N = 4096, K = 8192 (32 slabs): 64 blocks of 64 rows (k_split 4, 3
-  // stages); 224 of 16 rows (1, 4 stages).
-  const NBitsMatMulProblem p = problem(100, 4096, 8192, 4, 128);
+  // 4-bit M = 64, N = 4096, K = 8192 (32 slabs): 32 blocks of 64 rows (k_split 4, 3
+  // stages, one block per SM); 128 of 16 rows (k_split 2, 4 stages).
+  const NBitsMatMulProblem p = problem(64, 4096, 8192, 4, 128);
   EXPECT_EQ(plan(p).gemm.k_split, 4);
   EXPECT_EQ(plan(p).gemm.stages, 3);
   const NBitsMatMulPlan t16 = plan(p, kHopper, parsed("tile_m=16"));
   EXPECT_EQ(std::make_tuple(t16.gemm.tile_m, t16.gemm.stages, t16.gemm.k_split),
-            std::make_tuple(16, 4, 1));
-  EXPECT_EQ(t16.workspace_bytes, 0u);
+            std::make_tuple(16, 4, 2));
+  EXPECT_EQ(t16.workspace_bytes, size_t{2} * 64 * 4096 * 4);
   const NBitsMatMulPlan k8 = plan(p, kHopper, parsed("gemm_k_split=8"));
   EXPECT_EQ(k8.gemm.k_split, 8);
-  EXPECT_EQ(k8.regions.partial_bytes, size_t{8} * 100 * 4096 * 4);
+  EXPECT_EQ(k8.regions.partial_bytes, size_t{8} * 64 * 4096 * 4);
   EXPECT_EQ(plan(problem(2, 4096, 4096), kHopper, parsed("tile_m=64")).path, NBitsPath::kGemv);
   testing::expect_override_rejects(p, PlanOverride{}, &PlanOverride::tile_m, "tile_m",
                                    {-1, 8, 48, 128});

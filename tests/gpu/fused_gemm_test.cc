@@ -31,7 +31,7 @@ using reference::Fp8Case;
 using reference::NBitsCase;
 
 constexpr DType kDTypes[] = {DType::kFloat16, DType::kBFloat16};
-constexpr int64_t kRows[] = {9, 16, 17, 33, 64, 100, 128, 257};
+constexpr int64_t kRows[] = {9, 16, 17, 33, 64, 100, 128, 257, 1024};
 
 bool tensor_cores_available() {
   const Handle* handle = testing::shared_handle();
@@ -95,7 +95,7 @@ TEST(FusedGemmFp8, EveryTileAndBlockDecodeAgainstReference) {
     for (const int tile_m : {16, 32, 64})
       for (const int k_split : {1, 3}) {
         const DType t = kDTypes[seed % 2];
-        const int64_t m = kRows[seed % 8];
+        const int64_t m = kRows[seed % 9];
         SCOPED_TRACE(::testing::Message() << "M=" << m << " N=" << sh.n << " K=" << sh.k
                                           << " block=" << sh.block << " " << dtype_name(t)
                                           << " tile_m=" << tile_m << " k_split=" << k_split);
@@ -176,7 +176,7 @@ TEST(FusedGemmNBits, EveryBlockAndTileAgainstReference) {
       for (const bool zero_points : {false, true})
         for (const int tile_m : {16, 32, 64}) {
           const DType t = kDTypes[seed % 2];
-          const int64_t m = kRows[seed % 8];
+          const int64_t m = kRows[seed % 9];
           const int64_t n = seed % 2 == 0 ? 1000 : 333;
           const int64_t k = bits == 4 && block == 16 ? 992 : 1000;
           const int k_split = 1 + static_cast<int>(seed % 3);

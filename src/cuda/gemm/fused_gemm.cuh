@@ -124,6 +124,11 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t (&r)[4]) {
                : "r"(addr));
 }
 
+template <typename T>
+__device__ __forceinline__ void gemm_mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  mma_m16n8k16<T>(d, a, b, d);
+}
+
 // ----------------------------------------------------------------- block constants
 // What one weight row needs per scale block to decode a word: FP8 the float32 scale; N-bit
 // the raw scale (T bits) and zero-point byte, turned into BlockConsts where used. Which
@@ -386,9 +391,9 @@ struct FusedGemmTile {
 #pragma unroll
             for (int s = 0; s < F::kSteps; ++s) {
               if constexpr (kFp8) {
-                mma_m16n8k16<T>(part[j][gi], a[j][s], b[s], part[j][gi]);
+                gemm_mma<T>(part[j][gi], a[j][s], b[s]);
               } else {
-                mma_m16n8k16<T>(acc[j][gi], a[j][s], b[s], acc[j][gi]);
+                gemm_mma<T>(acc[j][gi], a[j][s], b[s]);
               }
             }
         }
@@ -518,8 +523,10 @@ struct FusedGemmTile {
 // strip run together: it comes from HBM once, from L2 after, while the activation, small
 // at these M, stays in L2); z = the K split, slabs_per_split slabs each.
 template <typename T, GemmWeights kW, int kTileM, int kConsts>
-__global__ void __launch_bounds__(GemmWarps<kTileM>::kThreads,
-                                  gemm_two_block_stages(kTileM, GemmFormat<kW>::kBits) > 0 ? 2 : 1)
+#ifndef BQMM_GEMM_MIN_BLOCKS  // experiment hook (temporary)
+#define BQMM_GEMM_MIN_BLOCKS (gemm_two_block_stages(kTileM, GemmFormat<kW>::kBits) > 0 ? 2 : 1)
+#endif
+__global__ void __launch_bounds__(GemmWarps<kTileM>::kThreads, BQMM_GEMM_MIN_BLOCKS)
     FusedGemmKernel(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>> p) {
   extern __shared__ __align__(128) uint8_t gemm_smem[];
   const uint32_t m_tiles = static_cast<uint32_t>((p.m + kTileM - 1) / kTileM);
