@@ -107,9 +107,10 @@ if has bench; then
     rc=$?
     summary+=("bench $suite: rc=$rc ($(( $(stamp) - t0 ))s), $(wc -l < "$OUT/bench_$suite.jsonl" 2>/dev/null || echo 0) cases")
   done
-  # NBitsMatMul at decode sizes (its larger M take the same dequant + cuBLAS path as FP8),
-  # without a zero-point tensor and with packed zero points (asymmetric checkpoints), at
-  # each block size of NBITS_BENCH_BLOCK_SIZES (default 128; others add _bs<B> to names).
+  # NBitsMatMul at decode sizes, without a zero-point tensor and with packed zero points
+  # (asymmetric checkpoints), at each block size of NBITS_BENCH_BLOCK_SIZES (default 128;
+  # others add _bs<B> to names); its prefill suite (fused GEMM to 64 rows, then dequant +
+  # cuBLAS) at block 128 without zero points, each width.
   for bs in ${NBITS_BENCH_BLOCK_SIZES:-128}; do
     for zp in ${NBITS_BENCH_ZERO_POINTS:-none packed}; do
       for bits in ${NBITS_BENCH_BITS:-8 4}; do
@@ -123,6 +124,16 @@ if has bench; then
       done
     done
   done
+  if [[ " ${BENCH_SUITES:-decode prefill} " == *" prefill "* ]]; then
+    for bits in ${NBITS_BENCH_BITS:-8 4}; do
+      t0=$(stamp)
+      name=nbits${bits}_prefill
+      "$build/bqmm-profile" --op nbits --bits "$bits" --zero-points none --block-size 128 \
+        --suite prefill --json "$OUT/bench_$name.jsonl" >"$OUT/bench_$name.log" 2>&1
+      rc=$?
+      summary+=("bench $name: rc=$rc ($(( $(stamp) - t0 ))s), $(wc -l < "$OUT/bench_$name.jsonl" 2>/dev/null || echo 0) cases")
+    done
+  fi
   python3 scripts/bench_table.py "$OUT"/bench_*.jsonl > "$OUT/bench_table.txt" 2>&1 || true
 fi
 
