@@ -1,7 +1,7 @@
 // Fp8WeightMatMul planner: a pure function of (problem, device, options[, override]).
 // The dispatch chain, cheapest applicable path first:
 //   empty output -> K == 0 (bias only) -> fused decode GEMV for M <= 8 (tensor cores, else
-//   CUDA cores) -> fused GEMM for M > 8 -> dequantize + cuBLAS where neither applies.
+//   CUDA cores) -> fused GEMM for 8 < M <= kGemmMaxRows -> dequantize + cuBLAS.
 // The QDQ of a W8A8 activation is fused into the GEMV kernels' activation load, and is a
 // separate kernel into the workspace on the fused GEMM and dequant + cuBLAS paths. Each
 // choice below is one small function; the numbers behind them are in docs/PERF.md.

@@ -19,11 +19,11 @@
 namespace bqmm {
 
 // The most activation rows both planners give the fused GEMM; above, dequant + cuBLAS.
-// Measured on the H200 (fp16, block 128, back to back): the fused GEMM's mma.sync tiles
-// run at 150-210 TFLOP/s, so it wins while the weight stream dominates: FP8 8192 x 8192
-// M = 64 57 us against 90 for dequant + cuBLAS, M = 128 103 against 91, M = 256 186
-// against 100; 4-bit M = 64 57 against about 110.
-constexpr int64_t kGemmMaxRows = 64;
+// Measured on the H200 (fp16, block 128, back to back, 8192 x 8192): the fused GEMM's
+// mma.sync tiles run at 170-220 TFLOP/s, so it wins while the weight stream weighs most:
+// M = 128 FP8 79 us against 91 for dequant + cuBLAS, 8-bit 89 against 110, 4-bit 100
+// against 109; at M = 256 it would take about twice that against 100-120.
+constexpr int64_t kGemmMaxRows = 128;
 
 constexpr int kGemmTileN = 128;              // output columns per block
 constexpr int64_t kGemmSlabBytes = 128;      // weight bytes per row per stage

@@ -1,9 +1,9 @@
 // NBitsMatMul planner: a pure function of (problem, device, options[, override]).
 // Dispatch chain, cheapest applicable path first:
 //   empty output -> K == 0 (bias only) -> fused decode GEMV for M <= 8 -> fused GEMM for
-//   M > 8 -> dequantize + cuBLAS.
+//   8 < M <= kGemmMaxRows -> dequantize + cuBLAS.
 // The GEMV streams the packed weight once for all M <= 8 rows, the fused GEMM once per
-// block of up to 64 rows; everything they do not take (g_idx, typed zero points, float32
+// block column of up to 64 rows; everything they do not take (g_idx, typed zero points, float32
 // above 8 rows, unaligned rows; the GEMV also a partial last block) goes through the
 // dequant + cuBLAS path, which handles every valid input.
 //

@@ -342,18 +342,18 @@ TEST(Fp8Plan, RowGroupsCountInTheWaveModel) {
 }
 
 // ------------------------------------------------------------------ fused GEMM
-// M <= 8 is the decode GEMV's, 8 < M <= kGemmMaxRows (64) the fused GEMM's, on every
+// M <= 8 is the decode GEMV's, 8 < M <= kGemmMaxRows (128) the fused GEMM's, on every
 // SM80+ device; above, dequant + cuBLAS. It needs none of the GEMV's K or block multiples
 // of 64 or 128, so the GEMV's keys leave it alone.
 TEST(Fp8Plan, FusedGemmAboveTheDecodeRows) {
-  EXPECT_EQ(kGemmMaxRows, 64);
+  EXPECT_EQ(kGemmMaxRows, 128);
   for (const DeviceInfo& d : {kHopper, kAmpere}) {
     EXPECT_EQ(path(problem(8, 4096, 4096), d), Fp8Path::kGemvMma);
-    for (int64_t m : {9, 16, 17, 32, 33, 64}) {
+    for (int64_t m : {9, 16, 17, 32, 33, 64, 100, 128}) {
       EXPECT_EQ(path(problem(m, 4096, 4096), d), Fp8Path::kFusedGemm) << m;
       EXPECT_EQ(path(problem(m, 4096, 4096, 128, DType::kBFloat16), d), Fp8Path::kFusedGemm) << m;
     }
-    for (int64_t m : {65, 100, 4096, 65536})
+    for (int64_t m : {129, 256, 4096, 65536})
       EXPECT_EQ(path(problem(m, 4096, 4096), d), Fp8Path::kDequantGemm) << m;
   }
   EXPECT_EQ(path(problem(9, 4096, 4160)), Fp8Path::kFusedGemm);     // K % 128 == 64

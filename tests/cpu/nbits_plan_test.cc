@@ -109,12 +109,12 @@ TEST(NBitsPlan, RowGroupsUpToTheFusedLimitWithoutTheGemm) {
 }
 
 // ------------------------------------------------------------------ fused GEMM
-// M <= 8 is the decode GEMV's, M > 8 the fused GEMM's (float16 / bfloat16 on SM80+, both
-// widths, without or with packed zero points), with no upper bound yet (kGemmMaxRows). It
+// M <= 8 is the decode GEMV's, 8 < M <= kGemmMaxRows (128) the fused GEMM's (float16 /
+// bfloat16 on SM80+, both widths, without or with packed zero points). It
 // needs none of the row groups' whole lines or chunk-sized blocks, takes a partial last
 // block, and the GEMV's keys leave it alone.
 TEST(NBitsPlan, FusedGemmAboveTheDecodeRows) {
-  EXPECT_EQ(kGemmMaxRows, 64);
+  EXPECT_EQ(kGemmMaxRows, 128);
   for (int bits : {4, 8})
     for (DType t : {DType::kFloat16, DType::kBFloat16})
       for (auto zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked})
@@ -123,11 +123,11 @@ TEST(NBitsPlan, FusedGemmAboveTheDecodeRows) {
           p.zero_points = zp;
           SCOPED_TRACE(printed(plan(p, d)));
           EXPECT_EQ(path(p, d), NBitsPath::kGemv);
-          for (int64_t m : {9, 16, 17, 32, 33, 64}) {
+          for (int64_t m : {9, 16, 17, 32, 33, 64, 100, 128}) {
             p.m = m;
             EXPECT_EQ(path(p, d), NBitsPath::kFusedGemm) << m;
           }
-          for (int64_t m : {65, 100, 4096, 65536}) {
+          for (int64_t m : {129, 256, 4096, 65536}) {
             p.m = m;
             EXPECT_EQ(path(p, d), NBitsPath::kDequantGemm) << m;
           }

@@ -38,9 +38,10 @@
 // lanes of a half-warp's 8-byte loads cover 4 rows x 32 bytes, 32 bytes apart mod 128)
 // or + 64 (4-bit: a quarter-warp's 16-byte loads cover 2 rows x 64 bytes).
 //
-// Edges: weight rows past N read row N - 1 and activation rows past M are zero-filled
-// (neither is stored); bytes past a weight row's end and K past the activation's end are
-// zero-filled, so a partial last slab (and a partial last block) adds nothing.
+// Edges: weight rows past N and activation rows past M are zero-filled (neither is
+// stored; a lane's scale lookups clamp to row N - 1); bytes past a weight row's end and K
+// past the activation's end are zero-filled, so a partial last slab (and a partial last
+// block) adds nothing.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -237,33 +238,70 @@ struct FusedGemmTile {
   }
 
   // ---------------------------------------------------------------- producer
+  // Each thread copies the same 16-byte column (chunk) of its rows every slab: weight rows
+  // r0 + 32 pass, chunk wc; activation rows a0 + kActRowsPerPass pass, piece ac. Their
+  // addresses are computed once (Loader); a slab adds its offset. Weight rows past N and
+  // activation rows past M are zero-filled; so are bytes past a row's end.
+  static constexpr int kWeightPasses = kGemmTileN * F::kChunks / Warps::kThreads;
+  static constexpr int kActChunks = F::kSlabK * 2 / 16;  // 16-byte pieces of an activation row
+  static constexpr int kActPasses = kTileM * kActChunks / Warps::kThreads;
+  static constexpr int kActRowsPerPass = Warps::kThreads / kActChunks;
+  static_assert(kWeightPasses * Warps::kThreads == kGemmTileN * F::kChunks &&
+                    Warps::kThreads % F::kChunks == 0 && (Warps::kThreads / F::kChunks) % 8 == 0,
+                "whole weight passes, each thread one chunk column, the swizzle per pass alike");
+  static_assert(kActPasses * Warps::kThreads == kTileM * kActChunks &&
+                    Warps::kThreads % kActChunks == 0, "whole activation passes");
+
+  struct Loader {
+    const uint8_t* w_src;   // weight row r0, chunk wc (row 0 of B where r0 >= N)
+    const T* a_src;         // activation row a0, piece ac
+    int64_t w_stride, a_stride;  // one pass: 32 weight rows, kActRowsPerPass activation rows
+    uint32_t w_dst, a_dst;  // shared-memory offsets in a stage
+    uint32_t w_rows_ok, a_rows_ok;  // bit pass: the pass's row exists
+    int wc, ac;
+  };
+
+  __device__ Loader make_loader() const {
+    Loader l;
+    const int r0 = threadIdx.x / F::kChunks;
+    l.wc = threadIdx.x % F::kChunks;
+    l.w_dst = r0 * kGemmSlabBytes + 16 * (l.wc ^ (r0 % 8));
+    l.w_stride = (Warps::kThreads / F::kChunks) * p.row_bytes;
+    l.w_src = p.b + (n0 + r0 < p.n ? (n0 + r0) * p.row_bytes : 0) + 16 * l.wc;
+    l.w_rows_ok = 0;
+#pragma unroll
+    for (int pass = 0; pass < kWeightPasses; ++pass)
+      if (n0 + r0 + pass * (Warps::kThreads / F::kChunks) < p.n) l.w_rows_ok |= 1u << pass;
+    const int a0 = threadIdx.x / kActChunks;
+    l.ac = threadIdx.x % kActChunks;
+    l.a_dst = kWeightBytes + a0 * F::kActPitch + 16 * l.ac;
+    l.a_stride = kActRowsPerPass * p.k;
+    l.a_src = p.a + (m0 + a0 < p.m ? (m0 + a0) * p.k : 0) + 8 * l.ac;
+    l.a_rows_ok = 0;
+#pragma unroll
+    for (int pass = 0; pass < kActPasses; ++pass)
+      if (m0 + a0 + pass * kActRowsPerPass < p.m) l.a_rows_ok |= 1u << pass;
+    return l;
+  }
+
   // Slab `slab`'s weight and activation tiles into stage `stage` (every thread, cp.async).
-  __device__ __forceinline__ void load_stage(int stage, int64_t slab) const {
+  __device__ __forceinline__ void load_stage(const Loader& l, int stage, int64_t slab) const {
     const uint32_t base = shared_addr(smem + stage * kStageBytes);
-    constexpr int kWeightChunks = kGemmTileN * F::kChunks;
-    static_assert(kWeightChunks % Warps::kThreads == 0, "whole weight passes");
+    const int64_t w_off = slab * kGemmSlabBytes;
+    const bool w_in_row = w_off + 16 * l.wc < p.row_bytes;
 #pragma unroll
-    for (int pass = 0; pass < kWeightChunks / Warps::kThreads; ++pass) {
-      const int i = threadIdx.x + pass * Warps::kThreads;
-      const int r = i / F::kChunks, c = i % F::kChunks;
-      const int64_t row = n0 + r < p.n ? n0 + r : p.n - 1;
-      const int64_t byte = slab * kGemmSlabBytes + 16 * c;
-      const bool ok = byte < p.row_bytes;
-      cp_async16(base + r * kGemmSlabBytes + 16 * (c ^ (r % 8)),
-                 p.b + row * p.row_bytes + (ok ? byte : 0), ok);
+    for (int pass = 0; pass < kWeightPasses; ++pass) {
+      const bool ok = w_in_row && ((l.w_rows_ok >> pass) & 1u) != 0;
+      cp_async16(base + l.w_dst + pass * (Warps::kThreads / F::kChunks) * kGemmSlabBytes,
+                 ok ? l.w_src + pass * l.w_stride + w_off : p.b, ok);
     }
-    constexpr int kActChunks = F::kSlabK * 2 / 16;  // 16-byte pieces of an activation row
-    constexpr int kActTotal = kTileM * kActChunks;
-    static_assert(kActTotal % Warps::kThreads == 0, "whole activation passes");
+    const int64_t a_off = slab * F::kSlabK;
+    const bool a_in_row = a_off + 8 * l.ac < p.k;
 #pragma unroll
-    for (int pass = 0; pass < kActTotal / Warps::kThreads; ++pass) {
-      const int i = threadIdx.x + pass * Warps::kThreads;
-      const int r = i / kActChunks, c = i % kActChunks;
-      const int64_t row = m0 + r;
-      const int64_t k = slab * F::kSlabK + 8 * c;
-      const bool ok = row < p.m && k < p.k;
-      cp_async16(base + kWeightBytes + r * F::kActPitch + 16 * c,
-                 p.a + (ok ? row * p.k + k : 0), ok);
+    for (int pass = 0; pass < kActPasses; ++pass) {
+      const bool ok = a_in_row && ((l.a_rows_ok >> pass) & 1u) != 0;
+      cp_async16(base + l.a_dst + pass * kActRowsPerPass * F::kActPitch,
+                 ok ? l.a_src + pass * l.a_stride + a_off : p.a, ok);
     }
   }
 
@@ -491,9 +529,10 @@ struct FusedGemmTile {
     float part[2][kGroups][4] = {};
     RawConsts<kW, T> pre[2][2][kWarpConsts];
     const int64_t count = slab_end - slab_begin;
+    const Loader loader = make_loader();
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
-      if (s < count) load_stage(s, slab_begin + s);
+      if (s < count) load_stage(loader, s, slab_begin + s);
       cp_async_commit();
     }
     if (count > 0) prefetch_consts(slab_begin, pre);
@@ -502,7 +541,7 @@ struct FusedGemmTile {
       cp_async_wait<kStages - 2>();
       __syncthreads();  // slab i landed for every thread; stage (i - 1) % kStages is free
       const int64_t next = i + kStages - 1;
-      if (next < count) load_stage(static_cast<int>(next % kStages), slab_begin + next);
+      if (next < count) load_stage(loader, static_cast<int>(next % kStages), slab_begin + next);
       cp_async_commit();
       RawConsts<kW, T> cur[2][2][kWarpConsts];
 #pragma unroll
