@@ -57,4 +57,18 @@ Status run_nbits_on_device(const Handle& handle, const reference::NBitsCase& c,
   return ::testing::AssertionFailure() << r.to_string();
 }
 
+reference::NBitsCaseSpec nbits_spec(DType dtype, int bits, int64_t m, int64_t n, int64_t k,
+                                    int64_t block_size, NBitsZeroPoints zero_points, bool bias) {
+  reference::NBitsCaseSpec s;
+  s.dtype = dtype;
+  s.bits = bits;
+  s.m = m;
+  s.n = n;
+  s.k = k;
+  s.block_size = block_size;
+  s.zero_points = zero_points;
+  s.bias = bias;
+  return s;
+}
+
 }  // namespace bqmm::testing

@@ -57,6 +57,13 @@ Status run_nbits_on_device(const Handle& handle, const reference::NBitsCase& c,
                            const NBitsKnobs& knobs, NBitsRun* out,
                            size_t a_offset = 0, size_t b_offset = 0);
 
+// A case spec of `dtype` and `bits`, A [m, k], B [n, k] in blocks of `block_size`; no
+// g_idx and normal weights until set.
+reference::NBitsCaseSpec nbits_spec(DType dtype, int bits, int64_t m, int64_t n, int64_t k,
+                                    int64_t block_size,
+                                    NBitsZeroPoints zero_points = NBitsZeroPoints::kNone,
+                                    bool bias = false);
+
 // docs/CONTRACT.md section 4 over every row: rel. Frobenius error within the dtype's tolerance, no NaN
 // where the reference has none (unwritten outputs stay NaN) and NaN where it has NaN.
 ::testing::AssertionResult matches_reference(const reference::NBitsCase& c,

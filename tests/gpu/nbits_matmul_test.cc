@@ -59,19 +59,7 @@ testing::NBitsKnobs dequant_gemm_only() {
   return o;
 }
 
-// A case of `dtype` and `bits`, A [m, k], B [n, k] in blocks of `block_size` (the order of
-// make_random_fp8_case); no zero points, g_idx or bias and normal weights until set.
-NBitsCaseSpec nbits_spec(DType dtype, int bits, int64_t m, int64_t n, int64_t k,
-                         int64_t block_size) {
-  NBitsCaseSpec s;
-  s.dtype = dtype;
-  s.bits = bits;
-  s.m = m;
-  s.n = n;
-  s.k = k;
-  s.block_size = block_size;
-  return s;
-}
+using testing::nbits_spec;
 
 // As nbits_spec, with the optional inputs cycled by case number i and slot j as the
 // kernel sweeps below take them: zero points none / packed alternating, bias on two cases

@@ -10,15 +10,17 @@
 // N-bit: each weight is rounded to T once, exactly as the dequant kernel writes it (the
 // magic-number decode of gemv/nbits_codes.cuh), then exact products. Sums are float32; the
 // bias is added in float32 and Y rounded to T once (or, with a K split, after the split's
-// float32 partial sums are added by fused_gemm_reduce).
+// float32 partial sums are added by FusedGemmReduceKernel).
 //
 // Tiling (core/gemm_plan.h holds the host's copy of every constant). A block owns kTileN =
 // 128 weight rows (output columns) x kTileM activation rows (16, 32 or 64) and a range of
 // K slabs. A slab is 128 bytes of each weight row (128 K of FP8 / 8-bit, 256 of 4-bit) and
 // the matching [kTileM, slab K] activations; kStages slabs are in flight in a cp.async
-// ring of shared memory. Warp (wn, wm) of the block's 4 x (kTileM / 32 or 1) warps owns
-// weight rows 32 wn .. 32 wn + 31 (two 16-row mma tiles) and activation rows
-// 8 kGroups wm .. (kGroups groups of 8 rows, the mma N extent).
+// ring of shared memory. The block's 8 warps (GemmWarps): warp wn of 4 along N owns weight
+// rows 32 wn .. 32 wn + 31 (two 16-row mma tiles); along M, tile 64 has 2 warps of 32
+// activation rows (kGroups = 4 groups of 8, the mma N extent), tiles 16 and 32 one warp of
+// all rows, and there the two warps of a column (wk = 0, 1) take the first and second half
+// of every slab's K, their sums added at the end.
 //
 // Fragments. Y^T = W * A^T with mma.m16n8k16: the weight is the A operand (16 rows =
 // output columns), the activation the B operand (8 rows). ldmatrix.x4 on the weight bytes
@@ -561,11 +563,11 @@ struct FusedGemmTile {
 // Grid: x = M tiles x N tiles, the M tile varying fastest (the blocks that share a weight
 // strip run together: it comes from HBM once, from L2 after, while the activation, small
 // at these M, stays in L2); z = the K split, slabs_per_split slabs each.
+// Launch bounds: two blocks per SM (128 registers) where the stages fit twice
+// (core/gemm_plan.h, gemm_two_block_stages), else one.
 template <typename T, GemmWeights kW, int kTileM, int kConsts>
-#ifndef BQMM_GEMM_MIN_BLOCKS  // experiment hook (temporary)
-#define BQMM_GEMM_MIN_BLOCKS (gemm_two_block_stages(kTileM, GemmFormat<kW>::kBits) > 0 ? 2 : 1)
-#endif
-__global__ void __launch_bounds__(GemmWarps<kTileM>::kThreads, BQMM_GEMM_MIN_BLOCKS)
+__global__ void __launch_bounds__(GemmWarps<kTileM>::kThreads,
+                                  gemm_two_block_stages(kTileM, GemmFormat<kW>::kBits) > 0 ? 2 : 1)
     FusedGemmKernel(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>> p) {
   extern __shared__ __align__(128) uint8_t gemm_smem[];
   const uint32_t m_tiles = static_cast<uint32_t>((p.m + kTileM - 1) / kTileM);
