@@ -63,6 +63,13 @@ reference::NBitsCaseSpec nbits_spec(DType dtype, int bits, int64_t m, int64_t n,
                                     int64_t block_size,
                                     NBitsZeroPoints zero_points = NBitsZeroPoints::kNone,
                                     bool bias = false);
+// The same with packed zero points or none.
+inline reference::NBitsCaseSpec nbits_spec(DType dtype, int bits, int64_t m, int64_t n,
+                                           int64_t k, int64_t block_size, bool packed_zero_points,
+                                           bool bias) {
+  return nbits_spec(dtype, bits, m, n, k, block_size,
+                    packed_zero_points ? NBitsZeroPoints::kPacked : NBitsZeroPoints::kNone, bias);
+}
 
 // docs/CONTRACT.md section 4 over every row: rel. Frobenius error within the dtype's tolerance, no NaN
 // where the reference has none (unwritten outputs stay NaN) and NaN where it has NaN.

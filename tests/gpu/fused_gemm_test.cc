@@ -149,12 +149,7 @@ void check_nbits(const NBitsCase& c, const GemmConfig& config) {
   EXPECT_TRUE(testing::matches_reference(c, y));
 }
 
-// `zero_points`: packed zero points, else none.
-reference::NBitsCaseSpec nbits_spec(DType t, int bits, int64_t m, int64_t n, int64_t k,
-                                    int64_t block, bool zero_points, bool bias) {
-  return testing::nbits_spec(t, bits, m, n, k, block,
-                             zero_points ? NBitsZeroPoints::kPacked : NBitsZeroPoints::kNone, bias);
-}
+using testing::nbits_spec;
 
 // Blocks 16 .. 256 at both widths: a slab is 128 codes (8-bit) or 256 (4-bit), so this
 // covers one block per slab, two, and one per lane word. K = 1000 leaves a partial last

@@ -154,12 +154,7 @@ void check_nbits(const NBitsCase& c, int k_split, const LineStream& s) {
   EXPECT_TRUE(testing::matches_reference(c, y));
 }
 
-// `zero_points`: packed zero points, else none.
-reference::NBitsCaseSpec nbits_spec(DType t, int bits, int64_t m, int64_t n, int64_t k,
-                                    int64_t block, bool zero_points, bool bias) {
-  return testing::nbits_spec(t, bits, m, n, k, block,
-                             zero_points ? NBitsZeroPoints::kPacked : NBitsZeroPoints::kNone, bias);
-}
+using testing::nbits_spec;
 
 // Blocks 32 .. 256 cover each decode of the window kernel's line loads: blocks below a
 // window (each weight scaled), of one window (scale pairs), and of two or more (a pair in
