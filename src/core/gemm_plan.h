@@ -126,7 +126,9 @@ const char* gemm_common_refusal(const Problem& p, const DeviceInfo& d, int force
   if (forced == 0) return "gemm=0 (plan override)";
   // The decode GEMV streams each weight row once for M <= 8 rows, at the mma's N extent.
   if (p.m <= kGemvMaxRows && forced != 1) return "M <= 8 (the decode GEMV's rows)";
-  if (p.m > kGemmMaxRows) return "M above kGemmMaxRows";
+  // Above kGemmMaxRows the mma.sync tiles' compute loses to dequant + cuBLAS (measured).
+  static_assert(kGemmMaxRows == 128, "the reason below names the bound");
+  if (p.m > kGemmMaxRows) return "M > 128 (kGemmMaxRows): dequant + cuBLAS is faster there";
   // mma.m16n8k16 on float16 / bfloat16 and cp.async: SM80's tensor cores.
   if (d.sm < 80) return "tensor cores need SM80+";
   if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16)

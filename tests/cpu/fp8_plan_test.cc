@@ -404,6 +404,8 @@ TEST(Fp8Plan, FusedGemmConditions) {
   EXPECT_EQ(refusal(problem(0, 4096, 4096)), "empty output");
   EXPECT_EQ(refusal(problem(16, 4096, 0)), "K == 0: Y = bias");
   EXPECT_EQ(refusal(problem(8, 4096, 4096)), "M <= 8 (the decode GEMV's rows)");
+  EXPECT_EQ(refusal(problem(129, 4096, 4096)),
+            "M > 128 (kGemmMaxRows): dequant + cuBLAS is faster there");
   EXPECT_EQ(refusal(problem(16, 4096, 4096), kHopper, parsed("gemm=0")), "gemm=0 (plan override)");
   EXPECT_EQ(refusal(problem(8, 4096, 4096), kHopper, parsed("gemm=1")), "");
 }
