@@ -248,6 +248,13 @@ __device__ __forceinline__ uint32_t qdq_e4m3x2(uint32_t packed, float inv, float
   return float2_to_packed2<T>(d.x * a_scale, d.y * a_scale);
 }
 
+// ----------------------------------------------------------------- shared memory
+// The 32-bit shared-memory address of a generic pointer into shared memory (what ldmatrix,
+// cp.async and the TMA / mbarrier instructions take).
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
 // ----------------------------------------------------------------- tensor cores
 // D = A * B + C for one warp, mma.sync m16n8k16, T (float16 or bfloat16) operands, float32
 // accumulators (SM80+). Fragment ownership (PTX ISA, "Matrix Fragments for mma.m16n8k16

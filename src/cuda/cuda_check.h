@@ -19,6 +19,15 @@ inline Status cuda_status(cudaError_t err, const char* what) {
 // After a <<<>>> launch: reports launch-configuration errors without synchronizing.
 inline Status check_launch(const char* kernel) { return cuda_status(cudaGetLastError(), kernel); }
 
+// Host: lets `kernel` launch with `smem_bytes` of dynamic shared memory (above 48 KB a
+// kernel must opt in; the setting is per device, so launchers call this at every launch:
+// a host-side call that stream capture allows).
+inline Status allow_dynamic_smem(const void* kernel, int smem_bytes) {
+  return cuda_status(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes),
+      "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
+}
+
 }  // namespace bqmm::cuda
 
 #define BQMM_CUDA_RETURN(expr) BQMM_RETURN_IF_ERROR(::bqmm::cuda::cuda_status((expr), #expr))

@@ -52,10 +52,4 @@ Status make_tile_tensor_map(const void* base, int64_t rows, int64_t row_bytes, C
   return Status::Ok();
 }
 
-Status allow_dynamic_smem(const void* kernel, int smem_bytes) {
-  return cuda_status(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes),
-      "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
-}
-
 }  // namespace bqmm::cuda

@@ -48,13 +48,13 @@
 
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cstdint>
 #include <string>
 #include <type_traits>
 
 #include "core/gemm_plan.h"
 #include "cuda/common.cuh"
+#include "cuda/cuda_check.h"
 #include "cuda/gemv/nbits_codes.cuh"
 #include "cuda/launchers.h"
 
@@ -105,10 +105,6 @@ struct GemmParams {
 };
 
 // ----------------------------------------------------------------- primitives
-__device__ __forceinline__ uint32_t shared_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
 // 16 bytes global -> shared, bypassing L1; zero-filled (nothing read) when !valid.
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
@@ -288,7 +284,7 @@ struct FusedGemmTile {
 
   // Slab `slab`'s weight and activation tiles into stage `stage` (every thread, cp.async).
   __device__ __forceinline__ void load_stage(const Loader& l, int stage, int64_t slab) const {
-    const uint32_t base = shared_addr(smem + stage * kStageBytes);
+    const uint32_t base = smem_addr(smem + stage * kStageBytes);
     const int64_t w_off = slab * kGemmSlabBytes;
     const bool w_in_row = w_off + 16 * l.wc < p.row_bytes;
 #pragma unroll
@@ -396,7 +392,7 @@ struct FusedGemmTile {
                                           const RawConsts<kW, T> (&pre)[2][2][kWarpConsts],
                                           float (&acc)[2][kGroups][4],
                                           float (&part)[2][kGroups][4]) const {
-    const uint32_t wbase = shared_addr(smem + stage * kStageBytes);
+    const uint32_t wbase = smem_addr(smem + stage * kStageBytes);
     const uint32_t abase = wbase + kWeightBytes;
 #pragma unroll
     for (int qq = 0; qq < kWordsPerWarp / 2; ++qq) {
@@ -602,36 +598,13 @@ int gemm_consts(int64_t block_size) {
   return block_size % kSlabK == 0 ? 1 : block_size % (kSlabK / 2) == 0 ? 2 : 8;
 }
 
-// The kernel's dynamic shared memory above 48 KB needs an opt-in per function and device;
-// done once per (kernel, device): `devices_done` is the kernel's own set of devices.
-template <typename Kernel>
-Status allow_gemm_smem(Kernel kernel, int bytes, std::atomic<uint64_t>& devices_done) {
-  int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess || device >= 64)
-    return Status(StatusCode::kInternal, "launch_fused_gemm: no current device");
-  const uint64_t bit = uint64_t{1} << device;
-  if ((devices_done.load(std::memory_order_acquire) & bit) != 0) return Status::Ok();
-  const cudaError_t err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (err != cudaSuccess)
-    return Status(StatusCode::kInternal, std::string("launch_fused_gemm: shared memory opt-in: ") +
-                                             cudaGetErrorString(err));
-  devices_done.fetch_or(bit, std::memory_order_acq_rel);
-  return Status::Ok();
-}
-
 template <typename T, GemmWeights kW, int kTileM, int kConsts, typename Params>
 Status launch_gemm_tile(const Params& p, dim3 grid, cudaStream_t stream) {
   constexpr int kSmem = static_cast<int>(gemm_smem_bytes(kTileM, GemmFormat<kW>::kBits));
   const auto kernel = FusedGemmKernel<T, kW, kTileM, kConsts>;
-  static std::atomic<uint64_t> devices_done{0};  // one per instantiation
-  BQMM_RETURN_IF_ERROR(allow_gemm_smem(kernel, kSmem, devices_done));
+  BQMM_RETURN_IF_ERROR(allow_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmem));
   kernel<<<grid, GemmWarps<kTileM>::kThreads, kSmem, stream>>>(p);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess)
-    return Status(StatusCode::kInternal,
-                  std::string("FusedGemmKernel launch: ") + cudaGetErrorString(err));
-  return Status::Ok();
+  return check_launch("FusedGemmKernel");
 }
 
 // One format's launch (T, kW fixed): the parameters, the grid, the (tile_m, kConsts)
@@ -680,11 +653,7 @@ Status launch_gemm_format(const FusedGemmArgs& args, const GemmConfig& config, f
   if (config.k_split == 1) return Status::Ok();
   FusedGemmReduceKernel<T><<<grid_for(args.m * args.n, 256), 256, 0, stream>>>(
       partials, p.bias, p.y, args.m, args.n, config.k_split);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess)
-    return Status(StatusCode::kInternal,
-                  std::string("FusedGemmReduceKernel launch: ") + cudaGetErrorString(err));
-  return Status::Ok();
+  return check_launch("FusedGemmReduceKernel");
 }
 
 // The per-format launchers (fp8_gemm.cu, nbits_gemm.cu), after launch_fused_gemm's checks.

@@ -24,6 +24,9 @@
 
 #include "bqmm/status.h"
 #include "core/gemv_split.h"
+#if defined(__CUDACC__)
+#include "cuda/common.cuh"  // smem_addr
+#endif
 
 namespace bqmm::cuda {
 
@@ -44,17 +47,8 @@ constexpr int tma_ring_smem_bytes(int warps, int depth) {
   return warps * depth * kTmaSlotBytes + kTmaSlotAlign;
 }
 
-// Host: lets `kernel` launch with `smem_bytes` of dynamic shared memory (above 48 KB a
-// kernel must opt in; the setting is per device, so launchers call this at every launch:
-// a host-side call that stream capture allows).
-Status allow_dynamic_smem(const void* kernel, int smem_bytes);
-
 // ----------------------------------------------------------------- device side
 #if defined(__CUDACC__)
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
 __device__ __forceinline__ void mbarrier_init(uint64_t* bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(count)
                : "memory");
