@@ -25,9 +25,11 @@ struct GemvConfig {
 
 // The fused GEMM (M above the decode GEMV's rows): blocks of tile_m activation rows x
 // tile_n output columns stream their weight rows once through a shared-memory pipeline,
-// decode them in registers and multiply on tensor cores (mma.m16n8k16, float32 sums).
+// decode them in registers and multiply on tensor cores (mma.m16n8k16, float32 sums; on
+// SM90 with wgmma, the decoded weight as its register operand).
 struct GemmConfig {
-  int tile_m = 0;    // activation rows per block (16, 32 or 64)
+  bool wgmma = false;  // the Hopper mainloop (tile_m 64 or 128), else mma.sync
+  int tile_m = 0;    // activation rows per block (mma.sync: 16, 32 or 64; wgmma: 64, 128)
   int tile_n = 0;    // output columns (weight rows) per block
   int stages = 0;    // shared-memory pipeline depth (K slabs in flight)
   int k_split = 1;   // blocks splitting K; > 1: float32 partial sums in the workspace,

@@ -140,7 +140,8 @@ void take_act_region(const Fp8MatMulProblem& p, WorkspaceLayout& layout, Fp8MatM
 // override forces it; with a K split, the float32 partial sums after A'.
 void plan_fused_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o,
                      Fp8MatMulPlan* plan) {
-  plan->gemm = plan_gemm_tiles(p.m, p.n, p.k, 8, d, o.tile_m, o.gemm_k_split);
+  const GemmShape shape{p.m, p.n, p.k, 8, true, p.block_size};
+  plan->gemm = plan_gemm_tiles(shape, d, GemmForced{o.wgmma, o.tile_m, o.gemm_k_split});
   WorkspaceLayout layout;
   take_act_region(p, layout, plan);
   plan_fused_gemm_workspace(layout, *plan);

@@ -72,6 +72,27 @@ inline int gemm_blocks_per_sm(int tile_m, int bits, int sm) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(2, fit)));
 }
 
+// The Hopper mainloop (cuda/gemm/fused_wgmma.cuh, SM90 only): two warpgroups, each 64 of
+// the block's kGemmTileN weight rows, multiply with wgmma (A = the decoded weight in
+// registers, B = tile_m activation rows in shared memory, tile_m = the wgmma's N). Its
+// activation tile has no pad (the 128-byte swizzle of the wgmma operand layout keeps
+// loads conflict-free), one block per SM, as many stages as kWgmmaSmemBytes holds.
+constexpr int kWgmmaThreads = 256;
+constexpr int kWgmmaMaxStages = 6;
+constexpr int kWgmmaMinStages = 3;         // a stage refills two slabs after its use
+constexpr int64_t kWgmmaSmemBytes = 200 * 1024;
+constexpr int64_t kWgmmaAlignBytes = 1024;  // the swizzle atom: stage bases aligned to it
+constexpr int64_t wgmma_stage_bytes(int tile_m, int bits) {
+  return kGemmTileN * kGemmSlabBytes + tile_m * gemm_slab_k(bits) * 2;
+}
+constexpr int wgmma_stages(int tile_m, int bits) {
+  return static_cast<int>(std::min<int64_t>(kWgmmaMaxStages,
+                                            kWgmmaSmemBytes / wgmma_stage_bytes(tile_m, bits)));
+}
+constexpr int64_t wgmma_smem_bytes(int tile_m, int bits) {
+  return wgmma_stages(tile_m, bits) * wgmma_stage_bytes(tile_m, bits) + kWgmmaAlignBytes;
+}
+
 // The smallest instantiated tile_m (16, 32, 64) holding M rows; 64 above.
 constexpr int gemm_tile_m(int64_t m) { return m <= 16 ? 16 : m <= 32 ? 32 : 64; }
 
@@ -98,20 +119,77 @@ inline int choose_gemm_k_split(int64_t tiles, int64_t slabs, int64_t resident, i
   return best;
 }
 
-// The whole tiling for an M x N problem of `bits`-bit weights (rows of `row_bytes`) on
-// `device`. `tile_m`, `k_split`: forced values (the plan override's tile_m, gemm_k_split),
-// or 0 for the rule's; the stages and the K split follow a forced tile_m.
-inline GemmConfig plan_gemm_tiles(int64_t m, int64_t n, int64_t row_bytes, int bits,
-                                  const DeviceInfo& device, int tile_m = 0, int k_split = 0) {
+// Whether this build has the Hopper mainloop (CMakeLists.txt builds it with SM90 in
+// CUDA_ARCHITECTURES; gemm_plan.cc).
+bool wgmma_built();
+
+// The Hopper mainloop's instantiated tiles (cuda/gemm/fused_wgmma.cuh, launch_wgmma_tile):
+// tile 64 for every format (FP8: one scale block per slab, block_size % 128 == 0, whose
+// partial sums it scales per slab); tile 128 for 8-bit codes with blocks of half a slab
+// or more (its 64 accumulators leave no room for FP8's partial sums or the per-word
+// constants of smaller blocks; 4-bit: two 64 KB activation stages would not fit).
+inline bool wgmma_tile_supported(int tile_m, int bits, bool fp8, int64_t block_size) {
+  const int64_t slab_k = gemm_slab_k(bits);
+  if (tile_m == 64) return !fp8 || block_size % slab_k == 0;
+  if (tile_m == 128) return bits == 8 && !fp8 && block_size % (slab_k / 2) == 0;
+  return false;
+}
+
+// Below kWgmmaMinRows the fused GEMM streams its weight at the memory bound on mma.sync's
+// tiles 16 and 32; from there on its time is the multiply, which wgmma does faster.
+constexpr int64_t kWgmmaMinRows = 33;
+
+// The fused GEMM's problem as the tiling sees it.
+struct GemmShape {
+  int64_t m = 0, n = 0;
+  int64_t row_bytes = 0;   // bytes per weight row
+  int bits = 8;            // 8 (FP8, int8) or 4
+  bool fp8 = false;
+  int64_t block_size = 0;
+};
+
+// The fused GEMM's forced choices (the plan override's wgmma, tile_m, gemm_k_split): -1 /
+// 0 for the rule's.
+struct GemmForced {
+  int wgmma = -1;
+  int tile_m = 0;
+  int k_split = 0;
+};
+
+// The mainloop and tile height: wgmma on SM90 (when built) from kWgmmaMinRows rows, tile
+// 128 above 64 rows where instantiated; else mma.sync's smallest tile holding M. A forced
+// tile_m picks the mainloop that has it (64: wgmma where the rule takes it).
+inline void choose_gemm_mainloop(const GemmShape& s, const DeviceInfo& device,
+                                 const GemmForced& forced, GemmConfig* g) {
+  const bool can = device.sm == 90 && wgmma_built() && forced.wgmma != 0 &&
+                   wgmma_tile_supported(64, s.bits, s.fp8, s.block_size);
+  const bool want = forced.wgmma == 1 || s.m >= kWgmmaMinRows;
+  g->wgmma = can && want && (forced.tile_m == 0 || forced.tile_m >= 64);
+  if (forced.tile_m == 128 && !(g->wgmma && wgmma_tile_supported(128, s.bits, s.fp8, s.block_size)))
+    g->wgmma = false;  // no such tile: the rule's own choice below
+  if (g->wgmma) {
+    const bool tall = forced.tile_m == 128 ||
+                      (forced.tile_m == 0 && s.m > 64 && wgmma_tile_supported(128, s.bits, s.fp8, s.block_size));
+    g->tile_m = tall ? 128 : 64;
+    g->stages = wgmma_stages(g->tile_m, s.bits);
+  } else {
+    g->tile_m = forced.tile_m > 0 && forced.tile_m <= 64 ? forced.tile_m : gemm_tile_m(s.m);
+    g->stages = gemm_stages(g->tile_m, s.bits);
+  }
+}
+
+// The whole tiling for problem `s` on `device`: the mainloop and tile, then the K split
+// (forced values kept; the stages and the K split follow a forced tile_m).
+inline GemmConfig plan_gemm_tiles(const GemmShape& s, const DeviceInfo& device,
+                                  const GemmForced& forced = {}) {
   GemmConfig g;
-  g.tile_m = tile_m > 0 ? tile_m : gemm_tile_m(m);
   g.tile_n = kGemmTileN;
-  g.stages = gemm_stages(g.tile_m, bits);
-  const int64_t tiles = ((m + g.tile_m - 1) / g.tile_m) * ((n + g.tile_n - 1) / g.tile_n);
-  const int64_t slabs = (row_bytes + kGemmSlabBytes - 1) / kGemmSlabBytes;
-  const int64_t resident =
-      std::max(1, device.num_sms) * static_cast<int64_t>(gemm_blocks_per_sm(g.tile_m, bits, device.sm));
-  g.k_split = k_split > 0 ? k_split : choose_gemm_k_split(tiles, slabs, resident, g.stages);
+  choose_gemm_mainloop(s, device, forced, &g);
+  const int64_t tiles = ((s.m + g.tile_m - 1) / g.tile_m) * ((s.n + g.tile_n - 1) / g.tile_n);
+  const int64_t slabs = (s.row_bytes + kGemmSlabBytes - 1) / kGemmSlabBytes;
+  const int per_sm = g.wgmma ? 1 : gemm_blocks_per_sm(g.tile_m, s.bits, device.sm);
+  const int64_t resident = std::max(1, device.num_sms) * static_cast<int64_t>(per_sm);
+  g.k_split = forced.k_split > 0 ? forced.k_split : choose_gemm_k_split(tiles, slabs, resident, g.stages);
   return g;
 }
 

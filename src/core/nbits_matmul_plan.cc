@@ -262,7 +262,8 @@ Status plan_gemv(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOve
 // forces it; with a K split, the float32 partial sums in the workspace.
 void plan_fused_gemm(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o,
                      NBitsMatMulPlan* plan) {
-  plan->gemm = plan_gemm_tiles(p.m, p.n, p.row_bytes(), p.bits, d, o.tile_m, o.gemm_k_split);
+  const GemmShape shape{p.m, p.n, p.row_bytes(), static_cast<int>(p.bits), false, p.block_size};
+  plan->gemm = plan_gemm_tiles(shape, d, GemmForced{o.wgmma, o.tile_m, o.gemm_k_split});
   WorkspaceLayout layout;
   plan_fused_gemm_workspace(layout, *plan);
 }

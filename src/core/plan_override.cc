@@ -29,7 +29,8 @@ const Key kKeys[] = {
     {"tiles", &PlanOverride::tiles, {1, 2}},
     {"registers", &PlanOverride::registers, {kGemvTwoTileRegisters, kGemvWideRegisters}},
     {"gemm", &PlanOverride::gemm, {0, 1}},
-    {"tile_m", &PlanOverride::tile_m, {16, 32, 64}},  // the kernel's instantiations
+    {"wgmma", &PlanOverride::wgmma, {0, 1}},
+    {"tile_m", &PlanOverride::tile_m, {16, 32, 64, 128}},  // the kernels' instantiations
     {"gemm_k_split", &PlanOverride::gemm_k_split, {1, 2, 4, 8, 16}},
 };
 static_assert(kGemmMaxKSplit == 16, "gemm_k_split's values go up to kGemmMaxKSplit");

@@ -18,7 +18,11 @@
 //   registers=128|168 both   the two-tile kernel's register bound
 //   gemm=0|1          both   the fused GEMM: 0 never (the GEMV's row groups up to 32 rows,
 //                            then dequant + cuBLAS), 1 wherever it applies, M <= 8 included
-//   tile_m=16|32|64   both   the fused GEMM's activation rows per block
+//   wgmma=0|1         both   the fused GEMM's Hopper mainloop: 0 never (mma.sync), 1 at
+//                            every M where it has the tile (SM90 builds and devices)
+//   tile_m=16|32|64|128
+//                     both   the fused GEMM's activation rows per block (16, 32: mma.sync;
+//                            128: wgmma, 8-bit codes)
 //   gemm_k_split=1|2|4|8|16
 //                     both   the fused GEMM's K split (> 1: float32 partial sums in the
 //                            workspace)
@@ -47,7 +51,8 @@ struct PlanOverride {
   int tiles = -1;      // -1: planner; 1 / 2
   int registers = -1;  // -1: planner; kGemvTwoTileRegisters / kGemvWideRegisters
   int gemm = -1;       // -1: planner; 0: never the fused GEMM; 1: wherever it applies
-  int tile_m = 0;      // 0: planner; 16, 32, 64
+  int wgmma = -1;      // -1: planner; 0 / 1
+  int tile_m = 0;      // 0: planner; 16, 32, 64, 128
   int gemm_k_split = 0;  // 0: planner; 1, 2, 4, 8, 16 (up to kGemmMaxKSplit)
 
   bool empty() const;

@@ -27,9 +27,9 @@ inline std::ostream& print_tensor_core_gemv(std::ostream& os, const GemvConfig& 
   return os;
 }
 
-// The fused GEMM's tiling: "; tile_m=..; tile_n=..; stages=..; k_split=..".
+// The fused GEMM's tiling: "; mainloop=wgmma|mma; tile_m=..; tile_n=..; stages=..; k_split=..".
 inline std::ostream& print_gemm(std::ostream& os, const GemmConfig& g) {
-  return os << "; tile_m=" << g.tile_m << "; tile_n=" << g.tile_n << "; stages=" << g.stages
+  return os << "; mainloop=" << (g.wgmma ? "wgmma" : "mma") << "; tile_m=" << g.tile_m << "; tile_n=" << g.tile_n << "; stages=" << g.stages
             << "; k_split=" << g.k_split;
 }
 

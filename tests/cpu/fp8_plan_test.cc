@@ -410,17 +410,36 @@ TEST(Fp8Plan, FusedGemmConditions) {
   EXPECT_EQ(refusal(problem(8, 4096, 4096), kHopper, parsed("gemm=1")), "");
 }
 
-// tile_m: the smallest instantiated tile (16, 32, 64) holding M; blocks of 128 columns;
-// the stages two blocks per SM90 SM hold (8-bit rows: 4 at 16 and 32 rows, 3 at 64).
+// mma.sync tile_m: the smallest instantiated tile (16, 32, 64) holding M; blocks of 128
+// columns; the stages two blocks per SM90 SM hold (8-bit rows: 4 at 16 and 32 rows, 3 at
+// 64). From 33 rows on SM90 the wgmma mainloop (tile 64, 6 stages), so it is forced off here.
 TEST(Fp8Plan, FusedGemmTileM) {
   const std::pair<int64_t, int> cases[] = {{9, 16}, {16, 16}, {17, 32}, {32, 32}, {33, 64}, {64, 64}};
   for (const auto& [m, tile_m] : cases) {
-    const Fp8MatMulPlan pl = plan(problem(m, 4096, 4096));
+    const Fp8MatMulPlan pl = plan(problem(m, 4096, 4096), kHopper, parsed("wgmma=0"));
     ASSERT_EQ(pl.path, Fp8Path::kFusedGemm) << m;
+    EXPECT_FALSE(pl.gemm.wgmma) << m;
     EXPECT_EQ(pl.gemm.tile_m, tile_m) << m;
     EXPECT_EQ(pl.gemm.tile_n, 128) << m;
     EXPECT_EQ(pl.gemm.stages, tile_m == 64 ? 3 : 4) << m;
   }
+}
+
+// The wgmma mainloop (SM90 builds on SM90): from 33 rows, tile 64 (FP8 has no tile 128),
+// block_size a multiple of 128 (one scale block per slab); mma.sync for FP8 block 64.
+TEST(Fp8Plan, FusedGemmWgmma) {
+  if (!wgmma_built()) GTEST_SKIP() << "this build has no SM90 (no wgmma mainloop)";
+  EXPECT_FALSE(plan(problem(32, 4096, 4096)).gemm.wgmma);
+  for (const int64_t m : {33, 64, 100, 128}) {
+    const Fp8MatMulPlan pl = plan(problem(m, 4096, 4096));
+    ASSERT_EQ(pl.path, Fp8Path::kFusedGemm) << m;
+    EXPECT_TRUE(pl.gemm.wgmma) << m;
+    EXPECT_EQ(pl.gemm.tile_m, 64) << m;
+    EXPECT_EQ(pl.gemm.stages, 6) << m;
+  }
+  EXPECT_TRUE(plan(problem(64, 4096, 4096, 256)).gemm.wgmma);
+  EXPECT_FALSE(plan(problem(64, 4096, 4096, 64)).gemm.wgmma);
+  EXPECT_FALSE(plan(problem(64, 4096, 4096), kAmpere).gemm.wgmma);
 }
 
 // The K split (core/gemm_plan.h): the power of two with the least waves x (slabs per
@@ -431,7 +450,7 @@ TEST(Fp8Plan, FusedGemmKSplit) {
   // M = 16, K = 8192 (64 slabs). N = 8192: 64 blocks; 264 resident: split 4 is one wave
   // of 16 + 4 slabs, 8 one of 8 + 4... but 512 blocks take two: 2 x 12 = 24 > 20.
   EXPECT_EQ(plan(problem(16, 8192, 8192)).gemm.k_split, 4);
-  EXPECT_EQ(plan(problem(64, 8192, 8192)).gemm.k_split, 4);
+  EXPECT_EQ(plan(problem(64, 8192, 8192), kHopper, parsed("wgmma=0")).gemm.k_split, 4);
   // N = 4096: 32 blocks, 256 at split 8 in one wave (8 + 4 slabs).
   EXPECT_EQ(plan(problem(16, 4096, 8192)).gemm.k_split, 8);
   // 108 SMs of one block each: 256 blocks are 3 waves (3 x 20 = 60 > 2 waves of 32 + 4 at
@@ -448,10 +467,10 @@ TEST(Fp8Plan, FusedGemmKSplit) {
   // An unknown SM count is one SM: no split.
   EXPECT_EQ(plan(problem(16, 4096, 8192), DeviceInfo{90, 0}).gemm.k_split, 1);
   // The planner's tiling is core/gemm_plan.h's rule for 8-bit rows.
-  const GemmConfig rule = plan_gemm_tiles(33, 5000, 3072, 8, kHopper);
+  const GemmConfig rule = plan_gemm_tiles(GemmShape{33, 5000, 3072, 8, true, 128}, kHopper);
   const GemmConfig g = plan(problem(33, 5000, 3072)).gemm;
-  EXPECT_EQ(std::make_tuple(g.tile_m, g.tile_n, g.stages, g.k_split),
-            std::make_tuple(rule.tile_m, rule.tile_n, rule.stages, rule.k_split));
+  EXPECT_EQ(std::make_tuple(g.wgmma, g.tile_m, g.tile_n, g.stages, g.k_split),
+            std::make_tuple(rule.wgmma, rule.tile_m, rule.tile_n, rule.stages, rule.k_split));
 }
 
 // With a K split the float32 partial sums [k_split, M, N] are the workspace, 256-byte
@@ -489,7 +508,7 @@ TEST(Fp8Plan, FusedGemmW8A8QdqsIntoTheWorkspaceFirst) {
   EXPECT_EQ(pl.regions.partial_offset, size_t{16} * 8192 * 2);
   EXPECT_EQ(pl.regions.partial_bytes, size_t{4} * 16 * 8192 * 4);
   EXPECT_EQ(pl.workspace_bytes, size_t{16} * 8192 * 2 + size_t{4} * 16 * 8192 * 4);
-  EXPECT_NE(printed(pl).find("qdq_activation=yes; tile_m=16; tile_n=128; stages=4; k_split=4; "
+  EXPECT_NE(printed(pl).find("qdq_activation=yes; mainloop=mma; tile_m=16; tile_n=128; stages=4; k_split=4; "
                              "workspace=2359296B (act 262144@0, partial 2097152@262144)}"),
             std::string::npos)
       << pl;
@@ -745,13 +764,19 @@ TEST(Fp8Plan, PrintsPathAndTiles) {
   // The fused GEMM: its tiling, and the partial sums of its K split.
   EXPECT_EQ(printed(plan(problem(16, 8192, 8192))),
             "Fp8MatMulPlan{path=fused_gemm; fp8 float16 M=16 N=8192 K=8192 block_size=128 "
-            "align=16; sm90/132SMs; qdq_activation=no; tile_m=16; tile_n=128; stages=4; "
-            "k_split=4; workspace=2097152B (partial 2097152@0)}");
-  const std::string whole = printed(plan(problem(64, 28672, 8192)));
+            "align=16; sm90/132SMs; qdq_activation=no; mainloop=mma; tile_m=16; tile_n=128; "
+            "stages=4; k_split=4; workspace=2097152B (partial 2097152@0)}");
+  const std::string whole = printed(plan(problem(64, 28672, 8192), kHopper, parsed("wgmma=0")));
   EXPECT_NE(whole.find("path=fused_gemm"), std::string::npos) << whole;
-  EXPECT_NE(whole.find("; tile_m=64; tile_n=128; stages=3; k_split=1; workspace=0B}"),
+  EXPECT_NE(whole.find("; mainloop=mma; tile_m=64; tile_n=128; stages=3; k_split=1; workspace=0B}"),
             std::string::npos)
       << whole;
+  if (wgmma_built()) {
+    const std::string hopper = printed(plan(problem(64, 28672, 8192)));
+    EXPECT_NE(hopper.find("; mainloop=wgmma; tile_m=64; tile_n=128; stages=6; k_split=1; workspace=0B}"),
+              std::string::npos)
+        << hopper;
+  }
 }
 
 TEST(Fp8Plan, IsPure) {
@@ -825,9 +850,9 @@ TEST(Fp8Override, Gemm) {
 // tile_m and gemm_k_split force the fused GEMM's tiling: the stages and the K split follow
 // a forced tile_m; a forced K split sizes the partial sums. Ignored off the fused GEMM.
 TEST(Fp8Override, GemmTileMAndKSplit) {
-  // M = 64, N = 4096, K = 8192: 32 blocks of 64 rows (k_split 8, 3 stages); 128 of 16
-  // rows (k_split 2, 4 stages).
-  EXPECT_EQ(plan(problem(64, 4096, 8192)).gemm.k_split, 8);
+  // M = 64, N = 4096, K = 8192 on mma.sync: 32 blocks of 64 rows (k_split 8, 3 stages);
+  // 128 of 16 rows (k_split 2, 4 stages).
+  EXPECT_EQ(plan(problem(64, 4096, 8192), kHopper, parsed("wgmma=0")).gemm.k_split, 8);
   const Fp8MatMulPlan t16 = plan(problem(64, 4096, 8192), kHopper, parsed("tile_m=16"));
   EXPECT_EQ(t16.gemm.tile_m, 16);
   EXPECT_EQ(t16.gemm.stages, 4);
@@ -848,10 +873,10 @@ TEST(Fp8Override, GemmTileMAndKSplit) {
   EXPECT_EQ(decode.path, Fp8Path::kGemvMma);
   EXPECT_EQ(decode.gemv.k_split, plan(problem(4, 4096, 4096)).gemv.k_split);
   EXPECT_EQ(decode.gemm.tile_m, 0);
-  testing::expect_parse_rejects("tile_m", {"0", "8", "48", "128", "-1", "x", ""});
+  testing::expect_parse_rejects("tile_m", {"0", "8", "48", "256", "-1", "x", ""});
   testing::expect_parse_rejects("gemm_k_split", {"0", "3", "32", "-1", "x", ""});
   testing::expect_override_rejects(problem(16, 4096, 4096), PlanOverride{}, &PlanOverride::tile_m,
-                                   "tile_m", {-1, 8, 48, 128});
+                                   "tile_m", {-1, 8, 48, 256});
   testing::expect_override_rejects(problem(16, 4096, 4096), PlanOverride{},
                                    &PlanOverride::gemm_k_split, "gemm_k_split", {-1, 3, 32});
 }

@@ -68,17 +68,83 @@ TEST(GemmPlan, KSplitWaveModel) {
 
 // plan_gemm_tiles: the rule for a problem and a device, forced values kept.
 TEST(GemmPlan, Tiles) {
-  const GemmConfig g = plan_gemm_tiles(16, 8192, 8192, 8, kHopper);
+  const GemmConfig g = plan_gemm_tiles(GemmShape{16, 8192, 8192, 8, true, 128}, kHopper);
+  EXPECT_FALSE(g.wgmma);
   EXPECT_EQ(g.tile_m, 16);
   EXPECT_EQ(g.tile_n, kGemmTileN);
   EXPECT_EQ(g.stages, 4);
   EXPECT_EQ(g.k_split, 4);
   // 4-bit rows of 4096 bytes are 32 slabs; on SM80 one block per SM.
-  EXPECT_EQ(plan_gemm_tiles(16, 8192, 4096, 4, kAmpere).k_split, 1);
-  const GemmConfig forced = plan_gemm_tiles(100, 4096, 8192, 8, kHopper, 16, 2);
+  EXPECT_EQ(plan_gemm_tiles(GemmShape{16, 8192, 4096, 4, false, 128}, kAmpere).k_split, 1);
+  const GemmConfig forced =
+      plan_gemm_tiles(GemmShape{100, 4096, 8192, 8, false, 128}, kHopper, GemmForced{-1, 16, 2});
+  EXPECT_FALSE(forced.wgmma);
   EXPECT_EQ(forced.tile_m, 16);
   EXPECT_EQ(forced.stages, 4);
   EXPECT_EQ(forced.k_split, 2);
+}
+
+// The Hopper mainloop's stages: as many of its unpadded stages as 200 KB holds, up to 6.
+TEST(GemmPlan, WgmmaStages) {
+  EXPECT_EQ(wgmma_stage_bytes(64, 8), 16384 + 64 * 256);
+  EXPECT_EQ(wgmma_stage_bytes(128, 8), 16384 + 128 * 256);
+  EXPECT_EQ(wgmma_stage_bytes(64, 4), 16384 + 64 * 512);
+  EXPECT_EQ(wgmma_stages(64, 8), 6);
+  EXPECT_EQ(wgmma_stages(128, 8), 4);
+  EXPECT_EQ(wgmma_stages(64, 4), 4);
+  for (const int bits : {4, 8})
+    for (const int tile_m : {64, 128})
+      if (wgmma_tile_supported(tile_m, bits, false, 128)) {
+        EXPECT_GE(wgmma_stages(tile_m, bits), kWgmmaMinStages);
+        EXPECT_LE(wgmma_smem_bytes(tile_m, bits), 227 * 1024);  // SM90's per-block limit
+      }
+}
+
+// Which tiles the wgmma kernels instantiate.
+TEST(GemmPlan, WgmmaTiles) {
+  EXPECT_TRUE(wgmma_tile_supported(64, 8, true, 128));
+  EXPECT_TRUE(wgmma_tile_supported(64, 8, true, 384));
+  EXPECT_FALSE(wgmma_tile_supported(64, 8, true, 64));   // FP8: one scale block per slab
+  EXPECT_FALSE(wgmma_tile_supported(128, 8, true, 128));  // FP8: tile 64 only
+  EXPECT_TRUE(wgmma_tile_supported(64, 8, false, 16));
+  EXPECT_TRUE(wgmma_tile_supported(128, 8, false, 64));
+  EXPECT_FALSE(wgmma_tile_supported(128, 8, false, 32));
+  EXPECT_TRUE(wgmma_tile_supported(64, 4, false, 16));
+  EXPECT_FALSE(wgmma_tile_supported(128, 4, false, 256));
+  EXPECT_FALSE(wgmma_tile_supported(32, 8, false, 128));
+}
+
+// The mainloop: wgmma on SM90 from kWgmmaMinRows rows, tile 128 above 64 rows where it
+// exists; mma.sync below, on SM80, for FP8 blocks under a slab, and where forced.
+TEST(GemmPlan, WgmmaMainloop) {
+  if (!wgmma_built()) GTEST_SKIP() << "this build has no SM90 (no wgmma mainloop)";
+  const auto plan = [](int64_t m, int bits, bool fp8, int64_t block, DeviceInfo d = kHopper,
+                       GemmForced f = {}) {
+    return plan_gemm_tiles(GemmShape{m, 8192, 8192 * bits / 8, bits, fp8, block}, d, f);
+  };
+  EXPECT_FALSE(plan(32, 8, true, 128).wgmma);
+  EXPECT_TRUE(plan(33, 8, true, 128).wgmma);
+  EXPECT_EQ(plan(33, 8, true, 128).tile_m, 64);
+  EXPECT_EQ(plan(33, 8, true, 128).stages, 6);
+  EXPECT_EQ(plan(128, 8, true, 128).tile_m, 64);    // FP8: tile 64 only
+  EXPECT_EQ(plan(65, 8, false, 128).tile_m, 128);
+  EXPECT_EQ(plan(65, 8, false, 128).stages, 4);
+  EXPECT_EQ(plan(64, 8, false, 128).tile_m, 64);
+  EXPECT_EQ(plan(128, 8, false, 32).tile_m, 64);    // blocks under half a slab
+  EXPECT_EQ(plan(128, 4, false, 128).tile_m, 64);
+  EXPECT_FALSE(plan(64, 8, true, 64).wgmma);        // FP8 block 64: mma.sync
+  EXPECT_EQ(plan(64, 8, true, 64).tile_m, 64);
+  EXPECT_FALSE(plan(64, 8, false, 128, kAmpere).wgmma);
+  EXPECT_FALSE(plan(64, 8, false, 128, DeviceInfo{100, 148}).wgmma);
+  EXPECT_FALSE(plan(64, 8, false, 128, kHopper, GemmForced{0, 0, 0}).wgmma);
+  EXPECT_TRUE(plan(16, 8, false, 128, kHopper, GemmForced{1, 0, 0}).wgmma);
+  EXPECT_FALSE(plan(64, 8, false, 128, kHopper, GemmForced{-1, 32, 0}).wgmma);
+  EXPECT_EQ(plan(64, 8, false, 128, kHopper, GemmForced{-1, 128, 0}).tile_m, 128);
+  // tile_m 128 where there is none: the rule's own choice.
+  EXPECT_EQ(plan(100, 4, false, 128, kHopper, GemmForced{-1, 128, 0}).tile_m, 64);
+  // One block per SM: M = 64 x N = 8192 is 64 blocks of 64 slabs on 132 SMs, split 2
+  // (one wave of 32 + 6 against 64 + 6).
+  EXPECT_EQ(plan(64, 8, true, 128).k_split, 2);
 }
 
 }  // namespace

@@ -193,11 +193,12 @@ TEST(NBitsPlan, FusedGemmConditions) {
 // block.
 TEST(NBitsPlan, FusedGemmTiling) {
   const std::pair<int64_t, int> cases[] = {{9, 16}, {16, 16}, {17, 32}, {32, 32}, {33, 64}, {64, 64}};
-  // Stages two blocks per SM90 SM hold: 4 (three at 4-bit's 32 rows), and 4-bit's 64-row
-  // tile, whose activations are twice as long, one block of 3.
+  // mma.sync (forced: SM90 takes wgmma from 33 rows). Stages two blocks per SM90 SM hold:
+  // 4 (three at 4-bit's 32 rows), and 4-bit's 64-row tile, whose activations are twice as
+  // long, one block of 3.
   for (int bits : {4, 8})
     for (const auto& [m, tile_m] : cases) {
-      const NBitsMatMulPlan pl = plan(problem(m, 4096, 4096, bits, 128));
+      const NBitsMatMulPlan pl = plan(problem(m, 4096, 4096, bits, 128), kHopper, parsed("wgmma=0"));
       ASSERT_EQ(pl.path, NBitsPath::kFusedGemm) << m;
       EXPECT_EQ(pl.gemm.tile_m, tile_m) << bits << " " << m;
       EXPECT_EQ(pl.gemm.tile_n, 128) << bits << " " << m;
@@ -219,10 +220,30 @@ TEST(NBitsPlan, FusedGemmTiling) {
   // K = 2048, N = 4096 (32 blocks): 8 slabs 4-bit, 16 8-bit, both split 8.
   EXPECT_EQ(plan(problem(16, 4096, 2048, 4, 128)).gemm.k_split, 8);
   EXPECT_EQ(plan(problem(16, 4096, 2048, 8, 128)).gemm.k_split, 8);
-  const GemmConfig rule = plan_gemm_tiles(33, 5000, 3072 / 2, 4, kHopper);
+  const GemmConfig rule = plan_gemm_tiles(GemmShape{33, 5000, 3072 / 2, 4, false, 64}, kHopper);
   const GemmConfig g = plan(problem(33, 5000, 3072, 4, 64)).gemm;
-  EXPECT_EQ(std::make_tuple(g.tile_m, g.tile_n, g.stages, g.k_split),
-            std::make_tuple(rule.tile_m, rule.tile_n, rule.stages, rule.k_split));
+  EXPECT_EQ(std::make_tuple(g.wgmma, g.tile_m, g.tile_n, g.stages, g.k_split),
+            std::make_tuple(rule.wgmma, rule.tile_m, rule.tile_n, rule.stages, rule.k_split));
+}
+
+// The wgmma mainloop (SM90 builds on SM90) from 33 rows: tile 64 (4 stages 4-bit, 6
+// 8-bit), 8-bit tile 128 above 64 rows where blocks are half a slab or more; every block
+// size; mma.sync on SM80.
+TEST(NBitsPlan, FusedGemmWgmma) {
+  if (!wgmma_built()) GTEST_SKIP() << "this build has no SM90 (no wgmma mainloop)";
+  for (const int bits : {4, 8}) {
+    SCOPED_TRACE(bits);
+    EXPECT_FALSE(plan(problem(32, 4096, 4096, bits, 128)).gemm.wgmma);
+    const NBitsMatMulPlan pl = plan(problem(33, 4096, 4096, bits, 128));
+    EXPECT_TRUE(pl.gemm.wgmma);
+    EXPECT_EQ(pl.gemm.tile_m, 64);
+    EXPECT_EQ(pl.gemm.stages, bits == 4 ? 4 : 6);
+    EXPECT_EQ(plan(problem(100, 4096, 4096, bits, 128)).gemm.tile_m, bits == 8 ? 128 : 64);
+    EXPECT_TRUE(plan(problem(64, 4096, 4096, bits, 16)).gemm.wgmma);
+    EXPECT_FALSE(plan(problem(64, 4096, 4096, bits, 128), kAmpere).gemm.wgmma);
+  }
+  EXPECT_EQ(plan(problem(100, 4096, 4096, 8, 32)).gemm.tile_m, 64);
+  EXPECT_EQ(plan(problem(100, 4096, 4096, 8, 128)).gemm.stages, 4);
 }
 
 // The workspace: the float32 partial sums [k_split, M, N] with a K split (256-byte
@@ -994,13 +1015,19 @@ TEST(NBitsPlan, PrintsEveryDecision) {
   EXPECT_EQ(printed(plan(q)),
             "NBitsMatMulPlan{path=fused_gemm; nbits int8 bfloat16 M=16 N=8192 K=8192 "
             "block_size=128 zero_points=packed bias align=16 scale_align=16; sm90/132SMs; "
-            "tile_m=16; tile_n=128; stages=4; k_split=4; workspace=2097152B "
+            "mainloop=mma; tile_m=16; tile_n=128; stages=4; k_split=4; workspace=2097152B "
             "(partial 2097152@0)}");
-  const std::string whole = printed(plan(problem(64, 28672, 8192, 4, 128)));
+  const std::string whole = printed(plan(problem(64, 28672, 8192, 4, 128), kHopper, parsed("wgmma=0")));
   EXPECT_NE(whole.find("path=fused_gemm"), std::string::npos) << whole;
-  EXPECT_NE(whole.find("; tile_m=64; tile_n=128; stages=3; k_split=1; workspace=0B}"),
+  EXPECT_NE(whole.find("; mainloop=mma; tile_m=64; tile_n=128; stages=3; k_split=1; workspace=0B}"),
             std::string::npos)
       << whole;
+  if (wgmma_built()) {
+    const std::string hopper = printed(plan(problem(64, 28672, 8192, 4, 128)));
+    EXPECT_NE(hopper.find("; mainloop=wgmma; tile_m=64; tile_n=128; stages=4; k_split=1; workspace=0B}"),
+              std::string::npos)
+        << hopper;
+  }
 }
 
 TEST(NBitsPlan, RejectsMalformedProblemsAndOptions) {
@@ -1192,11 +1219,11 @@ TEST(NBitsOverride, Gemm) {
 // tile_m and gemm_k_split force the fused GEMM's tiling (the stages and K split follow a
 // forced tile_m), as FP8's.
 TEST(NBitsOverride, GemmTileMAndKSplit) {
-  // 4-bit M = 64, N = 4096, K = 8192 (32 slabs): 32 blocks of 64 rows (k_split 4, 3
-  // stages, one block per SM); 128 of 16 rows (k_split 2, 4 stages).
+  // 4-bit M = 64, N = 4096, K = 8192 (32 slabs) on mma.sync: 32 blocks of 64 rows
+  // (k_split 4, 3 stages, one block per SM); 128 of 16 rows (k_split 2, 4 stages).
   const NBitsMatMulProblem p = problem(64, 4096, 8192, 4, 128);
-  EXPECT_EQ(plan(p).gemm.k_split, 4);
-  EXPECT_EQ(plan(p).gemm.stages, 3);
+  EXPECT_EQ(plan(p, kHopper, parsed("wgmma=0")).gemm.k_split, 4);
+  EXPECT_EQ(plan(p, kHopper, parsed("wgmma=0")).gemm.stages, 3);
   const NBitsMatMulPlan t16 = plan(p, kHopper, parsed("tile_m=16"));
   EXPECT_EQ(std::make_tuple(t16.gemm.tile_m, t16.gemm.stages, t16.gemm.k_split),
             std::make_tuple(16, 4, 2));
@@ -1206,7 +1233,7 @@ TEST(NBitsOverride, GemmTileMAndKSplit) {
   EXPECT_EQ(k8.regions.partial_bytes, size_t{8} * 64 * 4096 * 4);
   EXPECT_EQ(plan(problem(2, 4096, 4096), kHopper, parsed("tile_m=64")).path, NBitsPath::kGemv);
   testing::expect_override_rejects(p, PlanOverride{}, &PlanOverride::tile_m, "tile_m",
-                                   {-1, 8, 48, 128});
+                                   {-1, 8, 48, 256});
   testing::expect_override_rejects(p, PlanOverride{}, &PlanOverride::gemm_k_split,
                                    "gemm_k_split", {-1, 3, 32});
 }

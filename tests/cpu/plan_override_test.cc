@@ -41,8 +41,9 @@ const std::vector<KeyCase>& keys() {
       {"registers", &PlanOverride::registers, {128, 168}, {"0", "127", "160", "256", "-1"},
        "128 or 168"},
       {"gemm", &PlanOverride::gemm, {0, 1}, {"2", "-1"}, "0 or 1"},
-      {"tile_m", &PlanOverride::tile_m, {16, 32, 64}, {"0", "8", "48", "128", "-1"},
-       "16, 32 or 64"},
+      {"wgmma", &PlanOverride::wgmma, {0, 1}, {"2", "-1"}, "0 or 1"},
+      {"tile_m", &PlanOverride::tile_m, {16, 32, 64, 128}, {"0", "8", "48", "256", "-1"},
+       "16, 32, 64 or 128"},
       {"gemm_k_split", &PlanOverride::gemm_k_split, {1, 2, 4, 8, 16}, {"0", "3", "32", "-1"},
        "1, 2, 4, 8 or 16"},
   };
@@ -178,13 +179,13 @@ TEST(PlanOverride, RejectsUnknownKeys) {
     const std::string m = parse_error(text);
     EXPECT_EQ(m.find("plan override: unknown key \""), 0u) << m;
     EXPECT_NE(m.find("(keys: gemv, fma, algo, k_split, tma, window, lines, tiles, registers, "
-                     "gemm, tile_m, gemm_k_split)"),
+                     "gemm, wgmma, tile_m, gemm_k_split)"),
               std::string::npos)
         << m;
   }
   EXPECT_EQ(parse_error("foo=1"),
             "plan override: unknown key \"foo\" (keys: gemv, fma, algo, k_split, tma, window, "
-            "lines, tiles, registers, gemm, tile_m, gemm_k_split)");
+            "lines, tiles, registers, gemm, wgmma, tile_m, gemm_k_split)");
   EXPECT_NE(parse_error("k_split=4,bar").find("\"bar\""), std::string::npos);
 }
 
@@ -397,7 +398,7 @@ TEST(CheckPlanOverride, RejectsBadStructValues) {
       {&PlanOverride::registers, 160,
        "plan override: registers: expected 128 or 168 but got 160"},
       {&PlanOverride::gemm, 2, "plan override: gemm: expected 0 or 1 but got 2"},
-      {&PlanOverride::tile_m, 48, "plan override: tile_m: expected 16, 32 or 64 but got 48"},
+      {&PlanOverride::tile_m, 48, "plan override: tile_m: expected 16, 32, 64 or 128 but got 48"},
       {&PlanOverride::gemm_k_split, 32,
        "plan override: gemm_k_split: expected 1, 2, 4, 8 or 16 but got 32"},
   };

@@ -212,5 +212,110 @@ TEST(FusedGemm, SanitizeSmall) {
   }
 }
 
+// ----------------------------------------------------------------- Hopper mainloop
+// The wgmma kernels (cuda/gemm/fused_wgmma.cuh) through the same launcher, every tile
+// they instantiate (core/gemm_plan.h, wgmma_tile_supported).
+bool wgmma_available() {
+  const Handle* handle = testing::shared_handle();
+  return handle != nullptr && handle->device_info().sm == 90 && wgmma_built();
+}
+#define BQMM_REQUIRE_WGMMA()                                                              \
+  BQMM_REQUIRE_GPU();                                                                     \
+  if (!wgmma_available())                                                                 \
+  GTEST_SKIP() << "the wgmma mainloop needs an SM90 device and a build with SM90 (" \
+               << (wgmma_built() ? "built" : "not built") << ")"
+
+GemmConfig wgmma_config(int tile_m, int k_split) {
+  GemmConfig g = config_for(tile_m, k_split);
+  g.wgmma = true;
+  return g;
+}
+
+// FP8 takes blocks of a whole slab (128) or more; K % block != 0 in the second and third.
+TEST(FusedWgmmaFp8, EveryRowCountAndSplitAgainstReference) {
+  BQMM_REQUIRE_WGMMA();
+  struct Shape3 { int64_t n, k, block; };
+  const Shape3 shapes[] = {{1000, 1024, 128}, {1037, 1040, 256}, {129, 1104, 128}};
+  uint64_t seed = 400;
+  for (const Shape3 sh : shapes)
+    for (const int64_t m : kRows)
+      for (const int k_split : {1, 3}) {
+        const DType t = kDTypes[seed % 2];
+        SCOPED_TRACE(::testing::Message() << "M=" << m << " N=" << sh.n << " K=" << sh.k
+                                          << " block=" << sh.block << " " << dtype_name(t)
+                                          << " k_split=" << k_split);
+        ASSERT_TRUE(wgmma_tile_supported(64, 8, true, sh.block));
+        const Fp8Case c = reference::make_random_fp8_case(t, m, sh.n, sh.k, sh.block,
+                                                          /*bias=*/seed % 3 != 0,
+                                                          /*w8a8=*/false, seed);
+        ++seed;
+        check_fp8(c, wgmma_config(64, k_split));
+      }
+}
+
+TEST(FusedWgmmaNBits, EveryBlockAndTileAgainstReference) {
+  BQMM_REQUIRE_WGMMA();
+  uint64_t seed = 500;
+  for (const int bits : {4, 8})
+    for (const int64_t block : {int64_t{16}, int64_t{32}, int64_t{64}, int64_t{128}, int64_t{256}})
+      for (const bool zero_points : {false, true})
+        for (const int tile_m : {64, 128}) {
+          if (!wgmma_tile_supported(tile_m, bits, false, block)) continue;
+          const DType t = kDTypes[seed % 2];
+          const int64_t m = kRows[seed % 9];
+          const int64_t n = seed % 2 == 0 ? 1000 : 333;
+          const int64_t k = bits == 4 && block == 16 ? 992 : 1000;
+          const int k_split = 1 + static_cast<int>(seed % 3);
+          SCOPED_TRACE(::testing::Message()
+                       << bits << "-bit M=" << m << " N=" << n << " K=" << k << " block="
+                       << block << " " << dtype_name(t) << (zero_points ? " zero points" : "")
+                       << " tile_m=" << tile_m << " k_split=" << k_split);
+          const NBitsCase c = reference::make_random_nbits_case(
+              nbits_spec(t, bits, m, n, k, block, zero_points, /*bias=*/seed % 3 != 0), seed);
+          ++seed;
+          check_nbits(c, wgmma_config(tile_m, k_split));
+        }
+}
+
+TEST(FusedWgmmaNBits, AllCodesAndEveryRowCount) {
+  BQMM_REQUIRE_WGMMA();
+  uint64_t seed = 600;
+  for (const int bits : {4, 8})
+    for (const DType t : kDTypes) {
+      reference::NBitsCaseSpec spec = nbits_spec(t, bits, 40, 250, 2048, 128, true, true);
+      spec.init = reference::WeightInit::kAllCodes;
+      SCOPED_TRACE(::testing::Message() << bits << "-bit all codes " << dtype_name(t));
+      check_nbits(reference::make_random_nbits_case(spec, seed++), wgmma_config(64, 1));
+    }
+  for (const int64_t m : kRows) {
+    const DType t = kDTypes[seed % 2];
+    const int bits = seed % 2 == 0 ? 8 : 4;
+    const int tile_m = bits == 8 && m > 64 ? 128 : 64;
+    SCOPED_TRACE(::testing::Message() << bits << "-bit M=" << m << " " << dtype_name(t));
+    check_nbits(reference::make_random_nbits_case(
+                    nbits_spec(t, bits, m, 517, 4096, 128, seed % 3 == 0, true), seed),
+                wgmma_config(tile_m, 2));
+    ++seed;
+  }
+}
+
+// Small shapes for compute-sanitizer: each format and tile, a K split, masked rows and
+// columns.
+TEST(FusedWgmma, SanitizeSmall) {
+  BQMM_REQUIRE_WGMMA();
+  uint64_t seed = 700;
+  const DType t = kDTypes[seed % 2];
+  check_fp8(reference::make_random_fp8_case(t, 21, 37, 400, 128, true, false, seed), wgmma_config(64, 2));
+  for (const int bits : {4, 8})
+    for (const int tile_m : {64, 128}) {
+      if (!wgmma_tile_supported(tile_m, bits, false, 64)) continue;
+      SCOPED_TRACE(::testing::Message() << bits << "-bit tile_m=" << tile_m);
+      check_nbits(reference::make_random_nbits_case(
+                      nbits_spec(kDTypes[seed % 2], bits, 70, 37, 264, 64, true, true), seed),
+                  wgmma_config(tile_m, 2));
+      ++seed;
+    }
+}
+
 }  // namespace
 }  // namespace bqmm

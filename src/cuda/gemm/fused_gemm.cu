@@ -15,7 +15,11 @@ Status refuse(const std::string& why) {
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 Status check_args(const FusedGemmArgs& a, const GemmConfig& c, const float* partials) {
-  if (c.tile_m != 16 && c.tile_m != 32 && c.tile_m != 64)
+  const int bits = a.weights == GemmWeights::kInt4 ? 4 : 8;
+  if (c.wgmma && !wgmma_tile_supported(c.tile_m, bits, a.weights == GemmWeights::kFp8, a.block_size))
+    return refuse("no wgmma tile_m " + std::to_string(c.tile_m) + " for " + std::to_string(bits) +
+                  "-bit weights of block_size " + std::to_string(a.block_size));
+  if (!c.wgmma && c.tile_m != 16 && c.tile_m != 32 && c.tile_m != 64)
     return refuse("tile_m " + std::to_string(c.tile_m) + " (16, 32 or 64)");
   if (c.tile_n != kGemmTileN) return refuse("tile_n " + std::to_string(c.tile_n));
   if (c.k_split < 1 || c.k_split > kGemmMaxKSplit)

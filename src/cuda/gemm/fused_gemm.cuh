@@ -607,8 +607,14 @@ Status launch_gemm_tile(const Params& p, dim3 grid, cudaStream_t stream) {
   return check_launch("FusedGemmKernel");
 }
 
-// One format's launch (T, kW fixed): the parameters, the grid, the (tile_m, kConsts)
-// instantiation, then the K split's reduction. The caller checked the arguments.
+// The Hopper mainloop's launch of one format (fused_wgmma.cuh; defined and instantiated in
+// fp8_wgmma.cu / nbits_wgmma.cu, built for sm_90a).
+template <typename T, GemmWeights kW>
+Status launch_wgmma_tile(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>>& p,
+                         int tile_m, int consts, dim3 grid, cudaStream_t stream);
+
+// One format's launch (T, kW fixed): the parameters, the grid, the mainloop's (tile_m,
+// kConsts) instantiation, then the K split's reduction. The caller checked the arguments.
 template <typename T, GemmWeights kW>
 Status launch_gemm_format(const FusedGemmArgs& args, const GemmConfig& config, float* partials,
                           cudaStream_t stream) {
@@ -639,6 +645,7 @@ Status launch_gemm_format(const FusedGemmArgs& args, const GemmConfig& config, f
   const dim3 grid(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(config.k_split));
   const int consts = gemm_consts<kW>(args.block_size);
   const Status launched = [&]() -> Status {
+    if (config.wgmma) return launch_wgmma_tile<T, kW>(p, config.tile_m, consts, grid, stream);
 #define BQMM_GEMM_TILE_IF(TM, C) \
   if (config.tile_m == TM && consts == C) return launch_gemm_tile<T, kW, TM, C>(p, grid, stream);
     BQMM_GEMM_TILE_IF(16, 1) BQMM_GEMM_TILE_IF(16, 2) BQMM_GEMM_TILE_IF(16, 8)

@@ -1,0 +1,11 @@
+#include "core/gemm_plan.h"
+
+namespace bqmm {
+
+#ifndef BQMM_WGMMA_BUILT
+#error "CMakeLists.txt defines BQMM_WGMMA_BUILT (1: the Hopper mainloop is built)"
+#endif
+
+bool wgmma_built() { return BQMM_WGMMA_BUILT != 0; }
+
+}  // namespace bqmm

@@ -1,0 +1,593 @@
+// The fused GEMM's Hopper mainloop (SM90, built for sm_90a): the same problem, numerics
+// and stored weights as fused_gemm.cuh (read that first), with the tensor-core work on
+// wgmma instead of mma.sync, for the tiles whose time is the multiply (M above 32).
+//
+//   FP8:    Y[m, n] = sum_b (sum_{k in block b} A[m, k] * e4m3(W[n, k])) * scale[n, b] + bias[n]
+//   N-bit:  Y[m, n] = sum_k A[m, k] * round_T((q[n, k] - zp[n, b]) * scale[n, b]) + bias[n]
+//
+// Block. Two warpgroups; warpgroup wg owns weight rows 64 wg .. 64 wg + 63 of the block's
+// kGemmTileN = 128 (warp i of it rows 16 i .. 16 i + 15, the wgmma's register A fragment),
+// all kTileM activation rows (64 or 128: the wgmma's N), and a range of K slabs (128 bytes
+// of each weight row, as in fused_gemm.cuh). One wgmma m64n{kTileM}k16 does the work of
+// 8 kTileM / 8 mma.sync per warp, so the warps' issue slots go to decoding.
+//
+// Operands. A: each lane decodes its 4-byte words of the staged weight (ldmatrix, as in
+// fused_gemm.cuh) straight into the A fragment, registers a[0..3] = rows (g, g + 8) x
+// logical k (2t, 2t + 1) and (2t + 8, 2t + 9). B: the activation tile in shared memory in
+// the wgmma's K-major, 128-byte-swizzled layout: panels of 64 K, each [kTileM rows][128
+// bytes], 16-byte piece c of row r at 16 (c ^ (r % 8)), 8-row groups 1024 bytes apart.
+// K permutation: a lane's word holds physically consecutive codes, and the logical k
+// the A fragment gives them is fixed by the fragment layout, so the activations are
+// stored permuted to match, one 4-byte pair (two activations) per cp.async:
+//   8-bit (FP8, int8): word t of a 16-K chunk = codes 4t .. 4t + 3, decoded as pairs
+//     (4t, 4t + 1) -> logical (2t, 2t + 1) and (4t + 2, 4t + 3) -> (2t + 8, 2t + 9).
+//   4-bit: word t of a 32-K chunk = codes 8t .. 8t + 7, decoded as adjacent pairs
+//     (decode_word_adjacent4) 8t + 2j, j = 0..3: pair j goes to mma step j / 2 of the
+//     chunk, logical (2t, 2t + 1) + 8 (j % 2).
+// Physical pair p of a chunk (2 kSteps pairs per word) thus lands at logical k
+// 16 s + 2 t + 8 h, t = p / (2 kSteps), s = (p / 2) % kSteps, h = p % 2 (act_pair_offset).
+//
+// Pipeline, per slab i (cp.async ring of kStages; every thread loads and computes):
+//   wait for slab i, fence it to the async proxy, barrier;
+//   load slab i + kStages - 2 into the stage slab i - 2 used (its wgmma finished: below);
+//   per group of 8 k16 steps (8-bit: the slab; 4-bit: each half): decode into register
+//   buffer b, issue the group's 8 wgmma, commit, wait until one group is pending (the
+//   previous group done: its buffer and stage are free again).
+// Register buffers alternate between groups (8-bit: between slabs, so the slab loop is
+// unrolled by two). FP8: each slab's wgmma sums into a fresh `part` (two, alternating),
+// folded into acc with the slab's block scales once the slab's group is done (the slab
+// is one scale block: the planner takes this kernel only for FP8 block_size % 128 == 0).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "core/gemm_plan.h"
+#include "cuda/gemm/fused_gemm.cuh"
+
+namespace bqmm::cuda {
+
+// ----------------------------------------------------------------- wgmma primitives
+// Every wgmma instruction exists on sm_90a only; the file is built for it (CMake's
+// BQMM_WGMMA_ARCHITECTURES) and traps elsewhere (the planner takes it on SM90 only).
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define BQMM_WGMMA_ENABLED 1
+#else
+#define BQMM_WGMMA_ENABLED 0
+#endif
+
+__device__ __forceinline__ void wgmma_fence() {
+#if BQMM_WGMMA_ENABLED
+  asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wgmma_commit() {
+#if BQMM_WGMMA_ENABLED
+  asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+#endif
+}
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() {
+#if BQMM_WGMMA_ENABLED
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
+#endif
+}
+// This thread's shared-memory writes (cp.async included) made visible to the async proxy
+// that wgmma reads B through; a barrier after it publishes them to the other threads.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+// Keeps the compiler from moving accesses of v across an in-flight wgmma (and the
+// instructions that compute v past a wgmma fence).
+template <int kN>
+__device__ __forceinline__ void fence_operands(float (&v)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(v[i])::"memory");
+}
+template <int kN>
+__device__ __forceinline__ void fence_operands(uint32_t (&v)[kN][4]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) asm volatile("" : "+r"(v[i][j])::"memory");
+}
+
+// The shared-memory descriptor of a K-major, 128-byte-swizzled operand at `addr`: start
+// address >> 4 (bits 0-13), leading offset 1 (unused by swizzled K-major layouts), stride
+// 1024 >> 4 between 8-row groups (bits 32-45), swizzle mode 128 bytes (1, bits 62-63).
+// Within a swizzle atom the k16 steps are 32 bytes apart: the start address moves.
+__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr) {
+  return static_cast<uint64_t>((addr & 0x3FFFFu) >> 4) | (uint64_t{1} << 16) |
+         (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
+}
+
+// m64n64k16: 32 accumulators per thread.
+#define BQMM_WGMMA_N64(TY)                                                          \
+  asm volatile(                                                                       \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                  \
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " {"                 \
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "  \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"  \
+      "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"  \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+      "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate))
+
+// m64n128k16: 64 accumulators per thread.
+#define BQMM_WGMMA_N128(TY)                                                          \
+  asm volatile(                                                                       \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                  \
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {"                 \
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "  \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "  \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "  \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"  \
+      "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"  \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+      "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+      "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+      "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+      "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+      "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate))
+
+// D (64 weight rows x kN activation rows, float32) += A (registers) * B (descriptor);
+// accumulate = 0 overwrites D. D fragment per warp: d[4 j + e] = row g, activation rows
+// 8 j + 2t + e (e < 2); d[4 j + 2 + e] = row g + 8, the same activation rows.
+template <typename T, int kN>
+__device__ __forceinline__ void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t desc,
+                                         uint32_t accumulate) {
+#if BQMM_WGMMA_ENABLED
+  static_assert(kN == 64 || kN == 128, "the instantiated wgmma shapes");
+  if constexpr (kN == 64) {
+    if constexpr (std::is_same_v<T, __half>) {
+      BQMM_WGMMA_N64("f16");
+    } else {
+      BQMM_WGMMA_N64("bf16");
+    }
+  } else {
+    if constexpr (std::is_same_v<T, __half>) {
+      BQMM_WGMMA_N128("f16");
+    } else {
+      BQMM_WGMMA_N128("bf16");
+    }
+  }
+#else
+  __trap();
+#endif
+}
+#undef BQMM_WGMMA_N64
+#undef BQMM_WGMMA_N128
+
+// 4-bit: one word of codes -> its adjacent pairs (2j, 2j + 1), j = 0..3, as T pairs
+// round_T((q - zp) * scale) (byte j of q holds both codes; the second is the low nibble of
+// byte j of q >> 4). The same single rounding as decode_word_pairs, another pairing.
+template <typename T>
+__device__ __forceinline__ void decode_word_adjacent4(uint32_t q, const BlockConsts& c,
+                                                      uint32_t (&out)[4]) {
+  constexpr uint32_t kMagic = std::is_same_v<T, __half> ? 0x64006400u : 0x43004300u;
+  const uint32_t q4 = q >> 4;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t x = __byte_perm(q, q4, j * 0x11u + (4 + j) * 0x1100u);
+    out[j] = sub_mul_pair<T>(and_or<0x000F000Fu, kMagic>(x), c.zero, c.scale);
+  }
+}
+
+// ================================================================= the kernel
+// Template parameters as FusedGemmTile's; kTileM is 64 or 128; FP8 only with kConsts 1.
+template <typename T, GemmWeights kW, int kTileM, int kConsts>
+struct FusedWgmmaTile {
+  using F = GemmFormat<kW>;
+  using S = std::conditional_t<kW == GemmWeights::kFp8, float, T>;
+  using Params = GemmParams<T, S>;
+  static constexpr bool kFp8 = kW == GemmWeights::kFp8;
+  static constexpr int kStages = wgmma_stages(kTileM, F::kBits);
+  static constexpr int kWeightBytes = kGemmTileN * static_cast<int>(kGemmSlabBytes);
+  static constexpr int kStageBytes = static_cast<int>(wgmma_stage_bytes(kTileM, F::kBits));
+  static constexpr int kPanels = F::kSlabK / 64;       // 64-K panels of the activation tile
+  static constexpr int kPanelBytes = kTileM * 128;
+  static constexpr int kSlabSteps = F::kSlabK / 16;    // k16 steps per slab
+  static constexpr int kGroupSteps = 8;                // wgmma per commit group
+  static constexpr int kGroups = kSlabSteps / kGroupSteps;  // per slab: 1 (8-bit), 2 (4-bit)
+  static constexpr int kGroupChunks = F::kChunks / kGroups;
+  static constexpr int kAcc = kTileM / 2;
+  static constexpr bool kPrefetch = kConsts <= 2;
+  static_assert(kStages >= kWgmmaMinStages, "a stage refills two slabs after its use");
+  static_assert(kWeightBytes % kWgmmaAlignBytes == 0 && kStageBytes % kWgmmaAlignBytes == 0,
+                "activation panels on swizzle-atom boundaries");
+  static_assert(!kFp8 || kConsts == 1, "FP8: one scale block per slab");
+  static_assert(kGroupChunks % 2 == 0, "ldmatrix takes chunk pairs");
+
+  const Params& p;
+  uint8_t* smem;  // kWgmmaAlignBytes-aligned
+  int wg, warp, lane, g, t;
+  int64_t n0, m0;
+  int64_t rows[2];  // the lane's weight rows lo, hi (clamped to N - 1)
+
+  __device__ FusedWgmmaTile(const Params& params, uint8_t* shared, int64_t n_begin, int64_t m_begin)
+      : p(params), smem(shared), n0(n_begin), m0(m_begin) {
+    warp = threadIdx.x / 32;
+    wg = warp / 4;
+    lane = threadIdx.x % 32;
+    g = lane / 4;
+    t = lane % 4;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t r = n0 + 16 * warp + 8 * h + g;
+      rows[h] = r < p.n ? r : p.n - 1;
+    }
+  }
+
+  // ---------------------------------------------------------------- producer
+  // Weight: as fused_gemm.cuh, 16-byte cp.async of [128 rows][128 bytes], chunk c of row r
+  // at 16 (c ^ (r % 8)); thread x copies chunk x % 8 of rows x / 8 + 32 pass.
+  // Activations: a warp copies 32 consecutive pairs (64 K, one panel's worth) of one row
+  // per unit, lane l pair l, to its permuted place; warp w takes rows w + 8 j, so the
+  // swizzle of its rows (r % 8 = w) is the same for all of them.
+  static constexpr int kWeightPasses = kGemmTileN * F::kChunks / kWgmmaThreads;
+  static constexpr int kActRowsPerWarp = kTileM / 8;
+
+  // Byte offset within a panel row of the lane's pair (before the swizzle).
+  __device__ __forceinline__ uint32_t act_pair_offset() const {
+    constexpr int kPairsPerChunk = F::kChunkK / 2;
+    constexpr int kPairsPerWord = 2 * F::kSteps;
+    const int chunk = lane / kPairsPerChunk, pair = lane % kPairsPerChunk;
+    const int tt = pair / kPairsPerWord, s = (pair / 2) % F::kSteps, h = pair % 2;
+    return 2 * (chunk * F::kChunkK + 16 * s + 2 * tt + 8 * h);
+  }
+
+  struct Loader {
+    const uint8_t* w_src;  // weight row r0, chunk wc
+    int64_t w_stride;      // 32 weight rows
+    uint32_t w_dst;        // in a stage
+    uint32_t w_rows_ok;    // bit pass
+    int wc;
+    uint32_t a_dst;        // in a stage: row `warp`, the lane's pair, panel 0
+    uint32_t a_rows_ok;    // bit j: activation row warp + 8 j exists
+    const T* a_src;        // activation row m0 + warp, the lane's pair
+  };
+
+  __device__ Loader make_loader() const {
+    Loader l;
+    const int r0 = threadIdx.x / F::kChunks;
+    l.wc = threadIdx.x % F::kChunks;
+    l.w_dst = r0 * kGemmSlabBytes + 16 * (l.wc ^ (r0 % 8));
+    l.w_stride = (kWgmmaThreads / F::kChunks) * p.row_bytes;
+    l.w_src = p.b + (n0 + r0 < p.n ? (n0 + r0) * p.row_bytes : 0) + 16 * l.wc;
+    l.w_rows_ok = 0;
+#pragma unroll
+    for (int pass = 0; pass < kWeightPasses; ++pass)
+      if (n0 + r0 + pass * (kWgmmaThreads / F::kChunks) < p.n) l.w_rows_ok |= 1u << pass;
+    const uint32_t kb = act_pair_offset();
+    l.a_dst = kWeightBytes + warp * 128 + (((kb >> 4) ^ warp) << 4) + (kb & 15);
+    l.a_src = p.a + (m0 + warp < p.m ? (m0 + warp) * p.k : 0) + 2 * lane;
+    l.a_rows_ok = 0;
+#pragma unroll
+    for (int j = 0; j < kActRowsPerWarp; ++j)
+      if (m0 + warp + 8 * j < p.m) l.a_rows_ok |= 1u << j;
+    return l;
+  }
+
+  // 4 bytes global -> shared (cached in L1: a warp's 32 copies are one 128-byte line);
+  // zero-filled when !valid.
+  __device__ __forceinline__ static void cp_async4(uint32_t dst, const void* src, bool valid) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src),
+                 "r"(valid ? 4 : 0)
+                 : "memory");
+  }
+  __device__ __forceinline__ static void cp_async4(uint32_t dst, const void* src) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
+  }
+
+  // Slab `slab` into stage `stage`. Where the block's tile lies inside A and B (every row
+  // exists, the slab inside K), the copies need no predicates: a pointer step per row and
+  // immediate offsets; else each is zero-filled where out of range.
+  __device__ __forceinline__ void load_stage(const Loader& l, int stage, int64_t slab) const {
+    const uint32_t base = smem_addr(smem + stage * kStageBytes);
+    const int64_t w_off = slab * kGemmSlabBytes;
+    constexpr int kRowsPerPass = kWgmmaThreads / F::kChunks;
+    if (n0 + kGemmTileN <= p.n && w_off + kGemmSlabBytes <= p.row_bytes) {
+      const uint8_t* src = l.w_src + w_off;
+#pragma unroll
+      for (int pass = 0; pass < kWeightPasses; ++pass, src += l.w_stride)
+        cp_async16(base + l.w_dst + pass * kRowsPerPass * kGemmSlabBytes, src, true);
+    } else {
+      const bool w_in_row = w_off + 16 * l.wc < p.row_bytes;
+#pragma unroll
+      for (int pass = 0; pass < kWeightPasses; ++pass) {
+        const bool ok = w_in_row && ((l.w_rows_ok >> pass) & 1u) != 0;
+        cp_async16(base + l.w_dst + pass * kRowsPerPass * kGemmSlabBytes,
+                   ok ? l.w_src + pass * l.w_stride + w_off : p.b, ok);
+      }
+    }
+    const int64_t k0 = slab * F::kSlabK;
+    if (m0 + kTileM <= p.m && k0 + F::kSlabK <= p.k) {
+      const T* src = l.a_src + k0;
+      const int64_t row_step = 8 * p.k;
+#pragma unroll
+      for (int j = 0; j < kActRowsPerWarp; ++j, src += row_step)
+#pragma unroll
+        for (int panel = 0; panel < kPanels; ++panel)
+          cp_async4(base + l.a_dst + panel * kPanelBytes + j * 1024, src + 64 * panel);
+    } else {
+#pragma unroll
+      for (int panel = 0; panel < kPanels; ++panel) {
+        const int64_t kp = k0 + 64 * panel;
+        const bool in_row = kp + 2 * lane < p.k;
+#pragma unroll
+        for (int j = 0; j < kActRowsPerWarp; ++j) {
+          const bool ok = in_row && ((l.a_rows_ok >> j) & 1u) != 0;
+          cp_async4(base + l.a_dst + panel * kPanelBytes + j * 1024,
+                    ok ? l.a_src + 8 * j * p.k + kp : p.a, ok);
+        }
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- block constants
+  // As FusedGemmTile's: kConsts 1 and 2 are loaded a slab ahead, 8 where used.
+  __device__ __forceinline__ uint32_t chunk_block(int64_t slab, int c) const {
+    return block_of<kW>(p, slab * F::kSlabK + c * F::kChunkK + t * F::kWordK);
+  }
+  __device__ __forceinline__ void prefetch_consts(int64_t slab, RawConsts<kW, T> (&c)[2][kConsts]) const {
+    if constexpr (kPrefetch) {
+#pragma unroll
+      for (int ci = 0; ci < kConsts; ++ci) {
+        const uint32_t blk = chunk_block(slab, ci * (F::kChunks / kConsts));
+#pragma unroll
+        for (int h = 0; h < 2; ++h) c[h][ci] = load_consts<kW>(p, rows[h], blk);
+      }
+    }
+  }
+
+  // ---------------------------------------------------------------- consumer
+  // Group `grp` of the slab in `stage` -> the A fragments of its 8 k16 steps.
+  __device__ __forceinline__ void decode_group(uint32_t wbase, int64_t slab, int grp,
+                                               const RawConsts<kW, T> (&pre)[2][kConsts],
+                                               uint32_t (&a)[kGroupSteps][4]) const {
+#pragma unroll
+    for (int q = 0; q < kGroupChunks / 2; ++q) {
+      const int c0 = grp * kGroupChunks + 2 * q;
+      const int row = 16 * warp + (lane % 8) + 8 * ((lane / 8) % 2);
+      const int chunk = c0 + lane / 16;
+      uint32_t r[4];
+      ldmatrix_x4(wbase + row * kGemmSlabBytes + 16 * (chunk ^ (row % 8)), r);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int c = c0 + i;
+        const uint32_t lo = r[2 * i], hi = r[2 * i + 1];
+        const int step = (c - grp * kGroupChunks) * F::kSteps;
+        if constexpr (kFp8) {
+          a[step][0] = e4m3x2_to_packed2<T>(lo);
+          a[step][1] = e4m3x2_to_packed2<T>(hi);
+          a[step][2] = e4m3x2_to_packed2<T>(lo >> 16);
+          a[step][3] = e4m3x2_to_packed2<T>(hi >> 16);
+        } else {
+          const uint32_t blk = chunk_block(slab, c);
+          RawConsts<kW, T> cl, ch;
+          if constexpr (kPrefetch) {
+            cl = pre[0][c * kConsts / F::kChunks];
+            ch = pre[1][c * kConsts / F::kChunks];
+          } else {
+            cl = load_consts<kW>(p, rows[0], blk);
+            ch = load_consts<kW>(p, rows[1], blk);
+          }
+          const BlockConsts bl = nbits_consts<kW, T>(cl, blk), bh = nbits_consts<kW, T>(ch, blk);
+          if constexpr (F::kBits == 8) {
+            uint32_t pl[2], ph[2];
+            decode_word_pairs<T, 8>(lo, bl, pl);
+            decode_word_pairs<T, 8>(hi, bh, ph);
+            a[step][0] = pl[0];
+            a[step][1] = ph[0];
+            a[step][2] = pl[1];
+            a[step][3] = ph[1];
+          } else {
+            uint32_t pl[4], ph[4];
+            decode_word_adjacent4<T>(lo, bl, pl);
+            decode_word_adjacent4<T>(hi, bh, ph);
+#pragma unroll
+            for (int s = 0; s < 2; ++s) {
+              a[step + s][0] = pl[2 * s];
+              a[step + s][1] = ph[2 * s];
+              a[step + s][2] = pl[2 * s + 1];
+              a[step + s][3] = ph[2 * s + 1];
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // The group's 8 wgmma on the activation panel(s) of the stage, one commit group.
+  __device__ __forceinline__ void issue_group(uint32_t abase, int grp, uint32_t (&a)[kGroupSteps][4],
+                                              float (&d)[kAcc], bool fresh) const {
+    // Every input of the group's wgmma is defined before its fence: a register written
+    // between the fence and the commit makes ptxas serialize the wgmma.
+    uint64_t desc[kGroupSteps];
+#pragma unroll
+    for (int s = 0; s < kGroupSteps; ++s) {
+      const int kk = grp * kGroupSteps + s;  // k16 step within the slab
+      desc[s] = sw128_desc(abase + (kk / 4) * kPanelBytes + (kk % 4) * 32);
+    }
+    const uint32_t first = fresh ? 0u : 1u;
+    fence_operands(a);
+    fence_operands(d);
+    wgmma_fence();
+#pragma unroll
+    for (int s = 0; s < kGroupSteps; ++s) wgmma_rs<T, kTileM>(d, a[s], desc[s], s == 0 ? first : 1u);
+    wgmma_commit();
+    fence_operands(d);
+  }
+
+  // FP8: acc += part * the rows' block scales.
+  __device__ __forceinline__ void fold(const RawConsts<kW, T> (&c)[2][kConsts], float (&acc)[kAcc],
+                                       float (&part)[kAcc]) const {
+#pragma unroll
+    for (int j = 0; j < kAcc / 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[4 * j + e] = fmaf(part[4 * j + e], c[e / 2][0].scale, acc[4 * j + e]);
+  }
+
+  // ---------------------------------------------------------------- epilogue
+  __device__ __forceinline__ void store(const float (&acc)[kAcc]) const {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t col = n0 + 16 * warp + 8 * h + g;
+      if (col >= p.n) continue;
+      const float bias = p.bias != nullptr && p.partials == nullptr ? to_float(p.bias[col]) : 0.0f;
+#pragma unroll
+      for (int j = 0; j < kAcc / 4; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int64_t row = m0 + 8 * j + 2 * t + e;
+          if (row >= p.m) continue;
+          const float v = acc[4 * j + 2 * h + e];
+          if (p.partials != nullptr) {
+            p.partials[(static_cast<int64_t>(blockIdx.z) * p.m + row) * p.n + col] = v;
+          } else {
+            p.y[row * p.n + col] = from_float<T>(v + bias);
+          }
+        }
+    }
+  }
+
+  // ---------------------------------------------------------------- main loop
+  struct State {
+    float acc[kAcc];
+    float part[kAcc];                        // FP8: one slab's sums
+    uint32_t a[2][kGroupSteps][4];           // decoded A, alternating per group
+    RawConsts<kW, T> pre[2][kConsts];        // the next slab's constants
+    RawConsts<kW, T> cur[2][kConsts];        // this slab's
+    RawConsts<kW, T> prev[2][kConsts];       // FP8: the previous slab's (its fold)
+  };
+
+  // Slab i (its register buffers B: the slab's parity for 8-bit; 4-bit uses 0 and 1).
+  template <int kB>
+  __device__ __forceinline__ void slab_step(const Loader& loader, State& st, int64_t begin,
+                                            int64_t count, int64_t i) const {
+    cp_async_wait<kStages - 3>();
+    fence_proxy_async_shared();
+    __syncthreads();  // slab i visible; every warp's wgmma of slab i - 2 done
+    const int64_t next = i + kStages - 2;
+    if (next < count) load_stage(loader, static_cast<int>(next % kStages), begin + next);
+    cp_async_commit();
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int ci = 0; ci < kConsts; ++ci) st.cur[h][ci] = st.pre[h][ci];
+    if (i + 1 < count) prefetch_consts(begin + i + 1, st.pre);
+    const int stage = static_cast<int>(i % kStages);
+    const uint32_t wbase = smem_addr(smem + stage * kStageBytes);
+    const uint32_t abase = wbase + kWeightBytes;
+#pragma unroll
+    for (int grp = 0; grp < kGroups; ++grp) {
+      const int buf = kGroups == 1 ? kB : grp;
+      decode_group(wbase, begin + i, grp, st.cur, st.a[buf]);
+      if constexpr (kFp8) {
+        // The previous slab's group done, its sums folded, then this slab's into `part`.
+        wgmma_wait<0>();
+        fence_operands(st.part);
+        if (i > 0) fold(st.prev, st.acc, st.part);
+        st.prev[0][0] = st.cur[0][0];
+        st.prev[1][0] = st.cur[1][0];
+        issue_group(abase, grp, st.a[buf], st.part, true);
+      } else {
+        issue_group(abase, grp, st.a[buf], st.acc, false);
+        wgmma_wait<1>();  // the previous group done: its registers and stage are free
+      }
+    }
+  }
+
+  __device__ __forceinline__ void run(int64_t slab_begin, int64_t slab_end) const {
+    State st;
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) st.acc[i] = 0.0f;
+    const int64_t count = slab_end - slab_begin;
+    const Loader loader = make_loader();
+#pragma unroll
+    for (int s = 0; s < kStages - 2; ++s) {
+      if (s < count) load_stage(loader, s, slab_begin + s);
+      cp_async_commit();
+    }
+    if (count > 0) prefetch_consts(slab_begin, st.pre);
+    int64_t i = 0;
+#pragma unroll 1
+    for (; i + 1 < count; i += 2) {
+      slab_step<0>(loader, st, slab_begin, count, i);
+      slab_step<1>(loader, st, slab_begin, count, i + 1);
+    }
+    if (i < count) slab_step<0>(loader, st, slab_begin, count, i);
+    wgmma_wait<0>();
+    if constexpr (kFp8) {  // the last slab's fold
+      fence_operands(st.part);
+      if (count > 0) fold(st.prev, st.acc, st.part);
+    }
+    fence_operands(st.acc);
+    cp_async_wait<0>();
+    store(st.acc);
+  }
+};
+
+// Grid as FusedGemmKernel's (M tiles fastest, then N tiles; z the K split); one block of
+// two warpgroups per SM.
+template <typename T, GemmWeights kW, int kTileM, int kConsts>
+__global__ void __launch_bounds__(kWgmmaThreads, 1)
+    FusedWgmmaKernel(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>> p) {
+#if BQMM_WGMMA_ENABLED
+  extern __shared__ __align__(1024) uint8_t wgmma_smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>(
+      (reinterpret_cast<uintptr_t>(wgmma_smem_raw) + kWgmmaAlignBytes - 1) & ~uintptr_t{kWgmmaAlignBytes - 1});
+  const uint32_t m_tiles = static_cast<uint32_t>((p.m + kTileM - 1) / kTileM);
+  const int64_t m0 = static_cast<int64_t>(blockIdx.x % m_tiles) * kTileM;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x / m_tiles) * kGemmTileN;
+  const int64_t slabs = (p.row_bytes + kGemmSlabBytes - 1) / kGemmSlabBytes;
+  const int64_t begin = static_cast<int64_t>(blockIdx.z) * p.slabs_per_split;
+  const int64_t end = begin + p.slabs_per_split < slabs ? begin + p.slabs_per_split : slabs;
+  const FusedWgmmaTile<T, kW, kTileM, kConsts> tile(p, smem, n0, m0);
+  tile.run(begin, end);
+#else
+  __trap();
+#endif
+}
+
+// ================================================================= launch
+template <typename T, GemmWeights kW, int kTileM, int kConsts, typename Params>
+Status launch_wgmma_instance(const Params& p, dim3 grid, cudaStream_t stream) {
+  constexpr int kSmem = static_cast<int>(wgmma_smem_bytes(kTileM, GemmFormat<kW>::kBits));
+  const auto kernel = FusedWgmmaKernel<T, kW, kTileM, kConsts>;
+  BQMM_RETURN_IF_ERROR(allow_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmem));
+  kernel<<<grid, kWgmmaThreads, kSmem, stream>>>(p);
+  return check_launch("FusedWgmmaKernel");
+}
+
+// The instantiations (core/gemm_plan.h, wgmma_tile_supported, says which the planner asks
+// for): FP8 tile 64 with one scale block per slab; 8-bit tiles 64 (every block size) and
+// 128 (blocks of half a slab or more); 4-bit tile 64.
+template <typename T, GemmWeights kW>
+Status launch_wgmma_tile(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>>& p,
+                         int tile_m, int consts, dim3 grid, cudaStream_t stream) {
+#define BQMM_WGMMA_TILE_IF(TM, C) \
+  if (tile_m == TM && consts == C) return launch_wgmma_instance<T, kW, TM, C>(p, grid, stream);
+  if constexpr (kW == GemmWeights::kFp8) {
+    BQMM_WGMMA_TILE_IF(64, 1)
+  } else if constexpr (kW == GemmWeights::kInt8) {
+    BQMM_WGMMA_TILE_IF(64, 1) BQMM_WGMMA_TILE_IF(64, 2) BQMM_WGMMA_TILE_IF(64, 8)
+    BQMM_WGMMA_TILE_IF(128, 1) BQMM_WGMMA_TILE_IF(128, 2)
+  } else {
+    BQMM_WGMMA_TILE_IF(64, 1) BQMM_WGMMA_TILE_IF(64, 2) BQMM_WGMMA_TILE_IF(64, 8)
+  }
+#undef BQMM_WGMMA_TILE_IF
+  return Status(StatusCode::kInternal, "launch_fused_gemm: no wgmma kernel for tile_m " +
+                                           std::to_string(tile_m) + ", " + std::to_string(consts) +
+                                           " scale blocks per slab");
+}
+
+}  // namespace bqmm::cuda
