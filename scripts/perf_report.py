@@ -44,14 +44,15 @@ def fmt(v, spec):
 def short_path(row):
     """The path in a few characters: the decode GEMV's kernel (bench_table.kernel_of:
     fma, regs, tma, window, lines, lines x2), 'mma' for FP8's tensor-core GEMV, the K
-    split and a 168-register bound where the plan has them; the fused GEMM's tile height
-    and K split; otherwise the path name."""
+    split and a 168-register bound where the plan has them; the fused GEMM's mainloop
+    ('fused' for mma.sync, 'wgmma'), tile height and K split; otherwise the path name."""
     path = str(row.get("path") or "-")
     plan = str(row.get("plan") or "")
-    if path == "fused_gemm":  # "fused t<tile_m> k<k_split>"
+    if path == "fused_gemm":  # "fused t<tile_m> k<k_split>", "wgmma t<tile_m> k<k_split>"
         tile = re.search(r"tile_m=(\d+)", plan)
         split = re.search(r"k_split=(\d+)", plan)
-        return "fused t%s k%s" % (tile.group(1) if tile else "?", split.group(1) if split else "?")
+        loop = "wgmma" if "mainloop=wgmma" in plan else "fused"
+        return "%s t%s k%s" % (loop, tile.group(1) if tile else "?", split.group(1) if split else "?")
     kernel = kernel_of(row)
     if kernel is None:
         return {"dequant_gemm": "dequant + cuBLAS", "bias_only": "bias only"}.get(path, path)
