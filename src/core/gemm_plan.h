@@ -158,22 +158,21 @@ struct GemmForced {
 
 // The mainloop and tile height: wgmma on SM90 (when built) from kWgmmaMinRows rows, tile
 // 128 above 64 rows where instantiated; else mma.sync's smallest tile holding M. A forced
-// tile_m picks the mainloop that has it (64: wgmma where the rule takes it).
+// tile_m picks the mainloop that has it (16, 32: mma.sync; 64 either, by the rule); a
+// forced 128 where no wgmma tile 128 exists is ignored (the rule's own choice).
 inline void choose_gemm_mainloop(const GemmShape& s, const DeviceInfo& device,
                                  const GemmForced& forced, GemmConfig* g) {
   const bool can = device.sm == 90 && wgmma_built() && forced.wgmma != 0 &&
                    wgmma_tile_supported(64, s.bits, s.fp8, s.block_size);
+  const bool tall_ok = can && wgmma_tile_supported(128, s.bits, s.fp8, s.block_size);
+  const int tile = forced.tile_m == 128 && !tall_ok ? 0 : forced.tile_m;
   const bool want = forced.wgmma == 1 || s.m >= kWgmmaMinRows;
-  g->wgmma = can && want && (forced.tile_m == 0 || forced.tile_m >= 64);
-  if (forced.tile_m == 128 && !(g->wgmma && wgmma_tile_supported(128, s.bits, s.fp8, s.block_size)))
-    g->wgmma = false;  // no such tile: the rule's own choice below
+  g->wgmma = can && want && (tile == 0 || tile >= 64);
   if (g->wgmma) {
-    const bool tall = forced.tile_m == 128 ||
-                      (forced.tile_m == 0 && s.m > 64 && wgmma_tile_supported(128, s.bits, s.fp8, s.block_size));
-    g->tile_m = tall ? 128 : 64;
+    g->tile_m = tile == 128 || (tile == 0 && s.m > 64 && tall_ok) ? 128 : 64;
     g->stages = wgmma_stages(g->tile_m, s.bits);
   } else {
-    g->tile_m = forced.tile_m > 0 && forced.tile_m <= 64 ? forced.tile_m : gemm_tile_m(s.m);
+    g->tile_m = tile > 0 ? tile : gemm_tile_m(s.m);
     g->stages = gemm_stages(g->tile_m, s.bits);
   }
 }

@@ -140,8 +140,14 @@ TEST(GemmPlan, WgmmaMainloop) {
   EXPECT_TRUE(plan(16, 8, false, 128, kHopper, GemmForced{1, 0, 0}).wgmma);
   EXPECT_FALSE(plan(64, 8, false, 128, kHopper, GemmForced{-1, 32, 0}).wgmma);
   EXPECT_EQ(plan(64, 8, false, 128, kHopper, GemmForced{-1, 128, 0}).tile_m, 128);
-  // tile_m 128 where there is none: the rule's own choice.
-  EXPECT_EQ(plan(100, 4, false, 128, kHopper, GemmForced{-1, 128, 0}).tile_m, 64);
+  // tile_m 128 where there is none: the rule's own choice (wgmma tile 64; mma.sync's 64 on
+  // SM80).
+  const GemmConfig no_tall = plan(100, 4, false, 128, kHopper, GemmForced{-1, 128, 0});
+  EXPECT_TRUE(no_tall.wgmma);
+  EXPECT_EQ(no_tall.tile_m, 64);
+  const GemmConfig ampere = plan(100, 8, false, 128, kAmpere, GemmForced{-1, 128, 0});
+  EXPECT_FALSE(ampere.wgmma);
+  EXPECT_EQ(ampere.tile_m, 64);
   // One block per SM: M = 64 x N = 8192 is 64 blocks of 64 slabs on 132 SMs, split 2
   // (one wave of 32 + 6 against 64 + 6).
   EXPECT_EQ(plan(64, 8, true, 128).k_split, 2);

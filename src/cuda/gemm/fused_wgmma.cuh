@@ -9,7 +9,7 @@
 // kGemmTileN = 128 (warp i of it rows 16 i .. 16 i + 15, the wgmma's register A fragment),
 // all kTileM activation rows (64 or 128: the wgmma's N), and a range of K slabs (128 bytes
 // of each weight row, as in fused_gemm.cuh). One wgmma m64n{kTileM}k16 does the work of
-// 8 kTileM / 8 mma.sync per warp, so the warps' issue slots go to decoding.
+// kTileM / 8 mma.sync per warp, so the warps' issue slots go to decoding.
 //
 // Operands. A: each lane decodes its 4-byte words of the staged weight (ldmatrix, as in
 // fused_gemm.cuh) straight into the A fragment, registers a[0..3] = rows (g, g + 8) x
@@ -34,9 +34,11 @@
 //   buffer b, issue the group's 8 wgmma, commit, wait until one group is pending (the
 //   previous group done: its buffer and stage are free again).
 // Register buffers alternate between groups (8-bit: between slabs, so the slab loop is
-// unrolled by two). FP8: each slab's wgmma sums into a fresh `part` (two, alternating),
-// folded into acc with the slab's block scales once the slab's group is done (the slab
-// is one scale block: the planner takes this kernel only for FP8 block_size % 128 == 0).
+// unrolled by two). FP8: each slab's wgmma sums into a fresh `part`; before the next
+// slab's group is issued, the previous one is waited for and its part folded into acc
+// with that slab's block scales (a slab is one scale block: the planner takes this kernel
+// only for FP8 block_size % 128 == 0). Two alternating parts would let that group run on,
+// but ptxas then serializes every wgmma (it cannot tell the parts apart across the loop).
 #pragma once
 
 #include <cuda_runtime.h>
