@@ -13,39 +13,64 @@ namespace {
 
 using harness::DeviceTensor;
 
-struct Fp8CaseSpec : CaseSpec {
-  bool w8a8 = false;  // an a_scale input: the activation is QDQ'd to e4m3 first
+// How the activation is quantized (--act-quant): not at all (W8A16), statically (an
+// a_scale input, W8A8) or dynamically (Fp8MatMulAttrs::dynamic_act_quant).
+enum class ActQuant { kNone, kStatic, kDynamic };
 
-  std::string variant() const override { return w8a8 ? "w8a8" : ""; }
-  void write_json(JsonLine* line) const override { line->add_bool("w8a8", w8a8); }
+struct Fp8CaseSpec : CaseSpec {
+  bool w8a8 = false;     // an a_scale input: the activation is QDQ'd to e4m3 first
+  bool dynamic = false;  // dynamic per-row, per-K-block activation quantization
+
+  std::string variant() const override { return w8a8 ? "w8a8" : dynamic ? "dynamic" : ""; }
+  void write_json(JsonLine* line) const override {
+    line->add_bool("w8a8", w8a8);
+    line->add_string("act_quant", w8a8 ? "static" : dynamic ? "dynamic" : "none");
+  }
+  Fp8MatMulAttrs attrs() const { return Fp8MatMulAttrs{block_size, dynamic}; }
 };
 
 std::unique_ptr<CaseSpec> make_case(DType dtype, int64_t m, int64_t n, int64_t k,
-                                    int64_t block_size, bool bias, bool w8a8) {
+                                    int64_t block_size, bool bias, ActQuant act) {
   auto c = new_case<Fp8CaseSpec>(dtype, m, n, k, block_size, bias);
-  c->w8a8 = w8a8;
+  c->w8a8 = act == ActQuant::kStatic;
+  c->dynamic = act == ActQuant::kDynamic;
   return c;
 }
 
+Status parse_act_quant(const std::string& text, ActQuant* out) {
+  if (text == "none") *out = ActQuant::kNone;
+  else if (text == "static") *out = ActQuant::kStatic;
+  else if (text == "dynamic") *out = ActQuant::kDynamic;
+  else
+    return Status(StatusCode::kInvalidArgument,
+                  "--act-quant: expected none, static or dynamic but got \"" + text + "\"");
+  return Status::Ok();
+}
+
 // Small enough for the CPU reference to take milliseconds, and between them reaching
-// every path of the planner on an SM80+ GPU with both dtypes, bias and W8A8.
+// every path of the planner on an SM80+ GPU with both dtypes, bias, W8A8 and dynamic
+// activation quantization.
 struct SmokeCase {
   DType dtype;
   int64_t m, n, k, block_size;
-  bool bias, w8a8;
+  bool bias;
+  ActQuant act;
 };
+constexpr ActQuant none = ActQuant::kNone, w8a8 = ActQuant::kStatic, dyn = ActQuant::kDynamic;
 constexpr SmokeCase kSmokeCases[] = {
-    {DType::kFloat16, 1, 512, 1024, 128, false, false},  // decode M = 1: gemv_mma
-    {DType::kBFloat16, 8, 256, 512, 128, true, false},   // decode M = 8 with bias
-    {DType::kFloat16, 8, 384, 256, 128, true, true},     // decode W8A8 with bias
-    {DType::kBFloat16, 2, 320, 384, 64, false, true},    // block size 64
-    {DType::kBFloat16, 5, 160, 96, 32, true, false},     // K % 64 != 0: gemv_fma
-    {DType::kFloat16, 3, 200, 200, 128, false, false},   // K % 16 != 0, partial block: dequant_gemm
-    {DType::kFloat16, 33, 320, 384, 128, true, false},   // fused_gemm with bias, tile_m 64
-    {DType::kBFloat16, 64, 256, 512, 128, true, true},   // fused_gemm, W8A8: QDQ first
-    {DType::kFloat16, 16, 256, 2048, 128, true, false},  // fused_gemm, K split 4 (partial sums)
-    {DType::kFloat16, 80, 320, 384, 128, true, false},   // prefill: fused_gemm with bias
-    {DType::kBFloat16, 80, 256, 520, 128, true, true},   // W8A8, K % 16 != 0: QDQ + dequant_gemm
+    {DType::kFloat16, 1, 512, 1024, 128, false, none},  // decode M = 1: gemv_mma
+    {DType::kBFloat16, 8, 256, 512, 128, true, none},   // decode M = 8 with bias
+    {DType::kFloat16, 8, 384, 256, 128, true, w8a8},    // decode W8A8 with bias
+    {DType::kBFloat16, 2, 320, 384, 64, false, w8a8},   // block size 64
+    {DType::kBFloat16, 5, 160, 96, 32, true, none},     // K % 64 != 0: gemv_fma
+    {DType::kFloat16, 3, 200, 200, 128, false, none},   // K % 16 != 0, partial block: dequant_gemm
+    {DType::kFloat16, 33, 320, 384, 128, true, none},   // fused_gemm with bias, tile_m 64
+    {DType::kBFloat16, 64, 256, 512, 128, true, w8a8},  // fused_gemm, W8A8: QDQ first
+    {DType::kFloat16, 16, 256, 2048, 128, true, none},  // fused_gemm, K split 4 (partial sums)
+    {DType::kFloat16, 80, 320, 384, 128, true, none},   // prefill: fused_gemm with bias
+    {DType::kBFloat16, 80, 256, 520, 128, true, w8a8},  // W8A8, K % 16 != 0: QDQ + dequant_gemm
+    {DType::kFloat16, 4, 300, 400, 128, true, dyn},     // dynamic quantization, decode
+    {DType::kBFloat16, 70, 300, 400, 128, false, dyn},  // dynamic, fused_gemm
 };
 
 // The operator's options (BQMM_DEQUANT_SCRATCH_MIB) and the internal plan override
@@ -58,6 +83,7 @@ Status read_options(Fp8MatMulOptions* options, PlanOverride* force) {
 Fp8MatMulProblem problem_of(const Fp8CaseSpec& c) {
   auto p = common_problem<Fp8MatMulProblem>(c);
   p.has_a_scale = c.w8a8;
+  p.dynamic_act_quant = c.dynamic;
   return p;
 }
 
@@ -102,6 +128,7 @@ class Fp8Inputs : public GroupInputs {
     exact.b_scale = host_.b_scale;
     exact.a_scale = host_.a_scale;
     exact.bias = host_.bias;
+    exact.dynamic_act_quant = host_.dynamic_act_quant;
     return [exact = std::move(exact)] { return reference::fp8_matmul_emulate_dequant_gemm(exact); };
   }
 
@@ -143,7 +170,10 @@ class Fp8Profiler : public OpProfiler {
   const char* name() const override { return "fp8"; }
   std::vector<FlagSpec> flags() const override {
     return {
-        {"--w8a8", nullptr, "pass an a_scale: the activation is quantized to e4m3 first (W8A8)"}};
+        {"--act-quant", "MODE",
+         "none (default), static (pass an a_scale: W8A8) or dynamic (a scale per row and K "
+         "block, amax / 448)"},
+        {"--w8a8", nullptr, "the same as --act-quant static"}};
   }
   Status make_cases(const Flags& flags, const Settings& settings, CaseList* out) override;
   std::vector<NamedView> call_tensors(const CaseSpec& c) const override;
@@ -162,15 +192,24 @@ class Fp8Profiler : public OpProfiler {
 
 Status Fp8Profiler::make_cases(const Flags& flags, const Settings& settings, CaseList* out) {
   BQMM_RETURN_IF_ERROR(read_options(&options_, &force_));
-  const bool w8a8 = flags.has("--w8a8");
+  ActQuant act = ActQuant::kNone;
+  BQMM_RETURN_IF_ERROR(parse_act_quant(flags.get("--act-quant", "none"), &act));
+  if (flags.has("--w8a8")) {
+    if (act == ActQuant::kDynamic)
+      return Status(StatusCode::kInvalidArgument, "--w8a8: conflicts with --act-quant dynamic");
+    act = ActQuant::kStatic;
+  }
 
   out->clear();
   if (settings.suite == "smoke") {
-    if (w8a8) return Status(StatusCode::kInvalidArgument, "--w8a8: --suite smoke sets it per case itself");
+    for (const char* flag : {"--w8a8", "--act-quant"})
+      if (flags.has(flag))
+        return Status(StatusCode::kInvalidArgument,
+                      std::string(flag) + ": --suite smoke sets it per case itself");
     // --activation-dtype only picks smoke cases here: fp32 picks none of fp8's.
     for (const SmokeCase& s : kSmokeCases)
       if (!settings.dtype || *settings.dtype == s.dtype)
-        out->push_back(make_case(s.dtype, s.m, s.n, s.k, s.block_size, s.bias, s.w8a8));
+        out->push_back(make_case(s.dtype, s.m, s.n, s.k, s.block_size, s.bias, s.act));
     return Status::Ok();
   }
   if (settings.dtype && *settings.dtype != DType::kFloat16 && *settings.dtype != DType::kBFloat16)
@@ -178,7 +217,7 @@ Status Fp8Profiler::make_cases(const Flags& flags, const Settings& settings, Cas
                   std::string("--activation-dtype: --op fp8 takes fp16 or bf16 but got ") +
                       dtype_flag_name(*settings.dtype));
   return for_each_shape(settings, [&](DType dtype, int64_t m, int64_t n, int64_t k) {
-    out->push_back(make_case(dtype, m, n, k, settings.block_size, settings.bias, w8a8));
+    out->push_back(make_case(dtype, m, n, k, settings.block_size, settings.bias, act));
   });
 }
 
@@ -193,8 +232,8 @@ std::vector<NamedView> Fp8Profiler::call_tensors(const CaseSpec& c) const {
 
 Status Fp8Profiler::check_case(const CaseSpec& c, const DeviceInfo& device, CaseCheck* out) {
   Fp8MatMulProblem problem;
-  BQMM_RETURN_IF_ERROR(validate_fp8_matmul(placeholder_args(static_cast<const Fp8CaseSpec&>(c)),
-                                           Fp8MatMulAttrs{c.block_size}, &problem));
+  const auto& spec = static_cast<const Fp8CaseSpec&>(c);
+  BQMM_RETURN_IF_ERROR(validate_fp8_matmul(placeholder_args(spec), spec.attrs(), &problem));
   Fp8MatMulPlan plan;
   BQMM_RETURN_IF_ERROR(plan_fp8_matmul(problem, device, options_, force_, &plan));
   out->plan = to_text(plan);
@@ -209,9 +248,11 @@ std::unique_ptr<GroupInputs> Fp8Profiler::make_inputs(const CaseSpec& spec, int6
   const auto& c = static_cast<const Fp8CaseSpec&>(spec);
   // Every non-NaN e4m3 code with equal weight: fast to draw for 200M-element weights,
   // and it exercises the whole e4m3 range.
-  return std::make_unique<Fp8Inputs>(reference::make_random_fp8_case(
+  reference::Fp8Case host = reference::make_random_fp8_case(
       c.dtype, max_m, c.n, c.k, c.block_size, c.bias, c.w8a8, seed,
-      reference::WeightInit::kAllCodes));
+      reference::WeightInit::kAllCodes);
+  host.dynamic_act_quant = c.dynamic;
+  return std::make_unique<Fp8Inputs>(std::move(host));
 }
 
 Status Fp8Profiler::plan_case(const CaseSpec& spec, const GroupInputs& inputs,
@@ -219,8 +260,7 @@ Status Fp8Profiler::plan_case(const CaseSpec& spec, const GroupInputs& inputs,
   const auto& c = static_cast<const Fp8CaseSpec&>(spec);
   const auto& in = static_cast<const Fp8Inputs&>(inputs);
   Fp8MatMulProblem problem;
-  BQMM_RETURN_IF_ERROR(
-      validate_fp8_matmul(in.device_args(c, 0, y), Fp8MatMulAttrs{c.block_size}, &problem));
+  BQMM_RETURN_IF_ERROR(validate_fp8_matmul(in.device_args(c, 0, y), c.attrs(), &problem));
   Fp8MatMulPlan plan;
   BQMM_RETURN_IF_ERROR(plan_fp8_matmul(problem, gpu.info(), options_, force_, &plan));
   out->path = fp8_path_name(plan.path);

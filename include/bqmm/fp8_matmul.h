@@ -31,6 +31,11 @@ namespace bqmm {
 
 struct Fp8MatMulAttrs {
   int64_t block_size = 128;  // K elements per b_scale column; > 0
+  // Dynamic activation quantization (an extension; ONNX Runtime's operator has none): A is
+  // quantized per row and per K block of block_size, s = amax |A| / 448 (float32; 0 for an
+  // all-zero block), q = e4m3_satfinite_rne(A / s), and Y computed from q * s, as FP8
+  // checkpoints (DeepSeek-V3, Qwen3-FP8) are served. Excludes a_scale (static W8A8).
+  bool dynamic_act_quant = false;
 };
 
 // Device tensors of one call. Optional inputs are std::nullopt when absent.
@@ -51,11 +56,14 @@ struct Fp8MatMulProblem {
   int64_t k = 0;
   int64_t block_size = 128;
   bool has_bias = false;
-  bool has_a_scale = false;
+  bool has_a_scale = false;        // static W8A8
+  bool dynamic_act_quant = false;  // Fp8MatMulAttrs::dynamic_act_quant
   // Largest power of two <= 16 dividing every data pointer of the call (A, B, bias, Y).
   // Vectorized kernels need 16; for plans made without tensors it is 16.
   int alignment = 16;
 
+  // A is quantized (statically or dynamically) before the multiply.
+  bool quantizes_activation() const { return has_a_scale || dynamic_act_quant; }
   int64_t k_blocks() const {
     return block_size > 0 ? k / block_size + (k % block_size != 0 ? 1 : 0) : 0;
   }

@@ -127,13 +127,23 @@ Status plan_tensor_core_gemv(const Fp8MatMulProblem& p, const DeviceInfo& d,
 // The CUDA-core kernel's activation rows per warp: the smallest of 1, 2, 4, 8 >= M.
 int fma_rows(int64_t m) { return m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8; }
 
-// W8A8: the region of the QDQ'd activation A' = QDQ(A), [M, K] of T, first in the
-// workspace. The paths that run the QDQ kernel (fused GEMM, dequant + cuBLAS) read A' from
-// there; act_bytes > 0 says that they do.
+// The region of the QDQ'd activation A' = QDQ(A), [M, K] of T, first in the workspace:
+// static W8A8 off the GEMV (whose kernels fuse the static QDQ into their activation load),
+// and dynamic quantization on every path (its scales need a pass over each K block
+// first). The paths read A' from there; act_bytes > 0 says that they do.
 void take_act_region(const Fp8MatMulProblem& p, WorkspaceLayout& layout, Fp8MatMulPlan* plan) {
   const size_t elem = dtype_size(p.dtype);
-  plan->regions.act_bytes = p.has_a_scale ? static_cast<size_t>(p.m * p.k) * elem : 0;
+  plan->regions.act_bytes =
+      p.quantizes_activation() ? static_cast<size_t>(p.m * p.k) * elem : 0;
   plan->regions.act_offset = layout.take(plan->regions.act_bytes);
+}
+
+// The decode GEMV's workspace: A' with dynamic quantization, else none.
+void plan_gemv_workspace(const Fp8MatMulProblem& p, Fp8MatMulPlan* plan) {
+  if (!p.dynamic_act_quant) return;
+  WorkspaceLayout layout;
+  take_act_region(p, layout, plan);
+  plan->workspace_bytes = layout.total();
 }
 
 // [QDQ A] -> fused GEMM: the tiling rule of core/gemm_plan.h (e4m3: 8-bit rows), as the
@@ -152,7 +162,7 @@ void plan_fused_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanO
 void plan_dequant_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d,
                        const Fp8MatMulOptions& options, Fp8MatMulPlan* plan) {
   const size_t elem = dtype_size(p.dtype);
-  plan->dequant.qdq_activation = p.has_a_scale;
+  plan->dequant.qdq_activation = p.quantizes_activation();
   plan->dequant.vector = p.k % 16 == 0 && p.alignment >= 16 && p.k < (int64_t{1} << 31);
   WorkspaceLayout layout;
   take_act_region(p, layout, plan);
@@ -181,7 +191,8 @@ std::ostream& operator<<(std::ostream& os, const DeviceInfo& d) {
 std::ostream& operator<<(std::ostream& os, const Fp8MatMulProblem& p) {
   return os << "fp8 " << dtype_name(p.dtype) << " M=" << p.m << " N=" << p.n << " K=" << p.k
             << " block_size=" << p.block_size << (p.has_bias ? " bias" : "")
-            << (p.has_a_scale ? " w8a8" : "") << " align=" << p.alignment;
+            << (p.has_a_scale ? " w8a8" : "") << (p.dynamic_act_quant ? " dynamic_act_quant" : "")
+            << " align=" << p.alignment;
 }
 
 std::ostream& operator<<(std::ostream& os, const Fp8MatMulPlan& plan) {
@@ -243,10 +254,12 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
   } else if (choose_tensor_cores(p, device, o)) {
     plan.path = Fp8Path::kGemvMma;
     BQMM_RETURN_IF_ERROR(plan_tensor_core_gemv(p, device, o, &plan.gemv));
+    plan_gemv_workspace(p, &plan);
   } else {
     plan.path = Fp8Path::kGemvFma;
     plan.gemv.fma = true;
     plan.gemv.rows = fma_rows(p.m);
+    plan_gemv_workspace(p, &plan);
   }
   *out = plan;
   return Status::Ok();

@@ -90,6 +90,11 @@ Status validate_fp8_matmul(const Fp8MatMulArgs& args, const Fp8MatMulAttrs& attr
   p.block_size = attrs.block_size;
   p.has_bias = args.bias.has_value();
   p.has_a_scale = args.a_scale.has_value();
+  p.dynamic_act_quant = attrs.dynamic_act_quant;
+  if (p.has_a_scale && p.dynamic_act_quant)
+    return Status(StatusCode::kInvalidArgument,
+                  "a_scale: given with dynamic_act_quant; static (a_scale) and dynamic "
+                  "activation quantization exclude each other");
   p.alignment = check::min_pointer_alignment(
       {args.a.data, args.b.data, args.y.data, args.bias ? args.bias->data : nullptr});
   *problem = p;

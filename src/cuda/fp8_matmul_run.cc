@@ -16,21 +16,28 @@ namespace {
 // The args must describe the problem the plan was made for.
 Status check_args_match_plan(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args) {
   Fp8MatMulProblem p;
-  BQMM_RETURN_IF_ERROR(validate_fp8_matmul(args, Fp8MatMulAttrs{plan.problem.block_size}, &p));
   const Fp8MatMulProblem& q = plan.problem;
+  BQMM_RETURN_IF_ERROR(
+      validate_fp8_matmul(args, Fp8MatMulAttrs{q.block_size, q.dynamic_act_quant}, &p));
   return check_plan_matches(q, p,
                             p.dtype == q.dtype && p.m == q.m && p.n == q.n && p.k == q.k &&
                                 p.has_bias == q.has_bias && p.has_a_scale == q.has_a_scale);
 }
 
-// W8A8 off the GEMV: A' = QDQ(A) into the workspace's act region; *a then points at A'.
+// A' = QDQ(A) into the workspace's act region (static W8A8 off the GEMV; dynamic on every
+// path); *a then points at A'.
 Status qdq_activation(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args, uint8_t* ws,
                       cudaStream_t stream, const void** a) {
   const Fp8MatMulProblem& p = plan.problem;
   void* a_qdq = ws + plan.regions.act_offset;
-  BQMM_RETURN_IF_ERROR(cuda::launch_act_qdq(p.dtype, args.a.data,
-                                            static_cast<const float*>(args.a_scale->data),
-                                            p.m * p.k, a_qdq, stream));
+  if (p.dynamic_act_quant) {
+    BQMM_RETURN_IF_ERROR(cuda::launch_act_qdq_dynamic(p.dtype, args.a.data, p.m, p.k,
+                                                      p.block_size, a_qdq, stream));
+  } else {
+    BQMM_RETURN_IF_ERROR(cuda::launch_act_qdq(p.dtype, args.a.data,
+                                              static_cast<const float*>(args.a_scale->data),
+                                              p.m * p.k, a_qdq, stream));
+  }
   *a = a_qdq;
   return Status::Ok();
 }
@@ -68,10 +75,15 @@ Status run_dequant_gemm(const Handle& handle, const Fp8MatMulPlan& plan,
       stream);
 }
 
-cuda::Fp8GemvArgs gemv_args(const Fp8MatMulProblem& p, const Fp8MatMulArgs& args) {
-  cuda::Fp8GemvArgs g;
+// The decode GEMV's arguments; with dynamic quantization A' is made first (the GEMV then
+// multiplies it as a weight-only problem), static W8A8 the kernels fuse themselves.
+Status gemv_args(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args, uint8_t* ws,
+                 cudaStream_t stream, cuda::Fp8GemvArgs* out) {
+  const Fp8MatMulProblem& p = plan.problem;
+  cuda::Fp8GemvArgs& g = *out;
   g.dtype = p.dtype;
   g.a = args.a.data;
+  if (p.dynamic_act_quant) BQMM_RETURN_IF_ERROR(qdq_activation(plan, args, ws, stream, &g.a));
   g.b = static_cast<const uint8_t*>(args.b.data);
   g.b_scale = static_cast<const float*>(args.b_scale.data);
   g.a_scale = args.a_scale ? static_cast<const float*>(args.a_scale->data) : nullptr;
@@ -81,7 +93,7 @@ cuda::Fp8GemvArgs gemv_args(const Fp8MatMulProblem& p, const Fp8MatMulArgs& args
   g.n = p.n;
   g.k = p.k;
   g.block_size = p.block_size;
-  return g;
+  return Status::Ok();
 }
 
 }  // namespace
@@ -92,21 +104,24 @@ Status run_fp8_matmul(const Handle& handle, const Fp8MatMulPlan& plan,
   return cuda::run_plan(
       plan, args, check_args_match_plan(plan, args), workspace, workspace_bytes, stream,
       [&]() -> Status {
-        const Fp8MatMulProblem& p = plan.problem;
+        auto* ws = static_cast<uint8_t*>(workspace);
+        cuda::Fp8GemvArgs g;
         switch (plan.path) {
           case Fp8Path::kEmpty:
           case Fp8Path::kBiasOnly:
             break;  // run by run_plan
           case Fp8Path::kGemvFma:
-            return cuda::launch_fp8_gemv_fma(gemv_args(p, args), plan.gemv.rows, stream);
+            BQMM_RETURN_IF_ERROR(gemv_args(plan, args, ws, stream, &g));
+            return cuda::launch_fp8_gemv_fma(g, plan.gemv.rows, stream);
           case Fp8Path::kGemvMma:
-            return cuda::launch_fp8_gemv_mma(gemv_args(p, args), plan.gemv.k_split, plan.gemv.tma,
+            BQMM_RETURN_IF_ERROR(gemv_args(plan, args, ws, stream, &g));
+            return cuda::launch_fp8_gemv_mma(g, plan.gemv.k_split, plan.gemv.tma,
                                              plan.gemv.lines, plan.gemv.tiles,
                                              plan.gemv.registers, stream);
           case Fp8Path::kFusedGemm:
-            return run_fused_gemm(plan, args, static_cast<uint8_t*>(workspace), stream);
+            return run_fused_gemm(plan, args, ws, stream);
           case Fp8Path::kDequantGemm:
-            return run_dequant_gemm(handle, plan, args, static_cast<uint8_t*>(workspace), stream);
+            return run_dequant_gemm(handle, plan, args, ws, stream);
         }
         return Status(StatusCode::kInternal, "run_fp8_matmul: unknown path");
       });

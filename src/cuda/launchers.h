@@ -24,6 +24,11 @@ Status launch_fp8_dequant(DType t, const uint8_t* b, const float* b_scale, int64
 // the device (W8A8 activation, docs/CONTRACT.md section 1).
 Status launch_act_qdq(DType t, const void* a, const float* a_scale, int64_t count, void* out,
                       cudaStream_t stream);
+// act_qdq.cu, dynamic: for each row m of a [M, K] and K block kb of block_size,
+// s = amax |a| / 448 in float32 (NaN if the block has a NaN), inv = s != 0 ? 1 / s : 0,
+// out = round_T(e4m3_satfinite(a * inv) * s).
+Status launch_act_qdq_dynamic(DType t, const void* a, int64_t m, int64_t k, int64_t block_size,
+                              void* out, cudaStream_t stream);
 
 // bias.cu: y[m, n] = round_T(float(y[m, n]) + float(bias[n])) in place.
 Status launch_bias_add(DType t, void* y, const void* bias, int64_t m, int64_t n,

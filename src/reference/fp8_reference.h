@@ -22,13 +22,14 @@ struct Fp8Case {
   HostTensor b_scale;                  // float32 [N, k_blocks]
   std::optional<HostTensor> a_scale;   // float32 [] (scalar)
   std::optional<HostTensor> bias;      // T [N]
+  bool dynamic_act_quant = false;      // Fp8MatMulAttrs::dynamic_act_quant (no a_scale)
 
   DType dtype() const { return a.dtype; }
   int64_t m() const;
   int64_t n() const { return b.shape[0]; }
   int64_t k() const { return b.shape[1]; }
   int64_t k_blocks() const { return k() / block_size + (k() % block_size != 0 ? 1 : 0); }
-  Fp8MatMulAttrs attrs() const { return Fp8MatMulAttrs{block_size}; }
+  Fp8MatMulAttrs attrs() const { return Fp8MatMulAttrs{block_size, dynamic_act_quant}; }
   // Host-pointer args for validate_fp8_matmul; y is the caller's output tensor.
   Fp8MatMulArgs args(HostTensor* y) const;
   // Y's shape (A's shape with the last dim replaced by N).
@@ -38,7 +39,9 @@ struct Fp8Case {
 // float64 reference of output rows [row_begin, row_end) (row = flattened leading index
 // of A, the range clipped to [0, M]): y[(r - row_begin) * N + n]. Uses the exactly
 // dequantized weights and, with an a_scale, the exactly QDQ'd activation, so a test's
-// tolerance measures kernel error only.
+// tolerance measures kernel error only. Dynamic quantization: per row and K block
+// s = amax |A| / 448 and q = e4m3_satfinite_rne(A * inv) in float32 as the contract
+// states, then Y from q * s exactly (not rounded to T).
 std::vector<double> fp8_matmul_reference(const Fp8Case& c, int64_t row_begin, int64_t row_end);
 
 // The dequant + cuBLAS path's numerics on the CPU: weights rounded to T, float32

@@ -496,6 +496,39 @@ TEST(Fp8Plan, FusedGemmWorkspace) {
 // W8A8 takes the fused GEMM too: A' = QDQ(A) into the workspace's act region first (the
 // dequant path's region), then the partial sums; act_bytes > 0 is what says so (the
 // dequant part of the plan stays empty), printed as qdq_activation=yes.
+// Dynamic activation quantization: A' is made into the act region first on every path,
+// the decode GEMV's included (static W8A8 the GEMV fuses itself, with no workspace).
+TEST(Fp8Plan, DynamicQuantizationQdqsIntoTheWorkspaceOnEveryPath) {
+  Fp8MatMulProblem p = problem(4, 4096, 4096);
+  p.dynamic_act_quant = true;
+  for (const DeviceInfo d : {kHopper, kTuring}) {
+    const Fp8MatMulPlan gemv = plan(p, d);
+    ASSERT_TRUE(gemv.path == Fp8Path::kGemvMma || gemv.path == Fp8Path::kGemvFma) << gemv;
+    EXPECT_EQ(gemv.regions.act_offset, 0u);
+    EXPECT_EQ(gemv.regions.act_bytes, size_t{4} * 4096 * 2);
+    EXPECT_EQ(gemv.workspace_bytes, size_t{4} * 4096 * 2);
+    EXPECT_NE(printed(gemv).find(" dynamic_act_quant "), std::string::npos) << gemv;
+  }
+  Fp8MatMulProblem w8a8 = problem(4, 4096, 4096);
+  w8a8.has_a_scale = true;
+  EXPECT_EQ(plan(w8a8).workspace_bytes, 0u);
+  EXPECT_EQ(plan(w8a8).regions.act_bytes, 0u);
+  // The fused GEMM: A' first, then the partial sums (M = 16: K split 4).
+  p = problem(16, 8192, 8192);
+  p.dynamic_act_quant = true;
+  const Fp8MatMulPlan fused = plan(p);
+  ASSERT_EQ(fused.path, Fp8Path::kFusedGemm);
+  EXPECT_EQ(fused.regions.act_bytes, size_t{16} * 8192 * 2);
+  EXPECT_EQ(fused.regions.partial_offset, size_t{16} * 8192 * 2);
+  // Dequant + cuBLAS (M > 128): the QDQ pass, then the tiles.
+  p = problem(300, 1000, 1000);
+  p.dynamic_act_quant = true;
+  const Fp8MatMulPlan dq = plan(p);
+  ASSERT_EQ(dq.path, Fp8Path::kDequantGemm);
+  EXPECT_TRUE(dq.dequant.qdq_activation);
+  EXPECT_EQ(dq.regions.act_bytes, size_t{300} * 1000 * 2);
+}
+
 TEST(Fp8Plan, FusedGemmW8A8QdqsIntoTheWorkspaceFirst) {
   Fp8MatMulProblem p = problem(16, 8192, 8192);
   p.has_a_scale = true;

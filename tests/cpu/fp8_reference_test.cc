@@ -130,6 +130,54 @@ TEST(Fp8Reference, W8A8QuantizesTheActivation) {
   EXPECT_EQ(fp8_matmul_reference(c, 0, 2), (std::vector<double>{239.25, 3605.5, -4, -2}));
 }
 
+// Dynamic quantization, per row and K block of 2: s = amax / 448, q = e4m3(A / s), Y from
+// q * s. Row 0: block 0 amax 448 (s = 1), block 1 amax 7 (s = 2^-6, q = [224, 448]): both
+// exact, A unchanged. Row 1: block 0 s = 1 and 100 rounds to 96 (a tie between e4m3 96
+// and 104, to even); block 1 amax 7 again, exact.
+//   A'' = [[448, 224, 3.5, 7], [-448, 96, 7, -3.5]]
+//   Y   = [[896 + 896 - 5.25 + 1.75, 224 - 672 + 28 + 28],
+//          [-896 + 384 - 10.5 - 0.875, -224 - 288 + 56 - 14]]
+TEST(Fp8Reference, DynamicQuantizationPerRowAndBlock) {
+  for (DType t : {DType::kFloat16, DType::kBFloat16}) {
+    Fp8Case c = small_case(t);
+    c.a = tensor(t, Shape{2, 4}, {448, 224, 3.5, 7, -448, 100, 7, -3.5});
+    c.dynamic_act_quant = true;
+    EXPECT_TRUE(c.attrs().dynamic_act_quant);
+    EXPECT_EQ(fp8_matmul_reference(c, 0, 2),
+              (std::vector<double>{1788.5, -392, -523.375, -470}));
+    // Without it, 100 stays 100: Y[1] = [-896 + 400 - 10.5 - 0.875, -224 - 300 + 56 - 14].
+    c.dynamic_act_quant = false;
+    EXPECT_EQ(fp8_matmul_reference(c, 1, 2), (std::vector<double>{-507.375, -482}));
+  }
+}
+
+// An all-zero block has s = 0 and adds nothing; a NaN makes its block's scale, and so
+// every output of its row, NaN; other rows stay finite.
+TEST(Fp8Reference, DynamicZeroAndNaNBlocks) {
+  Fp8Case c = small_case();
+  c.a = tensor(DType::kFloat16, Shape{2, 4}, {0, 0, 3.5, 7, std::nan(""), 1, 2, 4});
+  c.dynamic_act_quant = true;
+  const std::vector<double> y = fp8_matmul_reference(c, 0, 2);
+  EXPECT_EQ(y[0], -5.25 + 1.75);
+  EXPECT_EQ(y[1], 28 + 28);
+  EXPECT_TRUE(std::isnan(y[2]));
+  EXPECT_TRUE(std::isnan(y[3]));
+}
+
+// The emulation rounds A'' = q * s to T (the kernels' A'); within the tolerance of the
+// reference's unrounded one.
+TEST(Fp8Emulate, DynamicRoundsTheQuantizedActivationToT) {
+  for (DType t : {DType::kFloat16, DType::kBFloat16}) {
+    Fp8Case c = make_random_fp8_case(t, 7, 33, 300, 128, true, false, 77);
+    c.dynamic_act_quant = true;
+    const HostTensor y = fp8_matmul_emulate_dequant_gemm(c);
+    const std::vector<double> ref = fp8_matmul_reference(c, 0, c.m());
+    const harness::AccuracyReport r = harness::compare(y, c.n(), 0, ref);
+    EXPECT_TRUE(r.passed) << r.to_string();
+    EXPECT_GT(r.rel_err, 0.0);  // the rounding of A'' (and of the weights) shows
+  }
+}
+
 TEST(Fp8Reference, NaNCodesPropagate) {
   for (uint8_t nan : {kNaN, static_cast<uint8_t>(0xFF)}) {
     Fp8Case c = small_case();

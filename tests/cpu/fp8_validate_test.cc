@@ -54,6 +54,23 @@ TEST_F(Fp8ValidateTest, ValidProblemIsDescribed) {
   EXPECT_EQ(problem.alignment, 16);
 }
 
+// Dynamic activation quantization is an attribute; it excludes a_scale (static W8A8).
+TEST_F(Fp8ValidateTest, DynamicActivationQuantization) {
+  attrs.dynamic_act_quant = true;
+  ASSERT_TRUE(validate().ok()) << validate().to_string();
+  EXPECT_TRUE(problem.dynamic_act_quant);
+  EXPECT_FALSE(problem.has_a_scale);
+  EXPECT_TRUE(problem.quantizes_activation());
+  args.a_scale = scalar_a_scale();
+  const std::string m = error();
+  EXPECT_NE(m.find("a_scale"), std::string::npos) << m;
+  EXPECT_NE(m.find("dynamic_act_quant"), std::string::npos) << m;
+  attrs.dynamic_act_quant = false;
+  ASSERT_TRUE(validate().ok());
+  EXPECT_FALSE(problem.dynamic_act_quant);
+  EXPECT_TRUE(problem.quantizes_activation());
+}
+
 TEST_F(Fp8ValidateTest, OptionalInputsAbsent) {
   args.bias.reset();
   ASSERT_TRUE(validate().ok());

@@ -1,11 +1,13 @@
 // Fp8WeightMatMul on the GPU: the dispatch chain's empty, K == 0 and dequant + cuBLAS paths
 // (with and without W8A8 and bias, N-tiled scratch; the fused GEMM forced off where it
-// would take the case), its kernels bit for bit against the host codecs, the run-time
-// contract (workspace, plan/args mismatch, graph capture).
+// would take the case), dynamic activation quantization on every path, its kernels bit
+// for bit against the host codecs, the run-time contract (workspace, plan/args mismatch,
+// graph capture).
 // Every test skips itself, saying so, without a CUDA device.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -263,6 +265,80 @@ TEST(Fp8Kernels, ActivationQdqBitExact) {
         }
       }
     }
+}
+
+// The dynamic QDQ kernel, bit for bit against the host definition (a scale per row and
+// K block from its amax, then qdq_e4m3 with it): a partial last block, an all-zero block
+// (s = 0: zeros), a NaN block (all NaN), an infinity (inv 0: NaN), saturation.
+TEST(Fp8Kernels, DynamicActivationQdqBitExact) {
+  BQMM_REQUIRE_GPU();
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  const int64_t m = 6, k = 1000, block = 128, k_blocks = 8;
+  for (DType t : kDTypes) {
+    HostTensor a = HostTensor::zeros(t, Shape{m, k});
+    for (int64_t i = 0; i < a.numel(); ++i) a.set(i, normal(rng));
+    for (int64_t i = 0; i < block; ++i) a.set(1 * k + 128 + i, 0.0);  // row 1, block 1: zeros
+    a.set(2 * k + 300, std::nan(""));                                 // row 2, block 2: NaN
+    a.set(3 * k + 999, INFINITY);                                     // row 3, last block: inf
+    a.set(4 * k + 5, 3e4);                                            // row 4: a wide block
+    DeviceTensor da, dout;
+    BQMM_ASSERT_OK(DeviceTensor::upload(a, &da));
+    HostTensor out = HostTensor::zeros(t, a.shape);
+    BQMM_ASSERT_OK(DeviceTensor::upload(out, &dout));
+    BQMM_ASSERT_OK(cuda::launch_act_qdq_dynamic(t, da.data(), m, k, block, dout.data(), nullptr));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    BQMM_ASSERT_OK(dout.download(&out));
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t b = 0; b < k_blocks; ++b) {
+        const int64_t end = std::min(k, (b + 1) * block);
+        float amax = 0.0f;
+        bool nan = false;
+        for (int64_t i = b * block; i < end; ++i) {
+          const auto v = static_cast<float>(a.get(r * k + i));
+          nan = nan || std::isnan(v);
+          amax = std::max(amax, std::fabs(v));
+        }
+        const float s = nan ? NAN : amax / 448.0f;
+        for (int64_t i = b * block; i < end; ++i) {
+          const float want = codec::qdq_e4m3(t, static_cast<float>(a.get(r * k + i)), s);
+          const double got = out.get(r * k + i);
+          if (std::isnan(want)) {
+            ASSERT_TRUE(std::isnan(got)) << "row " << r << " k " << i;
+          } else {
+            ASSERT_EQ(got, want) << "row " << r << " k " << i << " s " << s;
+          }
+        }
+      }
+    EXPECT_EQ(out.get(1 * k + 130), 0.0);
+    EXPECT_TRUE(std::isnan(out.get(2 * k + 256)));
+  }
+}
+
+// Dynamic activation quantization through the public API on every path the planner
+// picks (decode GEMV, fused GEMM, dequant + cuBLAS) against the float64 reference of its
+// definition: the contract's M values, odd N, K % 128 != 0, both types, bias.
+TEST(Fp8Dynamic, EveryPathAgainstReference) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  struct Case { int64_t m, k, block; };
+  const Case cases[] = {{1, 1040, 128}, {8, 1000, 128}, {9, 1040, 128}, {33, 1040, 64},
+                        {64, 1000, 128}, {129, 1040, 256}, {1024, 1040, 128}};
+  uint64_t seed = 9000;
+  for (const Case cs : cases) {
+    const DType t = kDTypes[seed % 2];
+    const bool bias = seed % 3 != 0;
+    SCOPED_TRACE(::testing::Message() << "M=" << cs.m << " K=" << cs.k << " block=" << cs.block
+                                      << " " << dtype_name(t) << " bias=" << bias);
+    Fp8Case c = make_random_fp8_case(t, cs.m, 517, cs.k, cs.block, bias, /*w8a8=*/false, seed++);
+    c.dynamic_act_quant = true;
+    Fp8Run run;
+    BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, testing::Fp8Knobs{}, &run));
+    EXPECT_TRUE(run.plan.problem.dynamic_act_quant);
+    EXPECT_GT(run.plan.regions.act_bytes, 0u) << run.plan;
+    EXPECT_TRUE(matches_reference(c, run.y)) << run.plan;
+  }
 }
 
 // run() checks the workspace and that the arguments are the plan's problem.
