@@ -231,7 +231,7 @@ TEST(Fp8Kernels, DequantBitExact) {
 }
 
 // The standalone W8A8 QDQ kernel, bit for bit against the host definition, including
-// saturation, NaN, zeros and a zero a_scale.
+// saturation, NaN, zeros and a zero a_scale, on aligned and unaligned ranges.
 TEST(Fp8Kernels, ActivationQdqBitExact) {
   BQMM_REQUIRE_GPU();
   std::mt19937 rng(8);
@@ -251,8 +251,14 @@ TEST(Fp8Kernels, ActivationQdqBitExact) {
       BQMM_ASSERT_OK(DeviceTensor::upload(s, &ds));
       HostTensor out = HostTensor::zeros(t, a.shape);
       BQMM_ASSERT_OK(DeviceTensor::upload(out, &dout));
+      // Aligned (8-element loads) over the first 4003 elements (a 3-element tail), then
+      // the rest from an element offset (single loads).
+      const size_t elem = dtype_size(t);
       BQMM_ASSERT_OK(cuda::launch_act_qdq(t, da.data(), static_cast<const float*>(ds.data()),
-                                          a.numel(), dout.data(), nullptr));
+                                          4003, dout.data(), nullptr));
+      BQMM_ASSERT_OK(cuda::launch_act_qdq(t, static_cast<const char*>(da.data()) + 4003 * elem,
+                                          static_cast<const float*>(ds.data()), a.numel() - 4003,
+                                          static_cast<char*>(dout.data()) + 4003 * elem, nullptr));
       ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
       BQMM_ASSERT_OK(dout.download(&out));
       for (int64_t i = 0; i < a.numel(); ++i) {
@@ -269,18 +275,23 @@ TEST(Fp8Kernels, ActivationQdqBitExact) {
 
 // The dynamic QDQ kernel, bit for bit against the host definition (a scale per row and
 // K block from its amax, then qdq_e4m3 with it): a partial last block, an all-zero block
-// (s = 0: zeros), a NaN block (all NaN), an infinity (inv 0: NaN), saturation.
+// (s = 0: zeros), a NaN block (all NaN), an infinity (inv 0: NaN), saturation; blocks on
+// 16-byte boundaries (8-element loads) and K = 1004, block 100 (most blocks not: single
+// loads).
 TEST(Fp8Kernels, DynamicActivationQdqBitExact) {
   BQMM_REQUIRE_GPU();
   std::mt19937 rng(9);
   std::normal_distribution<float> normal(0.0f, 3.0f);
-  const int64_t m = 6, k = 1000, block = 128, k_blocks = 8;
+  const int64_t m = 6;
+  for (const auto& [k, block] : {std::pair<int64_t, int64_t>{1000, 128}, {1004, 100}})
   for (DType t : kDTypes) {
+    SCOPED_TRACE(::testing::Message() << "K=" << k << " block=" << block << " " << dtype_name(t));
+    const int64_t k_blocks = (k + block - 1) / block;
     HostTensor a = HostTensor::zeros(t, Shape{m, k});
     for (int64_t i = 0; i < a.numel(); ++i) a.set(i, normal(rng));
-    for (int64_t i = 0; i < block; ++i) a.set(1 * k + 128 + i, 0.0);  // row 1, block 1: zeros
-    a.set(2 * k + 300, std::nan(""));                                 // row 2, block 2: NaN
-    a.set(3 * k + 999, INFINITY);                                     // row 3, last block: inf
+    for (int64_t i = 0; i < block; ++i) a.set(1 * k + block + i, 0.0);  // row 1, block 1: zeros
+    a.set(2 * k + 300, std::nan(""));                                 // row 2: a NaN
+    a.set(3 * k + 999, INFINITY);                                     // row 3: an infinity
     a.set(4 * k + 5, 3e4);                                            // row 4: a wide block
     DeviceTensor da, dout;
     BQMM_ASSERT_OK(DeviceTensor::upload(a, &da));
@@ -310,8 +321,8 @@ TEST(Fp8Kernels, DynamicActivationQdqBitExact) {
           }
         }
       }
-    EXPECT_EQ(out.get(1 * k + 130), 0.0);
-    EXPECT_TRUE(std::isnan(out.get(2 * k + 256)));
+    EXPECT_EQ(out.get(1 * k + block + 2), 0.0);
+    EXPECT_TRUE(std::isnan(out.get(2 * k + 300 / block * block + 1)));  // the NaN's block
   }
 }
 
