@@ -207,6 +207,7 @@ TEST(ProfileCli, EveryFlagErrorNamesTheFlag) {
       {"--op fp8 --bits 8" + one, "--bits"},
       {"--zero-points packed" + one, "--zero-points"},  // without --op: fp8
       {"--op nbits --w8a8" + one, "--w8a8"},
+      {"--op nbits --act-quant dynamic" + one, "--act-quant"},
       // each operator's own
       {"--op nbits --bits 3" + one, "--bits"},
       {"--op nbits --bits four" + one, "--bits"},
@@ -215,6 +216,9 @@ TEST(ProfileCli, EveryFlagErrorNamesTheFlag) {
       {"--op nbits --suite smoke --bits 8", "--bits"},
       {"--suite smoke --g-idx", "--g-idx"},
       {"--op fp8 --suite smoke --w8a8", "--w8a8"},
+      {"--op fp8 --suite smoke --act-quant static", "--act-quant"},
+      {"--op fp8 --act-quant dyn" + one, "--act-quant"},
+      {"--op fp8 --act-quant dynamic --w8a8" + one, "--w8a8"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.args);
@@ -311,6 +315,15 @@ TEST(ProfileCli, SmokeSuiteRunsBothOperators) {
   }
   EXPECT_GT(fp8, 0);
   EXPECT_GT(nbits, 0);
+  // FP8 with each activation mode: W8A16, static W8A8, dynamic.
+  int w8a8 = 0, dynamic = 0;
+  for (const std::vector<std::string>& row : table_rows(table)) {
+    if (row.at(op) != "fp8") continue;
+    w8a8 += row.at(variant).find("w8a8") != std::string::npos;
+    dynamic += row.at(variant).find("dynamic") != std::string::npos;
+  }
+  EXPECT_GT(w8a8, 0);
+  EXPECT_GT(dynamic, 0);
   for (int count : {int4, int8, with_zp, without_zp, bias, no_bias}) EXPECT_GT(count, 0);
   EXPECT_NE(r.output.find(std::to_string(fp8 + nbits) + " of " + std::to_string(fp8 + nbits) +
                           " cases passed"),
@@ -355,6 +368,7 @@ TEST(ProfileCli, HelpListsBothOperatorsAndTheirFlags) {
   const std::string fp8_section = r.output.substr(fp8, nbits > fp8 ? nbits - fp8 : std::string::npos);
   const std::string nbits_section = r.output.substr(nbits);
   EXPECT_NE(fp8_section.find("--w8a8"), std::string::npos);
+  EXPECT_NE(fp8_section.find("--act-quant MODE"), std::string::npos);
   for (const char* flag : {"--bits", "--zero-points", "--g-idx", "--nbits-algo"})
     EXPECT_NE(nbits_section.find(flag), std::string::npos) << flag;
   // The kernel-forcing variables are internal, not the CLI's interface.
