@@ -375,6 +375,9 @@ struct CaseCheck {
   // Why the plan is not the fused GEMM (the planner's own reason, core/plan_explain.h), or
   // empty where it is; --explain prints it under the plan.
   std::string fused_gemm_refusal;
+  // On the fused GEMM: why not its wgmma mainloop (core/gemm_plan.h, wgmma_refusal), or
+  // empty where it runs there.
+  std::string wgmma_refusal;
 };
 
 // An operator's profiler. The operator says which cases there are, makes a group's

@@ -240,6 +240,9 @@ Status Fp8Profiler::check_case(const CaseSpec& c, const DeviceInfo& device, Case
   out->workspace_bytes = plan.workspace_bytes;
   if (const char* why = fp8_fused_gemm_refusal(problem, device, force_))
     out->fused_gemm_refusal = why;
+  if (const char* why = fp8_wgmma_refusal(problem, device, force_);
+      why != nullptr && plan.path == Fp8Path::kFusedGemm)
+    out->wgmma_refusal = why;
   return Status::Ok();
 }
 

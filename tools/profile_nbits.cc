@@ -341,6 +341,9 @@ Status NBitsProfiler::check_case(const CaseSpec& spec, const DeviceInfo& device,
   out->workspace_bytes = plan.workspace_bytes;
   if (const char* why = nbits_fused_gemm_refusal(problem, device, force))
     out->fused_gemm_refusal = why;
+  if (const char* why = nbits_wgmma_refusal(problem, device, force);
+      why != nullptr && plan.path == NBitsPath::kFusedGemm)
+    out->wgmma_refusal = why;
   return Status::Ok();
 }
 

@@ -362,6 +362,8 @@ int explain_cases(const std::vector<OpCases>& runs, const Machine& machine) {
                   check.plan.c_str());
       if (!check.fused_gemm_refusal.empty())
         std::printf("  fused_gemm: not taken: %s\n", check.fused_gemm_refusal.c_str());
+      if (!check.wgmma_refusal.empty())
+        std::printf("  fused_gemm: mma.sync, not wgmma: %s\n", check.wgmma_refusal.c_str());
     }
   }
   return 0;

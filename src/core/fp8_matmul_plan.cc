@@ -146,12 +146,14 @@ void plan_gemv_workspace(const Fp8MatMulProblem& p, Fp8MatMulPlan* plan) {
   plan->workspace_bytes = layout.total();
 }
 
+// The fused GEMM's view of the problem: e4m3 rows of K bytes.
+GemmShape gemm_shape(const Fp8MatMulProblem& p) { return {p.m, p.n, p.k, 8, true, p.block_size}; }
+
 // [QDQ A] -> fused GEMM: the tiling rule of core/gemm_plan.h (e4m3: 8-bit rows), as the
 // override forces it; with a K split, the float32 partial sums after A'.
 void plan_fused_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o,
                      Fp8MatMulPlan* plan) {
-  const GemmShape shape{p.m, p.n, p.k, 8, true, p.block_size};
-  plan->gemm = plan_gemm_tiles(shape, d, GemmForced{o.wgmma, o.tile_m, o.gemm_k_split});
+  plan->gemm = plan_gemm_tiles(gemm_shape(p), d, gemm_forced(o));
   WorkspaceLayout layout;
   take_act_region(p, layout, plan);
   plan_fused_gemm_workspace(layout, *plan);
@@ -214,6 +216,11 @@ std::ostream& operator<<(std::ostream& os, const Fp8MatMulPlan& plan) {
 const char* fp8_fused_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& device,
                                    const PlanOverride& o) {
   return fused_gemm_refusal(p, device, o);
+}
+
+const char* fp8_wgmma_refusal(const Fp8MatMulProblem& p, const DeviceInfo& device,
+                              const PlanOverride& o) {
+  return wgmma_refusal(gemm_shape(p), device, gemm_forced(o));
 }
 
 Status fp8_matmul_options_from_env(Fp8MatMulOptions* opts) {

@@ -156,23 +156,37 @@ struct GemmForced {
   int k_split = 0;
 };
 
-// The mainloop and tile height: wgmma on SM90 (when built) from kWgmmaMinRows rows, tile
+// Why the fused GEMM of `s` does not take the wgmma mainloop on `device` under `forced`,
+// or nullptr where it does (choose_gemm_mainloop decides by it; --explain prints it).
+inline const char* wgmma_refusal(const GemmShape& s, const DeviceInfo& device,
+                                 const GemmForced& forced) {
+  if (forced.wgmma == 0) return "wgmma=0 (plan override)";
+  if (device.sm != 90) return "not an SM90 device (wgmma code is sm_90a only)";
+  if (!wgmma_built()) return "this build has no SM90 in CUDA_ARCHITECTURES";
+  if (!wgmma_tile_supported(64, s.bits, s.fp8, s.block_size))
+    return "FP8 block_size % 128 != 0 (the wgmma tile scales one block per 128-K slab)";
+  if (forced.tile_m == 16 || forced.tile_m == 32) return "tile_m 16 or 32 (plan override)";
+  static_assert(kWgmmaMinRows == 33, "the reason below names the bound");
+  if (forced.wgmma != 1 && s.m < kWgmmaMinRows)
+    return "M <= 32: mma.sync's tiles 16 and 32 stream the weight at the memory bound";
+  return nullptr;
+}
+
+// The mainloop and tile height: wgmma where wgmma_refusal has no reason against it, tile
 // 128 above 64 rows where instantiated; else mma.sync's smallest tile holding M. A forced
 // tile_m picks the mainloop that has it (16, 32: mma.sync; 64 either, by the rule); a
 // forced 128 where no wgmma tile 128 exists is ignored (the rule's own choice).
 inline void choose_gemm_mainloop(const GemmShape& s, const DeviceInfo& device,
                                  const GemmForced& forced, GemmConfig* g) {
-  const bool can = device.sm == 90 && wgmma_built() && forced.wgmma != 0 &&
-                   wgmma_tile_supported(64, s.bits, s.fp8, s.block_size);
-  const bool tall_ok = can && wgmma_tile_supported(128, s.bits, s.fp8, s.block_size);
-  const int tile = forced.tile_m == 128 && !tall_ok ? 0 : forced.tile_m;
-  const bool want = forced.wgmma == 1 || s.m >= kWgmmaMinRows;
-  g->wgmma = can && want && (tile == 0 || tile >= 64);
+  const bool tall_ok = wgmma_tile_supported(128, s.bits, s.fp8, s.block_size);
+  GemmForced f = forced;
+  if (f.tile_m == 128 && !tall_ok) f.tile_m = 0;
+  g->wgmma = wgmma_refusal(s, device, f) == nullptr;
   if (g->wgmma) {
-    g->tile_m = tile == 128 || (tile == 0 && s.m > 64 && tall_ok) ? 128 : 64;
+    g->tile_m = f.tile_m == 128 || (f.tile_m == 0 && s.m > 64 && tall_ok) ? 128 : 64;
     g->stages = wgmma_stages(g->tile_m, s.bits);
   } else {
-    g->tile_m = tile > 0 ? tile : gemm_tile_m(s.m);
+    g->tile_m = f.tile_m > 0 && f.tile_m <= 64 ? f.tile_m : gemm_tile_m(s.m);
     g->stages = gemm_stages(g->tile_m, s.bits);
   }
 }

@@ -258,12 +258,16 @@ Status plan_gemv(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOve
   return choose_k_split(p, d, f, o, g);
 }
 
+// The fused GEMM's view of the problem: rows of `bits`-bit codes.
+GemmShape gemm_shape(const NBitsMatMulProblem& p) {
+  return {p.m, p.n, p.row_bytes(), static_cast<int>(p.bits), false, p.block_size};
+}
+
 // The fused GEMM: the tiling rule of core/gemm_plan.h for `bits`-bit rows, as the override
 // forces it; with a K split, the float32 partial sums in the workspace.
 void plan_fused_gemm(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o,
                      NBitsMatMulPlan* plan) {
-  const GemmShape shape{p.m, p.n, p.row_bytes(), static_cast<int>(p.bits), false, p.block_size};
-  plan->gemm = plan_gemm_tiles(shape, d, GemmForced{o.wgmma, o.tile_m, o.gemm_k_split});
+  plan->gemm = plan_gemm_tiles(gemm_shape(p), d, gemm_forced(o));
   WorkspaceLayout layout;
   plan_fused_gemm_workspace(layout, *plan);
 }
@@ -316,6 +320,11 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan) {
 const char* nbits_fused_gemm_refusal(const NBitsMatMulProblem& p, const DeviceInfo& device,
                                      const PlanOverride& o) {
   return fused_gemm_refusal(p, device, o);
+}
+
+const char* nbits_wgmma_refusal(const NBitsMatMulProblem& p, const DeviceInfo& device,
+                                const PlanOverride& o) {
+  return wgmma_refusal(gemm_shape(p), device, gemm_forced(o));
 }
 
 Status nbits_matmul_options_from_env(NBitsMatMulOptions* opts) {

@@ -1,5 +1,5 @@
-// Why a planner did not take the fused GEMM for a problem, in words (bqmm-profile
-// --explain prints it under each plan that is not fused_gemm). Internal, like the plan
+// Why a planner did not take the fused GEMM for a problem, or its wgmma mainloop, in words
+// (bqmm-profile --explain prints them under each plan). Internal, like the plan
 // override: the planners decide with the same functions (fused_gemm_applies in
 // core/*_plan.cc), so the reason is the rule's, not a restatement of it.
 #pragma once
@@ -18,5 +18,12 @@ const char* fp8_fused_gemm_refusal(const Fp8MatMulProblem& problem, const Device
                                    const PlanOverride& override_);
 const char* nbits_fused_gemm_refusal(const NBitsMatMulProblem& problem,
                                      const DeviceInfo& device, const PlanOverride& override_);
+
+// Where the fused GEMM is taken: why not on the Hopper (wgmma) mainloop, or nullptr where
+// it is (core/gemm_plan.h, wgmma_refusal).
+const char* fp8_wgmma_refusal(const Fp8MatMulProblem& problem, const DeviceInfo& device,
+                              const PlanOverride& override_);
+const char* nbits_wgmma_refusal(const NBitsMatMulProblem& problem, const DeviceInfo& device,
+                                const PlanOverride& override_);
 
 }  // namespace bqmm

@@ -37,6 +37,7 @@
 #include "bqmm/fp8_matmul.h"
 #include "bqmm/nbits_matmul.h"
 #include "bqmm/status.h"
+#include "core/gemm_plan.h"
 
 namespace bqmm {
 
@@ -57,6 +58,9 @@ struct PlanOverride {
 
   bool empty() const;
 };
+
+// The fused GEMM's forced choices of an override (core/gemm_plan.h).
+inline GemmForced gemm_forced(const PlanOverride& o) { return {o.wgmma, o.tile_m, o.gemm_k_split}; }
 
 // Parses the grammar above. An unknown key, a malformed or out-of-range value, or a key
 // given twice is InvalidArgument naming it (`source` prefixes the message, e.g. the

@@ -114,6 +114,28 @@ TEST(GemmPlan, WgmmaTiles) {
   EXPECT_FALSE(wgmma_tile_supported(32, 8, false, 128));
 }
 
+// wgmma_refusal: the reasons in order, nullptr where wgmma is taken.
+TEST(GemmPlan, WgmmaRefusal) {
+  const GemmShape fp8{64, 8192, 8192, 8, true, 128};
+  const auto why = [](const GemmShape& s, DeviceInfo d = kHopper, GemmForced f = {}) {
+    const char* r = wgmma_refusal(s, d, f);
+    return std::string(r == nullptr ? "" : r);
+  };
+  EXPECT_EQ(why(fp8, kHopper, GemmForced{0, 0, 0}), "wgmma=0 (plan override)");
+  EXPECT_EQ(why(fp8, kAmpere), "not an SM90 device (wgmma code is sm_90a only)");
+  if (!wgmma_built()) {
+    EXPECT_EQ(why(fp8), "this build has no SM90 in CUDA_ARCHITECTURES");
+    return;
+  }
+  EXPECT_EQ(why(fp8), "");
+  EXPECT_EQ(why(GemmShape{64, 8192, 8192, 8, true, 64}),
+            "FP8 block_size % 128 != 0 (the wgmma tile scales one block per 128-K slab)");
+  EXPECT_EQ(why(fp8, kHopper, GemmForced{-1, 32, 0}), "tile_m 16 or 32 (plan override)");
+  EXPECT_EQ(why(GemmShape{32, 8192, 8192, 8, true, 128}),
+            "M <= 32: mma.sync's tiles 16 and 32 stream the weight at the memory bound");
+  EXPECT_EQ(why(GemmShape{32, 8192, 8192, 8, true, 128}, kHopper, GemmForced{1, 0, 0}), "");
+}
+
 // The mainloop: wgmma on SM90 from kWgmmaMinRows rows, tile 128 above 64 rows where it
 // exists; mma.sync below, on SM80, for FP8 blocks under a slab, and where forced.
 TEST(GemmPlan, WgmmaMainloop) {

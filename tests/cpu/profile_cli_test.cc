@@ -165,6 +165,36 @@ TEST(ProfileCli, ExplainSaysWhyNotTheFusedGemm) {
   }
 }
 
+// On the fused GEMM, --explain says why a plan is not on the wgmma mainloop, and nothing
+// where it is.
+TEST(ProfileCli, ExplainSaysWhyNotWgmma) {
+  SKIP_WITHOUT_CLI();
+  const struct {
+    const char* args;
+    const char* line;
+  } cases[] = {
+      {"--op fp8 --m 16", "  fused_gemm: mma.sync, not wgmma: M <= 32: "},
+      {"--op fp8 --m 64 --block-size 64", "  fused_gemm: mma.sync, not wgmma: FP8 block_size % 128"},
+      {"--op nbits --m 64 --sm 80 --num-sms 108",
+       "  fused_gemm: mma.sync, not wgmma: not an SM90 device"},
+  };
+  for (const auto& r : cases) {
+    SCOPED_TRACE(r.args);
+    const CliResult c = run_cli(std::string(r.args) + " --n 256 --k 512 --explain --device cpu");
+    EXPECT_EQ(c.exit_code, 0) << c.output;
+    EXPECT_NE(c.output.find("mainloop=mma;"), std::string::npos) << c.output;
+    EXPECT_NE(c.output.find(r.line), std::string::npos) << c.output;
+  }
+  const CliResult w = run_cli("--op nbits --m 64 --n 256 --k 512 --explain --device cpu");
+  EXPECT_EQ(w.exit_code, 0) << w.output;
+  if (w.output.find("mainloop=wgmma;") == std::string::npos) {
+    // A build without SM90 has no wgmma mainloop and says so.
+    EXPECT_NE(w.output.find("not wgmma: this build has no SM90"), std::string::npos) << w.output;
+  } else {
+    EXPECT_EQ(w.output.find("not wgmma"), std::string::npos) << w.output;
+  }
+}
+
 // ------------------------------------------------------------------ flag errors
 TEST(ProfileCli, EveryFlagErrorNamesTheFlag) {
   SKIP_WITHOUT_CLI();
