@@ -210,14 +210,13 @@ struct FusedWgmmaTile {
 
   const Params& p;
   uint8_t* smem;  // kWgmmaAlignBytes-aligned
-  int wg, warp, lane, g, t;
+  int warp, lane, g, t;  // warp w: weight rows 16 w .. 16 w + 15 (warpgroup w / 4)
   int64_t n0, m0;
   int64_t rows[2];  // the lane's weight rows lo, hi (clamped to N - 1)
 
   __device__ FusedWgmmaTile(const Params& params, uint8_t* shared, int64_t n_begin, int64_t m_begin)
       : p(params), smem(shared), n0(n_begin), m0(m_begin) {
     warp = threadIdx.x / 32;
-    wg = warp / 4;
     lane = threadIdx.x % 32;
     g = lane / 4;
     t = lane % 4;
