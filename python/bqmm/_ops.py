@@ -16,7 +16,7 @@ import torch
 # them when the extension is loaded). Inputs in ONNX order, attributes keyword-only.
 FP8_MATMUL_SCHEMA = (
     "fp8_matmul(Tensor a, Tensor b, Tensor b_scale, Tensor? a_scale=None, "
-    "Tensor? bias=None, *, int block_size=128) -> Tensor")
+    "Tensor? bias=None, *, int block_size=128, bool dynamic_act_quant=False) -> Tensor")
 NBITS_MATMUL_SCHEMA = (
     "nbits_matmul(Tensor a, Tensor b, Tensor scales, Tensor? zero_points=None, "
     "Tensor? g_idx=None, Tensor? bias=None, *, int K, int N, int bits=4, int block_size, "
@@ -82,7 +82,8 @@ def _output(a, n):
 
 
 @torch.library.register_fake("bqmm::fp8_matmul")
-def _fp8_matmul_fake(a, b, b_scale, a_scale=None, bias=None, *, block_size=128):
+def _fp8_matmul_fake(a, b, b_scale, a_scale=None, bias=None, *, block_size=128,
+                     dynamic_act_quant=False):
     torch._check(b.dim() == 2, lambda: f"bqmm: InvalidArgument: b: expected rank 2 [N, K] but got rank {b.dim()}")
     torch._check(a.dim() >= 1 and a.shape[-1] == b.shape[1],
                  lambda: f"bqmm: InvalidArgument: a: last dimension must be K = {b.shape[1]}")
@@ -97,9 +98,12 @@ def _nbits_matmul_fake(a, b, scales, zero_points=None, g_idx=None, bias=None, *,
     return _output(a, N)
 
 
-def fp8_matmul(a, b, b_scale, a_scale=None, bias=None, *, block_size=128):
-    """Y = A @ dequant(B)^T + bias (torch.ops.bqmm.fp8_matmul)."""
-    return torch.ops.bqmm.fp8_matmul(a, b, b_scale, a_scale, bias, block_size=block_size)
+def fp8_matmul(a, b, b_scale, a_scale=None, bias=None, *, block_size=128,
+               dynamic_act_quant=False):
+    """Y = A @ dequant(B)^T + bias (torch.ops.bqmm.fp8_matmul). a_scale: static W8A8;
+    dynamic_act_quant: A quantized per row and K block (scale amax / 448) instead."""
+    return torch.ops.bqmm.fp8_matmul(a, b, b_scale, a_scale, bias, block_size=block_size,
+                                     dynamic_act_quant=dynamic_act_quant)
 
 
 def nbits_matmul(a, b, scales, zero_points=None, g_idx=None, bias=None, *, K, N, bits=4,

@@ -18,10 +18,32 @@ def qdq_activation(a, a_scale):
     return (q.float() * s).to(a.dtype)
 
 
-def fp8_matmul(a, b, b_scale, a_scale=None, bias=None, *, block_size=128):
+def dynamic_qdq_activation(a, block_size):
+    """Dynamic quantization's q * s in float64 (contract section 1), per row and K block:
+    s = amax |A| / 448 in float32 (NaN where the block has a NaN), inv = 1 / s (0 for 0),
+    q = e4m3_saturate_rne(A * inv); not rounded to T."""
+    k = a.shape[-1]
+    x = a.float().reshape(-1, k)
+    kb = quant.ceil_div(k, block_size)
+    pad = kb * block_size - k
+    blocks = torch.nn.functional.pad(x, (0, pad)).reshape(x.shape[0], kb, block_size)
+    amax = blocks.abs().amax(dim=-1)
+    amax = torch.where(torch.isnan(blocks).any(dim=-1), torch.full_like(amax, float("nan")), amax)
+    s = (amax / 448.0).repeat_interleave(block_size, dim=-1)[:, :k]
+    inv = torch.where(s != 0, 1.0 / s, torch.zeros_like(s))
+    q = quant.e4m3_saturate(x * inv).float()
+    return (q.double() * s.double()).reshape(a.shape)
+
+
+def fp8_matmul(a, b, b_scale, a_scale=None, bias=None, *, block_size=128,
+               dynamic_act_quant=False):
     """float64 Y of Fp8WeightMatMul (shape A[..., K] -> [..., N])."""
     w = quant.dequantize_fp8(b, b_scale, block_size, torch.float64)
-    x = qdq_activation(a, a_scale) if a_scale is not None else a
+    if dynamic_act_quant:
+        assert a_scale is None, "a_scale and dynamic_act_quant exclude each other"
+        x = dynamic_qdq_activation(a, block_size)
+    else:
+        x = qdq_activation(a, a_scale) if a_scale is not None else a
     y = x.to(torch.float64) @ w.t()
     if bias is not None:
         y = y + bias.to(torch.float64)

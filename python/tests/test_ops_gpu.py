@@ -41,9 +41,11 @@ def nbits_case(m, n, k, dtype, bits=4, bs=32, zp="packed", g_idx=False, bias=Fal
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("m", [1, 3, 8, 40])
 @pytest.mark.parametrize("n,k,bs", [(256, 512, 128), (100, 300, 128), (64, 4096, 64)])
-@pytest.mark.parametrize("bias,w8a8", [(False, False), (True, False), (True, True)])
-def test_fp8_matmul_matches_reference(dtype, m, n, k, bs, bias, w8a8, seed):
+@pytest.mark.parametrize("bias,w8a8,dynamic", [(False, False, False), (True, False, False),
+                                               (True, True, False), (True, False, True)])
+def test_fp8_matmul_matches_reference(dtype, m, n, k, bs, bias, w8a8, dynamic, seed):
     args, kw = fp8_case(m, n, k, dtype, bs, bias, w8a8)
+    kw["dynamic_act_quant"] = dynamic
     y = torch.ops.bqmm.fp8_matmul(*args, **kw)
     assert y.dtype == dtype and tuple(y.shape) == (m, n)
     reference.check(y, reference.fp8_matmul(*args, **kw))

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from bqmm import quant, reference
+from bqmm import nn, quant, reference
 
 
 def test_fp8_block_max_lands_on_448_and_codes_round_to_nearest(seed):
@@ -122,6 +122,34 @@ def test_w8a8_activation_qdq():
     assert y[0, :3].tolist() == [0.3125, -7.0, 224.0]
     assert math.isnan(float(y[0, 3]))
     assert reference.qdq_activation(a[:, :2], torch.tensor(0.0)).float().tolist() == [[0.0, 0.0]]
+
+
+def test_dynamic_activation_quantization():
+    # Per row and K block of 2: s = amax / 448. Row 0: s = 1 and 2^-6, exact. Row 1: 100
+    # rounds to 96 (a tie between e4m3 96 and 104, to even); the second block has a NaN.
+    a = torch.tensor([[448.0, 224.0, 3.5, 7.0], [-448.0, 100.0, float("nan"), 1.0],
+                      [0.0, 0.0, 1.0, 2.0]], dtype=torch.float16)
+    x = reference.dynamic_qdq_activation(a, 2)
+    assert x.dtype == torch.float64
+    assert x[0].tolist() == [448.0, 224.0, 3.5, 7.0]
+    assert x[1, :2].tolist() == [-448.0, 96.0]
+    assert bool(torch.isnan(x[1, 2:]).all())
+    assert x[2, :2].tolist() == [0.0, 0.0]  # an all-zero block: s = 0, nothing
+    # A partial last block (K = 5, block 2) and leading dimensions keep the shape.
+    assert tuple(reference.dynamic_qdq_activation(torch.ones(2, 3, 5), 2).shape) == (2, 3, 5)
+
+
+def test_fp8_linear_dynamic_reference(seed):
+    w = torch.randn(16, 300) / 300 ** 0.5
+    m = nn.Fp8Linear.from_float(w, torch.randn(16), block_size=128, dynamic_act_quant=True,
+                                     dtype=torch.bfloat16)
+    assert "dynamic_act_quant=True" in repr(m)
+    x = torch.randn(5, 300, dtype=torch.bfloat16)
+    y = m.reference(x)
+    xq = reference.dynamic_qdq_activation(x, 128)
+    assert torch.allclose(y, xq @ m.dequantized_weight(torch.float64).t() + m.bias.double())
+    with pytest.raises(ValueError, match="exclude each other"):
+        nn.Fp8Linear(300, 16, w8a8=True, dynamic_act_quant=True)
 
 
 def test_fp8_reference_and_check(seed):

@@ -13,6 +13,8 @@ def test_schemas():
     assert fp8 == "bqmm::" + _ops.FP8_MATMUL_SCHEMA
     assert nbits == "bqmm::" + _ops.NBITS_MATMUL_SCHEMA
     # ONNX order of inputs; attributes keyword-only.
+    args = [a.name for a in torch.ops.bqmm.fp8_matmul.default._schema.arguments]
+    assert args == ["a", "b", "b_scale", "a_scale", "bias", "block_size", "dynamic_act_quant"]
     args = [a.name for a in torch.ops.bqmm.nbits_matmul.default._schema.arguments]
     assert args == ["a", "b", "scales", "zero_points", "g_idx", "bias", "K", "N", "bits",
                     "block_size", "accuracy_level"]
@@ -47,6 +49,9 @@ def test_fake_shapes_and_dtypes():
     assert tuple(y.shape) == (2, 3, 48) and y.dtype == torch.bfloat16 and y.device.type == "meta"
     args, kw = _fp8_meta(shape_a=(200,), dtype=torch.float16)
     assert tuple(torch.ops.bqmm.fp8_matmul(*args, **kw).shape) == (48,)
+    args, kw = _fp8_meta()
+    kw["dynamic_act_quant"] = True
+    assert tuple(torch.ops.bqmm.fp8_matmul(*args, **kw).shape) == (2, 3, 48)
     args, kw = _nbits_meta(dtype=torch.float32)
     y = torch.ops.bqmm.nbits_matmul(*args, **kw)
     assert tuple(y.shape) == (5, 40) and y.dtype == torch.float32
