@@ -45,8 +45,10 @@ def expand_block_scales(scale_inv, n, k, block_n, block_k):
 
 
 def fp8_linear_from_block_scales(weight, scale_inv, bias=None, *, block_size=(128, 128),
-                                 dtype=torch.bfloat16, device=None):
-    """One DeepSeek-V3-layout layer (weight e4m3 [N, K], weight_scale_inv) -> Fp8Linear."""
+                                 dynamic_act_quant=False, dtype=torch.bfloat16, device=None):
+    """One DeepSeek-V3-layout layer (weight e4m3 [N, K], weight_scale_inv) -> Fp8Linear.
+    dynamic_act_quant: quantize its input per token and K block, as these checkpoints
+    are served (default: weight-only, the input at full precision)."""
     block_n, block_k = block_size
     if weight.dtype == torch.uint8:
         weight = weight.view(torch.float8_e4m3fn)
@@ -58,15 +60,18 @@ def fp8_linear_from_block_scales(weight, scale_inv, bias=None, *, block_size=(12
     if device is not None:
         weight, b_scale = weight.to(device), b_scale.to(device)
         bias = None if bias is None else bias.to(device)
-    return nn.Fp8Linear.from_quantized(weight, b_scale, bias, block_size=block_k, dtype=dtype)
+    return nn.Fp8Linear.from_quantized(weight, b_scale, bias, block_size=block_k,
+                                       dynamic_act_quant=dynamic_act_quant, dtype=dtype)
 
 
-def load_fp8_safetensors(path, *, block_size=None, dtype=torch.bfloat16, device=None,
-                         prefix=""):
+def load_fp8_safetensors(path, *, block_size=None, dynamic_act_quant=False,
+                         dtype=torch.bfloat16, device=None, prefix=""):
     """Fp8Linear modules of every `<name>.weight` that has a `<name>.weight_scale_inv` in
     the safetensors file `path` (or every *.safetensors file of a directory), keyed by
     <name>. block_size: (bn, bk), default config.json's weight_block_size, else (128, 128).
-    Other tensors are not returned (see load_safetensors_rest)."""
+    dynamic_act_quant: every module quantizes its input per token and K block (the
+    checkpoints' own serving mode). Other tensors are not returned (see
+    load_safetensors_rest)."""
     from safetensors import safe_open
 
     files = ([os.path.join(path, f) for f in sorted(os.listdir(path)) if f.endswith(".safetensors")]
@@ -87,8 +92,8 @@ def load_fp8_safetensors(path, *, block_size=None, dtype=torch.bfloat16, device=
         if weight is None:
             raise ValueError(f"{key}: no {name}.weight beside it")
         modules[name] = fp8_linear_from_block_scales(
-            weight, scale_inv, tensors.get(name + ".bias"), block_size=block_size, dtype=dtype,
-            device=device)
+            weight, scale_inv, tensors.get(name + ".bias"), block_size=block_size,
+            dynamic_act_quant=dynamic_act_quant, dtype=dtype, device=device)
     return modules
 
 

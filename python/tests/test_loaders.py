@@ -73,6 +73,10 @@ def test_safetensors_fp8_layout(fp8_checkpoint):
     # A directory loads the same, block size from config.json.
     mods2 = bqmm.loaders.load_fp8_safetensors(str(path.parent))
     assert sorted(mods2) == sorted(expected)
+    assert not any(m.dynamic_act_quant for m in mods2.values())
+    # The checkpoints' serving mode: every module quantizes its input dynamically.
+    dyn = bqmm.loaders.load_fp8_safetensors(str(path), dynamic_act_quant=True)
+    assert all(m.dynamic_act_quant and m.input_scale is None for m in dyn.values())
 
 
 def test_safetensors_bad_scale_shape(tmp_path):
