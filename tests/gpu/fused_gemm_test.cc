@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <initializer_list>
 
 #include "bqmm/status.h"
 #include "common/fp8_runner.h"
@@ -44,6 +45,13 @@ GemmConfig config_for(int tile_m, int k_split) {
   g.tile_n = kGemmTileN;
   g.stages = 0;  // the kernel's own
   g.k_split = k_split;
+  return g;
+}
+
+// The Hopper mainloop's configuration of a tile (cuda/gemm/fused_wgmma.cuh).
+GemmConfig wgmma_config(int tile_m, int k_split) {
+  GemmConfig g = config_for(tile_m, k_split);
+  g.wgmma = true;
   return g;
 }
 
@@ -154,15 +162,15 @@ using testing::nbits_spec;
 // Blocks 16 .. 256 at both widths: a slab is 128 codes (8-bit) or 256 (4-bit), so this
 // covers one block per slab, two, and one per lane word. K = 1000 leaves a partial last
 // block everywhere (its padding codes are random in the stored row); 4-bit block 16 needs
-// an even block count for 16-byte rows, K = 992.
-TEST(FusedGemmNBits, EveryBlockAndTileAgainstReference) {
-  BQMM_REQUIRE_GPU();
-  if (!tensor_cores_available()) GTEST_SKIP() << "the fused GEMM needs SM80+";
-  uint64_t seed = 100;
+// an even block count for 16-byte rows, K = 992. Each tile of `tiles` the mainloop has
+// (wgmma: wgmma_tile_supported), with and without zero points; M, N, the type, the K
+// split and the bias cycle with the case's seed.
+void check_every_nbits_block(uint64_t seed, bool wgmma, std::initializer_list<int> tiles) {
   for (const int bits : {4, 8})
     for (const int64_t block : {int64_t{16}, int64_t{32}, int64_t{64}, int64_t{128}, int64_t{256}})
       for (const bool zero_points : {false, true})
-        for (const int tile_m : {16, 32, 64}) {
+        for (const int tile_m : tiles) {
+          if (wgmma && !wgmma_tile_supported(tile_m, bits, false, block)) continue;
           const DType t = kDTypes[seed % 2];
           const int64_t m = kRows[seed % 9];
           const int64_t n = seed % 2 == 0 ? 1000 : 333;
@@ -175,8 +183,15 @@ TEST(FusedGemmNBits, EveryBlockAndTileAgainstReference) {
           const NBitsCase c = reference::make_random_nbits_case(
               nbits_spec(t, bits, m, n, k, block, zero_points, /*bias=*/seed % 3 != 0), seed);
           ++seed;
-          check_nbits(c, config_for(tile_m, k_split));
+          check_nbits(c, wgmma ? wgmma_config(tile_m, k_split) : config_for(tile_m, k_split));
         }
+}
+
+// Every block size and mma.sync tile (check_every_nbits_block).
+TEST(FusedGemmNBits, EveryBlockAndTileAgainstReference) {
+  BQMM_REQUIRE_GPU();
+  if (!tensor_cores_available()) GTEST_SKIP() << "the fused GEMM needs SM80+";
+  check_every_nbits_block(100, /*wgmma=*/false, {16, 32, 64});
 }
 
 // Every weight value the codes can take (uniform codes over the whole range, fractional
@@ -225,12 +240,6 @@ bool wgmma_available() {
   GTEST_SKIP() << "the wgmma mainloop needs an SM90 device and a build with SM90 (" \
                << (wgmma_built() ? "built" : "not built") << ")"
 
-GemmConfig wgmma_config(int tile_m, int k_split) {
-  GemmConfig g = config_for(tile_m, k_split);
-  g.wgmma = true;
-  return g;
-}
-
 // FP8 takes blocks of a whole slab (128) or more; K % block != 0 in the second and third.
 TEST(FusedWgmmaFp8, EveryRowCountAndSplitAgainstReference) {
   BQMM_REQUIRE_WGMMA();
@@ -253,28 +262,10 @@ TEST(FusedWgmmaFp8, EveryRowCountAndSplitAgainstReference) {
       }
 }
 
+// Every block size and wgmma tile (check_every_nbits_block).
 TEST(FusedWgmmaNBits, EveryBlockAndTileAgainstReference) {
   BQMM_REQUIRE_WGMMA();
-  uint64_t seed = 500;
-  for (const int bits : {4, 8})
-    for (const int64_t block : {int64_t{16}, int64_t{32}, int64_t{64}, int64_t{128}, int64_t{256}})
-      for (const bool zero_points : {false, true})
-        for (const int tile_m : {64, 128}) {
-          if (!wgmma_tile_supported(tile_m, bits, false, block)) continue;
-          const DType t = kDTypes[seed % 2];
-          const int64_t m = kRows[seed % 9];
-          const int64_t n = seed % 2 == 0 ? 1000 : 333;
-          const int64_t k = bits == 4 && block == 16 ? 992 : 1000;
-          const int k_split = 1 + static_cast<int>(seed % 3);
-          SCOPED_TRACE(::testing::Message()
-                       << bits << "-bit M=" << m << " N=" << n << " K=" << k << " block="
-                       << block << " " << dtype_name(t) << (zero_points ? " zero points" : "")
-                       << " tile_m=" << tile_m << " k_split=" << k_split);
-          const NBitsCase c = reference::make_random_nbits_case(
-              nbits_spec(t, bits, m, n, k, block, zero_points, /*bias=*/seed % 3 != 0), seed);
-          ++seed;
-          check_nbits(c, wgmma_config(tile_m, k_split));
-        }
+  check_every_nbits_block(500, /*wgmma=*/true, {64, 128});
 }
 
 TEST(FusedWgmmaNBits, AllCodesAndEveryRowCount) {
