@@ -73,14 +73,17 @@ inline int gemm_blocks_per_sm(int tile_m, int bits, int sm) {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(2, fit)));
 }
 
-// The Hopper mainloop (cuda/gemm/fused_wgmma.cuh, SM90 only): two warpgroups, each 64 of
-// the block's kGemmTileN weight rows, multiply with wgmma (A = the decoded weight in
-// registers, B = tile_m activation rows in shared memory, tile_m = the wgmma's N). Its
-// activation tile has no pad (the 128-byte swizzle of the wgmma operand layout keeps
-// loads conflict-free), one block per SM, as many stages as kWgmmaSmemBytes holds.
-constexpr int kWgmmaThreads = 256;
+// The Hopper mainloop (cuda/gemm/fused_wgmma.cuh, SM90 only): a producer warpgroup loads
+// the slabs; two consumer warpgroups, each 64 of the block's kGemmTileN weight rows,
+// multiply with wgmma (A = the decoded weight in registers, B = tile_m activation rows in
+// shared memory, tile_m = the wgmma's N). Its activation tile has no pad (the 128-byte
+// swizzle of the wgmma operand layout keeps loads conflict-free), one block per SM, as
+// many stages as kWgmmaSmemBytes holds.
+constexpr int kWgmmaProducerThreads = 128;
+constexpr int kWgmmaConsumerThreads = 256;
+constexpr int kWgmmaThreads = kWgmmaProducerThreads + kWgmmaConsumerThreads;
 constexpr int kWgmmaMaxStages = 6;
-constexpr int kWgmmaMinStages = 3;         // a stage refills two slabs after its use
+constexpr int kWgmmaMinStages = 3;  // one slab in the wgmma, one decoded, one in flight
 constexpr int64_t kWgmmaSmemBytes = 200 * 1024;
 constexpr int64_t kWgmmaAlignBytes = 1024;  // the swizzle atom: stage bases aligned to it
 constexpr int64_t wgmma_stage_bytes(int tile_m, int bits) {

@@ -558,7 +558,24 @@ struct FusedGemmTile {
 
 // Grid: x = M tiles x N tiles, the M tile varying fastest (the blocks that share a weight
 // strip run together: it comes from HBM once, from L2 after, while the activation, small
-// at these M, stays in L2); z = the K split, slabs_per_split slabs each.
+// at these M, stays in L2); z = the K split, slabs_per_split slabs each. Both mainloops
+// (this file's and fused_wgmma.cuh's) take their block's tile from it.
+struct GemmBlockTile {
+  int64_t m0, n0;                 // first activation row, first weight row
+  int64_t slab_begin, slab_end;   // the K slabs [begin, end)
+};
+template <int kTileM, typename Params>
+__device__ __forceinline__ GemmBlockTile gemm_block_tile(const Params& p) {
+  GemmBlockTile b;
+  const uint32_t m_tiles = static_cast<uint32_t>((p.m + kTileM - 1) / kTileM);
+  b.m0 = static_cast<int64_t>(blockIdx.x % m_tiles) * kTileM;
+  b.n0 = static_cast<int64_t>(blockIdx.x / m_tiles) * kGemmTileN;
+  const int64_t slabs = (p.row_bytes + kGemmSlabBytes - 1) / kGemmSlabBytes;
+  b.slab_begin = static_cast<int64_t>(blockIdx.z) * p.slabs_per_split;
+  b.slab_end = b.slab_begin + p.slabs_per_split < slabs ? b.slab_begin + p.slabs_per_split : slabs;
+  return b;
+}
+
 // Launch bounds: two blocks per SM (128 registers) where the stages fit twice
 // (core/gemm_plan.h, gemm_two_block_stages), else one.
 template <typename T, GemmWeights kW, int kTileM, int kConsts>
@@ -566,14 +583,9 @@ __global__ void __launch_bounds__(GemmWarps<kTileM>::kThreads,
                                   gemm_two_block_stages(kTileM, GemmFormat<kW>::kBits) > 0 ? 2 : 1)
     FusedGemmKernel(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>> p) {
   extern __shared__ __align__(128) uint8_t gemm_smem[];
-  const uint32_t m_tiles = static_cast<uint32_t>((p.m + kTileM - 1) / kTileM);
-  const int64_t m0 = static_cast<int64_t>(blockIdx.x % m_tiles) * kTileM;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x / m_tiles) * kGemmTileN;
-  const int64_t slabs = (p.row_bytes + kGemmSlabBytes - 1) / kGemmSlabBytes;
-  const int64_t begin = static_cast<int64_t>(blockIdx.z) * p.slabs_per_split;
-  const int64_t end = begin + p.slabs_per_split < slabs ? begin + p.slabs_per_split : slabs;
-  const FusedGemmTile<T, kW, kTileM, kConsts> tile(p, gemm_smem, n0, m0);
-  tile.run(begin, end);
+  const GemmBlockTile b = gemm_block_tile<kTileM>(p);
+  const FusedGemmTile<T, kW, kTileM, kConsts> tile(p, gemm_smem, b.n0, b.m0);
+  tile.run(b.slab_begin, b.slab_end);
 }
 
 // k_split > 1: Y = round_T(sum of the partial planes + bias), one thread per output.

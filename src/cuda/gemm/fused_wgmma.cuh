@@ -5,11 +5,14 @@
 //   FP8:    Y[m, n] = sum_b (sum_{k in block b} A[m, k] * e4m3(W[n, k])) * scale[n, b] + bias[n]
 //   N-bit:  Y[m, n] = sum_k A[m, k] * round_T((q[n, k] - zp[n, b]) * scale[n, b]) + bias[n]
 //
-// Block. Two warpgroups; warpgroup wg owns weight rows 64 wg .. 64 wg + 63 of the block's
-// kGemmTileN = 128 (warp i of it rows 16 i .. 16 i + 15, the wgmma's register A fragment),
-// all kTileM activation rows (64 or 128: the wgmma's N), and a range of K slabs (128 bytes
-// of each weight row, as in fused_gemm.cuh). One wgmma m64n{kTileM}k16 does the work of
-// kTileM / 8 mma.sync per warp, so the warps' issue slots go to decoding.
+// Block. Three warpgroups, roles parted once: warpgroup 0 the producer (it only copies
+// slabs into a ring of shared-memory stages), warpgroups 1 and 2 the consumers. Consumer
+// warpgroup c owns weight rows 64 c .. 64 c + 63 of the block's kGemmTileN = 128 (its
+// warp i rows 16 i .. 16 i + 15, the wgmma's register A fragment), all kTileM activation
+// rows (64 or 128: the wgmma's N), and the block's range of K slabs (128 bytes of each
+// weight row, as in fused_gemm.cuh). One wgmma m64n{kTileM}k16 does the work of
+// kTileM / 8 mma.sync per warp, so the consumers' issue slots go to decoding. setmaxnreg
+// moves registers from the producer (40) to the consumers (232).
 //
 // Operands. A: each lane decodes its 4-byte words of the staged weight (ldmatrix, as in
 // fused_gemm.cuh) straight into the A fragment, registers a[0..3] = rows (g, g + 8) x
@@ -27,12 +30,16 @@
 // Physical pair p of a chunk (2 kSteps pairs per word) thus lands at logical k
 // 16 s + 2 t + 8 h, t = p / (2 kSteps), s = (p / 2) % kSteps, h = p % 2 (act_pair_offset).
 //
-// Pipeline, per slab i (cp.async ring of kStages; every thread loads and computes):
-//   wait for slab i, fence it to the async proxy, barrier;
-//   load slab i + kStages - 2 into the stage slab i - 2 used (its wgmma finished: below);
-//   per group of 8 k16 steps (8-bit: the slab; 4-bit: each half): decode into register
-//   buffer b, issue the group's 8 wgmma, commit, wait until one group is pending (the
-//   previous group done: its buffer and stage are free again).
+// Pipeline: a ring of kStages stages, each with two mbarriers (WgmmaRing). The producer
+// copies slab i into stage i % kStages (cp.async; first waiting on `empty` for the
+// consumers to release the stage's previous slab), keeps kStages - 1 slabs in flight, and
+// publishes the oldest once its copies have landed: wait, proxy fence (wgmma reads the
+// activations through the async proxy), arrive on `full`. Each consumer warp, per slab i:
+// wait on `full`; per group of 8 k16 steps (8-bit: the slab; 4-bit: each half) decode
+// into register buffer b, issue the group's 8 wgmma, commit, wait until one group is
+// pending (the previous group done: its buffer is free, and slab i - 1's stage is
+// released on `empty`). No block-wide barrier: the two consumer warpgroups run apart, so
+// one's decode overlaps the other's wgmma.
 // Register buffers alternate between groups (8-bit: between slabs, so the slab loop is
 // unrolled by two). FP8: each slab's wgmma sums into a fresh `part`; before the next
 // slab's group is issued, the previous one is waited for and its part folded into acc
@@ -49,6 +56,7 @@
 
 #include "core/gemm_plan.h"
 #include "cuda/gemm/fused_gemm.cuh"
+#include "cuda/gemv/tma.cuh"  // mbarrier_*
 
 namespace bqmm::cuda {
 
@@ -184,6 +192,55 @@ __device__ __forceinline__ void decode_word_adjacent4(uint32_t q, const BlockCon
 }
 
 // ================================================================= the kernel
+// Register budgets of the two roles (setmaxnreg): the launch gives every thread
+// 65536 / kWgmmaThreads = 168; the producer gives most of its share to the consumers
+// (128 x 40 + 256 x 232 = 128 x 168 + 256 x 168).
+constexpr int kWgmmaProducerRegs = 40;
+constexpr int kWgmmaConsumerRegs = 232;
+static_assert(kWgmmaProducerThreads * kWgmmaProducerRegs + kWgmmaConsumerThreads * kWgmmaConsumerRegs <=
+                  65536,
+              "the register file of one SM");
+
+template <int kRegs>
+__device__ __forceinline__ void set_max_registers_inc() {
+#if BQMM_WGMMA_ENABLED
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(kRegs));
+#endif
+}
+template <int kRegs>
+__device__ __forceinline__ void set_max_registers_dec() {
+#if BQMM_WGMMA_ENABLED
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(kRegs));
+#endif
+}
+
+// The ring's two barriers per stage: `full` completes when the producer's copies of a
+// slab have landed (every producer thread arrives once per fill), `empty` when both
+// consumer warpgroups are done with it (one arrival per consumer warp).
+template <int kStages>
+struct WgmmaRing {
+  uint64_t full[kStages];
+  uint64_t empty[kStages];
+
+  __device__ void init() {
+#pragma unroll
+    for (int s = 0; s < kStages; ++s) {
+      mbarrier_init(&full[s], kWgmmaProducerThreads);
+      mbarrier_init(&empty[s], kWgmmaConsumerThreads / 32);
+    }
+    mbarrier_init_fence();
+  }
+  // Fill u = i / kStages of a stage completes phase u of its barriers.
+  __device__ __forceinline__ void wait_full(int64_t i) {
+    mbarrier_wait(&full[i % kStages], static_cast<uint32_t>(i / kStages) & 1u);
+  }
+  __device__ __forceinline__ void wait_empty(int64_t i) {  // the use before slab i's
+    mbarrier_wait(&empty[i % kStages], static_cast<uint32_t>(i / kStages - 1) & 1u);
+  }
+  __device__ __forceinline__ void arrive_full(int64_t i) { mbarrier_arrive(&full[i % kStages]); }
+  __device__ __forceinline__ void arrive_empty(int64_t i) { mbarrier_arrive(&empty[i % kStages]); }
+};
+
 // Template parameters as FusedGemmTile's; kTileM is 64 or 128; FP8 only with kConsts 1.
 template <typename T, GemmWeights kW, int kTileM, int kConsts>
 struct FusedWgmmaTile {
@@ -192,6 +249,8 @@ struct FusedWgmmaTile {
   using Params = GemmParams<T, S>;
   static constexpr bool kFp8 = kW == GemmWeights::kFp8;
   static constexpr int kStages = wgmma_stages(kTileM, F::kBits);
+  // Slabs the producer keeps in flight before it publishes the oldest (below).
+  static constexpr int kLag = kStages - 1;
   static constexpr int kWeightBytes = kGemmTileN * static_cast<int>(kGemmSlabBytes);
   static constexpr int kStageBytes = static_cast<int>(wgmma_stage_bytes(kTileM, F::kBits));
   static constexpr int kPanels = F::kSlabK / 64;       // 64-K panels of the activation tile
@@ -202,7 +261,7 @@ struct FusedWgmmaTile {
   static constexpr int kGroupChunks = F::kChunks / kGroups;
   static constexpr int kAcc = kTileM / 2;
   static constexpr bool kPrefetch = kConsts <= 2;
-  static_assert(kStages >= kWgmmaMinStages, "a stage refills two slabs after its use");
+  static_assert(kStages >= kWgmmaMinStages, "a slab in use, one decoded, one in flight");
   static_assert(kWeightBytes % kWgmmaAlignBytes == 0 && kStageBytes % kWgmmaAlignBytes == 0,
                 "activation panels on swizzle-atom boundaries");
   static_assert(!kFp8 || kConsts == 1, "FP8: one scale block per slab");
@@ -210,31 +269,35 @@ struct FusedWgmmaTile {
 
   const Params& p;
   uint8_t* smem;  // kWgmmaAlignBytes-aligned
-  int warp, lane, g, t;  // warp w: weight rows 16 w .. 16 w + 15 (warpgroup w / 4)
+  WgmmaRing<kStages>& ring;
+  int warp, lane, g, t;  // consumer warp w: weight rows 16 w .. 16 w + 15 (warpgroup w / 4)
   int64_t n0, m0;
   int64_t rows[2];  // the lane's weight rows lo, hi (clamped to N - 1)
 
-  __device__ FusedWgmmaTile(const Params& params, uint8_t* shared, int64_t n_begin, int64_t m_begin)
-      : p(params), smem(shared), n0(n_begin), m0(m_begin) {
-    warp = threadIdx.x / 32;
-    lane = threadIdx.x % 32;
+  // `thread`: the thread's index within its role (producer 0..127, consumer 0..255).
+  __device__ FusedWgmmaTile(const Params& params, uint8_t* shared, WgmmaRing<kStages>& r, int thread,
+                            int64_t n_begin, int64_t m_begin)
+      : p(params), smem(shared), ring(r), n0(n_begin), m0(m_begin) {
+    warp = thread / 32;
+    lane = thread % 32;
     g = lane / 4;
     t = lane % 4;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int64_t r = n0 + 16 * warp + 8 * h + g;
-      rows[h] = r < p.n ? r : p.n - 1;
+      const int64_t row = n0 + 16 * warp + 8 * h + g;
+      rows[h] = row < p.n ? row : p.n - 1;
     }
   }
 
   // ---------------------------------------------------------------- producer
   // Weight: as fused_gemm.cuh, 16-byte cp.async of [128 rows][128 bytes], chunk c of row r
-  // at 16 (c ^ (r % 8)); thread x copies chunk x % 8 of rows x / 8 + 32 pass.
+  // at 16 (c ^ (r % 8)); producer thread x copies chunk x % 8 of rows x / 8 + 16 pass.
   // Activations: a warp copies 32 consecutive pairs (64 K, one panel's worth) of one row
-  // per unit, lane l pair l, to its permuted place; warp w takes rows w + 8 j, so the
-  // swizzle of its rows (r % 8 = w) is the same for all of them.
-  static constexpr int kWeightPasses = kGemmTileN * F::kChunks / kWgmmaThreads;
-  static constexpr int kActRowsPerWarp = kTileM / 8;
+  // per unit, lane l pair l, to its permuted place; producer warp w takes rows w + 4 j,
+  // whose swizzle (r % 8) is w for even j and w + 4 for odd j.
+  static constexpr int kRowsPerPass = kWgmmaProducerThreads / F::kChunks;
+  static constexpr int kWeightPasses = kGemmTileN / kRowsPerPass;
+  static constexpr int kActRowsPerWarp = kTileM / 4;
 
   // Byte offset within a panel row of the lane's pair (before the swizzle).
   __device__ __forceinline__ uint32_t act_pair_offset() const {
@@ -247,33 +310,36 @@ struct FusedWgmmaTile {
 
   struct Loader {
     const uint8_t* w_src;  // weight row r0, chunk wc
-    int64_t w_stride;      // 32 weight rows
+    int64_t w_stride;      // kRowsPerPass weight rows
     uint32_t w_dst;        // in a stage
     uint32_t w_rows_ok;    // bit pass
     int wc;
-    uint32_t a_dst;        // in a stage: row `warp`, the lane's pair, panel 0
-    uint32_t a_rows_ok;    // bit j: activation row warp + 8 j exists
+    uint32_t a_dst[2];     // in a stage: the lane's pair of rows warp and warp + 4, panel 0
+    int a_units;           // activation rows warp + 4 j, j < a_units, exist
     const T* a_src;        // activation row m0 + warp, the lane's pair
   };
 
   __device__ Loader make_loader() const {
     Loader l;
-    const int r0 = threadIdx.x / F::kChunks;
-    l.wc = threadIdx.x % F::kChunks;
+    const int x = warp * 32 + lane;
+    const int r0 = x / F::kChunks;
+    l.wc = x % F::kChunks;
     l.w_dst = r0 * kGemmSlabBytes + 16 * (l.wc ^ (r0 % 8));
-    l.w_stride = (kWgmmaThreads / F::kChunks) * p.row_bytes;
+    l.w_stride = kRowsPerPass * p.row_bytes;
     l.w_src = p.b + (n0 + r0 < p.n ? (n0 + r0) * p.row_bytes : 0) + 16 * l.wc;
     l.w_rows_ok = 0;
 #pragma unroll
     for (int pass = 0; pass < kWeightPasses; ++pass)
-      if (n0 + r0 + pass * (kWgmmaThreads / F::kChunks) < p.n) l.w_rows_ok |= 1u << pass;
+      if (n0 + r0 + pass * kRowsPerPass < p.n) l.w_rows_ok |= 1u << pass;
     const uint32_t kb = act_pair_offset();
-    l.a_dst = kWeightBytes + warp * 128 + (((kb >> 4) ^ warp) << 4) + (kb & 15);
-    l.a_src = p.a + (m0 + warp < p.m ? (m0 + warp) * p.k : 0) + 2 * lane;
-    l.a_rows_ok = 0;
 #pragma unroll
-    for (int j = 0; j < kActRowsPerWarp; ++j)
-      if (m0 + warp + 8 * j < p.m) l.a_rows_ok |= 1u << j;
+    for (int q = 0; q < 2; ++q) {
+      const int r = warp + 4 * q;  // row % 8 of the even (q = 0) and odd (q = 1) units
+      l.a_dst[q] = kWeightBytes + r * 128 + (((kb >> 4) ^ r) << 4) + (kb & 15);
+    }
+    l.a_src = p.a + (m0 + warp) * p.k + 2 * lane;  // dereferenced for rows < M only
+    const int64_t rows_left = p.m - m0 - warp;  // rows warp + 4 j < M - m0
+    l.a_units = rows_left <= 0 ? 0 : static_cast<int>(rows_left < 4 * kActRowsPerWarp ? (rows_left + 3) / 4 : kActRowsPerWarp);
     return l;
   }
 
@@ -287,14 +353,18 @@ struct FusedWgmmaTile {
   __device__ __forceinline__ static void cp_async4(uint32_t dst, const void* src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
   }
+  // Shared offset of activation unit j (row warp + 4 j) of panel `panel`.
+  __device__ __forceinline__ static uint32_t act_unit(const Loader& l, int j, int panel) {
+    return l.a_dst[j % 2] + (j / 2) * 1024 + panel * kPanelBytes;
+  }
 
   // Slab `slab` into stage `stage`. Where the block's tile lies inside A and B (every row
   // exists, the slab inside K), the copies need no predicates: a pointer step per row and
-  // immediate offsets; else each is zero-filled where out of range.
+  // immediate offsets; else weight copies are zero-filled where out of range and the
+  // activations as below.
   __device__ __forceinline__ void load_stage(const Loader& l, int stage, int64_t slab) const {
     const uint32_t base = smem_addr(smem + stage * kStageBytes);
     const int64_t w_off = slab * kGemmSlabBytes;
-    constexpr int kRowsPerPass = kWgmmaThreads / F::kChunks;
     if (n0 + kGemmTileN <= p.n && w_off + kGemmSlabBytes <= p.row_bytes) {
       const uint8_t* src = l.w_src + w_off;
 #pragma unroll
@@ -309,28 +379,64 @@ struct FusedWgmmaTile {
                    ok ? l.w_src + pass * l.w_stride + w_off : p.b, ok);
       }
     }
+    // Activation rows past M are not copied: whatever their shared memory holds only
+    // reaches output rows that are not stored. K past the end is zero-filled (the weight's
+    // is zero there too, and 0 x garbage could be NaN).
     const int64_t k0 = slab * F::kSlabK;
-    if (m0 + kTileM <= p.m && k0 + F::kSlabK <= p.k) {
-      const T* src = l.a_src + k0;
-      const int64_t row_step = 8 * p.k;
+    const int64_t row_step = 4 * p.k;
+    const T* src = l.a_src + k0;
+    if (k0 + F::kSlabK <= p.k) {
+      if (m0 + kTileM <= p.m) {
 #pragma unroll
-      for (int j = 0; j < kActRowsPerWarp; ++j, src += row_step)
+        for (int j = 0; j < kActRowsPerWarp; ++j, src += row_step)
 #pragma unroll
-        for (int panel = 0; panel < kPanels; ++panel)
-          cp_async4(base + l.a_dst + panel * kPanelBytes + j * 1024, src + 64 * panel);
+          for (int panel = 0; panel < kPanels; ++panel) cp_async4(base + act_unit(l, j, panel), src + 64 * panel);
+      } else {
+#pragma unroll
+        for (int j = 0; j < kActRowsPerWarp; ++j, src += row_step)
+          if (j < l.a_units)
+#pragma unroll
+            for (int panel = 0; panel < kPanels; ++panel)
+              cp_async4(base + act_unit(l, j, panel), src + 64 * panel);
+      }
     } else {
 #pragma unroll
-      for (int panel = 0; panel < kPanels; ++panel) {
-        const int64_t kp = k0 + 64 * panel;
-        const bool in_row = kp + 2 * lane < p.k;
+      for (int j = 0; j < kActRowsPerWarp; ++j, src += row_step)
+        if (j < l.a_units)
 #pragma unroll
-        for (int j = 0; j < kActRowsPerWarp; ++j) {
-          const bool ok = in_row && ((l.a_rows_ok >> j) & 1u) != 0;
-          cp_async4(base + l.a_dst + panel * kPanelBytes + j * 1024,
-                    ok ? l.a_src + 8 * j * p.k + kp : p.a, ok);
-        }
+          for (int panel = 0; panel < kPanels; ++panel) {
+            const bool ok = k0 + 64 * panel + 2 * lane < p.k;
+            cp_async4(base + act_unit(l, j, panel), ok ? src + 64 * panel : p.a, ok);
+          }
+    }
+  }
+
+  // Publishes slab i: this thread's copies of it have landed (the caller waited for
+  // them); the proxy fence makes them visible to wgmma's reads of the activations.
+  __device__ __forceinline__ void publish(int64_t i) const {
+    fence_proxy_async_shared();
+    ring.arrive_full(i);
+  }
+
+  // The producer's loop: slab i goes into stage i % kStages once the consumers released
+  // that stage's previous slab; kLag slabs are in flight, and when slab i's copies are
+  // issued slab i - kLag + 1's are waited for and published.
+  __device__ __forceinline__ void produce(int64_t slab_begin, int64_t slab_end) const {
+    const int64_t count = slab_end - slab_begin;
+    const Loader loader = make_loader();
+#pragma unroll 1
+    for (int64_t i = 0; i < count; ++i) {
+      if (i >= kStages) ring.wait_empty(i);
+      load_stage(loader, static_cast<int>(i % kStages), slab_begin + i);
+      cp_async_commit();
+      if (i >= kLag - 1) {
+        cp_async_wait<kLag - 1>();
+        publish(i - kLag + 1);
       }
     }
+    cp_async_wait<0>();
+#pragma unroll 1
+    for (int64_t i = count - kLag + 1 > 0 ? count - kLag + 1 : 0; i < count; ++i) publish(i);
   }
 
   // ---------------------------------------------------------------- block constants
@@ -470,16 +576,15 @@ struct FusedWgmmaTile {
     RawConsts<kW, T> prev[2][kConsts];       // FP8: the previous slab's (its fold)
   };
 
+  // Slab i is done with (its wgmma finished): this warp's share of releasing its stage.
+  __device__ __forceinline__ void release(int64_t i) const {
+    if (lane == 0) ring.arrive_empty(i);
+  }
+
   // Slab i (its register buffers B: the slab's parity for 8-bit; 4-bit uses 0 and 1).
   template <int kB>
-  __device__ __forceinline__ void slab_step(const Loader& loader, State& st, int64_t begin,
-                                            int64_t count, int64_t i) const {
-    cp_async_wait<kStages - 3>();
-    fence_proxy_async_shared();
-    __syncthreads();  // slab i visible; every warp's wgmma of slab i - 2 done
-    const int64_t next = i + kStages - 2;
-    if (next < count) load_stage(loader, static_cast<int>(next % kStages), begin + next);
-    cp_async_commit();
+  __device__ __forceinline__ void slab_step(State& st, int64_t begin, int64_t count, int64_t i) const {
+    ring.wait_full(i);
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -493,67 +598,71 @@ struct FusedWgmmaTile {
       const int buf = kGroups == 1 ? kB : grp;
       decode_group(wbase, begin + i, grp, st.cur, st.a[buf]);
       if constexpr (kFp8) {
-        // The previous slab's group done, its sums folded, then this slab's into `part`.
+        // The previous slab's group done, its stage released and its sums folded, then
+        // this slab's into `part`.
         wgmma_wait<0>();
         fence_operands(st.part);
-        if (i > 0) fold(st.prev, st.acc, st.part);
+        if (i > 0) {
+          release(i - 1);
+          fold(st.prev, st.acc, st.part);
+        }
         st.prev[0][0] = st.cur[0][0];
         st.prev[1][0] = st.cur[1][0];
         issue_group(abase, grp, st.a[buf], st.part, true);
       } else {
         issue_group(abase, grp, st.a[buf], st.acc, false);
-        wgmma_wait<1>();  // the previous group done: its registers and stage are free
+        wgmma_wait<1>();  // the previous group done: its registers (and stage) are free
+        if (grp == 0 && i > 0) release(i - 1);
       }
     }
   }
 
-  __device__ __forceinline__ void run(int64_t slab_begin, int64_t slab_end) const {
+  __device__ __forceinline__ void consume(int64_t slab_begin, int64_t slab_end) const {
     State st;
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) st.acc[i] = 0.0f;
     const int64_t count = slab_end - slab_begin;
-    const Loader loader = make_loader();
-#pragma unroll
-    for (int s = 0; s < kStages - 2; ++s) {
-      if (s < count) load_stage(loader, s, slab_begin + s);
-      cp_async_commit();
-    }
     if (count > 0) prefetch_consts(slab_begin, st.pre);
     int64_t i = 0;
 #pragma unroll 1
     for (; i + 1 < count; i += 2) {
-      slab_step<0>(loader, st, slab_begin, count, i);
-      slab_step<1>(loader, st, slab_begin, count, i + 1);
+      slab_step<0>(st, slab_begin, count, i);
+      slab_step<1>(st, slab_begin, count, i + 1);
     }
-    if (i < count) slab_step<0>(loader, st, slab_begin, count, i);
+    if (i < count) slab_step<0>(st, slab_begin, count, i);
     wgmma_wait<0>();
     if constexpr (kFp8) {  // the last slab's fold
       fence_operands(st.part);
       if (count > 0) fold(st.prev, st.acc, st.part);
     }
     fence_operands(st.acc);
-    cp_async_wait<0>();
     store(st.acc);
   }
 };
 
 // Grid as FusedGemmKernel's (M tiles fastest, then N tiles; z the K split); one block of
-// two warpgroups per SM.
+// three warpgroups per SM: warpgroup 0 loads (the producer), 1 and 2 multiply.
 template <typename T, GemmWeights kW, int kTileM, int kConsts>
 __global__ void __launch_bounds__(kWgmmaThreads, 1)
     FusedWgmmaKernel(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>> p) {
 #if BQMM_WGMMA_ENABLED
+  using Tile = FusedWgmmaTile<T, kW, kTileM, kConsts>;
   extern __shared__ __align__(1024) uint8_t wgmma_smem_raw[];
+  __shared__ WgmmaRing<Tile::kStages> ring;
   uint8_t* smem = reinterpret_cast<uint8_t*>(
       (reinterpret_cast<uintptr_t>(wgmma_smem_raw) + kWgmmaAlignBytes - 1) & ~uintptr_t{kWgmmaAlignBytes - 1});
-  const uint32_t m_tiles = static_cast<uint32_t>((p.m + kTileM - 1) / kTileM);
-  const int64_t m0 = static_cast<int64_t>(blockIdx.x % m_tiles) * kTileM;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x / m_tiles) * kGemmTileN;
-  const int64_t slabs = (p.row_bytes + kGemmSlabBytes - 1) / kGemmSlabBytes;
-  const int64_t begin = static_cast<int64_t>(blockIdx.z) * p.slabs_per_split;
-  const int64_t end = begin + p.slabs_per_split < slabs ? begin + p.slabs_per_split : slabs;
-  const FusedWgmmaTile<T, kW, kTileM, kConsts> tile(p, smem, n0, m0);
-  tile.run(begin, end);
+  const GemmBlockTile b = gemm_block_tile<kTileM>(p);
+  if (threadIdx.x == 0) ring.init();
+  __syncthreads();  // the only block-wide barrier: the roles part here
+  if (threadIdx.x < kWgmmaProducerThreads) {
+    set_max_registers_dec<kWgmmaProducerRegs>();
+    const Tile tile(p, smem, ring, threadIdx.x, b.n0, b.m0);
+    tile.produce(b.slab_begin, b.slab_end);
+  } else {
+    set_max_registers_inc<kWgmmaConsumerRegs>();
+    const Tile tile(p, smem, ring, threadIdx.x - kWgmmaProducerThreads, b.n0, b.m0);
+    tile.consume(b.slab_begin, b.slab_end);
+  }
 #else
   __trap();
 #endif

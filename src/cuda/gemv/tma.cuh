@@ -97,6 +97,12 @@ __device__ __forceinline__ void mbarrier_wait(uint64_t* bar, uint32_t parity) {
         : "memory");
 }
 
+// One arrival on `bar` (release: this thread's earlier shared-memory accesses happen
+// before a waiter's later ones).
+__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
+
 // A warp's tiles of a row (GemvWarpTiles, core/gemv_split.h: count, partial) and where
 // tile i of them starts: x(i) bytes into the row.
 struct WarpTiles : GemvWarpTiles {
