@@ -1,0 +1,116 @@
+// W8A8 on FP8 tensor cores (w8a8_wgmma.cuh): the activation quantize pass, the GEMM's
+// instantiations (float16 and bfloat16, static and dynamic scales) and their launch.
+// Built for sm_90a only (CMake's BQMM_WGMMA_ARCHITECTURES), like fp8_wgmma.cu.
+// Work in progress: not yet planned, tested or documented (see the branch's last commit).
+#include "cuda/gemm/w8a8_wgmma.cuh"
+
+#include "cuda/cuda_check.h"
+#include "cuda/gemm/w8a8_gemm.h"
+#include "cuda/launchers.h"
+
+namespace bqmm::cuda {
+namespace {
+
+constexpr int kQuantThreads = 256;
+
+// One warp per (row, K block): the block's scale (dynamic: amax / 448, NaN if the block
+// holds one; static: a_scale), then its codes e4m3_satfinite_rne(a * inv) as the QDQ's
+// (bit-identical codes), 8 per lane step. The last block's warp zero-fills the row's pad
+// [K, a_pitch). Dynamic scales go to column `b` of [k_blocks, m_pad].
+template <typename T, bool kDynamic>
+__global__ void __launch_bounds__(kQuantThreads)
+    ActQuantE4m3Kernel(const T* __restrict__ a, const float* __restrict__ a_scale, int64_t m, int64_t k,
+                       int64_t block_size, int64_t k_blocks, int64_t a_pitch, int64_t m_pad,
+                       uint8_t* __restrict__ codes, float* __restrict__ scales) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = m * k_blocks;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * (kQuantThreads / 32);
+  for (int64_t w = static_cast<int64_t>(blockIdx.x) * (kQuantThreads / 32) + threadIdx.x / 32; w < warps;
+       w += stride) {
+    const int64_t row = w / k_blocks, blk = w % k_blocks;
+    const int64_t begin = blk * block_size;
+    const int64_t end = blk + 1 < k_blocks ? begin + block_size : k;
+    const T* src = a + row * k;
+    float scale;
+    if constexpr (kDynamic) {
+      float amax = 0.0f;
+      bool nan = false;
+      for (int64_t i = begin + lane; i < end; i += 32) {
+        const float x = to_float(src[i]);
+        nan |= x != x;
+        amax = fmaxf(amax, fabsf(x));
+      }
+#pragma unroll
+      for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+      nan = __any_sync(0xffffffffu, nan);
+      scale = nan ? __int_as_float(0x7fc00000) : amax / 448.0f;
+      if (lane == 0) scales[blk * m_pad + row] = scale;
+    } else {
+      scale = *a_scale;
+    }
+    const float inv = qdq_inv_scale(scale);
+    uint8_t* dst = codes + row * a_pitch;
+    for (int64_t i = begin + lane; i < end; i += 32)
+      dst[i] = __nv_cvt_float_to_fp8(to_float(src[i]) * inv, __NV_SATFINITE, __NV_E4M3);
+    if (blk + 1 == k_blocks)
+      for (int64_t i = k + lane; i < a_pitch; i += 32) dst[i] = 0;
+  }
+}
+
+template <typename T, bool kDynamic>
+Status launch_typed(const W8A8GemmArgs& args, int k_split, const W8A8Workspace& ws, cudaStream_t stream) {
+  const int64_t k_blocks = (args.k + args.block_size - 1) / args.block_size;
+  const int64_t a_pitch = w8a8_act_pitch(args.k), m_pad = w8a8_m_pad(args.m);
+  ActQuantE4m3Kernel<T, kDynamic>
+      <<<grid_for(args.m * k_blocks * 32, kQuantThreads), kQuantThreads, 0, stream>>>(
+          static_cast<const T*>(args.a), args.a_scale, args.m, args.k, args.block_size, k_blocks, a_pitch,
+          m_pad, ws.codes, ws.scales);
+  BQMM_RETURN_IF_ERROR(check_launch("ActQuantE4m3Kernel"));
+
+  W8A8Params<T> p{};
+  p.a = ws.codes;
+  p.a_scales = kDynamic ? ws.scales : nullptr;
+  p.a_scale = kDynamic ? nullptr : args.a_scale;
+  p.b = args.b;
+  p.b_scales = args.b_scales;
+  p.bias = static_cast<const T*>(args.bias);
+  p.y = static_cast<T*>(args.y);
+  p.partials = k_split > 1 ? ws.partials : nullptr;
+  p.m = static_cast<int>(args.m);
+  p.n = args.n;
+  p.k = args.k;
+  p.a_pitch = a_pitch;
+  p.m_pad = m_pad;
+  p.row_bytes = args.k;
+  p.k_blocks = k_blocks;
+  p.block_slabs = static_cast<int>(args.block_size / kW8a8SlabK);
+  const int64_t blocks_per_split = (k_blocks + k_split - 1) / k_split;
+  p.slabs_per_split = static_cast<int>(blocks_per_split * p.block_slabs);
+
+  const int64_t tiles = (args.m + kW8a8TileM - 1) / kW8a8TileM * ((args.n + kGemmTileN - 1) / kGemmTileN);
+  const dim3 grid(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(k_split));
+  const auto kernel = W8A8WgmmaKernel<T, kDynamic>;
+  BQMM_RETURN_IF_ERROR(allow_dynamic_smem(reinterpret_cast<const void*>(kernel), kW8a8SmemBytes));
+  kernel<<<grid, kWgmmaThreads, kW8a8SmemBytes, stream>>>(p);
+  BQMM_RETURN_IF_ERROR(check_launch("W8A8WgmmaKernel"));
+  if (k_split == 1) return Status::Ok();
+  FusedGemmReduceKernel<T><<<grid_for(args.m * args.n, 256), 256, 0, stream>>>(
+      ws.partials, p.bias, p.y, args.m, args.n, k_split);
+  return check_launch("FusedGemmReduceKernel");
+}
+
+}  // namespace
+
+Status launch_w8a8_gemm(const W8A8GemmArgs& args, int k_split, const W8A8Workspace& ws,
+                        cudaStream_t stream) {
+  if (args.m == 0 || args.n == 0) return Status::Ok();
+  if (args.block_size % kW8a8SlabK != 0 || args.k % 16 != 0 || k_split < 1)
+    return Status(StatusCode::kInternal, "launch_w8a8_gemm: block_size % 128, K % 16 and k_split >= 1");
+  return dispatch_half_types(args.t, "w8a8 gemm", [&](auto tag) {
+    using T = decltype(tag);
+    return args.dynamic ? launch_typed<T, true>(args, k_split, ws, stream)
+                        : launch_typed<T, false>(args, k_split, ws, stream);
+  });
+}
+
+}  // namespace bqmm::cuda

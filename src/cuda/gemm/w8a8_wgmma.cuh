@@ -1,0 +1,288 @@
+// W8A8 on FP8 tensor cores (SM90, built for sm_90a): Fp8WeightMatMul with its activation
+// quantized to e4m3, both operands multiplied as e4m3 by wgmma, FP32 accumulation, the
+// scales applied per K block in FP32 (DeepGEMM-style promotion):
+//
+//   dynamic: Y[m, n] = sum_b sa[m, b] * sw[n, b] * sum_{k in b} q[m, k] * w[n, k] + bias[n]
+//   static:  Y[m, n] = a_scale * sum_b sw[n, b] * sum_{k in b} q[m, k] * w[n, k] + bias[n]
+//
+// q = e4m3_satfinite_rne(A * inv) as the contract's QDQ, written with its scales by the
+// quantize pass before this kernel (act_quant.cu: codes [M, a_pitch] bytes, K padded
+// with zero codes to a_pitch, a multiple of 16; dynamic scales [k_blocks, m_pad] floats,
+// column b of the scale matrix contiguous). Unlike the QDQ + dequant path, q * s is never
+// rounded to T (the contract allows it: more precise).
+//
+// Block: as fused_wgmma.cuh (read it first): warpgroup 0 the producer, 1 and 2 the
+// consumers; consumer c owns weight rows 64 c .. 64 c + 63 of the block's 128 (the wgmma's
+// M), all kTileM = 128 activation rows (its N). A slab is 128 K: 128 bytes of every row of
+// both operands, each stored [rows][128 bytes] with 16-byte chunk c of row r at
+// 16 (c ^ (r % 8)), the wgmma's K-major 128-byte-swizzled layout, so both operands are read
+// by descriptor (no register operand, no decode, no K permutation) and copied 16 bytes at a
+// time. Dynamic mode also stages the slab's block column of activation scales (128 floats).
+//
+// Consumer, per slab: wait on `full`; 4 wgmma m64n128k32 (the first of a scale block
+// overwrites `part`), commit, wait for them; at the block's last slab (or the split's)
+// fold: acc += part * sw[n, b] (* sa[m, b]); release the stage on `empty`. The wait is
+// before the fold, so a warpgroup does not overlap its own slabs; the two consumer
+// warpgroups, running apart, overlap each other's.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/gemm_plan.h"
+#include "cuda/gemm/fused_gemm.cuh"  // cp_async16, cp_async_*, gemm_block_tile
+#include "cuda/gemm/wgmma.cuh"
+
+namespace bqmm::cuda {
+
+constexpr int kW8a8TileM = 128;                 // activation rows per block (the wgmma's N)
+constexpr int kW8a8SlabK = 128;                 // K per slab: 128 bytes of e4m3
+constexpr int kW8a8WeightBytes = kGemmTileN * kW8a8SlabK;
+constexpr int kW8a8ActBytes = kW8a8TileM * kW8a8SlabK;
+constexpr int kW8a8ScaleBytes = kW8a8TileM * 4;
+constexpr int kW8a8StageBytes = kW8a8WeightBytes + kW8a8ActBytes + 1024;  // scales, padded
+constexpr int kW8a8Stages = static_cast<int>(kWgmmaSmemBytes / kW8a8StageBytes);
+constexpr int kW8a8SmemBytes = kW8a8Stages * kW8a8StageBytes + static_cast<int>(kWgmmaAlignBytes);
+
+template <typename T>
+struct W8A8Params {
+  const uint8_t* a;        // activation codes [M, a_pitch]
+  const float* a_scales;   // dynamic: [k_blocks, m_pad]; static: nullptr
+  const float* a_scale;    // static: the scalar; dynamic: nullptr
+  const uint8_t* b;        // weight codes [N, K] (row_bytes = K, a multiple of 16)
+  const float* b_scales;   // [N, k_blocks]
+  const T* bias;
+  T* y;
+  float* partials;         // k_split > 1: [k_split, M, N]
+  int m;
+  int64_t n, k, a_pitch, m_pad;
+  int64_t row_bytes, k_blocks;
+  int block_slabs;         // block_size / 128
+  int slabs_per_split;     // a multiple of block_slabs
+};
+
+// m64n128k32 e4m3 x e4m3 -> f32, both operands by descriptor; accumulate = 0 overwrites D.
+__device__ __forceinline__ void wgmma_e4m3_n128(float (&d)[64], uint64_t a_desc, uint64_t b_desc,
+                                                uint32_t accumulate) {
+#if BQMM_WGMMA_ENABLED
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(a_desc), "l"(b_desc), "r"(accumulate));
+#else
+  __trap();
+#endif
+}
+
+template <typename T, bool kDynamic>
+struct W8A8Tile {
+  static constexpr int kStages = kW8a8Stages;
+  static constexpr int kLag = kStages - 1;
+  static constexpr int kAcc = kW8a8TileM / 2;  // m64n128: 64 accumulators per thread
+  static constexpr int kSteps = kW8a8SlabK / 32;
+  static_assert(kStages >= kWgmmaMinStages, "a slab in use, one in flight");
+
+  const W8A8Params<T>& p;
+  uint8_t* smem;
+  WgmmaRing<kStages>& ring;
+  int warp, lane, g, t;
+  int64_t n0, m0;
+
+  __device__ W8A8Tile(const W8A8Params<T>& params, uint8_t* shared, WgmmaRing<kStages>& r, int thread,
+                      int64_t n_begin, int64_t m_begin)
+      : p(params), smem(shared), ring(r), n0(n_begin), m0(m_begin) {
+    warp = thread / 32;
+    lane = thread % 32;
+    g = lane / 4;
+    t = lane % 4;
+  }
+
+  // ---------------------------------------------------------------- producer
+  // Producer thread x copies chunk x % 8 of rows x / 8 + 16 pass of both operands (8
+  // passes each); threads 0..31 the dynamic scales (4 floats each).
+  __device__ __forceinline__ void load_stage(int stage, int64_t slab) const {
+    const uint32_t base = smem_addr(smem + stage * kW8a8StageBytes);
+    const int x = warp * 32 + lane, r0 = x / 8, c = x % 8;
+    const uint32_t dst = r0 * 128 + 16 * (c ^ (r0 % 8));
+    const int64_t off = slab * kW8a8SlabK + 16 * c;
+    // Rows r0 + 16 pass: valid while 16 pass < rows left; one pointer stepped per pass.
+    const int64_t w_left = p.n - n0 - r0, a_left = p.m - m0 - r0;
+    if (off < p.row_bytes) {
+      const uint8_t* src = p.b + (n0 + r0) * p.row_bytes + off;
+#pragma unroll
+      for (int pass = 0; pass < 8; ++pass, src += 16 * p.row_bytes)
+        cp_async16(base + dst + pass * 2048, 16 * pass < w_left ? src : p.b, 16 * pass < w_left);
+    } else {
+#pragma unroll
+      for (int pass = 0; pass < 8; ++pass) cp_async16(base + dst + pass * 2048, p.b, false);
+    }
+    // Activation rows past M are not copied (their products reach no stored output).
+    const bool a_in_row = off < p.a_pitch;
+    const uint8_t* src = p.a + (m0 + r0) * p.a_pitch + off;
+#pragma unroll
+    for (int pass = 0; pass < 8; ++pass, src += 16 * p.a_pitch)
+      if (16 * pass < a_left)
+        cp_async16(base + kW8a8WeightBytes + dst + pass * 2048, a_in_row ? src : p.a, a_in_row);
+    if constexpr (kDynamic) {
+      if (x < kW8a8TileM / 4) {
+        const int64_t b = slab / p.block_slabs;
+        cp_async16(base + kW8a8WeightBytes + kW8a8ActBytes + 16 * x, p.a_scales + b * p.m_pad + m0 + 4 * x,
+                   true);
+      }
+    }
+  }
+
+  __device__ __forceinline__ void publish(int64_t i) const {
+    fence_proxy_async_shared();
+    ring.arrive_full(i);
+  }
+
+  __device__ __forceinline__ void produce(int64_t slab_begin, int64_t slab_end) const {
+    const int64_t count = slab_end - slab_begin;
+#pragma unroll 1
+    for (int64_t i = 0; i < count; ++i) {
+      if (i >= kStages) ring.wait_empty(i);
+      load_stage(static_cast<int>(i % kStages), slab_begin + i);
+      cp_async_commit();
+      if (i >= kLag - 1) {
+        cp_async_wait<kLag - 1>();
+        publish(i - kLag + 1);
+      }
+    }
+    cp_async_wait<0>();
+#pragma unroll 1
+    for (int64_t i = count - kLag + 1 > 0 ? count - kLag + 1 : 0; i < count; ++i) publish(i);
+  }
+
+  // ---------------------------------------------------------------- consumer
+  // The lane's weight rows (D fragment rows g, g + 8 of its warp's 16) and their scale of
+  // block b (rows past N read row N - 1: never stored).
+  __device__ __forceinline__ void weight_scales(int64_t b, float (&sw)[2]) const {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      int64_t row = n0 + 16 * warp + 8 * h + g;
+      row = row < p.n ? row : p.n - 1;
+      sw[h] = __ldg(p.b_scales + row * p.k_blocks + b);
+    }
+  }
+
+  // acc += part * sw[row] (* sa[column]): D fragment d[4 j + 2 h + e] = weight row g + 8 h,
+  // activation row 8 j + 2 t + e.
+  __device__ __forceinline__ void fold(const float (&sw)[2], uint32_t scales_addr, float (&acc)[kAcc],
+                                       const float (&part)[kAcc]) const {
+#pragma unroll
+    for (int j = 0; j < kAcc / 4; ++j) {
+      float sa[2] = {1.0f, 1.0f};
+      if constexpr (kDynamic) {
+        asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];"
+                     : "=f"(sa[0]), "=f"(sa[1])
+                     : "r"(scales_addr + 4 * (8 * j + 2 * t)));
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          acc[4 * j + 2 * h + e] = fmaf(part[4 * j + 2 * h + e], sw[h] * sa[e], acc[4 * j + 2 * h + e]);
+    }
+  }
+
+  __device__ __forceinline__ void store(const float (&acc)[kAcc]) const {
+    const float a_scale = kDynamic ? 1.0f : *p.a_scale;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t col = n0 + 16 * warp + 8 * h + g;
+      if (col >= p.n) continue;
+      const float bias = p.bias != nullptr && p.partials == nullptr ? to_float(p.bias[col]) : 0.0f;
+#pragma unroll
+      for (int j = 0; j < kAcc / 4; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int64_t row = m0 + 8 * j + 2 * t + e;
+          if (row >= p.m) continue;
+          const float v = acc[4 * j + 2 * h + e] * a_scale;
+          if (p.partials != nullptr) {
+            p.partials[(static_cast<int64_t>(blockIdx.z) * p.m + row) * p.n + col] = v;
+          } else {
+            p.y[row * p.n + col] = from_float<T>(v + bias);
+          }
+        }
+    }
+  }
+
+  __device__ __forceinline__ void consume(int64_t slab_begin, int64_t slab_end) const {
+    float acc[kAcc], part[kAcc];
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) acc[i] = part[i] = 0.0f;
+    const int64_t count = slab_end - slab_begin;
+    // This consumer warpgroup's 64 weight rows start 64 * (warp / 4) rows into the stage.
+    const uint32_t w_rows = (warp / 4) * 64 * 128;
+    float sw[2];
+    if (count > 0) weight_scales(slab_begin / p.block_slabs, sw);
+#pragma unroll 1
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t slab = slab_begin + i;
+      ring.wait_full(i);
+      const uint32_t base = smem_addr(smem + static_cast<int>(i % kStages) * kW8a8StageBytes);
+      const bool fresh = i == 0 || slab % p.block_slabs == 0;
+      const bool last = i + 1 == count || (slab + 1) % p.block_slabs == 0;
+      fence_operands(part);
+      wgmma_fence();
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s)
+        wgmma_e4m3_n128(part, sw128_desc(base + w_rows + 32 * s),
+                        sw128_desc(base + kW8a8WeightBytes + 32 * s), s == 0 && fresh ? 0u : 1u);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_operands(part);
+      if (last) {
+        fold(sw, base + kW8a8WeightBytes + kW8a8ActBytes, acc, part);
+        if (i + 1 < count) weight_scales((slab + 1) / p.block_slabs, sw);
+      }
+      if (lane == 0) ring.arrive_empty(i);
+    }
+    fence_operands(acc);
+    store(acc);
+  }
+};
+
+// Grid as the fused GEMM's (activation tiles fastest, then weight tiles; z the K split).
+template <typename T, bool kDynamic>
+__global__ void __launch_bounds__(kWgmmaThreads, 1) W8A8WgmmaKernel(const W8A8Params<T> p) {
+#if BQMM_WGMMA_ENABLED
+  using Tile = W8A8Tile<T, kDynamic>;
+  extern __shared__ __align__(1024) uint8_t w8a8_smem_raw[];
+  __shared__ WgmmaRing<Tile::kStages> ring;
+  uint8_t* smem = reinterpret_cast<uint8_t*>(
+      (reinterpret_cast<uintptr_t>(w8a8_smem_raw) + kWgmmaAlignBytes - 1) & ~uintptr_t{kWgmmaAlignBytes - 1});
+  const GemmBlockTile b = gemm_block_tile<kW8a8TileM>(p);
+  if (threadIdx.x == 0) ring.init();
+  __syncthreads();  // the only block-wide barrier: the roles part here
+  if (threadIdx.x < kWgmmaProducerThreads) {
+    set_max_registers_dec<kWgmmaProducerRegs>();
+    const Tile tile(p, smem, ring, threadIdx.x, b.n0, b.m0);
+    tile.produce(b.slab_begin, b.slab_end);
+  } else {
+    set_max_registers_inc<kWgmmaConsumerRegs>();
+    const Tile tile(p, smem, ring, threadIdx.x - kWgmmaProducerThreads, b.n0, b.m0);
+    tile.consume(b.slab_begin, b.slab_end);
+  }
+#else
+  __trap();
+#endif
+}
+
+}  // namespace bqmm::cuda

@@ -1,0 +1,87 @@
+// The W8A8 FP8 x FP8 wgmma GEMM (cuda/gemm/w8a8_wgmma.cuh, SM90a) launched directly through
+// launch_w8a8_gemm, static (a_scale) and dynamic (per row and K block) activation scales,
+// against the float64 reference of each mode's quantization: both activation types, bias,
+// odd N, M not a multiple of 128, K % block_size != 0, blocks 128 and 256, K splits 1 and 3.
+// Y is NaN-poisoned first. Skips itself without an SM90 device.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "bqmm/status.h"
+#include "common/fp8_runner.h"
+#include "common/gpu.h"
+#include "cuda/gemm/w8a8_gemm.h"
+#include "harness/device_buffer.h"
+#include "harness/host_tensor.h"
+#include "reference/fp8_reference.h"
+
+namespace bqmm {
+namespace {
+
+using harness::HostTensor;
+using reference::Fp8Case;
+
+bool sm90() {
+  const Handle* handle = testing::shared_handle();
+  return handle != nullptr && handle->device_info().sm == 90;
+}
+
+void check_w8a8(const Fp8Case& c, int k_split) {
+  testing::Fp8DeviceCase d;
+  BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
+  cuda::W8A8GemmArgs g;
+  g.t = c.dtype();
+  g.a = d.a.data();
+  g.dynamic = c.dynamic_act_quant;
+  g.a_scale = c.dynamic_act_quant ? nullptr : static_cast<const float*>(d.a_scale.data());
+  g.b = static_cast<const uint8_t*>(d.b.data());
+  g.b_scales = static_cast<const float*>(d.b_scale.data());
+  g.bias = c.bias ? d.bias.data() : nullptr;
+  g.y = d.y.data();
+  g.m = c.m();
+  g.n = c.n();
+  g.k = c.k();
+  g.block_size = c.block_size;
+  const int64_t k_blocks = c.k_blocks();
+  harness::DeviceBuffer codes, scales, partials;
+  BQMM_ASSERT_OK(harness::DeviceBuffer::allocate(static_cast<size_t>(g.m * cuda::w8a8_act_pitch(g.k)), &codes));
+  BQMM_ASSERT_OK(harness::DeviceBuffer::allocate(
+      static_cast<size_t>(k_blocks * cuda::w8a8_m_pad(g.m)) * sizeof(float), &scales));
+  BQMM_ASSERT_OK(harness::DeviceBuffer::allocate(
+      static_cast<size_t>(k_split * g.m * g.n) * sizeof(float) + 16, &partials));
+  cuda::W8A8Workspace ws;
+  ws.codes = static_cast<uint8_t*>(codes.data());
+  ws.scales = static_cast<float*>(scales.data());
+  ws.partials = static_cast<float*>(partials.data());
+  BQMM_ASSERT_OK(testing::run_on_fresh_stream(
+      [&](cudaStream_t stream) { return cuda::launch_w8a8_gemm(g, k_split, ws, stream); }));
+  HostTensor y;
+  BQMM_ASSERT_OK(d.y.download(&y));
+  EXPECT_TRUE(testing::matches_reference(c, y));
+}
+
+TEST(W8A8Wgmma, BothModesAgainstReference) {
+  BQMM_REQUIRE_GPU();
+  if (!sm90()) GTEST_SKIP() << "the W8A8 wgmma GEMM needs SM90";
+  struct Shape3 { int64_t m, n, k, block; };
+  const Shape3 shapes[] = {{9, 1000, 1024, 128}, {64, 1037, 1040, 128}, {129, 517, 1280, 256},
+                           {1024, 777, 2048, 128}, {257, 256, 1168, 256}};
+  uint64_t seed = 300;
+  for (const Shape3 sh : shapes)
+    for (const bool dynamic : {false, true})
+      for (const int k_split : {1, 3}) {
+        const DType t = seed % 2 == 0 ? DType::kFloat16 : DType::kBFloat16;
+        SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " N=" << sh.n << " K=" << sh.k << " block="
+                                          << sh.block << " " << dtype_name(t) << (dynamic ? " dynamic" : " static")
+                                          << " k_split=" << k_split);
+        Fp8Case c = reference::make_random_fp8_case(t, sh.m, sh.n, sh.k, sh.block, /*bias=*/seed % 3 != 0,
+                                                    /*w8a8=*/!dynamic, seed);
+        c.dynamic_act_quant = dynamic;
+        ++seed;
+        check_w8a8(c, k_split);
+      }
+}
+
+}  // namespace
+}  // namespace bqmm
