@@ -373,11 +373,14 @@ struct CaseCheck {
   std::string plan;  // the plan on one line
   size_t workspace_bytes = 0;
   // Why the plan is not the fused GEMM (the planner's own reason, core/plan_explain.h), or
-  // empty where it is; --explain prints it under the plan.
+  // empty where it is (or where it is the W8A8 GEMM); --explain prints it under the plan.
   std::string fused_gemm_refusal;
   // On the fused GEMM: why not its wgmma mainloop (core/gemm_plan.h, wgmma_refusal), or
   // empty where it runs there.
   std::string wgmma_refusal;
+  // Fp8WeightMatMul with A quantized: why not the W8A8 GEMM on FP8 tensor cores, or empty
+  // where the plan is it.
+  std::string w8a8_gemm_refusal;
 };
 
 // An operator's profiler. The operator says which cases there are, makes a group's

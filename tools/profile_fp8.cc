@@ -238,7 +238,11 @@ Status Fp8Profiler::check_case(const CaseSpec& c, const DeviceInfo& device, Case
   BQMM_RETURN_IF_ERROR(plan_fp8_matmul(problem, device, options_, force_, &plan));
   out->plan = to_text(plan);
   out->workspace_bytes = plan.workspace_bytes;
-  if (const char* why = fp8_fused_gemm_refusal(problem, device, force_))
+  if (const char* why = fp8_w8a8_gemm_refusal(problem, device, force_);
+      why != nullptr && problem.quantizes_activation())
+    out->w8a8_gemm_refusal = why;
+  if (const char* why = fp8_fused_gemm_refusal(problem, device, force_);
+      why != nullptr && plan.path != Fp8Path::kW8a8Gemm)
     out->fused_gemm_refusal = why;
   if (const char* why = fp8_wgmma_refusal(problem, device, force_);
       why != nullptr && plan.path == Fp8Path::kFusedGemm)

@@ -76,11 +76,14 @@ enum class Fp8Path {
   kBiasOnly,     // K == 0: Y = bias (or zeros)
   kGemvFma,      // 0 < M <= 8: fused GEMV on CUDA cores (W8A8 and bias fused)
   kGemvMma,      // 0 < M <= 8, SM80+: fused GEMV on tensor cores (mma.m16n8k16)
+  kW8a8Gemm,     // M > 8, SM90, A quantized (a_scale or dynamic_act_quant), block_size %
+                 // 128 == 0: A -> e4m3 codes (+ scales) -> FP8 x FP8 wgmma GEMM, the scales
+                 // applied per K block in float32, bias fused
   kFusedGemm,    // M > 8, SM80+: [QDQ A] -> fused GEMM (e4m3 decoded in registers, block
                  // scale and bias fused, tensor cores)
   kDequantGemm,  // [QDQ A] -> dequantize B tiles to T -> cuBLAS GEMM -> bias
 };
-// "empty", "bias_only", "gemv_fma", "gemv_mma", "fused_gemm", "dequant_gemm"
+// "empty", "bias_only", "gemv_fma", "gemv_mma", "w8a8_gemm", "fused_gemm", "dequant_gemm"
 const char* fp8_path_name(Fp8Path path);
 
 // What a caller chooses; fp8_matmul_options_from_env applies the environment.
@@ -101,7 +104,7 @@ struct Fp8MatMulPlan {
   DeviceInfo device;
   Fp8Path path = Fp8Path::kEmpty;
   GemvConfig gemv;          // gemv_fma / gemv_mma
-  GemmConfig gemm;          // fused_gemm
+  GemmConfig gemm;          // fused_gemm, w8a8_gemm
   DequantConfig dequant;    // dequant_gemm
   WorkspaceRegions regions;
   size_t workspace_bytes = 0;  // device memory the caller provides to run_fp8_matmul

@@ -27,6 +27,7 @@ struct GemvConfig {
 // tile_n output columns stream their weight rows once through a shared-memory pipeline,
 // decode them in registers and multiply on tensor cores (mma.m16n8k16, float32 sums; on
 // SM90 with wgmma, the decoded weight as its register operand).
+// Fp8WeightMatMul's W8A8 GEMM (FP8 x FP8 wgmma) is tiled the same way: wgmma, tile_m 128.
 struct GemmConfig {
   bool wgmma = false;  // the Hopper mainloop (tile_m 64 or 128), else mma.sync
   int tile_m = 0;    // activation rows per block (mma.sync: 16, 32 or 64; wgmma: 64, 128)
@@ -51,7 +52,12 @@ struct WorkspaceRegions {
   size_t act_offset = 0, act_bytes = 0;
   size_t cublas_offset = 0, cublas_bytes = 0;    // cuBLAS's own workspace
   size_t scratch_offset = 0, scratch_bytes = 0;  // [n_tile, K] dequantized weight of T
-  size_t partial_offset = 0, partial_bytes = 0;  // fused GEMM k_split > 1: [k_split, M, N] float32
+  size_t partial_offset = 0, partial_bytes = 0;  // fused / W8A8 GEMM k_split > 1: [k_split, M, N] float32
+  // Fp8WeightMatMul's W8A8 GEMM: the activation quantized to e4m3, [M, K padded to a
+  // multiple of 16] bytes, and with dynamic quantization its float32 scales,
+  // [k_blocks, M padded to a multiple of 128].
+  size_t codes_offset = 0, codes_bytes = 0;
+  size_t act_scales_offset = 0, act_scales_bytes = 0;
 };
 
 }  // namespace bqmm

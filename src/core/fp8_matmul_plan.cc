@@ -1,10 +1,12 @@
 // Fp8WeightMatMul planner: a pure function of (problem, device, options[, override]).
 // The dispatch chain, cheapest applicable path first:
 //   empty output -> K == 0 (bias only) -> fused decode GEMV for M <= 8 (tensor cores, else
-//   CUDA cores) -> fused GEMM for 8 < M <= kGemmMaxRows -> dequantize + cuBLAS.
+//   CUDA cores) -> W8A8 GEMM on FP8 tensor cores for M > 8 with A quantized (SM90) ->
+//   fused GEMM for 8 < M <= kGemmMaxRows -> dequantize + cuBLAS.
 // The QDQ of a W8A8 activation is fused into the GEMV kernels' activation load, and is a
 // separate kernel into the workspace on the fused GEMM and dequant + cuBLAS paths. Each
 // choice below is one small function; the numbers behind them are in docs/PERF.md.
+#include <algorithm>
 #include <ostream>
 #include <string>
 
@@ -77,6 +79,27 @@ const char* fused_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& d,
 
 bool fused_gemm_applies(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
   return fused_gemm_refusal(p, d, o) == nullptr;
+}
+
+// The W8A8 GEMM on FP8 tensor cores (core/gemm_plan.h, kW8a8*): A quantized (statically or
+// dynamically) above the decode GEMV's rows, on an SM90 build and device; each 128-K slab
+// inside one scale block (block_size % 128 == 0: the kernel folds a block's sums with its
+// scales), rows of B of whole 16-byte copies (K % 16 == 0) from 16-byte aligned pointers.
+const char* w8a8_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& d,
+                              const PlanOverride& o) {
+  if (!p.quantizes_activation()) return "A is not quantized (no a_scale, no dynamic_act_quant)";
+  if (p.m == 0 || p.n == 0) return "empty output";
+  if (p.k == 0) return "K == 0: Y = bias";
+  if (o.w8a8 == 0) return "w8a8=0 (plan override)";
+  if (p.m <= kGemvMaxRows && o.w8a8 != 1) return "M <= 8 (the decode GEMV's rows)";
+  if (d.sm != 90) return "not an SM90 device (wgmma code is sm_90a only)";
+  if (!wgmma_built()) return "this build has no SM90 in CUDA_ARCHITECTURES";
+  static_assert(kW8a8SlabK == 128, "the reason below names the slab");
+  if (p.block_size % kW8a8SlabK != 0) return "block_size % 128 != 0 (a 128-K slab would span two scales)";
+  if (p.k % 16 != 0) return "K % 16 != 0 (rows of B not whole 16-byte chunks)";
+  if (p.alignment < 16) return "pointers not 16-byte aligned";
+  if (p.m >= (int64_t{1} << 31)) return "M beyond 2^31";
+  return nullptr;
 }
 
 // TMA tiles where line loads do not apply (K % 128 == 64) and the weight is long enough to
@@ -159,6 +182,31 @@ void plan_fused_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanO
   plan_fused_gemm_workspace(layout, *plan);
 }
 
+// Quantize A -> the W8A8 GEMM: tiles of kW8a8TileM x kGemmTileN, the K split in whole
+// scale blocks (each split folds its own blocks) by the fused GEMM's wave model, or as the
+// override forces it; the codes, the dynamic scales and the partial sums in the workspace.
+void plan_w8a8_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o,
+                    Fp8MatMulPlan* plan) {
+  GemmConfig& g = plan->gemm;
+  g.wgmma = true;
+  g.tile_m = kW8a8TileM;
+  g.tile_n = kGemmTileN;
+  g.stages = kW8a8Stages;
+  const int64_t tiles = (p.m + g.tile_m - 1) / g.tile_m * ((p.n + g.tile_n - 1) / g.tile_n);
+  g.k_split = o.gemm_k_split > 0
+                  ? o.gemm_k_split
+                  : choose_gemm_k_split(tiles, p.k_blocks(), std::max(1, d.num_sms), g.stages,
+                                        p.block_size / kW8a8SlabK);
+  WorkspaceRegions& r = plan->regions;
+  WorkspaceLayout layout;
+  r.codes_bytes = static_cast<size_t>(p.m * w8a8_act_pitch(p.k));
+  r.codes_offset = layout.take(r.codes_bytes);
+  r.act_scales_bytes =
+      p.dynamic_act_quant ? static_cast<size_t>(p.k_blocks() * w8a8_m_pad(p.m)) * sizeof(float) : 0;
+  r.act_scales_offset = layout.take(r.act_scales_bytes);
+  plan_fused_gemm_workspace(layout, *plan);
+}
+
 // [QDQ A] -> dequantize B in N tiles -> cuBLAS -> bias. The vector dequant kernel takes
 // aligned 8-byte pieces of 16-element chunks of B and indexes a row in 32 bits.
 void plan_dequant_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d,
@@ -180,6 +228,7 @@ const char* fp8_path_name(Fp8Path path) {
     case Fp8Path::kBiasOnly: return "bias_only";
     case Fp8Path::kGemvFma: return "gemv_fma";
     case Fp8Path::kGemvMma: return "gemv_mma";
+    case Fp8Path::kW8a8Gemm: return "w8a8_gemm";
     case Fp8Path::kFusedGemm: return "fused_gemm";
     case Fp8Path::kDequantGemm: return "dequant_gemm";
   }
@@ -210,12 +259,21 @@ std::ostream& operator<<(std::ostream& os, const Fp8MatMulPlan& plan) {
     os << "; qdq_activation=" << (plan.regions.act_bytes > 0 ? "yes" : "no");
     print_gemm(os, plan.gemm);
   }
+  if (plan.path == Fp8Path::kW8a8Gemm) {
+    os << "; act_scales=" << (plan.problem.dynamic_act_quant ? "dynamic" : "static");
+    print_gemm(os, plan.gemm);
+  }
   return print_workspace(os, plan.regions, plan.workspace_bytes) << "}";
 }
 
 const char* fp8_fused_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& device,
                                    const PlanOverride& o) {
   return fused_gemm_refusal(p, device, o);
+}
+
+const char* fp8_w8a8_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& device,
+                                  const PlanOverride& o) {
+  return w8a8_gemm_refusal(p, device, o);
 }
 
 const char* fp8_wgmma_refusal(const Fp8MatMulProblem& p, const DeviceInfo& device,
@@ -252,7 +310,10 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
     *out = plan;
     return Status::Ok();
   }
-  if (fused_gemm_applies(p, device, o)) {
+  if (w8a8_gemm_refusal(p, device, o) == nullptr) {
+    plan.path = Fp8Path::kW8a8Gemm;
+    plan_w8a8_gemm(p, device, o, &plan);
+  } else if (fused_gemm_applies(p, device, o)) {
     plan.path = Fp8Path::kFusedGemm;
     plan_fused_gemm(p, device, o, &plan);
   } else if (!gemv_applies(p, o) || (p.m > kGemvMaxRows && !row_groups_apply(p, device, o))) {

@@ -97,6 +97,23 @@ constexpr int64_t wgmma_smem_bytes(int tile_m, int bits) {
   return wgmma_stages(tile_m, bits) * wgmma_stage_bytes(tile_m, bits) + kWgmmaAlignBytes;
 }
 
+// W8A8 on FP8 tensor cores (cuda/gemm/w8a8_wgmma.cuh, SM90 only): Fp8WeightMatMul with its
+// activation quantized to e4m3 first, both operands multiplied as e4m3 by wgmma. Blocks of
+// kW8a8TileM activation rows x kGemmTileN weight rows, the wgmma roles of the fused GEMM's
+// Hopper mainloop (a producer warpgroup, two consumers); a slab is 128 K of both operands
+// (128 bytes of e4m3 per row) plus, with dynamic scales, the activation tile's 128 scales
+// of the slab's K block (padded to 1 KB: stages stay on swizzle-atom boundaries).
+constexpr int kW8a8TileM = 128;
+constexpr int64_t kW8a8SlabK = 128;
+constexpr int64_t kW8a8StageBytes = (kGemmTileN + kW8a8TileM) * kW8a8SlabK + 1024;
+constexpr int kW8a8Stages =
+    static_cast<int>(std::min<int64_t>(kWgmmaMaxStages, kWgmmaSmemBytes / kW8a8StageBytes));
+constexpr int64_t kW8a8SmemBytes = kW8a8Stages * kW8a8StageBytes + kWgmmaAlignBytes;
+// The quantized activation in the workspace: rows of K e4m3 codes padded with zero codes to
+// whole 16-byte copies; dynamic scales [k_blocks][M padded to whole tiles] float32.
+constexpr int64_t w8a8_act_pitch(int64_t k) { return (k + 15) / 16 * 16; }
+constexpr int64_t w8a8_m_pad(int64_t m) { return (m + kW8a8TileM - 1) / kW8a8TileM * kW8a8TileM; }
+
 // The smallest instantiated tile_m (16, 32, 64) holding M rows; 64 above.
 constexpr int gemm_tile_m(int64_t m) { return m <= 16 ? 16 : m <= 32 ? 32 : 64; }
 
@@ -105,16 +122,19 @@ constexpr int gemm_tile_m(int64_t m) { return m <= 16 ? 16 : m <= 32 ? 32 : 64; 
 // a whole one. The split (a power of two up to kGemmMaxKSplit, at most one per slab) with
 // the least (waves x block time) wins, the smaller on a tie: each split also writes and
 // re-reads an M x N float32 plane.
-inline int64_t gemm_split_cost(int64_t tiles, int64_t slabs, int64_t resident, int stages,
-                               int split) {
+// `unit_slabs`: the split's unit in slabs (W8A8 splits K in whole scale blocks); `units`
+// the units of K.
+inline int64_t gemm_split_cost(int64_t tiles, int64_t units, int64_t unit_slabs, int64_t resident,
+                               int stages, int split) {
   const int64_t waves = (tiles * split + resident - 1) / resident;
-  return waves * ((slabs + split - 1) / split + stages);
+  return waves * ((units + split - 1) / split * unit_slabs + stages);
 }
-inline int choose_gemm_k_split(int64_t tiles, int64_t slabs, int64_t resident, int stages) {
+inline int choose_gemm_k_split(int64_t tiles, int64_t units, int64_t resident, int stages,
+                               int64_t unit_slabs = 1) {
   int best = 1;
-  int64_t best_cost = gemm_split_cost(tiles, slabs, resident, stages, 1);
-  for (int split = 2; split <= kGemmMaxKSplit && split <= slabs; split *= 2) {
-    const int64_t cost = gemm_split_cost(tiles, slabs, resident, stages, split);
+  int64_t best_cost = gemm_split_cost(tiles, units, unit_slabs, resident, stages, 1);
+  for (int split = 2; split <= kGemmMaxKSplit && split <= units; split *= 2) {
+    const int64_t cost = gemm_split_cost(tiles, units, unit_slabs, resident, stages, split);
     if (cost < best_cost) {
       best = split;
       best_cost = cost;

@@ -19,6 +19,11 @@ const char* fp8_fused_gemm_refusal(const Fp8MatMulProblem& problem, const Device
 const char* nbits_fused_gemm_refusal(const NBitsMatMulProblem& problem,
                                      const DeviceInfo& device, const PlanOverride& override_);
 
+// Why Fp8WeightMatMul does not take its W8A8 GEMM on FP8 tensor cores (A not quantized,
+// M <= 8, not SM90, block_size % 128 != 0, ...), or nullptr where it does.
+const char* fp8_w8a8_gemm_refusal(const Fp8MatMulProblem& problem, const DeviceInfo& device,
+                                  const PlanOverride& override_);
+
 // Where the fused GEMM is taken: why not on the Hopper (wgmma) mainloop, or nullptr where
 // it is (core/gemm_plan.h, wgmma_refusal).
 const char* fp8_wgmma_refusal(const Fp8MatMulProblem& problem, const DeviceInfo& device,

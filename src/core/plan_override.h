@@ -26,6 +26,9 @@
 //   gemm_k_split=1|2|4|8|16
 //                     both   the fused GEMM's K split (> 1: float32 partial sums in the
 //                            workspace)
+//   w8a8=0|1          fp8    the W8A8 GEMM on FP8 tensor cores (A quantized): 0 never (the
+//                            fused GEMM or dequant + cuBLAS on QDQ'd A), 1 wherever it
+//                            applies, M <= 8 included; its K split is gemm_k_split's
 // Unset keys leave the planner's choice. A forced choice that does not apply to a problem
 // is ignored where the planner's rules say so (as for its own choices), except the
 // conflicts the planner reports (registers=168 with k_split=8).
@@ -55,6 +58,7 @@ struct PlanOverride {
   int wgmma = -1;      // -1: planner; 0 / 1
   int tile_m = 0;      // 0: planner; 16, 32, 64, 128
   int gemm_k_split = 0;  // 0: planner; 1, 2, 4, 8, 16 (up to kGemmMaxKSplit)
+  int w8a8 = -1;       // -1: planner; 0: never the W8A8 GEMM; 1: wherever it applies
 
   bool empty() const;
 };

@@ -33,8 +33,9 @@ inline std::ostream& print_gemm(std::ostream& os, const GemmConfig& g) {
             << "; k_split=" << g.k_split;
 }
 
-// "; workspace=<total>B (act <bytes>@<offset>, cublas .., scratch .., partial ..)": the
-// regions the plan has, in the order the layout takes them (an empty region is left out).
+// "; workspace=<total>B (act <bytes>@<offset>, cublas .., scratch .., codes .., act_scales ..,
+// partial ..)": the regions the plan has, in the order the layout takes them (an empty
+// region is left out).
 inline std::ostream& print_workspace(std::ostream& os, const WorkspaceRegions& r,
                                      size_t total) {
   os << "; workspace=" << total << "B";
@@ -45,6 +46,8 @@ inline std::ostream& print_workspace(std::ostream& os, const WorkspaceRegions& r
   } regions[] = {{"act", r.act_bytes, r.act_offset},
                  {"cublas", r.cublas_bytes, r.cublas_offset},
                  {"scratch", r.scratch_bytes, r.scratch_offset},
+                 {"codes", r.codes_bytes, r.codes_offset},
+                 {"act_scales", r.act_scales_bytes, r.act_scales_offset},
                  {"partial", r.partial_bytes, r.partial_offset}};
   const char* sep = " (";
   for (const auto& region : regions) {

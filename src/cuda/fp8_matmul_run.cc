@@ -7,6 +7,7 @@
 #include "bqmm/fp8_matmul.h"
 #include "core/check.h"
 #include "core/run_prologue.h"
+#include "cuda/gemm/w8a8_gemm.h"
 #include "cuda/launchers.h"
 #include "cuda/run_paths.h"
 
@@ -55,6 +56,31 @@ Status run_fused_gemm(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args, uint
   g.scales = args.b_scale.data;
   g.row_bytes = plan.problem.k;
   return cuda::run_planned_fused_gemm(plan, args, a, g, ws, stream);
+}
+
+// A -> e4m3 codes (and, dynamic, their scales) in the workspace -> the W8A8 GEMM on FP8
+// tensor cores, the bias in its epilogue (or in the K split's sum).
+Status run_w8a8_gemm(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args, uint8_t* ws,
+                     cudaStream_t stream) {
+  const Fp8MatMulProblem& p = plan.problem;
+  cuda::W8A8GemmArgs g;
+  g.t = p.dtype;
+  g.a = args.a.data;
+  g.a_scale = args.a_scale ? static_cast<const float*>(args.a_scale->data) : nullptr;
+  g.dynamic = p.dynamic_act_quant;
+  g.b = static_cast<const uint8_t*>(args.b.data);
+  g.b_scales = static_cast<const float*>(args.b_scale.data);
+  g.bias = args.bias ? args.bias->data : nullptr;
+  g.y = args.y.data;
+  g.m = p.m;
+  g.n = p.n;
+  g.k = p.k;
+  g.block_size = p.block_size;
+  cuda::W8A8Workspace w;
+  w.codes = ws + plan.regions.codes_offset;
+  w.scales = reinterpret_cast<float*>(ws + plan.regions.act_scales_offset);
+  w.partials = reinterpret_cast<float*>(ws + plan.regions.partial_offset);
+  return cuda::launch_w8a8_gemm(g, plan.gemm.k_split, w, stream);
 }
 
 Status run_dequant_gemm(const Handle& handle, const Fp8MatMulPlan& plan,
@@ -118,6 +144,8 @@ Status run_fp8_matmul(const Handle& handle, const Fp8MatMulPlan& plan,
             return cuda::launch_fp8_gemv_mma(g, plan.gemv.k_split, plan.gemv.tma,
                                              plan.gemv.lines, plan.gemv.tiles,
                                              plan.gemv.registers, stream);
+          case Fp8Path::kW8a8Gemm:
+            return run_w8a8_gemm(plan, args, ws, stream);
           case Fp8Path::kFusedGemm:
             return run_fused_gemm(plan, args, ws, stream);
           case Fp8Path::kDequantGemm:

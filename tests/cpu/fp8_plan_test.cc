@@ -38,6 +38,8 @@ TEST(Fp8Plan, PathNames) {
   EXPECT_STREQ(fp8_path_name(Fp8Path::kBiasOnly), "bias_only");
   EXPECT_STREQ(fp8_path_name(Fp8Path::kGemvFma), "gemv_fma");
   EXPECT_STREQ(fp8_path_name(Fp8Path::kGemvMma), "gemv_mma");
+  EXPECT_STREQ(fp8_path_name(Fp8Path::kW8a8Gemm), "w8a8_gemm");
+  EXPECT_STREQ(fp8_path_name(Fp8Path::kFusedGemm), "fused_gemm");
   EXPECT_STREQ(fp8_path_name(Fp8Path::kDequantGemm), "dequant_gemm");
 }
 
@@ -513,10 +515,11 @@ TEST(Fp8Plan, DynamicQuantizationQdqsIntoTheWorkspaceOnEveryPath) {
   w8a8.has_a_scale = true;
   EXPECT_EQ(plan(w8a8).workspace_bytes, 0u);
   EXPECT_EQ(plan(w8a8).regions.act_bytes, 0u);
-  // The fused GEMM: A' first, then the partial sums (M = 16: K split 4).
+  // The fused GEMM (where the W8A8 GEMM is not taken): A' first, then the partial sums
+  // (M = 16: K split 4).
   p = problem(16, 8192, 8192);
   p.dynamic_act_quant = true;
-  const Fp8MatMulPlan fused = plan(p);
+  const Fp8MatMulPlan fused = plan(p, kHopper, parsed("w8a8=0"));
   ASSERT_EQ(fused.path, Fp8Path::kFusedGemm);
   EXPECT_EQ(fused.regions.act_bytes, size_t{16} * 8192 * 2);
   EXPECT_EQ(fused.regions.partial_offset, size_t{16} * 8192 * 2);
@@ -529,11 +532,14 @@ TEST(Fp8Plan, DynamicQuantizationQdqsIntoTheWorkspaceOnEveryPath) {
   EXPECT_EQ(dq.regions.act_bytes, size_t{300} * 1000 * 2);
 }
 
+// Where the W8A8 GEMM is not taken (forced off here; off SM90, or block_size % 128 != 0),
+// W8A8 takes the fused GEMM on A' = QDQ(A).
 TEST(Fp8Plan, FusedGemmW8A8QdqsIntoTheWorkspaceFirst) {
+  const PlanOverride no_w8a8 = parsed("w8a8=0");
   Fp8MatMulProblem p = problem(16, 8192, 8192);
   p.has_a_scale = true;
   p.has_bias = true;
-  const Fp8MatMulPlan pl = plan(p);
+  const Fp8MatMulPlan pl = plan(p, kHopper, no_w8a8);
   ASSERT_EQ(pl.path, Fp8Path::kFusedGemm);
   EXPECT_FALSE(pl.dequant.qdq_activation);
   EXPECT_EQ(pl.regions.act_offset, 0u);
@@ -548,7 +554,7 @@ TEST(Fp8Plan, FusedGemmW8A8QdqsIntoTheWorkspaceFirst) {
   // Odd sizes keep the partial sums 256-byte aligned: M = 9 x K = 4112 x 2 bytes.
   p = problem(9, 100, 4112, 16);
   p.has_a_scale = true;
-  const Fp8MatMulPlan odd = plan(p);
+  const Fp8MatMulPlan odd = plan(p);  // block 16: not the W8A8 GEMM's
   ASSERT_EQ(odd.path, Fp8Path::kFusedGemm);
   EXPECT_EQ(odd.regions.act_bytes, 9u * 4112 * 2);
   EXPECT_EQ(odd.regions.partial_offset, 74240u);  // 74016 padded
@@ -556,11 +562,103 @@ TEST(Fp8Plan, FusedGemmW8A8QdqsIntoTheWorkspaceFirst) {
   // Without a K split: the act region alone.
   p = problem(64, 28672, 8192);
   p.has_a_scale = true;
-  const Fp8MatMulPlan whole = plan(p);
+  const Fp8MatMulPlan whole = plan(p, kHopper, no_w8a8);
   EXPECT_EQ(whole.regions.partial_bytes, 0u);
   EXPECT_EQ(whole.workspace_bytes, size_t{64} * 8192 * 2);
   EXPECT_NE(printed(whole).find("workspace=1048576B (act 1048576@0)}"), std::string::npos)
       << whole;
+}
+
+// The W8A8 GEMM on FP8 tensor cores: every M above the decode GEMV's rows with A quantized
+// (static or dynamic) on SM90, block_size % 128 == 0, K % 16 == 0; tiles 128 x 128, the K
+// split in whole scale blocks by the wave model; codes, dynamic scales, partial sums.
+TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
+  for (const bool dynamic : {false, true})
+    for (const int64_t m : {9, 64, 129, 1024, 4096}) {
+      Fp8MatMulProblem p = problem(m, 8192, 8192);
+      p.has_a_scale = !dynamic;
+      p.dynamic_act_quant = dynamic;
+      SCOPED_TRACE(::testing::Message() << "M=" << m << (dynamic ? " dynamic" : " static"));
+      const Fp8MatMulPlan pl = plan(p);
+      ASSERT_EQ(pl.path, Fp8Path::kW8a8Gemm) << pl;
+      EXPECT_EQ(fp8_w8a8_gemm_refusal(p, kHopper, {}), nullptr);
+      EXPECT_TRUE(pl.gemm.wgmma);
+      EXPECT_EQ(pl.gemm.tile_m, kW8a8TileM);
+      EXPECT_EQ(pl.gemm.tile_n, kGemmTileN);
+      EXPECT_EQ(pl.gemm.stages, kW8a8Stages);
+      EXPECT_EQ(pl.regions.act_bytes, 0u);  // no QDQ'd copy of A in T
+      EXPECT_EQ(pl.regions.codes_offset, 0u);
+      EXPECT_EQ(pl.regions.codes_bytes, static_cast<size_t>(m) * 8192);
+      const size_t scales = dynamic ? size_t{64} * ((m + 127) / 128 * 128) * 4 : 0;
+      EXPECT_EQ(pl.regions.act_scales_bytes, scales);
+    }
+  EXPECT_EQ(kW8a8Stages, 6);
+  // K split: 64 tiles of 64 one-slab blocks on 132 SMs: 1 -> 70, 2 -> 38, 4 -> 2 x 22.
+  Fp8MatMulProblem p = problem(16, 8192, 8192);
+  p.dynamic_act_quant = true;
+  p.has_bias = true;
+  const Fp8MatMulPlan split = plan(p);
+  EXPECT_EQ(split.gemm.k_split, 2);
+  EXPECT_EQ(split.regions.act_scales_offset, size_t{16} * 8192);
+  EXPECT_EQ(split.regions.partial_offset, size_t{16} * 8192 + 64 * 128 * 4);
+  EXPECT_EQ(split.regions.partial_bytes, size_t{2} * 16 * 8192 * 4);
+  EXPECT_EQ(split.workspace_bytes, split.regions.partial_offset + split.regions.partial_bytes);
+  EXPECT_NE(printed(split).find("path=w8a8_gemm; "), std::string::npos) << split;
+  EXPECT_NE(printed(split).find("; act_scales=dynamic; mainloop=wgmma; tile_m=128; tile_n=128; stages=6; "
+                                "k_split=2; workspace=1212416B (codes 131072@0, act_scales 32768@131072, "
+                                "partial 1048576@163840)}"),
+            std::string::npos)
+      << split;
+  // Blocks of 256 K split in whole blocks: 32 units of 2 slabs, the same waves.
+  p.block_size = 256;
+  EXPECT_EQ(plan(p).gemm.k_split, 2);
+  // 4096 rows: 2048 tiles, whole waves unsplit; no partial sums.
+  p = problem(4096, 8192, 8192);
+  p.has_a_scale = true;
+  EXPECT_EQ(plan(p).gemm.k_split, 1);
+  EXPECT_EQ(plan(p).regions.partial_bytes, 0u);
+  EXPECT_EQ(plan(p).workspace_bytes, size_t{4096} * 8192);
+  // K % 128 != 0 (a partial last block), odd N: rows of K codes.
+  p = problem(33, 1001, 8208);
+  p.has_a_scale = true;
+  EXPECT_EQ(plan(p).regions.codes_bytes, size_t{33} * 8208);
+  EXPECT_EQ(plan(p).path, Fp8Path::kW8a8Gemm);
+}
+
+// Where the W8A8 GEMM is not taken, and why (fp8_w8a8_gemm_refusal, printed by --explain).
+TEST(Fp8Plan, W8A8GemmRefusals) {
+  const auto refusal = [](Fp8MatMulProblem p, const DeviceInfo& d, const char* ov = "") {
+    if (!p.dynamic_act_quant) p.has_a_scale = true;
+    const char* why = fp8_w8a8_gemm_refusal(p, d, parsed(ov));
+    EXPECT_EQ(why == nullptr, plan(p, d, parsed(ov)).path == Fp8Path::kW8a8Gemm);
+    return std::string(why == nullptr ? "" : why);
+  };
+  EXPECT_EQ(fp8_w8a8_gemm_refusal(problem(64, 8192, 8192), kHopper, {}),
+            std::string("A is not quantized (no a_scale, no dynamic_act_quant)"));
+  EXPECT_EQ(refusal(problem(8, 8192, 8192), kHopper), "M <= 8 (the decode GEMV's rows)");
+  EXPECT_EQ(refusal(problem(8, 8192, 8192), kHopper, "w8a8=1"), "");
+  EXPECT_EQ(refusal(problem(9, 8192, 8192), kHopper), "");
+  EXPECT_EQ(refusal(problem(64, 8192, 8192), kHopper, "w8a8=0"), "w8a8=0 (plan override)");
+  EXPECT_EQ(refusal(problem(64, 8192, 8192), kAmpere), "not an SM90 device (wgmma code is sm_90a only)");
+  EXPECT_EQ(refusal(problem(64, 8192, 8192, 64), kHopper),
+            "block_size % 128 != 0 (a 128-K slab would span two scales)");
+  EXPECT_EQ(refusal(problem(64, 8192, 8200), kHopper), "K % 16 != 0 (rows of B not whole 16-byte chunks)");
+  Fp8MatMulProblem unaligned = problem(64, 8192, 8192);
+  unaligned.alignment = 8;
+  EXPECT_EQ(refusal(unaligned, kHopper), "pointers not 16-byte aligned");
+  EXPECT_EQ(refusal(problem(0, 8192, 8192), kHopper), "empty output");
+  EXPECT_EQ(refusal(problem(64, 8192, 0), kHopper), "K == 0: Y = bias");
+  // Refused: the fused GEMM's QDQ path up to 128 rows, dequant + cuBLAS above.
+  Fp8MatMulProblem small_block = problem(64, 8192, 8192, 64);
+  small_block.has_a_scale = true;
+  EXPECT_EQ(plan(small_block).path, Fp8Path::kFusedGemm);
+  small_block.m = 200;
+  EXPECT_EQ(plan(small_block).path, Fp8Path::kDequantGemm);
+  // gemm_k_split forces the W8A8 GEMM's split too.
+  Fp8MatMulProblem forced = problem(64, 8192, 8192);
+  forced.has_a_scale = true;
+  EXPECT_EQ(plan(forced, kHopper, parsed("gemm_k_split=8")).gemm.k_split, 8);
+  EXPECT_EQ(plan(forced, kHopper, parsed("gemm_k_split=8")).regions.partial_bytes, size_t{8} * 64 * 8192 * 4);
 }
 
 TEST(Fp8Plan, KNotMultipleOf16LeavesTheGemv) {

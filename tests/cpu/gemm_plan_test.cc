@@ -51,8 +51,8 @@ TEST(GemmPlan, TileHeight) {
 // cost(split) = waves x (slabs per block + stages), the least wins.
 TEST(GemmPlan, KSplitWaveModel) {
   // 64 blocks of 64 slabs on 264 resident: 1 -> 68, 2 -> 36, 4 -> 20, 8 -> 2 waves x 12.
-  EXPECT_EQ(gemm_split_cost(64, 64, 264, 4, 4), 20);
-  EXPECT_EQ(gemm_split_cost(64, 64, 264, 4, 8), 24);
+  EXPECT_EQ(gemm_split_cost(64, 64, 1, 264, 4, 4), 20);
+  EXPECT_EQ(gemm_split_cost(64, 64, 1, 264, 4, 8), 24);
   EXPECT_EQ(choose_gemm_k_split(64, 64, 264, 4), 4);
   // A grid of a whole wave is not split.
   EXPECT_EQ(choose_gemm_k_split(264, 64, 264, 4), 1);
@@ -61,8 +61,8 @@ TEST(GemmPlan, KSplitWaveModel) {
   EXPECT_EQ(choose_gemm_k_split(1, 4096, 264, 4), kGemmMaxKSplit);
   // Splitting that only adds waves loses: 2 blocks of 8 slabs on one resident block cost
   // 2 x 12 = 24 unsplit, 4 x 8 = 32 split in two.
-  EXPECT_EQ(gemm_split_cost(2, 8, 1, 4, 1), 24);
-  EXPECT_EQ(gemm_split_cost(2, 8, 1, 4, 2), 32);
+  EXPECT_EQ(gemm_split_cost(2, 8, 1, 1, 4, 1), 24);
+  EXPECT_EQ(gemm_split_cost(2, 8, 1, 1, 4, 2), 32);
   EXPECT_EQ(choose_gemm_k_split(2, 8, 1, 4), 1);
 }
 

@@ -1125,6 +1125,9 @@ TEST(NBitsPlan, GemvTwoTilesAt168Registers) {
                            "plan override: registers=168 holds k_split up to 4, but k_split=8");
   testing::expect_rejected(problem(1, 28672, 8192, 4, 128), parsed("k_split=8,registers=168"),
                            "registers=168");
+  // Fp8WeightMatMul's W8A8 GEMM key does not apply here.
+  testing::expect_rejected(problem(64, 8192, 8192, 4, 128), parsed("w8a8=1"),
+                           "plan override: w8a8 does not apply to NBitsMatMul");
   EXPECT_EQ(plan(problem(1, 12288, 8192, 4, 128), kHopper, o).gemv.k_split, 8);  // one tile
   o.registers = -1;
   EXPECT_EQ(regs_split(plan(problem(1, 20480, 8192, 4, 128), kHopper, o)), narrow(8));

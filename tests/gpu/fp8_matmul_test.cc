@@ -1,6 +1,7 @@
 // Fp8WeightMatMul on the GPU: the dispatch chain's empty, K == 0 and dequant + cuBLAS paths
 // (with and without W8A8 and bias, N-tiled scratch; the fused GEMM forced off where it
-// would take the case), dynamic activation quantization on every path, its kernels bit
+// would take the case), the W8A8 GEMM on FP8 tensor cores (SM90) through the planner,
+// dynamic activation quantization on every path, its kernels bit
 // for bit against the host codecs, the run-time contract (workspace, plan/args mismatch,
 // graph capture).
 // Every test skips itself, saying so, without a CUDA device.
@@ -37,11 +38,13 @@ constexpr DType kDTypes[] = {DType::kFloat16, DType::kBFloat16};
 // Rows above the GEMV's row groups (the fused GEMM's by default: dequant_gemm_only).
 constexpr int64_t kAboveFused = kGemvMaxGroupRows + 1;
 
-// The dequant + cuBLAS path at every M: neither the decode GEMV nor the fused GEMM.
+// The dequant + cuBLAS path at every M: neither the decode GEMV, the W8A8 GEMM nor the
+// fused GEMM.
 testing::Fp8Knobs dequant_gemm_only() {
   testing::Fp8Knobs o;
   o.force.gemv = 0;
   o.force.gemm = 0;
+  o.force.w8a8 = 0;
   return o;
 }
 
@@ -347,9 +350,46 @@ TEST(Fp8Dynamic, EveryPathAgainstReference) {
     Fp8Run run;
     BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, testing::Fp8Knobs{}, &run));
     EXPECT_TRUE(run.plan.problem.dynamic_act_quant);
-    EXPECT_GT(run.plan.regions.act_bytes, 0u) << run.plan;
+    // A' in T on every path but the W8A8 GEMM's, which quantizes A to codes and scales.
+    if (run.plan.path == Fp8Path::kW8a8Gemm) {
+      EXPECT_GT(run.plan.regions.act_scales_bytes, 0u) << run.plan;
+    } else {
+      EXPECT_GT(run.plan.regions.act_bytes, 0u) << run.plan;
+    }
     EXPECT_TRUE(matches_reference(c, run.y)) << run.plan;
   }
+}
+
+// The W8A8 GEMM on FP8 tensor cores through the public API (SM90: the planner takes it for
+// M > 8 with A quantized, block_size % 128 == 0), static and dynamic activation scales,
+// against the float64 reference of each mode's quantization: the contract's M values (9 to
+// 4096), odd N, K % 128 != 0, both types, bias; the planner's K split and one forced.
+TEST(Fp8W8A8Gemm, BothModesThroughThePlanner) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  if (handle->device_info().sm != 90) GTEST_SKIP() << "the W8A8 GEMM runs on SM90 devices only";
+  struct Case { int64_t m, n, k, block; int forced_split; };
+  const Case cases[] = {{9, 1001, 1040, 128, 0},  {64, 517, 2064, 128, 0}, {129, 259, 1040, 256, 0},
+                        {1024, 777, 1168, 128, 0}, {4096, 131, 1040, 128, 0}, {100, 300, 2048, 128, 4}};
+  uint64_t seed = 9500;
+  for (const Case cs : cases)
+    for (const bool dynamic : {false, true}) {
+      const DType t = kDTypes[seed % 2];
+      const bool bias = seed % 3 != 0;
+      SCOPED_TRACE(::testing::Message() << "M=" << cs.m << " N=" << cs.n << " K=" << cs.k << " block="
+                                        << cs.block << " " << dtype_name(t) << " bias=" << bias
+                                        << (dynamic ? " dynamic" : " static") << " split=" << cs.forced_split);
+      Fp8Case c = make_random_fp8_case(t, cs.m, cs.n, cs.k, cs.block, bias, /*w8a8=*/!dynamic, seed++);
+      c.dynamic_act_quant = dynamic;
+      testing::Fp8Knobs knobs;
+      knobs.force.gemm_k_split = cs.forced_split;
+      Fp8Run run;
+      BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, knobs, &run));
+      ASSERT_EQ(run.plan.path, Fp8Path::kW8a8Gemm) << run.plan;
+      if (cs.forced_split > 0) EXPECT_EQ(run.plan.gemm.k_split, cs.forced_split);
+      EXPECT_TRUE(matches_reference(c, run.y)) << run.plan;
+    }
 }
 
 // run() checks the workspace and that the arguments are the plan's problem.

@@ -1,5 +1,5 @@
-// W8A8 on FP8 tensor cores (gemm/w8a8_wgmma.cu, SM90a): the launch and its workspace.
-// Work in progress: not yet reached by the planner.
+// W8A8 on FP8 tensor cores (gemm/w8a8_wgmma.cu, SM90a): the launch and its workspace
+// (sizes: core/gemm_plan.h, w8a8_act_pitch and w8a8_m_pad).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -8,6 +8,7 @@
 
 #include "bqmm/status.h"
 #include "bqmm/tensor.h"  // DType
+#include "core/gemm_plan.h"
 
 namespace bqmm::cuda {
 
@@ -22,11 +23,6 @@ struct W8A8GemmArgs {
   void* y = nullptr;              // [M, N] T
   int64_t m = 0, n = 0, k = 0, block_size = 128;
 };
-
-// Row pitch of the quantized activation codes (K padded to whole 16-byte copies) and the
-// scale matrix's padded row count (whole 128-row activation tiles).
-constexpr int64_t w8a8_act_pitch(int64_t k) { return (k + 15) / 16 * 16; }
-constexpr int64_t w8a8_m_pad(int64_t m) { return (m + 127) / 128 * 128; }
 
 struct W8A8Workspace {
   uint8_t* codes = nullptr;    // M x w8a8_act_pitch(K) bytes

@@ -1,7 +1,6 @@
 // W8A8 on FP8 tensor cores (w8a8_wgmma.cuh): the activation quantize pass, the GEMM's
 // instantiations (float16 and bfloat16, static and dynamic scales) and their launch.
 // Built for sm_90a only (CMake's BQMM_WGMMA_ARCHITECTURES), like fp8_wgmma.cu.
-// Work in progress: not yet planned, tested or documented (see the branch's last commit).
 #include "cuda/gemm/w8a8_wgmma.cuh"
 
 #include "cuda/cuda_check.h"
@@ -90,8 +89,9 @@ Status launch_typed(const W8A8GemmArgs& args, int k_split, const W8A8Workspace& 
   const int64_t tiles = (args.m + kW8a8TileM - 1) / kW8a8TileM * ((args.n + kGemmTileN - 1) / kGemmTileN);
   const dim3 grid(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(k_split));
   const auto kernel = W8A8WgmmaKernel<T, kDynamic>;
-  BQMM_RETURN_IF_ERROR(allow_dynamic_smem(reinterpret_cast<const void*>(kernel), kW8a8SmemBytes));
-  kernel<<<grid, kWgmmaThreads, kW8a8SmemBytes, stream>>>(p);
+  constexpr int kSmem = static_cast<int>(kW8a8SmemBytes);
+  BQMM_RETURN_IF_ERROR(allow_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmem));
+  kernel<<<grid, kWgmmaThreads, kSmem, stream>>>(p);
   BQMM_RETURN_IF_ERROR(check_launch("W8A8WgmmaKernel"));
   if (k_split == 1) return Status::Ok();
   FusedGemmReduceKernel<T><<<grid_for(args.m * args.n, 256), 256, 0, stream>>>(

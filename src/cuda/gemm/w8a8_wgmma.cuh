@@ -6,7 +6,7 @@
 //   static:  Y[m, n] = a_scale * sum_b sw[n, b] * sum_{k in b} q[m, k] * w[n, k] + bias[n]
 //
 // q = e4m3_satfinite_rne(A * inv) as the contract's QDQ, written with its scales by the
-// quantize pass before this kernel (act_quant.cu: codes [M, a_pitch] bytes, K padded
+// quantize pass before this kernel (w8a8_wgmma.cu: codes [M, a_pitch] bytes, K padded
 // with zero codes to a_pitch, a multiple of 16; dynamic scales [k_blocks, m_pad] floats,
 // column b of the scale matrix contiguous). Unlike the QDQ + dequant path, q * s is never
 // rounded to T (the contract allows it: more precise).
@@ -36,14 +36,14 @@
 
 namespace bqmm::cuda {
 
-constexpr int kW8a8TileM = 128;                 // activation rows per block (the wgmma's N)
-constexpr int kW8a8SlabK = 128;                 // K per slab: 128 bytes of e4m3
-constexpr int kW8a8WeightBytes = kGemmTileN * kW8a8SlabK;
-constexpr int kW8a8ActBytes = kW8a8TileM * kW8a8SlabK;
-constexpr int kW8a8ScaleBytes = kW8a8TileM * 4;
-constexpr int kW8a8StageBytes = kW8a8WeightBytes + kW8a8ActBytes + 1024;  // scales, padded
-constexpr int kW8a8Stages = static_cast<int>(kWgmmaSmemBytes / kW8a8StageBytes);
-constexpr int kW8a8SmemBytes = kW8a8Stages * kW8a8StageBytes + static_cast<int>(kWgmmaAlignBytes);
+// The geometry (kW8a8TileM activation rows = the wgmma's N, kW8a8SlabK, the stages) is the
+// planner's, in core/gemm_plan.h. A stage: the weight slab, the activation slab, the scales.
+constexpr int kW8a8WeightBytes = kGemmTileN * static_cast<int>(kW8a8SlabK);
+constexpr int kW8a8ActBytes = kW8a8TileM * static_cast<int>(kW8a8SlabK);
+static_assert(kW8a8WeightBytes + kW8a8ActBytes + kW8a8TileM * 4 <= kW8a8StageBytes &&
+                  kW8a8StageBytes % kWgmmaAlignBytes == 0,
+              "a stage holds both slabs and the scales, on a swizzle-atom boundary");
+static_assert(kW8a8SlabK == 128 && kGemmTileN == 128, "8 passes of 16 rows x 128 bytes per operand");
 
 template <typename T>
 struct W8A8Params {
@@ -115,7 +115,7 @@ struct W8A8Tile {
   // Producer thread x copies chunk x % 8 of rows x / 8 + 16 pass of both operands (8
   // passes each); threads 0..31 the dynamic scales (4 floats each).
   __device__ __forceinline__ void load_stage(int stage, int64_t slab) const {
-    const uint32_t base = smem_addr(smem + stage * kW8a8StageBytes);
+    const uint32_t base = smem_addr(smem + stage * static_cast<int>(kW8a8StageBytes));
     const int x = warp * 32 + lane, r0 = x / 8, c = x % 8;
     const uint32_t dst = r0 * 128 + 16 * (c ^ (r0 % 8));
     const int64_t off = slab * kW8a8SlabK + 16 * c;
@@ -236,7 +236,7 @@ struct W8A8Tile {
     for (int64_t i = 0; i < count; ++i) {
       const int64_t slab = slab_begin + i;
       ring.wait_full(i);
-      const uint32_t base = smem_addr(smem + static_cast<int>(i % kStages) * kW8a8StageBytes);
+      const uint32_t base = smem_addr(smem + static_cast<int>(i % kStages) * static_cast<int>(kW8a8StageBytes));
       const bool fresh = i == 0 || slab % p.block_slabs == 0;
       const bool last = i + 1 == count || (slab + 1) % p.block_slabs == 0;
       fence_operands(part);
