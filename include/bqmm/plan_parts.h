@@ -53,8 +53,8 @@ struct WorkspaceRegions {
   size_t cublas_offset = 0, cublas_bytes = 0;    // cuBLAS's own workspace
   size_t scratch_offset = 0, scratch_bytes = 0;  // [n_tile, K] dequantized weight of T
   size_t partial_offset = 0, partial_bytes = 0;  // fused / W8A8 GEMM k_split > 1: [k_split, M, N] float32
-  // Fp8WeightMatMul's W8A8 GEMM: the activation quantized to e4m3, [M, K padded to a
-  // multiple of 16] bytes, and with dynamic quantization its float32 scales,
+  // Fp8WeightMatMul's W8A8 GEMM: the activation quantized to e4m3, [M, K] bytes, and with
+  // dynamic quantization its float32 scales,
   // [k_blocks, M padded to a multiple of 128].
   size_t codes_offset = 0, codes_bytes = 0;
   size_t act_scales_offset = 0, act_scales_bytes = 0;

@@ -199,7 +199,7 @@ void plan_w8a8_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOv
                                         p.block_size / kW8a8SlabK);
   WorkspaceRegions& r = plan->regions;
   WorkspaceLayout layout;
-  r.codes_bytes = static_cast<size_t>(p.m * w8a8_act_pitch(p.k));
+  r.codes_bytes = static_cast<size_t>(p.m * p.k);
   r.codes_offset = layout.take(r.codes_bytes);
   r.act_scales_bytes =
       p.dynamic_act_quant ? static_cast<size_t>(p.k_blocks() * w8a8_m_pad(p.m)) * sizeof(float) : 0;

@@ -109,9 +109,8 @@ constexpr int64_t kW8a8StageBytes = (kGemmTileN + kW8a8TileM) * kW8a8SlabK + 102
 constexpr int kW8a8Stages =
     static_cast<int>(std::min<int64_t>(kWgmmaMaxStages, kWgmmaSmemBytes / kW8a8StageBytes));
 constexpr int64_t kW8a8SmemBytes = kW8a8Stages * kW8a8StageBytes + kWgmmaAlignBytes;
-// The quantized activation in the workspace: rows of K e4m3 codes padded with zero codes to
-// whole 16-byte copies; dynamic scales [k_blocks][M padded to whole tiles] float32.
-constexpr int64_t w8a8_act_pitch(int64_t k) { return (k + 15) / 16 * 16; }
+// The quantized activation in the workspace: [M, K] e4m3 codes (K % 16 == 0) and, dynamic,
+// its scales [k_blocks][M padded to whole tiles] float32.
 constexpr int64_t w8a8_m_pad(int64_t m) { return (m + kW8a8TileM - 1) / kW8a8TileM * kW8a8TileM; }
 
 // The smallest instantiated tile_m (16, 32, 64) holding M rows; 64 above.

@@ -45,7 +45,7 @@ void check_w8a8(const Fp8Case& c, int k_split) {
   g.block_size = c.block_size;
   const int64_t k_blocks = c.k_blocks();
   harness::DeviceBuffer codes, scales, partials;
-  BQMM_ASSERT_OK(harness::DeviceBuffer::allocate(static_cast<size_t>(g.m * w8a8_act_pitch(g.k)), &codes));
+  BQMM_ASSERT_OK(harness::DeviceBuffer::allocate(static_cast<size_t>(g.m * g.k), &codes));
   BQMM_ASSERT_OK(harness::DeviceBuffer::allocate(
       static_cast<size_t>(k_blocks * w8a8_m_pad(g.m)) * sizeof(float), &scales));
   BQMM_ASSERT_OK(harness::DeviceBuffer::allocate(

@@ -559,17 +559,28 @@ struct FusedGemmTile {
 // Grid: x = M tiles x N tiles, the M tile varying fastest (the blocks that share a weight
 // strip run together: it comes from HBM once, from L2 after, while the activation, small
 // at these M, stays in L2); z = the K split, slabs_per_split slabs each. Both mainloops
-// (this file's and fused_wgmma.cuh's) take their block's tile from it.
+// (this file's and fused_wgmma.cuh's) take their block's tile from it. kGroupM > 0 (the
+// W8A8 GEMM, whose M runs to thousands) orders the M tiles in groups of kGroupM, each
+// group's tiles fastest, then its N tiles: a wave's blocks then share few activation tiles
+// as well as few weight strips.
 struct GemmBlockTile {
   int64_t m0, n0;                 // first activation row, first weight row
   int64_t slab_begin, slab_end;   // the K slabs [begin, end)
 };
-template <int kTileM, typename Params>
+template <int kTileM, int kGroupM = 0, typename Params>
 __device__ __forceinline__ GemmBlockTile gemm_block_tile(const Params& p) {
   GemmBlockTile b;
-  const uint32_t m_tiles = static_cast<uint32_t>((p.m + kTileM - 1) / kTileM);
-  b.m0 = static_cast<int64_t>(blockIdx.x % m_tiles) * kTileM;
-  b.n0 = static_cast<int64_t>(blockIdx.x / m_tiles) * kGemmTileN;
+  const int64_t m_tiles = (p.m + kTileM - 1) / kTileM;
+  int64_t t = blockIdx.x, first = 0, group = m_tiles;
+  if constexpr (kGroupM > 0) {
+    const int64_t n_tiles = (p.n + kGemmTileN - 1) / kGemmTileN;
+    const int64_t g = t / (kGroupM * n_tiles);
+    first = g * kGroupM;
+    group = m_tiles - first < kGroupM ? m_tiles - first : kGroupM;
+    t -= g * kGroupM * n_tiles;
+  }
+  b.m0 = (first + t % group) * kTileM;
+  b.n0 = (t / group) * kGemmTileN;
   const int64_t slabs = (p.row_bytes + kGemmSlabBytes - 1) / kGemmSlabBytes;
   b.slab_begin = static_cast<int64_t>(blockIdx.z) * p.slabs_per_split;
   b.slab_end = b.slab_begin + p.slabs_per_split < slabs ? b.slab_begin + p.slabs_per_split : slabs;

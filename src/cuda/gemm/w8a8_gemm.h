@@ -1,5 +1,5 @@
 // W8A8 on FP8 tensor cores (gemm/w8a8_wgmma.cu, SM90a): the launch and its workspace
-// (sizes: core/gemm_plan.h, w8a8_act_pitch and w8a8_m_pad).
+// (sizes: core/gemm_plan.h, w8a8_m_pad).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -25,7 +25,7 @@ struct W8A8GemmArgs {
 };
 
 struct W8A8Workspace {
-  uint8_t* codes = nullptr;    // M x w8a8_act_pitch(K) bytes
+  uint8_t* codes = nullptr;    // M x K bytes
   float* scales = nullptr;     // dynamic: k_blocks x w8a8_m_pad(M) floats
   float* partials = nullptr;   // k_split > 1: k_split x M x N floats
 };

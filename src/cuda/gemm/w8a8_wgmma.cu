@@ -12,19 +12,37 @@ namespace {
 
 constexpr int kQuantThreads = 256;
 
-// One warp per (row, K block): the block's scale (dynamic: amax / 448, NaN if the block
-// holds one; static: a_scale), then its codes e4m3_satfinite_rne(a * inv) as the QDQ's
-// (bit-identical codes), 8 per lane step. The last block's warp zero-fills the row's pad
-// [K, a_pitch). Dynamic scales go to column `b` of [k_blocks, m_pad].
+// 8 activations (one 16-byte load) of row `src` at `i`, as float32.
+template <typename T>
+__device__ __forceinline__ void load8(const T* src, int64_t i, float (&x)[8]) {
+  const uint4 v = __ldg(reinterpret_cast<const uint4*>(src + i));
+  const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float2 f = packed2_to_float2<T>(w[j]);
+    x[2 * j] = f.x;
+    x[2 * j + 1] = f.y;
+  }
+}
+
+// A group of lanes per (row, K block): 16 for blocks of 128 (two blocks per warp), 32 for
+// larger ones; lane l takes activations 8 l .. 8 l + 7 of each 8 x lanes chunk of the block
+// (one 16-byte load, one 8-byte store of codes: K % 16 == 0 and 16-byte aligned rows, the
+// planner's conditions). Its scale: dynamic amax / 448 (NaN where the block holds one; the
+// amax reduced over the group), static a_scale; codes e4m3_satfinite_rne(a * inv), bit for
+// bit the QDQ's. Dynamic scales go to column `blk` of [k_blocks, m_pad].
 template <typename T, bool kDynamic>
 __global__ void __launch_bounds__(kQuantThreads)
     ActQuantE4m3Kernel(const T* __restrict__ a, const float* __restrict__ a_scale, int64_t m, int64_t k,
-                       int64_t block_size, int64_t k_blocks, int64_t a_pitch, int64_t m_pad,
-                       uint8_t* __restrict__ codes, float* __restrict__ scales) {
-  const int lane = threadIdx.x % 32;
-  const int64_t warps = m * k_blocks;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * (kQuantThreads / 32);
-  for (int64_t w = static_cast<int64_t>(blockIdx.x) * (kQuantThreads / 32) + threadIdx.x / 32; w < warps;
+                       int64_t block_size, int64_t k_blocks, int64_t m_pad, uint8_t* __restrict__ codes,
+                       float* __restrict__ scales) {
+  const int lanes = block_size == 128 ? 16 : 32;
+  const int lane = threadIdx.x % lanes;
+  // The group's lanes (shuffles stay inside them; a group runs its loop together).
+  const unsigned mask = lanes == 32 ? 0xffffffffu : 0xffffu << (threadIdx.x % 32 - lane);
+  const int64_t groups = m * k_blocks;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * (kQuantThreads / lanes);
+  for (int64_t w = (static_cast<int64_t>(blockIdx.x) * kQuantThreads + threadIdx.x) / lanes; w < groups;
        w += stride) {
     const int64_t row = w / k_blocks, blk = w % k_blocks;
     const int64_t begin = blk * block_size;
@@ -34,36 +52,48 @@ __global__ void __launch_bounds__(kQuantThreads)
     if constexpr (kDynamic) {
       float amax = 0.0f;
       bool nan = false;
-      for (int64_t i = begin + lane; i < end; i += 32) {
-        const float x = to_float(src[i]);
-        nan |= x != x;
-        amax = fmaxf(amax, fabsf(x));
-      }
+      for (int64_t i = begin + 8 * lane; i < end; i += 8 * lanes) {
+        float x[8];
+        load8(src, i, x);
 #pragma unroll
-      for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-      nan = __any_sync(0xffffffffu, nan);
+        for (int j = 0; j < 8; ++j) {
+          nan |= x[j] != x[j];
+          amax = fmaxf(amax, fabsf(x[j]));
+        }
+      }
+      for (int o = lanes / 2; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(mask, amax, o));
+      nan = __any_sync(mask, nan);
       scale = nan ? __int_as_float(0x7fc00000) : amax / 448.0f;
       if (lane == 0) scales[blk * m_pad + row] = scale;
     } else {
       scale = *a_scale;
     }
     const float inv = qdq_inv_scale(scale);
-    uint8_t* dst = codes + row * a_pitch;
-    for (int64_t i = begin + lane; i < end; i += 32)
-      dst[i] = __nv_cvt_float_to_fp8(to_float(src[i]) * inv, __NV_SATFINITE, __NV_E4M3);
-    if (blk + 1 == k_blocks)
-      for (int64_t i = k + lane; i < a_pitch; i += 32) dst[i] = 0;
+    uint8_t* dst = codes + row * k;
+    for (int64_t i = begin + 8 * lane; i < end; i += 8 * lanes) {
+      float x[8];
+      load8(src, i, x);
+      uint32_t q[2] = {0, 0};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t pair = __nv_cvt_float2_to_fp8x2(make_float2(x[2 * j] * inv, x[2 * j + 1] * inv),
+                                                       __NV_SATFINITE, __NV_E4M3);
+        q[j / 2] |= pair << (16 * (j % 2));
+      }
+      *reinterpret_cast<uint2*>(dst + i) = make_uint2(q[0], q[1]);
+    }
   }
 }
 
 template <typename T, bool kDynamic>
 Status launch_typed(const W8A8GemmArgs& args, int k_split, const W8A8Workspace& ws, cudaStream_t stream) {
   const int64_t k_blocks = (args.k + args.block_size - 1) / args.block_size;
-  const int64_t a_pitch = w8a8_act_pitch(args.k), m_pad = w8a8_m_pad(args.m);
+  const int64_t m_pad = w8a8_m_pad(args.m);
+  const int64_t lanes = args.block_size == 128 ? 16 : 32;
   ActQuantE4m3Kernel<T, kDynamic>
-      <<<grid_for(args.m * k_blocks * 32, kQuantThreads), kQuantThreads, 0, stream>>>(
-          static_cast<const T*>(args.a), args.a_scale, args.m, args.k, args.block_size, k_blocks, a_pitch,
-          m_pad, ws.codes, ws.scales);
+      <<<grid_for(args.m * k_blocks * lanes, kQuantThreads), kQuantThreads, 0, stream>>>(
+          static_cast<const T*>(args.a), args.a_scale, args.m, args.k, args.block_size, k_blocks, m_pad,
+          ws.codes, ws.scales);
   BQMM_RETURN_IF_ERROR(check_launch("ActQuantE4m3Kernel"));
 
   W8A8Params<T> p{};
@@ -78,7 +108,6 @@ Status launch_typed(const W8A8GemmArgs& args, int k_split, const W8A8Workspace& 
   p.m = static_cast<int>(args.m);
   p.n = args.n;
   p.k = args.k;
-  p.a_pitch = a_pitch;
   p.m_pad = m_pad;
   p.row_bytes = args.k;
   p.k_blocks = k_blocks;

@@ -6,9 +6,8 @@
 //   static:  Y[m, n] = a_scale * sum_b sw[n, b] * sum_{k in b} q[m, k] * w[n, k] + bias[n]
 //
 // q = e4m3_satfinite_rne(A * inv) as the contract's QDQ, written with its scales by the
-// quantize pass before this kernel (w8a8_wgmma.cu: codes [M, a_pitch] bytes, K padded
-// with zero codes to a_pitch, a multiple of 16; dynamic scales [k_blocks, m_pad] floats,
-// column b of the scale matrix contiguous). Unlike the QDQ + dequant path, q * s is never
+// quantize pass before this kernel (w8a8_wgmma.cu: codes [M, K] bytes, K a multiple of
+// 16; dynamic scales [k_blocks, m_pad] floats, column b of the scale matrix contiguous). Unlike the QDQ + dequant path, q * s is never
 // rounded to T (the contract allows it: more precise).
 //
 // Block: as fused_wgmma.cuh (read it first): warpgroup 0 the producer, 1 and 2 the
@@ -23,7 +22,9 @@
 // overwrites `part`), commit, wait for them; at the block's last slab (or the split's)
 // fold: acc += part * sw[n, b] (* sa[m, b]); release the stage on `empty`. The wait is
 // before the fold, so a warpgroup does not overlap its own slabs; the two consumer
-// warpgroups, running apart, overlap each other's.
+// warpgroups, running apart, overlap each other's. (Two alternating partial-sum buffers
+// would let a warpgroup's wgmma run on during its fold, but ptxas then serializes every
+// wgmma: it does not see that the buffer folded is not the one in flight.)
 #pragma once
 
 #include <cuda_runtime.h>
@@ -44,10 +45,11 @@ static_assert(kW8a8WeightBytes + kW8a8ActBytes + kW8a8TileM * 4 <= kW8a8StageByt
                   kW8a8StageBytes % kWgmmaAlignBytes == 0,
               "a stage holds both slabs and the scales, on a swizzle-atom boundary");
 static_assert(kW8a8SlabK == 128 && kGemmTileN == 128, "8 passes of 16 rows x 128 bytes per operand");
+constexpr int kW8a8GroupM = 8;
 
 template <typename T>
 struct W8A8Params {
-  const uint8_t* a;        // activation codes [M, a_pitch]
+  const uint8_t* a;        // activation codes [M, K]
   const float* a_scales;   // dynamic: [k_blocks, m_pad]; static: nullptr
   const float* a_scale;    // static: the scalar; dynamic: nullptr
   const uint8_t* b;        // weight codes [N, K] (row_bytes = K, a multiple of 16)
@@ -56,7 +58,7 @@ struct W8A8Params {
   T* y;
   float* partials;         // k_split > 1: [k_split, M, N]
   int m;
-  int64_t n, k, a_pitch, m_pad;
+  int64_t n, k, m_pad;
   int64_t row_bytes, k_blocks;
   int block_slabs;         // block_size / 128
   int slabs_per_split;     // a multiple of block_slabs
@@ -131,10 +133,10 @@ struct W8A8Tile {
       for (int pass = 0; pass < 8; ++pass) cp_async16(base + dst + pass * 2048, p.b, false);
     }
     // Activation rows past M are not copied (their products reach no stored output).
-    const bool a_in_row = off < p.a_pitch;
-    const uint8_t* src = p.a + (m0 + r0) * p.a_pitch + off;
+    const bool a_in_row = off < p.k;
+    const uint8_t* src = p.a + (m0 + r0) * p.k + off;
 #pragma unroll
-    for (int pass = 0; pass < 8; ++pass, src += 16 * p.a_pitch)
+    for (int pass = 0; pass < 8; ++pass, src += 16 * p.k)
       if (16 * pass < a_left)
         cp_async16(base + kW8a8WeightBytes + dst + pass * 2048, a_in_row ? src : p.a, a_in_row);
     if constexpr (kDynamic) {
@@ -259,7 +261,9 @@ struct W8A8Tile {
   }
 };
 
-// Grid as the fused GEMM's (activation tiles fastest, then weight tiles; z the K split).
+// Grid as the fused GEMM's, its activation tiles in groups of kW8a8GroupM (8 x 128 rows:
+// a wave of 132 blocks reads 8 activation tiles and about 17 weight strips, all L2-resident
+// at K = 8192); z the K split.
 template <typename T, bool kDynamic>
 __global__ void __launch_bounds__(kWgmmaThreads, 1) W8A8WgmmaKernel(const W8A8Params<T> p) {
 #if BQMM_WGMMA_ENABLED
@@ -268,7 +272,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1) W8A8WgmmaKernel(const W8A8Pa
   __shared__ WgmmaRing<Tile::kStages> ring;
   uint8_t* smem = reinterpret_cast<uint8_t*>(
       (reinterpret_cast<uintptr_t>(w8a8_smem_raw) + kWgmmaAlignBytes - 1) & ~uintptr_t{kWgmmaAlignBytes - 1});
-  const GemmBlockTile b = gemm_block_tile<kW8a8TileM>(p);
+  const GemmBlockTile b = gemm_block_tile<kW8a8TileM, kW8a8GroupM>(p);
   if (threadIdx.x == 0) ring.init();
   __syncthreads();  // the only block-wide barrier: the roles part here
   if (threadIdx.x < kWgmmaProducerThreads) {
