@@ -101,8 +101,9 @@ constexpr int64_t wgmma_smem_bytes(int tile_m, int bits) {
 // activation quantized to e4m3 first, both operands multiplied as e4m3 by wgmma. Blocks of
 // kW8a8TileM activation rows x kGemmTileN weight rows, the wgmma roles of the fused GEMM's
 // Hopper mainloop (a producer warpgroup, two consumers); a slab is 128 K of both operands
-// (128 bytes of e4m3 per row) plus, with dynamic scales, the activation tile's 128 scales
-// of the slab's K block (padded to 1 KB: stages stay on swizzle-atom boundaries).
+// (128 bytes of e4m3 per row) plus the scales of the slab's K block for the tile's 128
+// weight rows and (dynamic) 128 activation rows, in 1 KB (stages stay on swizzle-atom
+// boundaries).
 constexpr int kW8a8TileM = 128;
 constexpr int64_t kW8a8SlabK = 128;
 constexpr int64_t kW8a8StageBytes = (kGemmTileN + kW8a8TileM) * kW8a8SlabK + 1024;

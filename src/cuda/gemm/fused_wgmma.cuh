@@ -240,16 +240,6 @@ struct FusedWgmmaTile {
     return l;
   }
 
-  // 4 bytes global -> shared (cached in L1: a warp's 32 copies are one 128-byte line);
-  // zero-filled when !valid.
-  __device__ __forceinline__ static void cp_async4(uint32_t dst, const void* src, bool valid) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src),
-                 "r"(valid ? 4 : 0)
-                 : "memory");
-  }
-  __device__ __forceinline__ static void cp_async4(uint32_t dst, const void* src) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
-  }
   // Shared offset of activation unit j (row warp + 4 j) of panel `panel`.
   __device__ __forceinline__ static uint32_t act_unit(const Loader& l, int j, int panel) {
     return l.a_dst[j % 2] + (j / 2) * 1024 + panel * kPanelBytes;

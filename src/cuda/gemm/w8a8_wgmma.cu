@@ -3,6 +3,8 @@
 // Built for sm_90a only (CMake's BQMM_WGMMA_ARCHITECTURES), like fp8_wgmma.cu.
 #include "cuda/gemm/w8a8_wgmma.cuh"
 
+#include <algorithm>
+
 #include "cuda/cuda_check.h"
 #include "cuda/gemm/w8a8_gemm.h"
 #include "cuda/launchers.h"
@@ -25,28 +27,27 @@ __device__ __forceinline__ void load8(const T* src, int64_t i, float (&x)[8]) {
   }
 }
 
-// A group of lanes per (row, K block): 16 for blocks of 128 (two blocks per warp), 32 for
-// larger ones; lane l takes activations 8 l .. 8 l + 7 of each 8 x lanes chunk of the block
-// (one 16-byte load, one 8-byte store of codes: K % 16 == 0 and 16-byte aligned rows, the
-// planner's conditions). Its scale: dynamic amax / 448 (NaN where the block holds one; the
-// amax reduced over the group), static a_scale; codes e4m3_satfinite_rne(a * inv), bit for
-// bit the QDQ's. Dynamic scales go to column `blk` of [k_blocks, m_pad].
+// A group of lanes per (row, K block): 16 for blocks of 128, 32 for larger ones; lane l
+// takes activations 8 l .. 8 l + 7 of each 8 x lanes chunk of the block (one 16-byte load,
+// one 8-byte store of codes: K % 16 == 0 and 16-byte aligned rows, the planner's
+// conditions). Its scale: dynamic amax / 448 (NaN where the block holds one; the amax
+// reduced over the group), static a_scale; codes e4m3_satfinite_rne(a * inv), bit for bit
+// the QDQ's. Dynamic scales go to column `blk` of [k_blocks, m_pad]. Grid: x the row's
+// groups, y rows (striding by gridDim.y).
 template <typename T, bool kDynamic>
 __global__ void __launch_bounds__(kQuantThreads)
     ActQuantE4m3Kernel(const T* __restrict__ a, const float* __restrict__ a_scale, int64_t m, int64_t k,
-                       int64_t block_size, int64_t k_blocks, int64_t m_pad, uint8_t* __restrict__ codes,
+                       int block_size, int k_blocks, int64_t m_pad, uint8_t* __restrict__ codes,
                        float* __restrict__ scales) {
   const int lanes = block_size == 128 ? 16 : 32;
   const int lane = threadIdx.x % lanes;
-  // The group's lanes (shuffles stay inside them; a group runs its loop together).
+  const int blk = static_cast<int>((blockIdx.x * kQuantThreads + threadIdx.x) / lanes);
+  if (blk >= k_blocks) return;  // whole groups leave together
+  // The group's lanes: shuffles stay inside them.
   const unsigned mask = lanes == 32 ? 0xffffffffu : 0xffffu << (threadIdx.x % 32 - lane);
-  const int64_t groups = m * k_blocks;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * (kQuantThreads / lanes);
-  for (int64_t w = (static_cast<int64_t>(blockIdx.x) * kQuantThreads + threadIdx.x) / lanes; w < groups;
-       w += stride) {
-    const int64_t row = w / k_blocks, blk = w % k_blocks;
-    const int64_t begin = blk * block_size;
-    const int64_t end = blk + 1 < k_blocks ? begin + block_size : k;
+  const int64_t begin = static_cast<int64_t>(blk) * block_size;
+  const int64_t end = blk + 1 < k_blocks ? begin + block_size : k;
+  for (int64_t row = blockIdx.y; row < m; row += gridDim.y) {
     const T* src = a + row * k;
     float scale;
     if constexpr (kDynamic) {
@@ -88,12 +89,16 @@ __global__ void __launch_bounds__(kQuantThreads)
 template <typename T, bool kDynamic>
 Status launch_typed(const W8A8GemmArgs& args, int k_split, const W8A8Workspace& ws, cudaStream_t stream) {
   const int64_t k_blocks = (args.k + args.block_size - 1) / args.block_size;
+  // One block covering K is K rounded up to a slab, whatever block_size says (it may be
+  // beyond int); every other block_size is at most K.
+  const int64_t block = k_blocks == 1 ? (args.k + kW8a8SlabK - 1) / kW8a8SlabK * kW8a8SlabK : args.block_size;
   const int64_t m_pad = w8a8_m_pad(args.m);
-  const int64_t lanes = args.block_size == 128 ? 16 : 32;
-  ActQuantE4m3Kernel<T, kDynamic>
-      <<<grid_for(args.m * k_blocks * lanes, kQuantThreads), kQuantThreads, 0, stream>>>(
-          static_cast<const T*>(args.a), args.a_scale, args.m, args.k, args.block_size, k_blocks, m_pad,
-          ws.codes, ws.scales);
+  const int64_t lanes = block == 128 ? 16 : 32;
+  const dim3 quant_grid(static_cast<unsigned>((k_blocks * lanes + kQuantThreads - 1) / kQuantThreads),
+                        static_cast<unsigned>(std::min<int64_t>(args.m, 65535)));
+  ActQuantE4m3Kernel<T, kDynamic><<<quant_grid, kQuantThreads, 0, stream>>>(
+      static_cast<const T*>(args.a), args.a_scale, args.m, args.k, static_cast<int>(block),
+      static_cast<int>(k_blocks), m_pad, ws.codes, ws.scales);
   BQMM_RETURN_IF_ERROR(check_launch("ActQuantE4m3Kernel"));
 
   W8A8Params<T> p{};
@@ -111,7 +116,7 @@ Status launch_typed(const W8A8GemmArgs& args, int k_split, const W8A8Workspace& 
   p.m_pad = m_pad;
   p.row_bytes = args.k;
   p.k_blocks = k_blocks;
-  p.block_slabs = static_cast<int>(args.block_size / kW8a8SlabK);
+  p.block_slabs = static_cast<int>(block / kW8a8SlabK);
   const int64_t blocks_per_split = (k_blocks + k_split - 1) / k_split;
   p.slabs_per_split = static_cast<int>(blocks_per_split * p.block_slabs);
 

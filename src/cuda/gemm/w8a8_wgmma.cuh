@@ -41,7 +41,9 @@ namespace bqmm::cuda {
 // planner's, in core/gemm_plan.h. A stage: the weight slab, the activation slab, the scales.
 constexpr int kW8a8WeightBytes = kGemmTileN * static_cast<int>(kW8a8SlabK);
 constexpr int kW8a8ActBytes = kW8a8TileM * static_cast<int>(kW8a8SlabK);
-static_assert(kW8a8WeightBytes + kW8a8ActBytes + kW8a8TileM * 4 <= kW8a8StageBytes &&
+constexpr int kW8a8AScalesOffset = kW8a8WeightBytes + kW8a8ActBytes;       // dynamic: 128 floats
+constexpr int kW8a8WScalesOffset = kW8a8AScalesOffset + kW8a8TileM * 4;    // 128 floats
+static_assert(kW8a8WScalesOffset + kGemmTileN * 4 <= kW8a8StageBytes &&
                   kW8a8StageBytes % kWgmmaAlignBytes == 0,
               "a stage holds both slabs and the scales, on a swizzle-atom boundary");
 static_assert(kW8a8SlabK == 128 && kGemmTileN == 128, "8 passes of 16 rows x 128 bytes per operand");
@@ -115,7 +117,10 @@ struct W8A8Tile {
 
   // ---------------------------------------------------------------- producer
   // Producer thread x copies chunk x % 8 of rows x / 8 + 16 pass of both operands (8
-  // passes each); threads 0..31 the dynamic scales (4 floats each).
+  // passes each), the block scale of weight row x (rows past N zero-filled: never stored)
+  // and, dynamic, threads 0..31 the activation scales (4 floats each). The scales are the
+  // slab's scale block's: every slab of a block carries them, so the consumers' fold reads
+  // them from the stage of the block's last slab, as far ahead as the data.
   __device__ __forceinline__ void load_stage(int stage, int64_t slab) const {
     const uint32_t base = smem_addr(smem + stage * static_cast<int>(kW8a8StageBytes));
     const int x = warp * 32 + lane, r0 = x / 8, c = x % 8;
@@ -139,12 +144,13 @@ struct W8A8Tile {
     for (int pass = 0; pass < 8; ++pass, src += 16 * p.k)
       if (16 * pass < a_left)
         cp_async16(base + kW8a8WeightBytes + dst + pass * 2048, a_in_row ? src : p.a, a_in_row);
+    const int64_t b = slab / p.block_slabs;
+    const bool w_row = n0 + x < p.n;
+    cp_async4(base + kW8a8WScalesOffset + 4 * x,
+              w_row ? p.b_scales + (n0 + x) * p.k_blocks + b : p.b_scales, w_row);
     if constexpr (kDynamic) {
-      if (x < kW8a8TileM / 4) {
-        const int64_t b = slab / p.block_slabs;
-        cp_async16(base + kW8a8WeightBytes + kW8a8ActBytes + 16 * x, p.a_scales + b * p.m_pad + m0 + 4 * x,
-                   true);
-      }
+      if (x < kW8a8TileM / 4)
+        cp_async16(base + kW8a8AScalesOffset + 16 * x, p.a_scales + b * p.m_pad + m0 + 4 * x, true);
     }
   }
 
@@ -171,28 +177,22 @@ struct W8A8Tile {
   }
 
   // ---------------------------------------------------------------- consumer
-  // The lane's weight rows (D fragment rows g, g + 8 of its warp's 16) and their scale of
-  // block b (rows past N read row N - 1: never stored).
-  __device__ __forceinline__ void weight_scales(int64_t b, float (&sw)[2]) const {
+  // acc += part * sw[row] (* sa[column]) with the scales staged in the stage at `base`:
+  // D fragment d[4 j + 2 h + e] = weight row 16 warp + 8 h + g, activation row 8 j + 2 t + e.
+  __device__ __forceinline__ void fold(uint32_t base, float (&acc)[kAcc], const float (&part)[kAcc]) const {
+    float sw[2];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      int64_t row = n0 + 16 * warp + 8 * h + g;
-      row = row < p.n ? row : p.n - 1;
-      sw[h] = __ldg(p.b_scales + row * p.k_blocks + b);
-    }
-  }
-
-  // acc += part * sw[row] (* sa[column]): D fragment d[4 j + 2 h + e] = weight row g + 8 h,
-  // activation row 8 j + 2 t + e.
-  __device__ __forceinline__ void fold(const float (&sw)[2], uint32_t scales_addr, float (&acc)[kAcc],
-                                       const float (&part)[kAcc]) const {
+    for (int h = 0; h < 2; ++h)
+      asm volatile("ld.shared.f32 %0, [%1];"
+                   : "=f"(sw[h])
+                   : "r"(base + kW8a8WScalesOffset + 4 * (16 * warp + 8 * h + g)));
 #pragma unroll
     for (int j = 0; j < kAcc / 4; ++j) {
       float sa[2] = {1.0f, 1.0f};
       if constexpr (kDynamic) {
         asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];"
                      : "=f"(sa[0]), "=f"(sa[1])
-                     : "r"(scales_addr + 4 * (8 * j + 2 * t)));
+                     : "r"(base + kW8a8AScalesOffset + 4 * (8 * j + 2 * t)));
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h)
@@ -232,8 +232,6 @@ struct W8A8Tile {
     const int64_t count = slab_end - slab_begin;
     // This consumer warpgroup's 64 weight rows start 64 * (warp / 4) rows into the stage.
     const uint32_t w_rows = (warp / 4) * 64 * 128;
-    float sw[2];
-    if (count > 0) weight_scales(slab_begin / p.block_slabs, sw);
 #pragma unroll 1
     for (int64_t i = 0; i < count; ++i) {
       const int64_t slab = slab_begin + i;
@@ -251,8 +249,7 @@ struct W8A8Tile {
       wgmma_wait<0>();
       fence_operands(part);
       if (last) {
-        fold(sw, base + kW8a8WeightBytes + kW8a8ActBytes, acc, part);
-        if (i + 1 < count) weight_scales((slab + 1) / p.block_slabs, sw);
+        fold(base, acc, part);
       }
       if (lane == 0) ring.arrive_empty(i);
     }
