@@ -22,9 +22,9 @@
 // overwrites `part`), commit, wait for them; at the block's last slab (or the split's)
 // fold: acc += part * sw[n, b] (* sa[m, b]); release the stage on `empty`. The wait is
 // before the fold, so a warpgroup does not overlap its own slabs; the two consumer
-// warpgroups, running apart, overlap each other's. (Two alternating partial-sum buffers
-// would let a warpgroup's wgmma run on during its fold, but ptxas then serializes every
-// wgmma: it does not see that the buffer folded is not the one in flight.)
+// warpgroups take turns issuing (consume()), so that one folds while the other's wgmma run.
+// (Two alternating partial-sum buffers per warpgroup would overlap its own slabs, but ptxas
+// then serializes every wgmma: it does not see that the buffer folded is not in flight.)
 #pragma once
 
 #include <cuda_runtime.h>
@@ -225,6 +225,39 @@ struct W8A8Tile {
     }
   }
 
+  // The two consumer warpgroups take turns issuing each slab's wgmma: warpgroup 0 slab i,
+  // then warpgroup 1 slab i, then 0 slab i + 1, ... (named barriers 1 and 2, 128 threads
+  // arriving, 128 waiting). Each then waits for its own and folds while the other's run,
+  // so the tensor cores are not idle during the folds (issued together, both warpgroups'
+  // wgmma would end together and both fold at once).
+  static constexpr int kIssuedByFirst = 1, kIssuedBySecond = 2;
+  template <int kId>
+  __device__ __forceinline__ static void named_sync() {
+    asm volatile("bar.sync %0, %1;" ::"n"(kId), "n"(kWgmmaConsumerThreads) : "memory");
+  }
+  template <int kId>
+  __device__ __forceinline__ static void named_arrive() {
+    asm volatile("bar.arrive %0, %1;" ::"n"(kId), "n"(kWgmmaConsumerThreads) : "memory");
+  }
+  // Before issuing slab i: the other warpgroup has issued its slab i (warpgroup 1) or i - 1
+  // (warpgroup 0).
+  __device__ __forceinline__ void wait_turn(bool first, int64_t i) const {
+    if (!first) {
+      named_sync<kIssuedByFirst>();
+    } else if (i > 0) {
+      named_sync<kIssuedBySecond>();
+    }
+  }
+  // After issuing slab i of `count`: the other's turn (warpgroup 1 passes none after the
+  // last slab: warpgroup 0 waits for no more).
+  __device__ __forceinline__ void pass_turn(bool first, int64_t i, int64_t count) const {
+    if (first) {
+      named_arrive<kIssuedByFirst>();
+    } else if (i + 1 < count) {
+      named_arrive<kIssuedBySecond>();
+    }
+  }
+
   __device__ __forceinline__ void consume(int64_t slab_begin, int64_t slab_end) const {
     float acc[kAcc], part[kAcc];
 #pragma unroll
@@ -239,6 +272,8 @@ struct W8A8Tile {
       const uint32_t base = smem_addr(smem + static_cast<int>(i % kStages) * static_cast<int>(kW8a8StageBytes));
       const bool fresh = i == 0 || slab % p.block_slabs == 0;
       const bool last = i + 1 == count || (slab + 1) % p.block_slabs == 0;
+      const bool first = warp < 4;  // consumer warpgroup 0
+      wait_turn(first, i);
       fence_operands(part);
       wgmma_fence();
 #pragma unroll
@@ -246,6 +281,7 @@ struct W8A8Tile {
         wgmma_e4m3_n128(part, sw128_desc(base + w_rows + 32 * s),
                         sw128_desc(base + kW8a8WeightBytes + 32 * s), s == 0 && fresh ? 0u : 1u);
       wgmma_commit();
+      pass_turn(first, i, count);
       wgmma_wait<0>();
       fence_operands(part);
       if (last) {
