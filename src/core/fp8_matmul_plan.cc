@@ -1,7 +1,7 @@
 // Fp8WeightMatMul planner: a pure function of (problem, device, options[, override]).
 // The dispatch chain, cheapest applicable path first:
 //   empty output -> K == 0 (bias only) -> fused decode GEMV for M <= 8 (tensor cores, else
-//   CUDA cores) -> W8A8 GEMM on FP8 tensor cores for M > 8 with A quantized (SM90) ->
+//   CUDA cores) -> W8A8 GEMM on FP8 tensor cores for 64 < M <= 512 with A quantized (SM90) ->
 //   fused GEMM for 8 < M <= kGemmMaxRows -> dequantize + cuBLAS.
 // The QDQ of a W8A8 activation is fused into the GEMV kernels' activation load, and is a
 // separate kernel into the workspace on the fused GEMM and dequant + cuBLAS paths. Each
@@ -82,7 +82,8 @@ bool fused_gemm_applies(const Fp8MatMulProblem& p, const DeviceInfo& d, const Pl
 }
 
 // The W8A8 GEMM on FP8 tensor cores (core/gemm_plan.h, kW8a8*): A quantized (statically or
-// dynamically) above the decode GEMV's rows, on an SM90 build and device; each 128-K slab
+// dynamically), kW8a8MinRows <= M <= kW8a8MaxRows (forced: any M), on an SM90 build and
+// device; each 128-K slab
 // inside one scale block (block_size % 128 == 0: the kernel folds a block's sums with its
 // scales), rows of B of whole 16-byte copies (K % 16 == 0) from 16-byte aligned pointers.
 const char* w8a8_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& d,
@@ -91,7 +92,10 @@ const char* w8a8_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& d,
   if (p.m == 0 || p.n == 0) return "empty output";
   if (p.k == 0) return "K == 0: Y = bias";
   if (o.w8a8 == 0) return "w8a8=0 (plan override)";
+  static_assert(kW8a8MinRows == 65 && kW8a8MaxRows == 512, "the reasons below name the bounds");
   if (p.m <= kGemvMaxRows && o.w8a8 != 1) return "M <= 8 (the decode GEMV's rows)";
+  if (p.m < kW8a8MinRows && o.w8a8 != 1) return "M <= 64: the fused GEMM on QDQ'd A is as fast (measured)";
+  if (p.m > kW8a8MaxRows && o.w8a8 != 1) return "M > 512: dequant + cuBLAS BF16 is faster (measured)";
   if (d.sm != 90) return "not an SM90 device (wgmma code is sm_90a only)";
   if (!wgmma_built()) return "this build has no SM90 in CUDA_ARCHITECTURES";
   static_assert(kW8a8SlabK == 128, "the reason below names the slab");

@@ -28,7 +28,7 @@
 //                            workspace)
 //   w8a8=0|1          fp8    the W8A8 GEMM on FP8 tensor cores (A quantized): 0 never (the
 //                            fused GEMM or dequant + cuBLAS on QDQ'd A), 1 wherever it
-//                            applies, M <= 8 included; its K split is gemm_k_split's
+//                            applies, at every M; its K split is gemm_k_split's
 // Unset keys leave the planner's choice. A forced choice that does not apply to a problem
 // is ignored where the planner's rules say so (as for its own choices), except the
 // conflicts the planner reports (registers=168 with k_split=8).

@@ -569,12 +569,12 @@ TEST(Fp8Plan, FusedGemmW8A8QdqsIntoTheWorkspaceFirst) {
       << whole;
 }
 
-// The W8A8 GEMM on FP8 tensor cores: every M above the decode GEMV's rows with A quantized
-// (static or dynamic) on SM90, block_size % 128 == 0, K % 16 == 0; tiles 128 x 128, the K
-// split in whole scale blocks by the wave model; codes, dynamic scales, partial sums.
+// The W8A8 GEMM on FP8 tensor cores: 64 < M <= 512 with A quantized (static or dynamic) on
+// SM90, block_size % 128 == 0, K % 16 == 0; tiles 128 x 128, the K split in whole scale
+// blocks by the wave model; codes, dynamic scales, partial sums.
 TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
   for (const bool dynamic : {false, true})
-    for (const int64_t m : {9, 64, 129, 1024, 4096}) {
+    for (const int64_t m : {65, 100, 129, 256, 512}) {
       Fp8MatMulProblem p = problem(m, 8192, 8192);
       p.has_a_scale = !dynamic;
       p.dynamic_act_quant = dynamic;
@@ -597,7 +597,8 @@ TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
   Fp8MatMulProblem p = problem(16, 8192, 8192);
   p.dynamic_act_quant = true;
   p.has_bias = true;
-  const Fp8MatMulPlan split = plan(p);
+  const PlanOverride forced = parsed("w8a8=1");
+  const Fp8MatMulPlan split = plan(p, kHopper, forced);
   EXPECT_EQ(split.gemm.k_split, 2);
   EXPECT_EQ(split.regions.act_scales_offset, size_t{16} * 8192);
   EXPECT_EQ(split.regions.partial_offset, size_t{16} * 8192 + 64 * 128 * 4);
@@ -611,17 +612,17 @@ TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
       << split;
   // Blocks of 256 K split in whole blocks: 32 units of 2 slabs, the same waves.
   p.block_size = 256;
-  EXPECT_EQ(plan(p).gemm.k_split, 2);
-  // 4096 rows: 2048 tiles, whole waves unsplit; no partial sums.
+  EXPECT_EQ(plan(p, kHopper, forced).gemm.k_split, 2);
+  // 4096 rows (forced): 2048 tiles, whole waves unsplit; no partial sums.
   p = problem(4096, 8192, 8192);
   p.has_a_scale = true;
-  EXPECT_EQ(plan(p).gemm.k_split, 1);
-  EXPECT_EQ(plan(p).regions.partial_bytes, 0u);
-  EXPECT_EQ(plan(p).workspace_bytes, size_t{4096} * 8192);
+  EXPECT_EQ(plan(p, kHopper, forced).gemm.k_split, 1);
+  EXPECT_EQ(plan(p, kHopper, forced).regions.partial_bytes, 0u);
+  EXPECT_EQ(plan(p, kHopper, forced).workspace_bytes, size_t{4096} * 8192);
   // K % 128 != 0 (a partial last block), odd N: rows of K codes.
-  p = problem(33, 1001, 8208);
+  p = problem(333, 1001, 8208);
   p.has_a_scale = true;
-  EXPECT_EQ(plan(p).regions.codes_bytes, size_t{33} * 8208);
+  EXPECT_EQ(plan(p).regions.codes_bytes, size_t{333} * 8208);
   EXPECT_EQ(plan(p).path, Fp8Path::kW8a8Gemm);
 }
 
@@ -637,28 +638,41 @@ TEST(Fp8Plan, W8A8GemmRefusals) {
             std::string("A is not quantized (no a_scale, no dynamic_act_quant)"));
   EXPECT_EQ(refusal(problem(8, 8192, 8192), kHopper), "M <= 8 (the decode GEMV's rows)");
   EXPECT_EQ(refusal(problem(8, 8192, 8192), kHopper, "w8a8=1"), "");
-  EXPECT_EQ(refusal(problem(9, 8192, 8192), kHopper), "");
-  EXPECT_EQ(refusal(problem(64, 8192, 8192), kHopper, "w8a8=0"), "w8a8=0 (plan override)");
-  EXPECT_EQ(refusal(problem(64, 8192, 8192), kAmpere), "not an SM90 device (wgmma code is sm_90a only)");
-  EXPECT_EQ(refusal(problem(64, 8192, 8192, 64), kHopper),
+  EXPECT_EQ(refusal(problem(64, 8192, 8192), kHopper), "M <= 64: the fused GEMM on QDQ'd A is as fast (measured)");
+  EXPECT_EQ(refusal(problem(9, 8192, 8192), kHopper, "w8a8=1"), "");
+  EXPECT_EQ(refusal(problem(65, 8192, 8192), kHopper), "");
+  EXPECT_EQ(refusal(problem(512, 8192, 8192), kHopper), "");
+  EXPECT_EQ(refusal(problem(513, 8192, 8192), kHopper), "M > 512: dequant + cuBLAS BF16 is faster (measured)");
+  EXPECT_EQ(refusal(problem(4096, 8192, 8192), kHopper, "w8a8=1"), "");
+  EXPECT_EQ(refusal(problem(100, 8192, 8192), kHopper, "w8a8=0"), "w8a8=0 (plan override)");
+  EXPECT_EQ(refusal(problem(100, 8192, 8192), kAmpere), "not an SM90 device (wgmma code is sm_90a only)");
+  EXPECT_EQ(refusal(problem(100, 8192, 8192, 64), kHopper),
             "block_size % 128 != 0 (a 128-K slab would span two scales)");
-  EXPECT_EQ(refusal(problem(64, 8192, 8200), kHopper), "K % 16 != 0 (rows of B not whole 16-byte chunks)");
-  Fp8MatMulProblem unaligned = problem(64, 8192, 8192);
+  EXPECT_EQ(refusal(problem(100, 8192, 8192, 64), kHopper, "w8a8=1"),
+            "block_size % 128 != 0 (a 128-K slab would span two scales)");
+  EXPECT_EQ(refusal(problem(100, 8192, 8200), kHopper), "K % 16 != 0 (rows of B not whole 16-byte chunks)");
+  Fp8MatMulProblem unaligned = problem(100, 8192, 8192);
   unaligned.alignment = 8;
   EXPECT_EQ(refusal(unaligned, kHopper), "pointers not 16-byte aligned");
   EXPECT_EQ(refusal(problem(0, 8192, 8192), kHopper), "empty output");
-  EXPECT_EQ(refusal(problem(64, 8192, 0), kHopper), "K == 0: Y = bias");
+  EXPECT_EQ(refusal(problem(100, 8192, 0), kHopper), "K == 0: Y = bias");
   // Refused: the fused GEMM's QDQ path up to 128 rows, dequant + cuBLAS above.
-  Fp8MatMulProblem small_block = problem(64, 8192, 8192, 64);
+  Fp8MatMulProblem small_block = problem(100, 8192, 8192, 64);
   small_block.has_a_scale = true;
   EXPECT_EQ(plan(small_block).path, Fp8Path::kFusedGemm);
   small_block.m = 200;
   EXPECT_EQ(plan(small_block).path, Fp8Path::kDequantGemm);
+  // Either side of the rows: the fused GEMM below (QDQ'd A), dequant + cuBLAS above.
+  Fp8MatMulProblem rows = problem(64, 8192, 8192);
+  rows.has_a_scale = true;
+  EXPECT_EQ(plan(rows).path, Fp8Path::kFusedGemm);
+  rows.m = 513;
+  EXPECT_EQ(plan(rows).path, Fp8Path::kDequantGemm);
   // gemm_k_split forces the W8A8 GEMM's split too.
-  Fp8MatMulProblem forced = problem(64, 8192, 8192);
+  Fp8MatMulProblem forced = problem(100, 8192, 8192);
   forced.has_a_scale = true;
   EXPECT_EQ(plan(forced, kHopper, parsed("gemm_k_split=8")).gemm.k_split, 8);
-  EXPECT_EQ(plan(forced, kHopper, parsed("gemm_k_split=8")).regions.partial_bytes, size_t{8} * 64 * 8192 * 4);
+  EXPECT_EQ(plan(forced, kHopper, parsed("gemm_k_split=8")).regions.partial_bytes, size_t{8} * 100 * 8192 * 4);
 }
 
 TEST(Fp8Plan, KNotMultipleOf16LeavesTheGemv) {

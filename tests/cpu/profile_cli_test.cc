@@ -165,6 +165,35 @@ TEST(ProfileCli, ExplainSaysWhyNotTheFusedGemm) {
   }
 }
 
+// With A quantized, --explain says why the plan is not the W8A8 GEMM on FP8 tensor cores,
+// and nothing where it is (SM90, 64 < M <= 512, block_size % 128 == 0).
+TEST(ProfileCli, ExplainSaysWhyNotW8A8Gemm) {
+  SKIP_WITHOUT_CLI();
+  const CliResult taken = run_cli("--op fp8 --act-quant dynamic --m 100 --n 256 --k 512 --explain --device cpu");
+  EXPECT_EQ(taken.exit_code, 0) << taken.output;
+  EXPECT_NE(taken.output.find("path=w8a8_gemm; "), std::string::npos) << taken.output;
+  EXPECT_EQ(taken.output.find("not taken"), std::string::npos) << taken.output;
+  const struct {
+    const char* args;
+    const char* line;
+  } refused[] = {
+      {"--act-quant static --m 4096", "  w8a8_gemm: not taken: M > 512: dequant + cuBLAS BF16 is faster (measured)\n"},
+      {"--act-quant static --m 100 --block-size 64",
+       "  w8a8_gemm: not taken: block_size % 128 != 0 (a 128-K slab would span two scales)\n"},
+      {"--act-quant dynamic --m 100 --sm 80 --num-sms 108",
+       "  w8a8_gemm: not taken: not an SM90 device (wgmma code is sm_90a only)\n"},
+  };
+  for (const auto& r : refused) {
+    SCOPED_TRACE(r.args);
+    const CliResult c = run_cli(std::string("--op fp8 --n 256 --k 512 ") + r.args + " --explain --device cpu");
+    EXPECT_EQ(c.exit_code, 0) << c.output;
+    EXPECT_NE(c.output.find(r.line), std::string::npos) << c.output;
+  }
+  // Without activation quantization there is nothing to say about it.
+  const CliResult none = run_cli("--op fp8 --m 100 --n 256 --k 512 --explain --device cpu");
+  EXPECT_EQ(none.output.find("w8a8_gemm"), std::string::npos) << none.output;
+}
+
 // On the fused GEMM, --explain says why a plan is not on the wgmma mainloop, and nothing
 // where it is.
 TEST(ProfileCli, ExplainSaysWhyNotWgmma) {

@@ -361,9 +361,10 @@ TEST(Fp8Dynamic, EveryPathAgainstReference) {
 }
 
 // The W8A8 GEMM on FP8 tensor cores through the public API (SM90: the planner takes it for
-// M > 8 with A quantized, block_size % 128 == 0), static and dynamic activation scales,
-// against the float64 reference of each mode's quantization: the contract's M values (9 to
-// 4096), odd N, K % 128 != 0, both types, bias; the planner's K split and one forced.
+// 64 < M <= 512 with A quantized, block_size % 128 == 0; forced by w8a8=1 at the other M),
+// static and dynamic activation scales, against the float64 reference of each mode's
+// quantization: the contract's M values (9 to 4096), odd N, K % 128 != 0, both types, bias;
+// the planner's K split and one forced.
 TEST(Fp8W8A8Gemm, BothModesThroughThePlanner) {
   BQMM_REQUIRE_GPU();
   const Handle* handle = testing::shared_handle();
@@ -384,6 +385,7 @@ TEST(Fp8W8A8Gemm, BothModesThroughThePlanner) {
       c.dynamic_act_quant = dynamic;
       testing::Fp8Knobs knobs;
       knobs.force.gemm_k_split = cs.forced_split;
+      knobs.force.w8a8 = 1;
       Fp8Run run;
       BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, knobs, &run));
       ASSERT_EQ(run.plan.path, Fp8Path::kW8a8Gemm) << run.plan;

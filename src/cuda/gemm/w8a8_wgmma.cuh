@@ -266,12 +266,14 @@ struct W8A8Tile {
     // This consumer warpgroup's 64 weight rows start 64 * (warp / 4) rows into the stage.
     const uint32_t w_rows = (warp / 4) * 64 * 128;
 #pragma unroll 1
-    for (int64_t i = 0; i < count; ++i) {
-      const int64_t slab = slab_begin + i;
+    // The range starts on a scale block's first slab (slabs_per_split is whole blocks).
+    int in_block = 0;  // slab i's place in its scale block
+#pragma unroll 1
+    for (int64_t i = 0; i < count; ++i, in_block = in_block + 1 == p.block_slabs ? 0 : in_block + 1) {
       ring.wait_full(i);
       const uint32_t base = smem_addr(smem + static_cast<int>(i % kStages) * static_cast<int>(kW8a8StageBytes));
-      const bool fresh = i == 0 || slab % p.block_slabs == 0;
-      const bool last = i + 1 == count || (slab + 1) % p.block_slabs == 0;
+      const bool fresh = in_block == 0;
+      const bool last = i + 1 == count || in_block + 1 == p.block_slabs;
       const bool first = warp < 4;  // consumer warpgroup 0
       wait_turn(first, i);
       fence_operands(part);
