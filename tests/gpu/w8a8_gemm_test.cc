@@ -2,7 +2,8 @@
 // launch_w8a8_gemm, static (a_scale) and dynamic (per row and K block) activation scales,
 // against the float64 reference of each mode's quantization: both activation types, bias,
 // odd N, M not a multiple of 128, K % block_size != 0, blocks 128 and 256, K splits 1 and 3.
-// Y is NaN-poisoned first. Skips itself without an SM90 device.
+// Y is NaN-poisoned first; a small case for compute-sanitizer. Skips itself without an SM90
+// device.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -81,6 +82,27 @@ TEST(W8A8Wgmma, BothModesAgainstReference) {
         ++seed;
         check_w8a8(c, k_split);
       }
+}
+
+// Small shapes for compute-sanitizer (memcheck and racecheck: the producer's ring and the
+// consumers' turns): edge tiles in M and N, a partial last K block, blocks of one and two
+// slabs, a K split, both modes.
+TEST(W8A8Wgmma, SanitizeSmall) {
+  BQMM_REQUIRE_GPU();
+  if (!sm90()) GTEST_SKIP() << "the W8A8 wgmma GEMM needs SM90";
+  struct Shape3 { int64_t m, n, k, block; int k_split; };
+  const Shape3 shapes[] = {{33, 130, 272, 128, 1}, {129, 64, 528, 256, 2}};
+  uint64_t seed = 400;
+  for (const Shape3 sh : shapes)
+    for (const bool dynamic : {false, true}) {
+      const DType t = seed % 2 == 0 ? DType::kFloat16 : DType::kBFloat16;
+      SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " N=" << sh.n << " K=" << sh.k << " block=" << sh.block
+                                        << (dynamic ? " dynamic" : " static") << " k_split=" << sh.k_split);
+      Fp8Case c = reference::make_random_fp8_case(t, sh.m, sh.n, sh.k, sh.block, /*bias=*/true,
+                                                  /*w8a8=*/!dynamic, seed++);
+      c.dynamic_act_quant = dynamic;
+      check_w8a8(c, sh.k_split);
+    }
 }
 
 }  // namespace
