@@ -45,13 +45,14 @@ def short_path(row):
     """The path in a few characters: the decode GEMV's kernel (bench_table.kernel_of:
     fma, regs, tma, window, lines, lines x2), 'mma' for FP8's tensor-core GEMV, the K
     split and a 168-register bound where the plan has them; the fused GEMM's mainloop
-    ('fused' for mma.sync, 'wgmma'), tile height and K split; otherwise the path name."""
+    ('fused' for mma.sync, 'wgmma') or FP8's W8A8 GEMM ('w8a8'), tile height and K split;
+    otherwise the path name."""
     path = str(row.get("path") or "-")
     plan = str(row.get("plan") or "")
-    if path == "fused_gemm":  # "fused t<tile_m> k<k_split>", "wgmma t<tile_m> k<k_split>"
+    if path in ("fused_gemm", "w8a8_gemm"):  # "fused|wgmma|w8a8 t<tile_m> k<k_split>"
         tile = re.search(r"tile_m=(\d+)", plan)
         split = re.search(r"k_split=(\d+)", plan)
-        loop = "wgmma" if "mainloop=wgmma" in plan else "fused"
+        loop = "w8a8" if path == "w8a8_gemm" else "wgmma" if "mainloop=wgmma" in plan else "fused"
         return "%s t%s k%s" % (loop, tile.group(1) if tile else "?", split.group(1) if split else "?")
     kernel = kernel_of(row)
     if kernel is None:
@@ -84,8 +85,11 @@ def sort_key(r):
 
 
 def suite_of(stem, op):
-    """gpu_check's file names: bench_<suite>, bench_nbits<bits>_<suite>[_zp_<kind>][_bs<B>]."""
+    """gpu_check's file names: bench_<suite>, bench_w8a8_<static|dynamic>_<suite> (FP8 with
+    the activation quantized), bench_nbits<bits>_<suite>[_zp_<kind>][_bs<B>]."""
     s = stem[len("bench_"):] if stem.startswith("bench_") else stem
+    if op == "fp8":
+        s = re.sub(r"^w8a8_(static|dynamic)_", "", s)
     if op == "nbits":
         s = re.sub(r"^nbits\d+_", "", s)
         s = re.sub(r"_bs\d+$", "", s)
@@ -115,10 +119,17 @@ def title_and_command(stem, rows):
         cmd = "bqmm-profile --op %s --suite %s" % (op, suite)
         if bs != "128":
             cmd += " --block-size " + bs
-    if any(r.get("w8a8") for r in rows):
+    act = distinct([r for r in rows if r.get("act_quant") not in (None, "none")], "act_quant")
+    if act:
+        title += ", activation quantized (%s)" % "/".join(act)
+        cmd += " --act-quant " + "/".join(act)
+    elif any(r.get("w8a8") for r in rows):
         title += ", W8A8"
     if any(r.get("bias") for r in rows):
         title += ", bias"
+    dtypes = distinct(rows, "activation_dtype")
+    if len(dtypes) == 1:
+        cmd += " --activation-dtype " + dtypes[0]
     return title, cmd + " --json %s.jsonl" % stem
 
 

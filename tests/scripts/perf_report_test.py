@@ -78,6 +78,11 @@ class PerfReportTest(unittest.TestCase):
             row("nbits", 1, 28672, 8192, b2b=40.5, median=43.3, cublas=107.0,
                 plan="k_split=4; tma=0; window=1; lines=1; tiles=2; regs=128; workspace=0B}"),
         ])
+        self.write("bench_w8a8_static_prefill.jsonl", [
+            row("fp8", 256, 8192, 8192, path="w8a8_gemm", b2b=61.0, median=65.0, cublas=49.6,
+                plan="act_scales=static; mainloop=wgmma; tile_m=128; tile_n=128; stages=6; k_split=1}",
+                act_quant="static", w8a8=True),
+        ])
         self.write("not_a_bench.jsonl", [row("fp8", 8, 1, 1)])  # not bench_*: ignored
 
     def test_tables_rows_and_text_outside_markers(self):
@@ -96,6 +101,7 @@ class PerfReportTest(unittest.TestCase):
             "| 8192 x 8192 | 1 | fp16 | fma | 17.5 | 20.3 | 34.1 | 1.95 | 81 | NO |",
             "| 8192 x 8192 | 1 | bf16 | fma | 17.6 | 20.4 | 34.0 | 1.93 | 81 | yes |",
             "| 8192 x 8192 | 2 | fp16 | mma lines k2 | 19.6 | 22.4 | 34.2 | 1.74 | 81 | yes |",
+            "| 8192 x 8192 | 256 | fp16 | w8a8 t128 k1 | 61.0 | 65.0 | 49.6 | 0.81 | 81 | yes |",
             "| 28672 x 8192 | 1 | fp16 | lines x2 k4 | 40.5 | 43.3 | 107.0 | 2.64 | 81 | yes |",
         ])
         # One table per file, FP8 first, each with its GPU, date and command above it.
@@ -104,9 +110,17 @@ class PerfReportTest(unittest.TestCase):
         self.assertLess(fp8, nb)
         self.assertIn("`bqmm-profile --op fp8 --suite decode --json bench_decode.jsonl`", text)
         self.assertIn("`bqmm-profile --op nbits --bits 4 --zero-points packed --block-size 128 "
-                      "--suite decode --json bench_nbits4_decode_zp_packed.jsonl`", text)
-        self.assertEqual(text.count("NVIDIA H200 (sm90, 132 SMs"), 2)
-        self.assertEqual(text.count("2026-12-01T08:00:00Z"), 2)
+                      "--suite decode --activation-dtype fp16 --json bench_nbits4_decode_zp_packed.jsonl`",
+                      text)
+        # FP8 with the activation quantized: its own table after FP8's, the mode in the
+        # title and the command (one dtype: the command names it).
+        w8 = text.index("### Fp8WeightMatMul, prefill, block 128, activation quantized (static)")
+        self.assertLess(fp8, w8)
+        self.assertLess(w8, nb)
+        self.assertIn("`bqmm-profile --op fp8 --suite prefill --act-quant static --activation-dtype fp16 "
+                      "--json bench_w8a8_static_prefill.jsonl`", text)
+        self.assertEqual(text.count("NVIDIA H200 (sm90, 132 SMs"), 3)
+        self.assertEqual(text.count("2026-12-01T08:00:00Z"), 3)
         self.assertIn("1 failed the accuracy check", text)
 
     def test_second_run_is_identical(self):
