@@ -112,11 +112,11 @@ constexpr int kW8a8Stages =
 constexpr int64_t kW8a8SmemBytes = kW8a8Stages * kW8a8StageBytes + kWgmmaAlignBytes;
 // The rows where the planner takes it (measured on the H200, back to back, the prefill
 // suite's four shapes, static and dynamic scales): at M <= 64 the fused GEMM on the QDQ'd
-// activation is as fast or faster (its 128-row tile half empty: M = 16 1.4-1.9x the fused
-// GEMM's time, M = 64 0.94-1.18x); from M = 128 to 512 it is 0.51-0.98x the time of the
-// path it replaces (one case, dynamic 14336 x 4096 at 512, 1.10x); above 512 dequant +
-// cuBLAS BF16 is faster (M = 1024 0.96-1.22x, 4096 1.08-1.45x: this kernel runs at
-// 560 TFLOP/s, cuBLAS BF16 at 700).
+// activation is as fast or faster (the 128-row tile mostly empty: M = 16 1.4-1.9x the
+// fused GEMM's time, M = 64 0.94-1.18x); from M = 128 to 512 it is 0.51-0.98x the time of
+// the path it replaces (one case, dynamic 14336 x 4096 at 512, 1.10x); above 512 dequant
+// + cuBLAS BF16 is faster (M = 1024 0.96-1.22x, 4096 1.08-1.45x, against a form of this
+// kernel at 560 TFLOP/s; the current one runs 613 at M = 4096, cuBLAS BF16 700).
 constexpr int64_t kW8a8MinRows = 65;
 constexpr int64_t kW8a8MaxRows = 512;
 // The quantized activation in the workspace: [M, K] e4m3 codes (K % 16 == 0) and, dynamic,

@@ -48,13 +48,6 @@ static_assert(kW8a8WScalesOffset + kGemmTileN * 4 <= kW8a8StageBytes &&
               "a stage holds both slabs and the scales, on a swizzle-atom boundary");
 static_assert(kW8a8SlabK == 128 && kGemmTileN == 128, "8 passes of 16 rows x 128 bytes per operand");
 constexpr int kW8a8GroupM = 8;
-// Register budgets of the roles (setmaxnreg): the producer keeps its per-thread pointers
-// and row masks (Loader) in 72 (at 56 it spills); the consumers need no decode registers,
-// only their 2 x 64 accumulators.
-constexpr int kW8a8ProducerRegs = 72;
-constexpr int kW8a8ConsumerRegs = 216;
-static_assert(kWgmmaProducerThreads * kW8a8ProducerRegs + kWgmmaConsumerThreads * kW8a8ConsumerRegs <= 65536,
-              "the register file of one SM");
 
 template <typename T>
 struct W8A8Params {
@@ -127,59 +120,37 @@ struct W8A8Tile {
   // passes each), the block scale of weight row x (rows past N zero-filled: never stored)
   // and, dynamic, threads 0..31 the activation scales (4 floats each). The scales are the
   // slab's scale block's: every slab of a block carries them, so the consumers' fold reads
-  // them from the stage of the block's last slab, as far ahead as the data. What does not
-  // change from slab to slab is computed once (Loader): a slab adds its offset.
-  struct Loader {
-    const uint8_t* w_src;   // weight row n0 + r0, chunk c (row N - 1's where past N)
-    const uint8_t* a_src;   // activation row m0 + r0, chunk c
-    uint32_t dst;           // the chunk's swizzled offset in an operand's slab
-    uint32_t w_ok, a_ok;    // bit pass: row r0 + 16 pass exists
-    int c;
-    const float* w_scale;   // row n0 + x's b_scale row (block 0), or nullptr past N
-    const float* a_scales;  // dynamic: column 0's scales of rows m0 + 4x .. + 3
-  };
-
-  __device__ Loader make_loader() const {
-    Loader l;
-    const int x = warp * 32 + lane, r0 = x / 8;
-    l.c = x % 8;
-    l.dst = r0 * 128 + 16 * (l.c ^ (r0 % 8));
-    l.w_src = p.b + (n0 + r0 < p.n ? n0 + r0 : p.n - 1) * p.row_bytes + 16 * l.c;
-    l.a_src = p.a + (m0 + r0 < p.m ? m0 + r0 : p.m - 1) * p.k + 16 * l.c;
-    l.w_ok = l.a_ok = 0;
-#pragma unroll
-    for (int pass = 0; pass < 8; ++pass) {
-      if (n0 + r0 + 16 * pass < p.n) l.w_ok |= 1u << pass;
-      if (m0 + r0 + 16 * pass < p.m) l.a_ok |= 1u << pass;
-    }
-    l.w_scale = n0 + x < p.n ? p.b_scales + (n0 + x) * p.k_blocks : nullptr;
-    l.a_scales = kDynamic ? p.a_scales + m0 + 4 * x : nullptr;
-    return l;
-  }
-
-  // Slab `slab` of scale block `blk` into stage `stage`. Weight chunks past K or N are
-  // zero-filled; activation rows past M are not copied (their products reach no stored
-  // output), chunks past K zero-filled.
-  __device__ __forceinline__ void load_stage(const Loader& l, int stage, int64_t slab, int64_t blk) const {
+  // them from the stage of the block's last slab, as far ahead as the data.
+  __device__ __forceinline__ void load_stage(int stage, int64_t slab) const {
     const uint32_t base = smem_addr(smem + stage * static_cast<int>(kW8a8StageBytes));
-    const int64_t off = slab * kW8a8SlabK;
-    const bool in_k = off + 16 * l.c < p.k;
-    const int64_t w_step = 16 * p.row_bytes, a_step = 16 * p.k;
+    const int x = warp * 32 + lane, r0 = x / 8, c = x % 8;
+    const uint32_t dst = r0 * 128 + 16 * (c ^ (r0 % 8));
+    const int64_t off = slab * kW8a8SlabK + 16 * c;
+    // Rows r0 + 16 pass: valid while 16 pass < rows left; one pointer stepped per pass.
+    const int64_t w_left = p.n - n0 - r0, a_left = p.m - m0 - r0;
+    if (off < p.row_bytes) {
+      const uint8_t* src = p.b + (n0 + r0) * p.row_bytes + off;
 #pragma unroll
-    for (int pass = 0; pass < 8; ++pass) {
-      const bool ok = in_k && ((l.w_ok >> pass) & 1u) != 0;
-      cp_async16(base + l.dst + pass * 2048, ok ? l.w_src + off + pass * w_step : p.b, ok);
+      for (int pass = 0; pass < 8; ++pass, src += 16 * p.row_bytes)
+        cp_async16(base + dst + pass * 2048, 16 * pass < w_left ? src : p.b, 16 * pass < w_left);
+    } else {
+#pragma unroll
+      for (int pass = 0; pass < 8; ++pass) cp_async16(base + dst + pass * 2048, p.b, false);
     }
+    // Activation rows past M are not copied (their products reach no stored output).
+    const bool a_in_row = off < p.k;
+    const uint8_t* src = p.a + (m0 + r0) * p.k + off;
 #pragma unroll
-    for (int pass = 0; pass < 8; ++pass)
-      if (((l.a_ok >> pass) & 1u) != 0)
-        cp_async16(base + kW8a8WeightBytes + l.dst + pass * 2048, in_k ? l.a_src + off + pass * a_step : p.a,
-                   in_k);
-    const int x = warp * 32 + lane;
-    cp_async4(base + kW8a8WScalesOffset + 4 * x, l.w_scale != nullptr ? l.w_scale + blk : p.b_scales,
-              l.w_scale != nullptr);
+    for (int pass = 0; pass < 8; ++pass, src += 16 * p.k)
+      if (16 * pass < a_left)
+        cp_async16(base + kW8a8WeightBytes + dst + pass * 2048, a_in_row ? src : p.a, a_in_row);
+    const int64_t b = slab / p.block_slabs;
+    const bool w_row = n0 + x < p.n;
+    cp_async4(base + kW8a8WScalesOffset + 4 * x,
+              w_row ? p.b_scales + (n0 + x) * p.k_blocks + b : p.b_scales, w_row);
     if constexpr (kDynamic) {
-      if (x < kW8a8TileM / 4) cp_async16(base + kW8a8AScalesOffset + 16 * x, l.a_scales + blk * p.m_pad, true);
+      if (x < kW8a8TileM / 4)
+        cp_async16(base + kW8a8AScalesOffset + 16 * x, p.a_scales + b * p.m_pad + m0 + 4 * x, true);
     }
   }
 
@@ -190,17 +161,10 @@ struct W8A8Tile {
 
   __device__ __forceinline__ void produce(int64_t slab_begin, int64_t slab_end) const {
     const int64_t count = slab_end - slab_begin;
-    const Loader loader = make_loader();
-    int64_t blk = slab_begin / p.block_slabs;  // the slab's scale block
-    int in_block = 0;
 #pragma unroll 1
     for (int64_t i = 0; i < count; ++i) {
       if (i >= kStages) ring.wait_empty(i);
-      load_stage(loader, static_cast<int>(i % kStages), slab_begin + i, blk);
-      if (++in_block == p.block_slabs) {
-        in_block = 0;
-        ++blk;
-      }
+      load_stage(static_cast<int>(i % kStages), slab_begin + i);
       cp_async_commit();
       if (i >= kLag - 1) {
         cp_async_wait<kLag - 1>();
@@ -311,11 +275,11 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1) W8A8WgmmaKernel(const W8A8Pa
   if (threadIdx.x == 0) ring.init();
   __syncthreads();  // the only block-wide barrier: the roles part here
   if (threadIdx.x < kWgmmaProducerThreads) {
-    set_max_registers_dec<kW8a8ProducerRegs>();
+    set_max_registers_dec<kWgmmaProducerRegs>();
     const Tile tile(p, smem, ring, threadIdx.x, b.n0, b.m0);
     tile.produce(b.slab_begin, b.slab_end);
   } else {
-    set_max_registers_inc<kW8a8ConsumerRegs>();
+    set_max_registers_inc<kWgmmaConsumerRegs>();
     const Tile tile(p, smem, ring, threadIdx.x - kWgmmaProducerThreads, b.n0, b.m0);
     tile.consume(b.slab_begin, b.slab_end);
   }
