@@ -7,7 +7,6 @@
 #include "bqmm/fp8_matmul.h"
 #include "core/check.h"
 #include "core/run_prologue.h"
-#include "cuda/gemm/w8a8_gemm.h"
 #include "cuda/launchers.h"
 #include "cuda/run_paths.h"
 
@@ -58,31 +57,6 @@ Status run_fused_gemm(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args, uint
   return cuda::run_planned_fused_gemm(plan, args, a, g, ws, stream);
 }
 
-// A -> e4m3 codes (and, dynamic, their scales) in the workspace -> the W8A8 GEMM on FP8
-// tensor cores, the bias in its epilogue (or in the K split's sum).
-Status run_w8a8_gemm(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args, uint8_t* ws,
-                     cudaStream_t stream) {
-  const Fp8MatMulProblem& p = plan.problem;
-  cuda::W8A8GemmArgs g;
-  g.t = p.dtype;
-  g.a = args.a.data;
-  g.a_scale = args.a_scale ? static_cast<const float*>(args.a_scale->data) : nullptr;
-  g.dynamic = p.dynamic_act_quant;
-  g.b = static_cast<const uint8_t*>(args.b.data);
-  g.b_scales = static_cast<const float*>(args.b_scale.data);
-  g.bias = args.bias ? args.bias->data : nullptr;
-  g.y = args.y.data;
-  g.m = p.m;
-  g.n = p.n;
-  g.k = p.k;
-  g.block_size = p.block_size;
-  cuda::W8A8Workspace w;
-  w.codes = ws + plan.regions.codes_offset;
-  w.scales = reinterpret_cast<float*>(ws + plan.regions.act_scales_offset);
-  w.partials = reinterpret_cast<float*>(ws + plan.regions.partial_offset);
-  return cuda::launch_w8a8_gemm(g, plan.gemm.k_split, w, stream);
-}
-
 Status run_dequant_gemm(const Handle& handle, const Fp8MatMulPlan& plan,
                         const Fp8MatMulArgs& args, uint8_t* ws, cudaStream_t stream) {
   const Fp8MatMulProblem& p = plan.problem;
@@ -101,15 +75,11 @@ Status run_dequant_gemm(const Handle& handle, const Fp8MatMulPlan& plan,
       stream);
 }
 
-// The decode GEMV's arguments; with dynamic quantization A' is made first (the GEMV then
-// multiplies it as a weight-only problem), static W8A8 the kernels fuse themselves.
-Status gemv_args(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args, uint8_t* ws,
-                 cudaStream_t stream, cuda::Fp8GemvArgs* out) {
-  const Fp8MatMulProblem& p = plan.problem;
-  cuda::Fp8GemvArgs& g = *out;
+// The operator's tensors as the FP8 kernels (decode GEMV, W8A8 GEMM) take them.
+cuda::Fp8KernelArgs kernel_args(const Fp8MatMulProblem& p, const Fp8MatMulArgs& args) {
+  cuda::Fp8KernelArgs g;
   g.dtype = p.dtype;
   g.a = args.a.data;
-  if (p.dynamic_act_quant) BQMM_RETURN_IF_ERROR(qdq_activation(plan, args, ws, stream, &g.a));
   g.b = static_cast<const uint8_t*>(args.b.data);
   g.b_scale = static_cast<const float*>(args.b_scale.data);
   g.a_scale = args.a_scale ? static_cast<const float*>(args.a_scale->data) : nullptr;
@@ -119,7 +89,28 @@ Status gemv_args(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args, uint8_t* 
   g.n = p.n;
   g.k = p.k;
   g.block_size = p.block_size;
+  return g;
+}
+
+// The decode GEMV's arguments; with dynamic quantization A' is made first (the GEMV then
+// multiplies it as a weight-only problem), static W8A8 the kernels fuse themselves.
+Status gemv_args(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args, uint8_t* ws,
+                 cudaStream_t stream, cuda::Fp8KernelArgs* out) {
+  *out = kernel_args(plan.problem, args);
+  if (plan.problem.dynamic_act_quant) BQMM_RETURN_IF_ERROR(qdq_activation(plan, args, ws, stream, &out->a));
   return Status::Ok();
+}
+
+// A -> e4m3 codes (and, dynamic, their scales) in the workspace -> the W8A8 GEMM on FP8
+// tensor cores, the bias in its epilogue (or in the K split's sum).
+Status run_w8a8_gemm(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args, uint8_t* ws,
+                     cudaStream_t stream) {
+  cuda::W8A8Workspace w;
+  w.codes = ws + plan.regions.codes_offset;
+  w.scales = reinterpret_cast<float*>(ws + plan.regions.act_scales_offset);
+  w.partials = reinterpret_cast<float*>(ws + plan.regions.partial_offset);
+  return cuda::launch_w8a8_gemm(kernel_args(plan.problem, args), plan.problem.dynamic_act_quant,
+                                plan.gemm.k_split, w, stream);
 }
 
 }  // namespace
@@ -131,7 +122,7 @@ Status run_fp8_matmul(const Handle& handle, const Fp8MatMulPlan& plan,
       plan, args, check_args_match_plan(plan, args), workspace, workspace_bytes, stream,
       [&]() -> Status {
         auto* ws = static_cast<uint8_t*>(workspace);
-        cuda::Fp8GemvArgs g;
+        cuda::Fp8KernelArgs g;
         switch (plan.path) {
           case Fp8Path::kEmpty:
           case Fp8Path::kBiasOnly:

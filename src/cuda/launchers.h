@@ -42,8 +42,9 @@ Status launch_fill_bias(DType t, void* y, const void* bias, int64_t m, int64_t n
 // 0 < M <= 8 (tensor cores with line loads: M <= kGemvMaxGroupRows, core/gemv_split.h, in
 // row groups of 8; gemv/common.cuh), where A' = QDQ(A) when a_scale is given (fused into
 // the activation load, bit-identical to launch_act_qdq) and A otherwise.
-// Needs K % 16 == 0, block_size % 16 == 0 and 16-byte aligned a and b.
-struct Fp8GemvArgs {
+// Needs K % 16 == 0, block_size % 16 == 0 and 16-byte aligned a and b. The same arguments
+// go to the W8A8 GEMM (launch_w8a8_gemm, below).
+struct Fp8KernelArgs {
   DType dtype = DType::kFloat16;  // T of a, bias, y
   const void* a = nullptr;        // [M, K]
   const uint8_t* b = nullptr;     // [N, K] e4m3
@@ -54,7 +55,7 @@ struct Fp8GemvArgs {
   int64_t m = 0, n = 0, k = 0, block_size = 0;
 };
 // CUDA cores: a warp per output column, `rows_per_warp` (1, 2, 4, 8) rows of A per warp.
-Status launch_fp8_gemv_fma(const Fp8GemvArgs& args, int rows_per_warp, cudaStream_t stream);
+Status launch_fp8_gemv_fma(const Fp8KernelArgs& args, int rows_per_warp, cudaStream_t stream);
 // Tensor cores (SM80+): mma.m16n8k16, 16 columns per warp, `k_split` warps per block
 // splitting K. Needs K % 64 == 0, K >= 256, block_size % 64 == 0. `tma` (SM90+): the
 // weight tiles come by the tensor memory accelerator (gemv/tma.cuh) instead of by
@@ -63,7 +64,7 @@ Status launch_fp8_gemv_fma(const Fp8GemvArgs& args, int rows_per_warp, cudaStrea
 // only with lines) 16-column tiles per warp; `registers`: 0, or with two tiles the
 // kernel's register bound, kGemvTwoTileRegisters or kGemvWideRegisters (k_split <= 4).
 // M > 8 needs `lines` (else kInternal).
-Status launch_fp8_gemv_mma(const Fp8GemvArgs& args, int k_split, bool tma, bool lines,
+Status launch_fp8_gemv_mma(const Fp8KernelArgs& args, int k_split, bool tma, bool lines,
                            int tiles_per_warp, int registers, cudaStream_t stream);
 
 // nbits_dequant.cu: out[r, k] = T1((q[r, k] - zp[r, blk]) * scales[r, blk]) for `rows`
@@ -145,5 +146,19 @@ struct FusedGemmArgs {
 // `partials` holds k_split * M * N floats (the plan's partial region).
 Status launch_fused_gemm(const FusedGemmArgs& args, const GemmConfig& config, float* partials,
                          cudaStream_t stream);
+
+// gemm/w8a8_wgmma.cu (SM90a): Fp8WeightMatMul with the activation quantized, on FP8 tensor
+// cores. A quantize pass writes A's e4m3 codes (and, `dynamic`, its per-(row, block) scales
+// amax / 448; else args.a_scale's) into `ws`, then an FP8 x FP8 wgmma GEMM multiplies the
+// codes and applies the scales per K block in float32, the bias in its epilogue (or, with
+// k_split > 1, in the sum of the partials). Needs block_size % 128 == 0, K % 16 == 0,
+// 16-byte aligned a and b. Workspace sizes: core/gemm_plan.h (w8a8_m_pad).
+struct W8A8Workspace {
+  uint8_t* codes = nullptr;    // M x K bytes
+  float* scales = nullptr;     // dynamic: k_blocks x w8a8_m_pad(M) floats
+  float* partials = nullptr;   // k_split > 1: k_split x M x N floats
+};
+Status launch_w8a8_gemm(const Fp8KernelArgs& args, bool dynamic, int k_split, const W8A8Workspace& ws,
+                        cudaStream_t stream);
 
 }  // namespace bqmm::cuda

@@ -389,7 +389,9 @@ TEST(Fp8W8A8Gemm, BothModesThroughThePlanner) {
       Fp8Run run;
       BQMM_ASSERT_OK(run_fp8_on_device(*handle, c, knobs, &run));
       ASSERT_EQ(run.plan.path, Fp8Path::kW8a8Gemm) << run.plan;
-      if (cs.forced_split > 0) EXPECT_EQ(run.plan.gemm.k_split, cs.forced_split);
+      if (cs.forced_split > 0) {
+        EXPECT_EQ(run.plan.gemm.k_split, cs.forced_split);
+      }
       EXPECT_TRUE(matches_reference(c, run.y)) << run.plan;
     }
 }

@@ -50,8 +50,8 @@ bool tensor_cores_available() {
 }
 
 // ----------------------------------------------------------------- FP8
-cuda::Fp8GemvArgs fp8_gemv_args(const Fp8Case& c, const testing::Fp8DeviceCase& d) {
-  cuda::Fp8GemvArgs g;
+cuda::Fp8KernelArgs fp8_gemv_args(const Fp8Case& c, const testing::Fp8DeviceCase& d) {
+  cuda::Fp8KernelArgs g;
   g.dtype = c.dtype();
   g.a = d.a.data();
   g.b = static_cast<const uint8_t*>(d.b.data());
@@ -71,7 +71,7 @@ cuda::Fp8GemvArgs fp8_gemv_args(const Fp8Case& c, const testing::Fp8DeviceCase& 
 void check_fp8(const Fp8Case& c, int k_split, const LineStream& s) {
   testing::Fp8DeviceCase d;
   BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
-  const cuda::Fp8GemvArgs g = fp8_gemv_args(c, d);
+  const cuda::Fp8KernelArgs g = fp8_gemv_args(c, d);
   BQMM_ASSERT_OK(testing::run_on_fresh_stream([&](cudaStream_t stream) {
     return cuda::launch_fp8_gemv_mma(g, k_split, /*tma=*/false, /*lines=*/true, s.tiles,
                                      s.registers, stream);
@@ -230,7 +230,7 @@ TEST(GemvRowGroups, LaunchersRefuseWhatHasNoRowGroups) {
                                                     false, 1);
   testing::Fp8DeviceCase d;
   BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
-  cuda::Fp8GemvArgs g = fp8_gemv_args(c, d);
+  cuda::Fp8KernelArgs g = fp8_gemv_args(c, d);
   auto code = [](const Status& s) { return s.code(); };
   EXPECT_EQ(code(cuda::launch_fp8_gemv_mma(g, 1, false, false, 1, 0, nullptr)), StatusCode::kInternal);
   EXPECT_EQ(code(cuda::launch_fp8_gemv_mma(g, 1, true, false, 1, 0, nullptr)), StatusCode::kInternal);

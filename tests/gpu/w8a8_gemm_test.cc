@@ -12,7 +12,7 @@
 #include "bqmm/status.h"
 #include "common/fp8_runner.h"
 #include "common/gpu.h"
-#include "cuda/gemm/w8a8_gemm.h"
+#include "cuda/launchers.h"
 #include "harness/device_buffer.h"
 #include "harness/host_tensor.h"
 #include "reference/fp8_reference.h"
@@ -31,13 +31,12 @@ bool sm90() {
 void check_w8a8(const Fp8Case& c, int k_split) {
   testing::Fp8DeviceCase d;
   BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
-  cuda::W8A8GemmArgs g;
-  g.t = c.dtype();
+  cuda::Fp8KernelArgs g;
+  g.dtype = c.dtype();
   g.a = d.a.data();
-  g.dynamic = c.dynamic_act_quant;
   g.a_scale = c.dynamic_act_quant ? nullptr : static_cast<const float*>(d.a_scale.data());
   g.b = static_cast<const uint8_t*>(d.b.data());
-  g.b_scales = static_cast<const float*>(d.b_scale.data());
+  g.b_scale = static_cast<const float*>(d.b_scale.data());
   g.bias = c.bias ? d.bias.data() : nullptr;
   g.y = d.y.data();
   g.m = c.m();
@@ -56,7 +55,7 @@ void check_w8a8(const Fp8Case& c, int k_split) {
   ws.scales = static_cast<float*>(scales.data());
   ws.partials = static_cast<float*>(partials.data());
   BQMM_ASSERT_OK(testing::run_on_fresh_stream(
-      [&](cudaStream_t stream) { return cuda::launch_w8a8_gemm(g, k_split, ws, stream); }));
+      [&](cudaStream_t stream) { return cuda::launch_w8a8_gemm(g, c.dynamic_act_quant, k_split, ws, stream); }));
   HostTensor y;
   BQMM_ASSERT_OK(d.y.download(&y));
   EXPECT_TRUE(testing::matches_reference(c, y));

@@ -536,20 +536,8 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   using Tile = FusedWgmmaTile<T, kW, kTileM, kConsts>;
   extern __shared__ __align__(1024) uint8_t wgmma_smem_raw[];
   __shared__ WgmmaRing<Tile::kStages> ring;
-  uint8_t* smem = reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(wgmma_smem_raw) + kWgmmaAlignBytes - 1) & ~uintptr_t{kWgmmaAlignBytes - 1});
   const GemmBlockTile b = gemm_block_tile<kTileM>(p);
-  if (threadIdx.x == 0) ring.init();
-  __syncthreads();  // the only block-wide barrier: the roles part here
-  if (threadIdx.x < kWgmmaProducerThreads) {
-    set_max_registers_dec<kWgmmaProducerRegs>();
-    const Tile tile(p, smem, ring, threadIdx.x, b.n0, b.m0);
-    tile.produce(b.slab_begin, b.slab_end);
-  } else {
-    set_max_registers_inc<kWgmmaConsumerRegs>();
-    const Tile tile(p, smem, ring, threadIdx.x - kWgmmaProducerThreads, b.n0, b.m0);
-    tile.consume(b.slab_begin, b.slab_end);
-  }
+  run_wgmma_roles<Tile>(p, wgmma_smem_raw, ring, b.n0, b.m0, b.slab_begin, b.slab_end);
 #else
   __trap();
 #endif

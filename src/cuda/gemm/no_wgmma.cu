@@ -1,7 +1,6 @@
 // A library built without SM90 has no Hopper mainloop (CMakeLists.txt): its launcher
 // entries report that, and the planner never asks for them (core/gemm_plan.cc).
 #include "cuda/gemm/fused_gemm.cuh"
-#include "cuda/gemm/w8a8_gemm.h"
 
 namespace bqmm::cuda {
 
@@ -25,7 +24,7 @@ template Status launch_wgmma_tile<__half, GemmWeights::kInt4>(const GemmParams<_
 template Status launch_wgmma_tile<__nv_bfloat16, GemmWeights::kInt4>(
     const GemmParams<__nv_bfloat16, __nv_bfloat16>&, int, int, dim3, cudaStream_t);
 
-Status launch_w8a8_gemm(const W8A8GemmArgs&, int, const W8A8Workspace&, cudaStream_t) {
+Status launch_w8a8_gemm(const Fp8KernelArgs&, bool, int, const W8A8Workspace&, cudaStream_t) {
   return Status(StatusCode::kInternal, "launch_w8a8_gemm: not built (no SM90 in CUDA_ARCHITECTURES)");
 }
 

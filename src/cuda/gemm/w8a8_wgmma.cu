@@ -6,7 +6,6 @@
 #include <algorithm>
 
 #include "cuda/cuda_check.h"
-#include "cuda/gemm/w8a8_gemm.h"
 #include "cuda/launchers.h"
 
 namespace bqmm::cuda {
@@ -87,7 +86,7 @@ __global__ void __launch_bounds__(kQuantThreads)
 }
 
 template <typename T, bool kDynamic>
-Status launch_typed(const W8A8GemmArgs& args, int k_split, const W8A8Workspace& ws, cudaStream_t stream) {
+Status launch_typed(const Fp8KernelArgs& args, int k_split, const W8A8Workspace& ws, cudaStream_t stream) {
   const int64_t k_blocks = (args.k + args.block_size - 1) / args.block_size;
   // One block covering K is K rounded up to a slab, whatever block_size says (it may be
   // beyond int); every other block_size is at most K.
@@ -106,7 +105,7 @@ Status launch_typed(const W8A8GemmArgs& args, int k_split, const W8A8Workspace& 
   p.a_scales = kDynamic ? ws.scales : nullptr;
   p.a_scale = kDynamic ? nullptr : args.a_scale;
   p.b = args.b;
-  p.b_scales = args.b_scales;
+  p.b_scales = args.b_scale;
   p.bias = static_cast<const T*>(args.bias);
   p.y = static_cast<T*>(args.y);
   p.partials = k_split > 1 ? ws.partials : nullptr;
@@ -135,14 +134,14 @@ Status launch_typed(const W8A8GemmArgs& args, int k_split, const W8A8Workspace& 
 
 }  // namespace
 
-Status launch_w8a8_gemm(const W8A8GemmArgs& args, int k_split, const W8A8Workspace& ws,
+Status launch_w8a8_gemm(const Fp8KernelArgs& args, bool dynamic, int k_split, const W8A8Workspace& ws,
                         cudaStream_t stream) {
   if (args.m == 0 || args.n == 0) return Status::Ok();
   if (args.block_size % kW8a8SlabK != 0 || args.k % 16 != 0 || k_split < 1)
     return Status(StatusCode::kInternal, "launch_w8a8_gemm: block_size % 128, K % 16 and k_split >= 1");
-  return dispatch_half_types(args.t, "w8a8 gemm", [&](auto tag) {
+  return dispatch_half_types(args.dtype, "w8a8 gemm", [&](auto tag) {
     using T = decltype(tag);
-    return args.dynamic ? launch_typed<T, true>(args, k_split, ws, stream)
+    return dynamic ? launch_typed<T, true>(args, k_split, ws, stream)
                         : launch_typed<T, false>(args, k_split, ws, stream);
   });
 }

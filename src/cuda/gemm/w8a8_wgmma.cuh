@@ -232,7 +232,6 @@ struct W8A8Tile {
     const int64_t count = slab_end - slab_begin;
     // This consumer warpgroup's 64 weight rows start 64 * (warp / 4) rows into the stage.
     const uint32_t w_rows = (warp / 4) * 64 * 128;
-#pragma unroll 1
     // The range starts on a scale block's first slab (slabs_per_split is whole blocks).
     int in_block = 0;  // slab i's place in its scale block
 #pragma unroll 1
@@ -269,20 +268,8 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1) W8A8WgmmaKernel(const W8A8Pa
   using Tile = W8A8Tile<T, kDynamic>;
   extern __shared__ __align__(1024) uint8_t w8a8_smem_raw[];
   __shared__ WgmmaRing<Tile::kStages> ring;
-  uint8_t* smem = reinterpret_cast<uint8_t*>(
-      (reinterpret_cast<uintptr_t>(w8a8_smem_raw) + kWgmmaAlignBytes - 1) & ~uintptr_t{kWgmmaAlignBytes - 1});
   const GemmBlockTile b = gemm_block_tile<kW8a8TileM, kW8a8GroupM>(p);
-  if (threadIdx.x == 0) ring.init();
-  __syncthreads();  // the only block-wide barrier: the roles part here
-  if (threadIdx.x < kWgmmaProducerThreads) {
-    set_max_registers_dec<kWgmmaProducerRegs>();
-    const Tile tile(p, smem, ring, threadIdx.x, b.n0, b.m0);
-    tile.produce(b.slab_begin, b.slab_end);
-  } else {
-    set_max_registers_inc<kWgmmaConsumerRegs>();
-    const Tile tile(p, smem, ring, threadIdx.x - kWgmmaProducerThreads, b.n0, b.m0);
-    tile.consume(b.slab_begin, b.slab_end);
-  }
+  run_wgmma_roles<Tile>(p, w8a8_smem_raw, ring, b.n0, b.m0, b.slab_begin, b.slab_end);
 #else
   __trap();
 #endif

@@ -117,4 +117,29 @@ struct WgmmaRing {
   __device__ __forceinline__ void arrive_empty(int64_t i) { mbarrier_arrive(&empty[i % kStages]); }
 };
 
+// A warp-specialized block's body, for both wgmma kernels: thread 0 initializes the ring,
+// then the roles part (the block's only barrier): warpgroup 0 gives registers away and
+// produces, warpgroups 1 and 2 take them and consume the block's tile [n0, m0] over slabs
+// [slab_begin, slab_end). `Tile` has a constructor (params, aligned smem, ring, the
+// thread's index within its role, n0, m0), produce() and consume(). `raw_smem`: the
+// dynamic shared memory, aligned here to kWgmmaAlignBytes (the launch adds that much).
+template <typename Tile, typename Params>
+__device__ __forceinline__ void run_wgmma_roles(const Params& p, uint8_t* raw_smem,
+                                                WgmmaRing<Tile::kStages>& ring, int64_t n0, int64_t m0,
+                                                int64_t slab_begin, int64_t slab_end) {
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw_smem) + kWgmmaAlignBytes - 1) &
+                                             ~uintptr_t{kWgmmaAlignBytes - 1});
+  if (threadIdx.x == 0) ring.init();
+  __syncthreads();
+  if (threadIdx.x < kWgmmaProducerThreads) {
+    set_max_registers_dec<kWgmmaProducerRegs>();
+    const Tile tile(p, smem, ring, threadIdx.x, n0, m0);
+    tile.produce(slab_begin, slab_end);
+  } else {
+    set_max_registers_inc<kWgmmaConsumerRegs>();
+    const Tile tile(p, smem, ring, threadIdx.x - kWgmmaProducerThreads, n0, m0);
+    tile.consume(slab_begin, slab_end);
+  }
+}
+
 }  // namespace bqmm::cuda

@@ -109,7 +109,7 @@ GemvParams<T, S> make_gemv_params(const void* a, const uint8_t* b, const S* scal
 // The kernels' parameters of an FP8 GEMV; `slice`: the K elements a scale lookup covers
 // (16 for the CUDA-core kernel's chunks, 64 for the tensor-core kernels' windows).
 template <typename T>
-GemvParams<T, float> make_fp8_params(const Fp8GemvArgs& args, int64_t slice) {
+GemvParams<T, float> make_fp8_params(const Fp8KernelArgs& args, int64_t slice) {
   GemvParams<T, float> p =
       make_gemv_params<T>(args.a, args.b, args.b_scale, args.bias, args.y, args.m, args.n,
                           args.k, (args.k + args.block_size - 1) / args.block_size);
@@ -120,7 +120,7 @@ GemvParams<T, float> make_fp8_params(const Fp8GemvArgs& args, int64_t slice) {
 
 // The FP8 kernels' 32-bit chunk / window counters and the fast division need K / 16 < 2^31
 // and block_size / 16 < 2^31; the planner does not bound K, so this is checked here.
-inline Status check_fp8_k_range(const Fp8GemvArgs& args, const char* kernel) {
+inline Status check_fp8_k_range(const Fp8KernelArgs& args, const char* kernel) {
   constexpr int64_t kMax = int64_t{1} << 31;
   if (args.k / 16 >= kMax || args.block_size / 16 >= kMax)
     return Status(StatusCode::kNotSupported,
@@ -161,7 +161,7 @@ struct RowGroup {
 };
 
 // fp8_tma.cu: launch_fp8_gemv_mma's TMA tiles (SM90+), after its checks.
-Status launch_fp8_gemv_tma(const Fp8GemvArgs& args, int k_split, cudaStream_t stream);
+Status launch_fp8_gemv_tma(const Fp8KernelArgs& args, int k_split, cudaStream_t stream);
 
 // ----------------------------------------------------------------- W8A8 activations
 // W8A8 (FP8): the static activation quantize-dequantize of docs/CONTRACT.md section 1, on packed

@@ -99,7 +99,7 @@ struct NBits8FmaCodec {
 #define BQMM_NBITS_FMA_ROWS(X) X(1) X(2)
 
 template <typename T, int kRows>
-Status launch_fp8_rows(const Fp8GemvArgs& args, cudaStream_t stream) {
+Status launch_fp8_rows(const Fp8KernelArgs& args, cudaStream_t stream) {
   const GemvParams<T, float> p = make_fp8_params<T>(args, kFmaChunk);
   return args.a_scale != nullptr
              ? launch_gemv_fma<Fp8FmaCodec<T, true>, kRows>(p, args.m, args.n, stream,
@@ -119,7 +119,7 @@ Status launch_nbits_rows(const NBitsGemvArgs& args, cudaStream_t stream) {
 
 }  // namespace
 
-Status launch_fp8_gemv_fma(const Fp8GemvArgs& args, int rows_per_warp, cudaStream_t stream) {
+Status launch_fp8_gemv_fma(const Fp8KernelArgs& args, int rows_per_warp, cudaStream_t stream) {
   if (args.m == 0 || args.n == 0) return Status::Ok();
   // The CUDA-core GEMV has no row groups: M > 8 is the tensor cores' (line loads) or GEMM's.
   if (args.m > kMmaRows)

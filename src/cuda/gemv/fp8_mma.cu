@@ -396,7 +396,7 @@ Status launch_mma_config(const Fp8Params<T>& p, dim3 grid, int smem, bool row_gr
   return check_launch("Fp8GemvMmaKernel");
 }
 template <typename T>
-Status launch_mma(const Fp8GemvArgs& args, int k_split, bool tma, bool lines, int tiles,
+Status launch_mma(const Fp8KernelArgs& args, int k_split, bool tma, bool lines, int tiles,
                   int registers, cudaStream_t stream) {
   bool wide = false;
   BQMM_RETURN_IF_ERROR(check_line_tiles_registers("launch_fp8_gemv_mma", registers,
@@ -433,7 +433,7 @@ Status launch_mma(const Fp8GemvArgs& args, int k_split, bool tma, bool lines, in
 
 }  // namespace
 
-Status launch_fp8_gemv_mma(const Fp8GemvArgs& args, int k_split, bool tma, bool lines,
+Status launch_fp8_gemv_mma(const Fp8KernelArgs& args, int k_split, bool tma, bool lines,
                            int tiles_per_warp, int registers, cudaStream_t stream) {
   if (args.m == 0 || args.n == 0) return Status::Ok();
   if (args.m > kGemvMaxGroupRows)

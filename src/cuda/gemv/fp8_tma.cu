@@ -168,7 +168,7 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize, kMmaWarpsPerSm / kKSplit)
   X(T, 1, true) X(T, 2, true) X(T, 4, true) X(T, 8, true)
 
 template <typename T>
-Status launch_tma(const Fp8GemvArgs& args, int k_split, cudaStream_t stream) {
+Status launch_tma(const Fp8KernelArgs& args, int k_split, cudaStream_t stream) {
   const Fp8Params<T> p = make_fp8_params<T>(args, kMmaWindow);
   CUtensorMap map;
   BQMM_RETURN_IF_ERROR(make_tile_tensor_map(args.b, args.n, args.k, &map));
@@ -194,7 +194,7 @@ Status launch_tma(const Fp8GemvArgs& args, int k_split, cudaStream_t stream) {
 
 }  // namespace
 
-Status launch_fp8_gemv_tma(const Fp8GemvArgs& args, int k_split, cudaStream_t stream) {
+Status launch_fp8_gemv_tma(const Fp8KernelArgs& args, int k_split, cudaStream_t stream) {
   return dispatch_half_types(args.dtype, "launch_fp8_gemv_mma (TMA tiles)", [&](auto tag) -> Status {
     return launch_tma<decltype(tag)>(args, k_split, stream);
   });
