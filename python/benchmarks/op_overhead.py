@@ -16,7 +16,6 @@
 """
 import argparse
 import json
-import math
 import statistics
 import sys
 import time
@@ -25,10 +24,7 @@ import torch
 
 import bqmm
 from bqmm import quant
-
-
-def weight_copies(bytes_per_copy, l2_bytes):
-    return max(2, math.ceil(4 * l2_bytes / bytes_per_copy) + 1)
+from graph_timing import graph_times_us, weight_copies
 
 
 def make_case(op, n, k, dtype, copies):
@@ -59,33 +55,14 @@ def op_fn(op):
 
 
 def graph_b2b_us(op, m, n, k, dtype, repeat, replays):
-    props = torch.cuda.get_device_properties(0)
-    l2 = getattr(props, "L2_cache_size", 50 << 20)
     per_copy = n * k if op == "fp8" else n * k // 2
-    copies = weight_copies(per_copy, l2)
+    copies = weight_copies(per_copy)
     sets, kw = make_case(op, n, k, dtype, copies)
     x = torch.randn(m, k, device="cuda", dtype=dtype)
     fn = op_fn(op)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for i in range(10):  # warm-up: handle, plans, cuBLAS
-            fn(x, *sets[i % copies], **kw)
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for i in range(repeat):
-            fn(x, *sets[i % copies], **kw)
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(replays):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        g.replay()
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1) * 1e3 / repeat)
+    # Warm-up (10 calls): handle, plans, cuBLAS.
+    times = graph_times_us([lambda i=i: fn(x, *sets[i], **kw) for i in range(copies)], repeat, replays,
+                           warmup=10)
     return {"op": op, "m": m, "n": n, "k": k, "dtype": str(dtype).replace("torch.", ""),
             "bits": 4 if op == "nbits" else None, "weight_copies": copies, "repeat": repeat,
             "replays": replays, "graph_b2b_us": statistics.median(times),

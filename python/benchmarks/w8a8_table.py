@@ -17,21 +17,16 @@ A variant this torch cannot run records its error instead of a time. TFLOP/s = 2
 """
 import argparse
 import json
-import math
 import statistics
 import sys
 
 import torch
 
 import bqmm
+from graph_timing import graph_times_us, weight_copies
 
 SHAPES = [(8192, 8192), (14336, 4096), (4096, 14336), (28672, 8192)]
 BLOCK = 128
-
-
-def copies_for(bytes_per_copy):
-    l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 50 << 20)
-    return max(2, math.ceil(4 * l2 / bytes_per_copy) + 1)
 
 
 def e4m3_weights(n, k, copies):
@@ -47,27 +42,7 @@ def e4m3_weights(n, k, copies):
 
 def graph_us(calls, repeat, replays):
     """Median per-call time of `repeat` calls (calls[i % len]) captured in one graph."""
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for i in range(5):
-            calls[i % len(calls)]()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for i in range(repeat):
-            calls[i % len(calls)]()
-    g.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(replays):
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        g.replay()
-        e1.record()
-        e1.synchronize()
-        times.append(e0.elapsed_time(e1) * 1e3 / repeat)
-    return statistics.median(times)
+    return statistics.median(graph_times_us(calls, repeat, replays))
 
 
 def variants(m, n, k, dtype, weights):
@@ -117,7 +92,7 @@ def main():
     dtype = getattr(torch, args.dtype)
     rows = []
     for n, k in SHAPES:
-        weights = e4m3_weights(n, k, copies_for(n * k))
+        weights = e4m3_weights(n, k, weight_copies(n * k))
         for m in args.m:
             rec = {"m": m, "n": n, "k": k, "dtype": args.dtype, "block_size": BLOCK,
                    "device": torch.cuda.get_device_name(0), "torch": torch.__version__}
