@@ -56,6 +56,7 @@ def variants(m, n, k, dtype, weights):
     xq_blk = (x.float().reshape(m, kb, BLOCK) / xs[..., None]).to(torch.float8_e4m3fn).reshape(m, k)
     xs_t = xs.t().contiguous().t()
     one = torch.ones((), device="cuda")
+    w_scales_t = [s.t().contiguous() for _, s in weights]
     dense = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) for _ in range(len(weights))]
     xb = x.to(torch.bfloat16)
     out_dtype = dtype
@@ -69,10 +70,11 @@ def variants(m, n, k, dtype, weights):
         "scaled_tensor": [lambda b=b: torch._scaled_mm(xq, b.t(), scale_a=a_scale, scale_b=one,
                                                        out_dtype=out_dtype)
                           for b, _ in weights],
-        # Weight scales [N, K / 128] given as [K / 128, N] viewed from the [N, kb] tensor.
-        "scaled_1x128": [lambda b=b, s=s: torch._scaled_mm(xq_blk, b.t(), scale_a=xs_t, scale_b=s.t(),
-                                                           out_dtype=out_dtype)
-                         for b, s in weights],
+        # torch's blockwise 1x128 form: scale_a [M, K / 128] outer-dim-major (xs_t), scale_b
+        # [K / 128, N] with N contiguous (the weight scales transposed once, before timing).
+        "scaled_1x128": [lambda b=b, st=st: torch._scaled_mm(xq_blk, b.t(), scale_a=xs_t, scale_b=st,
+                                                             out_dtype=out_dtype)
+                         for (b, _), st in zip(weights, w_scales_t)],
     }
 
 
