@@ -7,16 +7,18 @@
 //
 // q = e4m3_satfinite_rne(A * inv) as the contract's QDQ, written with its scales by the
 // quantize pass before this kernel (w8a8_wgmma.cu: codes [M, K] bytes, K a multiple of
-// 16; dynamic scales [k_blocks, m_pad] floats, column b of the scale matrix contiguous). Unlike the QDQ + dequant path, q * s is never
-// rounded to T (the contract allows it: more precise).
+// 16; dynamic scales [k_blocks, m_pad] floats, column b of the scale matrix contiguous).
+// Unlike the QDQ + dequant path, q * s is never rounded to T (the contract allows it: more
+// precise).
 //
 // Block: as fused_wgmma.cuh (read it first): warpgroup 0 the producer, 1 and 2 the
 // consumers; consumer c owns weight rows 64 c .. 64 c + 63 of the block's 128 (the wgmma's
-// M), all kTileM = 128 activation rows (its N). A slab is 128 K: 128 bytes of every row of
-// both operands, each stored [rows][128 bytes] with 16-byte chunk c of row r at
+// M), all kW8a8TileM = 128 activation rows (its N). A slab is 128 K: 128 bytes of every row
+// of both operands, each stored [rows][128 bytes] with 16-byte chunk c of row r at
 // 16 (c ^ (r % 8)), the wgmma's K-major 128-byte-swizzled layout, so both operands are read
 // by descriptor (no register operand, no decode, no K permutation) and copied 16 bytes at a
-// time. Dynamic mode also stages the slab's block column of activation scales (128 floats).
+// time. A stage also holds the slab's block scales of the tile's 128 weight rows and
+// (dynamic) of its 128 activation rows.
 //
 // Consumer, per slab: wait on `full`; 4 wgmma m64n128k32 (the first of a scale block
 // overwrites `part`), commit, wait for them; at the block's last slab (or the split's)
