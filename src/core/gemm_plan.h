@@ -115,8 +115,8 @@ constexpr int64_t kW8a8SmemBytes = kW8a8Stages * kW8a8StageBytes + kWgmmaAlignBy
 // activation is as fast or faster (the 128-row tile mostly empty: M = 16 1.4-1.9x the
 // fused GEMM's time, M = 64 0.94-1.18x); from M = 128 to 512 it is 0.51-0.98x the time of
 // the path it replaces (one case, dynamic 14336 x 4096 at 512, 1.10x); above 512 dequant
-// + cuBLAS BF16 is faster (M = 1024 0.96-1.22x, 4096 1.08-1.45x, against a form of this
-// kernel at 560 TFLOP/s; the current one runs 613 at M = 4096, cuBLAS BF16 700).
+// + cuBLAS BF16 is faster (M = 1024 0.96-1.22x its time, 4096 1.08-1.45x; at 8192 x 8192
+// M = 4096 this kernel takes 896 us, 613 TFLOP/s, dequant + cuBLAS 793).
 constexpr int64_t kW8a8MinRows = 65;
 constexpr int64_t kW8a8MaxRows = 512;
 // The quantized activation in the workspace: [M, K] e4m3 codes (K % 16 == 0) and, dynamic,
