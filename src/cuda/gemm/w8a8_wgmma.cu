@@ -101,6 +101,10 @@ Status launch_typed(const Fp8KernelArgs& args, int k_split, const W8A8Workspace&
   BQMM_RETURN_IF_ERROR(check_launch("ActQuantE4m3Kernel"));
 
   W8A8Params<T> p{};
+  constexpr int kBoxRows = 128;  // kGemmTileN and kW8a8TileM rows per copy
+  static_assert(kGemmTileN == kBoxRows && kW8a8TileM == kBoxRows, "one box per operand and slab");
+  BQMM_RETURN_IF_ERROR(make_tile_tensor_map(args.b, args.n, args.k, &p.w_map, kBoxRows));
+  BQMM_RETURN_IF_ERROR(make_tile_tensor_map(ws.codes, args.m, args.k, &p.a_map, kBoxRows));
   p.a = ws.codes;
   p.a_scales = kDynamic ? ws.scales : nullptr;
   p.a_scale = kDynamic ? nullptr : args.a_scale;

@@ -16,9 +16,9 @@
 // M), all kW8a8TileM = 128 activation rows (its N). A slab is 128 K: 128 bytes of every row
 // of both operands, each stored [rows][128 bytes] with 16-byte chunk c of row r at
 // 16 (c ^ (r % 8)), the wgmma's K-major 128-byte-swizzled layout, so both operands are read
-// by descriptor (no register operand, no decode, no K permutation) and copied 16 bytes at a
-// time. A stage also holds the slab's block scales of the tile's 128 weight rows and
-// (dynamic) of its 128 activation rows.
+// by descriptor (no register operand, no decode, no K permutation) and copied by TMA (one
+// box per operand, the tensor maps' SWIZZLE_128B being this layout). A stage also holds
+// the slab's block scales of the tile's weight rows and (dynamic) activation rows.
 //
 // Consumer, per slab: wait on `full`; 4 wgmma m64n128k32 (the first of a scale block
 // overwrites `part`), commit, wait for them; at the block's last slab (or the split's)
@@ -29,6 +29,7 @@
 // does not see that the buffer folded is not in flight.)
 #pragma once
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -36,6 +37,7 @@
 #include "core/gemm_plan.h"
 #include "cuda/gemm/fused_gemm.cuh"  // cp_async16, cp_async_*, gemm_block_tile
 #include "cuda/gemm/wgmma.cuh"
+#include "cuda/gemv/tma.cuh"  // tensor maps, TMA copies, mbarriers
 
 namespace bqmm::cuda {
 
@@ -53,6 +55,8 @@ constexpr int kW8a8GroupM = 8;
 
 template <typename T>
 struct W8A8Params {
+  CUtensorMap w_map;       // the weight codes [N, K] bytes, boxes of 128 rows x 128 bytes
+  CUtensorMap a_map;       // the activation codes [M, K], the same boxes
   const uint8_t* a;        // activation codes [M, K]
   const float* a_scales;   // dynamic: [k_blocks, m_pad]; static: nullptr
   const float* a_scale;    // static: the scalar; dynamic: nullptr
@@ -97,7 +101,6 @@ __device__ __forceinline__ void wgmma_e4m3_n128(float (&d)[64], uint64_t a_desc,
 template <typename T, bool kDynamic>
 struct W8A8Tile {
   static constexpr int kStages = kW8a8Stages;
-  static constexpr int kLag = kStages - 1;
   static constexpr int kAcc = kW8a8TileM / 2;  // m64n128: 64 accumulators per thread
   static constexpr int kSteps = kW8a8SlabK / 32;
   static_assert(kStages >= kWgmmaMinStages, "a slab in use, one in flight");
@@ -118,64 +121,52 @@ struct W8A8Tile {
   }
 
   // ---------------------------------------------------------------- producer
-  // Producer thread x copies chunk x % 8 of rows x / 8 + 16 pass of both operands (8
-  // passes each), the block scale of weight row x (rows past N zero-filled: never stored)
-  // and, dynamic, threads 0..31 the activation scales (4 floats each). The scales are the
-  // slab's scale block's: every slab of a block carries them, so the consumers' fold reads
-  // them from the stage of the block's last slab, as far ahead as the data.
-  __device__ __forceinline__ void load_stage(int stage, int64_t slab) const {
+  // Per slab: producer thread 0 arms the stage's `full` barrier for both operands' bytes
+  // and starts their TMA copies ([128 rows][128 bytes] boxes in the wgmma's 128-byte
+  // swizzle; rows past N or M and bytes past K arrive as zeros); every producer thread x
+  // copies the block scale of weight row x (rows past N zero-filled: never stored) and,
+  // dynamic, threads 0..31 the activation scales (4 floats each), by cp.async, and arrives
+  // on `full` once they land (the barrier's 128 arrivals). The scales are the slab's
+  // scale block's: every slab of a block carries them, so the consumers' fold reads them
+  // from the stage of the block's last slab. No producer thread waits for its copies.
+  __device__ __forceinline__ void load_stage(int stage, int64_t slab, int64_t blk) const {
     const uint32_t base = smem_addr(smem + stage * static_cast<int>(kW8a8StageBytes));
-    const int x = warp * 32 + lane, r0 = x / 8, c = x % 8;
-    const uint32_t dst = r0 * 128 + 16 * (c ^ (r0 % 8));
-    const int64_t off = slab * kW8a8SlabK + 16 * c;
-    // Rows r0 + 16 pass: valid while 16 pass < rows left; one pointer stepped per pass.
-    const int64_t w_left = p.n - n0 - r0, a_left = p.m - m0 - r0;
-    if (off < p.row_bytes) {
-      const uint8_t* src = p.b + (n0 + r0) * p.row_bytes + off;
-#pragma unroll
-      for (int pass = 0; pass < 8; ++pass, src += 16 * p.row_bytes)
-        cp_async16(base + dst + pass * 2048, 16 * pass < w_left ? src : p.b, 16 * pass < w_left);
-    } else {
-#pragma unroll
-      for (int pass = 0; pass < 8; ++pass) cp_async16(base + dst + pass * 2048, p.b, false);
+    uint64_t* full = &ring.full[stage];
+    const int x = warp * 32 + lane;
+    if (x == 0) {
+      mbarrier_expect_tx(full, kW8a8WeightBytes + kW8a8ActBytes);
+      const auto k0 = static_cast<int32_t>(slab * kW8a8SlabK);
+      tma_copy_box(&p.w_map, base, full, k0, static_cast<int32_t>(n0));
+      tma_copy_box(&p.a_map, base + kW8a8WeightBytes, full, k0, static_cast<int32_t>(m0));
     }
-    // Activation rows past M are not copied (their products reach no stored output).
-    const bool a_in_row = off < p.k;
-    const uint8_t* src = p.a + (m0 + r0) * p.k + off;
-#pragma unroll
-    for (int pass = 0; pass < 8; ++pass, src += 16 * p.k)
-      if (16 * pass < a_left)
-        cp_async16(base + kW8a8WeightBytes + dst + pass * 2048, a_in_row ? src : p.a, a_in_row);
-    const int64_t b = slab / p.block_slabs;
     const bool w_row = n0 + x < p.n;
-    cp_async4(base + kW8a8WScalesOffset + 4 * x,
-              w_row ? p.b_scales + (n0 + x) * p.k_blocks + b : p.b_scales, w_row);
+    cp_async4(base + kW8a8WScalesOffset + 4 * x, w_row ? p.b_scales + (n0 + x) * p.k_blocks + blk : p.b_scales,
+              w_row);
     if constexpr (kDynamic) {
       if (x < kW8a8TileM / 4)
-        cp_async16(base + kW8a8AScalesOffset + 16 * x, p.a_scales + b * p.m_pad + m0 + 4 * x, true);
+        cp_async16(base + kW8a8AScalesOffset + 16 * x, p.a_scales + blk * p.m_pad + m0 + 4 * x, true);
     }
-  }
-
-  __device__ __forceinline__ void publish(int64_t i) const {
-    fence_proxy_async_shared();
-    ring.arrive_full(i);
+    cp_async_mbarrier_arrive(full);
   }
 
   __device__ __forceinline__ void produce(int64_t slab_begin, int64_t slab_end) const {
+    if (warp == 0 && lane == 0) {
+      tma_prefetch_map(&p.w_map);
+      tma_prefetch_map(&p.a_map);
+    }
     const int64_t count = slab_end - slab_begin;
+    int64_t blk = slab_begin / p.block_slabs;  // the slab's scale block
+    int in_block = 0;
 #pragma unroll 1
     for (int64_t i = 0; i < count; ++i) {
       if (i >= kStages) ring.wait_empty(i);
-      load_stage(static_cast<int>(i % kStages), slab_begin + i);
-      cp_async_commit();
-      if (i >= kLag - 1) {
-        cp_async_wait<kLag - 1>();
-        publish(i - kLag + 1);
+      load_stage(static_cast<int>(i % kStages), slab_begin + i, blk);
+      if (++in_block == p.block_slabs) {
+        in_block = 0;
+        ++blk;
       }
     }
-    cp_async_wait<0>();
-#pragma unroll 1
-    for (int64_t i = count - kLag + 1 > 0 ? count - kLag + 1 : 0; i < count; ++i) publish(i);
+    cp_async_wait<0>();  // no copy outlives its thread
   }
 
   // ---------------------------------------------------------------- consumer
@@ -265,7 +256,7 @@ struct W8A8Tile {
 // a wave of 132 blocks reads 8 activation tiles and about 17 weight strips, all L2-resident
 // at K = 8192); z the K split.
 template <typename T, bool kDynamic>
-__global__ void __launch_bounds__(kWgmmaThreads, 1) W8A8WgmmaKernel(const W8A8Params<T> p) {
+__global__ void __launch_bounds__(kWgmmaThreads, 1) W8A8WgmmaKernel(const __grid_constant__ W8A8Params<T> p) {
 #if BQMM_WGMMA_ENABLED
   using Tile = W8A8Tile<T, kDynamic>;
   extern __shared__ __align__(1024) uint8_t w8a8_smem_raw[];

@@ -37,9 +37,11 @@ constexpr int kTmaSlotBytes = kTmaBoxRows * kTmaBoxBytes;  // 2 KB
 constexpr int kTmaSlotAlign = 1024;  // SWIZZLE_128B's shared-memory alignment
 
 // Host: the tensor map of a row-major [rows, row_bytes] byte matrix at `base` with boxes
-// of 16 rows x 128 bytes. Needs a 16-byte aligned base and row_bytes % 16 == 0 (the
-// GEMV planners guarantee both). Host-only work (no device call, graph-capture safe).
-Status make_tile_tensor_map(const void* base, int64_t rows, int64_t row_bytes, CUtensorMap* out);
+// of `box_rows` (16 for the GEMVs' tiles, 128 for the W8A8 GEMM's; at most 256) rows x
+// 128 bytes. Needs a 16-byte aligned base and row_bytes % 16 == 0 (the planners guarantee
+// both). Host-only work (no device call, graph-capture safe).
+Status make_tile_tensor_map(const void* base, int64_t rows, int64_t row_bytes, CUtensorMap* out,
+                            int box_rows = kTmaBoxRows);
 
 // Dynamic shared memory of a block whose `warps` warps each own a ring of `depth` slots
 // (TmaTileRing), with room to align the first slot.
@@ -77,6 +79,34 @@ __device__ __forceinline__ void tma_load_tile(const CUtensorMap* map, void* slot
 #endif
 }
 
+// Raises the bytes the current phase of `bar` waits for by `bytes` without arriving (the
+// copies that deliver them are started after it, by this thread).
+__device__ __forceinline__ void mbarrier_expect_tx(uint64_t* bar, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.expect_tx.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes) : "memory");
+#else
+  __trap();
+#endif
+}
+// Starts the copy of the box at (x bytes into the row, row y) into `dst` (its bytes counted
+// on `bar`, armed by mbarrier_expect_tx before).
+__device__ __forceinline__ void tma_copy_box(const CUtensorMap* map, uint32_t dst, uint64_t* bar, int32_t x,
+                                             int32_t y) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
+      " [%0], [%1, {%2, %3}], [%4];" ::"r"(dst),
+      "l"(map), "r"(x), "r"(y), "r"(smem_addr(bar))
+      : "memory");
+#else
+  __trap();
+#endif
+}
+// One arrival on `bar` once all of this thread's earlier cp.async copies have landed
+// (counted among the barrier's expected arrivals).
+__device__ __forceinline__ void cp_async_mbarrier_arrive(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_addr(bar)) : "memory");
+}
 // Lane 0, first thing: fetch the tensor map (a kernel parameter) into the TMA unit's cache
 // while the barriers are set up, so the first copy does not wait for it.
 __device__ __forceinline__ void tma_prefetch_map(const CUtensorMap* map) {
