@@ -29,7 +29,8 @@ END = "<!-- perf-report:end -->"
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 DTYPE_ORDER = {"fp32": 0, "fp16": 1, "bf16": 2}
 HEADER = ["shape (N x K)", "M", "dtype", "path", "b2b us", "per-run us",
-          "cuBLAS BF16 b2b us", "speedup b2b", "% of copy bw b2b", "accuracy passed"]
+          "cuBLAS BF16 b2b us", "speedup b2b", "% of copy bw b2b", "floor b2b us",
+          "% of floor b2b", "accuracy passed"]
 
 
 def fmt(v, spec):
@@ -75,6 +76,8 @@ def table_row(r):
             fmt(r.get("cublas_bf16_b2b_us"), ".1f"),
             fmt(r.get("b2b_speedup_vs_cublas"), ".2f"),
             fmt(r.get("b2b_pct_of_copy_bw"), ".0f"),
+            fmt(r.get("floor_b2b_us"), ".1f"),
+            fmt(r.get("b2b_pct_of_floor"), ".0f"),
             "-" if r.get("passed") is None else ("yes" if r.get("passed") else "NO")]
 
 

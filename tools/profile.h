@@ -222,6 +222,9 @@ class WeightCopies {
     return static_cast<const uint8_t*>(copies_.copy(copy)) + offsets_[part];
   }
   int count() const { return copies_.count(); }
+  // Copy `copy`'s whole blob (modulo the count) and its bytes: what the floor streams.
+  const void* blob(int64_t copy) const { return copies_.copy(copy); }
+  size_t blob_bytes() const { return copies_.bytes(); }
 
  private:
   harness::RotatingCopies copies_;
@@ -288,6 +291,12 @@ HostTensor first_rows(const HostTensor& t, int64_t rows);
 // Writes each tensor to dir/<name>.<dtype tag>.npy, creating dir.
 Status dump_tensors(const std::string& dir, const std::vector<NamedTensor>& tensors);
 
+// The floor's kernel (tools/profile_floor.cu): reads `bytes` at `bytes_in` with the
+// fastest load shape measured on the H200 and writes nothing (`sink`: 4 bytes of device
+// memory it could write, practically never does).
+Status launch_stream_read(const void* bytes_in, size_t bytes, int num_sms, uint32_t* sink,
+                          cudaStream_t stream);
+
 // ------------------------------------------------------------------ operators
 // What a case run measured.
 struct CaseResult {
@@ -298,6 +307,8 @@ struct CaseResult {
   std::optional<harness::TimingStats> kernel;   // the operator, called as users call it
   std::optional<harness::TimingStats> cublas;   // dense cuBLAS BF16, same M, N, K
   std::optional<harness::TimingStats> dequant;  // dequant + GEMM paths: the dequantize kernel alone
+  // The floor: a pure read of one weight copy's bytes (launch_stream_read), same timing.
+  std::optional<harness::TimingStats> floor;
   std::optional<double> cpu_us;                 // CPU mode: the emulation's time
   double weight_bytes = 0;   // quantized weight + scales: what a decode kernel must read
   double dequant_bytes = 0;  // the dequantize kernel: weight and scales read, T written

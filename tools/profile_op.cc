@@ -18,8 +18,10 @@ using harness::DeviceTensor;
 struct OpProfiler::Group {
   std::unique_ptr<GroupInputs> inputs;
   std::unique_ptr<DenseBaseline> dense;  // GPU only
-  // The dequantize kernel's time does not depend on M: timed once per group.
+  // The dequantize kernel's time does not depend on M: timed once per group; so is the
+  // floor's (a pure read of the weight bytes).
   std::optional<harness::TimingStats> dequant;
+  std::optional<harness::TimingStats> floor;
   // Last member, so destroyed first: its destructor waits for the worker threads that
   // still read `inputs`.
   std::unique_ptr<ReferenceRows> reference;
@@ -98,6 +100,19 @@ Status OpProfiler::run_gpu(const CaseSpec& c, const Gpu& gpu, bool print_plan, H
     g.dequant = t;
   }
   if (plan.dequant_gemm) result->dequant = g.dequant;
+  if (!g.floor) {
+    DeviceBuffer sink;
+    BQMM_RETURN_IF_ERROR(DeviceBuffer::allocate(sizeof(uint32_t), &sink));
+    const WeightCopies& w = g.inputs->weights;
+    BQMM_RETURN_IF_ERROR(gpu.time(
+        [&](int iteration) {
+          return launch_stream_read(w.blob(iteration), w.blob_bytes(), gpu.info().num_sms,
+                                    static_cast<uint32_t*>(sink.data()), gpu.stream());
+        },
+        &t));
+    g.floor = t;
+  }
+  result->floor = g.floor;
   return g.dense->time(gpu, c.m, &result->cublas);
 }
 

@@ -95,6 +95,10 @@ struct Ratios {
   // The same from the back-to-back times (TimingStats::back_to_back_us; graphs only).
   std::optional<double> b2b_pct_of_copy_bw;
   std::optional<double> b2b_speedup_vs_cublas;
+  // The kernel's share of its floor (the pure read of its weight bytes): floor time /
+  // kernel time, per run and back to back.
+  std::optional<double> pct_of_floor;
+  std::optional<double> b2b_pct_of_floor;
 };
 
 Ratios ratios(const CaseSpec& c, const CaseResult& r, const Gpu* gpu) {
@@ -109,10 +113,13 @@ Ratios ratios(const CaseSpec& c, const CaseResult& r, const Gpu* gpu) {
   if (r.cublas) x.speedup_vs_cublas = r.cublas->median_us / r.kernel->median_us;
   if (r.dequant)
     x.dequant_pct_of_copy_bw = 100 * r.dequant_bytes / (r.dequant->median_us * 1e-6) / copy;
+  if (r.floor) x.pct_of_floor = 100 * r.floor->median_us / r.kernel->median_us;
   if (r.kernel->back_to_back_us > 0) {
     x.b2b_pct_of_copy_bw = 100 * r.weight_bytes / (r.kernel->back_to_back_us * 1e-6) / copy;
     if (r.cublas && r.cublas->back_to_back_us > 0)
       x.b2b_speedup_vs_cublas = r.cublas->back_to_back_us / r.kernel->back_to_back_us;
+    if (r.floor && r.floor->back_to_back_us > 0)
+      x.b2b_pct_of_floor = 100 * r.floor->back_to_back_us / r.kernel->back_to_back_us;
   }
   return x;
 }
@@ -144,6 +151,8 @@ std::string progress_row(const std::string& op, size_t index, size_t total, cons
     s += format("; back to back %.1f us = %.0f%% of copy", r.kernel->back_to_back_us,
                 *x.b2b_pct_of_copy_bw);
     if (x.b2b_speedup_vs_cublas) s += format(" (x%.2f)", *x.b2b_speedup_vs_cublas);
+    if (x.b2b_pct_of_floor)
+      s += format(", floor %.1f us (%.0f%%)", r.floor->back_to_back_us, *x.b2b_pct_of_floor);
   }
   if (r.dequant)
     s += format(", dequant %.1f us (%.0f%% of copy)", r.dequant->median_us,
@@ -203,6 +212,10 @@ std::string json_row(const std::string& op, const CaseSpec& c, const CaseResult&
   j.add_number("b2b_pct_of_copy_bw", x.b2b_pct_of_copy_bw);
   j.add_number("cublas_bf16_b2b_us", back_to_back_of(r.cublas));
   j.add_number("b2b_speedup_vs_cublas", x.b2b_speedup_vs_cublas);
+  j.add_number("floor_us", median_of(r.floor));
+  j.add_number("floor_b2b_us", back_to_back_of(r.floor));
+  j.add_number("pct_of_floor", x.pct_of_floor);
+  j.add_number("b2b_pct_of_floor", x.b2b_pct_of_floor);
   j.add_number("dequant_us", median_of(r.dequant));
   j.add_number("dequant_pct_of_copy_bw", x.dequant_pct_of_copy_bw);
   j.add_number("cpu_us", r.cpu_us);

@@ -68,7 +68,7 @@ class PerfReportTest(unittest.TestCase):
         self.write("bench_decode.jsonl", [
             row("fp8", 2, 8192, 8192, b2b=19.6, median=22.4, cublas=34.2),
             row("fp8", 1, 4096, 4096, path="gemv_fma", plan="rows_per_warp=1; workspace=0B}",
-                b2b=6.3, median=9.2, cublas=12.5),
+                b2b=6.3, median=9.2, cublas=12.5, floor_b2b_us=5.1, b2b_pct_of_floor=80.95),
             row("fp8", 1, 8192, 8192, dtype="bf16", path="gemv_fma",
                 plan="rows_per_warp=1; workspace=0B}", b2b=17.6, median=20.4, cublas=34.0),
             row("fp8", 1, 8192, 8192, path="gemv_fma", plan="rows_per_warp=1; workspace=0B}",
@@ -97,12 +97,12 @@ class PerfReportTest(unittest.TestCase):
         self.assertEqual(text.count("<!-- perf-report:end -->"), 1)
         rows = self.table_rows(text)
         self.assertEqual(rows, [
-            "| 4096 x 4096 | 1 | fp16 | fma | 6.3 | 9.2 | 12.5 | 1.98 | 81 | yes |",
-            "| 8192 x 8192 | 1 | fp16 | fma | 17.5 | 20.3 | 34.1 | 1.95 | 81 | NO |",
-            "| 8192 x 8192 | 1 | bf16 | fma | 17.6 | 20.4 | 34.0 | 1.93 | 81 | yes |",
-            "| 8192 x 8192 | 2 | fp16 | mma lines k2 | 19.6 | 22.4 | 34.2 | 1.74 | 81 | yes |",
-            "| 8192 x 8192 | 256 | fp16 | w8a8 t128 k1 | 61.0 | 65.0 | 49.6 | 0.81 | 81 | yes |",
-            "| 28672 x 8192 | 1 | fp16 | lines x2 k4 | 40.5 | 43.3 | 107.0 | 2.64 | 81 | yes |",
+            "| 4096 x 4096 | 1 | fp16 | fma | 6.3 | 9.2 | 12.5 | 1.98 | 81 | 5.1 | 81 | yes |",
+            "| 8192 x 8192 | 1 | fp16 | fma | 17.5 | 20.3 | 34.1 | 1.95 | 81 | - | - | NO |",
+            "| 8192 x 8192 | 1 | bf16 | fma | 17.6 | 20.4 | 34.0 | 1.93 | 81 | - | - | yes |",
+            "| 8192 x 8192 | 2 | fp16 | mma lines k2 | 19.6 | 22.4 | 34.2 | 1.74 | 81 | - | - | yes |",
+            "| 8192 x 8192 | 256 | fp16 | w8a8 t128 k1 | 61.0 | 65.0 | 49.6 | 0.81 | 81 | - | - | yes |",
+            "| 28672 x 8192 | 1 | fp16 | lines x2 k4 | 40.5 | 43.3 | 107.0 | 2.64 | 81 | - | - | yes |",
         ])
         # One table per file, FP8 first, each with its GPU, date and command above it.
         fp8 = text.index("### Fp8WeightMatMul, decode, block 128")
