@@ -22,8 +22,9 @@ struct TimingStats {
   double p90_us = 0;
   int runs = 0;
   bool graph = false;  // the timed runs were replayed from a captured CUDA graph
-  // The same runs replayed back to back from a second graph with no events between them,
-  // one event pair around all: total / runs. What a run adds to a graph of consecutive
+  // The same number of runs replayed back to back from a second graph with no events
+  // between them, one event pair around all: total / runs, the median of three such chains
+  // replayed one after the other. What a run adds to a graph of consecutive
   // layers: its launch, ramp-up and drain, but not the event nodes (about 1.4 us on the
   // H200, tools/microbench/launch_floor.cu). 0 when not measured (no graph).
   double back_to_back_us = 0;
@@ -48,7 +49,7 @@ using TimedRun = std::function<Status(int iteration)>;
 // is the device time of one run inside a graph replay. Should the capture fail (a `run`
 // that cannot be captured), the runs are enqueued one by one instead, each between its
 // events, and TimingStats::graph says which. Summarizes the event times. With a graph it
-// then captures and replays the same number of runs again without the per-run events
+// then captures and replays three chains of as many runs without the per-run events
 // (TimingStats::back_to_back_us).
 // Replay::kEager skips the capture: for work whose graph node is not what the stream
 // would run (a device-to-device cudaMemcpyAsync runs as a copy kernel on a stream but as
