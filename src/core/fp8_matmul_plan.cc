@@ -82,8 +82,8 @@ bool fused_gemm_applies(const Fp8MatMulProblem& p, const DeviceInfo& d, const Pl
 }
 
 // The W8A8 GEMM on FP8 tensor cores (core/gemm_plan.h, kW8a8*): A quantized (statically or
-// dynamically), kW8a8MinRows <= M <= kW8a8MaxRows (forced: any M), on an SM90 build and
-// device; each 128-K slab
+// dynamically), M >= kW8a8MinRows (forced: any M), on an SM90 build and device; each
+// 128-K slab
 // inside one scale block (block_size % 128 == 0: the kernel folds a block's sums with its
 // scales), rows of B of whole 16-byte copies (K % 16 == 0) from 16-byte aligned pointers.
 const char* w8a8_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& d,
@@ -92,10 +92,9 @@ const char* w8a8_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& d,
   if (p.m == 0 || p.n == 0) return "empty output";
   if (p.k == 0) return "K == 0: Y = bias";
   if (o.w8a8 == 0) return "w8a8=0 (plan override)";
-  static_assert(kW8a8MinRows == 65 && kW8a8MaxRows == 512, "the reasons below name the bounds");
+  static_assert(kW8a8MinRows == 33, "the reason below names the bound");
   if (p.m <= kGemvMaxRows && o.w8a8 != 1) return "M <= 8 (the decode GEMV's rows)";
-  if (p.m < kW8a8MinRows && o.w8a8 != 1) return "M <= 64: the fused GEMM on QDQ'd A is as fast (measured)";
-  if (p.m > kW8a8MaxRows && o.w8a8 != 1) return "M > 512: dequant + cuBLAS BF16 is faster (measured)";
+  if (p.m < kW8a8MinRows && o.w8a8 != 1) return "M <= 32: the fused GEMM on QDQ'd A is faster (measured)";
   if (d.sm != 90) return "not an SM90 device (wgmma code is sm_90a only)";
   if (!wgmma_built()) return "this build has no SM90 in CUDA_ARCHITECTURES";
   static_assert(kW8a8SlabK == 128, "the reason below names the slab");
@@ -187,8 +186,9 @@ void plan_fused_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanO
 }
 
 // Quantize A -> the W8A8 GEMM: tiles of kW8a8TileM x kGemmTileN, the K split in whole
-// scale blocks (each split folds its own blocks) by the fused GEMM's wave model, or as the
-// override forces it; the codes, the dynamic scales and the partial sums in the workspace.
+// scale blocks (each split folds its own blocks) by the fused GEMM's wave model with the
+// partial sums' planes priced in (kW8a8PlaneBytesPerSlab), or as the override forces it;
+// the codes, the dynamic scales and the partial sums in the workspace.
 void plan_w8a8_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o,
                     Fp8MatMulPlan* plan) {
   GemmConfig& g = plan->gemm;
@@ -200,7 +200,8 @@ void plan_w8a8_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOv
   g.k_split = o.gemm_k_split > 0
                   ? o.gemm_k_split
                   : choose_gemm_k_split(tiles, p.k_blocks(), std::max(1, d.num_sms), g.stages,
-                                        p.block_size / kW8a8SlabK);
+                                        p.block_size / kW8a8SlabK,
+                                        p.m * p.n * int64_t{4} / kW8a8PlaneBytesPerSlab);
   WorkspaceRegions& r = plan->regions;
   WorkspaceLayout layout;
   r.codes_bytes = static_cast<size_t>(p.m * p.k);

@@ -110,15 +110,19 @@ constexpr int64_t kW8a8StageBytes = (kGemmTileN + kW8a8TileM) * kW8a8SlabK + 102
 constexpr int kW8a8Stages =
     static_cast<int>(std::min<int64_t>(kWgmmaMaxStages, kWgmmaSmemBytes / kW8a8StageBytes));
 constexpr int64_t kW8a8SmemBytes = kW8a8Stages * kW8a8StageBytes + kWgmmaAlignBytes;
-// The rows where the planner takes it (measured on the H200, back to back, the prefill
-// suite's four shapes, static and dynamic scales): at M <= 64 the fused GEMM on the QDQ'd
-// activation is as fast or faster (the 128-row tile mostly empty: M = 16 1.4-1.9x the
-// fused GEMM's time, M = 64 0.94-1.18x); from M = 128 to 512 it is 0.51-0.98x the time of
-// the path it replaces (one case, dynamic 14336 x 4096 at 512, 1.10x); above 512 dequant
-// + cuBLAS BF16 is faster (M = 1024 0.96-1.22x its time, 4096 1.08-1.45x; at 8192 x 8192
-// M = 4096 this kernel takes 896 us, 613 TFLOP/s, dequant + cuBLAS 793).
-constexpr int64_t kW8a8MinRows = 65;
-constexpr int64_t kW8a8MaxRows = 512;
+// The rows where the planner takes it: from kW8a8MinRows up (measured on the H200, back
+// to back, the prefill suite's four shapes, static and dynamic scales, against the path
+// it replaces forced in the same run): at M = 16 the fused GEMM on the QDQ'd activation
+// is faster (this kernel's 128-row tile mostly empty: 1.09-1.43x its time), at M = 32
+// 0.86-1.11x (slower only at 28672 x 8192), from M = 64 to 1024 0.33-0.88x, at 4096
+// 0.74-0.96x the time of dequant + cuBLAS BF16 (one case 1.02x: dynamic 14336 x 4096).
+constexpr int64_t kW8a8MinRows = 33;
+// The K split's price of one M x N float32 plane of partial sums (written by the GEMM,
+// read back by the reduce), in slab times: a block's 128 x 128 x 128 slab takes about
+// 0.6 us (about 900 TFLOP/s over 132 SMs) while a plane crosses HBM twice at about
+// 3 TB/s, so about 0.9 MB of plane costs a slab. (Without it the wave model split
+// 28672 x 8192 at M = 256 in two: 200 us, 2.5x its M = 128 time.)
+constexpr int64_t kW8a8PlaneBytesPerSlab = 900 * 1024;
 // The quantized activation in the workspace: [M, K] e4m3 codes (K % 16 == 0) and, dynamic,
 // its scales [k_blocks][M padded to whole tiles] float32.
 constexpr int64_t w8a8_m_pad(int64_t m) { return (m + kW8a8TileM - 1) / kW8a8TileM * kW8a8TileM; }
@@ -132,18 +136,20 @@ constexpr int gemm_tile_m(int64_t m) { return m <= 16 ? 16 : m <= 32 ? 32 : 64; 
 // the least (waves x block time) wins, the smaller on a tie: each split also writes and
 // re-reads an M x N float32 plane.
 // `unit_slabs`: the split's unit in slabs (W8A8 splits K in whole scale blocks); `units`
-// the units of K.
+// the units of K; `plane_slabs`: the price of each partial-sum plane of a split in slab
+// times (0: not counted).
 inline int64_t gemm_split_cost(int64_t tiles, int64_t units, int64_t unit_slabs, int64_t resident,
-                               int stages, int split) {
+                               int stages, int split, int64_t plane_slabs = 0) {
   const int64_t waves = (tiles * split + resident - 1) / resident;
-  return waves * ((units + split - 1) / split * unit_slabs + stages);
+  const int64_t planes = split > 1 ? split * plane_slabs : 0;
+  return waves * ((units + split - 1) / split * unit_slabs + stages) + planes;
 }
 inline int choose_gemm_k_split(int64_t tiles, int64_t units, int64_t resident, int stages,
-                               int64_t unit_slabs = 1) {
+                               int64_t unit_slabs = 1, int64_t plane_slabs = 0) {
   int best = 1;
   int64_t best_cost = gemm_split_cost(tiles, units, unit_slabs, resident, stages, 1);
   for (int split = 2; split <= kGemmMaxKSplit && split <= units; split *= 2) {
-    const int64_t cost = gemm_split_cost(tiles, units, unit_slabs, resident, stages, split);
+    const int64_t cost = gemm_split_cost(tiles, units, unit_slabs, resident, stages, split, plane_slabs);
     if (cost < best_cost) {
       best = split;
       best_cost = cost;

@@ -67,17 +67,13 @@ Status record(cudaEvent_t event, cudaStream_t stream) {
                            "event record");
 }
 
-// Back-to-back chains replayed per measurement; their median is the result, so one chain
-// slowed by something outside the kernel (a clock dip) does not become the case's time.
-constexpr int kChainReplays = 3;
-
 // Captures the `repeat` timed runs as one instantiated graph: each between its own pair of
-// event records (per_run), or kChainReplays chains of `repeat` runs back to back, chain c
+// event records (per_run), or kBackToBackChains chains of `repeat` runs back to back, chain c
 // between events[c] and events[c + 1] (the next copies of the rotated inputs each).
 Status capture_timed_runs(cudaStream_t stream, int first_iteration, int repeat,
                           const TimedRun& run, bool per_run, EventSet& events, Graph* graph) {
   BQMM_CUDA_RETURN(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  const int chains = per_run ? 1 : kChainReplays;
+  const int chains = per_run ? 1 : kBackToBackChains;
   Status captured = per_run ? Status::Ok() : record(events[0], stream);
   for (int c = 0; c < chains && captured.ok(); ++c) {
     for (int i = 0; i < repeat && captured.ok(); ++i) {
@@ -116,7 +112,7 @@ Status time_with_events(cudaStream_t stream, int warmup, int repeat, const Timed
   // inside a chain, for the back-to-back time (their median).
   Graph graph, chain;
   EventSet ends;
-  BQMM_RETURN_IF_ERROR(ends.create(kChainReplays + 1));
+  BQMM_RETURN_IF_ERROR(ends.create(kBackToBackChains + 1));
   const bool use_graph =
       replay == Replay::kGraph &&
       capture_timed_runs(stream, warmup, repeat, run, true, events, &graph).ok() &&
@@ -147,8 +143,8 @@ Status time_with_events(cudaStream_t stream, int warmup, int repeat, const Timed
   *out = summarize_us(samples_us);
   out->graph = use_graph;
   if (use_graph) {
-    std::vector<double> chains_us(kChainReplays);
-    for (int c = 0; c < kChainReplays; ++c) {
+    std::vector<double> chains_us(kBackToBackChains);
+    for (int c = 0; c < kBackToBackChains; ++c) {
       float ms = 0;
       BQMM_CUDA_RETURN(cudaEventElapsedTime(&ms, ends[c], ends[c + 1]));
       chains_us[c] = 1e3 * ms / repeat;

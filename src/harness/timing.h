@@ -55,6 +55,9 @@ using TimedRun = std::function<Status(int iteration)>;
 // would run (a device-to-device cudaMemcpyAsync runs as a copy kernel on a stream but as
 // a copy-engine memcpy node in a graph, at about 2/3 of the kernel's bandwidth on H200).
 enum class Replay { kGraph, kEager };
+// Back-to-back chains per measurement; their median is the result, so one chain slowed by
+// something outside the kernel (a clock dip) does not become the case's time.
+constexpr int kBackToBackChains = 3;
 Status time_with_events(cudaStream_t stream, int warmup, int repeat, const TimedRun& run,
                         TimingStats* out, Replay replay = Replay::kGraph);
 

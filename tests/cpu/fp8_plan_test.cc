@@ -569,12 +569,12 @@ TEST(Fp8Plan, FusedGemmW8A8QdqsIntoTheWorkspaceFirst) {
       << whole;
 }
 
-// The W8A8 GEMM on FP8 tensor cores: 64 < M <= 512 with A quantized (static or dynamic) on
-// SM90, block_size % 128 == 0, K % 16 == 0; tiles 128 x 128, the K split in whole scale
-// blocks by the wave model; codes, dynamic scales, partial sums.
+// The W8A8 GEMM on FP8 tensor cores: M > 32 with A quantized (static or dynamic) on SM90,
+// block_size % 128 == 0, K % 16 == 0; tiles 128 x 128, the K split in whole scale blocks
+// by the wave model with the partial planes priced in; codes, dynamic scales, partial sums.
 TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
   for (const bool dynamic : {false, true})
-    for (const int64_t m : {65, 100, 129, 256, 512}) {
+    for (const int64_t m : {33, 65, 100, 129, 256, 512, 513, 4096}) {
       Fp8MatMulProblem p = problem(m, 8192, 8192);
       p.has_a_scale = !dynamic;
       p.dynamic_act_quant = dynamic;
@@ -613,12 +613,23 @@ TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
   // Blocks of 256 K split in whole blocks: 32 units of 2 slabs, the same waves.
   p.block_size = 256;
   EXPECT_EQ(plan(p, kHopper, forced).gemm.k_split, 2);
-  // 4096 rows (forced): 2048 tiles, whole waves unsplit; no partial sums.
+  // 4096 rows: 2048 tiles, whole waves unsplit; no partial sums.
   p = problem(4096, 8192, 8192);
   p.has_a_scale = true;
-  EXPECT_EQ(plan(p, kHopper, forced).gemm.k_split, 1);
-  EXPECT_EQ(plan(p, kHopper, forced).regions.partial_bytes, 0u);
-  EXPECT_EQ(plan(p, kHopper, forced).workspace_bytes, size_t{4096} * 8192);
+  EXPECT_EQ(plan(p).gemm.k_split, 1);
+  EXPECT_EQ(plan(p).regions.partial_bytes, 0u);
+  EXPECT_EQ(plan(p).workspace_bytes, size_t{4096} * 8192);
+  // The partial planes' price: 28672 x 8192 at M = 256 is 448 tiles of 64 slabs, 4 waves
+  // of 70 unsplit (280), 7 of 38 split in two (266) plus two 29 MB planes at 0.9 MB a slab
+  // (2 x 32): unsplit. At M = 128 (224 tiles, 2 waves) a split never pays either; at
+  // 4096 x 14336 M = 256 (64 tiles of 112 slabs: 1 x 118; 2: 1 x 62 + 2 x 4) it does.
+  p = problem(256, 28672, 8192);
+  p.has_a_scale = true;
+  EXPECT_EQ(gemm_split_cost(448, 64, 1, 132, 6, 2), 266);
+  EXPECT_EQ(plan(p).gemm.k_split, 1);
+  p = problem(256, 4096, 14336);
+  p.has_a_scale = true;
+  EXPECT_EQ(plan(p).gemm.k_split, 2);
   // K % 128 != 0 (a partial last block), odd N: rows of K codes.
   p = problem(333, 1001, 8208);
   p.has_a_scale = true;
@@ -638,12 +649,10 @@ TEST(Fp8Plan, W8A8GemmRefusals) {
             std::string("A is not quantized (no a_scale, no dynamic_act_quant)"));
   EXPECT_EQ(refusal(problem(8, 8192, 8192), kHopper), "M <= 8 (the decode GEMV's rows)");
   EXPECT_EQ(refusal(problem(8, 8192, 8192), kHopper, "w8a8=1"), "");
-  EXPECT_EQ(refusal(problem(64, 8192, 8192), kHopper), "M <= 64: the fused GEMM on QDQ'd A is as fast (measured)");
+  EXPECT_EQ(refusal(problem(32, 8192, 8192), kHopper), "M <= 32: the fused GEMM on QDQ'd A is faster (measured)");
   EXPECT_EQ(refusal(problem(9, 8192, 8192), kHopper, "w8a8=1"), "");
-  EXPECT_EQ(refusal(problem(65, 8192, 8192), kHopper), "");
-  EXPECT_EQ(refusal(problem(512, 8192, 8192), kHopper), "");
-  EXPECT_EQ(refusal(problem(513, 8192, 8192), kHopper), "M > 512: dequant + cuBLAS BF16 is faster (measured)");
-  EXPECT_EQ(refusal(problem(4096, 8192, 8192), kHopper, "w8a8=1"), "");
+  EXPECT_EQ(refusal(problem(33, 8192, 8192), kHopper), "");
+  EXPECT_EQ(refusal(problem(4096, 8192, 8192), kHopper), "");
   EXPECT_EQ(refusal(problem(100, 8192, 8192), kHopper, "w8a8=0"), "w8a8=0 (plan override)");
   EXPECT_EQ(refusal(problem(100, 8192, 8192), kAmpere), "not an SM90 device (wgmma code is sm_90a only)");
   EXPECT_EQ(refusal(problem(100, 8192, 8192, 64), kHopper),
@@ -662,12 +671,10 @@ TEST(Fp8Plan, W8A8GemmRefusals) {
   EXPECT_EQ(plan(small_block).path, Fp8Path::kFusedGemm);
   small_block.m = 200;
   EXPECT_EQ(plan(small_block).path, Fp8Path::kDequantGemm);
-  // Either side of the rows: the fused GEMM below (QDQ'd A), dequant + cuBLAS above.
-  Fp8MatMulProblem rows = problem(64, 8192, 8192);
+  // Below the rows: the fused GEMM (QDQ'd A).
+  Fp8MatMulProblem rows = problem(32, 8192, 8192);
   rows.has_a_scale = true;
   EXPECT_EQ(plan(rows).path, Fp8Path::kFusedGemm);
-  rows.m = 513;
-  EXPECT_EQ(plan(rows).path, Fp8Path::kDequantGemm);
   // gemm_k_split forces the W8A8 GEMM's split too.
   Fp8MatMulProblem forced = problem(100, 8192, 8192);
   forced.has_a_scale = true;

@@ -21,8 +21,9 @@
 // the slab's block scales of the tile's weight rows and (dynamic) activation rows.
 //
 // Consumer, per slab: wait on `full`; 4 wgmma m64n128k32 (the first of a scale block
-// overwrites `part`), commit, wait for them; at the block's last slab (or the split's)
-// fold: acc += part * sw[n, b] (* sa[m, b]); release the stage on `empty`. The wait is
+// overwrites `part`), commit; at the block's last slab (or the split's) read the block's
+// scales meanwhile; wait for the wgmmas; release the stage on `empty`; at that last slab
+// fold: acc += part * sw[n, b] (* sa[m, b]). The wait is
 // before the fold, so a warpgroup does not overlap its own slabs; the two consumer
 // warpgroups, running apart, overlap each other's. (Two alternating partial-sum buffers
 // per warpgroup would overlap its own slabs, but ptxas then serializes every wgmma: it
@@ -170,29 +171,42 @@ struct W8A8Tile {
   }
 
   // ---------------------------------------------------------------- consumer
-  // acc += part * sw[row] (* sa[column]) with the scales staged in the stage at `base`:
-  // D fragment d[4 j + 2 h + e] = weight row 16 warp + 8 h + g, activation row 8 j + 2 t + e.
-  __device__ __forceinline__ void fold(uint32_t base, float (&acc)[kAcc], const float (&part)[kAcc]) const {
-    float sw[2];
+  // The scales a thread's fold multiplies by: D fragment d[4 j + 2 h + e] = weight row
+  // 16 warp + 8 h + g, activation row 8 j + 2 t + e. Read from the stage at `base` while
+  // the block's last wgmmas run, so their latency is off the fold's critical path.
+  struct FoldScales {
+    float w[2];
+    float a[kDynamic ? kAcc / 2 : 1];  // dynamic: a[2 j + e]
+  };
+
+  __device__ __forceinline__ FoldScales load_fold_scales(uint32_t base) const {
+    FoldScales s;
 #pragma unroll
     for (int h = 0; h < 2; ++h)
       asm volatile("ld.shared.f32 %0, [%1];"
-                   : "=f"(sw[h])
+                   : "=f"(s.w[h])
                    : "r"(base + kW8a8WScalesOffset + 4 * (16 * warp + 8 * h + g)));
+    if constexpr (kDynamic) {
 #pragma unroll
-    for (int j = 0; j < kAcc / 4; ++j) {
-      float sa[2] = {1.0f, 1.0f};
-      if constexpr (kDynamic) {
+      for (int j = 0; j < kAcc / 4; ++j)
         asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];"
-                     : "=f"(sa[0]), "=f"(sa[1])
+                     : "=f"(s.a[2 * j]), "=f"(s.a[2 * j + 1])
                      : "r"(base + kW8a8AScalesOffset + 4 * (8 * j + 2 * t)));
-      }
+    }
+    return s;
+  }
+
+  // acc += part * w[row] (* a[column]).
+  __device__ __forceinline__ void fold(const FoldScales& s, float (&acc)[kAcc], const float (&part)[kAcc]) const {
+#pragma unroll
+    for (int j = 0; j < kAcc / 4; ++j)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int e = 0; e < 2; ++e)
-          acc[4 * j + 2 * h + e] = fmaf(part[4 * j + 2 * h + e], sw[h] * sa[e], acc[4 * j + 2 * h + e]);
-    }
+        for (int e = 0; e < 2; ++e) {
+          const float scale = kDynamic ? s.w[h] * s.a[2 * j + e] : s.w[h];
+          acc[4 * j + 2 * h + e] = fmaf(part[4 * j + 2 * h + e], scale, acc[4 * j + 2 * h + e]);
+        }
   }
 
   __device__ __forceinline__ void store(const float (&acc)[kAcc]) const {
@@ -240,12 +254,12 @@ struct W8A8Tile {
         wgmma_e4m3_n128(part, sw128_desc(base + w_rows + 32 * s),
                         sw128_desc(base + kW8a8WeightBytes + 32 * s), s == 0 && fresh ? 0u : 1u);
       wgmma_commit();
+      FoldScales scales;
+      if (last) scales = load_fold_scales(base);
       wgmma_wait<0>();
       fence_operands(part);
-      if (last) {
-        fold(base, acc, part);
-      }
-      if (lane == 0) ring.arrive_empty(i);
+      if (lane == 0) ring.arrive_empty(i);  // the stage is read: operands done, scales loaded
+      if (last) fold(scales, acc, part);
     }
     fence_operands(acc);
     store(acc);
