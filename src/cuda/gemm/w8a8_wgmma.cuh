@@ -20,14 +20,17 @@
 // box per operand, the tensor maps' SWIZZLE_128B being this layout). A stage also holds
 // the slab's block scales of the tile's weight rows and (dynamic) activation rows.
 //
-// Consumer, per slab: wait on `full`; 4 wgmma m64n128k32 (the first of a scale block
-// overwrites `part`), commit; at the block's last slab (or the split's) read the block's
-// scales meanwhile; wait for the wgmmas; release the stage on `empty`; at that last slab
-// fold: acc += part * sw[n, b] (* sa[m, b]). The wait is
-// before the fold, so a warpgroup does not overlap its own slabs; the two consumer
-// warpgroups, running apart, overlap each other's. (Two alternating partial-sum buffers
-// per warpgroup would overlap its own slabs, but ptxas then serializes every wgmma: it
-// does not see that the buffer folded is not in flight.)
+// Consumer. Blocks of one slab (block_size 128, the checkpoints' size): two partial-sum
+// buffers p0, p1, slab i in p[i % 2]. Per slab: wait on `full`; issue its 4 wgmma
+// m64n128k32 (the first overwriting the buffer) as one commit group; then retire the slab
+// before it: read its weight rows' scales, wait until only the new group is in flight,
+// fold acc += part * sw[n, b] (* sa[m, b]), release its stage on `empty`. A warpgroup's
+// fold thus runs while its next slab's wgmmas do. The loop is unrolled by two with
+// exactly one group in flight at its top: ptxas then sees which buffer each wait frees
+// (with the tail's branch inside the loop it did not, and serialized every wgmma: C7514,
+// as with a buffer picked by the slab's parity). Blocks of
+// several slabs: one buffer summing a block's slabs, waited for at every slab, folded at
+// the block's (or the split's) last.
 #pragma once
 
 #include <cuda.h>
@@ -172,41 +175,44 @@ struct W8A8Tile {
 
   // ---------------------------------------------------------------- consumer
   // The scales a thread's fold multiplies by: D fragment d[4 j + 2 h + e] = weight row
-  // 16 warp + 8 h + g, activation row 8 j + 2 t + e. Read from the stage at `base` while
-  // the block's last wgmmas run, so their latency is off the fold's critical path.
+  // 16 warp + 8 h + g, activation row 8 j + 2 t + e. The weight rows' two are read from
+  // the stage at `base` while the block's last wgmmas run (their latency off the fold's
+  // critical path); the activation rows' (dynamic: 32 more registers, which the two
+  // partial-sum buffers do not leave) are read by the fold itself.
   struct FoldScales {
     float w[2];
-    float a[kDynamic ? kAcc / 2 : 1];  // dynamic: a[2 j + e]
+    uint32_t base;
   };
 
   __device__ __forceinline__ FoldScales load_fold_scales(uint32_t base) const {
     FoldScales s;
+    s.base = base;
 #pragma unroll
     for (int h = 0; h < 2; ++h)
       asm volatile("ld.shared.f32 %0, [%1];"
                    : "=f"(s.w[h])
                    : "r"(base + kW8a8WScalesOffset + 4 * (16 * warp + 8 * h + g)));
-    if constexpr (kDynamic) {
-#pragma unroll
-      for (int j = 0; j < kAcc / 4; ++j)
-        asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];"
-                     : "=f"(s.a[2 * j]), "=f"(s.a[2 * j + 1])
-                     : "r"(base + kW8a8AScalesOffset + 4 * (8 * j + 2 * t)));
-    }
     return s;
   }
 
   // acc += part * w[row] (* a[column]).
   __device__ __forceinline__ void fold(const FoldScales& s, float (&acc)[kAcc], const float (&part)[kAcc]) const {
 #pragma unroll
-    for (int j = 0; j < kAcc / 4; ++j)
+    for (int j = 0; j < kAcc / 4; ++j) {
+      float sa[2] = {1.0f, 1.0f};
+      if constexpr (kDynamic) {
+        asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];"
+                     : "=f"(sa[0]), "=f"(sa[1])
+                     : "r"(s.base + kW8a8AScalesOffset + 4 * (8 * j + 2 * t)));
+      }
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const float scale = kDynamic ? s.w[h] * s.a[2 * j + e] : s.w[h];
+          const float scale = kDynamic ? s.w[h] * sa[e] : s.w[h];
           acc[4 * j + 2 * h + e] = fmaf(part[4 * j + 2 * h + e], scale, acc[4 * j + 2 * h + e]);
         }
+    }
   }
 
   __device__ __forceinline__ void store(const float (&acc)[kAcc]) const {
@@ -232,19 +238,86 @@ struct W8A8Tile {
     }
   }
 
-  __device__ __forceinline__ void consume(int64_t slab_begin, int64_t slab_end) const {
-    float acc[kAcc], part[kAcc];
+  // Issues slab i's 4 wgmmas into `part` (the first overwriting it) as one commit group.
+  __device__ __forceinline__ void issue_slab(float (&part)[kAcc], int64_t i, uint32_t w_rows) const {
+    ring.wait_full(i);
+    const uint32_t base = stage_addr(i);
+    wgmma_fence();
 #pragma unroll
-    for (int i = 0; i < kAcc; ++i) acc[i] = part[i] = 0.0f;
+    for (int s = 0; s < kSteps; ++s)
+      wgmma_e4m3_n128(part, sw128_desc(base + w_rows + 32 * s), sw128_desc(base + kW8a8WeightBytes + 32 * s),
+                      s == 0 ? 0u : 1u);
+    wgmma_commit();
+  }
+
+  // Waits until at most kPending commit groups are in flight (slab i's done), folds `part`
+  // into acc and releases slab i's stage: static, before the fold (the weight scales
+  // already in registers); dynamic, after it (the fold reads the activation scales there).
+  template <int kPending>
+  __device__ __forceinline__ void retire_slab(float (&acc)[kAcc], float (&part)[kAcc], int64_t i) const {
+    const FoldScales scales = load_fold_scales(stage_addr(i));
+    wgmma_wait<kPending>();
+    fence_operands(part);
+    if (!kDynamic && lane == 0) ring.arrive_empty(i);
+    fold(scales, acc, part);
+    if (kDynamic && lane == 0) ring.arrive_empty(i);
+  }
+
+  __device__ __forceinline__ uint32_t stage_addr(int64_t i) const {
+    return smem_addr(smem + static_cast<int>(i % kStages) * static_cast<int>(kW8a8StageBytes));
+  }
+
+  // Blocks of one slab (block_size 128): two partial-sum buffers, slab i in part[i % 2],
+  // so that slab i + 1's wgmmas run while slab i is folded. Loop invariant: at the top,
+  // exactly slab i's group (in p0) is in flight.
+  __device__ __forceinline__ void consume_one_slab_blocks(float (&acc)[kAcc], int64_t count, uint32_t w_rows) const {
+    if (count <= 0) return;
+    float p0[kAcc], p1[kAcc];
+    issue_slab(p0, 0, w_rows);
+    int64_t i = 0;
+#pragma unroll 1
+    for (; i + 2 < count; i += 2) {
+      issue_slab(p1, i + 1, w_rows);
+      retire_slab<1>(acc, p0, i);
+      issue_slab(p0, i + 2, w_rows);
+      retire_slab<1>(acc, p1, i + 1);
+    }
+    if (i + 1 < count) {
+      issue_slab(p1, i + 1, w_rows);
+      retire_slab<1>(acc, p0, i);
+      retire_slab<0>(acc, p1, i + 1);
+    } else {
+      retire_slab<0>(acc, p0, i);
+    }
+  }
+
+  __device__ __forceinline__ void consume(int64_t slab_begin, int64_t slab_end) const {
+    float acc[kAcc];
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
     const int64_t count = slab_end - slab_begin;
     // This consumer warpgroup's 64 weight rows start 64 * (warp / 4) rows into the stage.
     const uint32_t w_rows = (warp / 4) * 64 * 128;
+    if (p.block_slabs == 1) {
+      consume_one_slab_blocks(acc, count, w_rows);
+    } else {
+      consume_multi_slab_blocks(acc, count, w_rows);
+    }
+    fence_operands(acc);
+    store(acc);
+  }
+
+  // Blocks of several slabs: a block's slabs summed into `part`, folded at its last.
+  __device__ __forceinline__ void consume_multi_slab_blocks(float (&acc)[kAcc], int64_t count, uint32_t w_rows) const {
+    float part[kAcc];
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) part[i] = 0.0f;
     // The range starts on a scale block's first slab (slabs_per_split is whole blocks).
     int in_block = 0;  // slab i's place in its scale block
 #pragma unroll 1
     for (int64_t i = 0; i < count; ++i, in_block = in_block + 1 == p.block_slabs ? 0 : in_block + 1) {
       ring.wait_full(i);
-      const uint32_t base = smem_addr(smem + static_cast<int>(i % kStages) * static_cast<int>(kW8a8StageBytes));
+      const uint32_t base = stage_addr(i);
       const bool fresh = in_block == 0;
       const bool last = i + 1 == count || in_block + 1 == p.block_slabs;
       fence_operands(part);
@@ -258,11 +331,10 @@ struct W8A8Tile {
       if (last) scales = load_fold_scales(base);
       wgmma_wait<0>();
       fence_operands(part);
-      if (lane == 0) ring.arrive_empty(i);  // the stage is read: operands done, scales loaded
+      if (!kDynamic && lane == 0) ring.arrive_empty(i);  // operands done, weight scales loaded
       if (last) fold(scales, acc, part);
+      if (kDynamic && lane == 0) ring.arrive_empty(i);  // the fold read the activation scales
     }
-    fence_operands(acc);
-    store(acc);
   }
 };
 
