@@ -76,7 +76,7 @@ enum class Fp8Path {
   kBiasOnly,     // K == 0: Y = bias (or zeros)
   kGemvFma,      // 0 < M <= 8: fused GEMV on CUDA cores (W8A8 and bias fused)
   kGemvMma,      // 0 < M <= 8, SM80+: fused GEMV on tensor cores (mma.m16n8k16)
-  kW8a8Gemm,     // 64 < M <= 512, SM90, A quantized (a_scale or dynamic_act_quant),
+  kW8a8Gemm,     // M > 32, SM90, A quantized (a_scale or dynamic_act_quant),
                  // block_size % 128 == 0: A -> e4m3 codes (+ scales) -> FP8 x FP8 wgmma
                  // GEMM, the scales applied per K block in float32, bias fused
   kFusedGemm,    // M > 8, SM80+: [QDQ A] -> fused GEMM (e4m3 decoded in registers, block

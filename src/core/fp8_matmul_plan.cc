@@ -1,7 +1,7 @@
 // Fp8WeightMatMul planner: a pure function of (problem, device, options[, override]).
 // The dispatch chain, cheapest applicable path first:
 //   empty output -> K == 0 (bias only) -> fused decode GEMV for M <= 8 (tensor cores, else
-//   CUDA cores) -> W8A8 GEMM on FP8 tensor cores for 64 < M <= 512 with A quantized (SM90) ->
+//   CUDA cores) -> W8A8 GEMM on FP8 tensor cores for M > 32 with A quantized (SM90) ->
 //   fused GEMM for 8 < M <= kGemmMaxRows -> dequantize + cuBLAS.
 // The QDQ of a W8A8 activation is fused into the GEMV kernels' activation load, and is a
 // separate kernel into the workspace on the fused GEMM and dequant + cuBLAS paths. Each
