@@ -1,14 +1,14 @@
 // Launch-floor micro-benchmark: what does an ideal weight stream of S bytes take under
 // bqmm-profile's timing, and how much of that is the fixed cost of one launch?
-// Standalone (not built by CMake; no bqmm code):
+// Standalone (not built by CMake; no bqmm code but the profiler's ../stream_read.cuh):
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/launch_floor tools/microbench/launch_floor.cu
 //   /tmp/launch_floor
 //
 // The kernel is the fastest load shape of stream_shapes.cu (each warp instruction reads
-// 512 contiguous bytes, 8 16-byte loads in flight per lane, loads past L1), over a buffer
-// of S bytes; copies of it rotate so that their total exceeds 4x the L2 (cold, as the
-// profiler). Three ways to time R = 100 runs of it, each replayed from a CUDA graph:
+// 512 contiguous bytes, 8 16-byte loads in flight per lane, loads past L1;
+// stream_read.cuh), over a buffer of S bytes; copies of it rotate so that their total
+// exceeds 4x the L2 (cold, as the profiler). Three ways to time R = 100 runs of it, each replayed from a CUDA graph:
 //   events      a pair of events around every run inside the graph, median (what
 //               harness::time_with_events does for every bqmm-profile number)
 //   b2b         the R runs back to back, one event pair around all, total / R
@@ -29,6 +29,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "../stream_read.cuh"
+
 #define CK(x)                                                                   \
   do {                                                                          \
     cudaError_t err_ = (x);                                                     \
@@ -38,53 +40,28 @@
     }                                                                           \
   } while (0)
 
-__device__ __forceinline__ uint4 load_stream(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
 constexpr int kThreads = 256;
-constexpr int kUnroll = 8;
 
 // Each warp streams one contiguous slab; lane l reads 16-byte words l, l + 32, ...
 enum Pdl { kNoPdl = 0, kWaitFirst = 1, kPrefetch = 2, kWaitLast = 3 };
 template <int kPdl>
-__global__ void __launch_bounds__(kThreads) stream_read(const uint4* buf, size_t words,
+__global__ void __launch_bounds__(kThreads) stream_kernel(const uint4* buf, size_t words,
                                                         uint32_t* out) {
   if constexpr (kPdl != kNoPdl) asm volatile("griddepcontrol.launch_dependents;");
-  const int lane = threadIdx.x % 32;
-  const size_t warps = static_cast<size_t>(gridDim.x) * (kThreads / 32);
-  const size_t warp = static_cast<size_t>(blockIdx.x) * (kThreads / 32) + threadIdx.x / 32;
-  const size_t per = (words + warps - 1) / warps;
-  const size_t begin = warp * per < words ? warp * per : words;
-  const size_t end = begin + per < words ? begin + per : words;
+  const stream_read::WarpRange r = stream_read::warp_range<kThreads>(words);
+  const size_t begin = r.begin, end = r.end;
   if constexpr (kPdl == kPrefetch) {
     const size_t bytes = 16 * (end - begin < 256 ? end - begin : 256);
-    if (lane == 0 && bytes > 0)
+    if (threadIdx.x % 32 == 0 && bytes > 0)
       asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(buf + begin),
                    "r"(static_cast<uint32_t>(bytes))
                    : "memory");
   }
   if constexpr (kPdl == kWaitFirst || kPdl == kPrefetch)
     asm volatile("griddepcontrol.wait;" ::: "memory");
-  uint32_t acc = 0;
-  size_t i = begin + lane;
-  for (; i + (kUnroll - 1) * 32 < end; i += kUnroll * 32) {
-    uint4 v[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) v[u] = load_stream(buf + i + u * 32);
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) acc ^= v[u].x + v[u].y + v[u].z + v[u].w;
-  }
-  for (; i < end; i += 32) {
-    const uint4 v = load_stream(buf + i);
-    acc ^= v.x + v.y + v.z + v.w;
-  }
+  const uint32_t acc = stream_read::read_range(buf, r, threadIdx.x % 32);
   if constexpr (kPdl == kWaitLast) asm volatile("griddepcontrol.wait;" ::: "memory");
-  if (acc == 0x9e3779b9u) out[0] = acc;  // keeps the loads; practically never stores
+  if (acc == stream_read::kNeverStored) out[0] = acc;  // keeps the loads; practically never stores
 }
 
 __global__ void empty_kernel() {}
@@ -115,7 +92,7 @@ void launch(const Setup& s, int i, cudaStream_t stream, int pdl) {
   const uint4* buf = reinterpret_cast<const uint4*>(s.pool + (i % s.copies) * s.bytes);
   const size_t words = s.bytes / 16;
   if (pdl == kNoPdl) {
-    stream_read<kNoPdl><<<s.blocks, kThreads, 0, stream>>>(buf, words, s.out);
+    stream_kernel<kNoPdl><<<s.blocks, kThreads, 0, stream>>>(buf, words, s.out);
     return;
   }
   cudaLaunchConfig_t cfg = {};
@@ -128,8 +105,8 @@ void launch(const Setup& s, int i, cudaStream_t stream, int pdl) {
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   void (*kernel)(const uint4*, size_t, uint32_t*) =
-      pdl == kWaitFirst ? stream_read<kWaitFirst>
-      : pdl == kPrefetch ? stream_read<kPrefetch> : stream_read<kWaitLast>;
+      pdl == kWaitFirst ? stream_kernel<kWaitFirst>
+      : pdl == kPrefetch ? stream_kernel<kPrefetch> : stream_kernel<kWaitLast>;
   CK(cudaLaunchKernelEx(&cfg, kernel, buf, words, s.out));
 }
 
