@@ -327,9 +327,10 @@ int open_gpu(const Settings& settings, std::unique_ptr<Gpu>* gpu) {
       "timing: CUDA events around each run, %d warm-up then median/p10/p90 of %d runs; "
       "weights rotated over copies totalling > 4x L2 (cold L2); CUDA graphs: the timed "
       "runs are one captured graph replayed behind the warm-up (JSON 'graphs'); 'back to "
-      "back' (JSON b2b_*): %d more runs in a second graph without events between them, "
-      "total / runs\n",
-      settings.warmup, settings.repeat, settings.repeat);
+      "back' (JSON b2b_*): %d chains of %d more runs in a second graph without events "
+      "inside a chain, the median chain's total / runs; 'floor' (JSON floor_*): a pure read "
+      "of the case's weight bytes, timed the same ways\n",
+      settings.warmup, settings.repeat, harness::kBackToBackChains, settings.repeat);
   return 0;
 }
 
