@@ -27,8 +27,8 @@
 // fold acc += part * sw[n, b] (* sa[m, b]), release its stage on `empty`. A warpgroup's
 // fold thus runs while its next slab's wgmmas do. The loop is unrolled by two with
 // exactly one group in flight at its top: ptxas then sees which buffer each wait frees
-// (with the tail's branch inside the loop it did not, and serialized every wgmma: C7514,
-// as with a buffer picked by the slab's parity). Blocks of
+// (with the tail's branch inside the loop, or the buffer picked by the slab's parity, it
+// serializes every wgmma: C7514). Blocks of
 // several slabs: one buffer summing a block's slabs, waited for at every slab, folded at
 // the block's (or the split's) last.
 #pragma once
