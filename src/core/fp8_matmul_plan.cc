@@ -102,6 +102,7 @@ const char* w8a8_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& d,
   if (p.k % 16 != 0) return "K % 16 != 0 (rows of B not whole 16-byte chunks)";
   if (p.alignment < 16) return "pointers not 16-byte aligned";
   if (p.m >= (int64_t{1} << 31)) return "M beyond 2^31";
+  if (o.tile_m == 16) return "tile_m=16 (plan override): its tiles are 32, 64 and 128 rows";
   return nullptr;
 }
 
@@ -185,7 +186,7 @@ void plan_fused_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanO
   plan_fused_gemm_workspace(layout, *plan);
 }
 
-// Quantize A -> the W8A8 GEMM: tiles of kW8a8TileM x kGemmTileN, the K split in whole
+// Quantize A -> the W8A8 GEMM: tiles of w8a8_tile_m(M) x kGemmTileN, the K split in whole
 // scale blocks (each split folds its own blocks) by the fused GEMM's wave model with the
 // partial sums' planes priced in (kW8a8PlaneBytesPerSlab), or as the override forces it;
 // the codes, the dynamic scales and the partial sums in the workspace.
@@ -193,9 +194,9 @@ void plan_w8a8_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOv
                     Fp8MatMulPlan* plan) {
   GemmConfig& g = plan->gemm;
   g.wgmma = true;
-  g.tile_m = kW8a8TileM;
+  g.tile_m = o.tile_m > 0 ? o.tile_m : w8a8_tile_m(p.m);
   g.tile_n = kGemmTileN;
-  g.stages = kW8a8Stages;
+  g.stages = w8a8_stages(g.tile_m);
   const int64_t tiles = (p.m + g.tile_m - 1) / g.tile_m * ((p.n + g.tile_n - 1) / g.tile_n);
   g.k_split = o.gemm_k_split > 0
                   ? o.gemm_k_split

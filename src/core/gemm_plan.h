@@ -99,17 +99,25 @@ constexpr int64_t wgmma_smem_bytes(int tile_m, int bits) {
 
 // W8A8 on FP8 tensor cores (cuda/gemm/w8a8_wgmma.cuh, SM90 only): Fp8WeightMatMul with its
 // activation quantized to e4m3 first, both operands multiplied as e4m3 by wgmma. Blocks of
-// kW8a8TileM activation rows x kGemmTileN weight rows, the wgmma roles of the fused GEMM's
-// Hopper mainloop (a producer warpgroup, two consumers); a slab is 128 K of both operands
-// (128 bytes of e4m3 per row) plus the scales of the slab's K block for the tile's 128
-// weight rows and (dynamic) 128 activation rows, in 1 KB (stages stay on swizzle-atom
-// boundaries).
-constexpr int kW8a8TileM = 128;
+// tile_m activation rows (kW8a8TileMs: 32, 64 or 128, the wgmma's N) x kGemmTileN weight
+// rows, the wgmma roles of the fused GEMM's Hopper mainloop (a producer warpgroup, two
+// consumers); a slab is 128 K of both operands (128 bytes of e4m3 per row) plus the scales
+// of the slab's K block for the tile's 128 weight rows and (dynamic) tile_m activation
+// rows, in 1 KB (stages stay on swizzle-atom boundaries).
+constexpr int kW8a8TileM = 128;  // the largest tile; the dynamic scales' rows are padded to it
 constexpr int64_t kW8a8SlabK = 128;
-constexpr int64_t kW8a8StageBytes = (kGemmTileN + kW8a8TileM) * kW8a8SlabK + 1024;
-constexpr int kW8a8Stages =
-    static_cast<int>(std::min<int64_t>(kWgmmaMaxStages, kWgmmaSmemBytes / kW8a8StageBytes));
-constexpr int64_t kW8a8SmemBytes = kW8a8Stages * kW8a8StageBytes + kWgmmaAlignBytes;
+constexpr int64_t w8a8_stage_bytes(int tile_m) { return (kGemmTileN + tile_m) * kW8a8SlabK + 1024; }
+constexpr int w8a8_stages(int tile_m) {
+  return static_cast<int>(std::min<int64_t>(kWgmmaMaxStages, kWgmmaSmemBytes / w8a8_stage_bytes(tile_m)));
+}
+constexpr int64_t w8a8_smem_bytes(int tile_m) {
+  return w8a8_stages(tile_m) * w8a8_stage_bytes(tile_m) + kWgmmaAlignBytes;
+}
+// The tile for M rows: the smallest of 32, 64, 128 holding them (above 128, 128). A
+// 128-row tile on 64 rows or fewer multiplies mostly padding: at 8192 x 8192 M = 64 the
+// 128-row tile's wgmma work per slab (0.56 us per block at 900 TFLOP/s over 132 SMs) is
+// twice its weight stream's (16 KB at 4.5 TB/s over 132 SMs: 0.25 us).
+constexpr int w8a8_tile_m(int64_t m) { return m <= 32 ? 32 : m <= 64 ? 64 : kW8a8TileM; }
 // The rows where the planner takes it: from kW8a8MinRows up (measured on the H200, back
 // to back, the prefill suite's four shapes, static and dynamic scales, against the path
 // it replaces forced in the same run): at M = 16 the fused GEMM on the QDQ'd activation

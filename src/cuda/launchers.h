@@ -151,14 +151,15 @@ Status launch_fused_gemm(const FusedGemmArgs& args, const GemmConfig& config, fl
 // cores. A quantize pass writes A's e4m3 codes (and, `dynamic`, its per-(row, block) scales
 // amax / 448; else args.a_scale's) into `ws`, then an FP8 x FP8 wgmma GEMM multiplies the
 // codes and applies the scales per K block in float32, the bias in its epilogue (or, with
-// k_split > 1, in the sum of the partials). Needs block_size % 128 == 0, K % 16 == 0,
-// 16-byte aligned a and b. Workspace sizes: core/gemm_plan.h (w8a8_m_pad).
+// k_split > 1, in the sum of the partials), in tiles of tile_m (32, 64 or 128) activation
+// rows. Needs block_size % 128 == 0, K % 16 == 0, 16-byte aligned a and b. Workspace
+// sizes: core/gemm_plan.h (w8a8_m_pad).
 struct W8A8Workspace {
   uint8_t* codes = nullptr;    // M x K bytes
   float* scales = nullptr;     // dynamic: k_blocks x w8a8_m_pad(M) floats
   float* partials = nullptr;   // k_split > 1: k_split x M x N floats
 };
-Status launch_w8a8_gemm(const Fp8KernelArgs& args, bool dynamic, int k_split, const W8A8Workspace& ws,
-                        cudaStream_t stream);
+Status launch_w8a8_gemm(const Fp8KernelArgs& args, bool dynamic, int tile_m, int k_split,
+                        const W8A8Workspace& ws, cudaStream_t stream);
 
 }  // namespace bqmm::cuda

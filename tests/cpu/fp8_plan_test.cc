@@ -583,16 +583,26 @@ TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
       ASSERT_EQ(pl.path, Fp8Path::kW8a8Gemm) << pl;
       EXPECT_EQ(fp8_w8a8_gemm_refusal(p, kHopper, {}), nullptr);
       EXPECT_TRUE(pl.gemm.wgmma);
-      EXPECT_EQ(pl.gemm.tile_m, kW8a8TileM);
+      EXPECT_EQ(pl.gemm.tile_m, m <= 64 ? 64 : 128);  // the smallest of 32, 64, 128 holding M
       EXPECT_EQ(pl.gemm.tile_n, kGemmTileN);
-      EXPECT_EQ(pl.gemm.stages, kW8a8Stages);
+      EXPECT_EQ(pl.gemm.stages, w8a8_stages(pl.gemm.tile_m));
       EXPECT_EQ(pl.regions.act_bytes, 0u);  // no QDQ'd copy of A in T
       EXPECT_EQ(pl.regions.codes_offset, 0u);
       EXPECT_EQ(pl.regions.codes_bytes, static_cast<size_t>(m) * 8192);
       const size_t scales = dynamic ? size_t{64} * ((m + 127) / 128 * 128) * 4 : 0;
       EXPECT_EQ(pl.regions.act_scales_bytes, scales);
     }
-  EXPECT_EQ(kW8a8Stages, 6);
+  for (const int tile : {32, 64, 128}) EXPECT_EQ(w8a8_stages(tile), 6) << tile;
+  Fp8MatMulProblem forced_tile = problem(40, 8192, 8192);
+  forced_tile.has_a_scale = true;
+  EXPECT_EQ(plan(forced_tile, kHopper, parsed("tile_m=128")).gemm.tile_m, 128);
+  EXPECT_EQ(plan(forced_tile, kHopper, parsed("tile_m=32")).gemm.tile_m, 32);
+  EXPECT_EQ(w8a8_tile_m(1), 32);
+  EXPECT_EQ(w8a8_tile_m(32), 32);
+  EXPECT_EQ(w8a8_tile_m(33), 64);
+  EXPECT_EQ(w8a8_tile_m(64), 64);
+  EXPECT_EQ(w8a8_tile_m(65), 128);
+  EXPECT_EQ(w8a8_tile_m(100000), 128);
   // K split: 64 tiles of 64 one-slab blocks on 132 SMs: 1 -> 70, 2 -> 38, 4 -> 2 x 22.
   Fp8MatMulProblem p = problem(16, 8192, 8192);
   p.dynamic_act_quant = true;
@@ -605,7 +615,7 @@ TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
   EXPECT_EQ(split.regions.partial_bytes, size_t{2} * 16 * 8192 * 4);
   EXPECT_EQ(split.workspace_bytes, split.regions.partial_offset + split.regions.partial_bytes);
   EXPECT_NE(printed(split).find("path=w8a8_gemm; "), std::string::npos) << split;
-  EXPECT_NE(printed(split).find("; act_scales=dynamic; mainloop=wgmma; tile_m=128; tile_n=128; stages=6; "
+  EXPECT_NE(printed(split).find("; act_scales=dynamic; mainloop=wgmma; tile_m=32; tile_n=128; stages=6; "
                                 "k_split=2; workspace=1212416B (codes 131072@0, act_scales 32768@131072, "
                                 "partial 1048576@163840)}"),
             std::string::npos)
@@ -654,6 +664,8 @@ TEST(Fp8Plan, W8A8GemmRefusals) {
   EXPECT_EQ(refusal(problem(33, 8192, 8192), kHopper), "");
   EXPECT_EQ(refusal(problem(4096, 8192, 8192), kHopper), "");
   EXPECT_EQ(refusal(problem(100, 8192, 8192), kHopper, "w8a8=0"), "w8a8=0 (plan override)");
+  EXPECT_EQ(refusal(problem(100, 8192, 8192), kHopper, "tile_m=16"),
+            "tile_m=16 (plan override): its tiles are 32, 64 and 128 rows");
   EXPECT_EQ(refusal(problem(100, 8192, 8192), kAmpere), "not an SM90 device (wgmma code is sm_90a only)");
   EXPECT_EQ(refusal(problem(100, 8192, 8192, 64), kHopper),
             "block_size % 128 != 0 (a 128-K slab would span two scales)");

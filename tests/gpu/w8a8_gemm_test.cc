@@ -1,7 +1,8 @@
 // The W8A8 FP8 x FP8 wgmma GEMM (cuda/gemm/w8a8_wgmma.cuh, SM90a) launched directly through
 // launch_w8a8_gemm, static (a_scale) and dynamic (per row and K block) activation scales,
 // against the float64 reference of each mode's quantization: both activation types, bias,
-// odd N, M not a multiple of 128, K % block_size != 0, blocks 128 and 256, K splits 1 and 3.
+// odd N, M not a multiple of 128, K % block_size != 0, blocks 128 and 256, tiles of 32, 64
+// and 128 rows, K splits 1 and 3.
 // Y is NaN-poisoned first; a small case for compute-sanitizer. Skips itself without an SM90
 // device.
 #include <cuda_runtime_api.h>
@@ -42,7 +43,7 @@ void vary_block_magnitudes(Fp8Case& c) {
     }
 }
 
-void check_w8a8(const Fp8Case& c, int k_split) {
+void check_w8a8(const Fp8Case& c, int tile_m, int k_split) {
   testing::Fp8DeviceCase d;
   BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
   cuda::Fp8KernelArgs g;
@@ -69,7 +70,7 @@ void check_w8a8(const Fp8Case& c, int k_split) {
   ws.scales = static_cast<float*>(scales.data());
   ws.partials = static_cast<float*>(partials.data());
   BQMM_ASSERT_OK(testing::run_on_fresh_stream(
-      [&](cudaStream_t stream) { return cuda::launch_w8a8_gemm(g, c.dynamic_act_quant, k_split, ws, stream); }));
+      [&](cudaStream_t stream) { return cuda::launch_w8a8_gemm(g, c.dynamic_act_quant, tile_m, k_split, ws, stream); }));
   HostTensor y;
   BQMM_ASSERT_OK(d.y.download(&y));
   EXPECT_TRUE(testing::matches_reference(c, y));
@@ -83,41 +84,46 @@ TEST(W8A8Wgmma, BothModesAgainstReference) {
   const Shape3 shapes[] = {{9, 1000, 1024, 128},   {64, 1037, 1040, 128}, {129, 517, 1280, 256},
                            {1024, 777, 2048, 128}, {257, 256, 1168, 256}, {256, 512, 8192, 128},
                            {130, 384, 8320, 256}};
+  // Every tile in turn (32, 64, 128 activation rows), on every M: tiles past M, M in
+  // several tiles with a partial last one.
+  const int tiles[] = {32, 64, 128};
   uint64_t seed = 300;
   for (const Shape3 sh : shapes)
     for (const bool dynamic : {false, true})
       for (const int k_split : {1, 3}) {
         const DType t = seed % 2 == 0 ? DType::kFloat16 : DType::kBFloat16;
+        const int tile_m = tiles[seed % 3];
         SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " N=" << sh.n << " K=" << sh.k << " block="
                                           << sh.block << " " << dtype_name(t) << (dynamic ? " dynamic" : " static")
-                                          << " k_split=" << k_split);
+                                          << " tile_m=" << tile_m << " k_split=" << k_split);
         Fp8Case c = reference::make_random_fp8_case(t, sh.m, sh.n, sh.k, sh.block, /*bias=*/seed % 3 != 0,
                                                     /*w8a8=*/!dynamic, seed);
         c.dynamic_act_quant = dynamic;
         vary_block_magnitudes(c);
         ++seed;
-        check_w8a8(c, k_split);
+        check_w8a8(c, tile_m, k_split);
       }
 }
 
 // Small shapes for compute-sanitizer (memcheck and racecheck: the producer's ring and the
 // consumers' turns): edge tiles in M and N, a partial last K block, blocks of one and two
-// slabs, a K split, both modes.
+// slabs, each tile, a K split, both modes.
 TEST(W8A8Wgmma, SanitizeSmall) {
   BQMM_REQUIRE_GPU();
   if (!sm90()) GTEST_SKIP() << "the W8A8 wgmma GEMM needs SM90";
-  struct Shape3 { int64_t m, n, k, block; int k_split; };
-  const Shape3 shapes[] = {{33, 130, 272, 128, 1}, {129, 64, 528, 256, 2}};
+  struct Shape3 { int64_t m, n, k, block; int tile_m, k_split; };
+  const Shape3 shapes[] = {{33, 130, 272, 128, 64, 1}, {129, 64, 528, 256, 32, 2}, {40, 70, 400, 128, 128, 1}};
   uint64_t seed = 400;
   for (const Shape3 sh : shapes)
     for (const bool dynamic : {false, true}) {
       const DType t = seed % 2 == 0 ? DType::kFloat16 : DType::kBFloat16;
       SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " N=" << sh.n << " K=" << sh.k << " block=" << sh.block
-                                        << (dynamic ? " dynamic" : " static") << " k_split=" << sh.k_split);
+                                        << (dynamic ? " dynamic" : " static") << " tile_m=" << sh.tile_m
+                                        << " k_split=" << sh.k_split);
       Fp8Case c = reference::make_random_fp8_case(t, sh.m, sh.n, sh.k, sh.block, /*bias=*/true,
                                                   /*w8a8=*/!dynamic, seed++);
       c.dynamic_act_quant = dynamic;
-      check_w8a8(c, sh.k_split);
+      check_w8a8(c, sh.tile_m, sh.k_split);
     }
 }
 

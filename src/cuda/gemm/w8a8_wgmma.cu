@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(kQuantThreads)
   }
 }
 
-template <typename T, bool kDynamic>
+template <typename T, bool kDynamic, int kTileM>
 Status launch_typed(const Fp8KernelArgs& args, int k_split, const W8A8Workspace& ws, cudaStream_t stream) {
   const int64_t k_blocks = (args.k + args.block_size - 1) / args.block_size;
   // One block covering K is K rounded up to a slab, whatever block_size says (it may be
@@ -101,10 +101,9 @@ Status launch_typed(const Fp8KernelArgs& args, int k_split, const W8A8Workspace&
   BQMM_RETURN_IF_ERROR(check_launch("ActQuantE4m3Kernel"));
 
   W8A8Params<T> p{};
-  constexpr int kBoxRows = 128;  // kGemmTileN and kW8a8TileM rows per copy
-  static_assert(kGemmTileN == kBoxRows && kW8a8TileM == kBoxRows, "one box per operand and slab");
-  BQMM_RETURN_IF_ERROR(make_tile_tensor_map(args.b, args.n, args.k, &p.w_map, kBoxRows));
-  BQMM_RETURN_IF_ERROR(make_tile_tensor_map(ws.codes, args.m, args.k, &p.a_map, kBoxRows));
+  // One box per operand and slab: kGemmTileN weight rows, kTileM activation rows.
+  BQMM_RETURN_IF_ERROR(make_tile_tensor_map(args.b, args.n, args.k, &p.w_map, kGemmTileN));
+  BQMM_RETURN_IF_ERROR(make_tile_tensor_map(ws.codes, args.m, args.k, &p.a_map, kTileM));
   p.a = ws.codes;
   p.a_scales = kDynamic ? ws.scales : nullptr;
   p.a_scale = kDynamic ? nullptr : args.a_scale;
@@ -123,10 +122,10 @@ Status launch_typed(const Fp8KernelArgs& args, int k_split, const W8A8Workspace&
   const int64_t blocks_per_split = (k_blocks + k_split - 1) / k_split;
   p.slabs_per_split = static_cast<int>(blocks_per_split * p.block_slabs);
 
-  const int64_t tiles = (args.m + kW8a8TileM - 1) / kW8a8TileM * ((args.n + kGemmTileN - 1) / kGemmTileN);
+  const int64_t tiles = (args.m + kTileM - 1) / kTileM * ((args.n + kGemmTileN - 1) / kGemmTileN);
   const dim3 grid(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(k_split));
-  const auto kernel = W8A8WgmmaKernel<T, kDynamic>;
-  constexpr int kSmem = static_cast<int>(kW8a8SmemBytes);
+  const auto kernel = W8A8WgmmaKernel<T, kDynamic, kTileM>;
+  constexpr int kSmem = static_cast<int>(w8a8_smem_bytes(kTileM));
   BQMM_RETURN_IF_ERROR(allow_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmem));
   kernel<<<grid, kWgmmaThreads, kSmem, stream>>>(p);
   BQMM_RETURN_IF_ERROR(check_launch("W8A8WgmmaKernel"));
@@ -136,17 +135,33 @@ Status launch_typed(const Fp8KernelArgs& args, int k_split, const W8A8Workspace&
   return check_launch("FusedGemmReduceKernel");
 }
 
+// The kernel of one (type, mode), at the tile the plan chose.
+template <typename T, bool kDynamic>
+Status launch_tile(const Fp8KernelArgs& args, int tile_m, int k_split, const W8A8Workspace& ws,
+                   cudaStream_t stream) {
+  switch (tile_m) {
+    case 32:
+      return launch_typed<T, kDynamic, 32>(args, k_split, ws, stream);
+    case 64:
+      return launch_typed<T, kDynamic, 64>(args, k_split, ws, stream);
+    default:
+      return launch_typed<T, kDynamic, kW8a8TileM>(args, k_split, ws, stream);
+  }
+}
+
 }  // namespace
 
-Status launch_w8a8_gemm(const Fp8KernelArgs& args, bool dynamic, int k_split, const W8A8Workspace& ws,
-                        cudaStream_t stream) {
+Status launch_w8a8_gemm(const Fp8KernelArgs& args, bool dynamic, int tile_m, int k_split,
+                        const W8A8Workspace& ws, cudaStream_t stream) {
   if (args.m == 0 || args.n == 0) return Status::Ok();
-  if (args.block_size % kW8a8SlabK != 0 || args.k % 16 != 0 || k_split < 1)
-    return Status(StatusCode::kInternal, "launch_w8a8_gemm: block_size % 128, K % 16 and k_split >= 1");
+  if (args.block_size % kW8a8SlabK != 0 || args.k % 16 != 0 || k_split < 1 ||
+      (tile_m != 32 && tile_m != 64 && tile_m != kW8a8TileM))
+    return Status(StatusCode::kInternal,
+                  "launch_w8a8_gemm: block_size % 128, K % 16, k_split >= 1 and tile_m 32, 64 or 128");
   return dispatch_half_types(args.dtype, "w8a8 gemm", [&](auto tag) {
     using T = decltype(tag);
-    return dynamic ? launch_typed<T, true>(args, k_split, ws, stream)
-                        : launch_typed<T, false>(args, k_split, ws, stream);
+    return dynamic ? launch_tile<T, true>(args, tile_m, k_split, ws, stream)
+                   : launch_tile<T, false>(args, tile_m, k_split, ws, stream);
   });
 }
 

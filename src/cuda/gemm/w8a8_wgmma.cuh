@@ -13,7 +13,8 @@
 //
 // Block: as fused_wgmma.cuh (read it first): warpgroup 0 the producer, 1 and 2 the
 // consumers; consumer c owns weight rows 64 c .. 64 c + 63 of the block's 128 (the wgmma's
-// M), all kW8a8TileM = 128 activation rows (its N). A slab is 128 K: 128 bytes of every row
+// M), all kTileM = 32, 64 or 128 activation rows (its N; the planner's w8a8_tile_m: the
+// smallest holding M). A slab is 128 K: 128 bytes of every row
 // of both operands, each stored [rows][128 bytes] with 16-byte chunk c of row r at
 // 16 (c ^ (r % 8)), the wgmma's K-major 128-byte-swizzled layout, so both operands are read
 // by descriptor (no register operand, no decode, no K permutation) and copied by TMA (one
@@ -22,7 +23,7 @@
 //
 // Consumer. Blocks of one slab (block_size 128, the checkpoints' size): two partial-sum
 // buffers p0, p1, slab i in p[i % 2]. Per slab: wait on `full`; issue its 4 wgmma
-// m64n128k32 (the first overwriting the buffer) as one commit group; then retire the slab
+// m64 x kTileM x k32 (the first overwriting the buffer) as one commit group; then retire the slab
 // before it: read its weight rows' scales, wait until only the new group is in flight,
 // fold acc += part * sw[n, b] (* sa[m, b]), release its stage on `empty`. A warpgroup's
 // fold thus runs while its next slab's wgmmas do. The loop is unrolled by two with
@@ -45,22 +46,28 @@
 
 namespace bqmm::cuda {
 
-// The geometry (kW8a8TileM activation rows = the wgmma's N, kW8a8SlabK, the stages) is the
-// planner's, in core/gemm_plan.h. A stage: the weight slab, the activation slab, the scales.
-constexpr int kW8a8WeightBytes = kGemmTileN * static_cast<int>(kW8a8SlabK);
-constexpr int kW8a8ActBytes = kW8a8TileM * static_cast<int>(kW8a8SlabK);
-constexpr int kW8a8AScalesOffset = kW8a8WeightBytes + kW8a8ActBytes;       // dynamic: 128 floats
-constexpr int kW8a8WScalesOffset = kW8a8AScalesOffset + kW8a8TileM * 4;    // 128 floats
-static_assert(kW8a8WScalesOffset + kGemmTileN * 4 <= kW8a8StageBytes &&
-                  kW8a8StageBytes % kWgmmaAlignBytes == 0,
-              "a stage holds both slabs and the scales, on a swizzle-atom boundary");
-static_assert(kW8a8SlabK == 128 && kGemmTileN == 128, "8 passes of 16 rows x 128 bytes per operand");
+// The geometry of a tile of kTileM activation rows (the wgmma's N; kW8a8SlabK, the stages
+// and the tile choice are the planner's, in core/gemm_plan.h). A stage: the weight slab,
+// the activation slab, the scales.
+template <int kTileM>
+struct W8A8Stage {
+  static constexpr int kWeightBytes = kGemmTileN * static_cast<int>(kW8a8SlabK);
+  static constexpr int kActBytes = kTileM * static_cast<int>(kW8a8SlabK);
+  static constexpr int kAScalesOffset = kWeightBytes + kActBytes;       // dynamic: kTileM floats
+  static constexpr int kWScalesOffset = kAScalesOffset + kTileM * 4;    // kGemmTileN floats
+  static constexpr int kBytes = static_cast<int>(w8a8_stage_bytes(kTileM));
+  static constexpr int kStages = w8a8_stages(kTileM);
+  static_assert(kWScalesOffset + kGemmTileN * 4 <= kBytes && kBytes % kWgmmaAlignBytes == 0,
+                "a stage holds both slabs and the scales, on a swizzle-atom boundary");
+  static_assert(kTileM % 32 == 0 && kTileM <= kW8a8TileM, "wgmma N of 32, 64 or 128; scales padded to 128");
+};
+static_assert(kW8a8SlabK == 128 && kGemmTileN == 128, "one 128-row x 128-byte box of weight per slab");
 constexpr int kW8a8GroupM = 8;
 
 template <typename T>
 struct W8A8Params {
   CUtensorMap w_map;       // the weight codes [N, K] bytes, boxes of 128 rows x 128 bytes
-  CUtensorMap a_map;       // the activation codes [M, K], the same boxes
+  CUtensorMap a_map;       // the activation codes [M, K], boxes of tile_m rows x 128 bytes
   const uint8_t* a;        // activation codes [M, K]
   const float* a_scales;   // dynamic: [k_blocks, m_pad]; static: nullptr
   const float* a_scale;    // static: the scalar; dynamic: nullptr
@@ -102,10 +109,54 @@ __device__ __forceinline__ void wgmma_e4m3_n128(float (&d)[64], uint64_t a_desc,
 #endif
 }
 
-template <typename T, bool kDynamic>
+// m64n64k32 and m64n32k32, as above.
+__device__ __forceinline__ void wgmma_e4m3_n64(float (&d)[32], uint64_t a_desc, uint64_t b_desc,
+                                               uint32_t accumulate) {
+#if BQMM_WGMMA_ENABLED
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, %32, %33, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(a_desc), "l"(b_desc), "r"(accumulate));
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void wgmma_e4m3_n32(float (&d)[16], uint64_t a_desc, uint64_t b_desc,
+                                               uint32_t accumulate) {
+#if BQMM_WGMMA_ENABLED
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+      "}, %16, %17, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(a_desc), "l"(b_desc), "r"(accumulate));
+#else
+  __trap();
+#endif
+}
+// m64 x kN x k32 into d[kN / 2].
+template <int kN>
+__device__ __forceinline__ void wgmma_e4m3(float (&d)[kN / 2], uint64_t a_desc, uint64_t b_desc,
+                                           uint32_t accumulate) {
+  if constexpr (kN == 128) wgmma_e4m3_n128(d, a_desc, b_desc, accumulate);
+  if constexpr (kN == 64) wgmma_e4m3_n64(d, a_desc, b_desc, accumulate);
+  if constexpr (kN == 32) wgmma_e4m3_n32(d, a_desc, b_desc, accumulate);
+}
+
+template <typename T, bool kDynamic, int kTileM>
 struct W8A8Tile {
-  static constexpr int kStages = kW8a8Stages;
-  static constexpr int kAcc = kW8a8TileM / 2;  // m64n128: 64 accumulators per thread
+  using Stage = W8A8Stage<kTileM>;
+  static constexpr int kStages = Stage::kStages;
+  static constexpr int kAcc = kTileM / 2;  // m64 x kTileM: kTileM / 2 accumulators per thread
   static constexpr int kSteps = kW8a8SlabK / 32;
   static_assert(kStages >= kWgmmaMinStages, "a slab in use, one in flight");
 
@@ -126,29 +177,30 @@ struct W8A8Tile {
 
   // ---------------------------------------------------------------- producer
   // Per slab: producer thread 0 arms the stage's `full` barrier for both operands' bytes
-  // and starts their TMA copies ([128 rows][128 bytes] boxes in the wgmma's 128-byte
-  // swizzle; rows past N or M and bytes past K arrive as zeros); every producer thread x
-  // copies the block scale of weight row x (rows past N zero-filled: never stored) and,
-  // dynamic, threads 0..31 the activation scales (4 floats each), by cp.async, and arrives
+  // and starts their TMA copies ([128 or kTileM rows][128 bytes] boxes in the wgmma's
+  // 128-byte swizzle; rows past N or M and bytes past K arrive as zeros); every producer
+  // thread x copies the block scale of weight row x (rows past N zero-filled: never
+  // stored) and, dynamic, threads 0..kTileM/4-1 the activation scales (4 floats each; the
+  // scales' rows are padded to 128, so a tile never reads past them), by cp.async, and arrives
   // on `full` once they land (the barrier's 128 arrivals). The scales are the slab's
   // scale block's: every slab of a block carries them, so the consumers' fold reads them
   // from the stage of the block's last slab. No producer thread waits for its copies.
   __device__ __forceinline__ void load_stage(int stage, int64_t slab, int64_t blk) const {
-    const uint32_t base = smem_addr(smem + stage * static_cast<int>(kW8a8StageBytes));
+    const uint32_t base = smem_addr(smem + stage * static_cast<int>(Stage::kBytes));
     uint64_t* full = &ring.full[stage];
     const int x = warp * 32 + lane;
     if (x == 0) {
-      mbarrier_expect_tx(full, kW8a8WeightBytes + kW8a8ActBytes);
+      mbarrier_expect_tx(full, Stage::kWeightBytes + Stage::kActBytes);
       const auto k0 = static_cast<int32_t>(slab * kW8a8SlabK);
       tma_copy_box(&p.w_map, base, full, k0, static_cast<int32_t>(n0));
-      tma_copy_box(&p.a_map, base + kW8a8WeightBytes, full, k0, static_cast<int32_t>(m0));
+      tma_copy_box(&p.a_map, base + Stage::kWeightBytes, full, k0, static_cast<int32_t>(m0));
     }
     const bool w_row = n0 + x < p.n;
-    cp_async4(base + kW8a8WScalesOffset + 4 * x, w_row ? p.b_scales + (n0 + x) * p.k_blocks + blk : p.b_scales,
+    cp_async4(base + Stage::kWScalesOffset + 4 * x, w_row ? p.b_scales + (n0 + x) * p.k_blocks + blk : p.b_scales,
               w_row);
     if constexpr (kDynamic) {
-      if (x < kW8a8TileM / 4)
-        cp_async16(base + kW8a8AScalesOffset + 16 * x, p.a_scales + blk * p.m_pad + m0 + 4 * x, true);
+      if (x < kTileM / 4)
+        cp_async16(base + Stage::kAScalesOffset + 16 * x, p.a_scales + blk * p.m_pad + m0 + 4 * x, true);
     }
     cp_async_mbarrier_arrive(full);
   }
@@ -191,7 +243,7 @@ struct W8A8Tile {
     for (int h = 0; h < 2; ++h)
       asm volatile("ld.shared.f32 %0, [%1];"
                    : "=f"(s.w[h])
-                   : "r"(base + kW8a8WScalesOffset + 4 * (16 * warp + 8 * h + g)));
+                   : "r"(base + Stage::kWScalesOffset + 4 * (16 * warp + 8 * h + g)));
     return s;
   }
 
@@ -203,7 +255,7 @@ struct W8A8Tile {
       if constexpr (kDynamic) {
         asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];"
                      : "=f"(sa[0]), "=f"(sa[1])
-                     : "r"(s.base + kW8a8AScalesOffset + 4 * (8 * j + 2 * t)));
+                     : "r"(s.base + Stage::kAScalesOffset + 4 * (8 * j + 2 * t)));
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h)
@@ -245,7 +297,7 @@ struct W8A8Tile {
     wgmma_fence();
 #pragma unroll
     for (int s = 0; s < kSteps; ++s)
-      wgmma_e4m3_n128(part, sw128_desc(base + w_rows + 32 * s), sw128_desc(base + kW8a8WeightBytes + 32 * s),
+      wgmma_e4m3<kTileM>(part, sw128_desc(base + w_rows + 32 * s), sw128_desc(base + Stage::kWeightBytes + 32 * s),
                       s == 0 ? 0u : 1u);
     wgmma_commit();
   }
@@ -264,7 +316,7 @@ struct W8A8Tile {
   }
 
   __device__ __forceinline__ uint32_t stage_addr(int64_t i) const {
-    return smem_addr(smem + static_cast<int>(i % kStages) * static_cast<int>(kW8a8StageBytes));
+    return smem_addr(smem + static_cast<int>(i % kStages) * static_cast<int>(Stage::kBytes));
   }
 
   // Blocks of one slab (block_size 128): two partial-sum buffers, slab i in part[i % 2],
@@ -324,8 +376,8 @@ struct W8A8Tile {
       wgmma_fence();
 #pragma unroll
       for (int s = 0; s < kSteps; ++s)
-        wgmma_e4m3_n128(part, sw128_desc(base + w_rows + 32 * s),
-                        sw128_desc(base + kW8a8WeightBytes + 32 * s), s == 0 && fresh ? 0u : 1u);
+        wgmma_e4m3<kTileM>(part, sw128_desc(base + w_rows + 32 * s),
+                        sw128_desc(base + Stage::kWeightBytes + 32 * s), s == 0 && fresh ? 0u : 1u);
       wgmma_commit();
       FoldScales scales;
       if (last) scales = load_fold_scales(base);
@@ -341,13 +393,13 @@ struct W8A8Tile {
 // Grid as the fused GEMM's, its activation tiles in groups of kW8a8GroupM (8 x 128 rows:
 // a wave of 132 blocks reads 8 activation tiles and about 17 weight strips, all L2-resident
 // at K = 8192); z the K split.
-template <typename T, bool kDynamic>
+template <typename T, bool kDynamic, int kTileM>
 __global__ void __launch_bounds__(kWgmmaThreads, 1) W8A8WgmmaKernel(const __grid_constant__ W8A8Params<T> p) {
 #if BQMM_WGMMA_ENABLED
-  using Tile = W8A8Tile<T, kDynamic>;
+  using Tile = W8A8Tile<T, kDynamic, kTileM>;
   extern __shared__ __align__(1024) uint8_t w8a8_smem_raw[];
   __shared__ WgmmaRing<Tile::kStages> ring;
-  const GemmBlockTile b = gemm_block_tile<kW8a8TileM, kW8a8GroupM>(p);
+  const GemmBlockTile b = gemm_block_tile<kTileM, kW8a8GroupM>(p);
   run_wgmma_roles<Tile>(p, w8a8_smem_raw, ring, b.n0, b.m0, b.slab_begin, b.slab_end);
 #else
   __trap();
