@@ -1,7 +1,7 @@
 // Fp8WeightMatMul planner: a pure function of (problem, device, options[, override]).
 // The dispatch chain, cheapest applicable path first:
 //   empty output -> K == 0 (bias only) -> fused decode GEMV for M <= 8 (tensor cores, else
-//   CUDA cores) -> W8A8 GEMM on FP8 tensor cores for M > 32 with A quantized (SM90) ->
+//   CUDA cores) -> W8A8 GEMM on FP8 tensor cores for M > 8 with A quantized (SM90) ->
 //   fused GEMM for 8 < M <= kGemmMaxRows -> dequantize + cuBLAS.
 // The QDQ of a W8A8 activation is fused into the GEMV kernels' activation load, and is a
 // separate kernel into the workspace on the fused GEMM and dequant + cuBLAS paths. Each
@@ -92,9 +92,8 @@ const char* w8a8_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& d,
   if (p.m == 0 || p.n == 0) return "empty output";
   if (p.k == 0) return "K == 0: Y = bias";
   if (o.w8a8 == 0) return "w8a8=0 (plan override)";
-  static_assert(kW8a8MinRows == 33, "the reason below names the bound");
-  if (p.m <= kGemvMaxRows && o.w8a8 != 1) return "M <= 8 (the decode GEMV's rows)";
-  if (p.m < kW8a8MinRows && o.w8a8 != 1) return "M <= 32: the fused GEMM on QDQ'd A is faster (measured)";
+  static_assert(kW8a8MinRows == kGemvMaxRows + 1 && kGemvMaxRows == 8, "the reason below names the bound");
+  if (p.m < kW8a8MinRows && o.w8a8 != 1) return "M <= 8 (the decode GEMV's rows)";
   if (d.sm != 90) return "not an SM90 device (wgmma code is sm_90a only)";
   if (!wgmma_built()) return "this build has no SM90 in CUDA_ARCHITECTURES";
   static_assert(kW8a8SlabK == 128, "the reason below names the slab");

@@ -118,13 +118,12 @@ constexpr int64_t w8a8_smem_bytes(int tile_m) {
 // 128-row tile's wgmma work per slab (0.56 us per block at 900 TFLOP/s over 132 SMs) is
 // twice its weight stream's (16 KB at 4.5 TB/s over 132 SMs: 0.25 us).
 constexpr int w8a8_tile_m(int64_t m) { return m <= 32 ? 32 : m <= 64 ? 64 : kW8a8TileM; }
-// The rows where the planner takes it: from kW8a8MinRows up (measured on the H200, back
-// to back, the prefill suite's four shapes, static and dynamic scales, against the path
-// it replaces forced in the same run): at M = 16 the fused GEMM on the QDQ'd activation
-// is faster (this kernel's 128-row tile mostly empty: 1.09-1.43x its time), at M = 32
-// 0.86-1.11x (slower only at 28672 x 8192), from M = 64 to 1024 0.33-0.88x, at 4096
-// 0.74-0.96x the time of dequant + cuBLAS BF16 (one case 1.02x: dynamic 14336 x 4096).
-constexpr int64_t kW8a8MinRows = 33;
+// The rows where the planner takes it: every M above the decode GEMV's (measured on the
+// H200, back to back, the prefill suite's four shapes, static and dynamic scales, against
+// the path it replaces forced in the same run): at M = 9, 16 and 32 (tile 32) 0.61-0.96x
+// the time of the fused GEMM on the QDQ'd activation, from M = 64 to 1024 0.33-0.88x, at
+// 4096 0.74-0.96x the time of dequant + cuBLAS BF16 (one case 1.02x: dynamic 14336 x 4096).
+constexpr int64_t kW8a8MinRows = kGemvMaxRows + 1;
 // The K split's price of one M x N float32 plane of partial sums (written by the GEMM,
 // read back by the reduce), in slab times: a block's 128 x 128 x 128 slab takes about
 // 0.6 us (about 900 TFLOP/s over 132 SMs) while a plane crosses HBM twice at about

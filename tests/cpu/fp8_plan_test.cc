@@ -569,12 +569,12 @@ TEST(Fp8Plan, FusedGemmW8A8QdqsIntoTheWorkspaceFirst) {
       << whole;
 }
 
-// The W8A8 GEMM on FP8 tensor cores: M > 32 with A quantized (static or dynamic) on SM90,
+// The W8A8 GEMM on FP8 tensor cores: M > 8 with A quantized (static or dynamic) on SM90,
 // block_size % 128 == 0, K % 16 == 0; tiles 128 x 128, the K split in whole scale blocks
 // by the wave model with the partial planes priced in; codes, dynamic scales, partial sums.
 TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
   for (const bool dynamic : {false, true})
-    for (const int64_t m : {33, 65, 100, 129, 256, 512, 513, 4096}) {
+    for (const int64_t m : {9, 16, 32, 33, 65, 100, 129, 256, 512, 513, 4096}) {
       Fp8MatMulProblem p = problem(m, 8192, 8192);
       p.has_a_scale = !dynamic;
       p.dynamic_act_quant = dynamic;
@@ -583,7 +583,7 @@ TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
       ASSERT_EQ(pl.path, Fp8Path::kW8a8Gemm) << pl;
       EXPECT_EQ(fp8_w8a8_gemm_refusal(p, kHopper, {}), nullptr);
       EXPECT_TRUE(pl.gemm.wgmma);
-      EXPECT_EQ(pl.gemm.tile_m, m <= 64 ? 64 : 128);  // the smallest of 32, 64, 128 holding M
+      EXPECT_EQ(pl.gemm.tile_m, m <= 32 ? 32 : m <= 64 ? 64 : 128);  // the smallest of 32, 64, 128 holding M
       EXPECT_EQ(pl.gemm.tile_n, kGemmTileN);
       EXPECT_EQ(pl.gemm.stages, w8a8_stages(pl.gemm.tile_m));
       EXPECT_EQ(pl.regions.act_bytes, 0u);  // no QDQ'd copy of A in T
@@ -659,8 +659,8 @@ TEST(Fp8Plan, W8A8GemmRefusals) {
             std::string("A is not quantized (no a_scale, no dynamic_act_quant)"));
   EXPECT_EQ(refusal(problem(8, 8192, 8192), kHopper), "M <= 8 (the decode GEMV's rows)");
   EXPECT_EQ(refusal(problem(8, 8192, 8192), kHopper, "w8a8=1"), "");
-  EXPECT_EQ(refusal(problem(32, 8192, 8192), kHopper), "M <= 32: the fused GEMM on QDQ'd A is faster (measured)");
-  EXPECT_EQ(refusal(problem(9, 8192, 8192), kHopper, "w8a8=1"), "");
+  EXPECT_EQ(refusal(problem(9, 8192, 8192), kHopper), "");
+  EXPECT_EQ(refusal(problem(32, 8192, 8192), kHopper), "");
   EXPECT_EQ(refusal(problem(33, 8192, 8192), kHopper), "");
   EXPECT_EQ(refusal(problem(4096, 8192, 8192), kHopper), "");
   EXPECT_EQ(refusal(problem(100, 8192, 8192), kHopper, "w8a8=0"), "w8a8=0 (plan override)");

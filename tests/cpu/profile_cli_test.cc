@@ -166,7 +166,7 @@ TEST(ProfileCli, ExplainSaysWhyNotTheFusedGemm) {
 }
 
 // With A quantized, --explain says why the plan is not the W8A8 GEMM on FP8 tensor cores,
-// and nothing where it is (SM90, M > 32, block_size % 128 == 0).
+// and nothing where it is (SM90, M > 8, block_size % 128 == 0).
 TEST(ProfileCli, ExplainSaysWhyNotW8A8Gemm) {
   SKIP_WITHOUT_CLI();
   const CliResult taken = run_cli("--op fp8 --act-quant dynamic --m 100 --n 256 --k 512 --explain --device cpu");
@@ -177,7 +177,7 @@ TEST(ProfileCli, ExplainSaysWhyNotW8A8Gemm) {
     const char* args;
     const char* line;
   } refused[] = {
-      {"--act-quant static --m 32", "  w8a8_gemm: not taken: M <= 32: the fused GEMM on QDQ'd A is faster (measured)\n"},
+      {"--act-quant static --m 8", "  w8a8_gemm: not taken: M <= 8 (the decode GEMV's rows)\n"},
       {"--act-quant static --m 100 --block-size 64",
        "  w8a8_gemm: not taken: block_size % 128 != 0 (a 128-K slab would span two scales)\n"},
       {"--act-quant dynamic --m 100 --sm 80 --num-sms 108",

@@ -361,7 +361,7 @@ TEST(Fp8Dynamic, EveryPathAgainstReference) {
 }
 
 // The W8A8 GEMM on FP8 tensor cores through the public API (SM90: the planner takes it for
-// M > 32 with A quantized, block_size % 128 == 0; forced by w8a8=1 at the other M),
+// M > 8 with A quantized, block_size % 128 == 0; forced by w8a8=1 at the other M),
 // static and dynamic activation scales, against the float64 reference of each mode's
 // quantization: the contract's M values (9 to 4096), odd N, K % 128 != 0, both types, bias;
 // the planner's K split and one forced.
