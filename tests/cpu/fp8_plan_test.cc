@@ -683,10 +683,13 @@ TEST(Fp8Plan, W8A8GemmRefusals) {
   EXPECT_EQ(plan(small_block).path, Fp8Path::kFusedGemm);
   small_block.m = 200;
   EXPECT_EQ(plan(small_block).path, Fp8Path::kDequantGemm);
-  // Below the rows: the fused GEMM (QDQ'd A).
-  Fp8MatMulProblem rows = problem(32, 8192, 8192);
+  // Every M above the GEMV's: the W8A8 GEMM, its 32-row tile from 9 rows up.
+  Fp8MatMulProblem rows = problem(9, 8192, 8192);
   rows.has_a_scale = true;
-  EXPECT_EQ(plan(rows).path, Fp8Path::kFusedGemm);
+  EXPECT_EQ(plan(rows).path, Fp8Path::kW8a8Gemm);
+  EXPECT_EQ(plan(rows).gemm.tile_m, 32);
+  rows.m = 8;
+  EXPECT_EQ(plan(rows).path, Fp8Path::kGemvMma);
   // gemm_k_split forces the W8A8 GEMM's split too.
   Fp8MatMulProblem forced = problem(100, 8192, 8192);
   forced.has_a_scale = true;
