@@ -99,7 +99,7 @@ constexpr int64_t wgmma_smem_bytes(int tile_m, int bits) {
 
 // W8A8 on FP8 tensor cores (cuda/gemm/w8a8_wgmma.cuh, SM90 only): Fp8WeightMatMul with its
 // activation quantized to e4m3 first, both operands multiplied as e4m3 by wgmma. Blocks of
-// tile_m activation rows (kW8a8TileMs: 32, 64 or 128, the wgmma's N) x kGemmTileN weight
+// tile_m activation rows (w8a8_tile_m: 32, 64 or 128, the wgmma's N) x kGemmTileN weight
 // rows, the wgmma roles of the fused GEMM's Hopper mainloop (a producer warpgroup, two
 // consumers); a slab is 128 K of both operands (128 bytes of e4m3 per row) plus the scales
 // of the slab's K block for the tile's 128 weight rows and (dynamic) tile_m activation

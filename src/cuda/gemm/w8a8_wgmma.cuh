@@ -83,74 +83,33 @@ struct W8A8Params {
   int slabs_per_split;     // a multiple of block_slabs
 };
 
-// m64n128k32 e4m3 x e4m3 -> f32, both operands by descriptor; accumulate = 0 overwrites D.
-__device__ __forceinline__ void wgmma_e4m3_n128(float (&d)[64], uint64_t a_desc, uint64_t b_desc,
-                                                uint32_t accumulate) {
-#if BQMM_WGMMA_ENABLED
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
-      "}, %64, %65, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "l"(a_desc), "l"(b_desc), "r"(accumulate));
-#else
-  __trap();
-#endif
-}
+// m64 x N x k32 e4m3 x e4m3 -> f32 (N = 32, 64 or 128: N / 2 accumulators per thread),
+// both operands by descriptor; accumulate = 0 overwrites D. REGS / DLIST: the accumulator
+// operands (wgmma.cuh); A, B, P: the operand numbers of the descriptors and `accumulate`.
+#define BQMM_WGMMA_E4M3(N, REGS, DLIST, A, B, P)                                        \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" P ", 0;\n"                          \
+               "wgmma.mma_async.sync.aligned.m64n" N "k32.f32.e4m3.e4m3 {" REGS        \
+               "}, %" A ", %" B ", p, 1, 1;\n}\n"                                      \
+               : DLIST                                                                  \
+               : "l"(a_desc), "l"(b_desc), "r"(accumulate))
 
-// m64n64k32 and m64n32k32, as above.
-__device__ __forceinline__ void wgmma_e4m3_n64(float (&d)[32], uint64_t a_desc, uint64_t b_desc,
-                                               uint32_t accumulate) {
-#if BQMM_WGMMA_ENABLED
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-      "}, %32, %33, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(a_desc), "l"(b_desc), "r"(accumulate));
-#else
-  __trap();
-#endif
-}
-__device__ __forceinline__ void wgmma_e4m3_n32(float (&d)[16], uint64_t a_desc, uint64_t b_desc,
-                                               uint32_t accumulate) {
-#if BQMM_WGMMA_ENABLED
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
-      "}, %16, %17, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-      : "l"(a_desc), "l"(b_desc), "r"(accumulate));
-#else
-  __trap();
-#endif
-}
-// m64 x kN x k32 into d[kN / 2].
 template <int kN>
 __device__ __forceinline__ void wgmma_e4m3(float (&d)[kN / 2], uint64_t a_desc, uint64_t b_desc,
                                            uint32_t accumulate) {
-  if constexpr (kN == 128) wgmma_e4m3_n128(d, a_desc, b_desc, accumulate);
-  if constexpr (kN == 64) wgmma_e4m3_n64(d, a_desc, b_desc, accumulate);
-  if constexpr (kN == 32) wgmma_e4m3_n32(d, a_desc, b_desc, accumulate);
+  static_assert(kN == 32 || kN == 64 || kN == 128, "wgmma N of 32, 64 or 128");
+#if BQMM_WGMMA_ENABLED
+  if constexpr (kN == 128) {
+    BQMM_WGMMA_E4M3("128", BQMM_WGMMA_REGS64, BQMM_WGMMA_D64, "64", "65", "66");
+  } else if constexpr (kN == 64) {
+    BQMM_WGMMA_E4M3("64", BQMM_WGMMA_REGS32, BQMM_WGMMA_D32, "32", "33", "34");
+  } else {
+    BQMM_WGMMA_E4M3("32", BQMM_WGMMA_REGS16, BQMM_WGMMA_D16, "16", "17", "18");
+  }
+#else
+  __trap();
+#endif
 }
+#undef BQMM_WGMMA_E4M3
 
 template <typename T, bool kDynamic, int kTileM>
 struct W8A8Tile {
