@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
 jobs=$(nproc)
+bash scripts/fetch_cutlass.sh  # the mixed-input GEMM's CUTLASS headers, once
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${BQMM_CMAKE_ARGS:-}
 cmake --build "$build" -j "$jobs"
 ctest --test-dir "$build" --output-on-failure -j "$jobs"

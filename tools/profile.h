@@ -392,6 +392,8 @@ struct CaseCheck {
   // Fp8WeightMatMul with A quantized: why not the W8A8 GEMM on FP8 tensor cores, or empty
   // where the plan is it.
   std::string w8a8_gemm_refusal;
+  // Above the fused GEMM's rows, where the plan is not the mixed-input GEMM: why not.
+  std::string mixed_gemm_refusal;
 };
 
 // An operator's profiler. The operator says which cases there are, makes a group's

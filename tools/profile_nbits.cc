@@ -339,7 +339,11 @@ Status NBitsProfiler::check_case(const CaseSpec& spec, const DeviceInfo& device,
   BQMM_RETURN_IF_ERROR(plan_nbits_matmul(problem, device, options_, force, &plan));
   out->plan = to_text(plan);
   out->workspace_bytes = plan.workspace_bytes;
-  if (const char* why = nbits_fused_gemm_refusal(problem, device, force))
+  if (const char* why = nbits_mixed_gemm_refusal(problem, device, force);
+      why != nullptr && problem.m > kGemmMaxRows)
+    out->mixed_gemm_refusal = why;
+  if (const char* why = nbits_fused_gemm_refusal(problem, device, force);
+      why != nullptr && plan.path != NBitsPath::kMixedGemm)
     out->fused_gemm_refusal = why;
   if (const char* why = nbits_wgmma_refusal(problem, device, force);
       why != nullptr && plan.path == NBitsPath::kFusedGemm)

@@ -79,11 +79,15 @@ enum class Fp8Path {
   kW8a8Gemm,     // M > 32, SM90, A quantized (a_scale or dynamic_act_quant),
                  // block_size % 128 == 0: A -> e4m3 codes (+ scales) -> FP8 x FP8 wgmma
                  // GEMM, the scales applied per K block in float32, bias fused
+  kMixedGemm,    // M > 128, SM90, float16 / bfloat16, block_size % 64 == 0: [QDQ A] ->
+                 // mixed-input GEMM (CUTLASS; e4m3 dequantized in registers, wgmma, bias
+                 // fused)
   kFusedGemm,    // M > 8, SM80+: [QDQ A] -> fused GEMM (e4m3 decoded in registers, block
                  // scale and bias fused, tensor cores)
   kDequantGemm,  // [QDQ A] -> dequantize B tiles to T -> cuBLAS GEMM -> bias
 };
-// "empty", "bias_only", "gemv_fma", "gemv_mma", "w8a8_gemm", "fused_gemm", "dequant_gemm"
+// "empty", "bias_only", "gemv_fma", "gemv_mma", "w8a8_gemm", "mixed_gemm", "fused_gemm",
+// "dequant_gemm"
 const char* fp8_path_name(Fp8Path path);
 
 // What a caller chooses; fp8_matmul_options_from_env applies the environment.
@@ -104,7 +108,7 @@ struct Fp8MatMulPlan {
   DeviceInfo device;
   Fp8Path path = Fp8Path::kEmpty;
   GemvConfig gemv;          // gemv_fma / gemv_mma
-  GemmConfig gemm;          // fused_gemm, w8a8_gemm
+  GemmConfig gemm;          // fused_gemm, w8a8_gemm, mixed_gemm
   DequantConfig dequant;    // dequant_gemm
   WorkspaceRegions regions;
   size_t workspace_bytes = 0;  // device memory the caller provides to run_fp8_matmul

@@ -98,11 +98,14 @@ enum class NBitsPath {
   kEmpty,        // M == 0 or N == 0: nothing to write
   kBiasOnly,     // K == 0: Y = bias (or zeros)
   kGemv,         // 0 < M <= 8, no g_idx, integer zero points: fused GEMV, bias fused
+  kMixedGemm,    // M > 128, SM90, float16 / bfloat16, no g_idx, block_size % 64 == 0:
+                 // mixed-input GEMM (CUTLASS; codes dequantized in registers, wgmma, every
+                 // zero-point form), bias fused
   kFusedGemm,    // M > 8, SM80+, float16 / bfloat16, no g_idx, integer zero points: fused
                  // GEMM (codes decoded in registers, tensor cores), bias fused
   kDequantGemm,  // dequantize B tiles to T1 -> cuBLAS GEMM -> bias
 };
-// "empty", "bias_only", "gemv", "fused_gemm", "dequant_gemm"
+// "empty", "bias_only", "gemv", "mixed_gemm", "fused_gemm", "dequant_gemm"
 const char* nbits_path_name(NBitsPath path);
 
 // The GEMV's K-loop strategies (the original design's three algorithms).
@@ -128,7 +131,7 @@ struct NBitsMatMulPlan {
   DeviceInfo device;
   NBitsPath path = NBitsPath::kEmpty;
   GemvConfig gemv;          // gemv
-  GemmConfig gemm;          // fused_gemm
+  GemmConfig gemm;          // fused_gemm, mixed_gemm
   DequantConfig dequant;    // dequant_gemm
   WorkspaceRegions regions;
   size_t workspace_bytes = 0;  // device memory the caller provides to run_nbits_matmul

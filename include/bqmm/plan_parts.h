@@ -28,6 +28,8 @@ struct GemvConfig {
 // decode them in registers and multiply on tensor cores (mma.m16n8k16, float32 sums; on
 // SM90 with wgmma, the decoded weight as its register operand).
 // Fp8WeightMatMul's W8A8 GEMM (FP8 x FP8 wgmma) is tiled the same way: wgmma, tile_m 128.
+// The mixed-input GEMM (CUTLASS's SM90 collective, M above the fused GEMM's tiles) uses
+// tile_m (128 or 256) and tile_n (128) of it.
 struct GemmConfig {
   bool wgmma = false;  // the Hopper mainloop (tile_m 64 or 128), else mma.sync
   int tile_m = 0;    // activation rows per block (mma.sync: 16, 32 or 64; wgmma: 64, 128)
@@ -58,6 +60,9 @@ struct WorkspaceRegions {
   // [k_blocks, M padded to a multiple of 128].
   size_t codes_offset = 0, codes_bytes = 0;
   size_t act_scales_offset = 0, act_scales_bytes = 0;
+  // The mixed-input GEMM: the weight's scales as float32 [k_blocks, N] and, NBitsMatMul,
+  // its zeros (-zero_point * scale) after them, written by each run before the GEMM.
+  size_t scales_offset = 0, scales_bytes = 0;
 };
 
 }  // namespace bqmm

@@ -2,7 +2,8 @@
 // The dispatch chain, cheapest applicable path first:
 //   empty output -> K == 0 (bias only) -> fused decode GEMV for M <= 8 (tensor cores, else
 //   CUDA cores) -> W8A8 GEMM on FP8 tensor cores for M > 8 with A quantized (SM90) ->
-//   fused GEMM for 8 < M <= kGemmMaxRows -> dequantize + cuBLAS.
+//   mixed-input GEMM for M > 128 (SM90) -> fused GEMM for 8 < M <= kGemmMaxRows ->
+//   dequantize + cuBLAS.
 // The QDQ of a W8A8 activation is fused into the GEMV kernels' activation load, and is a
 // separate kernel into the workspace on the fused GEMM and dequant + cuBLAS paths. Each
 // choice below is one small function; the numbers behind them are in docs/PERF.md.
@@ -212,6 +213,22 @@ void plan_w8a8_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOv
   plan_fused_gemm_workspace(layout, *plan);
 }
 
+// [QDQ A] -> the mixed-input GEMM (core/gemm_plan.h): its tile by the wave rule or as the
+// override forces it; A' and the transposed scales in the workspace.
+void plan_mixed_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o,
+                     Fp8MatMulPlan* plan) {
+  GemmConfig& g = plan->gemm;
+  g.wgmma = true;
+  g.tile_m = o.mixed_tile > 0 ? o.mixed_tile : choose_mixed_tile_m(p.m, p.n, d.num_sms);
+  g.tile_n = kMixedTileN;
+  WorkspaceLayout layout;
+  take_act_region(p, layout, plan);
+  WorkspaceRegions& r = plan->regions;
+  r.scales_bytes = static_cast<size_t>(mixed_scales_bytes(p.n, p.k_blocks(), false));
+  r.scales_offset = layout.take(r.scales_bytes);
+  plan->workspace_bytes = layout.total();
+}
+
 // [QDQ A] -> dequantize B in N tiles -> cuBLAS -> bias. The vector dequant kernel takes
 // aligned 8-byte pieces of 16-element chunks of B and indexes a row in 32 bits.
 void plan_dequant_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d,
@@ -234,6 +251,7 @@ const char* fp8_path_name(Fp8Path path) {
     case Fp8Path::kGemvFma: return "gemv_fma";
     case Fp8Path::kGemvMma: return "gemv_mma";
     case Fp8Path::kW8a8Gemm: return "w8a8_gemm";
+    case Fp8Path::kMixedGemm: return "mixed_gemm";
     case Fp8Path::kFusedGemm: return "fused_gemm";
     case Fp8Path::kDequantGemm: return "dequant_gemm";
   }
@@ -268,6 +286,10 @@ std::ostream& operator<<(std::ostream& os, const Fp8MatMulPlan& plan) {
     os << "; act_scales=" << (plan.problem.dynamic_act_quant ? "dynamic" : "static");
     print_gemm(os, plan.gemm);
   }
+  if (plan.path == Fp8Path::kMixedGemm) {
+    os << "; qdq_activation=" << (plan.regions.act_bytes > 0 ? "yes" : "no");
+    print_mixed_gemm(os, plan.gemm);
+  }
   return print_workspace(os, plan.regions, plan.workspace_bytes) << "}";
 }
 
@@ -279,6 +301,11 @@ const char* fp8_fused_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& 
 const char* fp8_w8a8_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& device,
                                   const PlanOverride& o) {
   return w8a8_gemm_refusal(p, device, o);
+}
+
+const char* fp8_mixed_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& device,
+                                   const PlanOverride& o) {
+  return mixed_gemm_refusal(p, 8, p.k, device, o.mixed);
 }
 
 const char* fp8_wgmma_refusal(const Fp8MatMulProblem& p, const DeviceInfo& device,
@@ -318,6 +345,9 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
   if (w8a8_gemm_refusal(p, device, o) == nullptr) {
     plan.path = Fp8Path::kW8a8Gemm;
     plan_w8a8_gemm(p, device, o, &plan);
+  } else if (mixed_gemm_refusal(p, 8, p.k, device, o.mixed) == nullptr) {
+    plan.path = Fp8Path::kMixedGemm;
+    plan_mixed_gemm(p, device, o, &plan);
   } else if (fused_gemm_applies(p, device, o)) {
     plan.path = Fp8Path::kFusedGemm;
     plan_fused_gemm(p, device, o, &plan);

@@ -8,4 +8,10 @@ namespace bqmm {
 
 bool wgmma_built() { return BQMM_WGMMA_BUILT != 0; }
 
+#ifndef BQMM_MIXED_BUILT
+#error "CMakeLists.txt defines BQMM_MIXED_BUILT (1: the mixed-input GEMM is built)"
+#endif
+
+bool mixed_gemm_built() { return BQMM_MIXED_BUILT != 0; }
+
 }  // namespace bqmm

@@ -252,6 +252,73 @@ inline GemmConfig plan_gemm_tiles(const GemmShape& s, const DeviceInfo& device,
   return g;
 }
 
+// The mixed-input GEMM (cuda/gemm/mixed_gemm.cuh: CUTLASS 4.2's SM90 mixed-input
+// collective, TMA and wgmma, the weight dequantized in registers): tiles of 128 weight rows
+// x kMixedTileM{128,256} activation rows x kMixedTileK of K, one persistent block per SM.
+// Where it is built (CUTLASS headers and SM90 in CUDA_ARCHITECTURES; gemm_plan.cc).
+bool mixed_gemm_built();
+constexpr int kMixedTileN = 128;  // weight rows per tile
+constexpr int kMixedTileK = 64;   // K per stage: its scale groups (block_size) are whole tiles
+// The fewest activation rows where the planner takes it: above the fused GEMM's
+// (kGemmMaxRows), which at M = 128 was as fast or faster (H200, 8192 x 8192, back to back,
+// one run: FP8 60.5 against 59.9 us, 8-bit 64.4 against 70.9, 4-bit 58.3 against 74.5).
+constexpr int64_t kMixedMinRows = kGemmMaxRows + 1;
+// The most rows where 4-bit codes take it. Its float32 decode of 4-bit codes costs a share
+// of the multiply, dequant + cuBLAS one pass over the weight: at M = 1024 the mixed GEMM
+// took 0.79-0.83x the time of dequant + cuBLAS, at M = 4096 1.06-1.09x (H200, float16,
+// 8192 x 8192 and 28672 x 8192, back to back, one run); the overheads over cuBLAS, linear
+// in M, cross near 2048. FP8 and 8-bit codes take it at every M (at M = 4096 within 1 %
+// of dequant + cuBLAS either way, without its scratch).
+constexpr int64_t kMixedMaxRows4Bit = 2048;
+// Tile 256 against 128 by waves of tiles over the SMs: a 256-row tile took 1.44x the time
+// of a 128-row one (H200, 8192 x 8192 FP8, M = 128 and 256, each one wave: 79.4 against
+// 55.3 us), so 256 wins where it needs fewer waves by more than that factor (M = 512 at
+// 8192 x 8192: 80.0 against 106.7 us).
+inline int choose_mixed_tile_m(int64_t m, int64_t n, int num_sms) {
+  const int64_t sms = std::max(1, num_sms), cols = (n + kMixedTileN - 1) / kMixedTileN;
+  const int64_t waves128 = (cols * ((m + 127) / 128) + sms - 1) / sms;
+  const int64_t waves256 = (cols * ((m + 255) / 256) + sms - 1) / sms;
+  return 144 * waves256 < 100 * waves128 ? 256 : 128;
+}
+// Its workspace: the scales as float32 [k_blocks, N] (the collective's layout), N-bit's
+// zeros (-zp * scale) after them.
+inline int64_t mixed_scales_bytes(int64_t n, int64_t k_blocks, bool zeros) {
+  return n * k_blocks * static_cast<int64_t>(sizeof(float)) * (zeros ? 2 : 1);
+}
+
+// Why the mixed-input GEMM does not take either operator's problem `p` (codes of `bits`,
+// rows of W of `row_bytes`) on `d`, or nullptr. `forced`: the plan override's mixed key (-1 unset, 0
+// never, 1 at every M above the GEMV's). Each operator checks its own inputs first (g_idx).
+template <typename Problem>
+const char* mixed_gemm_refusal(const Problem& p, int bits, int64_t row_bytes, const DeviceInfo& d,
+                               int forced) {
+  if (p.m == 0 || p.n == 0) return "empty output";
+  if (p.k == 0) return "K == 0: Y = bias";
+  if (forced == 0) return "mixed=0 (plan override)";
+  if (p.m <= kGemvMaxRows) return "M <= 8 (the decode GEMV's rows)";
+  static_assert(kMixedMinRows == 129, "the reason below names the bound");
+  if (p.m < kMixedMinRows && forced != 1) return "M <= 128: the fused GEMM is as fast or faster there";
+  static_assert(kMixedMaxRows4Bit == 2048, "the reason below names the bound");
+  if (bits == 4 && p.m > kMixedMaxRows4Bit && forced != 1)
+    return "4-bit M > 2048: dequant + cuBLAS is faster there";
+  if (d.sm != 90) return "not an SM90 device (CUTLASS's mixed-input collective is sm_90a)";
+  if (!mixed_gemm_built()) return "not built (no CUTLASS headers or no SM90 in CUDA_ARCHITECTURES)";
+  if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16)
+    return "float32 activations (tensor cores take float16 / bfloat16)";
+  static_assert(kMixedTileK == 64, "the reason below names the tile");
+  if (p.block_size % kMixedTileK != 0) return "block_size % 64 != 0 (scale groups of whole 64-K tiles)";
+  // TMA: K of whole 16-byte units of W (its extent, not only its row pitch) and of A, rows
+  // of Y likewise, 16-byte aligned pointers.
+  if (p.k * bits % 128 != 0)
+    return bits == 4 ? "K % 32 != 0 (TMA of whole 16-byte units of B)" : "K % 16 != 0 (TMA of whole 16-byte units of B)";
+  if (p.n % 8 != 0) return "N % 8 != 0 (rows of Y not whole 16-byte units)";
+  if (p.alignment < 16) return "pointers not 16-byte aligned";
+  // CUTLASS's problem shape is int.
+  if (p.m >= (int64_t{1} << 31) || p.n >= (int64_t{1} << 31) || row_bytes * 2 >= (int64_t{1} << 31))
+    return "M, N or K beyond 2^31";
+  return nullptr;
+}
+
 // What the fused GEMM needs of either operator's problem (Fp8MatMulProblem,
 // NBitsMatMulProblem) besides its weight layout, which each planner checks itself: why it
 // does not take `p` on `d`, or nullptr. `forced`: the plan override's gemm key (-1 unset,

@@ -1,7 +1,7 @@
 // NBitsMatMul planner: a pure function of (problem, device, options[, override]).
 // Dispatch chain, cheapest applicable path first:
-//   empty output -> K == 0 (bias only) -> fused decode GEMV for M <= 8 -> fused GEMM for
-//   8 < M <= kGemmMaxRows -> dequantize + cuBLAS.
+//   empty output -> K == 0 (bias only) -> fused decode GEMV for M <= 8 -> mixed-input GEMM
+//   for M > 128 (SM90) -> fused GEMM for 8 < M <= kGemmMaxRows -> dequantize + cuBLAS.
 // The GEMV streams the packed weight once for all M <= 8 rows, the fused GEMM once per
 // block column of up to 64 rows; everything they do not take (g_idx, typed zero points, float32
 // above 8 rows, unaligned rows; the GEMV also a partial last block) goes through the
@@ -272,6 +272,28 @@ void plan_fused_gemm(const NBitsMatMulProblem& p, const DeviceInfo& d, const Pla
   plan_fused_gemm_workspace(layout, *plan);
 }
 
+// The mixed-input GEMM (core/gemm_plan.h) on the codes as stored: its own refusal after
+// NBitsMatMul's, blocks by position (g_idx's act order would need a gather of scales per k).
+const char* mixed_gemm_refusal_of(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
+  if (p.m > kGemvMaxRows && p.has_g_idx) return "g_idx (act order)";
+  return mixed_gemm_refusal(p, static_cast<int>(p.bits), p.row_bytes(), d, o.mixed);
+}
+
+// Its tile by the wave rule or as the override forces it; the float32 scales and zeros
+// (every zero-point form folded into -zp * scale) in the workspace.
+void plan_mixed_gemm(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o,
+                     NBitsMatMulPlan* plan) {
+  GemmConfig& g = plan->gemm;
+  g.wgmma = true;
+  g.tile_m = o.mixed_tile > 0 ? o.mixed_tile : choose_mixed_tile_m(p.m, p.n, d.num_sms);
+  g.tile_n = kMixedTileN;
+  WorkspaceLayout layout;
+  WorkspaceRegions& r = plan->regions;
+  r.scales_bytes = static_cast<size_t>(mixed_scales_bytes(p.n, p.k_blocks(), true));
+  r.scales_offset = layout.take(r.scales_bytes);
+  plan->workspace_bytes = layout.total();
+}
+
 // Dequantize B in N tiles -> cuBLAS -> bias. The vector kernel reads 8 codes with one
 // load (8 or 4 bytes of B) and writes them with 16-byte stores into rows of K * sizeof(T1).
 void plan_dequant_gemm(const NBitsMatMulProblem& p, const DeviceInfo& d,
@@ -289,6 +311,7 @@ const char* nbits_path_name(NBitsPath path) {
     case NBitsPath::kEmpty: return "empty";
     case NBitsPath::kBiasOnly: return "bias_only";
     case NBitsPath::kGemv: return "gemv";
+    case NBitsPath::kMixedGemm: return "mixed_gemm";
     case NBitsPath::kFusedGemm: return "fused_gemm";
     case NBitsPath::kDequantGemm: return "dequant_gemm";
   }
@@ -308,6 +331,7 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan) {
      << plan.device;
   if (plan.path == NBitsPath::kDequantGemm) print_dequant(os, plan.dequant, "vec8");
   if (plan.path == NBitsPath::kFusedGemm) print_gemm(os, plan.gemm);
+  if (plan.path == NBitsPath::kMixedGemm) print_mixed_gemm(os, plan.gemm);
   if (plan.path == NBitsPath::kGemv && plan.gemv.fma) {
     os << "; fma=1; rows=" << plan.gemv.rows;
   } else if (plan.path == NBitsPath::kGemv) {
@@ -315,6 +339,11 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan) {
     print_tensor_core_gemv(os, plan.gemv, true);
   }
   return print_workspace(os, plan.regions, plan.workspace_bytes) << "}";
+}
+
+const char* nbits_mixed_gemm_refusal(const NBitsMatMulProblem& p, const DeviceInfo& device,
+                                     const PlanOverride& o) {
+  return mixed_gemm_refusal_of(p, device, o);
 }
 
 const char* nbits_fused_gemm_refusal(const NBitsMatMulProblem& p, const DeviceInfo& device,
@@ -358,7 +387,10 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     *out = plan;
     return Status::Ok();
   }
-  if (fused_gemm_applies(p, device, o)) {
+  if (mixed_gemm_refusal_of(p, device, o) == nullptr) {
+    plan.path = NBitsPath::kMixedGemm;
+    plan_mixed_gemm(p, device, o, &plan);
+  } else if (fused_gemm_applies(p, device, o)) {
     plan.path = NBitsPath::kFusedGemm;
     plan_fused_gemm(p, device, o, &plan);
   } else if (gemv_applies(p, device, o) &&

@@ -1,4 +1,5 @@
-// Why a planner did not take the fused GEMM for a problem, or its wgmma mainloop, in words
+// Why a planner did not take the mixed-input GEMM or the fused GEMM for a problem, or the
+// fused GEMM's wgmma mainloop, in words
 // (bqmm-profile --explain prints them under each plan). Internal, like the plan
 // override: the planners decide with the same functions (fused_gemm_applies in
 // core/*_plan.cc), so the reason is the rule's, not a restatement of it.
@@ -23,6 +24,13 @@ const char* nbits_fused_gemm_refusal(const NBitsMatMulProblem& problem,
 // M <= 8, not SM90, block_size % 128 != 0, ...), or nullptr where it does.
 const char* fp8_w8a8_gemm_refusal(const Fp8MatMulProblem& problem, const DeviceInfo& device,
                                   const PlanOverride& override_);
+
+// Why the mixed-input GEMM (CUTLASS, SM90; core/gemm_plan.h, mixed_gemm_refusal) is not
+// taken ("M <= 64: ...", "block_size % 64 != 0 ...", "g_idx ..."), or nullptr where it is.
+const char* fp8_mixed_gemm_refusal(const Fp8MatMulProblem& problem, const DeviceInfo& device,
+                                   const PlanOverride& override_);
+const char* nbits_mixed_gemm_refusal(const NBitsMatMulProblem& problem, const DeviceInfo& device,
+                                     const PlanOverride& override_);
 
 // Where the fused GEMM is taken: why not on the Hopper (wgmma) mainloop, or nullptr where
 // it is (core/gemm_plan.h, wgmma_refusal).

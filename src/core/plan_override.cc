@@ -33,6 +33,8 @@ const Key kKeys[] = {
     {"tile_m", &PlanOverride::tile_m, {16, 32, 64, 128}},  // the kernels' instantiations
     {"gemm_k_split", &PlanOverride::gemm_k_split, {1, 2, 4, 8, 16}},
     {"w8a8", &PlanOverride::w8a8, {0, 1}},
+    {"mixed", &PlanOverride::mixed, {0, 1}},
+    {"mixed_tile", &PlanOverride::mixed_tile, {128, 256}},
 };
 static_assert(kGemmMaxKSplit == 16, "gemm_k_split's values go up to kGemmMaxKSplit");
 

@@ -29,6 +29,10 @@
 //   w8a8=0|1          fp8    the W8A8 GEMM on FP8 tensor cores (A quantized): 0 never (the
 //                            fused GEMM or dequant + cuBLAS on QDQ'd A), 1 wherever it
 //                            applies, at every M; its K split is gemm_k_split's
+//   mixed=0|1         both   the mixed-input GEMM (CUTLASS, SM90): 0 never (the fused GEMM
+//                            or dequant + cuBLAS), 1 at every M > 8 where it applies
+//   mixed_tile=128|256
+//                     both   the mixed-input GEMM's activation rows per tile
 // Unset keys leave the planner's choice. A forced choice that does not apply to a problem
 // is ignored where the planner's rules say so (as for its own choices), except the
 // conflicts the planner reports (registers=168 with k_split=8).
@@ -59,6 +63,8 @@ struct PlanOverride {
   int tile_m = 0;      // 0: planner; 16, 32, 64, 128
   int gemm_k_split = 0;  // 0: planner; 1, 2, 4, 8, 16 (up to kGemmMaxKSplit)
   int w8a8 = -1;       // -1: planner; 0: never the W8A8 GEMM; 1: wherever it applies
+  int mixed = -1;      // -1: planner; 0: never the mixed-input GEMM; 1: wherever it applies
+  int mixed_tile = 0;  // 0: planner; 128, 256
 
   bool empty() const;
 };

@@ -28,13 +28,18 @@ inline std::ostream& print_tensor_core_gemv(std::ostream& os, const GemvConfig& 
 }
 
 // The fused GEMM's tiling: "; mainloop=wgmma|mma; tile_m=..; tile_n=..; stages=..; k_split=..".
+// The mixed-input GEMM's tile: "; tile_m=<rows>; tile_n=128".
+inline std::ostream& print_mixed_gemm(std::ostream& os, const GemmConfig& g) {
+  return os << "; tile_m=" << g.tile_m << "; tile_n=" << g.tile_n;
+}
+
 inline std::ostream& print_gemm(std::ostream& os, const GemmConfig& g) {
   return os << "; mainloop=" << (g.wgmma ? "wgmma" : "mma") << "; tile_m=" << g.tile_m << "; tile_n=" << g.tile_n << "; stages=" << g.stages
             << "; k_split=" << g.k_split;
 }
 
 // "; workspace=<total>B (act <bytes>@<offset>, cublas .., scratch .., codes .., act_scales ..,
-// partial ..)": the regions the plan has, in the order the layout takes them (an empty
+// scales .., partial ..)": the regions the plan has, in the order the layout takes them (an empty
 // region is left out).
 inline std::ostream& print_workspace(std::ostream& os, const WorkspaceRegions& r,
                                      size_t total) {
@@ -48,6 +53,7 @@ inline std::ostream& print_workspace(std::ostream& os, const WorkspaceRegions& r
                  {"scratch", r.scratch_bytes, r.scratch_offset},
                  {"codes", r.codes_bytes, r.codes_offset},
                  {"act_scales", r.act_scales_bytes, r.act_scales_offset},
+                 {"scales", r.scales_bytes, r.scales_offset},
                  {"partial", r.partial_bytes, r.partial_offset}};
   const char* sep = " (";
   for (const auto& region : regions) {

@@ -57,6 +57,20 @@ Status run_fused_gemm(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args, uint
   return cuda::run_planned_fused_gemm(plan, args, a, g, ws, stream);
 }
 
+// [QDQ A] -> the mixed-input GEMM on the e4m3 rows and their float32 scales.
+Status run_mixed_gemm(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args, uint8_t* ws,
+                      cudaStream_t stream) {
+  const void* a = args.a.data;
+  if (plan.regions.act_bytes > 0)
+    BQMM_RETURN_IF_ERROR(qdq_activation(plan, args, ws, stream, &a));
+  cuda::FusedGemmArgs g;
+  g.weights = cuda::GemmWeights::kFp8;
+  g.b = static_cast<const uint8_t*>(args.b.data);
+  g.scales = args.b_scale.data;
+  g.row_bytes = plan.problem.k;
+  return cuda::run_planned_mixed_gemm(plan, args, a, g, ws, stream);
+}
+
 Status run_dequant_gemm(const Handle& handle, const Fp8MatMulPlan& plan,
                         const Fp8MatMulArgs& args, uint8_t* ws, cudaStream_t stream) {
   const Fp8MatMulProblem& p = plan.problem;
@@ -137,6 +151,8 @@ Status run_fp8_matmul(const Handle& handle, const Fp8MatMulPlan& plan,
                                              plan.gemv.registers, stream);
           case Fp8Path::kW8a8Gemm:
             return run_w8a8_gemm(plan, args, ws, stream);
+          case Fp8Path::kMixedGemm:
+            return run_mixed_gemm(plan, args, ws, stream);
           case Fp8Path::kFusedGemm:
             return run_fused_gemm(plan, args, ws, stream);
           case Fp8Path::kDequantGemm:

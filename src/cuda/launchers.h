@@ -135,6 +135,7 @@ struct FusedGemmArgs {
   const uint8_t* b = nullptr;          // [N, row_bytes]: e4m3 or packed codes
   const void* scales = nullptr;        // [N, k_blocks]: float32 (FP8) or T (N-bit)
   const uint8_t* zp_packed = nullptr;  // N-bit: [N, zp_row_bytes] or nullptr (default)
+  const void* zp_typed = nullptr;      // N-bit typed zero points, [N, k_blocks] of T (mixed GEMM only)
   const void* bias = nullptr;          // [N] or nullptr
   void* y = nullptr;                   // [M, N]
   int64_t m = 0, n = 0, k = 0, block_size = 0;
@@ -146,6 +147,20 @@ struct FusedGemmArgs {
 // `partials` holds k_split * M * N floats (the plan's partial region).
 Status launch_fused_gemm(const FusedGemmArgs& args, const GemmConfig& config, float* partials,
                          cudaStream_t stream);
+
+// gemm/mixed_gemm.cu (SM90a, CUTLASS; gemm/mixed_gemm.cuh): the mixed-input GEMM on the
+// fused GEMM's arguments (typed zero points too), in tiles of tile_m (128 or 256)
+// activation rows on a persistent grid of num_sms blocks. A first pass writes the scales
+// (and, N-bit, the zeros -zp * scale) as float32 [k_blocks, N] into `scales_ws`
+// (mixed_scales_bytes of core/gemm_plan.h). Needs block_size % 64 == 0, N % 8 == 0,
+// 16-byte rows of W and A and 16-byte aligned pointers.
+Status launch_mixed_gemm(const FusedGemmArgs& args, int tile_m, int num_sms, float* scales_ws,
+                         cudaStream_t stream);
+// Its GEMM alone, one weight format in one activation type T (__half, __nv_bfloat16):
+// gemm/mixed_{fp8,int8,int4}.cu instantiate it, so each compiles in parallel.
+template <typename T, GemmWeights kW>
+Status launch_mixed_tile(const FusedGemmArgs& args, int tile_m, int num_sms, const float* scales_t,
+                         const float* zeros_t, cudaStream_t stream);
 
 // gemm/w8a8_wgmma.cu (SM90a): Fp8WeightMatMul with the activation quantized, on FP8 tensor
 // cores. A quantize pass writes A's e4m3 codes (and, `dynamic`, its per-(row, block) scales

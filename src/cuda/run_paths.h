@@ -55,6 +55,26 @@ Status run_planned_fused_gemm(const Plan& plan, const Args& args, const void* a,
   return launch_fused_gemm(g, plan.gemm, partials, stream);
 }
 
+// The planned mixed-input GEMM on A `a` (the input, or FP8 W8A8's QDQ copy): `g` carries
+// the operator's weight fields as for the fused GEMM (typed zero points too); the scales
+// are rewritten into the plan's region of the workspace `ws` first.
+template <typename Plan, typename Args>
+Status run_planned_mixed_gemm(const Plan& plan, const Args& args, const void* a, FusedGemmArgs g,
+                              uint8_t* ws, cudaStream_t stream) {
+  const auto& p = plan.problem;
+  g.dtype = p.dtype;
+  g.a = a;
+  g.bias = args.bias ? args.bias->data : nullptr;
+  g.y = args.y.data;
+  g.m = p.m;
+  g.n = p.n;
+  g.k = p.k;
+  g.block_size = p.block_size;
+  g.k_blocks = p.k_blocks();
+  return launch_mixed_gemm(g, plan.gemm.tile_m, plan.device.num_sms,
+                           reinterpret_cast<float*>(ws + plan.regions.scales_offset), stream);
+}
+
 // The planned dequant + GEMM path on A `a` (the input, or its QDQ copy), Y `y` and
 // workspace `ws`, then the bias (or nullptr) added in a second pass (cuBLAS's output is
 // rounded to T once before it).

@@ -64,11 +64,19 @@ inline PlanOverride parsed(const std::string& text) {
   return o;
 }
 
-// `o` with the fused GEMM forced off (gemm=0): the plans M > 8 had before it (row groups
-// up to kGemvFusedMaxRows, then dequant + cuBLAS), for the tests of those paths.
+// `o` with the mixed-input GEMM forced off (mixed=0): the fused GEMM's plans above 64 rows
+// on SM90, for the tests of that path.
+inline PlanOverride without_mixed(PlanOverride o = {}) {
+  o.mixed = 0;
+  return o;
+}
+
+// `o` with the fused and mixed-input GEMMs forced off (gemm=0, mixed=0): the plans M > 8
+// had before them (row groups up to kGemvFusedMaxRows, then dequant + cuBLAS), for the
+// tests of those paths.
 inline PlanOverride without_gemm(PlanOverride o = {}) {
   o.gemm = 0;
-  return o;
+  return without_mixed(o);
 }
 
 // The plan of `p` on `d` with options `options` and override `o`; planning must succeed.

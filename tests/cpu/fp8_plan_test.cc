@@ -355,8 +355,13 @@ TEST(Fp8Plan, FusedGemmAboveTheDecodeRows) {
       EXPECT_EQ(path(problem(m, 4096, 4096), d), Fp8Path::kFusedGemm) << m;
       EXPECT_EQ(path(problem(m, 4096, 4096, 128, DType::kBFloat16), d), Fp8Path::kFusedGemm) << m;
     }
-    for (int64_t m : {129, 256, 4096, 65536})
-      EXPECT_EQ(path(problem(m, 4096, 4096), d), Fp8Path::kDequantGemm) << m;
+    // Above: the mixed-input GEMM where built on SM90 (tests/cpu/mixed_plan_test.cc), else
+    // dequant + cuBLAS.
+    const Fp8Path above = d.sm == 90 && mixed_gemm_built() ? Fp8Path::kMixedGemm : Fp8Path::kDequantGemm;
+    for (int64_t m : {129, 256, 4096, 65536}) {
+      EXPECT_EQ(path(problem(m, 4096, 4096), d), above) << m;
+      EXPECT_EQ(path(problem(m, 4096, 4096), d, parsed("mixed=0")), Fp8Path::kDequantGemm) << m;
+    }
   }
   EXPECT_EQ(path(problem(9, 4096, 4160)), Fp8Path::kFusedGemm);     // K % 128 == 64
   EXPECT_EQ(path(problem(9, 4096, 4112, 16)), Fp8Path::kFusedGemm);  // blocks of 16
@@ -677,12 +682,14 @@ TEST(Fp8Plan, W8A8GemmRefusals) {
   EXPECT_EQ(refusal(unaligned, kHopper), "pointers not 16-byte aligned");
   EXPECT_EQ(refusal(problem(0, 8192, 8192), kHopper), "empty output");
   EXPECT_EQ(refusal(problem(100, 8192, 0), kHopper), "K == 0: Y = bias");
-  // Refused: the fused GEMM's QDQ path up to 128 rows, dequant + cuBLAS above.
+  // Refused: the fused GEMM's QDQ path up to 128 rows, the mixed-input GEMM's above (where
+  // built) or dequant + cuBLAS.
   Fp8MatMulProblem small_block = problem(100, 8192, 8192, 64);
   small_block.has_a_scale = true;
   EXPECT_EQ(plan(small_block).path, Fp8Path::kFusedGemm);
   small_block.m = 200;
-  EXPECT_EQ(plan(small_block).path, Fp8Path::kDequantGemm);
+  EXPECT_EQ(plan(small_block).path, mixed_gemm_built() ? Fp8Path::kMixedGemm : Fp8Path::kDequantGemm);
+  EXPECT_EQ(plan(small_block, kHopper, parsed("mixed=0")).path, Fp8Path::kDequantGemm);
   // Every M above the GEMV's: the W8A8 GEMM, its 32-row tile from 9 rows up.
   Fp8MatMulProblem rows = problem(9, 8192, 8192);
   rows.has_a_scale = true;

@@ -127,9 +127,13 @@ TEST(NBitsPlan, FusedGemmAboveTheDecodeRows) {
             p.m = m;
             EXPECT_EQ(path(p, d), NBitsPath::kFusedGemm) << m;
           }
+          // Above: the mixed-input GEMM where built on SM90 (4-bit to 2048 rows;
+          // tests/cpu/mixed_plan_test.cc), else dequant + cuBLAS.
           for (int64_t m : {129, 256, 4096, 65536}) {
             p.m = m;
-            EXPECT_EQ(path(p, d), NBitsPath::kDequantGemm) << m;
+            const bool mixed = d.sm == 90 && mixed_gemm_built() && (bits == 8 || m <= kMixedMaxRows4Bit);
+            EXPECT_EQ(path(p, d), mixed ? NBitsPath::kMixedGemm : NBitsPath::kDequantGemm) << m;
+            EXPECT_EQ(path(p, d, parsed("mixed=0")), NBitsPath::kDequantGemm) << m;
           }
         }
   EXPECT_EQ(path(problem(9, 4096, 4096, 4, 16)), NBitsPath::kFusedGemm);   // block < a chunk

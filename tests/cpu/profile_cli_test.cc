@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "core/gemm_plan.h"
+
 namespace {
 
 struct CliResult {
@@ -161,6 +163,35 @@ TEST(ProfileCli, ExplainSaysWhyNotTheFusedGemm) {
     const CliResult c = run_cli(std::string(r.args) + " --explain --device cpu");
     EXPECT_EQ(c.exit_code, 0) << c.output;
     EXPECT_EQ(c.output.find("path=fused_gemm"), std::string::npos) << c.output;
+    EXPECT_NE(c.output.find(r.line), std::string::npos) << c.output;
+  }
+}
+
+// Above 128 rows --explain says why the plan is not the mixed-input GEMM (SM90 builds with
+// CUTLASS), and nothing where it is.
+TEST(ProfileCli, ExplainSaysWhyNotTheMixedGemm) {
+  SKIP_WITHOUT_CLI();
+  const CliResult taken = run_cli("--op nbits --m 300 --n 256 --k 512 --explain --device cpu");
+  EXPECT_EQ(taken.exit_code, 0) << taken.output;
+  if (bqmm::mixed_gemm_built()) {
+    EXPECT_NE(taken.output.find("path=mixed_gemm; "), std::string::npos) << taken.output;
+    EXPECT_EQ(taken.output.find("not taken"), std::string::npos) << taken.output;
+  } else {
+    EXPECT_NE(taken.output.find("  mixed_gemm: not taken: not built"), std::string::npos) << taken.output;
+  }
+  const struct {
+    const char* args;
+    const char* line;
+  } refused[] = {
+      {"--op nbits --g-idx --m 300 --n 256 --k 512", "  mixed_gemm: not taken: g_idx (act order)\n"},
+      {"--op fp8 --m 300 --n 256 --k 512 --sm 80 --num-sms 108",
+       "  mixed_gemm: not taken: not an SM90 device"},
+  };
+  for (const auto& r : refused) {
+    SCOPED_TRACE(r.args);
+    const CliResult c = run_cli(std::string(r.args) + " --explain --device cpu");
+    EXPECT_EQ(c.exit_code, 0) << c.output;
+    EXPECT_EQ(c.output.find("path=mixed_gemm"), std::string::npos) << c.output;
     EXPECT_NE(c.output.find(r.line), std::string::npos) << c.output;
   }
 }

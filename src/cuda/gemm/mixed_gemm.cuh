@@ -1,0 +1,147 @@
+// The mixed-input GEMM (SM90, sm_90a; CUTLASS 4.2's mixed-input collective): both
+// operators' weights multiplied with float16 / bfloat16 activations for M above the
+// fused GEMM's tiles, at the tensor-core rate of a dense GEMM.
+//
+//   FP8:    Y[m, n] = sum_k A[m, k] * round_T(e4m3(W[n, k]) * scale[n, k / bs]) + bias[n]
+//   N-bit:  Y[m, n] = sum_k A[m, k] * round_T(q[n, k] * scale[n, b] + zero[n, b]) + bias[n],
+//           zero[n, b] = -zp[n, b] * scale[n, b]     (float32; b = k / bs)
+//
+// The weight is dequantized once per tile, in registers, to T, as the dequant + cuBLAS
+// path dequantizes it (FP8 bit-identically: e4m3 times the float32 scale, rounded to T
+// once; N-bit with the zero point folded into a float32 fma, rounded once), and fed to
+// wgmma as its register operand; float32 accumulation; the bias added in float32 in the
+// epilogue, Y rounded to T once.
+//
+// The problem is swapped so that the narrow operand is CUTLASS's A: D = W x A^T, D of
+// shape [N, M] column-major, which is Y [M, N] row-major. Tiles: 128 weight rows x tile_m
+// (128 or 256) activation rows x 64 K, two consumer warpgroups of 64 weight rows each
+// (the cooperative schedule), a producer warp loading every operand by TMA, a persistent
+// grid of one block per SM. The collective takes the scales (and zero points) one float
+// per (K block, weight row), weight rows contiguous: a small pass (MixedScalesKernel)
+// writes them into the workspace from the operator's [N, k_blocks] layout before each
+// GEMM. Its group (the block size) must be whole 64-K tiles; rows of W, A and Y must be
+// whole 16-byte TMA lines (core/gemm_plan.h, mixed_gemm_refusal).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/fusion/operations.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/dispatch_policy.hpp"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cuda/cuda_check.h"
+#include "cuda/launchers.h"
+
+namespace bqmm::cuda {
+
+// CUTLASS's element types for the activation type T and for each weight format.
+template <typename T>
+using CutlassFloat = std::conditional_t<std::is_same_v<T, __half>, cutlass::half_t, cutlass::bfloat16_t>;
+template <GemmWeights kW>
+using CutlassCodes = std::conditional_t<
+    kW == GemmWeights::kFp8, cutlass::float_e4m3_t,
+    std::conditional_t<kW == GemmWeights::kInt8, uint8_t, cutlass::uint4b_t>>;
+
+template <typename T, GemmWeights kW, int kTileM>
+struct MixedGemm {
+  static_assert(kTileM == 128 || kTileM == 256, "the planned tiles");
+  using Element = CutlassFloat<T>;
+  using Codes = CutlassCodes<kW>;
+  static constexpr bool kZero = kW != GemmWeights::kFp8;
+  static constexpr int kCodeBits = cutlass::sizeof_bits<Codes>::value;
+
+  // Layouts of the swapped problem: W [N, K] row-major (K-major, the collective's
+  // requirement for the narrow operand); A [M, K] as B, column-major (K-major); D [N, M]
+  // column-major = Y [M, N] row-major.
+  using LayoutW = cutlass::layout::RowMajor;
+  using LayoutA = cutlass::layout::ColumnMajor;
+  using LayoutY = cutlass::layout::ColumnMajor;
+  static constexpr int kAlignW = 128 / kCodeBits;  // elements per 16-byte TMA unit
+  static constexpr int kAlignT = 8;
+  using TileShape = cute::Shape<cute::_128, cute::Int<kTileM>, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+
+  // D = acc + bias[row of D] (bias null: 0), in float32, rounded to T once.
+  using Fusion = cutlass::epilogue::fusion::LinCombPerRowBias<Element, float, Element, Element, float>;
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutY, kAlignT, Element,
+      LayoutY, kAlignT, cutlass::epilogue::TmaWarpSpecializedCooperative, Fusion>::CollectiveOp;
+
+  // The weight with its float32 scales (and zeros): the collective's ConvertAndScale(WithZero).
+  using WeightOperand = std::conditional_t<kZero, cute::tuple<Codes, float, float>, cute::tuple<Codes, float>>;
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, WeightOperand, LayoutW, kAlignW, Element,
+      LayoutA, kAlignT, float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
+      cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
+
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+
+  // Y = the GEMM of `g`, the scales (and zeros) already transposed to [k_blocks, N] float.
+  static Status run(const FusedGemmArgs& g, int num_sms, const float* scales_t, const float* zeros_t,
+                    cudaStream_t stream) {
+    const int64_t row_elems = g.row_bytes * 8 / kCodeBits;  // W's row pitch, padded blocks included
+    typename Kernel::StrideA stride_w{};
+    cute::get<0>(stride_w) = row_elems;
+    typename Kernel::StrideB stride_a{};
+    cute::get<0>(stride_a) = g.k;
+    typename Kernel::StrideD stride_y{};
+    cute::get<1>(stride_y) = g.n;
+    typename Mainloop::StrideScale stride_s{};
+    cute::get<1>(stride_s) = g.n;
+
+    typename Gemm::Arguments args{};
+    args.mode = cutlass::gemm::GemmUniversalMode::kGemm;
+    args.problem_shape = cute::make_shape(static_cast<int>(g.n), static_cast<int>(g.m), static_cast<int>(g.k), 1);
+    args.mainloop.ptr_A = reinterpret_cast<const Codes*>(g.b);
+    args.mainloop.dA = stride_w;
+    args.mainloop.ptr_B = static_cast<const Element*>(g.a);
+    args.mainloop.dB = stride_a;
+    args.mainloop.ptr_S = scales_t;
+    args.mainloop.dS = stride_s;
+    args.mainloop.group_size = static_cast<int>(g.block_size);
+    if constexpr (kZero) args.mainloop.ptr_Z = zeros_t;
+    args.epilogue.thread.alpha = 1.0f;
+    args.epilogue.thread.beta = 0.0f;
+    args.epilogue.thread.bias_ptr = static_cast<const Element*>(g.bias);
+    args.epilogue.ptr_C = nullptr;
+    args.epilogue.dC = stride_y;
+    args.epilogue.ptr_D = static_cast<Element*>(g.y);
+    args.epilogue.dD = stride_y;
+    args.hw_info.sm_count = num_sms;
+
+    Gemm gemm;
+    if (gemm.can_implement(args) != cutlass::Status::kSuccess)
+      return Status(StatusCode::kInternal, "launch_mixed_gemm: CUTLASS refused the problem (can_implement)");
+    if (Gemm::get_workspace_size(args) != 0)
+      return Status(StatusCode::kInternal, "launch_mixed_gemm: the CUTLASS kernel asks for a workspace");
+    if (gemm.initialize(args, nullptr, stream) != cutlass::Status::kSuccess)
+      return Status(StatusCode::kInternal, "launch_mixed_gemm: CUTLASS initialize failed");
+    if (gemm.run(stream) != cutlass::Status::kSuccess)
+      return Status(StatusCode::kInternal, "launch_mixed_gemm: CUTLASS launch failed");
+    return check_launch("MixedGemm");
+  }
+};
+
+// One weight format's tiles in one activation type (mixed_{fp8,int8,int4}.cu instantiate).
+template <typename T, GemmWeights kW>
+Status launch_mixed_tile(const FusedGemmArgs& g, int tile_m, int num_sms, const float* scales_t,
+                         const float* zeros_t, cudaStream_t stream) {
+  if (tile_m == 128) return MixedGemm<T, kW, 128>::run(g, num_sms, scales_t, zeros_t, stream);
+  if (tile_m == 256) return MixedGemm<T, kW, 256>::run(g, num_sms, scales_t, zeros_t, stream);
+  return Status(StatusCode::kInternal, "launch_mixed_gemm: no tile of " + std::to_string(tile_m) + " rows");
+}
+
+}  // namespace bqmm::cuda

@@ -1,0 +1,162 @@
+// The mixed-input GEMM's planning (core/gemm_plan.h; both planners): where it is taken
+// (M > 128 on an SM90 build that has it), why not elsewhere (the reasons --explain prints),
+// its tile rule and its workspace of transposed scales. Where the library is built
+// without it (no CUTLASS headers or no SM90), the tests check that it is never planned.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <sstream>
+#include <string>
+
+#include "bqmm/fp8_matmul.h"
+#include "bqmm/nbits_matmul.h"
+#include "common/plan_testing.h"
+#include "core/gemm_plan.h"
+#include "core/plan_explain.h"
+#include "core/plan_override.h"
+
+namespace bqmm {
+namespace {
+
+using namespace testing;  // NOLINT: the planner-test helpers (common/plan_testing.h)
+
+Fp8MatMulProblem fp8_problem(int64_t m, int64_t n, int64_t k, int64_t block_size = 128,
+                             DType dtype = DType::kFloat16) {
+  Fp8MatMulProblem p;
+  p.dtype = dtype;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.block_size = block_size;
+  return p;
+}
+
+NBitsMatMulProblem nbits_problem(int64_t m, int64_t n, int64_t k, int bits, int64_t block_size = 128,
+                                 DType dtype = DType::kFloat16) {
+  NBitsMatMulProblem p;
+  p.dtype = dtype;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.bits = bits;
+  p.block_size = block_size;
+  return p;
+}
+
+TEST(MixedPlan, PathNames) {
+  EXPECT_STREQ(fp8_path_name(Fp8Path::kMixedGemm), "mixed_gemm");
+  EXPECT_STREQ(nbits_path_name(NBitsPath::kMixedGemm), "mixed_gemm");
+}
+
+// Tile 256 where it needs fewer waves by more than its 1.44x time per tile.
+TEST(MixedPlan, TileRule) {
+  struct Case { int64_t m, n; int tile; };
+  for (const Case c : {Case{65, 8192, 128}, Case{128, 8192, 128}, Case{256, 8192, 128},
+                       Case{512, 8192, 256}, Case{1024, 8192, 256}, Case{4096, 8192, 256},
+                       Case{256, 28672, 256}, Case{128, 28672, 128}, Case{256, 4096, 128},
+                       Case{512, 4096, 128}, Case{1024, 4096, 256}}) {
+    SCOPED_TRACE(::testing::Message() << "M=" << c.m << " N=" << c.n);
+    EXPECT_EQ(choose_mixed_tile_m(c.m, c.n, 132), c.tile);
+  }
+  EXPECT_EQ(mixed_scales_bytes(8192, 64, false), 8192 * 64 * 4);
+  EXPECT_EQ(mixed_scales_bytes(8192, 64, true), 2 * 8192 * 64 * 4);
+}
+
+// Above 128 rows on SM90 both operators take it, every format and activation type, blocks
+// of 64, 128 and 256; the scales region is the plan's workspace.
+TEST(MixedPlan, TakenAbove128RowsOnHopper) {
+  if (!mixed_gemm_built()) {
+    EXPECT_STREQ(fp8_mixed_gemm_refusal(fp8_problem(1024, 8192, 8192), kHopper, {}),
+                 "not built (no CUTLASS headers or no SM90 in CUDA_ARCHITECTURES)");
+    GTEST_SKIP() << "this build has no mixed-input GEMM: checked that it is refused";
+  }
+  for (const DType t : {DType::kFloat16, DType::kBFloat16})
+    for (const int64_t block : {int64_t{64}, int64_t{128}, int64_t{256}})
+      for (const int64_t m : {int64_t{129}, int64_t{256}, int64_t{1024}, int64_t{4096}}) {
+        SCOPED_TRACE(::testing::Message() << dtype_name(t) << " block=" << block << " M=" << m);
+        const Fp8MatMulPlan f = plan(fp8_problem(m, 8192, 8192, block, t));
+        EXPECT_EQ(f.path, Fp8Path::kMixedGemm);
+        EXPECT_EQ(f.gemm.tile_m, choose_mixed_tile_m(m, 8192, kHopper.num_sms));
+        EXPECT_EQ(f.regions.scales_bytes, static_cast<size_t>(8192 * (8192 / block) * 4));
+        EXPECT_EQ(f.workspace_bytes, f.regions.scales_offset + f.regions.scales_bytes);
+        for (const int bits : {4, 8}) {
+          const NBitsMatMulPlan q = plan(nbits_problem(m, 8192, 8192, bits, block, t));
+          if (bits == 4 && m > kMixedMaxRows4Bit) {  // dequant + cuBLAS is faster there
+            EXPECT_EQ(q.path, NBitsPath::kDequantGemm);
+            continue;
+          }
+          EXPECT_EQ(q.path, NBitsPath::kMixedGemm);
+          EXPECT_EQ(q.regions.scales_bytes, static_cast<size_t>(2 * 8192 * (8192 / block) * 4));
+        }
+      }
+  // M <= 128 stays on the fused GEMM; forced (mixed=1) it takes every M above 8.
+  EXPECT_EQ(plan(fp8_problem(128, 8192, 8192)).path, Fp8Path::kFusedGemm);
+  EXPECT_EQ(plan(fp8_problem(9, 8192, 8192), kHopper, parsed("mixed=1")).path, Fp8Path::kMixedGemm);
+  EXPECT_EQ(plan(fp8_problem(8, 8192, 8192), kHopper, parsed("mixed=1")).path, Fp8Path::kGemvMma);
+  EXPECT_EQ(plan(fp8_problem(300, 8192, 8192), kHopper, parsed("mixed_tile=256")).gemm.tile_m, 256);
+  // W8A8 with blocks of 64 (the W8A8 GEMM needs 128): A QDQ'd into the workspace first.
+  Fp8MatMulProblem w = fp8_problem(300, 8192, 8192, 64);
+  w.has_a_scale = true;
+  const Fp8MatMulPlan wp = plan(w);
+  EXPECT_EQ(wp.path, Fp8Path::kMixedGemm);
+  EXPECT_EQ(wp.regions.act_bytes, static_cast<size_t>(300 * 8192 * 2));
+  // The printed plan names the tile and the region.
+  std::ostringstream os;
+  os << plan(fp8_problem(1024, 8192, 8192));
+  const std::string text = os.str();
+  EXPECT_NE(text.find("path=mixed_gemm"), std::string::npos) << text;
+  EXPECT_NE(text.find("tile_m=256; tile_n=128"), std::string::npos) << text;
+  EXPECT_NE(text.find("scales 2097152@0"), std::string::npos) << text;
+}
+
+// Where it is not taken, and why: the first failing condition, in the planner's order.
+TEST(MixedPlan, Refusals) {
+  const char* built_reason = mixed_gemm_built() ? nullptr : "not built";
+  struct Case { Fp8MatMulProblem p; DeviceInfo d; const char* ov; const char* why; };
+  Fp8MatMulProblem unaligned = fp8_problem(1024, 8192, 8192);
+  unaligned.alignment = 8;
+  const Case cases[] = {
+      {fp8_problem(1024, 8192, 8192), kHopper, "mixed=0", "mixed=0 (plan override)"},
+      {fp8_problem(8, 8192, 8192), kHopper, "mixed=1", "M <= 8 (the decode GEMV's rows)"},
+      {fp8_problem(128, 8192, 8192), kHopper, "", "M <= 128: the fused GEMM is as fast or faster there"},
+      {fp8_problem(1024, 8192, 8192), kAmpere, "", "not an SM90 device (CUTLASS's mixed-input collective is sm_90a)"},
+      {fp8_problem(1024, 8192, 8192, 32), kHopper, "", "block_size % 64 != 0 (scale groups of whole 64-K tiles)"},
+      {fp8_problem(1024, 8192, 8200, 64), kHopper, "", "K % 16 != 0 (TMA of whole 16-byte units of B)"},
+      {fp8_problem(1024, 8191, 8192), kHopper, "", "N % 8 != 0 (rows of Y not whole 16-byte units)"},
+      {unaligned, kHopper, "", "pointers not 16-byte aligned"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.why);
+    const char* why = fp8_mixed_gemm_refusal(c.p, c.d, parsed(c.ov));
+    ASSERT_NE(why, nullptr);
+    const bool device_independent = std::string(c.why).rfind("mixed=0", 0) == 0 ||
+                                    std::string(c.why).rfind("M <= ", 0) == 0 ||
+                                    std::string(c.why).rfind("not an SM90", 0) == 0;
+    if (built_reason != nullptr && !device_independent) {
+      EXPECT_NE(std::string(why).find(built_reason), std::string::npos) << why;
+    } else {
+      EXPECT_STREQ(why, c.why);
+    }
+    EXPECT_NE(plan(c.p, c.d, parsed(c.ov)).path, Fp8Path::kMixedGemm);
+  }
+  // NBitsMatMul: g_idx first; 4-bit K in whole 32-code units; float32 activations.
+  NBitsMatMulProblem g = nbits_problem(1024, 8192, 8192, 4);
+  g.has_g_idx = true;
+  EXPECT_STREQ(nbits_mixed_gemm_refusal(g, kHopper, {}), "g_idx (act order)");
+  EXPECT_EQ(plan(g).path, NBitsPath::kDequantGemm);
+  if (mixed_gemm_built()) {
+    EXPECT_STREQ(nbits_mixed_gemm_refusal(nbits_problem(1024, 8192, 8208, 4), kHopper, {}),
+                 "K % 32 != 0 (TMA of whole 16-byte units of B)");
+    EXPECT_EQ(nbits_mixed_gemm_refusal(nbits_problem(1024, 8192, 8208, 8), kHopper, {}), nullptr);
+    EXPECT_EQ(nbits_mixed_gemm_refusal(nbits_problem(2048, 8192, 8192, 4), kHopper, {}), nullptr);
+    EXPECT_STREQ(nbits_mixed_gemm_refusal(nbits_problem(2049, 8192, 8192, 4), kHopper, {}),
+                 "4-bit M > 2048: dequant + cuBLAS is faster there");
+    EXPECT_EQ(nbits_mixed_gemm_refusal(nbits_problem(4096, 8192, 8192, 8), kHopper, {}), nullptr);
+    EXPECT_EQ(nbits_mixed_gemm_refusal(nbits_problem(4096, 8192, 8192, 4), kHopper, parsed("mixed=1")), nullptr);
+    EXPECT_STREQ(nbits_mixed_gemm_refusal(nbits_problem(1024, 8192, 8192, 4, 128, DType::kFloat32), kHopper, {}),
+                 "float32 activations (tensor cores take float16 / bfloat16)");
+  }
+}
+
+}  // namespace
+}  // namespace bqmm
