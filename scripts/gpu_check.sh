@@ -120,8 +120,9 @@ if has bench; then
   done
   # NBitsMatMul at decode sizes, without a zero-point tensor and with packed zero points
   # (asymmetric checkpoints), at each block size of NBITS_BENCH_BLOCK_SIZES (default 128;
-  # others add _bs<B> to names); its prefill suite (fused GEMM to 128 rows, then dequant +
-  # cuBLAS) at block 128 without zero points, each width.
+  # others add _bs<B> to names); its prefill suite (fused GEMM to 128 rows, then the
+  # mixed-input GEMM on SM90, else dequant + cuBLAS) at block 128 without zero points, each
+  # width.
   for bs in ${NBITS_BENCH_BLOCK_SIZES:-128}; do
     for zp in ${NBITS_BENCH_ZERO_POINTS:-none packed}; do
       for bits in ${NBITS_BENCH_BITS:-8 4}; do

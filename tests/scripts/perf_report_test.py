@@ -123,6 +123,15 @@ class PerfReportTest(unittest.TestCase):
         self.assertEqual(text.count("2026-12-01T08:00:00Z"), 3)
         self.assertIn("1 failed the accuracy check", text)
 
+    def test_gemm_path_labels(self):
+        sys.path.insert(0, os.path.dirname(SCRIPT))
+        import perf_report
+        mixed = {"path": "mixed_gemm", "plan": "path=mixed_gemm; tile_m=256; tile_n=128; workspace=0B"}
+        self.assertEqual(perf_report.short_path(mixed), "mixed t256")
+        fused = {"path": "fused_gemm", "plan": "mainloop=wgmma; tile_m=64; tile_n=128; stages=3; k_split=2"}
+        self.assertEqual(perf_report.short_path(fused), "wgmma t64 k2")
+        self.assertEqual(perf_report.short_path({"path": "dequant_gemm", "plan": ""}), "dequant + cuBLAS")
+
     def test_second_run_is_identical(self):
         self.write_suites()
         self.assertEqual(self.run_script()[0], 0)
