@@ -259,10 +259,17 @@ inline GemmConfig plan_gemm_tiles(const GemmShape& s, const DeviceInfo& device,
 bool mixed_gemm_built();
 constexpr int kMixedTileN = 128;  // weight rows per tile
 constexpr int kMixedTileK = 64;   // K per stage: its scale groups (block_size) are whole tiles
-// The fewest activation rows where the planner takes it: above the fused GEMM's
-// (kGemmMaxRows), which at M = 128 was as fast or faster (H200, 8192 x 8192, back to back,
-// one run: FP8 60.5 against 59.9 us, 8-bit 64.4 against 70.9, 4-bit 58.3 against 74.5).
-constexpr int64_t kMixedMinRows = kGemmMaxRows + 1;
+// The fewest activation rows where the planner takes it: whole 128-row tiles. At M = 64
+// the fused GEMM was faster on all four prefill shapes (H200, float16, back to back, one
+// run: 28672 x 8192 FP8 119.4 against 133.4 us, 14336 x 4096 33.3 against 39.0).
+constexpr int64_t kMixedMinRows = 128;
+// ... and where its tiles fill three quarters of the SMs or more: its persistent grid has
+// no K split, so a grid of few tiles leaves SMs idle. Same run, M = 128: 28672 x 8192 (224
+// tiles) FP8 124.5 against the fused GEMM's 238.2 us, 14336 x 4096 (112) 34.4 against
+// 63.0, but 8192 x 8192 (64) 60.1 against 60.3 and 8-bit / 4-bit 71.2 / 74.6 against
+// 63.7 / 57.6, 4096 x 14336 (32) 98.5 against 56.9; at M = 256 4096 x 14336 (64 tiles)
+// 98.7 us against 94.3 for dequant + cuBLAS (an earlier run), 4-bit 123.1 against 112.1.
+constexpr int64_t kMixedMinFillQuarters = 3;
 // The most rows where 4-bit codes take it. Its float32 decode of 4-bit codes costs a share
 // of the multiply, dequant + cuBLAS one pass over the weight: at M = 1024 the mixed GEMM
 // took 0.79-0.83x the time of dequant + cuBLAS, at M = 4096 1.06-1.09x (H200, float16,
@@ -280,6 +287,11 @@ inline int choose_mixed_tile_m(int64_t m, int64_t n, int num_sms) {
   const int64_t waves256 = (cols * ((m + 255) / 256) + sms - 1) / sms;
   return 144 * waves256 < 100 * waves128 ? 256 : 128;
 }
+// Its tiles at the planner's tile height.
+inline int64_t mixed_tiles(int64_t m, int64_t n, int num_sms) {
+  const int64_t tile_m = choose_mixed_tile_m(m, n, num_sms);
+  return (n + kMixedTileN - 1) / kMixedTileN * ((m + tile_m - 1) / tile_m);
+}
 // Its workspace: the scales as float32 [k_blocks, N] (the collective's layout), N-bit's
 // zeros (-zp * scale) after them.
 inline int64_t mixed_scales_bytes(int64_t n, int64_t k_blocks, bool zeros) {
@@ -296,8 +308,8 @@ const char* mixed_gemm_refusal(const Problem& p, int bits, int64_t row_bytes, co
   if (p.k == 0) return "K == 0: Y = bias";
   if (forced == 0) return "mixed=0 (plan override)";
   if (p.m <= kGemvMaxRows) return "M <= 8 (the decode GEMV's rows)";
-  static_assert(kMixedMinRows == 129, "the reason below names the bound");
-  if (p.m < kMixedMinRows && forced != 1) return "M <= 128: the fused GEMM is as fast or faster there";
+  static_assert(kMixedMinRows == 128, "the reason below names the bound");
+  if (p.m < kMixedMinRows && forced != 1) return "M < 128: the fused GEMM is faster there";
   static_assert(kMixedMaxRows4Bit == 2048, "the reason below names the bound");
   if (bits == 4 && p.m > kMixedMaxRows4Bit && forced != 1)
     return "4-bit M > 2048: dequant + cuBLAS is faster there";
@@ -316,6 +328,9 @@ const char* mixed_gemm_refusal(const Problem& p, int bits, int64_t row_bytes, co
   // CUTLASS's problem shape is int.
   if (p.m >= (int64_t{1} << 31) || p.n >= (int64_t{1} << 31) || row_bytes * 2 >= (int64_t{1} << 31))
     return "M, N or K beyond 2^31";
+  static_assert(kMixedMinFillQuarters == 3, "the reason below names the bound");
+  if (forced != 1 && 4 * mixed_tiles(p.m, p.n, d.num_sms) < kMixedMinFillQuarters * std::max(1, d.num_sms))
+    return "its tiles would fill fewer than 3/4 of the SMs (no K split): the fused GEMM or dequant + cuBLAS is faster";
   return nullptr;
 }
 

@@ -1,5 +1,5 @@
 // The mixed-input GEMM's planning (core/gemm_plan.h; both planners): where it is taken
-// (M > 128 on an SM90 build that has it), why not elsewhere (the reasons --explain prints),
+// (M >= 128 where its tiles fill the GPU, on an SM90 build that has it), why not elsewhere (the reasons --explain prints),
 // its tile rule and its workspace of transposed scales. Where the library is built
 // without it (no CUTLASS headers or no SM90), the tests check that it is never planned.
 #include <gtest/gtest.h>
@@ -62,7 +62,7 @@ TEST(MixedPlan, TileRule) {
   EXPECT_EQ(mixed_scales_bytes(8192, 64, true), 2 * 8192 * 64 * 4);
 }
 
-// Above 128 rows on SM90 both operators take it, every format and activation type, blocks
+// From 128 rows on SM90, on tiles that fill the GPU, both operators take it, every format and activation type, blocks
 // of 64, 128 and 256; the scales region is the plan's workspace.
 TEST(MixedPlan, TakenAbove128RowsOnHopper) {
   if (!mixed_gemm_built()) {
@@ -72,7 +72,7 @@ TEST(MixedPlan, TakenAbove128RowsOnHopper) {
   }
   for (const DType t : {DType::kFloat16, DType::kBFloat16})
     for (const int64_t block : {int64_t{64}, int64_t{128}, int64_t{256}})
-      for (const int64_t m : {int64_t{129}, int64_t{256}, int64_t{1024}, int64_t{4096}}) {
+      for (const int64_t m : {int64_t{129}, int64_t{256}, int64_t{1024}, int64_t{4096}}) {  // >= 128 tiles
         SCOPED_TRACE(::testing::Message() << dtype_name(t) << " block=" << block << " M=" << m);
         const Fp8MatMulPlan f = plan(fp8_problem(m, 8192, 8192, block, t));
         EXPECT_EQ(f.path, Fp8Path::kMixedGemm);
@@ -89,8 +89,15 @@ TEST(MixedPlan, TakenAbove128RowsOnHopper) {
           EXPECT_EQ(q.regions.scales_bytes, static_cast<size_t>(2 * 8192 * (8192 / block) * 4));
         }
       }
-  // M <= 128 stays on the fused GEMM; forced (mixed=1) it takes every M above 8.
+  // From 128 rows where its tiles fill 3/4 of the SMs: 28672 x 8192 (224 tiles) and
+  // 14336 x 4096 (112) at M = 128, not 8192 x 8192 (64 tiles: the fused GEMM) nor
+  // 4096 x 14336 at M = 256 (64 tiles: dequant + cuBLAS); forced (mixed=1) it takes every
+  // M above 8.
+  EXPECT_EQ(plan(fp8_problem(128, 28672, 8192)).path, Fp8Path::kMixedGemm);
+  EXPECT_EQ(plan(nbits_problem(128, 14336, 4096, 4)).path, NBitsPath::kMixedGemm);
   EXPECT_EQ(plan(fp8_problem(128, 8192, 8192)).path, Fp8Path::kFusedGemm);
+  EXPECT_EQ(plan(fp8_problem(256, 4096, 14336)).path, Fp8Path::kDequantGemm);
+  EXPECT_EQ(plan(fp8_problem(512, 4096, 14336)).path, Fp8Path::kMixedGemm);
   EXPECT_EQ(plan(fp8_problem(9, 8192, 8192), kHopper, parsed("mixed=1")).path, Fp8Path::kMixedGemm);
   EXPECT_EQ(plan(fp8_problem(8, 8192, 8192), kHopper, parsed("mixed=1")).path, Fp8Path::kGemvMma);
   EXPECT_EQ(plan(fp8_problem(300, 8192, 8192), kHopper, parsed("mixed_tile=256")).gemm.tile_m, 256);
@@ -118,19 +125,21 @@ TEST(MixedPlan, Refusals) {
   const Case cases[] = {
       {fp8_problem(1024, 8192, 8192), kHopper, "mixed=0", "mixed=0 (plan override)"},
       {fp8_problem(8, 8192, 8192), kHopper, "mixed=1", "M <= 8 (the decode GEMV's rows)"},
-      {fp8_problem(128, 8192, 8192), kHopper, "", "M <= 128: the fused GEMM is as fast or faster there"},
+      {fp8_problem(127, 28672, 8192), kHopper, "", "M < 128: the fused GEMM is faster there"},
       {fp8_problem(1024, 8192, 8192), kAmpere, "", "not an SM90 device (CUTLASS's mixed-input collective is sm_90a)"},
       {fp8_problem(1024, 8192, 8192, 32), kHopper, "", "block_size % 64 != 0 (scale groups of whole 64-K tiles)"},
       {fp8_problem(1024, 8192, 8200, 64), kHopper, "", "K % 16 != 0 (TMA of whole 16-byte units of B)"},
       {fp8_problem(1024, 8191, 8192), kHopper, "", "N % 8 != 0 (rows of Y not whole 16-byte units)"},
       {unaligned, kHopper, "", "pointers not 16-byte aligned"},
+      {fp8_problem(256, 4096, 14336), kHopper, "",
+       "its tiles would fill fewer than 3/4 of the SMs (no K split): the fused GEMM or dequant + cuBLAS is faster"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.why);
     const char* why = fp8_mixed_gemm_refusal(c.p, c.d, parsed(c.ov));
     ASSERT_NE(why, nullptr);
     const bool device_independent = std::string(c.why).rfind("mixed=0", 0) == 0 ||
-                                    std::string(c.why).rfind("M <= ", 0) == 0 ||
+                                    std::string(c.why).rfind("M <", 0) == 0 ||
                                     std::string(c.why).rfind("not an SM90", 0) == 0;
     if (built_reason != nullptr && !device_independent) {
       EXPECT_NE(std::string(why).find(built_reason), std::string::npos) << why;

@@ -131,7 +131,9 @@ TEST(NBitsPlan, FusedGemmAboveTheDecodeRows) {
           // tests/cpu/mixed_plan_test.cc), else dequant + cuBLAS.
           for (int64_t m : {129, 256, 4096, 65536}) {
             p.m = m;
-            const bool mixed = d.sm == 90 && mixed_gemm_built() && (bits == 8 || m <= kMixedMaxRows4Bit);
+            // N = 4096: too few tiles below 4096 rows; 4-bit to 2048 rows.
+            const bool mixed = d.sm == 90 && mixed_gemm_built() && m >= 4096 && bits == 8;
+            EXPECT_EQ(nbits_mixed_gemm_refusal(p, d, {}) == nullptr, mixed) << m;
             EXPECT_EQ(path(p, d), mixed ? NBitsPath::kMixedGemm : NBitsPath::kDequantGemm) << m;
             EXPECT_EQ(path(p, d, parsed("mixed=0")), NBitsPath::kDequantGemm) << m;
           }

@@ -168,10 +168,10 @@ TEST(ProfileCli, ExplainSaysWhyNotTheFusedGemm) {
 }
 
 // Above 128 rows --explain says why the plan is not the mixed-input GEMM (SM90 builds with
-// CUTLASS), and nothing where it is.
+// CUTLASS), and nothing where it is (M = 300 x N = 16384: 256 tiles of 256 x 128).
 TEST(ProfileCli, ExplainSaysWhyNotTheMixedGemm) {
   SKIP_WITHOUT_CLI();
-  const CliResult taken = run_cli("--op nbits --m 300 --n 256 --k 512 --explain --device cpu");
+  const CliResult taken = run_cli("--op nbits --m 300 --n 16384 --k 512 --explain --device cpu");
   EXPECT_EQ(taken.exit_code, 0) << taken.output;
   if (bqmm::mixed_gemm_built()) {
     EXPECT_NE(taken.output.find("path=mixed_gemm; "), std::string::npos) << taken.output;

@@ -155,12 +155,13 @@ TEST(MixedGemmNBits, AllCodesAndEveryRowCount) {
   }
 }
 
-// The planner's own choice at a prefill size takes the mixed-input GEMM (M > 128, SM90),
+// The planner's own choice at a prefill size takes the mixed-input GEMM (M >= 128 on tiles
+// that fill the GPU, SM90),
 // and its run inside a CUDA graph matches the reference.
 TEST(MixedGemm, PlannedAndInCudaGraph) {
   BQMM_REQUIRE_MIXED();
   const Handle& handle = *testing::shared_handle();
-  const Fp8Case c = reference::make_random_fp8_case(DType::kBFloat16, 300, 1024, 1024, 128, true, false, 1500);
+  const Fp8Case c = reference::make_random_fp8_case(DType::kBFloat16, 300, 8192, 512, 128, true, false, 1500);
   testing::Fp8DeviceCase d;
   BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
   BQMM_ASSERT_OK(testing::plan_fp8_case(handle, c, testing::Fp8Knobs{}, &d));
