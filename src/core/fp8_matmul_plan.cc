@@ -215,18 +215,10 @@ void plan_w8a8_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOv
 
 // [QDQ A] -> the mixed-input GEMM (core/gemm_plan.h): its tile by the wave rule or as the
 // override forces it; A' and the transposed scales in the workspace.
-void plan_mixed_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o,
-                     Fp8MatMulPlan* plan) {
-  GemmConfig& g = plan->gemm;
-  g.wgmma = true;
-  g.tile_m = o.mixed_tile > 0 ? o.mixed_tile : choose_mixed_tile_m(p.m, p.n, d.num_sms);
-  g.tile_n = kMixedTileN;
+void plan_mixed_gemm(const Fp8MatMulProblem& p, const PlanOverride& o, Fp8MatMulPlan* plan) {
   WorkspaceLayout layout;
   take_act_region(p, layout, plan);
-  WorkspaceRegions& r = plan->regions;
-  r.scales_bytes = static_cast<size_t>(mixed_scales_bytes(p.n, p.k_blocks(), false));
-  r.scales_offset = layout.take(r.scales_bytes);
-  plan->workspace_bytes = layout.total();
+  plan_mixed_gemm_workspace(o.mixed_tile, /*zeros=*/false, layout, *plan);
 }
 
 // [QDQ A] -> dequantize B in N tiles -> cuBLAS -> bias. The vector dequant kernel takes
@@ -347,7 +339,7 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
     plan_w8a8_gemm(p, device, o, &plan);
   } else if (mixed_gemm_refusal(p, 8, p.k, device, o.mixed) == nullptr) {
     plan.path = Fp8Path::kMixedGemm;
-    plan_mixed_gemm(p, device, o, &plan);
+    plan_mixed_gemm(p, o, &plan);
   } else if (fused_gemm_applies(p, device, o)) {
     plan.path = Fp8Path::kFusedGemm;
     plan_fused_gemm(p, device, o, &plan);

@@ -282,17 +282,9 @@ const char* mixed_gemm_refusal_of(const NBitsMatMulProblem& p, const DeviceInfo&
 
 // Its tile by the wave rule or as the override forces it; the float32 scales and zeros
 // (every zero-point form folded into -zp * scale) in the workspace.
-void plan_mixed_gemm(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o,
-                     NBitsMatMulPlan* plan) {
-  GemmConfig& g = plan->gemm;
-  g.wgmma = true;
-  g.tile_m = o.mixed_tile > 0 ? o.mixed_tile : choose_mixed_tile_m(p.m, p.n, d.num_sms);
-  g.tile_n = kMixedTileN;
+void plan_mixed_gemm(const PlanOverride& o, NBitsMatMulPlan* plan) {
   WorkspaceLayout layout;
-  WorkspaceRegions& r = plan->regions;
-  r.scales_bytes = static_cast<size_t>(mixed_scales_bytes(p.n, p.k_blocks(), true));
-  r.scales_offset = layout.take(r.scales_bytes);
-  plan->workspace_bytes = layout.total();
+  plan_mixed_gemm_workspace(o.mixed_tile, /*zeros=*/true, layout, *plan);
 }
 
 // Dequantize B in N tiles -> cuBLAS -> bias. The vector kernel reads 8 codes with one
@@ -390,7 +382,7 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
   }
   if (mixed_gemm_refusal_of(p, device, o) == nullptr) {
     plan.path = NBitsPath::kMixedGemm;
-    plan_mixed_gemm(p, device, o, &plan);
+    plan_mixed_gemm(o, &plan);
   } else if (fused_gemm_applies(p, device, o)) {
     plan.path = NBitsPath::kFusedGemm;
     plan_fused_gemm(p, device, o, &plan);

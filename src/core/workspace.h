@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/gemm_plan.h"
+
 namespace bqmm {
 
 constexpr size_t kWorkspaceAlign = 256;
@@ -77,6 +79,21 @@ void plan_fused_gemm_workspace(WorkspaceLayout& layout, Plan& plan) {
   const int64_t partials = split > 1 ? split * plan.problem.m * plan.problem.n : 0;
   plan.regions.partial_bytes = static_cast<size_t>(partials) * sizeof(float);
   plan.regions.partial_offset = layout.take(plan.regions.partial_bytes);
+  plan.workspace_bytes = layout.total();
+}
+
+// The mixed-input GEMM part of either operator's plan: its tile (the wave rule of
+// core/gemm_plan.h, or `forced_tile`), then the float32 scales [k_blocks, N] (`zeros`: and
+// as many zeros after them) taken from `layout` (after whatever the operator took before);
+// then the workspace total.
+template <typename Plan>
+void plan_mixed_gemm_workspace(int forced_tile, bool zeros, WorkspaceLayout& layout, Plan& plan) {
+  const auto& p = plan.problem;
+  plan.gemm.wgmma = true;
+  plan.gemm.tile_m = forced_tile > 0 ? forced_tile : choose_mixed_tile_m(p.m, p.n, plan.device.num_sms);
+  plan.gemm.tile_n = kMixedTileN;
+  plan.regions.scales_bytes = static_cast<size_t>(mixed_scales_bytes(p.n, p.k_blocks(), zeros));
+  plan.regions.scales_offset = layout.take(plan.regions.scales_bytes);
   plan.workspace_bytes = layout.total();
 }
 

@@ -42,10 +42,11 @@ Status qdq_activation(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args, uint
   return Status::Ok();
 }
 
-// [QDQ A] -> the fused GEMM on rows of K e4m3 bytes, a float32 b_scale per block. The
-// plan has an act region exactly when A is QDQ'd (W8A8, core/fp8_matmul_plan.cc).
-Status run_fused_gemm(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args, uint8_t* ws,
-                      cudaStream_t stream) {
+// [QDQ A] -> the fused GEMM or the mixed-input GEMM (plan.path) on rows of K e4m3 bytes, a
+// float32 b_scale per block. The plan has an act region exactly when A is QDQ'd (W8A8,
+// core/fp8_matmul_plan.cc).
+Status run_gemm(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args, uint8_t* ws,
+                cudaStream_t stream) {
   const void* a = args.a.data;
   if (plan.regions.act_bytes > 0)
     BQMM_RETURN_IF_ERROR(qdq_activation(plan, args, ws, stream, &a));
@@ -54,21 +55,8 @@ Status run_fused_gemm(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args, uint
   g.b = static_cast<const uint8_t*>(args.b.data);
   g.scales = args.b_scale.data;
   g.row_bytes = plan.problem.k;
+  if (plan.path == Fp8Path::kMixedGemm) return cuda::run_planned_mixed_gemm(plan, args, a, g, ws, stream);
   return cuda::run_planned_fused_gemm(plan, args, a, g, ws, stream);
-}
-
-// [QDQ A] -> the mixed-input GEMM on the e4m3 rows and their float32 scales.
-Status run_mixed_gemm(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args, uint8_t* ws,
-                      cudaStream_t stream) {
-  const void* a = args.a.data;
-  if (plan.regions.act_bytes > 0)
-    BQMM_RETURN_IF_ERROR(qdq_activation(plan, args, ws, stream, &a));
-  cuda::FusedGemmArgs g;
-  g.weights = cuda::GemmWeights::kFp8;
-  g.b = static_cast<const uint8_t*>(args.b.data);
-  g.scales = args.b_scale.data;
-  g.row_bytes = plan.problem.k;
-  return cuda::run_planned_mixed_gemm(plan, args, a, g, ws, stream);
 }
 
 Status run_dequant_gemm(const Handle& handle, const Fp8MatMulPlan& plan,
@@ -152,9 +140,8 @@ Status run_fp8_matmul(const Handle& handle, const Fp8MatMulPlan& plan,
           case Fp8Path::kW8a8Gemm:
             return run_w8a8_gemm(plan, args, ws, stream);
           case Fp8Path::kMixedGemm:
-            return run_mixed_gemm(plan, args, ws, stream);
           case Fp8Path::kFusedGemm:
-            return run_fused_gemm(plan, args, ws, stream);
+            return run_gemm(plan, args, ws, stream);
           case Fp8Path::kDequantGemm:
             return run_dequant_gemm(handle, plan, args, ws, stream);
         }

@@ -62,27 +62,11 @@ Status run_dequant_gemm(const Handle& handle, const NBitsMatMulPlan& plan,
       stream);
 }
 
-// The fused GEMM on the packed codes: rows of row_bytes() bytes, T1 scales, packed zero
-// points or the default (typed ones never take it).
-Status run_fused_gemm(const NBitsMatMulPlan& plan, const NBitsMatMulArgs& args, uint8_t* ws,
-                      cudaStream_t stream) {
-  const NBitsMatMulProblem& p = plan.problem;
-  cuda::FusedGemmArgs g;
-  g.weights = p.bits == 8 ? cuda::GemmWeights::kInt8 : cuda::GemmWeights::kInt4;
-  g.b = static_cast<const uint8_t*>(args.b.data);
-  g.scales = args.scales.data;
-  g.row_bytes = p.row_bytes();
-  if (p.zero_points == NBitsZeroPoints::kPacked) {
-    g.zp_packed = static_cast<const uint8_t*>(args.zero_points->data);
-    g.zp_row_bytes = p.zp_row_bytes();
-  }
-  return cuda::run_planned_fused_gemm(plan, args, args.a.data, g, ws, stream);
-}
-
-// The mixed-input GEMM on the packed codes (rows of row_bytes() bytes, padded blocks
-// included), T1 scales and every zero-point form.
-Status run_mixed_gemm(const NBitsMatMulPlan& plan, const NBitsMatMulArgs& args, uint8_t* ws,
-                      cudaStream_t stream) {
+// The fused GEMM or the mixed-input GEMM (plan.path) on the packed codes: rows of
+// row_bytes() bytes (padded blocks included), T1 scales, packed or default zero points
+// (typed ones the mixed-input GEMM only: the fused GEMM never takes them).
+Status run_gemm(const NBitsMatMulPlan& plan, const NBitsMatMulArgs& args, uint8_t* ws,
+                cudaStream_t stream) {
   const NBitsMatMulProblem& p = plan.problem;
   cuda::FusedGemmArgs g;
   g.weights = p.bits == 8 ? cuda::GemmWeights::kInt8 : cuda::GemmWeights::kInt4;
@@ -94,7 +78,8 @@ Status run_mixed_gemm(const NBitsMatMulPlan& plan, const NBitsMatMulArgs& args, 
     g.zp_row_bytes = p.zp_row_bytes();
   }
   if (p.zero_points == NBitsZeroPoints::kTyped) g.zp_typed = args.zero_points->data;
-  return cuda::run_planned_mixed_gemm(plan, args, args.a.data, g, ws, stream);
+  if (plan.path == NBitsPath::kMixedGemm) return cuda::run_planned_mixed_gemm(plan, args, args.a.data, g, ws, stream);
+  return cuda::run_planned_fused_gemm(plan, args, args.a.data, g, ws, stream);
 }
 
 Status run_gemv(const NBitsMatMulPlan& plan, const NBitsMatMulArgs& args, cudaStream_t stream) {
@@ -133,9 +118,8 @@ Status run_nbits_matmul(const Handle& handle, const NBitsMatMulPlan& plan,
           case NBitsPath::kGemv:
             return run_gemv(plan, args, stream);
           case NBitsPath::kMixedGemm:
-            return run_mixed_gemm(plan, args, static_cast<uint8_t*>(workspace), stream);
           case NBitsPath::kFusedGemm:
-            return run_fused_gemm(plan, args, static_cast<uint8_t*>(workspace), stream);
+            return run_gemm(plan, args, static_cast<uint8_t*>(workspace), stream);
           case NBitsPath::kDequantGemm:
             return run_dequant_gemm(handle, plan, args, static_cast<uint8_t*>(workspace), stream);
         }

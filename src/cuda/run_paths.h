@@ -32,6 +32,22 @@ Status run_plan(const Plan& plan, const Args& args, const Status& matches, const
   return own();
 }
 
+// The GEMMs' problem fields of `g` from the plan and the call: the sizes, A `a` (the input,
+// or FP8 W8A8's QDQ copy), the bias and Y; the operator has set the weight's fields.
+template <typename Plan, typename Args>
+void fill_gemm_problem(const Plan& plan, const Args& args, const void* a, FusedGemmArgs* g) {
+  const auto& p = plan.problem;
+  g->dtype = p.dtype;
+  g->a = a;
+  g->bias = args.bias ? args.bias->data : nullptr;
+  g->y = args.y.data;
+  g->m = p.m;
+  g->n = p.n;
+  g->k = p.k;
+  g->block_size = p.block_size;
+  g->k_blocks = p.k_blocks();
+}
+
 // The planned fused GEMM on A `a` (the input, or FP8 W8A8's QDQ copy): `g` carries the
 // operator's weight fields (weights, b, scales, row_bytes, N-bit zero points); the sizes,
 // bias and Y are filled here, and with a K split the partial sums go to the plan's region
@@ -39,16 +55,7 @@ Status run_plan(const Plan& plan, const Args& args, const Status& matches, const
 template <typename Plan, typename Args>
 Status run_planned_fused_gemm(const Plan& plan, const Args& args, const void* a,
                               FusedGemmArgs g, uint8_t* ws, cudaStream_t stream) {
-  const auto& p = plan.problem;
-  g.dtype = p.dtype;
-  g.a = a;
-  g.bias = args.bias ? args.bias->data : nullptr;
-  g.y = args.y.data;
-  g.m = p.m;
-  g.n = p.n;
-  g.k = p.k;
-  g.block_size = p.block_size;
-  g.k_blocks = p.k_blocks();
+  fill_gemm_problem(plan, args, a, &g);
   float* partials = plan.regions.partial_bytes > 0
                         ? reinterpret_cast<float*>(ws + plan.regions.partial_offset)
                         : nullptr;
@@ -61,16 +68,7 @@ Status run_planned_fused_gemm(const Plan& plan, const Args& args, const void* a,
 template <typename Plan, typename Args>
 Status run_planned_mixed_gemm(const Plan& plan, const Args& args, const void* a, FusedGemmArgs g,
                               uint8_t* ws, cudaStream_t stream) {
-  const auto& p = plan.problem;
-  g.dtype = p.dtype;
-  g.a = a;
-  g.bias = args.bias ? args.bias->data : nullptr;
-  g.y = args.y.data;
-  g.m = p.m;
-  g.n = p.n;
-  g.k = p.k;
-  g.block_size = p.block_size;
-  g.k_blocks = p.k_blocks();
+  fill_gemm_problem(plan, args, a, &g);
   return launch_mixed_gemm(g, plan.gemm.tile_m, plan.device.num_sms,
                            reinterpret_cast<float*>(ws + plan.regions.scales_offset), stream);
 }

@@ -30,6 +30,29 @@ constexpr DeviceInfo kAmpere{80, 108};
 constexpr DeviceInfo kTuring{75, 40};
 constexpr int64_t kMiB = int64_t{1} << 20;
 
+// Problems of each operator for the planner tests: float16 activations, no optional input.
+inline Fp8MatMulProblem fp8_problem(int64_t m, int64_t n, int64_t k, int64_t block_size = 128,
+                                    DType dtype = DType::kFloat16) {
+  Fp8MatMulProblem p;
+  p.dtype = dtype;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.block_size = block_size;
+  return p;
+}
+inline NBitsMatMulProblem nbits_problem(int64_t m, int64_t n, int64_t k, int bits, int64_t block_size,
+                                        DType dtype = DType::kFloat16) {
+  NBitsMatMulProblem p;
+  p.dtype = dtype;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.bits = bits;
+  p.block_size = block_size;
+  return p;
+}
+
 // Each operator's plan and options types, its planner with an override, and its name in
 // the planner's messages, by its problem type.
 template <typename Problem>

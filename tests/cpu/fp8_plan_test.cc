@@ -22,13 +22,7 @@ using namespace testing;  // NOLINT: the planner-test helpers (common/plan_testi
 
 Fp8MatMulProblem problem(int64_t m, int64_t n, int64_t k, int64_t block_size = 128,
                          DType dtype = DType::kFloat16) {
-  Fp8MatMulProblem p;
-  p.dtype = dtype;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.block_size = block_size;
-  return p;
+  return fp8_problem(m, n, k, block_size, dtype);
 }
 
 const DeviceInfo kAllDevices[] = {kHopper, kAmpere, kTuring};

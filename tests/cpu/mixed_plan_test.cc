@@ -20,29 +20,6 @@ namespace {
 
 using namespace testing;  // NOLINT: the planner-test helpers (common/plan_testing.h)
 
-Fp8MatMulProblem fp8_problem(int64_t m, int64_t n, int64_t k, int64_t block_size = 128,
-                             DType dtype = DType::kFloat16) {
-  Fp8MatMulProblem p;
-  p.dtype = dtype;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.block_size = block_size;
-  return p;
-}
-
-NBitsMatMulProblem nbits_problem(int64_t m, int64_t n, int64_t k, int bits, int64_t block_size = 128,
-                                 DType dtype = DType::kFloat16) {
-  NBitsMatMulProblem p;
-  p.dtype = dtype;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.bits = bits;
-  p.block_size = block_size;
-  return p;
-}
-
 TEST(MixedPlan, PathNames) {
   EXPECT_STREQ(fp8_path_name(Fp8Path::kMixedGemm), "mixed_gemm");
   EXPECT_STREQ(nbits_path_name(NBitsPath::kMixedGemm), "mixed_gemm");
@@ -94,7 +71,7 @@ TEST(MixedPlan, TakenAbove128RowsOnHopper) {
   // 4096 x 14336 at M = 256 (64 tiles: dequant + cuBLAS); forced (mixed=1) it takes every
   // M above 8.
   EXPECT_EQ(plan(fp8_problem(128, 28672, 8192)).path, Fp8Path::kMixedGemm);
-  EXPECT_EQ(plan(nbits_problem(128, 14336, 4096, 4)).path, NBitsPath::kMixedGemm);
+  EXPECT_EQ(plan(nbits_problem(128, 14336, 4096, 4, 128)).path, NBitsPath::kMixedGemm);
   EXPECT_EQ(plan(fp8_problem(128, 8192, 8192)).path, Fp8Path::kFusedGemm);
   EXPECT_EQ(plan(fp8_problem(256, 4096, 14336)).path, Fp8Path::kDequantGemm);
   EXPECT_EQ(plan(fp8_problem(512, 4096, 14336)).path, Fp8Path::kMixedGemm);
@@ -149,19 +126,19 @@ TEST(MixedPlan, Refusals) {
     EXPECT_NE(plan(c.p, c.d, parsed(c.ov)).path, Fp8Path::kMixedGemm);
   }
   // NBitsMatMul: g_idx first; 4-bit K in whole 32-code units; float32 activations.
-  NBitsMatMulProblem g = nbits_problem(1024, 8192, 8192, 4);
+  NBitsMatMulProblem g = nbits_problem(1024, 8192, 8192, 4, 128);
   g.has_g_idx = true;
   EXPECT_STREQ(nbits_mixed_gemm_refusal(g, kHopper, {}), "g_idx (act order)");
   EXPECT_EQ(plan(g).path, NBitsPath::kDequantGemm);
   if (mixed_gemm_built()) {
-    EXPECT_STREQ(nbits_mixed_gemm_refusal(nbits_problem(1024, 8192, 8208, 4), kHopper, {}),
+    EXPECT_STREQ(nbits_mixed_gemm_refusal(nbits_problem(1024, 8192, 8208, 4, 128), kHopper, {}),
                  "K % 32 != 0 (TMA of whole 16-byte units of B)");
-    EXPECT_EQ(nbits_mixed_gemm_refusal(nbits_problem(1024, 8192, 8208, 8), kHopper, {}), nullptr);
-    EXPECT_EQ(nbits_mixed_gemm_refusal(nbits_problem(2048, 8192, 8192, 4), kHopper, {}), nullptr);
-    EXPECT_STREQ(nbits_mixed_gemm_refusal(nbits_problem(2049, 8192, 8192, 4), kHopper, {}),
+    EXPECT_EQ(nbits_mixed_gemm_refusal(nbits_problem(1024, 8192, 8208, 8, 128), kHopper, {}), nullptr);
+    EXPECT_EQ(nbits_mixed_gemm_refusal(nbits_problem(2048, 8192, 8192, 4, 128), kHopper, {}), nullptr);
+    EXPECT_STREQ(nbits_mixed_gemm_refusal(nbits_problem(2049, 8192, 8192, 4, 128), kHopper, {}),
                  "4-bit M > 2048: dequant + cuBLAS is faster there");
-    EXPECT_EQ(nbits_mixed_gemm_refusal(nbits_problem(4096, 8192, 8192, 8), kHopper, {}), nullptr);
-    EXPECT_EQ(nbits_mixed_gemm_refusal(nbits_problem(4096, 8192, 8192, 4), kHopper, parsed("mixed=1")), nullptr);
+    EXPECT_EQ(nbits_mixed_gemm_refusal(nbits_problem(4096, 8192, 8192, 8, 128), kHopper, {}), nullptr);
+    EXPECT_EQ(nbits_mixed_gemm_refusal(nbits_problem(4096, 8192, 8192, 4, 128), kHopper, parsed("mixed=1")), nullptr);
     EXPECT_STREQ(nbits_mixed_gemm_refusal(nbits_problem(1024, 8192, 8192, 4, 128, DType::kFloat32), kHopper, {}),
                  "float32 activations (tensor cores take float16 / bfloat16)");
   }

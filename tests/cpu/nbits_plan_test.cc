@@ -23,14 +23,7 @@ using namespace testing;  // NOLINT: the planner-test helpers (common/plan_testi
 
 NBitsMatMulProblem problem(int64_t m, int64_t n, int64_t k, int bits = 4,
                            int64_t block_size = 32, DType dtype = DType::kFloat16) {
-  NBitsMatMulProblem p;
-  p.dtype = dtype;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.bits = bits;
-  p.block_size = block_size;
-  return p;
+  return nbits_problem(m, n, k, bits, block_size, dtype);
 }
 
 TEST(NBitsPlan, PathNames) {
