@@ -253,8 +253,9 @@ inline GemmConfig plan_gemm_tiles(const GemmShape& s, const DeviceInfo& device,
 }
 
 // The mixed-input GEMM (cuda/gemm/mixed_gemm.cuh: CUTLASS 4.2's SM90 mixed-input
-// collective, TMA and wgmma, the weight dequantized in registers): tiles of 128 weight rows
-// x kMixedTileM{128,256} activation rows x kMixedTileK of K, one persistent block per SM.
+// collective, TMA and wgmma, the weight dequantized in registers): tiles of kMixedTileN
+// weight rows x tile_m (128 or 256) activation rows x kMixedTileK of K, one persistent
+// block per SM.
 // Where it is built (CUTLASS headers and SM90 in CUDA_ARCHITECTURES; gemm_plan.cc).
 bool mixed_gemm_built();
 constexpr int kMixedTileN = 128;  // weight rows per tile

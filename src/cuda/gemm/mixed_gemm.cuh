@@ -1,6 +1,7 @@
 // The mixed-input GEMM (SM90, sm_90a; CUTLASS 4.2's mixed-input collective): both
-// operators' weights multiplied with float16 / bfloat16 activations for M above the
-// fused GEMM's tiles, at the tensor-core rate of a dense GEMM.
+// operators' weights multiplied with float16 / bfloat16 activations from 128 rows (where
+// the multiply, not the weight stream, sets the time), near a dense GEMM's tensor-core
+// rate; the planner's rule is core/gemm_plan.h's mixed_gemm_refusal.
 //
 //   FP8:    Y[m, n] = sum_k A[m, k] * round_T(e4m3(W[n, k]) * scale[n, k / bs]) + bias[n]
 //   N-bit:  Y[m, n] = sum_k A[m, k] * round_T(q[n, k] * scale[n, b] + zero[n, b]) + bias[n],
