@@ -18,12 +18,12 @@
 
 namespace bqmm {
 
-// The most activation rows both planners give the fused GEMM; above, dequant + cuBLAS.
-// Measured on the H200 (fp16, block 128, back to back, 8192 x 8192): the fused GEMM's
-// mma.sync tiles run at 170-220 TFLOP/s, so it wins while the weight stream weighs most:
-// M = 128 FP8 79 us against 91 for dequant + cuBLAS, 8-bit 89 against 110, 4-bit 100
-// against 109; at M = 256 it would take about twice that against 100-120. On SM90 the
-// wgmma mainloop runs M = 128 in 64-69 us; M = 256 on it is not measured yet.
+// The most activation rows both planners give the fused GEMM; above, the mixed-input GEMM
+// (SM90, below) or dequant + cuBLAS. Measured on the H200 (fp16, block 128, back to back,
+// 8192 x 8192): the fused GEMM's mma.sync tiles run at 170-220 TFLOP/s, so they win while
+// the weight stream weighs most: M = 128 FP8 79 us against 91 for dequant + cuBLAS, 8-bit
+// 89 against 110, 4-bit 100 against 109; at M = 256 they would take about twice that
+// against 100-120. On SM90 the wgmma mainloop runs M = 128 in 58-64 us.
 constexpr int64_t kGemmMaxRows = 128;
 
 constexpr int kGemmTileN = 128;              // output columns per block
