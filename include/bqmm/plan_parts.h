@@ -29,7 +29,7 @@ struct GemvConfig {
 // SM90 with wgmma, the decoded weight as its register operand).
 // Fp8WeightMatMul's W8A8 GEMM (FP8 x FP8 wgmma) is tiled the same way: wgmma, tile_m 128.
 // The mixed-input GEMM (CUTLASS's SM90 collective, M above the fused GEMM's tiles) uses
-// tile_m (128 or 256) and tile_n (128) of it.
+// tile_m (128 or 256), tile_n (128) and stream_k of it.
 struct GemmConfig {
   bool wgmma = false;  // the Hopper mainloop (tile_m 64 or 128), else mma.sync
   int tile_m = 0;    // activation rows per block (mma.sync: 16, 32 or 64; wgmma: 64, 128)
@@ -37,6 +37,8 @@ struct GemmConfig {
   int stages = 0;    // shared-memory pipeline depth (K slabs in flight)
   int k_split = 1;   // blocks splitting K; > 1: float32 partial sums in the workspace,
                      // added (with the bias) by a second kernel
+  bool stream_k = false;  // the mixed-input GEMM's K tiles dealt out evenly over the SMs
+                          // (tile_m 128), float32 partial tiles in the workspace
 };
 
 // The dequant + cuBLAS path: the weight dequantized in N tiles into the scratch.
@@ -54,7 +56,8 @@ struct WorkspaceRegions {
   size_t act_offset = 0, act_bytes = 0;
   size_t cublas_offset = 0, cublas_bytes = 0;    // cuBLAS's own workspace
   size_t scratch_offset = 0, scratch_bytes = 0;  // [n_tile, K] dequantized weight of T
-  size_t partial_offset = 0, partial_bytes = 0;  // fused / W8A8 GEMM k_split > 1: [k_split, M, N] float32
+  size_t partial_offset = 0, partial_bytes = 0;  // fused / W8A8 GEMM k_split > 1: [k_split, M, N] float32;
+                                                 // the stream-K mixed-input GEMM's partial tiles and flags
   // Fp8WeightMatMul's W8A8 GEMM: the activation quantized to e4m3, [M, K] bytes, and with
   // dynamic quantization its float32 scales,
   // [k_blocks, M padded to a multiple of 128].

@@ -255,7 +255,9 @@ inline GemmConfig plan_gemm_tiles(const GemmShape& s, const DeviceInfo& device,
 // The mixed-input GEMM (cuda/gemm/mixed_gemm.cuh: CUTLASS 4.2's SM90 mixed-input
 // collective, TMA and wgmma, the weight dequantized in registers): tiles of kMixedTileN
 // weight rows x tile_m (128 or 256) activation rows x kMixedTileK of K, one persistent
-// block per SM.
+// block per SM; where its tiles would leave SMs idle, stream-K (CUTLASS's stream-K tile
+// scheduler): the K tiles of all output tiles dealt out evenly over the SMs, blocks that
+// share an output tile adding their float32 partial tiles through the workspace.
 // Where it is built (CUTLASS headers and SM90 in CUDA_ARCHITECTURES; gemm_plan.cc).
 bool mixed_gemm_built();
 constexpr int kMixedTileN = 128;  // weight rows per tile
@@ -264,13 +266,13 @@ constexpr int kMixedTileK = 64;   // K per stage: its scale groups (block_size) 
 // the fused GEMM was faster on all four prefill shapes (H200, float16, back to back, one
 // run: 28672 x 8192 FP8 119.4 against 133.4 us, 14336 x 4096 33.3 against 39.0).
 constexpr int64_t kMixedMinRows = 128;
-// ... and where its tiles fill three quarters of the SMs or more: its persistent grid has
-// no K split, so a grid of few tiles leaves SMs idle. Same run, M = 128: 28672 x 8192 (224
-// tiles) FP8 124.5 against the fused GEMM's 238.2 us, 14336 x 4096 (112) 34.4 against
-// 63.0, but 8192 x 8192 (64) 60.1 against 60.3 and 8-bit / 4-bit 71.2 / 74.6 against
-// 63.7 / 57.6, 4096 x 14336 (32) 98.5 against 56.9; at M = 256 4096 x 14336 (64 tiles)
-// 98.7 us against 94.3 for dequant + cuBLAS (an earlier run), 4-bit 123.1 against 112.1.
-constexpr int64_t kMixedMinFillQuarters = 3;
+// Stream-K where the 128-row tiles fill fewer than three quarters of the SMs; it runs
+// 128-row tiles only. H200, FP8, float16, 8192 x 8192, one CUTLASS build timed alone (8
+// rotating weight copies, a CUDA graph): M = 128 (64 tiles) 38.9 us against the persistent
+// grid's 54.0 (4-bit 47.7 against 70.2), 4096 x 14336 M = 128 (32 tiles) 39.6 against
+// 91.2 and M = 256 (64) 59.0 against 91.3; but with a wave or more of tiles (M = 256 at
+// 8192 x 8192, 128 tiles) 65.5 against 54.2, the persistent grid's.
+constexpr int64_t kMixedStreamKFillQuarters = 3;
 // The most rows where 4-bit codes take it. Its float32 decode of 4-bit codes costs a share
 // of the multiply, dequant + cuBLAS one pass over the weight: at M = 1024 the mixed GEMM
 // took 0.79-0.83x the time of dequant + cuBLAS, at M = 4096 1.06-1.09x (H200, float16,
@@ -278,25 +280,41 @@ constexpr int64_t kMixedMinFillQuarters = 3;
 // in M, cross near 2048. FP8 and 8-bit codes take it at every M (at M = 4096 within 1 %
 // of dequant + cuBLAS either way, without its scratch).
 constexpr int64_t kMixedMaxRows4Bit = 2048;
+// Output tiles of kMixedTileN x tile_m for M x N.
+inline int64_t mixed_tiles(int64_t m, int64_t n, int tile_m) {
+  return (n + kMixedTileN - 1) / kMixedTileN * ((m + tile_m - 1) / tile_m);
+}
+// Whether the planner runs it stream-K (on 128-row tiles).
+inline bool choose_mixed_stream_k(int64_t m, int64_t n, int num_sms) {
+  return 4 * mixed_tiles(m, n, 128) < kMixedStreamKFillQuarters * std::max(1, num_sms);
+}
 // Tile 256 against 128 by waves of tiles over the SMs: a 256-row tile took 1.44x the time
 // of a 128-row one (H200, 8192 x 8192 FP8, M = 128 and 256, each one wave: 79.4 against
 // 55.3 us), so 256 wins where it needs fewer waves by more than that factor (M = 512 at
 // 8192 x 8192: 80.0 against 106.7 us).
 inline int choose_mixed_tile_m(int64_t m, int64_t n, int num_sms) {
-  const int64_t sms = std::max(1, num_sms), cols = (n + kMixedTileN - 1) / kMixedTileN;
-  const int64_t waves128 = (cols * ((m + 127) / 128) + sms - 1) / sms;
-  const int64_t waves256 = (cols * ((m + 255) / 256) + sms - 1) / sms;
+  const int64_t sms = std::max(1, num_sms);
+  const int64_t waves128 = (mixed_tiles(m, n, 128) + sms - 1) / sms;
+  const int64_t waves256 = (mixed_tiles(m, n, 256) + sms - 1) / sms;
   return 144 * waves256 < 100 * waves128 ? 256 : 128;
-}
-// Its tiles at the planner's tile height.
-inline int64_t mixed_tiles(int64_t m, int64_t n, int num_sms) {
-  const int64_t tile_m = choose_mixed_tile_m(m, n, num_sms);
-  return (n + kMixedTileN - 1) / kMixedTileN * ((m + tile_m - 1) / tile_m);
 }
 // Its workspace: the scales as float32 [k_blocks, N] (the collective's layout), N-bit's
 // zeros (-zp * scale) after them.
 inline int64_t mixed_scales_bytes(int64_t n, int64_t k_blocks, bool zeros) {
   return n * k_blocks * static_cast<int64_t>(sizeof(float)) * (zeros ? 2 : 1);
+}
+// The mixed-input GEMM's choices as the plan override forces them.
+struct MixedForced {
+  int stream_k = -1;  // -1: the planner's rule; 0 / 1 (1: tile 128)
+  int tile_m = 0;     // 0: the planner's rule; 128 / 256 (without stream-K)
+};
+// Stream-K's workspace, a bound on what CUTLASS's scheduler asks for (the run checks it):
+// a float32 partial tile for each output tile it splits (at most all of them), then a
+// 32-bit flag per consumer warpgroup (2) of each, each part rounded up to 128 bytes and
+// the whole to 16.
+inline int64_t mixed_stream_k_bytes(int64_t m, int64_t n) {
+  const int64_t tiles = mixed_tiles(m, n, 128);
+  return tiles * kMixedTileN * 128 * static_cast<int64_t>(sizeof(float)) + tiles * 2 * 4 + 3 * 128;
 }
 
 // Why the mixed-input GEMM does not take either operator's problem `p` (codes of `bits`,
@@ -329,9 +347,6 @@ const char* mixed_gemm_refusal(const Problem& p, int bits, int64_t row_bytes, co
   // CUTLASS's problem shape is int.
   if (p.m >= (int64_t{1} << 31) || p.n >= (int64_t{1} << 31) || row_bytes * 2 >= (int64_t{1} << 31))
     return "M, N or K beyond 2^31";
-  static_assert(kMixedMinFillQuarters == 3, "the reason below names the bound");
-  if (forced != 1 && 4 * mixed_tiles(p.m, p.n, d.num_sms) < kMixedMinFillQuarters * std::max(1, d.num_sms))
-    return "its tiles would fill fewer than 3/4 of the SMs (no K split): the fused GEMM or dequant + cuBLAS is faster";
   return nullptr;
 }
 

@@ -284,7 +284,7 @@ const char* mixed_gemm_refusal_of(const NBitsMatMulProblem& p, const DeviceInfo&
 // (every zero-point form folded into -zp * scale) in the workspace.
 void plan_mixed_gemm(const PlanOverride& o, NBitsMatMulPlan* plan) {
   WorkspaceLayout layout;
-  plan_mixed_gemm_workspace(o.mixed_tile, /*zeros=*/true, layout, *plan);
+  plan_mixed_gemm_workspace(mixed_forced(o), /*zeros=*/true, layout, *plan);
 }
 
 // Dequantize B in N tiles -> cuBLAS -> bias. The vector kernel reads 8 codes with one

@@ -35,6 +35,7 @@ const Key kKeys[] = {
     {"w8a8", &PlanOverride::w8a8, {0, 1}},
     {"mixed", &PlanOverride::mixed, {0, 1}},
     {"mixed_tile", &PlanOverride::mixed_tile, {128, 256}},
+    {"mixed_sk", &PlanOverride::mixed_sk, {0, 1}},
 };
 static_assert(kGemmMaxKSplit == 16, "gemm_k_split's values go up to kGemmMaxKSplit");
 
@@ -87,6 +88,8 @@ Status parse_plan_override(const std::string& text, PlanOverride* out, const cha
     if (item.empty()) continue;
     BQMM_RETURN_IF_ERROR(parse_item(item, source, &o, unset));
   }
+  if (o.mixed_sk == 1 && o.mixed_tile == 256)
+    return invalid(source, "mixed_sk=1 runs 128-row tiles: not with mixed_tile=256");
   *out = o;
   return Status::Ok();
 }

@@ -33,6 +33,8 @@
 //                            or dequant + cuBLAS), 1 at every M > 8 where it applies
 //   mixed_tile=128|256
 //                     both   the mixed-input GEMM's activation rows per tile
+//   mixed_sk=0|1      both   the mixed-input GEMM's stream-K schedule: 0 never (the
+//                            persistent grid), 1 always (128-row tiles: not with mixed_tile=256)
 // Unset keys leave the planner's choice. A forced choice that does not apply to a problem
 // is ignored where the planner's rules say so (as for its own choices), except the
 // conflicts the planner reports (registers=168 with k_split=8).
@@ -65,12 +67,15 @@ struct PlanOverride {
   int w8a8 = -1;       // -1: planner; 0: never the W8A8 GEMM; 1: wherever it applies
   int mixed = -1;      // -1: planner; 0: never the mixed-input GEMM; 1: wherever it applies
   int mixed_tile = 0;  // 0: planner; 128, 256
+  int mixed_sk = -1;   // -1: planner; 0: the persistent grid; 1: stream-K
 
   bool empty() const;
 };
 
 // The fused GEMM's forced choices of an override (core/gemm_plan.h).
 inline GemmForced gemm_forced(const PlanOverride& o) { return {o.wgmma, o.tile_m, o.gemm_k_split}; }
+// The mixed-input GEMM's (core/gemm_plan.h).
+inline MixedForced mixed_forced(const PlanOverride& o) { return {o.mixed_sk, o.mixed_tile}; }
 
 // Parses the grammar above. An unknown key, a malformed or out-of-range value, or a key
 // given twice is InvalidArgument naming it (`source` prefixes the message, e.g. the

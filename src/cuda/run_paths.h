@@ -69,8 +69,14 @@ template <typename Plan, typename Args>
 Status run_planned_mixed_gemm(const Plan& plan, const Args& args, const void* a, FusedGemmArgs g,
                               uint8_t* ws, cudaStream_t stream) {
   fill_gemm_problem(plan, args, a, &g);
-  return launch_mixed_gemm(g, plan.gemm.tile_m, plan.device.num_sms,
-                           reinterpret_cast<float*>(ws + plan.regions.scales_offset), stream);
+  MixedGemmLaunch launch;
+  launch.tile_m = plan.gemm.tile_m;
+  launch.stream_k = plan.gemm.stream_k;
+  launch.num_sms = plan.device.num_sms;
+  launch.scales = reinterpret_cast<float*>(ws + plan.regions.scales_offset);
+  launch.partials = ws + plan.regions.partial_offset;
+  launch.partial_bytes = plan.regions.partial_bytes;
+  return launch_mixed_gemm(g, launch, stream);
 }
 
 // The planned dequant + GEMM path on A `a` (the input, or its QDQ copy), Y `y` and

@@ -28,7 +28,7 @@ Status run_on_fresh_stream(const Enqueue& enqueue) {
   return cuda::cuda_status(sync, "kernel execution");
 }
 
-Status run_in_graph(const Enqueue& enqueue) {
+Status run_in_graph(const Enqueue& enqueue, int replays) {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   const Status replayed = run_on_fresh_stream([&](cudaStream_t stream) -> Status {
@@ -40,7 +40,8 @@ Status run_in_graph(const Enqueue& enqueue) {
     BQMM_RETURN_IF_ERROR(captured);
     BQMM_RETURN_IF_ERROR(cuda::cuda_status(ended, "cudaStreamEndCapture"));
     BQMM_CUDA_RETURN(cudaGraphInstantiate(&exec, graph, 0));
-    return cuda::cuda_status(cudaGraphLaunch(exec, stream), "cudaGraphLaunch");
+    for (int r = 0; r < replays; ++r) BQMM_CUDA_RETURN(cudaGraphLaunch(exec, stream));
+    return Status::Ok();
   });
   // Destroyed only here, after run_on_fresh_stream's synchronization: the replay is over.
   if (exec != nullptr) cudaGraphExecDestroy(exec);

@@ -42,11 +42,12 @@ using Enqueue = std::function<Status(cudaStream_t)>;
 // kernels' execution error, else OK.
 Status run_on_fresh_stream(const Enqueue& enqueue);
 
-// Captures `enqueue` on a fresh stream into a CUDA graph, replays the graph once on that
-// stream and synchronizes: the enqueue's error, else the capture's, the replay's or the
-// kernels' execution error, else OK. An allocation or a synchronization inside `enqueue`
-// breaks the capture, so OK shows that it only enqueues (the run() contract).
-Status run_in_graph(const Enqueue& enqueue);
+// Captures `enqueue` on a fresh stream into a CUDA graph, replays the graph `replays` times
+// on that stream and synchronizes: the enqueue's error, else the capture's, a replay's or
+// the kernels' execution error, else OK. An allocation or a synchronization inside
+// `enqueue` breaks the capture, so OK shows that it only enqueues (the run() contract);
+// more than one replay shows that a run leaves nothing the next one depends on.
+Status run_in_graph(const Enqueue& enqueue, int replays = 1);
 
 // A device output of `dtype` and `shape` with every byte 0xFF (NaN in every float type):
 // an output element that no kernel writes stays NaN, which the accuracy check reports.

@@ -339,21 +339,22 @@ TEST(Fp8Plan, RowGroupsCountInTheWaveModel) {
 
 // ------------------------------------------------------------------ fused GEMM
 // M <= 8 is the decode GEMV's, 8 < M <= kGemmMaxRows (128) the fused GEMM's, on every
-// SM80+ device; above, dequant + cuBLAS. It needs none of the GEMV's K or block multiples
-// of 64 or 128, so the GEMV's keys leave it alone.
+// SM80+ device, but from 128 rows the mixed-input GEMM's where it is built on SM90; above,
+// without it, dequant + cuBLAS. It needs none of the GEMV's K or block multiples of 64 or
+// 128, so the GEMV's keys leave it alone.
 TEST(Fp8Plan, FusedGemmAboveTheDecodeRows) {
   EXPECT_EQ(kGemmMaxRows, 128);
   for (const DeviceInfo& d : {kHopper, kAmpere}) {
+    const bool mixed = d.sm == 90 && mixed_gemm_built();  // tests/cpu/mixed_plan_test.cc
     EXPECT_EQ(path(problem(8, 4096, 4096), d), Fp8Path::kGemvMma);
-    for (int64_t m : {9, 16, 17, 32, 33, 64, 100, 128}) {
+    for (int64_t m : {9, 16, 17, 32, 33, 64, 100}) {
       EXPECT_EQ(path(problem(m, 4096, 4096), d), Fp8Path::kFusedGemm) << m;
       EXPECT_EQ(path(problem(m, 4096, 4096, 128, DType::kBFloat16), d), Fp8Path::kFusedGemm) << m;
     }
-    // Above: the mixed-input GEMM where built on SM90 (tests/cpu/mixed_plan_test.cc), else
-    // dequant + cuBLAS.
+    EXPECT_EQ(path(problem(128, 4096, 4096), d), mixed ? Fp8Path::kMixedGemm : Fp8Path::kFusedGemm);
+    EXPECT_EQ(path(problem(128, 4096, 4096), d, parsed("mixed=0")), Fp8Path::kFusedGemm);
     for (int64_t m : {129, 256, 4096, 65536}) {
-      const bool mixed = fp8_mixed_gemm_refusal(problem(m, 4096, 4096), d, {}) == nullptr;
-      EXPECT_EQ(mixed, d.sm == 90 && mixed_gemm_built() && m >= 4096) << m;  // N = 4096: few tiles below
+      EXPECT_EQ(fp8_mixed_gemm_refusal(problem(m, 4096, 4096), d, {}) == nullptr, mixed) << m;
       EXPECT_EQ(path(problem(m, 4096, 4096), d), mixed ? Fp8Path::kMixedGemm : Fp8Path::kDequantGemm) << m;
       EXPECT_EQ(path(problem(m, 4096, 4096), d, parsed("mixed=0")), Fp8Path::kDequantGemm) << m;
     }
@@ -433,7 +434,7 @@ TEST(Fp8Plan, FusedGemmWgmma) {
   if (!wgmma_built()) GTEST_SKIP() << "this build has no SM90 (no wgmma mainloop)";
   EXPECT_FALSE(plan(problem(32, 4096, 4096)).gemm.wgmma);
   for (const int64_t m : {33, 64, 100, 128}) {
-    const Fp8MatMulPlan pl = plan(problem(m, 4096, 4096));
+    const Fp8MatMulPlan pl = plan(problem(m, 4096, 4096), kHopper, parsed("mixed=0"));
     ASSERT_EQ(pl.path, Fp8Path::kFusedGemm) << m;
     EXPECT_TRUE(pl.gemm.wgmma) << m;
     EXPECT_EQ(pl.gemm.tile_m, 64) << m;

@@ -1,6 +1,7 @@
 // The mixed-input GEMM's planning (core/gemm_plan.h; both planners): where it is taken
-// (M >= 128 where its tiles fill the GPU, on an SM90 build that has it), why not elsewhere (the reasons --explain prints),
-// its tile rule and its workspace of transposed scales. Where the library is built
+// (M >= 128 on an SM90 build that has it), why not elsewhere (the reasons --explain
+// prints), its tile and schedule rules (stream-K where the tiles fill fewer than 3/4 of the
+// SMs) and its workspace of transposed scales and stream-K's partial tiles. Where the library is built
 // without it (no CUTLASS headers or no SM90), the tests check that it is never planned.
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@
 #include "core/gemm_plan.h"
 #include "core/plan_explain.h"
 #include "core/plan_override.h"
+#include "core/workspace.h"
 
 namespace bqmm {
 namespace {
@@ -39,7 +41,49 @@ TEST(MixedPlan, TileRule) {
   EXPECT_EQ(mixed_scales_bytes(8192, 64, true), 2 * 8192 * 64 * 4);
 }
 
-// From 128 rows on SM90, on tiles that fill the GPU, both operators take it, every format and activation type, blocks
+// Stream-K where the 128-row tiles fill fewer than 3/4 of the SMs (99 of 132), with a
+// workspace of one float32 tile per output tile and the flags.
+TEST(MixedPlan, StreamKRule) {
+  struct Case { int64_t m, n; bool stream_k; };
+  for (const Case c : {Case{128, 8192, true}, Case{256, 8192, false}, Case{128, 4096, true},
+                       Case{256, 4096, true}, Case{384, 4096, true}, Case{512, 4096, false},
+                       Case{128, 14336, false}, Case{128, 12544, true}, Case{128, 12672, false},
+                       Case{128, 28672, false}}) {
+    SCOPED_TRACE(::testing::Message() << "M=" << c.m << " N=" << c.n);
+    EXPECT_EQ(choose_mixed_stream_k(c.m, c.n, 132), c.stream_k);
+  }
+  EXPECT_EQ(mixed_tiles(128, 8192, 128), 64);
+  EXPECT_EQ(mixed_tiles(129, 8200, 128), 65 * 2);
+  EXPECT_EQ(mixed_stream_k_bytes(128, 8192), 64 * 128 * 128 * 4 + 64 * 8 + 384);
+  if (!mixed_gemm_built()) GTEST_SKIP() << "this build has no mixed-input GEMM: checked the rule only";
+  for (const int bits : {4, 8}) {
+    const NBitsMatMulPlan q = plan(nbits_problem(128, 8192, 8192, bits, 128));
+    EXPECT_EQ(q.path, NBitsPath::kMixedGemm);
+    EXPECT_TRUE(q.gemm.stream_k);
+    EXPECT_EQ(q.gemm.tile_m, 128);
+    EXPECT_EQ(q.regions.partial_bytes, static_cast<size_t>(mixed_stream_k_bytes(128, 8192)));
+    EXPECT_GE(q.regions.partial_offset, q.regions.scales_offset + q.regions.scales_bytes);
+    EXPECT_EQ(q.workspace_bytes, align_up(q.regions.partial_offset + q.regions.partial_bytes, kWorkspaceAlign));
+  }
+  const Fp8MatMulPlan f = plan(fp8_problem(1024, 8192, 8192));
+  EXPECT_FALSE(f.gemm.stream_k);
+  EXPECT_EQ(f.regions.partial_bytes, 0u);
+  // Forced either way; stream-K always on 128-row tiles.
+  EXPECT_FALSE(plan(fp8_problem(128, 8192, 8192), kHopper, parsed("mixed_sk=0")).gemm.stream_k);
+  const Fp8MatMulPlan forced = plan(fp8_problem(1024, 8192, 8192), kHopper, parsed("mixed_sk=1"));
+  EXPECT_TRUE(forced.gemm.stream_k);
+  EXPECT_EQ(forced.gemm.tile_m, 128);
+  EXPECT_EQ(forced.regions.partial_bytes, static_cast<size_t>(mixed_stream_k_bytes(1024, 8192)));
+  PlanOverride o;
+  EXPECT_EQ(parse_plan_override("mixed_sk=1,mixed_tile=256", &o).code(), StatusCode::kInvalidArgument);
+  std::ostringstream os;
+  os << plan(fp8_problem(128, 8192, 8192));
+  EXPECT_NE(os.str().find("tile_m=128; tile_n=128; schedule=stream_k"), std::string::npos) << os.str();
+  EXPECT_NE(os.str().find(", partial " + std::to_string(mixed_stream_k_bytes(128, 8192)) + "@"), std::string::npos)
+      << os.str();
+}
+
+// From 128 rows on SM90 both operators take it, every format and activation type, blocks
 // of 64, 128 and 256; the scales region is the plan's workspace.
 TEST(MixedPlan, TakenAbove128RowsOnHopper) {
   if (!mixed_gemm_built()) {
@@ -54,6 +98,7 @@ TEST(MixedPlan, TakenAbove128RowsOnHopper) {
         const Fp8MatMulPlan f = plan(fp8_problem(m, 8192, 8192, block, t));
         EXPECT_EQ(f.path, Fp8Path::kMixedGemm);
         EXPECT_EQ(f.gemm.tile_m, choose_mixed_tile_m(m, 8192, kHopper.num_sms));
+        EXPECT_FALSE(f.gemm.stream_k);
         EXPECT_EQ(f.regions.scales_bytes, static_cast<size_t>(8192 * (8192 / block) * 4));
         EXPECT_EQ(f.workspace_bytes, f.regions.scales_offset + f.regions.scales_bytes);
         for (const int bits : {4, 8}) {
@@ -66,14 +111,17 @@ TEST(MixedPlan, TakenAbove128RowsOnHopper) {
           EXPECT_EQ(q.regions.scales_bytes, static_cast<size_t>(2 * 8192 * (8192 / block) * 4));
         }
       }
-  // From 128 rows where its tiles fill 3/4 of the SMs: 28672 x 8192 (224 tiles) and
-  // 14336 x 4096 (112) at M = 128, not 8192 x 8192 (64 tiles: the fused GEMM) nor
-  // 4096 x 14336 at M = 256 (64 tiles: dequant + cuBLAS); forced (mixed=1) it takes every
-  // M above 8.
+  // From 128 rows on every prefill shape: 28672 x 8192 (224 tiles) and 14336 x 4096 (112)
+  // on the persistent grid, 8192 x 8192 (64 tiles) and 4096 x 14336 at M = 128 and 256
+  // (32, 64) stream-K; forced (mixed=1) it takes every M above 8.
   EXPECT_EQ(plan(fp8_problem(128, 28672, 8192)).path, Fp8Path::kMixedGemm);
   EXPECT_EQ(plan(nbits_problem(128, 14336, 4096, 4, 128)).path, NBitsPath::kMixedGemm);
-  EXPECT_EQ(plan(fp8_problem(128, 8192, 8192)).path, Fp8Path::kFusedGemm);
-  EXPECT_EQ(plan(fp8_problem(256, 4096, 14336)).path, Fp8Path::kDequantGemm);
+  for (const Fp8MatMulProblem& p : {fp8_problem(128, 8192, 8192), fp8_problem(128, 4096, 14336),
+                                    fp8_problem(256, 4096, 14336)}) {
+    const Fp8MatMulPlan sk = plan(p);
+    EXPECT_EQ(sk.path, Fp8Path::kMixedGemm);
+    EXPECT_TRUE(sk.gemm.stream_k);
+  }
   EXPECT_EQ(plan(fp8_problem(512, 4096, 14336)).path, Fp8Path::kMixedGemm);
   EXPECT_EQ(plan(fp8_problem(9, 8192, 8192), kHopper, parsed("mixed=1")).path, Fp8Path::kMixedGemm);
   EXPECT_EQ(plan(fp8_problem(8, 8192, 8192), kHopper, parsed("mixed=1")).path, Fp8Path::kGemvMma);
@@ -108,8 +156,6 @@ TEST(MixedPlan, Refusals) {
       {fp8_problem(1024, 8192, 8200, 64), kHopper, "", "K % 16 != 0 (TMA of whole 16-byte units of B)"},
       {fp8_problem(1024, 8191, 8192), kHopper, "", "N % 8 != 0 (rows of Y not whole 16-byte units)"},
       {unaligned, kHopper, "", "pointers not 16-byte aligned"},
-      {fp8_problem(256, 4096, 14336), kHopper, "",
-       "its tiles would fill fewer than 3/4 of the SMs (no K split): the fused GEMM or dequant + cuBLAS is faster"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.why);

@@ -116,16 +116,19 @@ TEST(NBitsPlan, FusedGemmAboveTheDecodeRows) {
           p.zero_points = zp;
           SCOPED_TRACE(printed(plan(p, d)));
           EXPECT_EQ(path(p, d), NBitsPath::kGemv);
-          for (int64_t m : {9, 16, 17, 32, 33, 64, 100, 128}) {
+          for (int64_t m : {9, 16, 17, 32, 33, 64, 100}) {
             p.m = m;
             EXPECT_EQ(path(p, d), NBitsPath::kFusedGemm) << m;
           }
-          // Above: the mixed-input GEMM where built on SM90 (4-bit to 2048 rows;
-          // tests/cpu/mixed_plan_test.cc), else dequant + cuBLAS.
+          // From 128 rows the mixed-input GEMM where built on SM90 (4-bit to 2048 rows;
+          // tests/cpu/mixed_plan_test.cc), else the fused GEMM to 128 rows, then dequant +
+          // cuBLAS.
+          p.m = 128;
+          EXPECT_EQ(path(p, d), d.sm == 90 && mixed_gemm_built() ? NBitsPath::kMixedGemm : NBitsPath::kFusedGemm);
+          EXPECT_EQ(path(p, d, parsed("mixed=0")), NBitsPath::kFusedGemm);
           for (int64_t m : {129, 256, 4096, 65536}) {
             p.m = m;
-            // N = 4096: too few tiles below 4096 rows; 4-bit to 2048 rows.
-            const bool mixed = d.sm == 90 && mixed_gemm_built() && m >= 4096 && bits == 8;
+            const bool mixed = d.sm == 90 && mixed_gemm_built() && (m <= kMixedMaxRows4Bit || bits == 8);
             EXPECT_EQ(nbits_mixed_gemm_refusal(p, d, {}) == nullptr, mixed) << m;
             EXPECT_EQ(path(p, d), mixed ? NBitsPath::kMixedGemm : NBitsPath::kDequantGemm) << m;
             EXPECT_EQ(path(p, d, parsed("mixed=0")), NBitsPath::kDequantGemm) << m;

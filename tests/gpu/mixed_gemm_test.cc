@@ -1,6 +1,6 @@
 // The mixed-input GEMM (cuda/gemm/mixed_gemm.cuh, CUTLASS's SM90 collective) through the
 // operators' validate -> plan -> run, the plan override forcing it (mixed=1) and each tile
-// (mixed_tile), against the float64 reference: FP8 (weight-only and W8A8 on QDQ'd A) and
+// and schedule (mixed_tile, mixed_sk: 128 and 256 rows persistent, 128 stream-K), against the float64 reference: FP8 (weight-only and W8A8 on QDQ'd A) and
 // 8-bit / 4-bit weights with every zero-point form (none, packed, typed), both activation
 // types, bias, block sizes 64 / 128 / 256, K not a multiple of block_size (a partial last
 // block; for N-bit random padding codes in the stored row), M not a multiple of the tile
@@ -33,6 +33,17 @@ using testing::nbits_spec;
 constexpr DType kDTypes[] = {DType::kFloat16, DType::kBFloat16};
 constexpr int64_t kRows[] = {9, 17, 64, 100, 128, 257, 1024};
 
+// The kernels a plan can run: tiles of 128 or 256 activation rows on the persistent grid,
+// 128 stream-K.
+struct Schedule {
+  int tile_m;
+  bool stream_k;
+};
+constexpr Schedule kSchedules[] = {{128, false}, {256, false}, {128, true}};
+::std::ostream& operator<<(::std::ostream& os, const Schedule& s) {
+  return os << "tile_m=" << s.tile_m << (s.stream_k ? " stream-K" : " persistent");
+}
+
 bool mixed_available() {
   const Handle* handle = testing::shared_handle();
   return handle != nullptr && handle->device_info().sm == 90 && mixed_gemm_built();
@@ -44,34 +55,42 @@ bool mixed_available() {
                   "CUTLASS headers ("                                                         \
                << (mixed_gemm_built() ? "built" : "not built") << ")"
 
-PlanOverride force_mixed(int tile_m) {
+PlanOverride force_mixed(const Schedule& s) {
   PlanOverride o;
   o.mixed = 1;
-  o.mixed_tile = tile_m;
+  o.mixed_sk = s.stream_k ? 1 : 0;
+  if (!s.stream_k) o.mixed_tile = s.tile_m;
   return o;
 }
 
-void check_fp8(const Fp8Case& c, int tile_m) {
+template <typename Plan>
+void expect_schedule(const Plan& plan, const Schedule& s) {
+  ASSERT_EQ(plan.gemm.tile_m, s.tile_m);
+  ASSERT_EQ(plan.gemm.stream_k, s.stream_k);
+  ASSERT_EQ(plan.regions.partial_bytes > 0, s.stream_k);
+}
+
+void check_fp8(const Fp8Case& c, const Schedule& s) {
   testing::Fp8Knobs knobs;
-  knobs.force = force_mixed(tile_m);
+  knobs.force = force_mixed(s);
   testing::Fp8Run run;
   BQMM_ASSERT_OK(testing::run_fp8_on_device(*testing::shared_handle(), c, knobs, &run));
   ASSERT_EQ(run.plan.path, Fp8Path::kMixedGemm) << to_string(knobs.force);
-  ASSERT_EQ(run.plan.gemm.tile_m, tile_m);
+  expect_schedule(run.plan, s);
   EXPECT_TRUE(testing::matches_reference(c, run.y));
 }
 
-void check_nbits(const NBitsCase& c, int tile_m) {
+void check_nbits(const NBitsCase& c, const Schedule& s) {
   testing::NBitsKnobs knobs;
-  knobs.force = force_mixed(tile_m);
+  knobs.force = force_mixed(s);
   testing::NBitsRun run;
   BQMM_ASSERT_OK(testing::run_nbits_on_device(*testing::shared_handle(), c, knobs, &run));
   ASSERT_EQ(run.plan.path, NBitsPath::kMixedGemm);
-  ASSERT_EQ(run.plan.gemm.tile_m, tile_m);
+  expect_schedule(run.plan, s);
   EXPECT_TRUE(testing::matches_reference(c, run.y));
 }
 
-// FP8: every row count on both tiles, blocks 64 / 128 / 256 with K % block != 0 in the
+// FP8: every row count on every schedule, blocks 64 / 128 / 256 with K % block != 0 in the
 // second and third shapes, N of a partial last weight tile.
 TEST(MixedGemmFp8, EveryRowCountTileAndBlockAgainstReference) {
   BQMM_REQUIRE_MIXED();
@@ -80,15 +99,15 @@ TEST(MixedGemmFp8, EveryRowCountTileAndBlockAgainstReference) {
   uint64_t seed = 1100;
   for (const Shape3 sh : shapes)
     for (const int64_t m : kRows)
-      for (const int tile_m : {128, 256}) {
+      for (const Schedule& sched : kSchedules) {
         const DType t = kDTypes[seed % 2];
         SCOPED_TRACE(::testing::Message() << "M=" << m << " N=" << sh.n << " K=" << sh.k
-                                          << " block=" << sh.block << " " << dtype_name(t)
-                                          << " tile_m=" << tile_m);
+                                          << " block=" << sh.block << " " << dtype_name(t) << " "
+                                          << sched);
         const Fp8Case c = reference::make_random_fp8_case(t, m, sh.n, sh.k, sh.block,
                                                           /*bias=*/seed % 3 != 0, /*w8a8=*/false, seed);
         ++seed;
-        check_fp8(c, tile_m);
+        check_fp8(c, sched);
       }
 }
 
@@ -101,16 +120,17 @@ TEST(MixedGemmFp8, AllCodesAndW8a8) {
     SCOPED_TRACE(::testing::Message() << "all codes " << dtype_name(t));
     check_fp8(reference::make_random_fp8_case(t, 200, 264, 2048, 128, true, false, seed++,
                                               reference::WeightInit::kAllCodes),
-              128);
+              kSchedules[seed % 3]);
   }
   for (const DType t : kDTypes) {
     SCOPED_TRACE(::testing::Message() << "w8a8 block 64 " << dtype_name(t));
-    check_fp8(reference::make_random_fp8_case(t, 129, 1000, 960, 64, true, /*w8a8=*/true, seed++), 256);
+    check_fp8(reference::make_random_fp8_case(t, 129, 1000, 960, 64, true, /*w8a8=*/true, seed), kSchedules[seed % 3]);
+    ++seed;
   }
 }
 
 // N-bit: both widths, blocks 64 / 128 / 256, each zero-point form, K = 1056 (a partial
-// last block, random padding codes); M, the type, the tile and the bias cycle with the seed.
+// last block, random padding codes); M, the type, the schedule and the bias cycle with the seed.
 TEST(MixedGemmNBits, EveryBlockAndZeroPointFormAgainstReference) {
   BQMM_REQUIRE_MIXED();
   uint64_t seed = 1300;
@@ -120,14 +140,14 @@ TEST(MixedGemmNBits, EveryBlockAndZeroPointFormAgainstReference) {
         const DType t = kDTypes[seed % 2];
         const int64_t m = kRows[seed % 7];
         const int64_t n = seed % 2 == 0 ? 1000 : 264;
-        const int tile_m = seed % 3 == 0 ? 256 : 128;
+        const Schedule& sched = kSchedules[seed % 3];
         SCOPED_TRACE(::testing::Message() << bits << "-bit M=" << m << " N=" << n << " block=" << block
                                           << " zero points " << nbits_zero_points_name(zp) << " "
-                                          << dtype_name(t) << " tile_m=" << tile_m);
+                                          << dtype_name(t) << " " << sched);
         const NBitsCase c = reference::make_random_nbits_case(
             nbits_spec(t, bits, m, n, 1056, block, zp, /*bias=*/seed % 3 != 1), seed);
         ++seed;
-        check_nbits(c, tile_m);
+        check_nbits(c, sched);
       }
 }
 
@@ -143,47 +163,55 @@ TEST(MixedGemmNBits, AllCodesAndEveryRowCount) {
         spec.init = reference::WeightInit::kAllCodes;
         SCOPED_TRACE(::testing::Message() << bits << "-bit all codes " << nbits_zero_points_name(zp) << " "
                                           << dtype_name(t));
-        check_nbits(reference::make_random_nbits_case(spec, seed++), 128);
+        check_nbits(reference::make_random_nbits_case(spec, seed), kSchedules[seed % 3]);
+        ++seed;
       }
   for (const int64_t m : kRows) {
     const DType t = kDTypes[seed % 2];
     const int bits = seed % 2 == 0 ? 8 : 4;
     SCOPED_TRACE(::testing::Message() << bits << "-bit M=" << m << " " << dtype_name(t));
     check_nbits(reference::make_random_nbits_case(nbits_spec(t, bits, m, 520, 4096, 128, seed % 3 == 0, true), seed),
-                m > 128 ? 256 : 128);
+                kSchedules[seed % 3]);
     ++seed;
   }
 }
 
-// The planner's own choice at a prefill size takes the mixed-input GEMM (M >= 128 on tiles
-// that fill the GPU, SM90),
-// and its run inside a CUDA graph matches the reference.
+// The planner's own choices at prefill sizes take the mixed-input GEMM (M >= 128, SM90):
+// persistent with a wave of tiles or more, stream-K below; each run inside a CUDA graph (the
+// stream-K flags' memset a node of it, so replays start from zeroed flags) matches the
+// reference, replayed twice.
 TEST(MixedGemm, PlannedAndInCudaGraph) {
   BQMM_REQUIRE_MIXED();
   const Handle& handle = *testing::shared_handle();
-  const Fp8Case c = reference::make_random_fp8_case(DType::kBFloat16, 300, 8192, 512, 128, true, false, 1500);
-  testing::Fp8DeviceCase d;
-  BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
-  BQMM_ASSERT_OK(testing::plan_fp8_case(handle, c, testing::Fp8Knobs{}, &d));
-  ASSERT_EQ(d.plan.path, Fp8Path::kMixedGemm);
-  BQMM_ASSERT_OK(testing::run_in_graph([&](cudaStream_t s) { return d.run(handle, s); }));
-  HostTensor y;
-  BQMM_ASSERT_OK(d.y.download(&y));
-  EXPECT_TRUE(testing::matches_reference(c, y));
+  struct Case { int64_t m, n, k; bool stream_k; };
+  uint64_t seed = 1500;
+  for (const Case cs : {Case{300, 8192, 512, false}, Case{200, 2048, 4096, true}}) {
+    SCOPED_TRACE(::testing::Message() << "M=" << cs.m << " N=" << cs.n << " K=" << cs.k);
+    const Fp8Case c = reference::make_random_fp8_case(DType::kBFloat16, cs.m, cs.n, cs.k, 128, true, false, seed++);
+    testing::Fp8DeviceCase d;
+    BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
+    BQMM_ASSERT_OK(testing::plan_fp8_case(handle, c, testing::Fp8Knobs{}, &d));
+    ASSERT_EQ(d.plan.path, Fp8Path::kMixedGemm);
+    ASSERT_EQ(d.plan.gemm.stream_k, cs.stream_k);
+    BQMM_ASSERT_OK(testing::run_in_graph([&](cudaStream_t s) { return d.run(handle, s); }, /*replays=*/2));
+    HostTensor y;
+    BQMM_ASSERT_OK(d.y.download(&y));
+    EXPECT_TRUE(testing::matches_reference(c, y));
+  }
 }
 
-// Small shapes for compute-sanitizer: each format and tile, masked rows and columns.
+// Small shapes for compute-sanitizer: each format and schedule, masked rows and columns.
 TEST(MixedGemm, SanitizeSmall) {
   BQMM_REQUIRE_MIXED();
   uint64_t seed = 1600;
-  for (const int tile_m : {128, 256}) {
+  for (const Schedule& sched : kSchedules) {
     const DType t = kDTypes[seed % 2];
-    SCOPED_TRACE(::testing::Message() << "tile_m=" << tile_m << " " << dtype_name(t));
-    check_fp8(reference::make_random_fp8_case(t, 70, 40, 320, 64, true, false, seed), tile_m);
+    SCOPED_TRACE(::testing::Message() << sched << " " << dtype_name(t));
+    check_fp8(reference::make_random_fp8_case(t, 70, 40, 320, 64, true, false, seed), sched);
     for (const int bits : {4, 8})
       check_nbits(reference::make_random_nbits_case(
                       nbits_spec(t, bits, 70, 40, 320, 64, NBitsZeroPoints::kPacked, true), seed),
-                  tile_m);
+                  sched);
     ++seed;
   }
 }

@@ -61,37 +61,32 @@ __global__ void MixedScalesKernel(const FusedGemmArgs g, int bits, float* scales
 }
 
 template <typename T>
-Status launch_typed(const FusedGemmArgs& g, int tile_m, int num_sms, float* ws, cudaStream_t stream) {
+Status launch_typed(const FusedGemmArgs& g, const MixedGemmLaunch& launch, cudaStream_t stream) {
   const bool fp8 = g.weights == GemmWeights::kFp8;
   const int bits = g.weights == GemmWeights::kInt4 ? 4 : 8;
-  float* scales_t = ws;
-  float* zeros_t = fp8 ? nullptr : ws + g.k_blocks * g.n;
+  float* zeros_t = fp8 ? nullptr : launch.scales + g.k_blocks * g.n;
   const dim3 grid(static_cast<unsigned>((g.k_blocks + kTile - 1) / kTile),
                   static_cast<unsigned>((g.n + kTile - 1) / kTile));
   const dim3 block(kTile, kRowsPerPass);
   if (fp8) {
-    MixedScalesKernel<T, float><<<grid, block, 0, stream>>>(g, bits, scales_t, zeros_t);
+    MixedScalesKernel<T, float><<<grid, block, 0, stream>>>(g, bits, launch.scales, zeros_t);
   } else {
-    MixedScalesKernel<T, T><<<grid, block, 0, stream>>>(g, bits, scales_t, zeros_t);
+    MixedScalesKernel<T, T><<<grid, block, 0, stream>>>(g, bits, launch.scales, zeros_t);
   }
   BQMM_RETURN_IF_ERROR(check_launch("MixedScalesKernel"));
   switch (g.weights) {
-    case GemmWeights::kFp8:
-      return launch_mixed_tile<T, GemmWeights::kFp8>(g, tile_m, num_sms, scales_t, zeros_t, stream);
-    case GemmWeights::kInt8:
-      return launch_mixed_tile<T, GemmWeights::kInt8>(g, tile_m, num_sms, scales_t, zeros_t, stream);
-    case GemmWeights::kInt4:
-      return launch_mixed_tile<T, GemmWeights::kInt4>(g, tile_m, num_sms, scales_t, zeros_t, stream);
+    case GemmWeights::kFp8: return launch_mixed_tile<T, GemmWeights::kFp8>(g, launch, zeros_t, stream);
+    case GemmWeights::kInt8: return launch_mixed_tile<T, GemmWeights::kInt8>(g, launch, zeros_t, stream);
+    case GemmWeights::kInt4: return launch_mixed_tile<T, GemmWeights::kInt4>(g, launch, zeros_t, stream);
   }
   return Status(StatusCode::kInternal, "launch_mixed_gemm: unknown weight format");
 }
 
 }  // namespace
 
-Status launch_mixed_gemm(const FusedGemmArgs& g, int tile_m, int num_sms, float* scales_ws,
-                         cudaStream_t stream) {
-  if (g.dtype == DType::kFloat16) return launch_typed<__half>(g, tile_m, num_sms, scales_ws, stream);
-  if (g.dtype == DType::kBFloat16) return launch_typed<__nv_bfloat16>(g, tile_m, num_sms, scales_ws, stream);
+Status launch_mixed_gemm(const FusedGemmArgs& g, const MixedGemmLaunch& launch, cudaStream_t stream) {
+  if (g.dtype == DType::kFloat16) return launch_typed<__half>(g, launch, stream);
+  if (g.dtype == DType::kBFloat16) return launch_typed<__nv_bfloat16>(g, launch, stream);
   return Status(StatusCode::kInternal, std::string("launch_mixed_gemm: activations of ") + dtype_name(g.dtype));
 }
 

@@ -17,7 +17,12 @@
 // shape [N, M] column-major, which is Y [M, N] row-major. Tiles: 128 weight rows x tile_m
 // (128 or 256) activation rows x 64 K, two consumer warpgroups of 64 weight rows each
 // (the cooperative schedule), a producer warp loading every operand by TMA, a persistent
-// grid of one block per SM. The collective takes the scales (and zero points) one float
+// grid of one block per SM. Where the output tiles would leave SMs idle the plan takes
+// stream-K instead (CUTLASS's stream-K tile scheduler, 128-row tiles): every block takes an
+// even share of all K tiles; blocks sharing an output tile add their float32 partial sums
+// in K order into one tile of the workspace (each waits on a flag for its predecessor; the
+// flags zeroed by a memset before each GEMM), and the block with the last K tiles adds it
+// to its own and runs the epilogue. The collective takes the scales (and zero points) one float
 // per (K block, weight row), weight rows contiguous: a small pass (MixedScalesKernel)
 // writes them into the workspace from the operator's [N, k_blocks] layout before each
 // GEMM. Its group (the block size) must be whole 64-K tiles; rows of W, A and Y must be
@@ -53,9 +58,10 @@ using CutlassCodes = std::conditional_t<
     kW == GemmWeights::kFp8, cutlass::float_e4m3_t,
     std::conditional_t<kW == GemmWeights::kInt8, uint8_t, cutlass::uint4b_t>>;
 
-template <typename T, GemmWeights kW, int kTileM>
+template <typename T, GemmWeights kW, int kTileM, bool kStreamK>
 struct MixedGemm {
   static_assert(kTileM == 128 || kTileM == 256, "the planned tiles");
+  static_assert(!kStreamK || kTileM == 128, "stream-K runs 128-row tiles (core/gemm_plan.h)");
   using Element = CutlassFloat<T>;
   using Codes = CutlassCodes<kW>;
   static constexpr bool kZero = kW != GemmWeights::kFp8;
@@ -87,11 +93,12 @@ struct MixedGemm {
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
       cutlass::gemm::KernelTmaWarpSpecializedCooperative>::CollectiveOp;
 
-  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue>;
+  using Scheduler = std::conditional_t<kStreamK, cutlass::gemm::StreamKScheduler, void>;  // void: persistent
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue, Scheduler>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 
   // Y = the GEMM of `g`, the scales (and zeros) already transposed to [k_blocks, N] float.
-  static Status run(const FusedGemmArgs& g, int num_sms, const float* scales_t, const float* zeros_t,
+  static Status run(const FusedGemmArgs& g, const MixedGemmLaunch& launch, const float* zeros_t,
                     cudaStream_t stream) {
     const int64_t row_elems = g.row_bytes * 8 / kCodeBits;  // W's row pitch, padded blocks included
     typename Kernel::StrideA stride_w{};
@@ -110,7 +117,7 @@ struct MixedGemm {
     args.mainloop.dA = stride_w;
     args.mainloop.ptr_B = static_cast<const Element*>(g.a);
     args.mainloop.dB = stride_a;
-    args.mainloop.ptr_S = scales_t;
+    args.mainloop.ptr_S = launch.scales;
     args.mainloop.dS = stride_s;
     args.mainloop.group_size = static_cast<int>(g.block_size);
     if constexpr (kZero) args.mainloop.ptr_Z = zeros_t;
@@ -121,14 +128,23 @@ struct MixedGemm {
     args.epilogue.dC = stride_y;
     args.epilogue.ptr_D = static_cast<Element*>(g.y);
     args.epilogue.dD = stride_y;
-    args.hw_info.sm_count = num_sms;
+    args.hw_info.sm_count = launch.num_sms;
+    if constexpr (kStreamK) {
+      // Stream-K throughout (the plan chose it for a grid short of a wave), not the
+      // scheduler's own data-parallel / split-K heuristic.
+      args.scheduler.decomposition_mode =
+          cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90StreamKParams::DecompositionMode::StreamK;
+    }
 
     Gemm gemm;
     if (gemm.can_implement(args) != cutlass::Status::kSuccess)
       return Status(StatusCode::kInternal, "launch_mixed_gemm: CUTLASS refused the problem (can_implement)");
-    if (Gemm::get_workspace_size(args) != 0)
-      return Status(StatusCode::kInternal, "launch_mixed_gemm: the CUTLASS kernel asks for a workspace");
-    if (gemm.initialize(args, nullptr, stream) != cutlass::Status::kSuccess)
+    // The plan's bound (mixed_stream_k_bytes; 0 for the persistent grid) covers what CUTLASS asks.
+    const size_t needed = Gemm::get_workspace_size(args), planned = kStreamK ? launch.partial_bytes : 0;
+    if (needed > planned)
+      return Status(StatusCode::kInternal, "launch_mixed_gemm: CUTLASS asks for " + std::to_string(needed) +
+                                               " workspace bytes, the plan has " + std::to_string(planned));
+    if (gemm.initialize(args, kStreamK ? launch.partials : nullptr, stream) != cutlass::Status::kSuccess)
       return Status(StatusCode::kInternal, "launch_mixed_gemm: CUTLASS initialize failed");
     if (gemm.run(stream) != cutlass::Status::kSuccess)
       return Status(StatusCode::kInternal, "launch_mixed_gemm: CUTLASS launch failed");
@@ -136,13 +152,19 @@ struct MixedGemm {
   }
 };
 
-// One weight format's tiles in one activation type (mixed_{fp8,int8,int4}.cu instantiate).
+// One weight format's tiles and schedules in one activation type (mixed_{fp8,int8,int4}.cu
+// instantiate).
 template <typename T, GemmWeights kW>
-Status launch_mixed_tile(const FusedGemmArgs& g, int tile_m, int num_sms, const float* scales_t,
-                         const float* zeros_t, cudaStream_t stream) {
-  if (tile_m == 128) return MixedGemm<T, kW, 128>::run(g, num_sms, scales_t, zeros_t, stream);
-  if (tile_m == 256) return MixedGemm<T, kW, 256>::run(g, num_sms, scales_t, zeros_t, stream);
-  return Status(StatusCode::kInternal, "launch_mixed_gemm: no tile of " + std::to_string(tile_m) + " rows");
+Status launch_mixed_tile(const FusedGemmArgs& g, const MixedGemmLaunch& launch, const float* zeros_t,
+                         cudaStream_t stream) {
+  if (launch.stream_k) {
+    if (launch.tile_m == 128) return MixedGemm<T, kW, 128, true>::run(g, launch, zeros_t, stream);
+  } else {
+    if (launch.tile_m == 128) return MixedGemm<T, kW, 128, false>::run(g, launch, zeros_t, stream);
+    if (launch.tile_m == 256) return MixedGemm<T, kW, 256, false>::run(g, launch, zeros_t, stream);
+  }
+  return Status(StatusCode::kInternal, "launch_mixed_gemm: no tile of " + std::to_string(launch.tile_m) +
+                                           " rows" + (launch.stream_k ? " with stream-K" : ""));
 }
 
 }  // namespace bqmm::cuda

@@ -5,7 +5,7 @@
 
 namespace bqmm::cuda {
 
-Status launch_mixed_gemm(const FusedGemmArgs&, int, int, float*, cudaStream_t) {
+Status launch_mixed_gemm(const FusedGemmArgs&, const MixedGemmLaunch&, cudaStream_t) {
   return Status(StatusCode::kInternal,
                 "launch_mixed_gemm: not built (no SM90 in CUDA_ARCHITECTURES or no CUTLASS headers)");
 }
