@@ -37,8 +37,8 @@ struct GemmConfig {
   int stages = 0;    // shared-memory pipeline depth (K slabs in flight)
   int k_split = 1;   // blocks splitting K; > 1: float32 partial sums in the workspace,
                      // added (with the bias) by a second kernel
-  bool stream_k = false;  // the mixed-input GEMM's K tiles dealt out evenly over the SMs
-                          // (tile_m 128), float32 partial tiles in the workspace
+  bool stream_k = false;  // the mixed-input GEMM's K tiles dealt out evenly over the SMs,
+                          // float32 partial tiles in the workspace
 };
 
 // The dequant + cuBLAS path: the weight dequantized in N tiles into the scratch.

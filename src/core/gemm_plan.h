@@ -254,10 +254,10 @@ inline GemmConfig plan_gemm_tiles(const GemmShape& s, const DeviceInfo& device,
 
 // The mixed-input GEMM (cuda/gemm/mixed_gemm.cuh: CUTLASS 4.2's SM90 mixed-input
 // collective, TMA and wgmma, the weight dequantized in registers): tiles of kMixedTileN
-// weight rows x tile_m (128 or 256) activation rows x kMixedTileK of K, one persistent
-// block per SM; where its tiles would leave SMs idle, stream-K (CUTLASS's stream-K tile
-// scheduler): the K tiles of all output tiles dealt out evenly over the SMs, blocks that
-// share an output tile adding their float32 partial tiles through the workspace.
+// weight rows x tile_m (128 or 256) activation rows x kMixedTileK of K, on a persistent
+// grid or stream-K (CUTLASS's stream-K tile scheduler; blocks that share an output tile
+// add their float32 partial tiles through the workspace), as the schedule model below
+// chooses.
 // Where it is built (CUTLASS headers and SM90 in CUDA_ARCHITECTURES; gemm_plan.cc).
 bool mixed_gemm_built();
 constexpr int kMixedTileN = 128;  // weight rows per tile
@@ -266,13 +266,6 @@ constexpr int kMixedTileK = 64;   // K per stage: its scale groups (block_size) 
 // the fused GEMM was faster on all four prefill shapes (H200, float16, back to back, one
 // run: 28672 x 8192 FP8 119.4 against 133.4 us, 14336 x 4096 33.3 against 39.0).
 constexpr int64_t kMixedMinRows = 128;
-// Stream-K where the 128-row tiles fill fewer than three quarters of the SMs; it runs
-// 128-row tiles only. H200, FP8, float16, 8192 x 8192, one CUTLASS build timed alone (8
-// rotating weight copies, a CUDA graph): M = 128 (64 tiles) 38.9 us against the persistent
-// grid's 54.0 (4-bit 47.7 against 70.2), 4096 x 14336 M = 128 (32 tiles) 39.6 against
-// 91.2 and M = 256 (64) 59.0 against 91.3; but with a wave or more of tiles (M = 256 at
-// 8192 x 8192, 128 tiles) 65.5 against 54.2, the persistent grid's.
-constexpr int64_t kMixedStreamKFillQuarters = 3;
 // The most rows where 4-bit codes take it. Its float32 decode of 4-bit codes costs a share
 // of the multiply, dequant + cuBLAS one pass over the weight: at M = 1024 the mixed GEMM
 // took 0.79-0.83x the time of dequant + cuBLAS, at M = 4096 1.06-1.09x (H200, float16,
@@ -280,41 +273,81 @@ constexpr int64_t kMixedStreamKFillQuarters = 3;
 // in M, cross near 2048. FP8 and 8-bit codes take it at every M (at M = 4096 within 1 %
 // of dequant + cuBLAS either way, without its scratch).
 constexpr int64_t kMixedMaxRows4Bit = 2048;
+
+// Its kernels: 128 or 256 activation rows per tile, on a persistent grid (one block per
+// SM walking whole tiles: time by whole waves of tiles) or stream-K (the K tiles of all
+// output tiles dealt out evenly over the SMs: time by the fraction of a wave, plus the
+// fix-up of the split tiles, a float32 tile written and read whatever K). The planner
+// takes the one of least modelled time:
+//   persistent:  ceil(tiles / SMs) * t(tile_m)
+//   stream-K:    (tiles / SMs + 25.6 / k_tiles) * t(tile_m),  where it saves 5 % or more
+// with t(128) = 1, t(256) = 1.44 and k_tiles = K / 64, fitted to standalone CUTLASS builds
+// on the H200 (FP8 and 4-bit, float16, 8 rotating weight copies in a CUDA graph, the four
+// prefill shapes at M = 128..1024): a 256-row tile took 1.44x the time of a 128-row one
+// (8192 x 8192, one wave each: 79.4 against 55.3 us); stream-K's fix-up came to about 0.2
+// of a wave at K = 8192 (8192 x 8192 M = 128: 38.9 against 54.0 persistent; M = 768 on
+// 256-row tiles 127.6 against 158.3; 28672 x 8192 M = 512 287.6 against 331.5), 0.1 at
+// K = 14336 (4096 x 14336 M = 512: 79.9 against 91.9) and 0.4 at K = 4096 (14336 x 4096
+// M = 384: 84.9 against 82.9), and it lost near whole waves (8192 x 8192 M = 1024: 171.5
+// against 156.4). Stream-K on 256-row tiles only where M fills them: with a half-empty
+// last row of tiles (M = 384) it was 12-35 % slower than its persistent grid on all four
+// shapes.
+struct MixedSchedule {
+  int tile_m = 128;
+  bool stream_k = false;
+};
+constexpr int kMixedTileCost128 = 100, kMixedTileCost256 = 144;  // t(tile_m), per cent
+constexpr int64_t kMixedStreamKFixup = 2560;  // per cent of a wave times K tiles
+constexpr int kMixedStreamKMinSaving = 5;     // per cent
 // Output tiles of kMixedTileN x tile_m for M x N.
 inline int64_t mixed_tiles(int64_t m, int64_t n, int tile_m) {
   return (n + kMixedTileN - 1) / kMixedTileN * ((m + tile_m - 1) / tile_m);
 }
-// Whether the planner runs it stream-K (on 128-row tiles).
-inline bool choose_mixed_stream_k(int64_t m, int64_t n, int num_sms) {
-  return 4 * mixed_tiles(m, n, 128) < kMixedStreamKFillQuarters * std::max(1, num_sms);
+// The model's time of schedule `s` for M x N x K on `num_sms` SMs, in 1/10000 of a 128-row
+// tile's time; stream-K on 256-row tiles that M does not fill: not a candidate (-1).
+inline int64_t mixed_schedule_cost(const MixedSchedule& s, int64_t m, int64_t n, int64_t k, int num_sms) {
+  const int64_t sms = std::max(1, num_sms), tiles = mixed_tiles(m, n, s.tile_m);
+  const int64_t tile_cost = s.tile_m == 256 ? kMixedTileCost256 : kMixedTileCost128;
+  if (!s.stream_k) return (tiles + sms - 1) / sms * 100 * tile_cost;
+  if (s.tile_m == 256 && m % 256 != 0) return -1;
+  const int64_t k_tiles = std::max<int64_t>(1, (k + kMixedTileK - 1) / kMixedTileK);
+  return (tiles * 100 / sms + kMixedStreamKFixup / k_tiles) * tile_cost;
 }
-// Tile 256 against 128 by waves of tiles over the SMs: a 256-row tile took 1.44x the time
-// of a 128-row one (H200, 8192 x 8192 FP8, M = 128 and 256, each one wave: 79.4 against
-// 55.3 us), so 256 wins where it needs fewer waves by more than that factor (M = 512 at
-// 8192 x 8192: 80.0 against 106.7 us).
-inline int choose_mixed_tile_m(int64_t m, int64_t n, int num_sms) {
-  const int64_t sms = std::max(1, num_sms);
-  const int64_t waves128 = (mixed_tiles(m, n, 128) + sms - 1) / sms;
-  const int64_t waves256 = (mixed_tiles(m, n, 256) + sms - 1) / sms;
-  return 144 * waves256 < 100 * waves128 ? 256 : 128;
+// The mixed-input GEMM's choices as the plan override forces them.
+struct MixedForced {
+  int stream_k = -1;  // -1: the planner's rule; 0 / 1
+  int tile_m = 0;     // 0: the planner's rule; 128 / 256
+};
+// The planner's schedule for M x N x K: the least modelled time among the candidates that
+// `forced` leaves (a forced stream-K takes 256-row tiles that M does not fill too).
+inline MixedSchedule choose_mixed_schedule(int64_t m, int64_t n, int64_t k, int num_sms,
+                                           const MixedForced& forced = {}) {
+  MixedSchedule best_persistent, best_stream_k;
+  int64_t persistent_cost = -1, stream_k_cost = -1;
+  for (const int tile_m : {128, 256}) {
+    if (forced.tile_m > 0 && forced.tile_m != tile_m) continue;
+    const int64_t p = mixed_schedule_cost({tile_m, false}, m, n, k, num_sms);
+    if (persistent_cost < 0 || p < persistent_cost) persistent_cost = p, best_persistent = {tile_m, false};
+    int64_t sk = mixed_schedule_cost({tile_m, true}, m, n, k, num_sms);
+    if (sk < 0 && forced.stream_k == 1) sk = p;
+    if (sk >= 0 && (stream_k_cost < 0 || sk < stream_k_cost)) stream_k_cost = sk, best_stream_k = {tile_m, true};
+  }
+  if (forced.stream_k == 0 || stream_k_cost < 0) return best_persistent;
+  if (forced.stream_k == 1) return best_stream_k;
+  return 100 * stream_k_cost <= (100 - kMixedStreamKMinSaving) * persistent_cost ? best_stream_k : best_persistent;
 }
 // Its workspace: the scales as float32 [k_blocks, N] (the collective's layout), N-bit's
 // zeros (-zp * scale) after them.
 inline int64_t mixed_scales_bytes(int64_t n, int64_t k_blocks, bool zeros) {
   return n * k_blocks * static_cast<int64_t>(sizeof(float)) * (zeros ? 2 : 1);
 }
-// The mixed-input GEMM's choices as the plan override forces them.
-struct MixedForced {
-  int stream_k = -1;  // -1: the planner's rule; 0 / 1 (1: tile 128)
-  int tile_m = 0;     // 0: the planner's rule; 128 / 256 (without stream-K)
-};
 // Stream-K's workspace, a bound on what CUTLASS's scheduler asks for (the run checks it):
 // a float32 partial tile for each output tile it splits (at most all of them), then a
 // 32-bit flag per consumer warpgroup (2) of each, each part rounded up to 128 bytes and
 // the whole to 16.
-inline int64_t mixed_stream_k_bytes(int64_t m, int64_t n) {
-  const int64_t tiles = mixed_tiles(m, n, 128);
-  return tiles * kMixedTileN * 128 * static_cast<int64_t>(sizeof(float)) + tiles * 2 * 4 + 3 * 128;
+inline int64_t mixed_stream_k_bytes(int64_t m, int64_t n, int tile_m) {
+  const int64_t tiles = mixed_tiles(m, n, tile_m);
+  return tiles * kMixedTileN * tile_m * static_cast<int64_t>(sizeof(float)) + tiles * 2 * 4 + 3 * 128;
 }
 
 // Why the mixed-input GEMM does not take either operator's problem `p` (codes of `bits`,

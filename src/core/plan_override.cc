@@ -88,8 +88,6 @@ Status parse_plan_override(const std::string& text, PlanOverride* out, const cha
     if (item.empty()) continue;
     BQMM_RETURN_IF_ERROR(parse_item(item, source, &o, unset));
   }
-  if (o.mixed_sk == 1 && o.mixed_tile == 256)
-    return invalid(source, "mixed_sk=1 runs 128-row tiles: not with mixed_tile=256");
   *out = o;
   return Status::Ok();
 }

@@ -33,8 +33,8 @@
 //                            or dequant + cuBLAS), 1 at every M > 8 where it applies
 //   mixed_tile=128|256
 //                     both   the mixed-input GEMM's activation rows per tile
-//   mixed_sk=0|1      both   the mixed-input GEMM's stream-K schedule: 0 never (the
-//                            persistent grid), 1 always (128-row tiles: not with mixed_tile=256)
+//   mixed_sk=0|1      both   the mixed-input GEMM's schedule: 0 the persistent grid, 1
+//                            stream-K (with mixed_tile, both forced)
 // Unset keys leave the planner's choice. A forced choice that does not apply to a problem
 // is ignored where the planner's rules say so (as for its own choices), except the
 // conflicts the planner reports (registers=168 with k_split=8).

@@ -82,21 +82,22 @@ void plan_fused_gemm_workspace(WorkspaceLayout& layout, Plan& plan) {
   plan.workspace_bytes = layout.total();
 }
 
-// The mixed-input GEMM part of either operator's plan: stream-K or not and its tile (the
-// rules of core/gemm_plan.h, or as `forced` says), then the float32 scales [k_blocks, N]
+// The mixed-input GEMM part of either operator's plan: its tile and schedule (the model of
+// core/gemm_plan.h, among the candidates `forced` leaves), then the float32 scales [k_blocks, N]
 // (`zeros`: and as many zeros after them) and stream-K's partial tiles taken from `layout`
 // (after whatever the operator took before); then the workspace total.
 template <typename Plan>
 void plan_mixed_gemm_workspace(const MixedForced& forced, bool zeros, WorkspaceLayout& layout, Plan& plan) {
   const auto& p = plan.problem;
-  const int sms = plan.device.num_sms;
   plan.gemm.wgmma = true;
-  plan.gemm.stream_k = forced.stream_k >= 0 ? forced.stream_k == 1 : choose_mixed_stream_k(p.m, p.n, sms);
-  plan.gemm.tile_m = plan.gemm.stream_k ? 128 : forced.tile_m > 0 ? forced.tile_m : choose_mixed_tile_m(p.m, p.n, sms);
+  const MixedSchedule schedule = choose_mixed_schedule(p.m, p.n, p.k, plan.device.num_sms, forced);
+  plan.gemm.stream_k = schedule.stream_k;
+  plan.gemm.tile_m = schedule.tile_m;
   plan.gemm.tile_n = kMixedTileN;
   plan.regions.scales_bytes = static_cast<size_t>(mixed_scales_bytes(p.n, p.k_blocks(), zeros));
   plan.regions.scales_offset = layout.take(plan.regions.scales_bytes);
-  plan.regions.partial_bytes = plan.gemm.stream_k ? static_cast<size_t>(mixed_stream_k_bytes(p.m, p.n)) : 0;
+  plan.regions.partial_bytes =
+      schedule.stream_k ? static_cast<size_t>(mixed_stream_k_bytes(p.m, p.n, schedule.tile_m)) : 0;
   plan.regions.partial_offset = layout.take(plan.regions.partial_bytes);
   plan.workspace_bytes = layout.total();
 }

@@ -150,8 +150,8 @@ Status launch_fused_gemm(const FusedGemmArgs& args, const GemmConfig& config, fl
 
 // gemm/mixed_gemm.cu (SM90a, CUTLASS; gemm/mixed_gemm.cuh): the mixed-input GEMM on the
 // fused GEMM's arguments (typed zero points too), in tiles of tile_m (128 or 256)
-// activation rows on a persistent grid of num_sms blocks, or stream-K (tile_m 128): the K
-// tiles dealt out over the SMs, float32 partial tiles in `partials`. A first pass writes
+// activation rows on a persistent grid of num_sms blocks, or stream-K: the K tiles dealt
+// out over the SMs, float32 partial tiles in `partials`. A first pass writes
 // the scales (and, N-bit, the zeros -zp * scale) as float32 [k_blocks, N] into `scales`
 // (mixed_scales_bytes of core/gemm_plan.h). Needs block_size % 64 == 0, N % 8 == 0,
 // 16-byte rows of W and A and 16-byte aligned pointers.

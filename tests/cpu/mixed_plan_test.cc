@@ -1,7 +1,7 @@
 // The mixed-input GEMM's planning (core/gemm_plan.h; both planners): where it is taken
 // (M >= 128 on an SM90 build that has it), why not elsewhere (the reasons --explain
-// prints), its tile and schedule rules (stream-K where the tiles fill fewer than 3/4 of the
-// SMs) and its workspace of transposed scales and stream-K's partial tiles. Where the library is built
+// prints), its schedule model (tile 128 / 256, persistent / stream-K) and its workspace of
+// transposed scales and stream-K's partial tiles. Where the library is built
 // without it (no CUTLASS headers or no SM90), the tests check that it is never planned.
 #include <gtest/gtest.h>
 
@@ -27,64 +27,78 @@ TEST(MixedPlan, PathNames) {
   EXPECT_STREQ(nbits_path_name(NBitsPath::kMixedGemm), "mixed_gemm");
 }
 
-// Tile 256 where it needs fewer waves by more than its 1.44x time per tile.
-TEST(MixedPlan, TileRule) {
-  struct Case { int64_t m, n; int tile; };
-  for (const Case c : {Case{65, 8192, 128}, Case{128, 8192, 128}, Case{256, 8192, 128},
-                       Case{512, 8192, 256}, Case{1024, 8192, 256}, Case{4096, 8192, 256},
-                       Case{256, 28672, 256}, Case{128, 28672, 128}, Case{256, 4096, 128},
-                       Case{512, 4096, 128}, Case{1024, 4096, 256}}) {
-    SCOPED_TRACE(::testing::Message() << "M=" << c.m << " N=" << c.n);
-    EXPECT_EQ(choose_mixed_tile_m(c.m, c.n, 132), c.tile);
+// The schedule model (core/gemm_plan.h) on the prefill shapes, 132 SMs: persistent on
+// whole waves, stream-K where the last wave would leave SMs idle, tile 256 where it needs
+// fewer waves by more than its 1.44x time per tile, stream-K on it only where M fills it.
+TEST(MixedPlan, ScheduleRule) {
+  struct Case { int64_t m, n, k; int tile; bool stream_k; };
+  const Case cases[] = {
+      {128, 8192, 8192, 128, true},     {256, 8192, 8192, 128, false},  {384, 8192, 8192, 256, false},
+      {768, 8192, 8192, 256, true},     {1024, 8192, 8192, 256, false}, {4096, 8192, 8192, 256, false},
+      {128, 4096, 14336, 128, true},    {256, 4096, 14336, 256, true},  {384, 4096, 14336, 128, true},
+      {512, 4096, 14336, 256, true},    {1024, 4096, 14336, 256, false}, {128, 14336, 4096, 128, false},
+      {256, 14336, 4096, 256, false},   {1024, 14336, 4096, 256, true}, {256, 28672, 8192, 256, true},
+      {1024, 28672, 8192, 256, false},  {300, 8192, 8192, 256, false},  {129, 8192, 8192, 128, false},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "M=" << c.m << " N=" << c.n << " K=" << c.k);
+    const MixedSchedule s = choose_mixed_schedule(c.m, c.n, c.k, 132);
+    EXPECT_EQ(s.tile_m, c.tile);
+    EXPECT_EQ(s.stream_k, c.stream_k);
   }
+  // The model's terms: whole waves for the persistent grid; the wave's fraction plus the
+  // fix-up (0.2 of a wave at 128 K tiles) for stream-K; 256-row tiles M does not fill are
+  // no stream-K candidate.
+  EXPECT_EQ(mixed_schedule_cost({128, false}, 128, 8192, 8192, 132), 100 * 100);
+  EXPECT_EQ(mixed_schedule_cost({256, false}, 768, 8192, 8192, 132), 2 * 100 * 144);
+  EXPECT_EQ(mixed_schedule_cost({128, true}, 128, 8192, 8192, 132), (6400 / 132 + 20) * 100);
+  EXPECT_EQ(mixed_schedule_cost({256, true}, 384, 8192, 8192, 132), -1);
+  // Forced: each tile and schedule, alone or together.
+  const MixedSchedule t256 = choose_mixed_schedule(128, 8192, 8192, 132, {-1, 256});
+  EXPECT_EQ(t256.tile_m, 256);
+  EXPECT_FALSE(choose_mixed_schedule(128, 8192, 8192, 132, {0, 0}).stream_k);
+  const MixedSchedule sk256 = choose_mixed_schedule(100, 8192, 8192, 132, {1, 256});
+  EXPECT_EQ(sk256.tile_m, 256);
+  EXPECT_TRUE(sk256.stream_k);
+  EXPECT_TRUE(choose_mixed_schedule(4096, 8192, 8192, 132, {1, 0}).stream_k);
   EXPECT_EQ(mixed_scales_bytes(8192, 64, false), 8192 * 64 * 4);
   EXPECT_EQ(mixed_scales_bytes(8192, 64, true), 2 * 8192 * 64 * 4);
 }
 
-// Stream-K where the 128-row tiles fill fewer than 3/4 of the SMs (99 of 132), with a
-// workspace of one float32 tile per output tile and the flags.
-TEST(MixedPlan, StreamKRule) {
-  struct Case { int64_t m, n; bool stream_k; };
-  for (const Case c : {Case{128, 8192, true}, Case{256, 8192, false}, Case{128, 4096, true},
-                       Case{256, 4096, true}, Case{384, 4096, true}, Case{512, 4096, false},
-                       Case{128, 14336, false}, Case{128, 12544, true}, Case{128, 12672, false},
-                       Case{128, 28672, false}}) {
-    SCOPED_TRACE(::testing::Message() << "M=" << c.m << " N=" << c.n);
-    EXPECT_EQ(choose_mixed_stream_k(c.m, c.n, 132), c.stream_k);
-  }
+// Stream-K's workspace: one float32 tile per output tile and the flags, after the scales.
+TEST(MixedPlan, StreamKWorkspace) {
   EXPECT_EQ(mixed_tiles(128, 8192, 128), 64);
-  EXPECT_EQ(mixed_tiles(129, 8200, 128), 65 * 2);
-  EXPECT_EQ(mixed_stream_k_bytes(128, 8192), 64 * 128 * 128 * 4 + 64 * 8 + 384);
-  if (!mixed_gemm_built()) GTEST_SKIP() << "this build has no mixed-input GEMM: checked the rule only";
+  EXPECT_EQ(mixed_tiles(129, 8200, 256), 65);
+  EXPECT_EQ(mixed_stream_k_bytes(128, 8192, 128), 64 * 128 * 128 * 4 + 64 * 8 + 384);
+  EXPECT_EQ(mixed_stream_k_bytes(512, 4096, 256), 64 * 128 * 256 * 4 + 64 * 8 + 384);
+  if (!mixed_gemm_built()) GTEST_SKIP() << "this build has no mixed-input GEMM: checked the sizes only";
   for (const int bits : {4, 8}) {
     const NBitsMatMulPlan q = plan(nbits_problem(128, 8192, 8192, bits, 128));
     EXPECT_EQ(q.path, NBitsPath::kMixedGemm);
     EXPECT_TRUE(q.gemm.stream_k);
     EXPECT_EQ(q.gemm.tile_m, 128);
-    EXPECT_EQ(q.regions.partial_bytes, static_cast<size_t>(mixed_stream_k_bytes(128, 8192)));
+    EXPECT_EQ(q.regions.partial_bytes, static_cast<size_t>(mixed_stream_k_bytes(128, 8192, 128)));
     EXPECT_GE(q.regions.partial_offset, q.regions.scales_offset + q.regions.scales_bytes);
     EXPECT_EQ(q.workspace_bytes, align_up(q.regions.partial_offset + q.regions.partial_bytes, kWorkspaceAlign));
   }
   const Fp8MatMulPlan f = plan(fp8_problem(1024, 8192, 8192));
   EXPECT_FALSE(f.gemm.stream_k);
   EXPECT_EQ(f.regions.partial_bytes, 0u);
-  // Forced either way; stream-K always on 128-row tiles.
   EXPECT_FALSE(plan(fp8_problem(128, 8192, 8192), kHopper, parsed("mixed_sk=0")).gemm.stream_k);
-  const Fp8MatMulPlan forced = plan(fp8_problem(1024, 8192, 8192), kHopper, parsed("mixed_sk=1"));
+  const Fp8MatMulPlan forced = plan(fp8_problem(1024, 8192, 8192), kHopper, parsed("mixed_sk=1,mixed_tile=256"));
   EXPECT_TRUE(forced.gemm.stream_k);
-  EXPECT_EQ(forced.gemm.tile_m, 128);
-  EXPECT_EQ(forced.regions.partial_bytes, static_cast<size_t>(mixed_stream_k_bytes(1024, 8192)));
-  PlanOverride o;
-  EXPECT_EQ(parse_plan_override("mixed_sk=1,mixed_tile=256", &o).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(forced.gemm.tile_m, 256);
+  EXPECT_EQ(forced.regions.partial_bytes, static_cast<size_t>(mixed_stream_k_bytes(1024, 8192, 256)));
   std::ostringstream os;
   os << plan(fp8_problem(128, 8192, 8192));
   EXPECT_NE(os.str().find("tile_m=128; tile_n=128; schedule=stream_k"), std::string::npos) << os.str();
-  EXPECT_NE(os.str().find(", partial " + std::to_string(mixed_stream_k_bytes(128, 8192)) + "@"), std::string::npos)
+  EXPECT_NE(os.str().find(", partial " + std::to_string(mixed_stream_k_bytes(128, 8192, 128)) + "@"),
+            std::string::npos)
       << os.str();
 }
 
 // From 128 rows on SM90 both operators take it, every format and activation type, blocks
-// of 64, 128 and 256; the scales region is the plan's workspace.
+// of 64, 128 and 256; the scales region (and stream-K's partial tiles) the plan's workspace.
 TEST(MixedPlan, TakenAbove128RowsOnHopper) {
   if (!mixed_gemm_built()) {
     EXPECT_STREQ(fp8_mixed_gemm_refusal(fp8_problem(1024, 8192, 8192), kHopper, {}),
@@ -93,14 +107,17 @@ TEST(MixedPlan, TakenAbove128RowsOnHopper) {
   }
   for (const DType t : {DType::kFloat16, DType::kBFloat16})
     for (const int64_t block : {int64_t{64}, int64_t{128}, int64_t{256}})
-      for (const int64_t m : {int64_t{129}, int64_t{256}, int64_t{1024}, int64_t{4096}}) {  // >= 128 tiles
+      for (const int64_t m : {int64_t{129}, int64_t{256}, int64_t{1024}, int64_t{4096}}) {
         SCOPED_TRACE(::testing::Message() << dtype_name(t) << " block=" << block << " M=" << m);
         const Fp8MatMulPlan f = plan(fp8_problem(m, 8192, 8192, block, t));
         EXPECT_EQ(f.path, Fp8Path::kMixedGemm);
-        EXPECT_EQ(f.gemm.tile_m, choose_mixed_tile_m(m, 8192, kHopper.num_sms));
-        EXPECT_FALSE(f.gemm.stream_k);
+        const MixedSchedule sched = choose_mixed_schedule(m, 8192, 8192, kHopper.num_sms);
+        EXPECT_EQ(f.gemm.tile_m, sched.tile_m);
+        EXPECT_EQ(f.gemm.stream_k, sched.stream_k);
         EXPECT_EQ(f.regions.scales_bytes, static_cast<size_t>(8192 * (8192 / block) * 4));
-        EXPECT_EQ(f.workspace_bytes, f.regions.scales_offset + f.regions.scales_bytes);
+        const size_t end = sched.stream_k ? f.regions.partial_offset + f.regions.partial_bytes
+                                          : f.regions.scales_offset + f.regions.scales_bytes;
+        EXPECT_EQ(f.workspace_bytes, align_up(end, kWorkspaceAlign));
         for (const int bits : {4, 8}) {
           const NBitsMatMulPlan q = plan(nbits_problem(m, 8192, 8192, bits, block, t));
           if (bits == 4 && m > kMixedMaxRows4Bit) {  // dequant + cuBLAS is faster there

@@ -1,6 +1,6 @@
 // The mixed-input GEMM (cuda/gemm/mixed_gemm.cuh, CUTLASS's SM90 collective) through the
 // operators' validate -> plan -> run, the plan override forcing it (mixed=1) and each tile
-// and schedule (mixed_tile, mixed_sk: 128 and 256 rows persistent, 128 stream-K), against the float64 reference: FP8 (weight-only and W8A8 on QDQ'd A) and
+// and schedule (mixed_tile, mixed_sk: 128 and 256 rows, persistent and stream-K), against the float64 reference: FP8 (weight-only and W8A8 on QDQ'd A) and
 // 8-bit / 4-bit weights with every zero-point form (none, packed, typed), both activation
 // types, bias, block sizes 64 / 128 / 256, K not a multiple of block_size (a partial last
 // block; for N-bit random padding codes in the stored row), M not a multiple of the tile
@@ -33,13 +33,13 @@ using testing::nbits_spec;
 constexpr DType kDTypes[] = {DType::kFloat16, DType::kBFloat16};
 constexpr int64_t kRows[] = {9, 17, 64, 100, 128, 257, 1024};
 
-// The kernels a plan can run: tiles of 128 or 256 activation rows on the persistent grid,
-// 128 stream-K.
+// The kernels a plan can run: tiles of 128 or 256 activation rows, on the persistent grid
+// or stream-K.
 struct Schedule {
   int tile_m;
   bool stream_k;
 };
-constexpr Schedule kSchedules[] = {{128, false}, {256, false}, {128, true}};
+constexpr Schedule kSchedules[] = {{128, false}, {256, false}, {128, true}, {256, true}};
 ::std::ostream& operator<<(::std::ostream& os, const Schedule& s) {
   return os << "tile_m=" << s.tile_m << (s.stream_k ? " stream-K" : " persistent");
 }
@@ -59,7 +59,7 @@ PlanOverride force_mixed(const Schedule& s) {
   PlanOverride o;
   o.mixed = 1;
   o.mixed_sk = s.stream_k ? 1 : 0;
-  if (!s.stream_k) o.mixed_tile = s.tile_m;
+  o.mixed_tile = s.tile_m;
   return o;
 }
 
@@ -120,11 +120,11 @@ TEST(MixedGemmFp8, AllCodesAndW8a8) {
     SCOPED_TRACE(::testing::Message() << "all codes " << dtype_name(t));
     check_fp8(reference::make_random_fp8_case(t, 200, 264, 2048, 128, true, false, seed++,
                                               reference::WeightInit::kAllCodes),
-              kSchedules[seed % 3]);
+              kSchedules[seed % 4]);
   }
   for (const DType t : kDTypes) {
     SCOPED_TRACE(::testing::Message() << "w8a8 block 64 " << dtype_name(t));
-    check_fp8(reference::make_random_fp8_case(t, 129, 1000, 960, 64, true, /*w8a8=*/true, seed), kSchedules[seed % 3]);
+    check_fp8(reference::make_random_fp8_case(t, 129, 1000, 960, 64, true, /*w8a8=*/true, seed), kSchedules[seed % 4]);
     ++seed;
   }
 }
@@ -140,7 +140,7 @@ TEST(MixedGemmNBits, EveryBlockAndZeroPointFormAgainstReference) {
         const DType t = kDTypes[seed % 2];
         const int64_t m = kRows[seed % 7];
         const int64_t n = seed % 2 == 0 ? 1000 : 264;
-        const Schedule& sched = kSchedules[seed % 3];
+        const Schedule& sched = kSchedules[seed % 4];
         SCOPED_TRACE(::testing::Message() << bits << "-bit M=" << m << " N=" << n << " block=" << block
                                           << " zero points " << nbits_zero_points_name(zp) << " "
                                           << dtype_name(t) << " " << sched);
@@ -163,7 +163,7 @@ TEST(MixedGemmNBits, AllCodesAndEveryRowCount) {
         spec.init = reference::WeightInit::kAllCodes;
         SCOPED_TRACE(::testing::Message() << bits << "-bit all codes " << nbits_zero_points_name(zp) << " "
                                           << dtype_name(t));
-        check_nbits(reference::make_random_nbits_case(spec, seed), kSchedules[seed % 3]);
+        check_nbits(reference::make_random_nbits_case(spec, seed), kSchedules[seed % 4]);
         ++seed;
       }
   for (const int64_t m : kRows) {
@@ -171,7 +171,7 @@ TEST(MixedGemmNBits, AllCodesAndEveryRowCount) {
     const int bits = seed % 2 == 0 ? 8 : 4;
     SCOPED_TRACE(::testing::Message() << bits << "-bit M=" << m << " " << dtype_name(t));
     check_nbits(reference::make_random_nbits_case(nbits_spec(t, bits, m, 520, 4096, 128, seed % 3 == 0, true), seed),
-                kSchedules[seed % 3]);
+                kSchedules[seed % 4]);
     ++seed;
   }
 }

@@ -17,15 +17,15 @@
 // shape [N, M] column-major, which is Y [M, N] row-major. Tiles: 128 weight rows x tile_m
 // (128 or 256) activation rows x 64 K, two consumer warpgroups of 64 weight rows each
 // (the cooperative schedule), a producer warp loading every operand by TMA, a persistent
-// grid of one block per SM. Where the output tiles would leave SMs idle the plan takes
-// stream-K instead (CUTLASS's stream-K tile scheduler, 128-row tiles): every block takes an
-// even share of all K tiles; blocks sharing an output tile add their float32 partial sums
-// in K order into one tile of the workspace (each waits on a flag for its predecessor; the
-// flags zeroed by a memset before each GEMM), and the block with the last K tiles adds it
-// to its own and runs the epilogue. The collective takes the scales (and zero points) one float
-// per (K block, weight row), weight rows contiguous: a small pass (MixedScalesKernel)
-// writes them into the workspace from the operator's [N, k_blocks] layout before each
-// GEMM. Its group (the block size) must be whole 64-K tiles; rows of W, A and Y must be
+// grid of one block per SM. Where the last wave of output tiles would leave SMs idle the
+// plan takes stream-K instead (CUTLASS's stream-K tile scheduler; core/gemm_plan.h's
+// schedule model): every block takes an even share of all K tiles; blocks sharing an
+// output tile add their float32 partial sums in K order into one tile of the workspace
+// (each waits on a flag for its predecessor; the flags zeroed by a memset before each
+// GEMM), and the block with the last K tiles adds it to its own and runs the epilogue.
+// The collective takes the scales (and zero points) one float per (K block, weight row),
+// weight rows contiguous: a small pass (MixedScalesKernel) writes them into the workspace
+// from the operator's [N, k_blocks] layout before each GEMM. Its group (the block size) must be whole 64-K tiles; rows of W, A and Y must be
 // whole 16-byte TMA lines (core/gemm_plan.h, mixed_gemm_refusal).
 #pragma once
 
@@ -61,7 +61,6 @@ using CutlassCodes = std::conditional_t<
 template <typename T, GemmWeights kW, int kTileM, bool kStreamK>
 struct MixedGemm {
   static_assert(kTileM == 128 || kTileM == 256, "the planned tiles");
-  static_assert(!kStreamK || kTileM == 128, "stream-K runs 128-row tiles (core/gemm_plan.h)");
   using Element = CutlassFloat<T>;
   using Codes = CutlassCodes<kW>;
   static constexpr bool kZero = kW != GemmWeights::kFp8;
@@ -130,8 +129,8 @@ struct MixedGemm {
     args.epilogue.dD = stride_y;
     args.hw_info.sm_count = launch.num_sms;
     if constexpr (kStreamK) {
-      // Stream-K throughout (the plan chose it for a grid short of a wave), not the
-      // scheduler's own data-parallel / split-K heuristic.
+      // Stream-K as the plan chose it, not the scheduler's own data-parallel / split-K
+      // heuristic.
       args.scheduler.decomposition_mode =
           cutlass::gemm::kernel::detail::PersistentTileSchedulerSm90StreamKParams::DecompositionMode::StreamK;
     }
@@ -159,6 +158,7 @@ Status launch_mixed_tile(const FusedGemmArgs& g, const MixedGemmLaunch& launch, 
                          cudaStream_t stream) {
   if (launch.stream_k) {
     if (launch.tile_m == 128) return MixedGemm<T, kW, 128, true>::run(g, launch, zeros_t, stream);
+    if (launch.tile_m == 256) return MixedGemm<T, kW, 256, true>::run(g, launch, zeros_t, stream);
   } else {
     if (launch.tile_m == 128) return MixedGemm<T, kW, 128, false>::run(g, launch, zeros_t, stream);
     if (launch.tile_m == 256) return MixedGemm<T, kW, 256, false>::run(g, launch, zeros_t, stream);
