@@ -47,7 +47,8 @@ def short_path(row):
     fma, regs, tma, window, lines, lines x2), 'mma' for FP8's tensor-core GEMV, the K
     split and a 168-register bound where the plan has them; the fused GEMM's mainloop
     ('fused' for mma.sync, 'wgmma') or FP8's W8A8 GEMM ('w8a8'), tile height and K split;
-    the mixed-input GEMM ('mixed') and its tile height; otherwise the path name."""
+    the mixed-input GEMM ('mixed'), its tile height and 'sk' where it runs stream-K;
+    otherwise the path name."""
     path = str(row.get("path") or "-")
     plan = str(row.get("plan") or "")
     if path in ("fused_gemm", "w8a8_gemm"):  # "fused|wgmma|w8a8 t<tile_m> k<k_split>"
@@ -55,9 +56,10 @@ def short_path(row):
         split = re.search(r"k_split=(\d+)", plan)
         loop = "w8a8" if path == "w8a8_gemm" else "wgmma" if "mainloop=wgmma" in plan else "fused"
         return "%s t%s k%s" % (loop, tile.group(1) if tile else "?", split.group(1) if split else "?")
-    if path == "mixed_gemm":  # "mixed t<tile_m>"
+    if path == "mixed_gemm":  # "mixed t<tile_m>[ sk]"
         tile = re.search(r"tile_m=(\d+)", plan)
-        return "mixed t%s" % (tile.group(1) if tile else "?")
+        stream_k = " sk" if "schedule=stream_k" in plan else ""
+        return "mixed t%s%s" % (tile.group(1) if tile else "?", stream_k)
     kernel = kernel_of(row)
     if kernel is None:
         return {"dequant_gemm": "dequant + cuBLAS", "bias_only": "bias only"}.get(path, path)

@@ -128,6 +128,8 @@ class PerfReportTest(unittest.TestCase):
         import perf_report
         mixed = {"path": "mixed_gemm", "plan": "path=mixed_gemm; tile_m=256; tile_n=128; workspace=0B"}
         self.assertEqual(perf_report.short_path(mixed), "mixed t256")
+        stream_k = {"path": "mixed_gemm", "plan": "path=mixed_gemm; tile_m=128; tile_n=128; schedule=stream_k"}
+        self.assertEqual(perf_report.short_path(stream_k), "mixed t128 sk")
         fused = {"path": "fused_gemm", "plan": "mainloop=wgmma; tile_m=64; tile_n=128; stages=3; k_split=2"}
         self.assertEqual(perf_report.short_path(fused), "wgmma t64 k2")
         self.assertEqual(perf_report.short_path({"path": "dequant_gemm", "plan": ""}), "dequant + cuBLAS")
