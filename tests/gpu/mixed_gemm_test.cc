@@ -118,9 +118,10 @@ TEST(MixedGemmFp8, AllCodesAndW8a8) {
   uint64_t seed = 1200;
   for (const DType t : kDTypes) {
     SCOPED_TRACE(::testing::Message() << "all codes " << dtype_name(t));
-    check_fp8(reference::make_random_fp8_case(t, 200, 264, 2048, 128, true, false, seed++,
+    check_fp8(reference::make_random_fp8_case(t, 200, 264, 2048, 128, true, false, seed,
                                               reference::WeightInit::kAllCodes),
               kSchedules[seed % 4]);
+    ++seed;
   }
   for (const DType t : kDTypes) {
     SCOPED_TRACE(::testing::Message() << "w8a8 block 64 " << dtype_name(t));
