@@ -98,10 +98,10 @@ enum class NBitsPath {
   kEmpty,        // M == 0 or N == 0: nothing to write
   kBiasOnly,     // K == 0: Y = bias (or zeros)
   kGemv,         // 0 < M <= 8, no g_idx, integer zero points: fused GEMV, bias fused
-  kMixedGemm,    // M >= 128 on tiles filling the GPU (4-bit to 2048), SM90, float16 /
-                 // bfloat16, no g_idx, block_size % 64 == 0:
-                 // mixed-input GEMM (CUTLASS; codes dequantized in registers, wgmma, every
-                 // zero-point form), bias fused
+  kMixedGemm,    // M >= 128 (4-bit to 2048), SM90, float16 / bfloat16, no g_idx,
+                 // block_size % 64 == 0: mixed-input GEMM (CUTLASS; codes dequantized in
+                 // registers, wgmma, every zero-point form; a persistent grid or stream-K),
+                 // bias fused
   kFusedGemm,    // M > 8, SM80+, float16 / bfloat16, no g_idx, integer zero points: fused
                  // GEMM (codes decoded in registers, tensor cores), bias fused
   kDequantGemm,  // dequantize B tiles to T1 -> cuBLAS GEMM -> bias

@@ -2,7 +2,7 @@
 // The dispatch chain, cheapest applicable path first:
 //   empty output -> K == 0 (bias only) -> fused decode GEMV for M <= 8 (tensor cores, else
 //   CUDA cores) -> W8A8 GEMM on FP8 tensor cores for M > 8 with A quantized (SM90) ->
-//   mixed-input GEMM for M >= 128 where its tiles fill the GPU (SM90) -> fused GEMM for 8 < M <= kGemmMaxRows ->
+//   mixed-input GEMM for M >= 128 (SM90) -> fused GEMM for 8 < M <= kGemmMaxRows ->
 //   dequantize + cuBLAS.
 // The QDQ of a W8A8 activation is fused into the GEMV kernels' activation load, and is a
 // separate kernel into the workspace on the fused GEMM and dequant + cuBLAS paths. Each

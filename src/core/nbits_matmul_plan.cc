@@ -1,7 +1,7 @@
 // NBitsMatMul planner: a pure function of (problem, device, options[, override]).
 // Dispatch chain, cheapest applicable path first:
 //   empty output -> K == 0 (bias only) -> fused decode GEMV for M <= 8 -> mixed-input GEMM
-//   for M >= 128 where its tiles fill the GPU (SM90) -> fused GEMM for 8 < M <= kGemmMaxRows
+//   for M >= 128 (SM90) -> fused GEMM for 8 < M <= kGemmMaxRows
 //   -> dequantize + cuBLAS.
 // The GEMV streams the packed weight once for all M <= 8 rows, the fused GEMM once per
 // block column of up to 64 rows; everything they do not take (g_idx, typed zero points, float32
