@@ -56,6 +56,8 @@ def short_path(row):
         split = re.search(r"k_split=(\d+)", plan)
         loop = "w8a8" if path == "w8a8_gemm" else "wgmma" if "mainloop=wgmma" in plan else "fused"
         return "%s t%s k%s" % (loop, tile.group(1) if tile else "?", split.group(1) if split else "?")
+    if path == "w8a8_groupwise":  # CUTLASS's groupwise FP8 GEMM
+        return "w8a8 groupwise"
     if path == "mixed_gemm":  # "mixed t<tile_m>[ sk]"
         tile = re.search(r"tile_m=(\d+)", plan)
         stream_k = " sk" if "schedule=stream_k" in plan else ""

@@ -106,6 +106,48 @@ const char* w8a8_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& d,
   return nullptr;
 }
 
+// CUTLASS's FP8 GEMM with groupwise scales (cuda/gemm/w8a8_groupwise.cu) in the W8A8
+// GEMM's place (after its refusal): dynamic activation scales, from kW8a8GroupwiseMinRows
+// rows, its 128 x 128 tiles filling kW8a8GroupwiseMinFillPct % of the SMs (forced: either
+// mode, any M above 8); in a build with the CUTLASS headers, its scale groups of 128 K the
+// operator's blocks, rows of Y whole 16-byte TMA lines.
+const char* w8a8_groupwise_refusal(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
+  if (const char* why = w8a8_gemm_refusal(p, d, o)) return why;
+  if (o.w8a8_groupwise == 0) return "w8a8_groupwise=0 (plan override)";
+  if (o.w8a8_groupwise != 1) {
+    if (!p.dynamic_act_quant) return "static a_scale: the W8A8 GEMM's one activation scale is faster";
+    static_assert(kW8a8GroupwiseMinRows == 256, "the reason below names the bound");
+    if (p.m < kW8a8GroupwiseMinRows) return "M < 256: the W8A8 GEMM's tiles are faster there";
+    const int64_t tiles = ((p.m + 127) / 128) * ((p.n + 127) / 128);
+    static_assert(kW8a8GroupwiseMinFillPct == 75, "the reason below names the bound");
+    if (tiles * 100 < int64_t{d.num_sms} * kW8a8GroupwiseMinFillPct)
+      return "its 128 x 128 tiles fill < 75 % of the SMs: the W8A8 GEMM's K split is faster there";
+  }
+  if (!mixed_gemm_built()) return "not built (no CUTLASS headers or no SM90 in CUDA_ARCHITECTURES)";
+  if (p.block_size != 128) return "block_size != 128 (its scale groups are 128 K)";
+  if (p.n % 8 != 0) return "N % 8 != 0 (rows of Y not whole 16-byte units)";
+  if (p.m >= (int64_t{1} << 31) || p.n >= (int64_t{1} << 31) || p.k >= (int64_t{1} << 31))
+    return "M, N or K beyond 2^31";
+  if (o.tile_m > 0 || o.gemm_k_split > 0) return "tile_m / gemm_k_split forced (the W8A8 GEMM's keys)";
+  return nullptr;
+}
+
+// Quantize A (codes and, in both modes, the scales [k_blocks, M padded]) -> CUTLASS's
+// groupwise GEMM: 128 x 128 tiles, no K split.
+void plan_w8a8_groupwise(const Fp8MatMulProblem& p, Fp8MatMulPlan* plan) {
+  GemmConfig& g = plan->gemm;
+  g.wgmma = true;
+  g.tile_m = 128;
+  g.tile_n = 128;
+  WorkspaceRegions& r = plan->regions;
+  WorkspaceLayout layout;
+  r.codes_bytes = static_cast<size_t>(p.m * p.k);
+  r.codes_offset = layout.take(r.codes_bytes);
+  r.act_scales_bytes = static_cast<size_t>(p.k_blocks() * w8a8_m_pad(p.m)) * sizeof(float);
+  r.act_scales_offset = layout.take(r.act_scales_bytes);
+  plan->workspace_bytes = layout.total();
+}
+
 // TMA tiles where line loads do not apply (K % 128 == 64) and the weight is long enough to
 // amortize their start (N x K >= 128 Mi: 5-15 % faster than register loads there).
 bool choose_tma(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o,
@@ -242,6 +284,7 @@ const char* fp8_path_name(Fp8Path path) {
     case Fp8Path::kBiasOnly: return "bias_only";
     case Fp8Path::kGemvFma: return "gemv_fma";
     case Fp8Path::kGemvMma: return "gemv_mma";
+    case Fp8Path::kW8a8Groupwise: return "w8a8_groupwise";
     case Fp8Path::kW8a8Gemm: return "w8a8_gemm";
     case Fp8Path::kMixedGemm: return "mixed_gemm";
     case Fp8Path::kFusedGemm: return "fused_gemm";
@@ -278,6 +321,10 @@ std::ostream& operator<<(std::ostream& os, const Fp8MatMulPlan& plan) {
     os << "; act_scales=" << (plan.problem.dynamic_act_quant ? "dynamic" : "static");
     print_gemm(os, plan.gemm);
   }
+  if (plan.path == Fp8Path::kW8a8Groupwise) {
+    os << "; act_scales=" << (plan.problem.dynamic_act_quant ? "dynamic" : "static");
+    print_mixed_gemm(os, plan.gemm);
+  }
   if (plan.path == Fp8Path::kMixedGemm) {
     os << "; qdq_activation=" << (plan.regions.act_bytes > 0 ? "yes" : "no");
     print_mixed_gemm(os, plan.gemm);
@@ -293,6 +340,11 @@ const char* fp8_fused_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& 
 const char* fp8_w8a8_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& device,
                                   const PlanOverride& o) {
   return w8a8_gemm_refusal(p, device, o);
+}
+
+const char* fp8_w8a8_groupwise_refusal(const Fp8MatMulProblem& p, const DeviceInfo& device,
+                                       const PlanOverride& o) {
+  return w8a8_groupwise_refusal(p, device, o);
 }
 
 const char* fp8_mixed_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& device,
@@ -334,7 +386,10 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
     *out = plan;
     return Status::Ok();
   }
-  if (w8a8_gemm_refusal(p, device, o) == nullptr) {
+  if (w8a8_groupwise_refusal(p, device, o) == nullptr) {
+    plan.path = Fp8Path::kW8a8Groupwise;
+    plan_w8a8_groupwise(p, &plan);
+  } else if (w8a8_gemm_refusal(p, device, o) == nullptr) {
     plan.path = Fp8Path::kW8a8Gemm;
     plan_w8a8_gemm(p, device, o, &plan);
   } else if (mixed_gemm_refusal(p, 8, p.k, device, o.mixed) == nullptr) {

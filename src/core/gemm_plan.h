@@ -130,6 +130,15 @@ constexpr int64_t kW8a8MinRows = kGemvMaxRows + 1;
 // 3 TB/s, so about 0.9 MB of plane costs a slab. (Priced at zero, the wave model splits
 // 28672 x 8192 at M = 256 in two: 200 us, against 81 at M = 128, unsplit, in one run.)
 constexpr int64_t kW8a8PlaneBytesPerSlab = 900 * 1024;
+// CUTLASS's FP8 GEMM with groupwise scales (cuda/gemm/w8a8_groupwise.cu) takes dynamic
+// W8A8 from this many rows, block_size 128, where its 128 x 128 output tiles fill
+// kW8a8GroupwiseMinFillPct % of the SMs. Measured on the H200 (PERF.md): 0.71-0.90x the
+// W8A8 GEMM's time with dynamic scales at M = 256..4096 on the prefill shapes where the
+// tiles fill the SMs; 1.26x at 4096 x 14336, M = 256 (64 tiles, half the SMs); 1.11x at
+// 8192 x 8192, M = 128. With the static a_scale it takes 0.92-1.50x the W8A8 GEMM's time,
+// slower in 9 of 13 cases, so static keeps the W8A8 GEMM.
+constexpr int64_t kW8a8GroupwiseMinRows = 256;
+constexpr int64_t kW8a8GroupwiseMinFillPct = 75;
 // The quantized activation in the workspace: [M, K] e4m3 codes (K % 16 == 0) and, dynamic,
 // its scales [k_blocks][M padded to whole tiles] float32.
 constexpr int64_t w8a8_m_pad(int64_t m) { return (m + kW8a8TileM - 1) / kW8a8TileM * kW8a8TileM; }

@@ -24,6 +24,10 @@ const char* nbits_fused_gemm_refusal(const NBitsMatMulProblem& problem,
 // M <= 8, not SM90, block_size % 128 != 0, ...), or nullptr where it does.
 const char* fp8_w8a8_gemm_refusal(const Fp8MatMulProblem& problem, const DeviceInfo& device,
                                   const PlanOverride& override_);
+// Why W8A8 does not run on CUTLASS's groupwise FP8 GEMM ("static a_scale: ...", "M < 256:
+// ...", the W8A8 GEMM's own refusals first), or nullptr where it does.
+const char* fp8_w8a8_groupwise_refusal(const Fp8MatMulProblem& problem, const DeviceInfo& device,
+                                       const PlanOverride& override_);
 
 // Why the mixed-input GEMM (CUTLASS, SM90; core/gemm_plan.h, mixed_gemm_refusal) is not
 // taken ("M <= 64: ...", "block_size % 64 != 0 ...", "g_idx ..."), or nullptr where it is.

@@ -35,6 +35,9 @@
 //                     both   the mixed-input GEMM's activation rows per tile
 //   mixed_sk=0|1      both   the mixed-input GEMM's schedule: 0 the persistent grid, 1
 //                            stream-K (with mixed_tile, both forced)
+//   w8a8_groupwise=0|1
+//                     fp8    W8A8 on CUTLASS's groupwise FP8 GEMM: 0 never (the hand-written
+//                            W8A8 GEMM), 1 at every M above 8 where it applies
 // Unset keys leave the planner's choice. A forced choice that does not apply to a problem
 // is ignored where the planner's rules say so (as for its own choices), except the
 // conflicts the planner reports (registers=168 with k_split=8).
@@ -68,6 +71,7 @@ struct PlanOverride {
   int mixed = -1;      // -1: planner; 0: never the mixed-input GEMM; 1: wherever it applies
   int mixed_tile = 0;  // 0: planner; 128, 256
   int mixed_sk = -1;   // -1: planner; 0: the persistent grid; 1: stream-K
+  int w8a8_groupwise = -1;  // -1: planner; 0: never CUTLASS's groupwise W8A8 GEMM; 1: wherever it applies
 
   bool empty() const;
 };

@@ -115,6 +115,17 @@ Status run_w8a8_gemm(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args, uint8
                                 plan.gemm.tile_m, plan.gemm.k_split, w, stream);
 }
 
+// A -> e4m3 codes and scales in the workspace -> CUTLASS's groupwise FP8 GEMM, the bias in
+// its epilogue.
+Status run_w8a8_groupwise(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args, uint8_t* ws,
+                          cudaStream_t stream) {
+  cuda::W8A8Workspace w;
+  w.codes = ws + plan.regions.codes_offset;
+  w.scales = reinterpret_cast<float*>(ws + plan.regions.act_scales_offset);
+  return cuda::launch_w8a8_groupwise(kernel_args(plan.problem, args), plan.problem.dynamic_act_quant,
+                                     plan.device.num_sms, w, stream);
+}
+
 }  // namespace
 
 Status run_fp8_matmul(const Handle& handle, const Fp8MatMulPlan& plan,
@@ -139,6 +150,8 @@ Status run_fp8_matmul(const Handle& handle, const Fp8MatMulPlan& plan,
                                              plan.gemv.registers, stream);
           case Fp8Path::kW8a8Gemm:
             return run_w8a8_gemm(plan, args, ws, stream);
+          case Fp8Path::kW8a8Groupwise:
+            return run_w8a8_groupwise(plan, args, ws, stream);
           case Fp8Path::kMixedGemm:
           case Fp8Path::kFusedGemm:
             return run_gemm(plan, args, ws, stream);

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <limits>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -33,6 +34,7 @@ TEST(Fp8Plan, PathNames) {
   EXPECT_STREQ(fp8_path_name(Fp8Path::kGemvFma), "gemv_fma");
   EXPECT_STREQ(fp8_path_name(Fp8Path::kGemvMma), "gemv_mma");
   EXPECT_STREQ(fp8_path_name(Fp8Path::kW8a8Gemm), "w8a8_gemm");
+  EXPECT_STREQ(fp8_path_name(Fp8Path::kW8a8Groupwise), "w8a8_groupwise");
   EXPECT_STREQ(fp8_path_name(Fp8Path::kFusedGemm), "fused_gemm");
   EXPECT_STREQ(fp8_path_name(Fp8Path::kDequantGemm), "dequant_gemm");
 }
@@ -580,7 +582,7 @@ TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
       p.has_a_scale = !dynamic;
       p.dynamic_act_quant = dynamic;
       SCOPED_TRACE(::testing::Message() << "M=" << m << (dynamic ? " dynamic" : " static"));
-      const Fp8MatMulPlan pl = plan(p);
+      const Fp8MatMulPlan pl = plan(p, kHopper, parsed("w8a8_groupwise=0"));
       ASSERT_EQ(pl.path, Fp8Path::kW8a8Gemm) << pl;
       EXPECT_EQ(fp8_w8a8_gemm_refusal(p, kHopper, {}), nullptr);
       EXPECT_TRUE(pl.gemm.wgmma);
@@ -627,9 +629,10 @@ TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
   // 4096 rows: 2048 tiles, whole waves unsplit; no partial sums.
   p = problem(4096, 8192, 8192);
   p.has_a_scale = true;
-  EXPECT_EQ(plan(p).gemm.k_split, 1);
-  EXPECT_EQ(plan(p).regions.partial_bytes, 0u);
-  EXPECT_EQ(plan(p).workspace_bytes, size_t{4096} * 8192);
+  const PlanOverride own = parsed("w8a8_groupwise=0");  // the W8A8 GEMM's rules
+  EXPECT_EQ(plan(p, kHopper, own).gemm.k_split, 1);
+  EXPECT_EQ(plan(p, kHopper, own).regions.partial_bytes, 0u);
+  EXPECT_EQ(plan(p, kHopper, own).workspace_bytes, size_t{4096} * 8192);
   // The partial planes' price: 28672 x 8192 at M = 256 is 448 tiles of 64 slabs, 4 waves
   // of 70 unsplit (280), 7 of 38 split in two (266) plus two 29 MB planes at 0.9 MB a slab
   // (2 x 32): unsplit. At M = 128 (224 tiles, 2 waves) a split never pays either; at
@@ -637,10 +640,10 @@ TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
   p = problem(256, 28672, 8192);
   p.has_a_scale = true;
   EXPECT_EQ(gemm_split_cost(448, 64, 1, 132, 6, 2), 266);
-  EXPECT_EQ(plan(p).gemm.k_split, 1);
+  EXPECT_EQ(plan(p, kHopper, parsed("w8a8_groupwise=0")).gemm.k_split, 1);
   p = problem(256, 4096, 14336);
   p.has_a_scale = true;
-  EXPECT_EQ(plan(p).gemm.k_split, 2);
+  EXPECT_EQ(plan(p, kHopper, parsed("w8a8_groupwise=0")).gemm.k_split, 2);
   // K % 128 != 0 (a partial last block), odd N: rows of K codes.
   p = problem(333, 1001, 8208);
   p.has_a_scale = true;
@@ -648,12 +651,72 @@ TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
   EXPECT_EQ(plan(p).path, Fp8Path::kW8a8Gemm);
 }
 
+// CUTLASS's groupwise FP8 GEMM in the W8A8 GEMM's place from 256 rows (forced: from 9),
+// block_size 128, N % 8 == 0, where the CUTLASS headers are built; its workspace: the
+// codes and, in both modes, the scales [k_blocks, M padded to 128].
+// Dynamic W8A8 on CUTLASS's groupwise GEMM from 256 rows where its 128 x 128 tiles fill
+// 3/4 of the SMs (132 on kHopper: 99 tiles); static keeps the W8A8 GEMM unless forced.
+TEST(Fp8Plan, W8A8GroupwiseDynamicFrom256Rows) {
+  const auto groupwise_why = [](const Fp8MatMulProblem& p, const char* ov = "") {
+    const char* why = fp8_w8a8_groupwise_refusal(p, kHopper, parsed(ov));
+    return std::string(why == nullptr ? "" : why);
+  };
+  for (const bool dynamic : {false, true})
+    for (const int64_t m : {9, 255, 256, 1024, 4097}) {
+      Fp8MatMulProblem p = problem(m, 8192, 8208);  // K % 128 != 0: 65 blocks
+      p.has_a_scale = !dynamic;
+      p.dynamic_act_quant = dynamic;
+      SCOPED_TRACE(::testing::Message() << "M=" << m << (dynamic ? " dynamic" : " static"));
+      const Fp8MatMulPlan pl = plan(p);
+      if (!mixed_gemm_built()) {
+        EXPECT_EQ(pl.path, Fp8Path::kW8a8Gemm);
+        continue;
+      }
+      const bool taken = dynamic && m >= kW8a8GroupwiseMinRows;
+      ASSERT_EQ(pl.path, taken ? Fp8Path::kW8a8Groupwise : Fp8Path::kW8a8Gemm) << pl;
+      EXPECT_EQ(groupwise_why(p).empty(), taken);
+      EXPECT_EQ(plan(p, kHopper, parsed("w8a8_groupwise=1")).path, Fp8Path::kW8a8Groupwise);
+      EXPECT_EQ(plan(p, kHopper, parsed("w8a8_groupwise=0")).path, Fp8Path::kW8a8Gemm);
+      if (!dynamic) EXPECT_EQ(groupwise_why(p), "static a_scale: the W8A8 GEMM's one activation scale is faster");
+      if (dynamic && m < 256) EXPECT_EQ(groupwise_why(p), "M < 256: the W8A8 GEMM's tiles are faster there");
+      const Fp8MatMulPlan forced = plan(p, kHopper, parsed("w8a8_groupwise=1"));
+      EXPECT_EQ(forced.regions.codes_bytes, static_cast<size_t>(m) * 8208);
+      EXPECT_EQ(forced.regions.act_scales_bytes, size_t{65} * ((m + 127) / 128 * 128) * 4);
+      EXPECT_EQ(forced.regions.partial_bytes, 0u);
+      EXPECT_EQ(forced.workspace_bytes, forced.regions.act_scales_offset + forced.regions.act_scales_bytes);
+    }
+  if (!mixed_gemm_built()) GTEST_SKIP() << "this build has no CUTLASS GEMMs: checked that W8A8 keeps its GEMM";
+  // The fill bound: 99 of 132 SMs. 256 rows x 4096 columns are 64 tiles; 512 x 4096 128;
+  // 256 x 6272 98, 256 x 6400 100.
+  const auto dyn = [](int64_t m, int64_t n, int64_t k, int64_t bs = 128) {
+    Fp8MatMulProblem p = problem(m, n, k, bs);
+    p.dynamic_act_quant = true;
+    return p;
+  };
+  const std::string fill = "its 128 x 128 tiles fill < 75 % of the SMs: the W8A8 GEMM's K split is faster there";
+  EXPECT_EQ(groupwise_why(dyn(256, 4096, 14336)), fill);
+  EXPECT_EQ(plan(dyn(256, 4096, 14336)).path, Fp8Path::kW8a8Gemm);
+  EXPECT_EQ(groupwise_why(dyn(256, 4096, 14336), "w8a8_groupwise=1"), "");
+  EXPECT_EQ(groupwise_why(dyn(512, 4096, 14336)), "");
+  EXPECT_EQ(groupwise_why(dyn(256, 6272, 4096)), fill);
+  EXPECT_EQ(groupwise_why(dyn(256, 6400, 4096)), "");
+  EXPECT_EQ(plan(dyn(1024, 8192, 8192, 256)).path, Fp8Path::kW8a8Gemm);  // blocks of 256
+  EXPECT_EQ(groupwise_why(dyn(1024, 8192, 8192, 256)), "block_size != 128 (its scale groups are 128 K)");
+  EXPECT_EQ(plan(dyn(1024, 8188, 8192)).path, Fp8Path::kW8a8Gemm);  // N % 8 != 0
+  EXPECT_EQ(groupwise_why(dyn(1024, 8188, 8192)), "N % 8 != 0 (rows of Y not whole 16-byte units)");
+  EXPECT_EQ(plan(dyn(1024, 8192, 8192), kAmpere).path, Fp8Path::kDequantGemm);
+  std::ostringstream os;
+  os << plan(dyn(1024, 8192, 8192));
+  EXPECT_NE(os.str().find("sm90/132SMs; act_scales=dynamic; tile_m=128; tile_n=128; schedule=persistent"), std::string::npos) << os.str();
+}
+
 // Where the W8A8 GEMM is not taken, and why (fp8_w8a8_gemm_refusal, printed by --explain).
 TEST(Fp8Plan, W8A8GemmRefusals) {
   const auto refusal = [](Fp8MatMulProblem p, const DeviceInfo& d, const char* ov = "") {
     if (!p.dynamic_act_quant) p.has_a_scale = true;
     const char* why = fp8_w8a8_gemm_refusal(p, d, parsed(ov));
-    EXPECT_EQ(why == nullptr, plan(p, d, parsed(ov)).path == Fp8Path::kW8a8Gemm);
+    const Fp8Path path = plan(p, d, parsed(std::string(ov) + ",w8a8_groupwise=0")).path;
+    EXPECT_EQ(why == nullptr, path == Fp8Path::kW8a8Gemm);
     return std::string(why == nullptr ? "" : why);
   };
   EXPECT_EQ(fp8_w8a8_gemm_refusal(problem(64, 8192, 8192), kHopper, {}),

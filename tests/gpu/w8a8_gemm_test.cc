@@ -3,8 +3,10 @@
 // against the float64 reference of each mode's quantization: both activation types, bias,
 // odd N, M not a multiple of 128, K % block_size != 0, blocks 128 and 256, tiles of 32, 64
 // and 128 rows, K splits 1 and 3.
-// Y is NaN-poisoned first; a small case for compute-sanitizer. Skips itself without an SM90
-// device.
+// CUTLASS's groupwise FP8 GEMM (cuda/gemm/w8a8_groupwise.cu) likewise through
+// launch_w8a8_groupwise, blocks of 128, N % 8 == 0.
+// Y is NaN-poisoned first; small cases for compute-sanitizer. Skips itself without an SM90
+// device (and the groupwise cases without the CUTLASS headers in the build).
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -14,6 +16,7 @@
 #include "bqmm/status.h"
 #include "common/fp8_runner.h"
 #include "common/gpu.h"
+#include "core/gemm_plan.h"
 #include "cuda/launchers.h"
 #include "harness/device_buffer.h"
 #include "harness/host_tensor.h"
@@ -125,6 +128,77 @@ TEST(W8A8Wgmma, SanitizeSmall) {
       c.dynamic_act_quant = dynamic;
       check_w8a8(c, sh.tile_m, sh.k_split);
     }
+}
+
+// CUTLASS's groupwise GEMM, launched directly: the quantize pass writes the codes and the
+// scales (static: a_scale in each), then one kernel.
+void check_groupwise(const Fp8Case& c) {
+  testing::Fp8DeviceCase d;
+  BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
+  cuda::Fp8KernelArgs g;
+  g.dtype = c.dtype();
+  g.a = d.a.data();
+  g.a_scale = c.dynamic_act_quant ? nullptr : static_cast<const float*>(d.a_scale.data());
+  g.b = static_cast<const uint8_t*>(d.b.data());
+  g.b_scale = static_cast<const float*>(d.b_scale.data());
+  g.bias = c.bias ? d.bias.data() : nullptr;
+  g.y = d.y.data();
+  g.m = c.m();
+  g.n = c.n();
+  g.k = c.k();
+  g.block_size = c.block_size;
+  harness::DeviceBuffer codes, scales;
+  BQMM_ASSERT_OK(harness::DeviceBuffer::allocate(static_cast<size_t>(g.m * g.k), &codes));
+  BQMM_ASSERT_OK(harness::DeviceBuffer::allocate(
+      static_cast<size_t>(c.k_blocks() * w8a8_m_pad(g.m)) * sizeof(float), &scales));
+  cuda::W8A8Workspace ws;
+  ws.codes = static_cast<uint8_t*>(codes.data());
+  ws.scales = static_cast<float*>(scales.data());
+  const int sms = testing::shared_handle()->device_info().num_sms;
+  BQMM_ASSERT_OK(testing::run_on_fresh_stream(
+      [&](cudaStream_t stream) { return cuda::launch_w8a8_groupwise(g, c.dynamic_act_quant, sms, ws, stream); }));
+  HostTensor y;
+  BQMM_ASSERT_OK(d.y.download(&y));
+  EXPECT_TRUE(testing::matches_reference(c, y));
+}
+
+#define BQMM_REQUIRE_GROUPWISE()                                                             \
+  BQMM_REQUIRE_GPU();                                                                        \
+  if (!sm90()) GTEST_SKIP() << "the groupwise W8A8 GEMM needs SM90";                          \
+  if (!mixed_gemm_built()) GTEST_SKIP() << "this build has no CUTLASS GEMMs (no CUTLASS headers)"
+
+// Both modes, both types, bias, M not a multiple of 128, K % 128 != 0, N not a multiple of
+// 128, a K of 65 groups; every block's dynamic scale differs from its neighbours'.
+TEST(W8A8Groupwise, BothModesAgainstReference) {
+  BQMM_REQUIRE_GROUPWISE();
+  struct Shape3 { int64_t m, n, k; };
+  const Shape3 shapes[] = {{9, 1000, 1024}, {64, 1040, 1040}, {1024, 776, 2048},
+                           {256, 512, 8192}, {300, 264, 8336}};
+  uint64_t seed = 500;
+  for (const Shape3 sh : shapes)
+    for (const bool dynamic : {false, true}) {
+      const DType t = seed % 2 == 0 ? DType::kFloat16 : DType::kBFloat16;
+      SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " N=" << sh.n << " K=" << sh.k << " " << dtype_name(t)
+                                        << (dynamic ? " dynamic" : " static"));
+      Fp8Case c = reference::make_random_fp8_case(t, sh.m, sh.n, sh.k, 128, /*bias=*/seed % 3 != 0,
+                                                  /*w8a8=*/!dynamic, seed);
+      c.dynamic_act_quant = dynamic;
+      vary_block_magnitudes(c);
+      ++seed;
+      check_groupwise(c);
+    }
+}
+
+// Small shapes for compute-sanitizer: edge tiles in M and N, a partial last K group.
+TEST(W8A8Groupwise, SanitizeSmall) {
+  BQMM_REQUIRE_GROUPWISE();
+  uint64_t seed = 600;
+  for (const bool dynamic : {false, true}) {
+    Fp8Case c = reference::make_random_fp8_case(DType::kBFloat16, 33, 136, 272, 128, /*bias=*/true,
+                                                /*w8a8=*/!dynamic, seed++);
+    c.dynamic_act_quant = dynamic;
+    check_groupwise(c);
+  }
 }
 
 }  // namespace

@@ -46,17 +46,10 @@
 #include "cutlass/gemm/dispatch_policy.hpp"
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "cuda/cuda_check.h"
+#include "cuda/gemm/cutlass_types.cuh"
 #include "cuda/launchers.h"
 
 namespace bqmm::cuda {
-
-// CUTLASS's element types for the activation type T and for each weight format.
-template <typename T>
-using CutlassFloat = std::conditional_t<std::is_same_v<T, __half>, cutlass::half_t, cutlass::bfloat16_t>;
-template <GemmWeights kW>
-using CutlassCodes = std::conditional_t<
-    kW == GemmWeights::kFp8, cutlass::float_e4m3_t,
-    std::conditional_t<kW == GemmWeights::kInt8, uint8_t, cutlass::uint4b_t>>;
 
 template <typename T, GemmWeights kW, int kTileM, bool kStreamK>
 struct MixedGemm {
