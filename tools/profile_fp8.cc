@@ -20,20 +20,27 @@ enum class ActQuant { kNone, kStatic, kDynamic };
 struct Fp8CaseSpec : CaseSpec {
   bool w8a8 = false;     // an a_scale input: the activation is QDQ'd to e4m3 first
   bool dynamic = false;  // dynamic per-row, per-K-block activation quantization
+  int64_t scale_rows = 1;  // Fp8MatMulAttrs::b_scale_block_rows, the weight's scales made to keep it
 
-  std::string variant() const override { return w8a8 ? "w8a8" : dynamic ? "dynamic" : ""; }
+  std::string variant() const override {
+    std::string v = w8a8 ? "w8a8" : dynamic ? "dynamic" : "";
+    if (scale_rows != 1) v += (v.empty() ? "" : " ") + std::string("scale_rows=") + std::to_string(scale_rows);
+    return v;
+  }
   void write_json(JsonLine* line) const override {
     line->add_bool("w8a8", w8a8);
     line->add_string("act_quant", w8a8 ? "static" : dynamic ? "dynamic" : "none");
+    line->add_int("b_scale_block_rows", scale_rows);
   }
-  Fp8MatMulAttrs attrs() const { return Fp8MatMulAttrs{block_size, dynamic}; }
+  Fp8MatMulAttrs attrs() const { return Fp8MatMulAttrs{block_size, dynamic, scale_rows}; }
 };
 
 std::unique_ptr<CaseSpec> make_case(DType dtype, int64_t m, int64_t n, int64_t k,
-                                    int64_t block_size, bool bias, ActQuant act) {
+                                    int64_t block_size, bool bias, ActQuant act, int64_t scale_rows = 1) {
   auto c = new_case<Fp8CaseSpec>(dtype, m, n, k, block_size, bias);
   c->w8a8 = act == ActQuant::kStatic;
   c->dynamic = act == ActQuant::kDynamic;
+  c->scale_rows = scale_rows;
   return c;
 }
 
@@ -84,6 +91,7 @@ Fp8MatMulProblem problem_of(const Fp8CaseSpec& c) {
   auto p = common_problem<Fp8MatMulProblem>(c);
   p.has_a_scale = c.w8a8;
   p.dynamic_act_quant = c.dynamic;
+  p.b_scale_block_rows = c.scale_rows;
   return p;
 }
 
@@ -129,6 +137,7 @@ class Fp8Inputs : public GroupInputs {
     exact.a_scale = host_.a_scale;
     exact.bias = host_.bias;
     exact.dynamic_act_quant = host_.dynamic_act_quant;
+    exact.b_scale_block_rows = host_.b_scale_block_rows;
     return [exact = std::move(exact)] { return reference::fp8_matmul_emulate_dequant_gemm(exact); };
   }
 
@@ -173,7 +182,10 @@ class Fp8Profiler : public OpProfiler {
         {"--act-quant", "MODE",
          "none (default), static (pass an a_scale: W8A8) or dynamic (a scale per row and K "
          "block, amax / 448)"},
-        {"--w8a8", nullptr, "the same as --act-quant static"}};
+        {"--w8a8", nullptr, "the same as --act-quant static"},
+        {"--b-scale-block-rows", "R",
+         "weight scales shared by aligned groups of R rows (the random scales made so), passed "
+         "as b_scale_block_rows (default 1)"}};
   }
   Status make_cases(const Flags& flags, const Settings& settings, CaseList* out) override;
   std::vector<NamedView> call_tensors(const CaseSpec& c) const override;
@@ -199,10 +211,12 @@ Status Fp8Profiler::make_cases(const Flags& flags, const Settings& settings, Cas
       return Status(StatusCode::kInvalidArgument, "--w8a8: conflicts with --act-quant dynamic");
     act = ActQuant::kStatic;
   }
+  int64_t scale_rows = 1;
+  BQMM_RETURN_IF_ERROR(flags.get_int("--b-scale-block-rows", 1, int64_t{1} << 30, &scale_rows));
 
   out->clear();
   if (settings.suite == "smoke") {
-    for (const char* flag : {"--w8a8", "--act-quant"})
+    for (const char* flag : {"--w8a8", "--act-quant", "--b-scale-block-rows"})
       if (flags.has(flag))
         return Status(StatusCode::kInvalidArgument,
                       std::string(flag) + ": --suite smoke sets it per case itself");
@@ -217,7 +231,7 @@ Status Fp8Profiler::make_cases(const Flags& flags, const Settings& settings, Cas
                   std::string("--activation-dtype: --op fp8 takes fp16 or bf16 but got ") +
                       dtype_flag_name(*settings.dtype));
   return for_each_shape(settings, [&](DType dtype, int64_t m, int64_t n, int64_t k) {
-    out->push_back(make_case(dtype, m, n, k, settings.block_size, settings.bias, act));
+    out->push_back(make_case(dtype, m, n, k, settings.block_size, settings.bias, act, scale_rows));
   });
 }
 
@@ -267,6 +281,7 @@ std::unique_ptr<GroupInputs> Fp8Profiler::make_inputs(const CaseSpec& spec, int6
       c.dtype, max_m, c.n, c.k, c.block_size, c.bias, c.w8a8, seed,
       reference::WeightInit::kAllCodes);
   host.dynamic_act_quant = c.dynamic;
+  if (c.scale_rows != 1) reference::share_scale_rows(c.scale_rows, &host);
   return std::make_unique<Fp8Inputs>(std::move(host));
 }
 

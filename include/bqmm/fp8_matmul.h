@@ -36,6 +36,13 @@ struct Fp8MatMulAttrs {
   // all-zero block), q = e4m3_satfinite_rne(A / s), and Y computed from q * s, as FP8
   // checkpoints (DeepSeek-V3, Qwen3-FP8) are served. Excludes a_scale (static W8A8).
   bool dynamic_act_quant = false;
+  // Rows of B sharing each scale (an extension, a promise about b_scale's values; >= 1):
+  // b_scale[n, b] == b_scale[n - n % b_scale_block_rows, b] for every n and b. FP8
+  // checkpoints with 128 x 128 weight blocks (DeepSeek-V3's `weight_scale_inv`) expanded
+  // to the operator's per-row scales keep it with 128. Y means the same either way; with a
+  // multiple of 128 the W8A8 GEMMs may read one scale per 128 rows (the first of each
+  // group), so where b_scale breaks the promise Y is unspecified.
+  int64_t b_scale_block_rows = 1;
 };
 
 // Device tensors of one call. Optional inputs are std::nullopt when absent.
@@ -58,6 +65,7 @@ struct Fp8MatMulProblem {
   bool has_bias = false;
   bool has_a_scale = false;        // static W8A8
   bool dynamic_act_quant = false;  // Fp8MatMulAttrs::dynamic_act_quant
+  int64_t b_scale_block_rows = 1;  // Fp8MatMulAttrs::b_scale_block_rows
   // Largest power of two <= 16 dividing every data pointer of the call (A, B, bias, Y).
   // Vectorized kernels need 16; for plans made without tensors it is 16.
   int alignment = 16;
@@ -76,9 +84,10 @@ enum class Fp8Path {
   kBiasOnly,     // K == 0: Y = bias (or zeros)
   kGemvFma,      // 0 < M <= 8: fused GEMV on CUDA cores (W8A8 and bias fused)
   kGemvMma,      // 0 < M <= 8, SM80+: fused GEMV on tensor cores (mma.m16n8k16)
-  kW8a8Groupwise,  // M >= 256, SM90, dynamic_act_quant, block_size 128, N % 8 == 0, the
-                   // tiles filling the SMs: A -> e4m3 codes and scales -> CUTLASS's FP8
-                   // GEMM with groupwise scales, bias fused
+  kW8a8Groupwise,  // M >= 256, SM90, dynamic_act_quant or b_scale_block_rows % 128 == 0,
+                   // block_size 128, N % 8 == 0, the tiles filling the SMs: A -> e4m3
+                   // codes and scales -> CUTLASS's FP8 GEMM with groupwise scales, bias
+                   // fused
   kW8a8Gemm,     // M > 32, SM90, A quantized (a_scale or dynamic_act_quant),
                  // block_size % 128 == 0: A -> e4m3 codes (+ scales) -> FP8 x FP8 wgmma
                  // GEMM, the scales applied per K block in float32, bias fused

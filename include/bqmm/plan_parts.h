@@ -39,6 +39,8 @@ struct GemmConfig {
                      // added (with the bias) by a second kernel
   bool stream_k = false;  // the mixed-input GEMM's K tiles dealt out evenly over the SMs,
                           // float32 partial tiles in the workspace
+  int scale_rows = 1;  // W8A8 on CUTLASS's groupwise GEMM: weight rows per scale read (1, or
+                       // 128 where Fp8MatMulAttrs::b_scale_block_rows promises it)
 };
 
 // The dequant + cuBLAS path: the weight dequantized in N tiles into the scratch.

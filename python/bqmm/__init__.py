@@ -1,7 +1,8 @@
 """bqmm for PyTorch: block-quantized weight matmul ops, modules and checkpoint loaders.
 
 Ops (docs/PYTHON.md; the semantics are docs/CONTRACT.md's):
-  torch.ops.bqmm.fp8_matmul(a, b, b_scale, a_scale=None, bias=None, *, block_size=128)
+  torch.ops.bqmm.fp8_matmul(a, b, b_scale, a_scale=None, bias=None, *, block_size=128,
+                            dynamic_act_quant=False, b_scale_block_rows=1)
   torch.ops.bqmm.nbits_matmul(a, b, scales, zero_points=None, g_idx=None, bias=None, *,
                               K, N, bits=4, block_size, accuracy_level=0)
 Modules: bqmm.nn.Fp8Linear, bqmm.nn.NBitsLinear. Loaders: bqmm.loaders.

@@ -16,7 +16,8 @@ import torch
 # them when the extension is loaded). Inputs in ONNX order, attributes keyword-only.
 FP8_MATMUL_SCHEMA = (
     "fp8_matmul(Tensor a, Tensor b, Tensor b_scale, Tensor? a_scale=None, "
-    "Tensor? bias=None, *, int block_size=128, bool dynamic_act_quant=False) -> Tensor")
+    "Tensor? bias=None, *, int block_size=128, bool dynamic_act_quant=False, "
+    "int b_scale_block_rows=1) -> Tensor")
 NBITS_MATMUL_SCHEMA = (
     "nbits_matmul(Tensor a, Tensor b, Tensor scales, Tensor? zero_points=None, "
     "Tensor? g_idx=None, Tensor? bias=None, *, int K, int N, int bits=4, int block_size, "
@@ -81,9 +82,19 @@ def _output(a, n):
     return a.new_empty((*a.shape[:-1], n))
 
 
+def check_b_scale_block_rows(b_scale_block_rows):
+    """The library's check of the attribute (validate_fp8_matmul), for code that does not
+    run it: the fake implementation (so tracing fails where the op would) and the
+    reference. Same exception type and text as the op's."""
+    if b_scale_block_rows < 1:
+        raise ValueError("bqmm: InvalidArgument: b_scale_block_rows: expected >= 1 (rows of B "
+                         f"sharing each scale), got {b_scale_block_rows}")
+
+
 @torch.library.register_fake("bqmm::fp8_matmul")
 def _fp8_matmul_fake(a, b, b_scale, a_scale=None, bias=None, *, block_size=128,
-                     dynamic_act_quant=False):
+                     dynamic_act_quant=False, b_scale_block_rows=1):
+    check_b_scale_block_rows(b_scale_block_rows)
     torch._check(b.dim() == 2, lambda: f"bqmm: InvalidArgument: b: expected rank 2 [N, K] but got rank {b.dim()}")
     torch._check(a.dim() >= 1 and a.shape[-1] == b.shape[1],
                  lambda: f"bqmm: InvalidArgument: a: last dimension must be K = {b.shape[1]}")
@@ -99,11 +110,15 @@ def _nbits_matmul_fake(a, b, scales, zero_points=None, g_idx=None, bias=None, *,
 
 
 def fp8_matmul(a, b, b_scale, a_scale=None, bias=None, *, block_size=128,
-               dynamic_act_quant=False):
+               dynamic_act_quant=False, b_scale_block_rows=1):
     """Y = A @ dequant(B)^T + bias (torch.ops.bqmm.fp8_matmul). a_scale: static W8A8;
-    dynamic_act_quant: A quantized per row and K block (scale amax / 448) instead."""
+    dynamic_act_quant: A quantized per row and K block (scale amax / 448) instead.
+    b_scale_block_rows: a promise that rows of B share each scale in aligned groups of
+    that many (b_scale[n] == b_scale[n - n % R]), as 128 x 128-block checkpoints expanded
+    to per-row scales do; Y is the same, the W8A8 GEMMs may be faster with 128."""
     return torch.ops.bqmm.fp8_matmul(a, b, b_scale, a_scale, bias, block_size=block_size,
-                                     dynamic_act_quant=dynamic_act_quant)
+                                     dynamic_act_quant=dynamic_act_quant,
+                                     b_scale_block_rows=b_scale_block_rows)
 
 
 def nbits_matmul(a, b, scales, zero_points=None, g_idx=None, bias=None, *, K, N, bits=4,

@@ -5,8 +5,9 @@
   [ceil(N / bn), ceil(K / bk)] scales one bn x bk block (128 x 128; dequantized weight =
   weight * weight_scale_inv). Fp8WeightMatMul has one scale per row and K block, so the
   block scales are repeated over their bn rows: b_scale[n, j] = weight_scale_inv[n // bn, j],
-  with block_size = bk. Shapes that are not multiples of the block are handled (the last
-  row and column blocks are partial).
+  with block_size = bk and b_scale_block_rows = bn (the rows share each scale in aligned
+  groups of bn, which the operator's W8A8 GEMMs use with 128). Shapes that are not
+  multiples of the block are handled (the last row and column blocks are partial).
 * load_onnx: every MatMulNBits and MatMulBlockQuantizedFp8Weight node (domain
   com.microsoft) of an ONNX model, its initializers and attributes read with the `onnx`
   package, as NBitsLinear / Fp8Linear modules keyed by node name.
@@ -48,7 +49,8 @@ def fp8_linear_from_block_scales(weight, scale_inv, bias=None, *, block_size=(12
                                  dynamic_act_quant=False, dtype=torch.bfloat16, device=None):
     """One DeepSeek-V3-layout layer (weight e4m3 [N, K], weight_scale_inv) -> Fp8Linear.
     dynamic_act_quant: quantize its input per token and K block, as these checkpoints
-    are served (default: weight-only, the input at full precision)."""
+    are served (default: weight-only, the input at full precision). The module's
+    b_scale_block_rows is bn: the expanded scales repeat over each block's rows."""
     block_n, block_k = block_size
     if weight.dtype == torch.uint8:
         weight = weight.view(torch.float8_e4m3fn)
@@ -60,8 +62,11 @@ def fp8_linear_from_block_scales(weight, scale_inv, bias=None, *, block_size=(12
     if device is not None:
         weight, b_scale = weight.to(device), b_scale.to(device)
         bias = None if bias is None else bias.to(device)
+    # expand_block_scales checked weight_scale_inv's shape against (bn, bk), so the rows of
+    # b_scale are equal in aligned groups of bn: the promise b_scale_block_rows makes.
     return nn.Fp8Linear.from_quantized(weight, b_scale, bias, block_size=block_k,
-                                       dynamic_act_quant=dynamic_act_quant, dtype=dtype)
+                                       dynamic_act_quant=dynamic_act_quant,
+                                       b_scale_block_rows=block_n, dtype=dtype)
 
 
 def load_fp8_safetensors(path, *, block_size=None, dynamic_act_quant=False,
@@ -70,8 +75,8 @@ def load_fp8_safetensors(path, *, block_size=None, dynamic_act_quant=False,
     the safetensors file `path` (or every *.safetensors file of a directory), keyed by
     <name>. block_size: (bn, bk), default config.json's weight_block_size, else (128, 128).
     dynamic_act_quant: every module quantizes its input per token and K block (the
-    checkpoints' own serving mode). Other tensors are not returned (see
-    load_safetensors_rest)."""
+    checkpoints' own serving mode). Every module's b_scale_block_rows is bn. Other tensors
+    are not returned (see load_safetensors_rest)."""
     from safetensors import safe_open
 
     files = ([os.path.join(path, f) for f in sorted(os.listdir(path)) if f.endswith(".safetensors")]
@@ -168,7 +173,8 @@ def load_onnx(model, *, device=None, dtype=None):
                 accuracy_level=int(a.get("accuracy_level", 0)))
         else:
             # Inputs: A, B (float8e4m3fn [N, K]), b_scale (float32 [N, k_blocks]), a_scale,
-            # bias; attribute block_size (default 128).
+            # bias; attribute block_size (default 128). ONNX's operator has no
+            # b_scale_block_rows: per-row scales promise nothing, so it stays 1.
             b, b_scale = init(node, 1, "B"), init(node, 2, "b_scale")
             a_scale, bias = init(node, 3, "a_scale"), init(node, 4, "bias")
             modules[name] = nn.Fp8Linear.from_quantized(

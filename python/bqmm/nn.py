@@ -21,15 +21,20 @@ class Fp8Linear(torch.nn.Module):
     """Fp8WeightMatMul: weight float8_e4m3fn [out, in], weight_scale float32
     [out, ceil(in / block_size)], optional input_scale (W8A8, a 1-element float32 tensor)
     and bias (activation dtype). dynamic_act_quant: the input quantized per token and K
-    block instead (scale amax / 448, as FP8 checkpoints are served); excludes w8a8."""
+    block instead (scale amax / 448, as FP8 checkpoints are served); excludes w8a8.
+    b_scale_block_rows: rows of the weight sharing each scale in aligned groups (a promise
+    about weight_scale, passed to the op: 128 for checkpoints of 128 x 128 blocks, which
+    lets the W8A8 GEMMs read one scale per 128 rows); 1 promises nothing."""
 
     def __init__(self, in_features, out_features, *, block_size=128, bias=True, w8a8=False,
-                 dynamic_act_quant=False, dtype=torch.bfloat16, device=None):
+                 dynamic_act_quant=False, b_scale_block_rows=1, dtype=torch.bfloat16,
+                 device=None):
         super().__init__()
         if w8a8 and dynamic_act_quant:
             raise ValueError("bqmm: InvalidArgument: w8a8 (a static input_scale) and "
                              "dynamic_act_quant exclude each other")
         self.dynamic_act_quant = dynamic_act_quant
+        self.b_scale_block_rows = b_scale_block_rows  # checked (>= 1) by the op
         self.in_features = in_features
         self.out_features = out_features
         self.block_size = block_size
@@ -43,15 +48,18 @@ class Fp8Linear(torch.nn.Module):
 
     @classmethod
     def from_quantized(cls, weight, weight_scale, bias=None, input_scale=None, *,
-                       block_size=128, dynamic_act_quant=False, dtype=None):
-        """weight float8_e4m3fn [N, K] (or uint8 codes), weight_scale float32 [N, k_blocks]."""
+                       block_size=128, dynamic_act_quant=False, b_scale_block_rows=1,
+                       dtype=None):
+        """weight float8_e4m3fn [N, K] (or uint8 codes), weight_scale float32 [N, k_blocks].
+        b_scale_block_rows: R when weight_scale's rows repeat in aligned groups of R (block
+        scales expanded to rows), else 1."""
         if weight.dtype == torch.uint8:
             weight = weight.view(torch.float8_e4m3fn)
         n, k = weight.shape
         dtype = dtype or (bias.dtype if bias is not None else torch.bfloat16)
         m = cls(k, n, block_size=block_size, bias=bias is not None,
-                w8a8=input_scale is not None, dynamic_act_quant=dynamic_act_quant, dtype=dtype,
-                device="meta")
+                w8a8=input_scale is not None, dynamic_act_quant=dynamic_act_quant,
+                b_scale_block_rows=b_scale_block_rows, dtype=dtype, device="meta")
         m.weight = weight.contiguous()
         m.weight_scale = weight_scale.to(device=weight.device, dtype=torch.float32).contiguous()
         if input_scale is not None:
@@ -65,22 +73,25 @@ class Fp8Linear(torch.nn.Module):
     def from_float(cls, weight, bias=None, *, block_size=128, input_scale=None,
                    dynamic_act_quant=False, dtype=None):
         """Quantizes weight [N, K] (bqmm.quant.quantize_fp8). input_scale: W8A8's static
-        activation scale (a float or 1-element tensor), None for weight-only or dynamic."""
+        activation scale (a float or 1-element tensor), None for weight-only or dynamic.
+        The scales are per row (b_scale_block_rows stays 1)."""
         b, s = quant.quantize_fp8(weight, block_size)
         dtype = dtype or (weight.dtype if weight.dtype in (torch.float16, torch.bfloat16)
                           else torch.bfloat16)
         return cls.from_quantized(b, s, bias, input_scale, block_size=block_size,
                                   dynamic_act_quant=dynamic_act_quant, dtype=dtype)
 
+    def _attrs(self):
+        return dict(block_size=self.block_size, dynamic_act_quant=self.dynamic_act_quant,
+                    b_scale_block_rows=self.b_scale_block_rows)
+
     def forward(self, x):
         return torch.ops.bqmm.fp8_matmul(x, self.weight, self.weight_scale, self.input_scale,
-                                         self.bias, block_size=self.block_size,
-                                         dynamic_act_quant=self.dynamic_act_quant)
+                                         self.bias, **self._attrs())
 
     def reference(self, x):
         return reference.fp8_matmul(x, self.weight, self.weight_scale, self.input_scale,
-                                    self.bias, block_size=self.block_size,
-                                    dynamic_act_quant=self.dynamic_act_quant)
+                                    self.bias, **self._attrs())
 
     def dequantized_weight(self, dtype=torch.float32):
         return quant.dequantize_fp8(self.weight, self.weight_scale, self.block_size, dtype)
@@ -89,7 +100,9 @@ class Fp8Linear(torch.nn.Module):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"block_size={self.block_size}, bias={self.bias is not None}, "
                 f"w8a8={self.input_scale is not None}, "
-                f"dynamic_act_quant={self.dynamic_act_quant}")
+                f"dynamic_act_quant={self.dynamic_act_quant}"
+                + (f", b_scale_block_rows={self.b_scale_block_rows}"
+                   if self.b_scale_block_rows != 1 else ""))
 
 
 class NBitsLinear(torch.nn.Module):

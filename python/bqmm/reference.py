@@ -4,6 +4,7 @@ accuracy check of section 4. Run on any device; the tests compare the CUDA ops w
 import torch
 
 from . import quant
+from ._ops import check_b_scale_block_rows
 
 # Relative Frobenius error bounds of docs/CONTRACT.md section 4.
 TOLERANCE = {torch.float16: 2e-3, torch.bfloat16: 1e-2, torch.float32: 1e-5}
@@ -35,9 +36,27 @@ def dynamic_qdq_activation(a, block_size):
     return (q.double() * s.double()).reshape(a.shape)
 
 
+def check_scale_row_groups(b_scale, rows):
+    """b_scale_block_rows' promise, b_scale[n] == b_scale[n - n % rows] (NaN equal to NaN).
+    Where it is broken the operator's Y is unspecified, so the reference refuses."""
+    check_b_scale_block_rows(rows)
+    if rows == 1:
+        return
+    n = torch.arange(b_scale.shape[0], device=b_scale.device)
+    first = b_scale[n - n % rows]
+    same = (b_scale == first) | (torch.isnan(b_scale) & torch.isnan(first))
+    same = same.reshape(same.shape[0], -1).all(dim=1)  # per row
+    if not bool(same.all()):
+        bad = int(n[~same][0])
+        raise ValueError(f"b_scale: row {bad} differs from row {bad - bad % rows}, which "
+                         f"breaks b_scale_block_rows={rows}")
+
+
 def fp8_matmul(a, b, b_scale, a_scale=None, bias=None, *, block_size=128,
-               dynamic_act_quant=False):
-    """float64 Y of Fp8WeightMatMul (shape A[..., K] -> [..., N])."""
+               dynamic_act_quant=False, b_scale_block_rows=1):
+    """float64 Y of Fp8WeightMatMul (shape A[..., K] -> [..., N]). b_scale_block_rows
+    changes nothing (a promise about b_scale); it is checked to hold."""
+    check_scale_row_groups(b_scale, b_scale_block_rows)
     w = quant.dequantize_fp8(b, b_scale, block_size, torch.float64)
     if dynamic_act_quant:
         assert a_scale is None, "a_scale and dynamic_act_quant exclude each other"

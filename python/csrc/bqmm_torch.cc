@@ -120,7 +120,8 @@ struct KeyHash {
 
 Key key_of(int device, const bqmm::Fp8MatMulProblem& p) {
   return Key{device, static_cast<int64_t>(p.dtype), p.m, p.n, p.k, p.block_size,
-             p.has_bias, p.has_a_scale, p.alignment, p.dynamic_act_quant, 0, 0, 0, 0};
+             p.has_bias, p.has_a_scale, p.alignment, p.dynamic_act_quant,
+             p.b_scale_block_rows, 0, 0, 0};
 }
 Key key_of(int device, const bqmm::NBitsMatMulProblem& p) {
   return Key{device, static_cast<int64_t>(p.dtype), p.m, p.n, p.k, p.block_size,
@@ -179,7 +180,7 @@ void plan_and_run(const at::Device& device, const Problem& problem, PlanFn&& pla
 at::Tensor fp8_matmul(const at::Tensor& a_in, const at::Tensor& b_in,
                       const at::Tensor& b_scale_in, const std::optional<at::Tensor>& a_scale_in,
                       const std::optional<at::Tensor>& bias_in, int64_t block_size,
-                      bool dynamic_act_quant) {
+                      bool dynamic_act_quant, int64_t b_scale_block_rows) {
   TORCH_CHECK_VALUE(a_in.is_cuda(), "bqmm: InvalidArgument: a: expected a CUDA tensor but got one on ",
                     a_in.device());
   const at::Device device = a_in.device();
@@ -209,9 +210,13 @@ at::Tensor fp8_matmul(const at::Tensor& a_in, const at::Tensor& b_in,
   check(bqmm::fp8_matmul_output_shape(args.a.shape, n, &y_shape));
   at::Tensor y = make_output(a, n, y_shape, args.a.dtype, &args.y);
 
+  bqmm::Fp8MatMulAttrs attrs;
+  attrs.block_size = block_size;
+  attrs.dynamic_act_quant = dynamic_act_quant;
+  // A promise about b_scale's values (rows sharing each scale), checked >= 1 by validate.
+  attrs.b_scale_block_rows = b_scale_block_rows;
   bqmm::Fp8MatMulProblem problem;
-  check(bqmm::validate_fp8_matmul(args, bqmm::Fp8MatMulAttrs{block_size, dynamic_act_quant},
-                                  &problem));
+  check(bqmm::validate_fp8_matmul(args, attrs, &problem));
 
   plan_and_run<bqmm::Fp8MatMulProblem, bqmm::Fp8MatMulPlan>(
       device, problem,
@@ -290,7 +295,8 @@ at::Tensor nbits_matmul(const at::Tensor& a_in, const at::Tensor& b_in,
 TORCH_LIBRARY(bqmm, m) {
   m.def(
       "fp8_matmul(Tensor a, Tensor b, Tensor b_scale, Tensor? a_scale=None, "
-      "Tensor? bias=None, *, int block_size=128, bool dynamic_act_quant=False) -> Tensor");
+      "Tensor? bias=None, *, int block_size=128, bool dynamic_act_quant=False, "
+      "int b_scale_block_rows=1) -> Tensor");
   m.def(
       "nbits_matmul(Tensor a, Tensor b, Tensor scales, Tensor? zero_points=None, "
       "Tensor? g_idx=None, Tensor? bias=None, *, int K, int N, int bits=4, int block_size, "

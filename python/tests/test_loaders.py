@@ -67,6 +67,10 @@ def test_safetensors_fp8_layout(fp8_checkpoint):
         m = mods[name]
         n, k = w.shape
         assert m.block_size == 128 and tuple(m.weight_scale.shape) == (n, quant.ceil_div(k, 128))
+        # The expanded scales repeat over each 128-row block: the module promises it.
+        assert m.b_scale_block_rows == 128 and "b_scale_block_rows=128" in repr(m)
+        g = m.weight_scale[torch.arange(n) // 128 * 128]
+        assert torch.equal(m.weight_scale, g)
         assert torch.equal(m.weight.view(torch.uint8), tensors[name + ".weight"].view(torch.uint8))
         assert torch.equal(m.dequantized_weight(torch.float64), w)
     assert mods["model.layers.0.mlp.up_proj"].bias is not None
@@ -74,9 +78,26 @@ def test_safetensors_fp8_layout(fp8_checkpoint):
     mods2 = bqmm.loaders.load_fp8_safetensors(str(path.parent))
     assert sorted(mods2) == sorted(expected)
     assert not any(m.dynamic_act_quant for m in mods2.values())
+    assert all(m.b_scale_block_rows == 128 for m in mods2.values())
     # The checkpoints' serving mode: every module quantizes its input dynamically.
     dyn = bqmm.loaders.load_fp8_safetensors(str(path), dynamic_act_quant=True)
     assert all(m.dynamic_act_quant and m.input_scale is None for m in dyn.values())
+    assert all(m.b_scale_block_rows == 128 for m in dyn.values())
+
+
+def test_safetensors_fp8_row_block_from_config(tmp_path):
+    # 64 x 128 blocks (config.json's weight_block_size): 64 rows share each scale.
+    torch.manual_seed(8)
+    wq, s = _deepseek_layer(200, 300, bn=64, bk=128)
+    path = tmp_path / "m.safetensors"
+    safetensors.save_file({"x.weight": wq, "x.weight_scale_inv": s}, str(path))
+    (tmp_path / "config.json").write_text(json.dumps(
+        {"quantization_config": {"quant_method": "fp8", "weight_block_size": [64, 128]}}))
+    m = bqmm.loaders.load_fp8_safetensors(str(tmp_path))["x"]
+    assert (m.block_size, m.b_scale_block_rows) == (128, 64)
+    assert torch.equal(m.dequantized_weight(torch.float64), _dequant_2d(wq, s, bn=64, bk=128))
+    x = torch.randn(2, 300, dtype=torch.bfloat16)
+    assert tuple(m.reference(x).shape) == (2, 200)  # the reference checks the promise
 
 
 def test_safetensors_bad_scale_shape(tmp_path):
@@ -88,16 +109,21 @@ def test_safetensors_bad_scale_shape(tmp_path):
 
 
 @pytest.mark.gpu
-def test_safetensors_fp8_forward(fp8_checkpoint):
+@pytest.mark.parametrize("rows,dynamic", [(3, False), (300, False), (300, True)])
+def test_safetensors_fp8_forward(fp8_checkpoint, rows, dynamic):
+    # 300 rows, dynamic: the W8A8 GEMMs, which may read one scale per 128 rows of B.
     path, expected, _ = fp8_checkpoint
-    mods = bqmm.loaders.load_fp8_safetensors(str(path), device="cuda")
+    mods = bqmm.loaders.load_fp8_safetensors(str(path), device="cuda", dynamic_act_quant=dynamic)
     for name, w in expected.items():
         m = mods[name]
-        x = torch.randn(3, w.shape[1], device="cuda", dtype=torch.bfloat16)
+        x = torch.randn(rows, w.shape[1], device="cuda", dtype=torch.bfloat16)
         y = m(x)
-        y_ref = x.double() @ w.t().to(x.device)
-        if m.bias is not None:
-            y_ref = y_ref + m.bias.double()
+        if dynamic:  # the input quantized as the op does
+            y_ref = m.reference(x)
+        else:
+            y_ref = x.double() @ w.t().to(x.device)
+            if m.bias is not None:
+                y_ref = y_ref + m.bias.double()
         reference.check(y, y_ref)
 
 
@@ -220,6 +246,7 @@ def test_onnx_fp8_node_initializers(tmp_path):
     mods = bqmm.loaders.load_onnx(str(path), dtype=torch.float16)
     m = mods["fp8"]
     assert m.block_size == bs and m.bias is None
+    assert m.b_scale_block_rows == 1  # ONNX's per-row b_scale promises nothing
     assert torch.equal(m.weight.view(torch.uint8), b.view(torch.uint8))
     assert torch.equal(m.weight_scale, s)
     assert float(m.input_scale) == pytest.approx(0.02)

@@ -62,6 +62,50 @@ def test_fp8_leading_dims_and_rank1(seed):
     reference.check(y1, reference.fp8_matmul(*args, **kw))
 
 
+def fp8_row_block_case(m, n, k, dtype, mode, rows=128, bias=True):
+    """A weight quantized in rows x 128 blocks (DeepSeek-V3 / Qwen3-FP8's layout), the
+    block scales expanded to per-row ones as the safetensors loader does, so b_scale keeps
+    b_scale_block_rows=rows. The row blocks are scaled 1/4x to 4x apart, so that a scale
+    read from the wrong row block fails the check. mode: "static" (a_scale) or "dynamic"."""
+    nb, kb = quant.ceil_div(n, rows), quant.ceil_div(k, 128)
+    spread = torch.pow(2.0, torch.empty(nb, device=DEV).uniform_(-2, 2))
+    w = torch.randn(n, k, device=DEV) / k ** 0.5 * spread.repeat_interleave(rows)[:n, None]
+    blocks = torch.nn.functional.pad(w, (0, kb * 128 - k, 0, nb * rows - n))
+    blocks = blocks.reshape(nb, rows, kb, 128)
+    amax = blocks.abs().amax(dim=(1, 3))
+    scale_inv = torch.where(amax > 0, amax / 448.0, torch.ones_like(amax))
+    codes = quant.e4m3_saturate(blocks / scale_inv[:, None, :, None])
+    b = codes.reshape(nb * rows, kb * 128)[:n, :k].contiguous()
+    b_scale = bqmm.loaders.expand_block_scales(scale_inv, n, k, rows, 128)
+    a = torch.randn(m, k, device=DEV).to(dtype)
+    a_scale = (a.float().abs().amax() / 448.0 * 0.9).reshape(()) if mode == "static" else None
+    args = [a, b, b_scale, a_scale, torch.randn(n, device=DEV).to(dtype) if bias else None]
+    return args, dict(block_size=128, dynamic_act_quant=mode == "dynamic",
+                      b_scale_block_rows=rows)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("mode", ["static", "dynamic"])
+@pytest.mark.parametrize("m", [300, 1024])
+@pytest.mark.parametrize("n", [1000, 1024])  # 1000: a partial last row block
+@pytest.mark.parametrize("k", [2048, 2000])  # 2000: a partial last K block
+def test_fp8_b_scale_block_rows_matches_reference(dtype, mode, m, n, k, seed):
+    # Checkpoint-layout scales with the promise made: the W8A8 GEMMs may read one scale
+    # per 128 rows (the first of each group); Y must still be the contract's.
+    args, kw = fp8_row_block_case(m, n, k, dtype, mode)
+    y = torch.ops.bqmm.fp8_matmul(*args, **kw)
+    assert y.dtype == dtype and tuple(y.shape) == (m, n)
+    reference.check(y, reference.fp8_matmul(*args, **kw))
+
+
+def test_fp8_b_scale_block_rows_below_one_is_rejected(seed):
+    args, kw = fp8_row_block_case(300, 256, 256, torch.bfloat16, "dynamic")
+    for bad in (0, -128):
+        with pytest.raises(ValueError, match="b_scale_block_rows") as e:
+            torch.ops.bqmm.fp8_matmul(*args, **{**kw, "b_scale_block_rows": bad})
+        assert bqmm.error_code(e.value) == "InvalidArgument"
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("bits", [4, 8])
 @pytest.mark.parametrize("m", [1, 5, 40])
@@ -128,11 +172,13 @@ def _opcheck_cases():
     yield "fp8", torch.ops.bqmm.fp8_matmul.default, _as_bytes(args), kw
     args, kw = fp8_case(9, 64, 256, torch.float16, w8a8=True)
     yield "fp8_w8a8", torch.ops.bqmm.fp8_matmul.default, _as_bytes(args), kw
+    args, kw = fp8_row_block_case(300, 256, 256, torch.bfloat16, "dynamic")
+    yield "fp8_block_rows", torch.ops.bqmm.fp8_matmul.default, _as_bytes(args), kw
     yield "nbits4", torch.ops.bqmm.nbits_matmul.default, *nbits_case(2, 64, 256, torch.float16, 4, 32, bias=True)
     yield "nbits8_gidx", torch.ops.bqmm.nbits_matmul.default, *nbits_case(17, 64, 256, torch.float32, 8, 32, g_idx=True)
 
 
-@pytest.mark.parametrize("case", ["fp8", "fp8_w8a8", "nbits4", "nbits8_gidx"])
+@pytest.mark.parametrize("case", ["fp8", "fp8_w8a8", "fp8_block_rows", "nbits4", "nbits8_gidx"])
 def test_opcheck(case):
     for name, op, args, kw in _opcheck_cases():
         if name == case:

@@ -167,3 +167,29 @@ def test_fp8_reference_and_check(seed):
     nan_y[0, 0] = float("nan")
     with pytest.raises(AssertionError):
         reference.check(nan_y, y)
+
+
+def test_fp8_linear_b_scale_block_rows(seed):
+    # from_float's scales are per row: no promise, nothing in the repr.
+    w = torch.randn(256, 300) / 300 ** 0.5
+    m = nn.Fp8Linear.from_float(w, None, block_size=128)
+    assert m.b_scale_block_rows == 1 and "b_scale_block_rows" not in repr(m)
+    # Scales of 128-row blocks expanded to rows keep the promise: stored, shown, passed on.
+    s = m.weight_scale[::128].repeat_interleave(128, 0)[:256].contiguous()
+    g = nn.Fp8Linear.from_quantized(m.weight, s, None, block_size=128, b_scale_block_rows=128)
+    assert g.b_scale_block_rows == 128 and "b_scale_block_rows=128" in repr(g)
+    x = torch.randn(3, 300, dtype=torch.bfloat16)
+    y = reference.fp8_matmul(x, g.weight, s, block_size=128)
+    assert torch.equal(g.reference(x), y)  # the promise changes nothing
+
+
+def test_fp8_reference_checks_the_row_group_promise(seed):
+    b, s = quant.quantize_fp8(torch.randn(200, 64), 64)  # per-row scales: rows differ
+    a = torch.randn(2, 64, dtype=torch.float16)
+    reference.fp8_matmul(a, b, s, block_size=64, b_scale_block_rows=1)
+    grouped = s[::128].repeat_interleave(128, 0)[:200]  # 2 groups, the last partial
+    reference.fp8_matmul(a, b, grouped, block_size=64, b_scale_block_rows=128)
+    with pytest.raises(ValueError, match=r"row 1 differs from row 0.*b_scale_block_rows=128"):
+        reference.fp8_matmul(a, b, s, block_size=64, b_scale_block_rows=128)
+    with pytest.raises(ValueError, match="b_scale_block_rows: expected >= 1"):
+        reference.fp8_matmul(a, b, s, block_size=64, b_scale_block_rows=0)

@@ -14,7 +14,11 @@ def test_schemas():
     assert nbits == "bqmm::" + _ops.NBITS_MATMUL_SCHEMA
     # ONNX order of inputs; attributes keyword-only.
     args = [a.name for a in torch.ops.bqmm.fp8_matmul.default._schema.arguments]
-    assert args == ["a", "b", "b_scale", "a_scale", "bias", "block_size", "dynamic_act_quant"]
+    assert args == ["a", "b", "b_scale", "a_scale", "bias", "block_size", "dynamic_act_quant",
+                    "b_scale_block_rows"]
+    kwarg_only = [a.name for a in torch.ops.bqmm.fp8_matmul.default._schema.arguments
+                  if a.kwarg_only]
+    assert kwarg_only == ["block_size", "dynamic_act_quant", "b_scale_block_rows"]
     args = [a.name for a in torch.ops.bqmm.nbits_matmul.default._schema.arguments]
     assert args == ["a", "b", "scales", "zero_points", "g_idx", "bias", "K", "N", "bits",
                     "block_size", "accuracy_level"]
@@ -57,6 +61,21 @@ def test_fake_shapes_and_dtypes():
     assert tuple(y.shape) == (5, 40) and y.dtype == torch.float32
 
 
+def test_fake_b_scale_block_rows():
+    # A promise about b_scale's values: the output's shape and dtype do not change.
+    for kwargs in ({"b_scale_block_rows": 128}, {"b_scale_block_rows": 7},
+                   {"b_scale_block_rows": 128, "dynamic_act_quant": True}):
+        args, kw = _fp8_meta()
+        y = torch.ops.bqmm.fp8_matmul(*args, **kw, **kwargs)
+        assert tuple(y.shape) == (2, 3, 48) and y.dtype == torch.bfloat16
+    # < 1 fails as the op does (the library's InvalidArgument, a ValueError).
+    args, kw = _fp8_meta()
+    for bad in (0, -128):
+        with pytest.raises(ValueError, match="b_scale_block_rows: expected >= 1") as e:
+            torch.ops.bqmm.fp8_matmul(*args, **kw, b_scale_block_rows=bad)
+        assert bqmm.error_code(e.value) == "InvalidArgument"
+
+
 def test_fake_rejects_wrong_k():
     args, kw = _nbits_meta()
     kw["K"] = 95
@@ -64,10 +83,13 @@ def test_fake_rejects_wrong_k():
         torch.ops.bqmm.nbits_matmul(*args, **kw)
 
 
-@pytest.mark.parametrize("case", ["fp8", "fp8_w8a8", "nbits_packed", "nbits_typed", "nbits_none"])
+@pytest.mark.parametrize("case", ["fp8", "fp8_w8a8", "fp8_block_rows", "nbits_packed",
+                                  "nbits_typed", "nbits_none"])
 def test_opcheck_meta(case):
     if case.startswith("fp8"):
         args, kw = _fp8_meta(a_scale=case == "fp8_w8a8")
+        if case == "fp8_block_rows":
+            kw.update(dynamic_act_quant=True, b_scale_block_rows=128)
         op = torch.ops.bqmm.fp8_matmul.default
     else:
         args, kw = _nbits_meta(zp=case.split("_")[1])

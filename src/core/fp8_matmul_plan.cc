@@ -106,16 +106,24 @@ const char* w8a8_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& d,
   return nullptr;
 }
 
+// Weight rows per scale the groupwise GEMM reads: 128 where the caller promises that
+// aligned groups of a multiple of 128 rows share their scales, else 1.
+int w8a8_groupwise_scale_rows(const Fp8MatMulProblem& p) {
+  return p.b_scale_block_rows % 128 == 0 ? 128 : 1;
+}
+
 // CUTLASS's FP8 GEMM with groupwise scales (cuda/gemm/w8a8_groupwise.cu) in the W8A8
-// GEMM's place (after its refusal): dynamic activation scales, from kW8a8GroupwiseMinRows
-// rows, its 128 x 128 tiles filling kW8a8GroupwiseMinFillPct % of the SMs (forced: either
-// mode, any M above 8); in a build with the CUTLASS headers, its scale groups of 128 K the
-// operator's blocks, rows of Y whole 16-byte TMA lines.
+// GEMM's place (after its refusal): dynamic activation scales or weight scales shared by
+// 128-row blocks, from kW8a8GroupwiseMinRows rows, its 128 x 128 tiles filling
+// kW8a8GroupwiseMinFillPct % of the SMs (forced: any M above 8); in a build with the
+// CUTLASS headers, its scale groups of 128 K the operator's blocks, rows of Y whole 16-byte
+// TMA lines.
 const char* w8a8_groupwise_refusal(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
   if (const char* why = w8a8_gemm_refusal(p, d, o)) return why;
   if (o.w8a8_groupwise == 0) return "w8a8_groupwise=0 (plan override)";
   if (o.w8a8_groupwise != 1) {
-    if (!p.dynamic_act_quant) return "static a_scale: the W8A8 GEMM's one activation scale is faster";
+    if (!p.dynamic_act_quant && w8a8_groupwise_scale_rows(p) == 1)
+      return "static a_scale and per-row weight scales: the W8A8 GEMM's one activation scale is faster";
     static_assert(kW8a8GroupwiseMinRows == 256, "the reason below names the bound");
     if (p.m < kW8a8GroupwiseMinRows) return "M < 256: the W8A8 GEMM's tiles are faster there";
     const int64_t tiles = ((p.m + 127) / 128) * ((p.n + 127) / 128);
@@ -139,6 +147,7 @@ void plan_w8a8_groupwise(const Fp8MatMulProblem& p, Fp8MatMulPlan* plan) {
   g.wgmma = true;
   g.tile_m = 128;
   g.tile_n = 128;
+  g.scale_rows = w8a8_groupwise_scale_rows(p);
   WorkspaceRegions& r = plan->regions;
   WorkspaceLayout layout;
   r.codes_bytes = static_cast<size_t>(p.m * p.k);
@@ -301,6 +310,7 @@ std::ostream& operator<<(std::ostream& os, const Fp8MatMulProblem& p) {
   return os << "fp8 " << dtype_name(p.dtype) << " M=" << p.m << " N=" << p.n << " K=" << p.k
             << " block_size=" << p.block_size << (p.has_bias ? " bias" : "")
             << (p.has_a_scale ? " w8a8" : "") << (p.dynamic_act_quant ? " dynamic_act_quant" : "")
+            << (p.b_scale_block_rows != 1 ? " b_scale_block_rows=" + std::to_string(p.b_scale_block_rows) : "")
             << " align=" << p.alignment;
 }
 
@@ -322,7 +332,8 @@ std::ostream& operator<<(std::ostream& os, const Fp8MatMulPlan& plan) {
     print_gemm(os, plan.gemm);
   }
   if (plan.path == Fp8Path::kW8a8Groupwise) {
-    os << "; act_scales=" << (plan.problem.dynamic_act_quant ? "dynamic" : "static");
+    os << "; act_scales=" << (plan.problem.dynamic_act_quant ? "dynamic" : "static")
+       << "; weight_scales=" << (plan.gemm.scale_rows == 128 ? "per_128_rows" : "per_row");
     print_mixed_gemm(os, plan.gemm);
   }
   if (plan.path == Fp8Path::kMixedGemm) {

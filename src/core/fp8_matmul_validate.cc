@@ -91,6 +91,11 @@ Status validate_fp8_matmul(const Fp8MatMulArgs& args, const Fp8MatMulAttrs& attr
   p.has_bias = args.bias.has_value();
   p.has_a_scale = args.a_scale.has_value();
   p.dynamic_act_quant = attrs.dynamic_act_quant;
+  if (attrs.b_scale_block_rows < 1)
+    return Status(StatusCode::kInvalidArgument,
+                  "b_scale_block_rows: expected >= 1 (rows of B sharing each scale), got " +
+                      std::to_string(attrs.b_scale_block_rows));
+  p.b_scale_block_rows = attrs.b_scale_block_rows;
   if (p.has_a_scale && p.dynamic_act_quant)
     return Status(StatusCode::kInvalidArgument,
                   "a_scale: given with dynamic_act_quant; static (a_scale) and dynamic "

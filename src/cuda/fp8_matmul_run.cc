@@ -18,7 +18,7 @@ Status check_args_match_plan(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& arg
   Fp8MatMulProblem p;
   const Fp8MatMulProblem& q = plan.problem;
   BQMM_RETURN_IF_ERROR(
-      validate_fp8_matmul(args, Fp8MatMulAttrs{q.block_size, q.dynamic_act_quant}, &p));
+      validate_fp8_matmul(args, Fp8MatMulAttrs{q.block_size, q.dynamic_act_quant, q.b_scale_block_rows}, &p));
   return check_plan_matches(q, p,
                             p.dtype == q.dtype && p.m == q.m && p.n == q.n && p.k == q.k &&
                                 p.has_bias == q.has_bias && p.has_a_scale == q.has_a_scale);
@@ -123,7 +123,7 @@ Status run_w8a8_groupwise(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args, 
   w.codes = ws + plan.regions.codes_offset;
   w.scales = reinterpret_cast<float*>(ws + plan.regions.act_scales_offset);
   return cuda::launch_w8a8_groupwise(kernel_args(plan.problem, args), plan.problem.dynamic_act_quant,
-                                     plan.device.num_sms, w, stream);
+                                     plan.gemm.scale_rows, plan.device.num_sms, w, stream);
 }
 
 }  // namespace

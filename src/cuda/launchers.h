@@ -188,8 +188,10 @@ Status launch_w8a8_gemm(const Fp8KernelArgs& args, bool dynamic, int tile_m, int
 // gemm/w8a8_groupwise.cu (SM90a, CUTLASS): the same product on CUTLASS's FP8 GEMM with
 // groupwise scales, block_size 128: the quantize pass writes the codes and the scales (in
 // both modes) into `ws`, then one kernel for both modes on a persistent grid of num_sms
-// blocks. Needs K % 16 == 0, N % 8 == 0, 16-byte aligned a, b, bias and y.
-Status launch_w8a8_groupwise(const Fp8KernelArgs& args, bool dynamic, int num_sms, const W8A8Workspace& ws,
-                             cudaStream_t stream);
+// blocks. `scale_rows` 128 reads the weight's scales of rows 0, 128, 256, ... only (each
+// for its 128 rows), 1 every row's. Needs K % 16 == 0, N % 8 == 0, 16-byte aligned a, b,
+// bias and y.
+Status launch_w8a8_groupwise(const Fp8KernelArgs& args, bool dynamic, int scale_rows, int num_sms,
+                             const W8A8Workspace& ws, cudaStream_t stream);
 
 }  // namespace bqmm::cuda

@@ -79,4 +79,14 @@ Fp8Case make_random_fp8_case(DType dtype, int64_t m, int64_t n, int64_t k, int64
   return c;
 }
 
+void share_scale_rows(int64_t rows, Fp8Case* c) {
+  const int64_t k_blocks = c->k_blocks();
+  for (int64_t row = 0; row < c->n(); ++row) {
+    const int64_t first = row - row % rows;
+    for (int64_t blk = 0; blk < k_blocks; ++blk)
+      c->b_scale.set(row * k_blocks + blk, c->b_scale.get(first * k_blocks + blk));
+  }
+  c->b_scale_block_rows = rows;
+}
+
 }  // namespace bqmm::reference

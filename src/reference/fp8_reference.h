@@ -23,13 +23,14 @@ struct Fp8Case {
   std::optional<HostTensor> a_scale;   // float32 [] (scalar)
   std::optional<HostTensor> bias;      // T [N]
   bool dynamic_act_quant = false;      // Fp8MatMulAttrs::dynamic_act_quant (no a_scale)
+  int64_t b_scale_block_rows = 1;      // Fp8MatMulAttrs::b_scale_block_rows (share_scale_rows)
 
   DType dtype() const { return a.dtype; }
   int64_t m() const;
   int64_t n() const { return b.shape[0]; }
   int64_t k() const { return b.shape[1]; }
   int64_t k_blocks() const { return k() / block_size + (k() % block_size != 0 ? 1 : 0); }
-  Fp8MatMulAttrs attrs() const { return Fp8MatMulAttrs{block_size, dynamic_act_quant}; }
+  Fp8MatMulAttrs attrs() const { return Fp8MatMulAttrs{block_size, dynamic_act_quant, b_scale_block_rows}; }
   // Host-pointer args for validate_fp8_matmul; y is the caller's output tensor.
   Fp8MatMulArgs args(HostTensor* y) const;
   // Y's shape (A's shape with the last dim replaced by N).
@@ -64,5 +65,10 @@ enum class WeightInit {
 Fp8Case make_random_fp8_case(DType dtype, int64_t m, int64_t n, int64_t k, int64_t block_size,
                              bool bias, bool w8a8, uint64_t seed,
                              WeightInit init = WeightInit::kQuantizedNormal);
+
+// Makes c's weight scales keep the b_scale_block_rows promise for `rows`: each aligned
+// group of `rows` rows takes its first row's scales (the codes are kept, so the weight
+// changes; the reference follows b_scale as it is), and sets c.b_scale_block_rows.
+void share_scale_rows(int64_t rows, Fp8Case* c);
 
 }  // namespace bqmm::reference

@@ -677,7 +677,9 @@ TEST(Fp8Plan, W8A8GroupwiseDynamicFrom256Rows) {
       EXPECT_EQ(groupwise_why(p).empty(), taken);
       EXPECT_EQ(plan(p, kHopper, parsed("w8a8_groupwise=1")).path, Fp8Path::kW8a8Groupwise);
       EXPECT_EQ(plan(p, kHopper, parsed("w8a8_groupwise=0")).path, Fp8Path::kW8a8Gemm);
-      if (!dynamic) EXPECT_EQ(groupwise_why(p), "static a_scale: the W8A8 GEMM's one activation scale is faster");
+      if (!dynamic)
+        EXPECT_EQ(groupwise_why(p),
+                  "static a_scale and per-row weight scales: the W8A8 GEMM's one activation scale is faster");
       if (dynamic && m < 256) EXPECT_EQ(groupwise_why(p), "M < 256: the W8A8 GEMM's tiles are faster there");
       const Fp8MatMulPlan forced = plan(p, kHopper, parsed("w8a8_groupwise=1"));
       EXPECT_EQ(forced.regions.codes_bytes, static_cast<size_t>(m) * 8208);
@@ -707,7 +709,45 @@ TEST(Fp8Plan, W8A8GroupwiseDynamicFrom256Rows) {
   EXPECT_EQ(plan(dyn(1024, 8192, 8192), kAmpere).path, Fp8Path::kDequantGemm);
   std::ostringstream os;
   os << plan(dyn(1024, 8192, 8192));
-  EXPECT_NE(os.str().find("sm90/132SMs; act_scales=dynamic; tile_m=128; tile_n=128; schedule=persistent"), std::string::npos) << os.str();
+  EXPECT_NE(os.str().find("sm90/132SMs; act_scales=dynamic; weight_scales=per_row; tile_m=128; tile_n=128; schedule=persistent"), std::string::npos) << os.str();
+}
+
+// Weight scales shared by 128-row groups (b_scale_block_rows a multiple of 128): the
+// groupwise GEMM reads one per group and takes static W8A8 too, under the same row and
+// fill bounds; other row counts read every row's scales as before.
+TEST(Fp8Plan, W8A8GroupwiseScalesPer128Rows) {
+  if (!mixed_gemm_built()) GTEST_SKIP() << "this build has no CUTLASS GEMMs";
+  const auto w8a8 = [](int64_t m, int64_t n, bool dynamic, int64_t rows) {
+    Fp8MatMulProblem p = problem(m, n, 8192);
+    p.has_a_scale = !dynamic;
+    p.dynamic_act_quant = dynamic;
+    p.b_scale_block_rows = rows;
+    return p;
+  };
+  for (const bool dynamic : {false, true}) {
+    SCOPED_TRACE(dynamic ? "dynamic" : "static");
+    for (const int64_t rows : {128, 256, 1024}) {
+      const Fp8MatMulPlan pl = plan(w8a8(1024, 8192, dynamic, rows));
+      EXPECT_EQ(pl.path, Fp8Path::kW8a8Groupwise) << pl;
+      EXPECT_EQ(pl.gemm.scale_rows, 128) << pl;
+      std::ostringstream os;
+      os << pl;
+      EXPECT_NE(os.str().find(" b_scale_block_rows=" + std::to_string(rows) + " "), std::string::npos) << os.str();
+      EXPECT_NE(os.str().find("; weight_scales=per_128_rows; "), std::string::npos) << os.str();
+    }
+    for (const int64_t rows : {1, 64, 192}) {
+      const Fp8MatMulPlan pl = plan(w8a8(1024, 8192, dynamic, rows));
+      EXPECT_EQ(pl.path, dynamic ? Fp8Path::kW8a8Groupwise : Fp8Path::kW8a8Gemm) << pl;
+      if (dynamic) EXPECT_EQ(pl.gemm.scale_rows, 1) << pl;
+    }
+    EXPECT_EQ(plan(w8a8(255, 8192, dynamic, 128)).path, Fp8Path::kW8a8Gemm);   // rows
+    EXPECT_EQ(plan(w8a8(256, 4096, dynamic, 128)).path, Fp8Path::kW8a8Gemm);   // fill: 64 tiles
+    EXPECT_EQ(plan(w8a8(256, 8192, dynamic, 128)).path, Fp8Path::kW8a8Groupwise);
+    EXPECT_EQ(plan(w8a8(100, 8192, dynamic, 128), kHopper, parsed("w8a8_groupwise=1")).gemm.scale_rows, 128);
+  }
+  Fp8MatMulProblem p = w8a8(1024, 8192, false, 1);
+  EXPECT_EQ(std::string(fp8_w8a8_groupwise_refusal(p, kHopper, {})),
+            "static a_scale and per-row weight scales: the W8A8 GEMM's one activation scale is faster");
 }
 
 // Where the W8A8 GEMM is not taken, and why (fp8_w8a8_gemm_refusal, printed by --explain).

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <sstream>
 #include <string>
 
 #include "bqmm/fp8_matmul.h"
@@ -185,6 +186,25 @@ TEST_F(Fp8ValidateTest, BlockSizeMustBePositive) {
   EXPECT_EQ(error(), "block_size: expected an integer > 0 but got 0");
   attrs.block_size = -128;
   EXPECT_EQ(error(), "block_size: expected an integer > 0 but got -128");
+}
+
+// b_scale_block_rows is a promise about b_scale's values, checked only for its range, and
+// carried into the problem (and its printed form).
+TEST_F(Fp8ValidateTest, BScaleBlockRows) {
+  for (const int64_t rows : {0, -128}) {
+    attrs.b_scale_block_rows = rows;
+    EXPECT_EQ(error(), "b_scale_block_rows: expected >= 1 (rows of B sharing each scale), got " + std::to_string(rows));
+  }
+  for (const int64_t rows : {1, 7, 128, 4096 * 2}) {
+    attrs.b_scale_block_rows = rows;
+    ASSERT_TRUE(validate().ok()) << validate().to_string();
+    EXPECT_EQ(problem.b_scale_block_rows, rows);
+  }
+  attrs.b_scale_block_rows = 128;
+  ASSERT_TRUE(validate().ok());
+  std::ostringstream os;
+  os << problem;
+  EXPECT_NE(os.str().find(" b_scale_block_rows=128 "), std::string::npos) << os.str();
 }
 
 TEST_F(Fp8ValidateTest, HugeBlockSizeGivesOneBlock) {

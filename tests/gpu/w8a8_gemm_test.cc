@@ -46,6 +46,15 @@ void vary_block_magnitudes(Fp8Case& c) {
     }
 }
 
+// Scales each 128-row group's weight scales by 1/2, 1 or 2 in turn: groups stay uniform
+// (b_scale_block_rows 128 holds) and a scale read from a neighbouring group is off by 2x.
+void spread_scale_groups(Fp8Case& c) {
+  const int64_t kb = c.k_blocks();
+  for (int64_t r = 0; r < c.n(); ++r)
+    for (int64_t b = 0; b < kb; ++b)
+      c.b_scale.set(r * kb + b, std::ldexp(c.b_scale.get(r * kb + b), static_cast<int>((r / 128) % 3) - 1));
+}
+
 void check_w8a8(const Fp8Case& c, int tile_m, int k_split) {
   testing::Fp8DeviceCase d;
   BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
@@ -131,7 +140,8 @@ TEST(W8A8Wgmma, SanitizeSmall) {
 }
 
 // CUTLASS's groupwise GEMM, launched directly: the quantize pass writes the codes and the
-// scales (static: a_scale in each), then one kernel.
+// scales (static: a_scale in each), then one kernel, reading every row's weight scales or,
+// where c keeps b_scale_block_rows 128, one per 128 rows.
 void check_groupwise(const Fp8Case& c) {
   testing::Fp8DeviceCase d;
   BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
@@ -156,7 +166,10 @@ void check_groupwise(const Fp8Case& c) {
   ws.scales = static_cast<float*>(scales.data());
   const int sms = testing::shared_handle()->device_info().num_sms;
   BQMM_ASSERT_OK(testing::run_on_fresh_stream(
-      [&](cudaStream_t stream) { return cuda::launch_w8a8_groupwise(g, c.dynamic_act_quant, sms, ws, stream); }));
+      [&](cudaStream_t stream) {
+        return cuda::launch_w8a8_groupwise(g, c.dynamic_act_quant, c.b_scale_block_rows == 128 ? 128 : 1, sms, ws,
+                                           stream);
+      }));
   HostTensor y;
   BQMM_ASSERT_OK(d.y.download(&y));
   EXPECT_TRUE(testing::matches_reference(c, y));
@@ -189,6 +202,38 @@ TEST(W8A8Groupwise, BothModesAgainstReference) {
     }
 }
 
+// Weight scales shared by 128-row groups (b_scale_block_rows 128), read once per group:
+// both modes, N not a multiple of 128 (a partial last group), groups whose scales differ
+// by up to 4x (a scale read from the wrong group fails the bound); through the operator's
+// plan too, which takes the groupwise GEMM in both modes then.
+TEST(W8A8Groupwise, ScalesPer128Rows) {
+  BQMM_REQUIRE_GROUPWISE();
+  struct Shape3 { int64_t m, n, k; };
+  const Shape3 shapes[] = {{300, 1000, 2048}, {1024, 1024, 2000}, {129, 264, 8336}};
+  uint64_t seed = 700;
+  for (const Shape3 sh : shapes)
+    for (const bool dynamic : {false, true}) {
+      const DType t = seed % 2 == 0 ? DType::kFloat16 : DType::kBFloat16;
+      SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " N=" << sh.n << " K=" << sh.k << " " << dtype_name(t)
+                                        << (dynamic ? " dynamic" : " static"));
+      Fp8Case c = reference::make_random_fp8_case(t, sh.m, sh.n, sh.k, 128, /*bias=*/seed % 3 != 0,
+                                                  /*w8a8=*/!dynamic, seed);
+      c.dynamic_act_quant = dynamic;
+      ++seed;
+      vary_block_magnitudes(c);
+      reference::share_scale_rows(128, &c);
+      spread_scale_groups(c);
+      check_groupwise(c);
+      testing::Fp8Knobs knobs;
+      knobs.force.w8a8_groupwise = 1;  // small grids: the planner's fill bound would refuse
+      testing::Fp8Run run;
+      BQMM_ASSERT_OK(testing::run_fp8_on_device(*testing::shared_handle(), c, knobs, &run));
+      EXPECT_EQ(run.plan.path, Fp8Path::kW8a8Groupwise) << run.plan;
+      EXPECT_EQ(run.plan.gemm.scale_rows, 128) << run.plan;
+      EXPECT_TRUE(testing::matches_reference(c, run.y));
+    }
+}
+
 // Small shapes for compute-sanitizer: edge tiles in M and N, a partial last K group.
 TEST(W8A8Groupwise, SanitizeSmall) {
   BQMM_REQUIRE_GROUPWISE();
@@ -197,6 +242,9 @@ TEST(W8A8Groupwise, SanitizeSmall) {
     Fp8Case c = reference::make_random_fp8_case(DType::kBFloat16, 33, 136, 272, 128, /*bias=*/true,
                                                 /*w8a8=*/!dynamic, seed++);
     c.dynamic_act_quant = dynamic;
+    check_groupwise(c);
+    reference::share_scale_rows(128, &c);  // 136 rows: a full and a partial group
+    spread_scale_groups(c);
     check_groupwise(c);
   }
 }

@@ -10,7 +10,7 @@ Status launch_mixed_gemm(const FusedGemmArgs&, const MixedGemmLaunch&, cudaStrea
                 "launch_mixed_gemm: not built (no SM90 in CUDA_ARCHITECTURES or no CUTLASS headers)");
 }
 
-Status launch_w8a8_groupwise(const Fp8KernelArgs&, bool, int, const W8A8Workspace&, cudaStream_t) {
+Status launch_w8a8_groupwise(const Fp8KernelArgs&, bool, int, int, const W8A8Workspace&, cudaStream_t) {
   return Status(StatusCode::kInternal,
                 "launch_w8a8_groupwise: not built (no SM90 in CUDA_ARCHITECTURES or no CUTLASS headers)");
 }

@@ -7,7 +7,9 @@
 // workspace: codes [M, K] and one float32 scale per (K block, row), [k_blocks, m_pad]
 // (static quantization writes a_scale into every entry, so both modes run one kernel).
 // The weight's codes and scales are read as the operator stores them: W [N, K] e4m3 as
-// CUTLASS's K-major B, its scales [N, k_blocks] K-major. The tensor cores sum each block's
+// CUTLASS's K-major B, its scales [N, k_blocks] K-major, every row's (kScaleRows 1) or,
+// where the caller promises that 128-row groups share them, rows 0, 128, 256, ... only
+// (kScaleRows 128: one scale per tile and block, a cheaper fold). The tensor cores sum each block's
 // products (in their own accumulator, narrower than float32 within an instruction); the
 // collective scales each block's sums by sa * sw per (row, column) in float32 and adds
 // them to float32 accumulators; the epilogue adds the bias in float32 and rounds Y to T
@@ -40,7 +42,7 @@
 namespace bqmm::cuda {
 namespace {
 
-template <typename T>
+template <typename T, int kScaleRows>
 struct W8A8Groupwise {
   using Element = CutlassFloat<T>;
   using Codes = cutlass::float_e4m3_t;
@@ -48,9 +50,11 @@ struct W8A8Groupwise {
   using TileShape = cute::Shape<cute::_128, cute::_128, cute::Int<kGroupK>>;
   using ClusterShape = cute::Shape<cute::_1, cute::_2, cute::_1>;
 
-  // One scale per (row, 128-K group) on both operands: A's (the activation's) with its rows
-  // contiguous, [k_blocks, m_pad]; B's (the weight's) with its groups contiguous, [N, k_blocks].
-  using ScaleConfig = cutlass::detail::Sm90BlockwiseScaleConfig<1, 1, kGroupK, cute::GMMA::Major::MN,
+  // One scale per (row, 128-K group) of A (the activation), its rows contiguous, [k_blocks,
+  // m_pad]; one per (kScaleRows rows, 128-K group) of B (the weight), its groups
+  // contiguous, [N, k_blocks].
+  static_assert(kScaleRows == 1 || kScaleRows == 128, "per row, or per 128 rows (a tile)");
+  using ScaleConfig = cutlass::detail::Sm90BlockwiseScaleConfig<1, kScaleRows, kGroupK, cute::GMMA::Major::MN,
                                                                 cute::GMMA::Major::K>;
   using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
   using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
@@ -76,11 +80,13 @@ struct W8A8Groupwise {
     return make_layout(make_shape(make_shape(_1{}, m), make_shape(Int<kGroupK>{}, k_blocks), 1),
                        make_stride(make_stride(_0{}, _1{}), make_stride(_0{}, m_pad), m_pad * k_blocks));
   }
-  // The weight's scales: group b of row n at n * k_blocks + b.
+  // The weight's scales: group b of row n at n * k_blocks + b; with kScaleRows 128, that of
+  // row n - n % 128 for all 128 rows (ceil(N / 128) groups, the last one partial).
   static LayoutSFB weight_scales_layout(int n, int k_blocks) {
     using namespace cute;
-    return make_layout(make_shape(make_shape(_1{}, n), make_shape(Int<kGroupK>{}, k_blocks), 1),
-                       make_stride(make_stride(_0{}, k_blocks), make_stride(_0{}, _1{}), n * k_blocks));
+    const int groups = (n + kScaleRows - 1) / kScaleRows;
+    return make_layout(make_shape(make_shape(Int<kScaleRows>{}, groups), make_shape(Int<kGroupK>{}, k_blocks), 1),
+                       make_stride(make_stride(_0{}, kScaleRows * k_blocks), make_stride(_0{}, _1{}), n * k_blocks));
   }
 
   // Y = the GEMM of the quantized A (codes and scales in `ws`) and the weight of `args`.
@@ -128,24 +134,29 @@ struct W8A8Groupwise {
 };
 
 template <typename T, bool kDynamic>
-Status launch_typed(const Fp8KernelArgs& args, int num_sms, const W8A8Workspace& ws, cudaStream_t stream) {
-  const int64_t k_blocks = (args.k + W8A8Groupwise<T>::kGroupK - 1) / W8A8Groupwise<T>::kGroupK;
-  BQMM_RETURN_IF_ERROR((launch_act_quant_e4m3<T, kDynamic>(args, W8A8Groupwise<T>::kGroupK, k_blocks,
-                                                           w8a8_m_pad(args.m), ws.codes, ws.scales, stream)));
-  return W8A8Groupwise<T>::run(args, num_sms, ws, stream);
+Status launch_typed(const Fp8KernelArgs& args, int scale_rows, int num_sms, const W8A8Workspace& ws,
+                    cudaStream_t stream) {
+  constexpr int kGroupK = W8A8Groupwise<T, 1>::kGroupK;
+  const int64_t k_blocks = (args.k + kGroupK - 1) / kGroupK;
+  BQMM_RETURN_IF_ERROR((launch_act_quant_e4m3<T, kDynamic>(args, kGroupK, k_blocks, w8a8_m_pad(args.m), ws.codes,
+                                                           ws.scales, stream)));
+  return scale_rows == 128 ? W8A8Groupwise<T, 128>::run(args, num_sms, ws, stream)
+                           : W8A8Groupwise<T, 1>::run(args, num_sms, ws, stream);
 }
 
 }  // namespace
 
-Status launch_w8a8_groupwise(const Fp8KernelArgs& args, bool dynamic, int num_sms, const W8A8Workspace& ws,
-                             cudaStream_t stream) {
+Status launch_w8a8_groupwise(const Fp8KernelArgs& args, bool dynamic, int scale_rows, int num_sms,
+                             const W8A8Workspace& ws, cudaStream_t stream) {
   if (args.m == 0 || args.n == 0) return Status::Ok();
   if (args.block_size != 128 || args.k % 16 != 0 || args.n % 8 != 0)
     return Status(StatusCode::kInternal, "launch_w8a8_groupwise: block_size 128, K % 16 and N % 8");
+  if (scale_rows != 1 && scale_rows != 128)
+    return Status(StatusCode::kInternal, "launch_w8a8_groupwise: scale_rows 1 or 128");
   return dispatch_half_types(args.dtype, "w8a8 groupwise gemm", [&](auto tag) {
     using T = decltype(tag);
-    return dynamic ? launch_typed<T, true>(args, num_sms, ws, stream)
-                   : launch_typed<T, false>(args, num_sms, ws, stream);
+    return dynamic ? launch_typed<T, true>(args, scale_rows, num_sms, ws, stream)
+                   : launch_typed<T, false>(args, scale_rows, num_sms, ws, stream);
   });
 }
 
