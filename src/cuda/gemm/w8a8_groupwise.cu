@@ -74,9 +74,12 @@ struct W8A8Groupwise {
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 
-  // The activation's scales: column m of row b at b * m_pad + m.
+  // The activation's scales: column m of row b at b * m_pad + m. With one weight scale per
+  // tile (kScaleRows 128) CUTLASS loads them by TMA, which needs whole 16-byte rows: the
+  // layout then spans the m_pad columns allocated (those >= M scale rows of Y never stored).
   static LayoutSFA act_scales_layout(int m, int k_blocks, int m_pad) {
     using namespace cute;
+    if (kScaleRows == 128) m = m_pad;
     return make_layout(make_shape(make_shape(_1{}, m), make_shape(Int<kGroupK>{}, k_blocks), 1),
                        make_stride(make_stride(_0{}, _1{}), make_stride(_0{}, m_pad), m_pad * k_blocks));
   }
