@@ -7,7 +7,9 @@
 #   scripts/gpu_check.sh [steps]     steps: comma list of build,test,sanitize,bench,variants,ab
 #                                    (default: the first four); BENCH_SUITES="decode prefill"
 #                                    (fp8); BENCH_ACT_QUANT="static dynamic" (fp8 prefill
-#                                    with the activation quantized); NBITS_BENCH_BITS="8 4" (NBitsMatMul decode suite),
+#                                    with the activation quantized), BENCH_SCALE_ROWS="1 128"
+#                                    (its weight scales per row / per 128 rows);
+#                                    NBITS_BENCH_BITS="8 4" (NBitsMatMul decode suite),
 #                                    NBITS_BENCH_ZERO_POINTS="none packed" (its zero points),
 #                                    NBITS_BENCH_BLOCK_SIZES="128" (its block sizes)
 #   variants: the decode suites with each GEMV kernel and weight stream forced through the
@@ -109,14 +111,19 @@ if has bench; then
     summary+=("bench $suite: rc=$rc ($(( $(stamp) - t0 ))s), $(wc -l < "$OUT/bench_$suite.jsonl" 2>/dev/null || echo 0) cases")
   done
   # FP8 with the activation quantized (W8A8: static a_scale; dynamic per-row, per-block
-  # scales) on the prefill suite, float16 (BENCH_ACT_QUANT, default "static dynamic").
-  for mode in ${BENCH_ACT_QUANT:-static dynamic}; do
-    t0=$(stamp)
-    name=w8a8_${mode}_prefill
-    "$build/bqmm-profile" --op fp8 --suite prefill --act-quant "$mode" --activation-dtype fp16 \
-      --json "$OUT/bench_$name.jsonl" >"$OUT/bench_$name.log" 2>&1
-    rc=$?
-    summary+=("bench $name: rc=$rc ($(( $(stamp) - t0 ))s), $(wc -l < "$OUT/bench_$name.jsonl" 2>/dev/null || echo 0) cases")
+  # scales) on the prefill suite, float16 (BENCH_ACT_QUANT, default "static dynamic"), with
+  # per-row weight scales and with scales shared by 128-row blocks (b_scale_block_rows;
+  # BENCH_SCALE_ROWS, default "1 128").
+  for rows in ${BENCH_SCALE_ROWS:-1 128}; do
+    for mode in ${BENCH_ACT_QUANT:-static dynamic}; do
+      t0=$(stamp)
+      name=w8a8_${mode}_prefill
+      [ "$rows" = 1 ] || name=w8a8_${mode}_rows${rows}_prefill
+      "$build/bqmm-profile" --op fp8 --suite prefill --act-quant "$mode" --activation-dtype fp16 \
+        --b-scale-block-rows "$rows" --json "$OUT/bench_$name.jsonl" >"$OUT/bench_$name.log" 2>&1
+      rc=$?
+      summary+=("bench $name: rc=$rc ($(( $(stamp) - t0 ))s), $(wc -l < "$OUT/bench_$name.jsonl" 2>/dev/null || echo 0) cases")
+    done
   done
   # NBitsMatMul at decode sizes, without a zero-point tensor and with packed zero points
   # (asymmetric checkpoints), at each block size of NBITS_BENCH_BLOCK_SIZES (default 128;

@@ -56,8 +56,8 @@ def short_path(row):
         split = re.search(r"k_split=(\d+)", plan)
         loop = "w8a8" if path == "w8a8_gemm" else "wgmma" if "mainloop=wgmma" in plan else "fused"
         return "%s t%s k%s" % (loop, tile.group(1) if tile else "?", split.group(1) if split else "?")
-    if path == "w8a8_groupwise":  # CUTLASS's groupwise FP8 GEMM
-        return "w8a8 groupwise"
+    if path == "w8a8_groupwise":  # CUTLASS's groupwise FP8 GEMM (one weight scale per 128 rows: r128)
+        return "w8a8 groupwise" + (" r128" if "weight_scales=per_128_rows" in plan else "")
     if path == "mixed_gemm":  # "mixed t<tile_m>[ sk]"
         tile = re.search(r"tile_m=(\d+)", plan)
         stream_k = " sk" if "schedule=stream_k" in plan else ""
@@ -95,11 +95,12 @@ def sort_key(r):
 
 
 def suite_of(stem, op):
-    """gpu_check's file names: bench_<suite>, bench_w8a8_<static|dynamic>_<suite> (FP8 with
-    the activation quantized), bench_nbits<bits>_<suite>[_zp_<kind>][_bs<B>]."""
+    """gpu_check's file names: bench_<suite>, bench_w8a8_<static|dynamic>_[rows<R>_]<suite>
+    (FP8 with the activation quantized, weight scales shared by R rows),
+    bench_nbits<bits>_<suite>[_zp_<kind>][_bs<B>]."""
     s = stem[len("bench_"):] if stem.startswith("bench_") else stem
     if op == "fp8":
-        s = re.sub(r"^w8a8_(static|dynamic)_", "", s)
+        s = re.sub(r"^w8a8_(static|dynamic)_(rows\d+_)?", "", s)
     if op == "nbits":
         s = re.sub(r"^nbits\d+_", "", s)
         s = re.sub(r"_bs\d+$", "", s)
@@ -135,6 +136,11 @@ def title_and_command(stem, rows):
         cmd += " --act-quant " + "/".join(act)
     elif any(r.get("w8a8") for r in rows):
         title += ", W8A8"
+    scale_rows = "/".join(distinct([r for r in rows if r.get("b_scale_block_rows", 1) != 1],
+                                   "b_scale_block_rows"))
+    if scale_rows:
+        title += ", weight scales per %s rows" % scale_rows
+        cmd += " --b-scale-block-rows " + scale_rows
     if any(r.get("bias") for r in rows):
         title += ", bias"
     dtypes = distinct(rows, "activation_dtype")

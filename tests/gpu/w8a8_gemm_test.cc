@@ -55,9 +55,8 @@ void spread_scale_groups(Fp8Case& c) {
       c.b_scale.set(r * kb + b, std::ldexp(c.b_scale.get(r * kb + b), static_cast<int>((r / 128) % 3) - 1));
 }
 
-void check_w8a8(const Fp8Case& c, int tile_m, int k_split) {
-  testing::Fp8DeviceCase d;
-  BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
+// The kernel arguments of case c uploaded as d.
+cuda::Fp8KernelArgs kernel_args(const Fp8Case& c, const testing::Fp8DeviceCase& d) {
   cuda::Fp8KernelArgs g;
   g.dtype = c.dtype();
   g.a = d.a.data();
@@ -70,6 +69,13 @@ void check_w8a8(const Fp8Case& c, int tile_m, int k_split) {
   g.n = c.n();
   g.k = c.k();
   g.block_size = c.block_size;
+  return g;
+}
+
+void check_w8a8(const Fp8Case& c, int tile_m, int k_split) {
+  testing::Fp8DeviceCase d;
+  BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
+  const cuda::Fp8KernelArgs g = kernel_args(c, d);
   const int64_t k_blocks = c.k_blocks();
   harness::DeviceBuffer codes, scales, partials;
   BQMM_ASSERT_OK(harness::DeviceBuffer::allocate(static_cast<size_t>(g.m * g.k), &codes));
@@ -145,18 +151,7 @@ TEST(W8A8Wgmma, SanitizeSmall) {
 void check_groupwise(const Fp8Case& c) {
   testing::Fp8DeviceCase d;
   BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
-  cuda::Fp8KernelArgs g;
-  g.dtype = c.dtype();
-  g.a = d.a.data();
-  g.a_scale = c.dynamic_act_quant ? nullptr : static_cast<const float*>(d.a_scale.data());
-  g.b = static_cast<const uint8_t*>(d.b.data());
-  g.b_scale = static_cast<const float*>(d.b_scale.data());
-  g.bias = c.bias ? d.bias.data() : nullptr;
-  g.y = d.y.data();
-  g.m = c.m();
-  g.n = c.n();
-  g.k = c.k();
-  g.block_size = c.block_size;
+  const cuda::Fp8KernelArgs g = kernel_args(c, d);
   harness::DeviceBuffer codes, scales;
   BQMM_ASSERT_OK(harness::DeviceBuffer::allocate(static_cast<size_t>(g.m * g.k), &codes));
   BQMM_ASSERT_OK(harness::DeviceBuffer::allocate(
