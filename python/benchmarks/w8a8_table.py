@@ -11,6 +11,11 @@ For each M in --m and (N, K) in the prefill suite's shapes, float16 or bfloat16 
   scaled_tensor  torch._scaled_mm, per-tensor scales (activation already e4m3)
   scaled_1x128   torch._scaled_mm, 1x128 activation scales and 1x128 weight scales (the
                  operator's per-(row, K block) weight-scale layout; activation already e4m3)
+  bqmm_static_r128 / bqmm_dynamic_r128
+                 the two bqmm modes on weight scales shared by 128-row blocks (each block's
+                 first row's, repeated) with b_scale_block_rows=128
+  scaled_128x128 torch._scaled_mm, 1x128 activation scales and those 128 x 128 weight
+                 blocks' scales (DeepSeek-V3's layout; activation already e4m3)
 A variant this torch cannot run records its error instead of a time. TFLOP/s = 2MNK / t.
 
   python python/benchmarks/w8a8_table.py [--m 64 256 1024 4096] [--json out.jsonl] [--markdown]
@@ -57,6 +62,11 @@ def variants(m, n, k, dtype, weights):
     xs_t = xs.t().contiguous().t()
     one = torch.ones((), device="cuda")
     w_scales_t = [s.t().contiguous() for _, s in weights]
+    # 128 x 128 weight blocks: each block's first row's scales, [ceil(N / 128), K / 128],
+    # repeated over its rows for the operator (the b_scale_block_rows=128 promise).
+    w_block_scales = [s[::128].contiguous() for _, s in weights]
+    w_rows128 = [bs.repeat_interleave(128, 0)[:n].contiguous() for bs in w_block_scales]
+    w_block_scales_t = [bs.t().contiguous() for bs in w_block_scales]  # [K / 128, N / 128]
     dense = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) for _ in range(len(weights))]
     xb = x.to(torch.bfloat16)
     out_dtype = dtype
@@ -75,6 +85,17 @@ def variants(m, n, k, dtype, weights):
         "scaled_1x128": [lambda b=b, st=st: torch._scaled_mm(xq_blk, b.t(), scale_a=xs_t, scale_b=st,
                                                              out_dtype=out_dtype)
                          for (b, _), st in zip(weights, w_scales_t)],
+        "bqmm_static_r128": [lambda b=b, s=s: torch.ops.bqmm.fp8_matmul(x, b, s, a_scale, None, block_size=BLOCK,
+                                                                       b_scale_block_rows=128)
+                             for (b, _), s in zip(weights, w_rows128)],
+        "bqmm_dynamic_r128": [lambda b=b, s=s: torch.ops.bqmm.fp8_matmul(x, b, s, None, None, block_size=BLOCK,
+                                                                        dynamic_act_quant=True,
+                                                                        b_scale_block_rows=128)
+                              for (b, _), s in zip(weights, w_rows128)],
+        # torch's 128 x 128 form: scale_b [K / 128, N / 128].
+        "scaled_128x128": [lambda b=b, bs=bs: torch._scaled_mm(xq_blk, b.t(), scale_a=xs_t, scale_b=bs,
+                                                               out_dtype=out_dtype)
+                           for (b, _), bs in zip(weights, w_block_scales_t)],
     }
 
 
@@ -112,7 +133,8 @@ def main():
         with open(args.json, "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in rows)
     if args.markdown:
-        names = ["bqmm_static", "bqmm_dynamic", "torch_bf16", "scaled_tensor", "scaled_1x128"]
+        names = ["bqmm_static", "bqmm_dynamic", "torch_bf16", "scaled_tensor", "scaled_1x128",
+                 "bqmm_static_r128", "bqmm_dynamic_r128", "scaled_128x128"]
         print("| N x K | M | " + " | ".join(n + " us (TFLOP/s)" for n in names) + " |")
         print("|---|---|" + "---|" * len(names))
         for r in rows:

@@ -10,7 +10,8 @@
   multiples of the block are handled (the last row and column blocks are partial).
 * load_onnx: every MatMulNBits and MatMulBlockQuantizedFp8Weight node (domain
   com.microsoft) of an ONNX model, its initializers and attributes read with the `onnx`
-  package, as NBitsLinear / Fp8Linear modules keyed by node name.
+  package, as NBitsLinear / Fp8Linear modules keyed by node name (an FP8 module's
+  b_scale_block_rows found from its b_scale: quant.b_scale_block_rows).
 """
 import json
 import os
@@ -76,7 +77,7 @@ def load_fp8_safetensors(path, *, block_size=None, dynamic_act_quant=False,
     <name>. block_size: (bn, bk), default config.json's weight_block_size, else (128, 128).
     dynamic_act_quant: every module quantizes its input per token and K block (the
     checkpoints' own serving mode). Every module's b_scale_block_rows is bn. Other tensors
-    are not returned (see load_safetensors_rest)."""
+    (norms, embeddings) are not returned; read them with safetensors itself."""
     from safetensors import safe_open
 
     files = ([os.path.join(path, f) for f in sorted(os.listdir(path)) if f.endswith(".safetensors")]
@@ -174,10 +175,11 @@ def load_onnx(model, *, device=None, dtype=None):
         else:
             # Inputs: A, B (float8e4m3fn [N, K]), b_scale (float32 [N, k_blocks]), a_scale,
             # bias; attribute block_size (default 128). ONNX's operator has no
-            # b_scale_block_rows: per-row scales promise nothing, so it stays 1.
+            # b_scale_block_rows: it is read off b_scale (128 where a 128 x 128-block
+            # checkpoint was expanded to rows, else 1).
             b, b_scale = init(node, 1, "B"), init(node, 2, "b_scale")
             a_scale, bias = init(node, 3, "a_scale"), init(node, 4, "bias")
             modules[name] = nn.Fp8Linear.from_quantized(
                 b, b_scale, bias, a_scale, block_size=int(a.get("block_size", 128)),
-                dtype=dtype)
+                b_scale_block_rows=quant.b_scale_block_rows(b_scale), dtype=dtype)
     return modules

@@ -53,6 +53,16 @@ def quantize_fp8(weight, block_size=128):
     return codes.contiguous(), scale.contiguous()
 
 
+def b_scale_block_rows(b_scale, rows=128):
+    """`rows` where every aligned group of `rows` rows of b_scale [N, k_blocks] repeats its
+    first row's scales bit for bit (the promise of Fp8Linear's b_scale_block_rows, read off
+    the data: a 128 x 128-block checkpoint expanded to rows), else 1. One pass over b_scale."""
+    n = b_scale.shape[0]
+    first = b_scale[torch.arange(n, device=b_scale.device) // rows * rows]
+    bits = lambda t: t.contiguous().view(torch.int32)  # noqa: E731  (NaN scales compare equal)
+    return rows if torch.equal(bits(b_scale), bits(first)) else 1
+
+
 def dequantize_fp8(b, b_scale, block_size=128, dtype=torch.float64):
     """The exact dequantized weight e4m3(B) * b_scale, [N, K] in `dtype`."""
     k = b.shape[1]

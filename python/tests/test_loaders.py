@@ -246,7 +246,7 @@ def test_onnx_fp8_node_initializers(tmp_path):
     mods = bqmm.loaders.load_onnx(str(path), dtype=torch.float16)
     m = mods["fp8"]
     assert m.block_size == bs and m.bias is None
-    assert m.b_scale_block_rows == 1  # ONNX's per-row b_scale promises nothing
+    assert m.b_scale_block_rows == 1  # per-row scales of 40 rows: not one shared group
     assert torch.equal(m.weight.view(torch.uint8), b.view(torch.uint8))
     assert torch.equal(m.weight_scale, s)
     assert float(m.input_scale) == pytest.approx(0.02)

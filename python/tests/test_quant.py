@@ -193,3 +193,18 @@ def test_fp8_reference_checks_the_row_group_promise(seed):
         reference.fp8_matmul(a, b, s, block_size=64, b_scale_block_rows=128)
     with pytest.raises(ValueError, match="b_scale_block_rows: expected >= 1"):
         reference.fp8_matmul(a, b, s, block_size=64, b_scale_block_rows=0)
+
+
+def test_b_scale_block_rows_read_off_the_scales(seed):
+    _, s = quant.quantize_fp8(torch.randn(300, 256), 128)  # per-row scales: rows differ
+    assert quant.b_scale_block_rows(s) == 1
+    grouped = s[::128].repeat_interleave(128, 0)[:300].contiguous()  # 3 groups, the last partial
+    assert quant.b_scale_block_rows(grouped) == 128
+    assert quant.b_scale_block_rows(grouped, rows=64) == 64  # 128-row groups hold 64-row ones
+    broken = grouped.clone()
+    broken[299, 1] *= 1.0000001  # one scale of the partial group off by an ulp or so
+    assert quant.b_scale_block_rows(broken) == 1
+    nan = grouped.clone()
+    nan[128:256, 0] = float("nan")  # a whole group NaN still repeats its first row
+    assert quant.b_scale_block_rows(nan) == 128
+    assert quant.b_scale_block_rows(torch.full((40, 2), 0.5)) == 128  # fewer rows than a group

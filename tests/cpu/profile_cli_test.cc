@@ -229,6 +229,26 @@ TEST(ProfileCli, ExplainSaysWhyNotW8A8Gemm) {
   EXPECT_EQ(none.output.find("w8a8_gemm"), std::string::npos) << none.output;
 }
 
+// --b-scale-block-rows passes b_scale_block_rows: with 128, static W8A8 from 256 rows takes
+// the groupwise GEMM reading one weight scale per 128 rows (in a CUTLASS build); below 1
+// it is a usage error.
+TEST(ProfileCli, BScaleBlockRows) {
+  SKIP_WITHOUT_CLI();
+  const CliResult r = run_cli("--op fp8 --act-quant static --b-scale-block-rows 128 --m 1024 --n 8192 --k 8192 "
+                              "--explain --device cpu");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(" b_scale_block_rows=128 "), std::string::npos) << r.output;
+  if (bqmm::mixed_gemm_built())
+    EXPECT_NE(r.output.find("path=w8a8_groupwise; "), std::string::npos) << r.output;
+  const CliResult bad = run_cli("--op fp8 --b-scale-block-rows 0 --m 4 --n 64 --k 128 --device cpu");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--b-scale-block-rows"), std::string::npos) << bad.output;
+  const CliResult smoke = run_cli("--op fp8 --suite smoke --b-scale-block-rows 128 --device cpu");
+  EXPECT_EQ(smoke.exit_code, 2) << smoke.output;
+  EXPECT_NE(smoke.output.find("--b-scale-block-rows: --suite smoke sets it per case itself"), std::string::npos)
+      << smoke.output;
+}
+
 // On the fused GEMM, --explain says why a plan is not on the wgmma mainloop, and nothing
 // where it is.
 TEST(ProfileCli, ExplainSaysWhyNotWgmma) {
