@@ -247,6 +247,18 @@ def test_onnx_fp8_node_initializers(tmp_path):
     m = mods["fp8"]
     assert m.block_size == bs and m.bias is None
     assert m.b_scale_block_rows == 1  # per-row scales of 40 rows: not one shared group
+    # The same node with every row's scales equal (a 128 x 128-block checkpoint converted to
+    # ONNX): the loader reads the promise off b_scale.
+    inits[1] = numpy_helper.from_array(s[:1].expand(n, -1).contiguous().numpy(), "b_scale")
+    graph = helper.make_graph([node], "fp8",
+                              [helper.make_tensor_value_info("A", TensorProto.FLOAT16, ["M", k])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT16, ["M", n])],
+                              inits)
+    shared = tmp_path / "fp8_shared.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                       helper.make_opsetid("com.microsoft", 1)],
+                                ir_version=ONNX_IR_VERSION), str(shared))
+    assert bqmm.loaders.load_onnx(str(shared), dtype=torch.float16)["fp8"].b_scale_block_rows == 128
     assert torch.equal(m.weight.view(torch.uint8), b.view(torch.uint8))
     assert torch.equal(m.weight_scale, s)
     assert float(m.input_scale) == pytest.approx(0.02)

@@ -177,22 +177,31 @@ void check_groupwise(const Fp8Case& c) {
 
 // Both modes, both types, bias, M not a multiple of 128, K % 128 != 0, N not a multiple of
 // 128, a K of 65 groups; every block's dynamic scale differs from its neighbours'.
+struct Shape3 {
+  int64_t m, n, k;
+};
+
+// A groupwise test's case: block 128, the type and the bias from the seed, every
+// activation block's magnitude different from its neighbours'.
+Fp8Case groupwise_case(const Shape3& sh, bool dynamic, uint64_t seed) {
+  const DType t = seed % 2 == 0 ? DType::kFloat16 : DType::kBFloat16;
+  Fp8Case c = reference::make_random_fp8_case(t, sh.m, sh.n, sh.k, 128, /*bias=*/seed % 3 != 0,
+                                              /*w8a8=*/!dynamic, seed);
+  c.dynamic_act_quant = dynamic;
+  vary_block_magnitudes(c);
+  return c;
+}
+
 TEST(W8A8Groupwise, BothModesAgainstReference) {
   BQMM_REQUIRE_GROUPWISE();
-  struct Shape3 { int64_t m, n, k; };
   const Shape3 shapes[] = {{9, 1000, 1024}, {64, 1040, 1040}, {1024, 776, 2048},
                            {256, 512, 8192}, {300, 264, 8336}};
   uint64_t seed = 500;
   for (const Shape3 sh : shapes)
     for (const bool dynamic : {false, true}) {
-      const DType t = seed % 2 == 0 ? DType::kFloat16 : DType::kBFloat16;
-      SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " N=" << sh.n << " K=" << sh.k << " " << dtype_name(t)
-                                        << (dynamic ? " dynamic" : " static"));
-      Fp8Case c = reference::make_random_fp8_case(t, sh.m, sh.n, sh.k, 128, /*bias=*/seed % 3 != 0,
-                                                  /*w8a8=*/!dynamic, seed);
-      c.dynamic_act_quant = dynamic;
-      vary_block_magnitudes(c);
-      ++seed;
+      const Fp8Case c = groupwise_case(sh, dynamic, seed++);
+      SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " N=" << sh.n << " K=" << sh.k << " "
+                                        << dtype_name(c.dtype()) << (dynamic ? " dynamic" : " static"));
       check_groupwise(c);
     }
 }
@@ -203,19 +212,13 @@ TEST(W8A8Groupwise, BothModesAgainstReference) {
 // plan too, which takes the groupwise GEMM in both modes then.
 TEST(W8A8Groupwise, ScalesPer128Rows) {
   BQMM_REQUIRE_GROUPWISE();
-  struct Shape3 { int64_t m, n, k; };
   const Shape3 shapes[] = {{300, 1000, 2048}, {1024, 1024, 2000}, {129, 264, 8336}};
   uint64_t seed = 700;
   for (const Shape3 sh : shapes)
     for (const bool dynamic : {false, true}) {
-      const DType t = seed % 2 == 0 ? DType::kFloat16 : DType::kBFloat16;
-      SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " N=" << sh.n << " K=" << sh.k << " " << dtype_name(t)
-                                        << (dynamic ? " dynamic" : " static"));
-      Fp8Case c = reference::make_random_fp8_case(t, sh.m, sh.n, sh.k, 128, /*bias=*/seed % 3 != 0,
-                                                  /*w8a8=*/!dynamic, seed);
-      c.dynamic_act_quant = dynamic;
-      ++seed;
-      vary_block_magnitudes(c);
+      Fp8Case c = groupwise_case(sh, dynamic, seed++);
+      SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " N=" << sh.n << " K=" << sh.k << " "
+                                        << dtype_name(c.dtype()) << (dynamic ? " dynamic" : " static"));
       reference::share_scale_rows(128, &c);
       spread_scale_groups(c);
       check_groupwise(c);
