@@ -9,11 +9,11 @@
 // The weight's codes and scales are read as the operator stores them: W [N, K] e4m3 as
 // CUTLASS's K-major B, its scales [N, k_blocks] K-major, every row's (kScaleRows 1) or,
 // where the caller promises that 128-row groups share them, rows 0, 128, 256, ... only
-// (kScaleRows 128: one scale per tile and block, a cheaper fold). The tensor cores sum each block's
-// products (in their own accumulator, narrower than float32 within an instruction); the
-// collective scales each block's sums by sa * sw per (row, column) in float32 and adds
-// them to float32 accumulators; the epilogue adds the bias in float32 and rounds Y to T
-// once. Scale groups are 128 K (block_size == 128); tiles 128 activation rows x 128
+// (kScaleRows 128: one scale per tile and block, a cheaper fold). The tensor cores sum
+// each block's products (in their own accumulator, narrower than float32 within an
+// instruction); the collective scales each block's sums by sa * sw per (row, column) in
+// float32 and adds them to float32 accumulators; the epilogue adds the bias in float32
+// and rounds Y to T once. Scale groups are 128 K (block_size == 128); tiles 128 activation rows x 128
 // weight rows x 128 K, two consumer warpgroups, a TMA producer, a 1 x 2 cluster that
 // multicasts the activation tile to the two blocks of neighbouring weight tiles, a
 // persistent grid. Needs K % 16 == 0, N % 8 == 0 and 16-byte aligned pointers
