@@ -132,6 +132,12 @@ std::ostream& operator<<(std::ostream& os, const Fp8MatMulPlan& plan);
 Status validate_fp8_matmul(const Fp8MatMulArgs& args, const Fp8MatMulAttrs& attrs,
                            Fp8MatMulProblem* problem);
 
+// Host helper for loaders: `rows` where every aligned group of `rows` rows of the host
+// scales b_scale [N, k_blocks] (row-major) repeats its first row bit for bit, else 1: the
+// b_scale_block_rows that the data keeps (for a checkpoint whose 128 x 128 block scales
+// were expanded to rows before it reached the caller). Reads N x k_blocks floats once.
+int64_t find_b_scale_block_rows(const float* b_scale, int64_t n, int64_t k_blocks, int64_t rows = 128);
+
 // Y's shape for an A of shape `a_shape` and N output features.
 Status fp8_matmul_output_shape(const Shape& a_shape, int64_t n, Shape* y_shape);
 

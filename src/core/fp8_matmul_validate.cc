@@ -1,11 +1,23 @@
 // Fp8WeightMatMul validation (docs/CONTRACT.md sections 1 and 3): host only, no CUDA calls.
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "bqmm/fp8_matmul.h"
 #include "core/check.h"
 
 namespace bqmm {
+
+int64_t find_b_scale_block_rows(const float* b_scale, int64_t n, int64_t k_blocks, int64_t rows) {
+  if (rows <= 1 || b_scale == nullptr) return 1;
+  const size_t row_bytes = static_cast<size_t>(k_blocks) * sizeof(float);
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t first = r - r % rows;
+    // Bitwise, so NaN scales repeat too (and, conservatively, -0.0 differs from 0.0).
+    if (r != first && std::memcmp(b_scale + r * k_blocks, b_scale + first * k_blocks, row_bytes) != 0) return 1;
+  }
+  return rows;
+}
 
 Status fp8_matmul_output_shape(const Shape& a_shape, int64_t n, Shape* y_shape) {
   return check::matmul_output_shape(a_shape, n, y_shape);

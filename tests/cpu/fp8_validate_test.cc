@@ -2,10 +2,12 @@
 // the tensors point into a static buffer; offsets into it make misaligned pointers.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "bqmm/fp8_matmul.h"
 
@@ -205,6 +207,29 @@ TEST_F(Fp8ValidateTest, BScaleBlockRows) {
   std::ostringstream os;
   os << problem;
   EXPECT_NE(os.str().find(" b_scale_block_rows=128 "), std::string::npos) << os.str();
+}
+
+// The loaders' helper: 128 where every aligned 128-row group repeats its first row's scales
+// bit for bit (a partial last group included), else 1.
+TEST(Fp8BScaleBlockRows, FoundFromTheData) {
+  const int64_t n = 300, kb = 3;
+  std::vector<float> s(static_cast<size_t>(n * kb));
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t b = 0; b < kb; ++b) s[r * kb + b] = 0.01f * static_cast<float>((r / 128) * kb + b + 1);
+  EXPECT_EQ(find_b_scale_block_rows(s.data(), n, kb), 128);
+  EXPECT_EQ(find_b_scale_block_rows(s.data(), n, kb, 64), 64);  // 128-row groups hold 64-row ones
+  EXPECT_EQ(find_b_scale_block_rows(s.data(), n, kb, 1), 1);
+  EXPECT_EQ(find_b_scale_block_rows(s.data(), 40, kb), 128);     // fewer rows than a group
+  std::vector<float> broken = s;
+  broken[299 * kb + 2] = std::nextafter(broken[299 * kb + 2], 1.0f);  // the partial group's last scale
+  EXPECT_EQ(find_b_scale_block_rows(broken.data(), n, kb), 1);
+  std::vector<float> nan = s;
+  for (int64_t r = 128; r < 256; ++r) nan[r * kb] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(find_b_scale_block_rows(nan.data(), n, kb), 128);    // NaN repeats bit for bit
+  std::vector<float> signed_zero = s;
+  signed_zero[0] = 0.0f;
+  for (int64_t r = 1; r < 128; ++r) signed_zero[r * kb] = -0.0f;
+  EXPECT_EQ(find_b_scale_block_rows(signed_zero.data(), n, kb), 1);
 }
 
 TEST_F(Fp8ValidateTest, HugeBlockSizeGivesOneBlock) {
