@@ -53,14 +53,20 @@ def quantize_fp8(weight, block_size=128):
     return codes.contiguous(), scale.contiguous()
 
 
+def first_row_off_its_group(b_scale, rows):
+    """The first row of b_scale [N, k_blocks] whose scales differ, bit for bit (so NaN
+    repeats), from those of its aligned group's first row (row n - n % rows), or None."""
+    n = torch.arange(b_scale.shape[0], device=b_scale.device)
+    bits = b_scale.contiguous().view(torch.int32).reshape(b_scale.shape[0], -1)
+    same = (bits == bits[n - n % rows]).all(dim=1)
+    return None if bool(same.all()) else int(n[~same][0])
+
+
 def b_scale_block_rows(b_scale, rows=128):
     """`rows` where every aligned group of `rows` rows of b_scale [N, k_blocks] repeats its
     first row's scales bit for bit (the promise of Fp8Linear's b_scale_block_rows, read off
     the data: a 128 x 128-block checkpoint expanded to rows), else 1. One pass over b_scale."""
-    n = b_scale.shape[0]
-    first = b_scale[torch.arange(n, device=b_scale.device) // rows * rows]
-    bits = lambda t: t.contiguous().view(torch.int32)  # noqa: E731  (NaN scales compare equal)
-    return rows if torch.equal(bits(b_scale), bits(first)) else 1
+    return rows if first_row_off_its_group(b_scale, rows) is None else 1
 
 
 def dequantize_fp8(b, b_scale, block_size=128, dtype=torch.float64):

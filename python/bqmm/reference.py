@@ -37,17 +37,14 @@ def dynamic_qdq_activation(a, block_size):
 
 
 def check_scale_row_groups(b_scale, rows):
-    """b_scale_block_rows' promise, b_scale[n] == b_scale[n - n % rows] (NaN equal to NaN).
-    Where it is broken the operator's Y is unspecified, so the reference refuses."""
+    """b_scale_block_rows' promise, b_scale[n] == b_scale[n - n % rows] bit for bit (as
+    quant.b_scale_block_rows reads it). Where it is broken the operator's Y is unspecified,
+    so the reference refuses."""
     check_b_scale_block_rows(rows)
     if rows == 1:
         return
-    n = torch.arange(b_scale.shape[0], device=b_scale.device)
-    first = b_scale[n - n % rows]
-    same = (b_scale == first) | (torch.isnan(b_scale) & torch.isnan(first))
-    same = same.reshape(same.shape[0], -1).all(dim=1)  # per row
-    if not bool(same.all()):
-        bad = int(n[~same][0])
+    bad = quant.first_row_off_its_group(b_scale, rows)
+    if bad is not None:
         raise ValueError(f"b_scale: row {bad} differs from row {bad - bad % rows}, which "
                          f"breaks b_scale_block_rows={rows}")
 
