@@ -66,7 +66,9 @@ def variants(m, n, k, dtype, weights):
     # repeated over its rows for the operator (the b_scale_block_rows=128 promise).
     w_block_scales = [s[::128].contiguous() for _, s in weights]
     w_rows128 = [bs.repeat_interleave(128, 0)[:n].contiguous() for bs in w_block_scales]
-    w_block_scales_t = [bs.t().contiguous() for bs in w_block_scales]  # [K / 128, N / 128]
+    # _scaled_mm checks scale_b.t() as the 128 x 128 scales of b.t() = W [N, K]: row-major
+    # [N / 128, K / 128], so scale_b is that tensor's transposed view.
+    w_block_scales_t = [bs.t() for bs in w_block_scales]
     dense = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) for _ in range(len(weights))]
     xb = x.to(torch.bfloat16)
     out_dtype = dtype
@@ -92,7 +94,7 @@ def variants(m, n, k, dtype, weights):
                                                                         dynamic_act_quant=True,
                                                                         b_scale_block_rows=128)
                               for (b, _), s in zip(weights, w_rows128)],
-        # torch's 128 x 128 form: scale_b [K / 128, N / 128].
+        # torch's 128 x 128 form: scale_b [K / 128, N / 128], the view above.
         "scaled_128x128": [lambda b=b, bs=bs: torch._scaled_mm(xq_blk, b.t(), scale_a=xs_t, scale_b=bs,
                                                                out_dtype=out_dtype)
                            for (b, _), bs in zip(weights, w_block_scales_t)],

@@ -1,6 +1,10 @@
 """GPU: the ops against the float64 reference with the contract's tolerance
 (docs/CONTRACT.md section 4), errors, opcheck (all checks), torch.compile(fullgraph=True),
-CUDA graph capture and replay, streams and the plan cache's alignment key."""
+CUDA graph capture and replay, streams, the plan cache's alignment key and BQMM_PRINT_PLAN."""
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -260,3 +264,27 @@ def test_empty_problems(seed):
     assert tuple(torch.ops.bqmm.fp8_matmul(*args, **kw).shape) == (0, 64)
     args, kw = nbits_case(0, 64, 256, torch.float16)
     assert tuple(torch.ops.bqmm.nbits_matmul(*args, **kw).shape) == (0, 64)
+
+
+def test_print_plan_in_a_child_process():
+    # The library reads BQMM_PRINT_PLAN once per process, so the op runs in a child that sets
+    # it. Each plan is printed (to stderr) when a run first uses it, and the op's result is
+    # still right. This crashed the child when _C.so exported the symbols of a statically
+    # linked C++ runtime (python/CMakeLists.txt says why).
+    script = (
+        "import torch, bqmm\n"
+        "from bqmm import quant\n"
+        "w = torch.randn(256, 512, device='cuda') / 512 ** 0.5\n"
+        "b, s = quant.quantize_fp8(w, 128)\n"
+        "a = torch.randn(4, 512, device='cuda', dtype=torch.float16)\n"
+        "y = torch.ops.bqmm.fp8_matmul(a, b, s, None, None, block_size=128)\n"
+        "torch.cuda.synchronize()\n"
+        "print('ok', tuple(y.shape), bool(torch.isfinite(y).all()))\n"
+    )
+    env = dict(os.environ, BQMM_PRINT_PLAN="1")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, f"child exited {done.returncode}:\n{done.stderr[-2000:]}"
+    assert "ok (4, 256) True" in done.stdout
+    assert "bqmm: Fp8MatMulPlan{path=" in done.stderr
+    assert "M=4 N=256 K=512" in done.stderr
