@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
+#include <sstream>
 #include <string>
 
 #include "bqmm/nbits_matmul.h"
@@ -371,6 +373,36 @@ TEST(RunPrologue, AlignmentAtLeastThePlans) {
   EXPECT_EQ(st.message(),
             "plan: made for 16-byte aligned scales but the arguments are only 2-byte aligned; "
             "plan again for them");
+}
+
+// BQMM_PRINT_PLAN=1: a run prints its plan to stderr when the plan differs from the last one
+// printed on the thread, not at every call. The variable is read once per process, at the
+// first print (ctest runs each test in its own process).
+TEST(RunPrologue, PrintsEachPlanWhenItChanges) {
+  ASSERT_EQ(setenv("BQMM_PRINT_PLAN", "1", 1), 0);
+  NBitsMatMulProblem p;
+  p.m = 4;
+  p.n = 256;
+  p.k = 256;
+  p.bits = 4;
+  p.block_size = 128;
+  const DeviceInfo hopper{90, 132};
+  NBitsMatMulPlan decode, prefill;
+  ASSERT_TRUE(plan_nbits_matmul(p, hopper, NBitsMatMulOptions{}, &decode).ok());
+  p.m = 300;
+  ASSERT_TRUE(plan_nbits_matmul(p, hopper, NBitsMatMulOptions{}, &prefill).ok());
+  testing::internal::CaptureStderr();
+  print_plan_if_asked(decode);
+  print_plan_if_asked(decode);
+  print_plan_if_asked(prefill);
+  print_plan_if_asked(decode);
+  const std::string printed = testing::internal::GetCapturedStderr();
+  unsetenv("BQMM_PRINT_PLAN");
+  std::ostringstream d, f;
+  d << "bqmm: " << decode << "\n";
+  f << "bqmm: " << prefill << "\n";
+  EXPECT_EQ(printed, d.str() + f.str() + d.str());
+  EXPECT_NE(d.str().find("M=4 N=256 K=256"), std::string::npos);
 }
 
 }  // namespace bqmm
