@@ -268,9 +268,9 @@ def test_empty_problems(seed):
 
 def test_print_plan_in_a_child_process():
     # The library reads BQMM_PRINT_PLAN once per process, so the op runs in a child that sets
-    # it. Each plan is printed (to stderr) when a run first uses it, and the op's result is
-    # still right. This crashed the child when _C.so exported the symbols of a statically
-    # linked C++ runtime (python/CMakeLists.txt says why).
+    # it. The plan is printed (to stderr) when the run first uses it and the op still returns
+    # a finite result (its accuracy is the other tests'). Printing crashes the child where
+    # _C.so exports the symbols of a statically linked C++ runtime (python/CMakeLists.txt).
     script = (
         "import torch, bqmm\n"
         "from bqmm import quant\n"

@@ -10,6 +10,7 @@
 
 #include "bqmm/nbits_matmul.h"
 #include "core/run_prologue.h"
+#include "common/plan_testing.h"
 
 namespace bqmm {
 namespace {
@@ -380,23 +381,14 @@ TEST(RunPrologue, AlignmentAtLeastThePlans) {
 // first print (ctest runs each test in its own process).
 TEST(RunPrologue, PrintsEachPlanWhenItChanges) {
   ASSERT_EQ(setenv("BQMM_PRINT_PLAN", "1", 1), 0);
-  NBitsMatMulProblem p;
-  p.m = 4;
-  p.n = 256;
-  p.k = 256;
-  p.bits = 4;
-  p.block_size = 128;
-  const DeviceInfo hopper{90, 132};
-  NBitsMatMulPlan decode, prefill;
-  ASSERT_TRUE(plan_nbits_matmul(p, hopper, NBitsMatMulOptions{}, &decode).ok());
-  p.m = 300;
-  ASSERT_TRUE(plan_nbits_matmul(p, hopper, NBitsMatMulOptions{}, &prefill).ok());
-  testing::internal::CaptureStderr();
+  const NBitsMatMulPlan decode = testing::plan(testing::nbits_problem(4, 256, 256, 4, 128));
+  const NBitsMatMulPlan prefill = testing::plan(testing::nbits_problem(300, 256, 256, 4, 128));
+  ::testing::internal::CaptureStderr();
   print_plan_if_asked(decode);
   print_plan_if_asked(decode);
   print_plan_if_asked(prefill);
   print_plan_if_asked(decode);
-  const std::string printed = testing::internal::GetCapturedStderr();
+  const std::string printed = ::testing::internal::GetCapturedStderr();
   unsetenv("BQMM_PRINT_PLAN");
   std::ostringstream d, f;
   d << "bqmm: " << decode << "\n";
