@@ -32,10 +32,10 @@
 //
 // Pipeline: a ring of kStages stages, each with two mbarriers (WgmmaRing). The producer
 // copies slab i into stage i % kStages (cp.async; first waiting on `empty` for the
-// consumers to release the stage's previous slab), keeps kStages - 1 slabs in flight, and
-// publishes the oldest once its copies have landed: wait, proxy fence (wgmma reads the
-// activations through the async proxy), arrive on `full`. Each consumer warp, per slab i:
-// wait on `full`; per group of 8 k16 steps (8-bit: the slab; 4-bit: each half) decode
+// consumers to release the stage's previous slab); each producer thread's copies arrive
+// on the stage's `full` as they land (cp.async.mbarrier.arrive), so every stage the
+// consumers do not hold is in flight. Each consumer warp, per slab i: wait on `full`, a
+// proxy fence (wgmma reads the activations through the async proxy); per group of 8 k16 steps (8-bit: the slab; 4-bit: each half) decode
 // into register buffer b, issue the group's 8 wgmma, commit, wait until one group is
 // pending (the previous group done: its buffer is free, and slab i - 1's stage is
 // released on `empty`). No block-wide barrier: the two consumer warpgroups run apart, so
@@ -130,8 +130,6 @@ struct FusedWgmmaTile {
   using Params = GemmParams<T, S>;
   static constexpr bool kFp8 = kW == GemmWeights::kFp8;
   static constexpr int kStages = wgmma_stages(kTileM, F::kBits);
-  // Slabs the producer keeps in flight before it publishes the oldest (below).
-  static constexpr int kLag = kStages - 1;
   static constexpr int kWeightBytes = kGemmTileN * static_cast<int>(kGemmSlabBytes);
   static constexpr int kStageBytes = static_cast<int>(wgmma_stage_bytes(kTileM, F::kBits));
   static constexpr int kPanels = F::kSlabK / 64;       // 64-K panels of the activation tile
@@ -282,32 +280,22 @@ struct FusedWgmmaTile {
     }
   }
 
-  // Publishes slab i: this thread's copies of it have landed (the caller waited for
-  // them); the proxy fence makes them visible to wgmma's reads of the activations.
-  __device__ __forceinline__ void publish(int64_t i) const {
-    fence_proxy_async_shared();
-    ring.arrive_full(i);
-  }
-
   // The producer's loop: slab i goes into stage i % kStages once the consumers released
-  // that stage's previous slab; kLag slabs are in flight, and when slab i's copies are
-  // issued slab i - kLag + 1's are waited for and published.
+  // that stage's previous slab. Each thread's copies arrive on the stage's `full` barrier
+  // as they land (cp.async.mbarrier.arrive), so the producer only ever waits for a free
+  // stage: every stage not held by the consumers has its copies in flight, and a slab is
+  // published the moment it has landed, not when the producer gets round to it.
   __device__ __forceinline__ void produce(int64_t slab_begin, int64_t slab_end) const {
     const int64_t count = slab_end - slab_begin;
     const Loader loader = make_loader();
 #pragma unroll 1
     for (int64_t i = 0; i < count; ++i) {
       if (i >= kStages) ring.wait_empty(i);
-      load_stage(loader, static_cast<int>(i % kStages), slab_begin + i);
-      cp_async_commit();
-      if (i >= kLag - 1) {
-        cp_async_wait<kLag - 1>();
-        publish(i - kLag + 1);
-      }
+      const int stage = static_cast<int>(i % kStages);
+      load_stage(loader, stage, slab_begin + i);
+      cp_async_mbarrier_arrive(&ring.full[stage]);
     }
-    cp_async_wait<0>();
-#pragma unroll 1
-    for (int64_t i = count - kLag + 1 > 0 ? count - kLag + 1 : 0; i < count; ++i) publish(i);
+    cp_async_wait<0>();  // no copy outlives its thread
   }
 
   // ---------------------------------------------------------------- block constants
@@ -456,6 +444,9 @@ struct FusedWgmmaTile {
   template <int kB>
   __device__ __forceinline__ void slab_step(State& st, int64_t begin, int64_t count, int64_t i) const {
     ring.wait_full(i);
+    // The producer's copies are generic-proxy writes and wgmma reads the activations
+    // through the async proxy: the fence orders the writes this wait observed before them.
+    fence_proxy_async_shared();
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
