@@ -417,7 +417,7 @@ TEST(Fp8Plan, FusedGemmConditions) {
 
 // mma.sync tile_m: the smallest instantiated tile (16, 32, 64) holding M; blocks of 128
 // columns; the stages two blocks per SM90 SM hold (8-bit rows: 4 at 16 and 32 rows, 3 at
-// 64). From 33 rows on SM90 the wgmma mainloop (tile 64, 6 stages), so it is forced off here.
+// 64). From 17 rows on SM90 the wgmma mainloop (tile 64, 6 stages), so it is forced off here.
 TEST(Fp8Plan, FusedGemmTileM) {
   const std::pair<int64_t, int> cases[] = {{9, 16}, {16, 16}, {17, 32}, {32, 32}, {33, 64}, {64, 64}};
   for (const auto& [m, tile_m] : cases) {
@@ -430,12 +430,12 @@ TEST(Fp8Plan, FusedGemmTileM) {
   }
 }
 
-// The wgmma mainloop (SM90 builds on SM90): from 33 rows, tile 64 (FP8 has no tile 128),
+// The wgmma mainloop (SM90 builds on SM90): from 17 rows, tile 64 (FP8 has no tile 128),
 // block_size a multiple of 128 (one scale block per slab); mma.sync for FP8 block 64.
 TEST(Fp8Plan, FusedGemmWgmma) {
   if (!wgmma_built()) GTEST_SKIP() << "this build has no SM90 (no wgmma mainloop)";
-  EXPECT_FALSE(plan(problem(32, 4096, 4096)).gemm.wgmma);
-  for (const int64_t m : {33, 64, 100, 128}) {
+  EXPECT_FALSE(plan(problem(16, 4096, 4096)).gemm.wgmma);
+  for (const int64_t m : {17, 32, 33, 64, 100, 128}) {
     const Fp8MatMulPlan pl = plan(problem(m, 4096, 4096), kHopper, parsed("mixed=0"));
     ASSERT_EQ(pl.path, Fp8Path::kFusedGemm) << m;
     EXPECT_TRUE(pl.gemm.wgmma) << m;

@@ -131,9 +131,10 @@ TEST(GemmPlan, WgmmaRefusal) {
   EXPECT_EQ(why(GemmShape{64, 8192, 8192, 8, true, 64}),
             "FP8 block_size % 128 != 0 (the wgmma tile scales one block per 128-K slab)");
   EXPECT_EQ(why(fp8, kHopper, GemmForced{-1, 32, 0}), "tile_m 16 or 32 (plan override)");
-  EXPECT_EQ(why(GemmShape{32, 8192, 8192, 8, true, 128}),
-            "M <= 32: mma.sync's tiles 16 and 32 stream the weight at the memory bound");
-  EXPECT_EQ(why(GemmShape{32, 8192, 8192, 8, true, 128}, kHopper, GemmForced{1, 0, 0}), "");
+  EXPECT_EQ(why(GemmShape{16, 8192, 8192, 8, true, 128}),
+            "M <= 16: mma.sync's tile 16 streams the weight nearer the memory bound");
+  EXPECT_EQ(why(GemmShape{16, 8192, 8192, 8, true, 128}, kHopper, GemmForced{1, 0, 0}), "");
+  EXPECT_EQ(why(GemmShape{17, 8192, 8192, 8, true, 128}), "");
 }
 
 // The mainloop: wgmma on SM90 from kWgmmaMinRows rows, tile 128 above 64 rows where it
@@ -144,10 +145,11 @@ TEST(GemmPlan, WgmmaMainloop) {
                        GemmForced f = {}) {
     return plan_gemm_tiles(GemmShape{m, 8192, 8192 * bits / 8, bits, fp8, block}, d, f);
   };
-  EXPECT_FALSE(plan(32, 8, true, 128).wgmma);
-  EXPECT_TRUE(plan(33, 8, true, 128).wgmma);
-  EXPECT_EQ(plan(33, 8, true, 128).tile_m, 64);
-  EXPECT_EQ(plan(33, 8, true, 128).stages, 6);
+  EXPECT_FALSE(plan(16, 8, true, 128).wgmma);
+  EXPECT_TRUE(plan(17, 8, true, 128).wgmma);
+  EXPECT_EQ(plan(17, 8, true, 128).tile_m, 64);
+  EXPECT_EQ(plan(17, 8, true, 128).stages, 6);
+  EXPECT_EQ(plan(32, 8, true, 128).tile_m, 64);
   EXPECT_EQ(plan(128, 8, true, 128).tile_m, 64);    // FP8: tile 64 only
   EXPECT_EQ(plan(65, 8, false, 128).tile_m, 128);
   EXPECT_EQ(plan(65, 8, false, 128).stages, 4);

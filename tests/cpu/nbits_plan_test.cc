@@ -195,7 +195,7 @@ TEST(NBitsPlan, FusedGemmConditions) {
 // block.
 TEST(NBitsPlan, FusedGemmTiling) {
   const std::pair<int64_t, int> cases[] = {{9, 16}, {16, 16}, {17, 32}, {32, 32}, {33, 64}, {64, 64}};
-  // mma.sync (forced: SM90 takes wgmma from 33 rows). Stages two blocks per SM90 SM hold:
+  // mma.sync (forced: SM90 takes wgmma from 17 rows). Stages two blocks per SM90 SM hold:
   // 4 (three at 4-bit's 32 rows), and 4-bit's 64-row tile, whose activations are twice as
   // long, one block of 3.
   for (int bits : {4, 8})
@@ -228,15 +228,16 @@ TEST(NBitsPlan, FusedGemmTiling) {
             std::make_tuple(rule.wgmma, rule.tile_m, rule.tile_n, rule.stages, rule.k_split));
 }
 
-// The wgmma mainloop (SM90 builds on SM90) from 33 rows: tile 64 (4 stages 4-bit, 6
+// The wgmma mainloop (SM90 builds on SM90) from 17 rows: tile 64 (4 stages 4-bit, 6
 // 8-bit), 8-bit tile 128 above 64 rows where blocks are half a slab or more; every block
 // size; mma.sync on SM80.
 TEST(NBitsPlan, FusedGemmWgmma) {
   if (!wgmma_built()) GTEST_SKIP() << "this build has no SM90 (no wgmma mainloop)";
   for (const int bits : {4, 8}) {
     SCOPED_TRACE(bits);
-    EXPECT_FALSE(plan(problem(32, 4096, 4096, bits, 128)).gemm.wgmma);
-    const NBitsMatMulPlan pl = plan(problem(33, 4096, 4096, bits, 128));
+    EXPECT_FALSE(plan(problem(16, 4096, 4096, bits, 128)).gemm.wgmma);
+    EXPECT_TRUE(plan(problem(32, 4096, 4096, bits, 128)).gemm.wgmma);
+    const NBitsMatMulPlan pl = plan(problem(17, 4096, 4096, bits, 128));
     EXPECT_TRUE(pl.gemm.wgmma);
     EXPECT_EQ(pl.gemm.tile_m, 64);
     EXPECT_EQ(pl.gemm.stages, bits == 4 ? 4 : 6);

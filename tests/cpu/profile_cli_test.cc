@@ -257,7 +257,7 @@ TEST(ProfileCli, ExplainSaysWhyNotWgmma) {
     const char* args;
     const char* line;
   } cases[] = {
-      {"--op fp8 --m 16", "  fused_gemm: mma.sync, not wgmma: M <= 32: "},
+      {"--op fp8 --m 16", "  fused_gemm: mma.sync, not wgmma: M <= 16: "},
       {"--op fp8 --m 64 --block-size 64", "  fused_gemm: mma.sync, not wgmma: FP8 block_size % 128"},
       {"--op nbits --m 64 --sm 80 --num-sms 108",
        "  fused_gemm: mma.sync, not wgmma: not an SM90 device"},
