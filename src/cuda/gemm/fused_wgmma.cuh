@@ -45,7 +45,8 @@
 // slab's group is issued, the previous one is waited for and its part folded into acc
 // with that slab's block scales (a slab is one scale block: the planner takes this kernel
 // only for FP8 block_size % 128 == 0). Two alternating parts would let that group run on,
-// but ptxas then serializes every wgmma (it cannot tell the parts apart across the loop).
+// but ptxas then serializes every wgmma (C7514: the fold reads one part's registers while
+// a group on the other is in flight, which it treats as reading a pending accumulator).
 #pragma once
 
 #include <cuda_runtime.h>
