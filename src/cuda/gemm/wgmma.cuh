@@ -64,8 +64,9 @@ __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
 #endif
 }
-// This thread's shared-memory writes (cp.async included) made visible to the async proxy
-// that wgmma reads B through; a barrier after it publishes them to the other threads.
+// Orders the shared-memory writes this thread made or observed (cp.async included; another
+// thread's, once a barrier wait has shown them landed) before the async proxy's reads that
+// follow: wgmma reads its B operand through the async proxy.
 __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
