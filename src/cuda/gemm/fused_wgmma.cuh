@@ -35,8 +35,8 @@
 // consumers to release the stage's previous slab); each producer thread's copies arrive
 // on the stage's `full` as they land (cp.async.mbarrier.arrive), so every stage the
 // consumers do not hold is in flight. Each consumer warp, per slab i: wait on `full`, a
-// proxy fence (wgmma reads the activations through the async proxy); per group of 8 k16 steps (8-bit: the slab; 4-bit: each half) decode
-// into register buffer b, issue the group's 8 wgmma, commit, wait until one group is
+// proxy fence (wgmma reads the activations through the async proxy); per group of 8 k16
+// steps (8-bit: the slab; 4-bit: each half) decode into register buffer b, issue the group's 8 wgmma, commit, wait until one group is
 // pending (the previous group done: its buffer is free, and slab i - 1's stage is
 // released on `empty`). No block-wide barrier: the two consumer warpgroups run apart, so
 // one's decode overlaps the other's wgmma.
@@ -285,7 +285,7 @@ struct FusedWgmmaTile {
   // that stage's previous slab. Each thread's copies arrive on the stage's `full` barrier
   // as they land (cp.async.mbarrier.arrive), so the producer only ever waits for a free
   // stage: every stage not held by the consumers has its copies in flight, and a slab is
-  // published the moment it has landed, not when the producer gets round to it.
+  // published the moment it has landed.
   __device__ __forceinline__ void produce(int64_t slab_begin, int64_t slab_end) const {
     const int64_t count = slab_end - slab_begin;
     const Loader loader = make_loader();

@@ -139,7 +139,6 @@ struct WgmmaRing {
   __device__ __forceinline__ void wait_empty(int64_t i) {  // the use before slab i's
     mbarrier_wait(&empty[i % kStages], static_cast<uint32_t>(i / kStages - 1) & 1u);
   }
-  __device__ __forceinline__ void arrive_full(int64_t i) { mbarrier_arrive(&full[i % kStages]); }
   __device__ __forceinline__ void arrive_empty(int64_t i) { mbarrier_arrive(&empty[i % kStages]); }
 };
 
