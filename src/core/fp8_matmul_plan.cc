@@ -360,7 +360,7 @@ const char* fp8_w8a8_groupwise_refusal(const Fp8MatMulProblem& p, const DeviceIn
 
 const char* fp8_mixed_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& device,
                                    const PlanOverride& o) {
-  return mixed_gemm_refusal(p, 8, p.k, device, o.mixed);
+  return mixed_gemm_refusal(p, 8, true, p.k, device, o.mixed, fused_gemm_applies(p, device, o));
 }
 
 const char* fp8_wgmma_refusal(const Fp8MatMulProblem& p, const DeviceInfo& device,
@@ -403,7 +403,7 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
   } else if (w8a8_gemm_refusal(p, device, o) == nullptr) {
     plan.path = Fp8Path::kW8a8Gemm;
     plan_w8a8_gemm(p, device, o, &plan);
-  } else if (mixed_gemm_refusal(p, 8, p.k, device, o.mixed) == nullptr) {
+  } else if (fp8_mixed_gemm_refusal(p, device, o) == nullptr) {
     plan.path = Fp8Path::kMixedGemm;
     plan_mixed_gemm(p, o, &plan);
   } else if (fused_gemm_applies(p, device, o)) {

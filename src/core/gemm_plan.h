@@ -275,10 +275,39 @@ inline GemmConfig plan_gemm_tiles(const GemmShape& s, const DeviceInfo& device,
 bool mixed_gemm_built();
 constexpr int kMixedTileN = 128;  // weight rows per tile
 constexpr int kMixedTileK = 64;   // K per stage: its scale groups (block_size) are whole tiles
-// The fewest activation rows where the planner takes it: whole 128-row tiles. At M = 64
-// the fused GEMM was faster on all four prefill shapes (H200, float16, back to back, one
-// run: 28672 x 8192 FP8 119.4 against 133.4 us, 14336 x 4096 33.3 against 39.0).
-constexpr int64_t kMixedMinRows = 128;
+// The fewest activation rows where the planner takes it. At M = 64 the fused GEMM was
+// faster on all four prefill shapes (H200, float16, back to back, one run: 28672 x 8192
+// FP8 119.4 against 133.4 us, 14336 x 4096 33.3 against 39.0).
+constexpr int64_t kMixedMinRows = 65;
+// From 65 to 128 rows both apply; the fused GEMM keeps the rows where it was the faster
+// (fused_gemm_keeps_rows). Its Hopper tile (64 rows; 8-bit 128) decides: where the tile
+// holds fewer rows than M, each weight strip is decoded once per tile row, and where the
+// grid of unsplit tiles is more than one wave of SMs, it runs in two. Measured on the
+// H200 (float16, block 128, back to back, both GEMMs in one run, the prefill suite's
+// shapes at M = 65, 96, 127 and 128; fused / mixed us):
+// * one wave (8192 x 8192 and 4096 x 14336; 8-bit also 14336 x 4096): 4-bit and 8-bit are
+//   faster fused at every M to 128 (4-bit 8192 x 8192 M = 128 50.9 / 54.8, 4096 x 14336
+//   48.2 / 54.1; 8-bit 8192 x 8192 45.6 / 48.8, 14336 x 4096 37.4 / 40.4, 4096 x 14336
+//   40.0 / 49.4); FP8 (two 64-row tile rows) below kFusedKeepsRowsBelow (8192 x 8192 M =
+//   65 47.1 / 53.2, 96 47.2 / 45.0, 128 47.3 / 45.0; 4096 x 14336 within 1 % from 96);
+// * more than one wave: 64-row tiles lose from 65 rows (14336 x 4096 FP8 M = 65 50.1 /
+//   38.5, 4-bit 51.6 / 41.9; 28672 x 8192 FP8 181.0 / 142.4, 4-bit 188.7 / 148.4); 8-bit's
+//   128-row tile below kFusedKeepsRowsBelow (28672 x 8192 M = 65 126.3 / 148.6, 96 133.2
+//   / 132.4, 127 141.8 / 136.1, 128 139.6 / 136.2).
+constexpr int64_t kFusedKeepsRowsBelow = 96;
+inline bool fused_gemm_keeps_rows(int64_t m, int64_t n, int bits, bool fp8, int64_t block_size,
+                                  const DeviceInfo& d) {
+  if (m < kMixedMinRows) return true;
+  // Without the Hopper mainloop (not built; FP8 blocks of part of a slab), mma.sync's
+  // 64-row tiles: below 128 rows, as measured before the wgmma mainloop existed.
+  if (d.sm != 90 || !wgmma_built() || !wgmma_tile_supported(64, bits, fp8, block_size))
+    return m < kGemmMaxRows;
+  const int tile_m = wgmma_tile_supported(128, bits, fp8, block_size) ? 128 : 64;
+  const int64_t tiles = (m + tile_m - 1) / tile_m * ((n + kGemmTileN - 1) / kGemmTileN);
+  const bool one_wave = tiles <= std::max(1, d.num_sms);
+  if (m < kFusedKeepsRowsBelow) return one_wave || tile_m >= m;
+  return one_wave && !fp8;
+}
 // The most rows where 4-bit codes take it. Its float32 decode of 4-bit codes costs a share
 // of the multiply, dequant + cuBLAS one pass over the weight: at M = 1024 the mixed GEMM
 // took 0.79-0.83x the time of dequant + cuBLAS, at M = 4096 1.06-1.09x (H200, float16,
@@ -364,17 +393,22 @@ inline int64_t mixed_stream_k_bytes(int64_t m, int64_t n, int tile_m) {
 }
 
 // Why the mixed-input GEMM does not take either operator's problem `p` (codes of `bits`,
-// rows of W of `row_bytes`) on `d`, or nullptr. `forced`: the plan override's mixed key (-1 unset, 0
-// never, 1 at every M above the GEMV's). Each operator checks its own inputs first (g_idx).
+// FP8 or integer, rows of W of `row_bytes`) on `d`, or nullptr. `forced`: the plan
+// override's mixed key (-1 unset, 0 never, 1 at every M above the GEMV's);
+// `fused_applies`: whether the fused GEMM takes `p` (if not, the mixed-input GEMM takes
+// the rows the fused GEMM would keep). Each operator checks its own inputs first (g_idx).
 template <typename Problem>
-const char* mixed_gemm_refusal(const Problem& p, int bits, int64_t row_bytes, const DeviceInfo& d,
-                               int forced) {
+const char* mixed_gemm_refusal(const Problem& p, int bits, bool fp8, int64_t row_bytes,
+                               const DeviceInfo& d, int forced, bool fused_applies) {
   if (p.m == 0 || p.n == 0) return "empty output";
   if (p.k == 0) return "K == 0: Y = bias";
   if (forced == 0) return "mixed=0 (plan override)";
   if (p.m <= kGemvMaxRows) return "M <= 8 (the decode GEMV's rows)";
-  static_assert(kMixedMinRows == 128, "the reason below names the bound");
-  if (p.m < kMixedMinRows && forced != 1) return "M < 128: the fused GEMM is faster there";
+  static_assert(kMixedMinRows == 65, "the reason below names the bound");
+  if (p.m < kMixedMinRows && forced != 1) return "M <= 64: the fused GEMM is faster there";
+  if (fused_applies && p.m <= kGemmMaxRows && forced != 1 &&
+      fused_gemm_keeps_rows(p.m, p.n, bits, fp8, p.block_size, d))
+    return "M <= 128 where the fused GEMM is faster (its tiles, the waves of its grid)";
   static_assert(kMixedMaxRows4Bit == 2048, "the reason below names the bound");
   if (bits == 4 && p.m > kMixedMaxRows4Bit && forced != 1)
     return "4-bit M > 2048: dequant + cuBLAS is faster there";

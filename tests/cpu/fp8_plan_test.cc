@@ -341,7 +341,8 @@ TEST(Fp8Plan, RowGroupsCountInTheWaveModel) {
 
 // ------------------------------------------------------------------ fused GEMM
 // M <= 8 is the decode GEMV's, 8 < M <= kGemmMaxRows (128) the fused GEMM's, on every
-// SM80+ device, but from 128 rows the mixed-input GEMM's where it is built on SM90; above,
+// SM80+ device, but from 96 rows (65 where its grid is more than one wave) the mixed-input
+// GEMM's where it is built on SM90; above 128 rows,
 // without it, dequant + cuBLAS. It needs none of the GEMV's K or block multiples of 64 or
 // 128, so the GEMV's keys leave it alone.
 TEST(Fp8Plan, FusedGemmAboveTheDecodeRows) {
@@ -349,10 +350,13 @@ TEST(Fp8Plan, FusedGemmAboveTheDecodeRows) {
   for (const DeviceInfo& d : {kHopper, kAmpere}) {
     const bool mixed = d.sm == 90 && mixed_gemm_built();  // tests/cpu/mixed_plan_test.cc
     EXPECT_EQ(path(problem(8, 4096, 4096), d), Fp8Path::kGemvMma);
-    for (int64_t m : {9, 16, 17, 32, 33, 64, 100}) {
+    for (int64_t m : {9, 16, 17, 32, 33, 64, 80}) {
       EXPECT_EQ(path(problem(m, 4096, 4096), d), Fp8Path::kFusedGemm) << m;
       EXPECT_EQ(path(problem(m, 4096, 4096, 128, DType::kBFloat16), d), Fp8Path::kFusedGemm) << m;
     }
+    // From 96 rows (two 64-row tile rows) the mixed-input GEMM where built
+    // (tests/cpu/mixed_plan_test.cc), else the fused GEMM to 128 rows.
+    EXPECT_EQ(path(problem(100, 4096, 4096), d), mixed ? Fp8Path::kMixedGemm : Fp8Path::kFusedGemm);
     EXPECT_EQ(path(problem(128, 4096, 4096), d), mixed ? Fp8Path::kMixedGemm : Fp8Path::kFusedGemm);
     EXPECT_EQ(path(problem(128, 4096, 4096), d, parsed("mixed=0")), Fp8Path::kFusedGemm);
     for (int64_t m : {129, 256, 4096, 65536}) {
@@ -1104,8 +1108,10 @@ TEST(Fp8Override, Gemm) {
     EXPECT_EQ(groups.gemv.row_groups, (m + 7) / 8) << m;
     EXPECT_EQ(groups.gemm.tile_m, 0) << m;
   }
-  for (int64_t m : {33, 100})
-    EXPECT_EQ(path(problem(m, 4096, 4096), kHopper, parsed("gemm=0")), Fp8Path::kDequantGemm) << m;
+  EXPECT_EQ(path(problem(33, 4096, 4096), kHopper, parsed("gemm=0")), Fp8Path::kDequantGemm);
+  // From 65 rows the mixed-input GEMM takes what the fused GEMM would have kept.
+  EXPECT_EQ(path(problem(100, 4096, 4096), kHopper, parsed("gemm=0")),
+            mixed_gemm_built() ? Fp8Path::kMixedGemm : Fp8Path::kDequantGemm);
   for (int64_t m : {1, 4, 8}) {
     const Fp8MatMulPlan forced = plan(problem(m, 4096, 4096), kHopper, parsed("gemm=1"));
     EXPECT_EQ(forced.path, Fp8Path::kFusedGemm) << m;

@@ -1,5 +1,6 @@
 // The mixed-input GEMM's planning (core/gemm_plan.h; both planners): where it is taken
-// (M >= 128 on an SM90 build that has it), why not elsewhere (the reasons --explain
+// (M > 64 on an SM90 build that has it, where the fused GEMM is not the faster, and every
+// M above 128), why not elsewhere (the reasons --explain
 // prints), its schedule model (tile 128 / 256, persistent / stream-K) and its workspace of
 // transposed scales and stream-K's partial tiles. Where the library is built
 // without it (no CUTLASS headers or no SM90), the tests check that it is never planned.
@@ -73,7 +74,7 @@ TEST(MixedPlan, StreamKWorkspace) {
   EXPECT_EQ(mixed_stream_k_bytes(512, 4096, 256), 64 * 128 * 256 * 4 + 64 * 8 + 384);
   if (!mixed_gemm_built()) GTEST_SKIP() << "this build has no mixed-input GEMM: checked the sizes only";
   for (const int bits : {4, 8}) {
-    const NBitsMatMulPlan q = plan(nbits_problem(128, 8192, 8192, bits, 128));
+    const NBitsMatMulPlan q = plan(nbits_problem(128, 8192, 8192, bits, 128), kHopper, parsed("mixed=1"));
     EXPECT_EQ(q.path, NBitsPath::kMixedGemm);
     EXPECT_TRUE(q.gemm.stream_k);
     EXPECT_EQ(q.gemm.tile_m, 128);
@@ -95,6 +96,53 @@ TEST(MixedPlan, StreamKWorkspace) {
   EXPECT_NE(os.str().find(", partial " + std::to_string(mixed_stream_k_bytes(128, 8192, 128)) + "@"),
             std::string::npos)
       << os.str();
+}
+
+// Between 65 and 128 rows the fused GEMM keeps the rows where it was measured faster
+// (fused_gemm_keeps_rows, core/gemm_plan.h): one wave of its unsplit Hopper tiles (64 rows;
+// 8-bit 128), for FP8 below 96 rows; more than one wave, only 8-bit's 128-row tile, below
+// 96 rows. The prefill suite's shapes at the measured M (H200, 132 SMs).
+TEST(MixedPlan, RowsTheFusedGemmKeeps) {
+  EXPECT_EQ(kMixedMinRows, 65);
+  EXPECT_EQ(kFusedKeepsRowsBelow, 96);
+  struct Case { int64_t n, k; const char* fused; };  // per format (FP8, 4-bit, 8-bit): M = 65, 96, 127, 128
+  const Case cases[] = {
+      {8192, 8192, "F--- FFFF FFFF"},   // 128 tiles of 64 rows (8-bit: 64 of 128)
+      {4096, 14336, "F--- FFFF FFFF"},  // 64 (8-bit 32)
+      {14336, 4096, "---- ---- FFFF"},  // 224 (8-bit 112)
+      {28672, 8192, "---- ---- F---"},  // 448 (8-bit 224)
+  };
+  const int64_t ms[] = {65, 96, 127, 128};
+  for (const Case& c : cases)
+    for (int f = 0; f < 3; ++f)
+      for (int i = 0; i < 4; ++i) {
+        const int64_t m = ms[i];
+        const bool fused = c.fused[5 * f + i] == 'F';
+        SCOPED_TRACE(::testing::Message() << "format " << f << " M=" << m << " N=" << c.n << " K=" << c.k);
+        const int bits = f == 1 ? 4 : 8;
+        EXPECT_EQ(fused_gemm_keeps_rows(m, c.n, bits, f == 0, 128, kHopper), fused);
+        if (!mixed_gemm_built() || !wgmma_built()) continue;
+        if (f == 0) {
+          EXPECT_EQ(plan(fp8_problem(m, c.n, c.k)).path, fused ? Fp8Path::kFusedGemm : Fp8Path::kMixedGemm);
+        } else {
+          EXPECT_EQ(plan(nbits_problem(m, c.n, c.k, bits, 128)).path,
+                    fused ? NBitsPath::kFusedGemm : NBitsPath::kMixedGemm);
+        }
+      }
+  // At most 64 rows, always; without the Hopper mainloop (Ampere; FP8 blocks of 64), below
+  // 128 rows, as before it.
+  EXPECT_TRUE(fused_gemm_keeps_rows(64, 28672, 4, false, 128, kHopper));
+  EXPECT_TRUE(fused_gemm_keeps_rows(127, 28672, 4, false, 128, kAmpere));
+  EXPECT_FALSE(fused_gemm_keeps_rows(128, 8192, 4, false, 128, kAmpere));
+  if (wgmma_built()) EXPECT_FALSE(fused_gemm_keeps_rows(100, 8192, 8, true, 128, kHopper));
+  EXPECT_TRUE(fused_gemm_keeps_rows(100, 8192, 8, true, 64, kHopper));
+  // Where the fused GEMM does not apply (typed zero points), the mixed-input GEMM takes
+  // the rows it would keep.
+  if (mixed_gemm_built() && wgmma_built()) {
+    NBitsMatMulProblem typed = nbits_problem(100, 8192, 8192, 4, 128);
+    typed.zero_points = NBitsZeroPoints::kTyped;
+    EXPECT_EQ(plan(typed).path, NBitsPath::kMixedGemm);
+  }
 }
 
 // From 128 rows on SM90 both operators take it, every format and activation type, blocks
@@ -167,7 +215,8 @@ TEST(MixedPlan, Refusals) {
   const Case cases[] = {
       {fp8_problem(1024, 8192, 8192), kHopper, "mixed=0", "mixed=0 (plan override)"},
       {fp8_problem(8, 8192, 8192), kHopper, "mixed=1", "M <= 8 (the decode GEMV's rows)"},
-      {fp8_problem(127, 28672, 8192), kHopper, "", "M < 128: the fused GEMM is faster there"},
+      {fp8_problem(64, 28672, 8192), kHopper, "", "M <= 64: the fused GEMM is faster there"},
+      {fp8_problem(80, 8192, 8192), kHopper, "", "M <= 128 where the fused GEMM is faster (its tiles, the waves of its grid)"},
       {fp8_problem(1024, 8192, 8192), kAmpere, "", "not an SM90 device (CUTLASS's mixed-input collective is sm_90a)"},
       {fp8_problem(1024, 8192, 8192, 32), kHopper, "", "block_size % 64 != 0 (scale groups of whole 64-K tiles)"},
       {fp8_problem(1024, 8192, 8200, 64), kHopper, "", "K % 16 != 0 (TMA of whole 16-byte units of B)"},

@@ -120,11 +120,11 @@ TEST(NBitsPlan, FusedGemmAboveTheDecodeRows) {
             p.m = m;
             EXPECT_EQ(path(p, d), NBitsPath::kFusedGemm) << m;
           }
-          // From 128 rows the mixed-input GEMM where built on SM90 (4-bit to 2048 rows;
-          // tests/cpu/mixed_plan_test.cc), else the fused GEMM to 128 rows, then dequant +
-          // cuBLAS.
+          // At 128 rows, too, where the fused GEMM's grid is one wave (its rule and the
+          // larger shapes: tests/cpu/mixed_plan_test.cc); above, the mixed-input GEMM where
+          // built on SM90 (4-bit to 2048 rows), else dequant + cuBLAS.
           p.m = 128;
-          EXPECT_EQ(path(p, d), d.sm == 90 && mixed_gemm_built() ? NBitsPath::kMixedGemm : NBitsPath::kFusedGemm);
+          EXPECT_EQ(path(p, d), NBitsPath::kFusedGemm);
           EXPECT_EQ(path(p, d, parsed("mixed=0")), NBitsPath::kFusedGemm);
           for (int64_t m : {129, 256, 4096, 65536}) {
             p.m = m;
