@@ -142,11 +142,12 @@ struct FusedWgmmaTile {
   static constexpr int kAcc = kTileM / 2;
   static constexpr bool kPrefetch = kConsts <= 2;
   // Slabs whose block constants are in flight ahead of the one decoded. FP8 reads them
-  // only in the fold, a slab after its decode, and two ahead hides their latency (H200,
-  // M = 32 and 64: 2.7-3.1 % less time at 8192 x 8192 and 28672 x 8192 than one ahead);
-  // N-bit decodes with them, and the second register set cost it 4-10 % (register
-  // pressure on the decode).
-  static constexpr int kConstsAhead = kFp8 ? 2 : 1;
+  // only in the fold, a slab after its decode; with float16 activations two ahead hides
+  // their latency (H200, M = 32 and 64, same run: 2.7-3.1 % less time at 8192 x 8192 and
+  // 28672 x 8192 than one ahead). bfloat16's longer decode (e4m3 through float16) came out
+  // 0.3-2.1 % slower with it on all eight prefill cases (against the previous run), and
+  // N-bit, which decodes with the constants, 4-10 % slower (same run): one ahead.
+  static constexpr int kConstsAhead = kFp8 && std::is_same_v<T, __half> ? 2 : 1;
   static_assert(kStages >= kWgmmaMinStages, "a slab in use, one decoded, one in flight");
   static_assert(kWeightBytes % kWgmmaAlignBytes == 0 && kStageBytes % kWgmmaAlignBytes == 0,
                 "activation panels on swizzle-atom boundaries");
