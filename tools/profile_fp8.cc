@@ -260,7 +260,7 @@ Status Fp8Profiler::check_case(const CaseSpec& c, const DeviceInfo& device, Case
     out->w8a8_groupwise_refusal = why;
   if (const char* why = fp8_mixed_gemm_refusal(problem, device, force_);
       why != nullptr && plan.path != Fp8Path::kW8a8Gemm && plan.path != Fp8Path::kW8a8Groupwise &&
-      problem.m > kGemmMaxRows)
+      problem.m >= kMixedMinRows)
     out->mixed_gemm_refusal = why;
   if (const char* why = fp8_fused_gemm_refusal(problem, device, force_);
       why != nullptr && plan.path != Fp8Path::kW8a8Gemm && plan.path != Fp8Path::kW8a8Groupwise &&

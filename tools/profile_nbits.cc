@@ -340,7 +340,7 @@ Status NBitsProfiler::check_case(const CaseSpec& spec, const DeviceInfo& device,
   out->plan = to_text(plan);
   out->workspace_bytes = plan.workspace_bytes;
   if (const char* why = nbits_mixed_gemm_refusal(problem, device, force);
-      why != nullptr && problem.m > kGemmMaxRows)
+      why != nullptr && problem.m >= kMixedMinRows)
     out->mixed_gemm_refusal = why;
   if (const char* why = nbits_fused_gemm_refusal(problem, device, force);
       why != nullptr && plan.path != NBitsPath::kMixedGemm)

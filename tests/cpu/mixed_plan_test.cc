@@ -129,6 +129,16 @@ TEST(MixedPlan, RowsTheFusedGemmKeeps) {
                     fused ? NBitsPath::kFusedGemm : NBitsPath::kMixedGemm);
         }
       }
+  // The reasons --explain prints, one per branch of the rule.
+  if (wgmma_built()) {
+    EXPECT_STREQ(fused_gemm_keeps_rows_why(80, 28672, 8, false, 128, kHopper),
+                 "M < 96 on the fused GEMM's 128-row tile: it is faster there");
+    EXPECT_STREQ(fused_gemm_keeps_rows_why(128, 8192, 4, false, 128, kHopper),
+                 "N-bit M <= 128 and the fused GEMM's tiles one wave of SMs: it is faster there");
+    EXPECT_EQ(fused_gemm_keeps_rows_why(96, 8192, 8, true, 128, kHopper), nullptr);
+  }
+  EXPECT_STREQ(fused_gemm_keeps_rows_why(100, 8192, 4, false, 128, kAmpere),
+               "M < 128 on the fused GEMM's mma.sync tiles: it is faster there");
   // At most 64 rows, always; without the Hopper mainloop (Ampere; FP8 blocks of 64), below
   // 128 rows, as before it.
   EXPECT_TRUE(fused_gemm_keeps_rows(64, 28672, 4, false, 128, kHopper));
@@ -216,7 +226,7 @@ TEST(MixedPlan, Refusals) {
       {fp8_problem(1024, 8192, 8192), kHopper, "mixed=0", "mixed=0 (plan override)"},
       {fp8_problem(8, 8192, 8192), kHopper, "mixed=1", "M <= 8 (the decode GEMV's rows)"},
       {fp8_problem(64, 28672, 8192), kHopper, "", "M <= 64: the fused GEMM is faster there"},
-      {fp8_problem(80, 8192, 8192), kHopper, "", "M <= 128 where the fused GEMM is faster (its tiles, the waves of its grid)"},
+      {fp8_problem(80, 8192, 8192), kHopper, "", "M < 96 and the fused GEMM's tiles one wave of SMs: it is faster there"},
       {fp8_problem(1024, 8192, 8192), kAmpere, "", "not an SM90 device (CUTLASS's mixed-input collective is sm_90a)"},
       {fp8_problem(1024, 8192, 8192, 32), kHopper, "", "block_size % 64 != 0 (scale groups of whole 64-K tiles)"},
       {fp8_problem(1024, 8192, 8200, 64), kHopper, "", "K % 16 != 0 (TMA of whole 16-byte units of B)"},

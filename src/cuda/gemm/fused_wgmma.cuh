@@ -145,8 +145,8 @@ struct FusedWgmmaTile {
   // only in the fold, a slab after its decode; with float16 activations two ahead hides
   // their latency (H200, M = 32 and 64, same run: 2.7-3.1 % less time at 8192 x 8192 and
   // 28672 x 8192 than one ahead). bfloat16's longer decode (e4m3 through float16) came out
-  // 0.3-2.1 % slower with it on all eight prefill cases (against the previous run), and
-  // N-bit, which decodes with the constants, 4-10 % slower (same run): one ahead.
+  // 0.5-2.4 % slower with it on all eight prefill cases, and N-bit, which decodes with
+  // the constants, 4-10 % slower (both same-run A/Bs): one ahead.
   static constexpr int kConstsAhead = kFp8 && std::is_same_v<T, __half> ? 2 : 1;
   static_assert(kStages >= kWgmmaMinStages, "a slab in use, one decoded, one in flight");
   static_assert(kWeightBytes % kWgmmaAlignBytes == 0 && kStageBytes % kWgmmaAlignBytes == 0,
