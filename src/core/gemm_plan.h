@@ -289,7 +289,7 @@ constexpr int64_t kMixedMinRows = 65;
 //   faster fused at every M to 128 (4-bit 8192 x 8192 M = 128 50.9 / 54.8, 4096 x 14336
 //   48.2 / 54.1; 8-bit 8192 x 8192 45.6 / 48.8, 14336 x 4096 37.4 / 40.4, 4096 x 14336
 //   40.0 / 49.4); FP8 (two 64-row tile rows) below kFusedKeepsRowsBelow (8192 x 8192 M =
-//   65 47.1 / 53.2, 96 47.2 / 45.0, 128 47.3 / 45.0; 4096 x 14336 within 1 % from 96);
+//   65 47.1 / 53.2, 96 47.2 / 45.0, 128 47.3 / 45.0; 4096 x 14336 within 1.1 % from 96);
 // * more than one wave: 64-row tiles lose from 65 rows (14336 x 4096 FP8 M = 65 50.1 /
 //   38.5, 4-bit 51.6 / 41.9; 28672 x 8192 FP8 181.0 / 142.4, 4-bit 188.7 / 148.4); 8-bit's
 //   128-row tile below kFusedKeepsRowsBelow (28672 x 8192 M = 65 126.3 / 148.6, 96 133.2
@@ -305,7 +305,8 @@ inline const char* fused_gemm_keeps_rows_why(int64_t m, int64_t n, int bits, boo
   // Without the Hopper mainloop (not built; FP8 blocks of part of a slab), mma.sync's
   // 64-row tiles: below 128 rows, as measured before the wgmma mainloop existed.
   if (d.sm != 90 || !wgmma_built() || !wgmma_tile_supported(64, bits, fp8, block_size))
-    return m < kGemmMaxRows ? "M < 128 on the fused GEMM's mma.sync tiles: it is faster there" : nullptr;
+    return m < kGemmMaxRows ? "M < 128 on the fused GEMM's mma.sync tiles: it is faster there"
+                            : nullptr;
   const int tile_m = wgmma_tile_supported(128, bits, fp8, block_size) ? 128 : 64;
   const int64_t tiles = (m + tile_m - 1) / tile_m * ((n + kGemmTileN - 1) / kGemmTileN);
   const bool one_wave = tiles <= std::max(1, d.num_sms);
@@ -421,7 +422,8 @@ const char* mixed_gemm_refusal(const Problem& p, int bits, bool fp8, int64_t row
   static_assert(kMixedMinRows == 65, "the reason below names the bound");
   if (p.m < kMixedMinRows && forced != 1) return "M <= 64: the fused GEMM is faster there";
   if (fused_applies && p.m <= kGemmMaxRows && forced != 1)
-    if (const char* why = fused_gemm_keeps_rows_why(p.m, p.n, bits, fp8, p.block_size, d)) return why;
+    if (const char* why = fused_gemm_keeps_rows_why(p.m, p.n, bits, fp8, p.block_size, d))
+      return why;
   static_assert(kMixedMaxRows4Bit == 2048, "the reason below names the bound");
   if (bits == 4 && p.m > kMixedMaxRows4Bit && forced != 1)
     return "4-bit M > 2048: dequant + cuBLAS is faster there";
