@@ -91,7 +91,8 @@ enum class Fp8Path {
   kW8a8Gemm,     // M > 32, SM90, A quantized (a_scale or dynamic_act_quant),
                  // block_size % 128 == 0: A -> e4m3 codes (+ scales) -> FP8 x FP8 wgmma
                  // GEMM, the scales applied per K block in float32, bias fused
-  kMixedGemm,    // M >= 128, SM90, float16 / bfloat16, block_size % 64 == 0: [QDQ A] ->
+  kMixedGemm,    // M > 128, or from 65 rows where the fused GEMM is not the faster; SM90,
+                 // float16 / bfloat16, block_size % 64 == 0: [QDQ A] ->
                  // mixed-input GEMM (CUTLASS; e4m3 dequantized in registers, wgmma, bias
                  // fused; a persistent grid or stream-K)
   kFusedGemm,    // M > 8, SM80+: [QDQ A] -> fused GEMM (e4m3 decoded in registers, block
