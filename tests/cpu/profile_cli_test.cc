@@ -167,7 +167,7 @@ TEST(ProfileCli, ExplainSaysWhyNotTheFusedGemm) {
   }
 }
 
-// Above 128 rows --explain says why the plan is not the mixed-input GEMM (SM90 builds with
+// From 65 rows --explain says why the plan is not the mixed-input GEMM (SM90 builds with
 // CUTLASS), and nothing where it is (M = 300 x N = 16384: 256 tiles of 256 x 128).
 TEST(ProfileCli, ExplainSaysWhyNotTheMixedGemm) {
   SKIP_WITHOUT_CLI();
@@ -179,6 +179,17 @@ TEST(ProfileCli, ExplainSaysWhyNotTheMixedGemm) {
   } else {
     EXPECT_NE(taken.output.find("  mixed_gemm: not taken: not built"), std::string::npos) << taken.output;
   }
+  // From 65 to 128 rows, where the fused GEMM keeps the rows, which branch of the rule.
+  const CliResult kept = run_cli("--op fp8 --m 80 --n 8192 --k 8192 --explain --device cpu");
+  EXPECT_EQ(kept.exit_code, 0) << kept.output;
+  EXPECT_NE(kept.output.find("path=fused_gemm; "), std::string::npos) << kept.output;
+  EXPECT_NE(kept.output.find(bqmm::wgmma_built()
+                                 ? "  mixed_gemm: not taken: M < 96 and the fused GEMM's tiles one wave of SMs: "
+                                   "it is faster there\n"
+                                 : "  mixed_gemm: not taken: M < 128 on the fused GEMM's mma.sync tiles: it is "
+                                   "faster there\n"),
+            std::string::npos)
+      << kept.output;
   const struct {
     const char* args;
     const char* line;
