@@ -360,7 +360,9 @@ const char* fp8_w8a8_groupwise_refusal(const Fp8MatMulProblem& p, const DeviceIn
 
 const char* fp8_mixed_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& device,
                                    const PlanOverride& o) {
-  return mixed_gemm_refusal(p, 8, true, p.k, device, o.mixed, fused_gemm_applies(p, device, o));
+  const GemmShape fused = gemm_shape(p);
+  return mixed_gemm_refusal(p, 8, p.k, device, o.mixed,
+                            fused_gemm_applies(p, device, o) ? &fused : nullptr);
 }
 
 const char* fp8_wgmma_refusal(const Fp8MatMulProblem& p, const DeviceInfo& device,

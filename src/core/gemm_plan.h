@@ -295,32 +295,32 @@ constexpr int64_t kMixedMinRows = 65;
 //   128-row tile below kFusedKeepsRowsBelow (28672 x 8192 M = 65 126.3 / 148.6, 96 133.2
 //   / 132.4, 127 141.8 / 136.1, 128 139.6 / 136.2).
 constexpr int64_t kFusedKeepsRowsBelow = 96;
-// Why the fused GEMM keeps M rows from the mixed-input GEMM (the reason --explain prints),
-// or nullptr where it does not.
-inline const char* fused_gemm_keeps_rows_why(int64_t m, int64_t n, int bits, bool fp8,
-                                             int64_t block_size, const DeviceInfo& d) {
+// Why the fused GEMM keeps the rows of `s` from the mixed-input GEMM (the reason --explain
+// prints), or nullptr where it does not. Its mainloop and tile are the planner's own
+// (choose_gemm_mainloop).
+inline const char* fused_gemm_keeps_rows_why(const GemmShape& s, const DeviceInfo& d) {
   static_assert(kMixedMinRows == 65 && kFusedKeepsRowsBelow == 96 && kGemmMaxRows == 128,
                 "the reasons below name the bounds");
-  if (m < kMixedMinRows) return "M <= 64: the fused GEMM is faster there";
+  if (s.m < kMixedMinRows) return "M <= 64: the fused GEMM is faster there";
+  GemmConfig g;
+  choose_gemm_mainloop(s, d, {}, &g);
   // Without the Hopper mainloop (not built; FP8 blocks of part of a slab), mma.sync's
   // 64-row tiles: below 128 rows, as measured before the wgmma mainloop existed.
-  if (d.sm != 90 || !wgmma_built() || !wgmma_tile_supported(64, bits, fp8, block_size))
-    return m < kGemmMaxRows ? "M < 128 on the fused GEMM's mma.sync tiles: it is faster there"
-                            : nullptr;
-  const int tile_m = wgmma_tile_supported(128, bits, fp8, block_size) ? 128 : 64;
-  const int64_t tiles = (m + tile_m - 1) / tile_m * ((n + kGemmTileN - 1) / kGemmTileN);
+  if (!g.wgmma)
+    return s.m < kGemmMaxRows ? "M < 128 on the fused GEMM's mma.sync tiles: it is faster there"
+                              : nullptr;
+  const int64_t tiles = (s.m + g.tile_m - 1) / g.tile_m * ((s.n + kGemmTileN - 1) / kGemmTileN);
   const bool one_wave = tiles <= std::max(1, d.num_sms);
-  if (m < kFusedKeepsRowsBelow && one_wave)
+  if (s.m < kFusedKeepsRowsBelow && one_wave)
     return "M < 96 and the fused GEMM's tiles one wave of SMs: it is faster there";
-  if (m < kFusedKeepsRowsBelow && tile_m >= m)
+  if (s.m < kFusedKeepsRowsBelow && g.tile_m >= s.m)
     return "M < 96 on the fused GEMM's 128-row tile: it is faster there";
-  if (one_wave && !fp8)
+  if (one_wave && !s.fp8)
     return "N-bit M <= 128 and the fused GEMM's tiles one wave of SMs: it is faster there";
   return nullptr;
 }
-inline bool fused_gemm_keeps_rows(int64_t m, int64_t n, int bits, bool fp8, int64_t block_size,
-                                  const DeviceInfo& d) {
-  return fused_gemm_keeps_rows_why(m, n, bits, fp8, block_size, d) != nullptr;
+inline bool fused_gemm_keeps_rows(const GemmShape& s, const DeviceInfo& d) {
+  return fused_gemm_keeps_rows_why(s, d) != nullptr;
 }
 
 // The most rows where 4-bit codes take it. Its float32 decode of 4-bit codes costs a share
@@ -408,22 +408,21 @@ inline int64_t mixed_stream_k_bytes(int64_t m, int64_t n, int tile_m) {
 }
 
 // Why the mixed-input GEMM does not take either operator's problem `p` (codes of `bits`,
-// FP8 or integer, rows of W of `row_bytes`) on `d`, or nullptr. `forced`: the plan
-// override's mixed key (-1 unset, 0 never, 1 at every M above the GEMV's);
-// `fused_applies`: whether the fused GEMM takes `p` (if not, the mixed-input GEMM takes
-// the rows the fused GEMM would keep). Each operator checks its own inputs first (g_idx).
+// rows of W of `row_bytes`) on `d`, or nullptr. `forced`: the plan override's mixed key
+// (-1 unset, 0 never, 1 at every M above the GEMV's); `fused`: the fused GEMM's view of
+// `p` where the fused GEMM applies, else nullptr (then the mixed-input GEMM takes the
+// rows the fused GEMM would keep). Each operator checks its own inputs first (g_idx).
 template <typename Problem>
-const char* mixed_gemm_refusal(const Problem& p, int bits, bool fp8, int64_t row_bytes,
-                               const DeviceInfo& d, int forced, bool fused_applies) {
+const char* mixed_gemm_refusal(const Problem& p, int bits, int64_t row_bytes, const DeviceInfo& d,
+                               int forced, const GemmShape* fused) {
   if (p.m == 0 || p.n == 0) return "empty output";
   if (p.k == 0) return "K == 0: Y = bias";
   if (forced == 0) return "mixed=0 (plan override)";
   if (p.m <= kGemvMaxRows) return "M <= 8 (the decode GEMV's rows)";
   static_assert(kMixedMinRows == 65, "the reason below names the bound");
   if (p.m < kMixedMinRows && forced != 1) return "M <= 64: the fused GEMM is faster there";
-  if (fused_applies && p.m <= kGemmMaxRows && forced != 1)
-    if (const char* why = fused_gemm_keeps_rows_why(p.m, p.n, bits, fp8, p.block_size, d))
-      return why;
+  if (fused != nullptr && p.m <= kGemmMaxRows && forced != 1)
+    if (const char* why = fused_gemm_keeps_rows_why(*fused, d)) return why;
   static_assert(kMixedMaxRows4Bit == 2048, "the reason below names the bound");
   if (bits == 4 && p.m > kMixedMaxRows4Bit && forced != 1)
     return "4-bit M > 2048: dequant + cuBLAS is faster there";

@@ -277,8 +277,9 @@ void plan_fused_gemm(const NBitsMatMulProblem& p, const DeviceInfo& d, const Pla
 // NBitsMatMul's, blocks by position (g_idx's act order would need a gather of scales per k).
 const char* mixed_gemm_refusal_of(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
   if (p.m > kGemvMaxRows && p.has_g_idx) return "g_idx (act order)";
-  return mixed_gemm_refusal(p, static_cast<int>(p.bits), false, p.row_bytes(), d, o.mixed,
-                            fused_gemm_applies(p, d, o));
+  const GemmShape fused = gemm_shape(p);
+  return mixed_gemm_refusal(p, static_cast<int>(p.bits), p.row_bytes(), d, o.mixed,
+                            fused_gemm_applies(p, d, o) ? &fused : nullptr);
 }
 
 // Its tile by the wave rule or as the override forces it; the float32 scales and zeros

@@ -102,6 +102,11 @@ TEST(MixedPlan, StreamKWorkspace) {
 // (fused_gemm_keeps_rows, core/gemm_plan.h): one wave of its unsplit Hopper tiles (64 rows;
 // 8-bit 128), for FP8 below 96 rows; more than one wave, only 8-bit's 128-row tile, below
 // 96 rows. The prefill suite's shapes at the measured M (H200, 132 SMs).
+// The fused GEMM's view of an M x N weight of 8192 K (row_bytes: K at `bits`).
+GemmShape shape(int64_t m, int64_t n, int bits, bool fp8, int64_t block_size) {
+  return GemmShape{m, n, 8192 * bits / 8, bits, fp8, block_size};
+}
+
 TEST(MixedPlan, RowsTheFusedGemmKeeps) {
   EXPECT_EQ(kMixedMinRows, 65);
   EXPECT_EQ(kFusedKeepsRowsBelow, 96);
@@ -120,7 +125,7 @@ TEST(MixedPlan, RowsTheFusedGemmKeeps) {
         const bool fused = c.fused[5 * f + i] == 'F';
         SCOPED_TRACE(::testing::Message() << "format " << f << " M=" << m << " N=" << c.n << " K=" << c.k);
         const int bits = f == 1 ? 4 : 8;
-        EXPECT_EQ(fused_gemm_keeps_rows(m, c.n, bits, f == 0, 128, kHopper), fused);
+        EXPECT_EQ(fused_gemm_keeps_rows(shape(m, c.n, bits, f == 0, 128), kHopper), fused);
         if (!mixed_gemm_built() || !wgmma_built()) continue;
         if (f == 0) {
           EXPECT_EQ(plan(fp8_problem(m, c.n, c.k)).path, fused ? Fp8Path::kFusedGemm : Fp8Path::kMixedGemm);
@@ -131,21 +136,21 @@ TEST(MixedPlan, RowsTheFusedGemmKeeps) {
       }
   // The reasons --explain prints, one per branch of the rule.
   if (wgmma_built()) {
-    EXPECT_STREQ(fused_gemm_keeps_rows_why(80, 28672, 8, false, 128, kHopper),
+    EXPECT_STREQ(fused_gemm_keeps_rows_why(shape(80, 28672, 8, false, 128), kHopper),
                  "M < 96 on the fused GEMM's 128-row tile: it is faster there");
-    EXPECT_STREQ(fused_gemm_keeps_rows_why(128, 8192, 4, false, 128, kHopper),
+    EXPECT_STREQ(fused_gemm_keeps_rows_why(shape(128, 8192, 4, false, 128), kHopper),
                  "N-bit M <= 128 and the fused GEMM's tiles one wave of SMs: it is faster there");
-    EXPECT_EQ(fused_gemm_keeps_rows_why(96, 8192, 8, true, 128, kHopper), nullptr);
+    EXPECT_EQ(fused_gemm_keeps_rows_why(shape(96, 8192, 8, true, 128), kHopper), nullptr);
   }
-  EXPECT_STREQ(fused_gemm_keeps_rows_why(100, 8192, 4, false, 128, kAmpere),
+  EXPECT_STREQ(fused_gemm_keeps_rows_why(shape(100, 8192, 4, false, 128), kAmpere),
                "M < 128 on the fused GEMM's mma.sync tiles: it is faster there");
   // At most 64 rows, always; without the Hopper mainloop (Ampere; FP8 blocks of 64), below
   // 128 rows, as before it.
-  EXPECT_TRUE(fused_gemm_keeps_rows(64, 28672, 4, false, 128, kHopper));
-  EXPECT_TRUE(fused_gemm_keeps_rows(127, 28672, 4, false, 128, kAmpere));
-  EXPECT_FALSE(fused_gemm_keeps_rows(128, 8192, 4, false, 128, kAmpere));
-  if (wgmma_built()) EXPECT_FALSE(fused_gemm_keeps_rows(100, 8192, 8, true, 128, kHopper));
-  EXPECT_TRUE(fused_gemm_keeps_rows(100, 8192, 8, true, 64, kHopper));
+  EXPECT_TRUE(fused_gemm_keeps_rows(shape(64, 28672, 4, false, 128), kHopper));
+  EXPECT_TRUE(fused_gemm_keeps_rows(shape(127, 28672, 4, false, 128), kAmpere));
+  EXPECT_FALSE(fused_gemm_keeps_rows(shape(128, 8192, 4, false, 128), kAmpere));
+  if (wgmma_built()) EXPECT_FALSE(fused_gemm_keeps_rows(shape(100, 8192, 8, true, 128), kHopper));
+  EXPECT_TRUE(fused_gemm_keeps_rows(shape(100, 8192, 8, true, 64), kHopper));
   // Where the fused GEMM does not apply (typed zero points), the mixed-input GEMM takes
   // the rows it would keep.
   if (mixed_gemm_built() && wgmma_built()) {
