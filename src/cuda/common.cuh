@@ -236,6 +236,27 @@ __device__ __forceinline__ uint32_t e4m3x2_to_packed2(uint32_t codes) {
   }
 }
 
+// The same as e4m3x2_to_packed2<T>(codes >> 16): on SM89+ the conversion reads the upper
+// half of the register itself (F2FP's .H1 operand) where the shift is an instruction.
+template <typename T>
+__device__ __forceinline__ uint32_t e4m3x2_hi_to_packed2(uint32_t codes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint32_t h2;
+  asm("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %1;\ncvt.rn.f16x2.e4m3x2 %0, hi;\n}" : "=r"(h2) : "r"(codes));
+  if constexpr (std::is_same_v<T, __half>) {
+    return h2;
+  } else {
+    __half2_raw raw;
+    raw.x = static_cast<unsigned short>(h2 & 0xffffu);
+    raw.y = static_cast<unsigned short>(h2 >> 16);
+    const float2 f = __half22float2(__half2(raw));
+    return float2_to_packed2<T>(f.x, f.y);
+  }
+#else
+  return e4m3x2_to_packed2<T>(codes >> 16);
+#endif
+}
+
 // W8A8 on two activations packed in T (element 0 in the low half): qdq_e4m3 of each, with
 // the same conversions two lanes at a time (one e4m3x2 pack, one e4m3x2 -> f16x2 unpack),
 // so bit-identical to two qdq_e4m3 calls at about half the instructions.

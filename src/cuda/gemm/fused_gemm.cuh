@@ -159,23 +159,41 @@ __device__ __forceinline__ uint32_t block_of(const GemmParams<T, S>& p, int64_t 
   return b < last ? b : last;  // K past the end (zero activations) reads the last block
 }
 
+// A weight row's constants: its row of scales and of packed zero points (nullptr: the
+// default zero point). Loops that load a row's constants on every slab keep these rather
+// than the row (a 64-bit multiply per row and load).
+template <typename S>
+struct ConstRow {
+  const S* scales;
+  const uint8_t* zp;
+};
+
+template <typename T, typename S>
+__device__ __forceinline__ ConstRow<S> const_row(const GemmParams<T, S>& p, int64_t row) {
+  return {p.scales + row * p.k_blocks, p.zp == nullptr ? nullptr : p.zp + row * p.zp_row_bytes};
+}
+
 template <GemmWeights kW, typename T, typename S>
-__device__ __forceinline__ RawConsts<kW, T> load_consts(const GemmParams<T, S>& p, int64_t row,
-                                                        uint32_t blk) {
+__device__ __forceinline__ RawConsts<kW, T> load_consts(const ConstRow<S>& r, uint32_t blk) {
   RawConsts<kW, T> c{};
   if constexpr (kW == GemmWeights::kFp8) {
-    c.scale = __ldg(p.scales + row * p.k_blocks + blk);
+    c.scale = __ldg(r.scales + blk);
   } else {
     constexpr int kBits = GemmFormat<kW>::kBits;
     uint16_t s;
-    const T v = __ldg(p.scales + row * p.k_blocks + blk);
+    const T v = __ldg(r.scales + blk);
     memcpy(&s, &v, 2);
-    const uint32_t zp = p.zp == nullptr
-                            ? Codes<kBits>::kDefaultZeroPoint * (kBits == 4 ? 0x11u : 1u)
-                            : __ldg(p.zp + row * p.zp_row_bytes + (kBits == 8 ? blk : blk >> 1));
+    const uint32_t zp = r.zp == nullptr ? Codes<kBits>::kDefaultZeroPoint * (kBits == 4 ? 0x11u : 1u)
+                                        : __ldg(r.zp + (kBits == 8 ? blk : blk >> 1));
     c.bits = s | (zp << 16);
   }
   return c;
+}
+
+template <GemmWeights kW, typename T, typename S>
+__device__ __forceinline__ RawConsts<kW, T> load_consts(const GemmParams<T, S>& p, int64_t row,
+                                                        uint32_t blk) {
+  return load_consts<kW, T>(const_row(p, row), blk);
 }
 
 // N-bit: the decoder's constants of a raw (row, block) pair.

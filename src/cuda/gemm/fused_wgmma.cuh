@@ -154,12 +154,14 @@ struct FusedWgmmaTile {
   static_assert(!kFp8 || kConsts == 1, "FP8: one scale block per slab");
   static_assert(kGroupChunks % 2 == 0, "ldmatrix takes chunk pairs");
 
+  using RingPos = typename WgmmaRing<kStages>::Pos;
+
   const Params& p;
   uint8_t* smem;  // kWgmmaAlignBytes-aligned
   WgmmaRing<kStages>& ring;
   int warp, lane, g, t;  // consumer warp w: weight rows 16 w .. 16 w + 15 (warpgroup w / 4)
   int64_t n0, m0;
-  int64_t rows[2];  // the lane's weight rows lo, hi (clamped to N - 1)
+  ConstRow<S> crow[2];  // the lane's weight rows lo, hi (clamped to N - 1): their constants
 
   // `thread`: the thread's index within its role (producer 0..127, consumer 0..255).
   __device__ FusedWgmmaTile(const Params& params, uint8_t* shared, WgmmaRing<kStages>& r, int thread,
@@ -172,7 +174,10 @@ struct FusedWgmmaTile {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t row = n0 + 16 * warp + 8 * h + g;
-      rows[h] = row < p.n ? row : p.n - 1;
+      crow[h] = const_row(p, row < p.n ? row : p.n - 1);
+      // Opaque from here: otherwise the compiler folds the row's offset back into every
+      // slab's load address (a 64-bit multiply-add per row and slab).
+      asm("" : "+l"(crow[h].scales), "+l"(crow[h].zp));
     }
   }
 
@@ -296,12 +301,12 @@ struct FusedWgmmaTile {
   __device__ __forceinline__ void produce(int64_t slab_begin, int64_t slab_end) const {
     const int64_t count = slab_end - slab_begin;
     const Loader loader = make_loader();
+    RingPos at;
 #pragma unroll 1
-    for (int64_t i = 0; i < count; ++i) {
-      if (i >= kStages) ring.wait_empty(i);
-      const int stage = static_cast<int>(i % kStages);
-      load_stage(loader, stage, slab_begin + i);
-      cp_async_mbarrier_arrive(&ring.full[stage]);
+    for (int64_t i = 0; i < count; ++i, at.advance()) {
+      if (i >= kStages) ring.wait_empty(at);
+      load_stage(loader, at.stage, slab_begin + i);
+      cp_async_mbarrier_arrive(&ring.full[at.stage]);
     }
     cp_async_wait<0>();  // no copy outlives its thread
   }
@@ -309,7 +314,13 @@ struct FusedWgmmaTile {
   // ---------------------------------------------------------------- block constants
   // As FusedGemmTile's: kConsts 1 and 2 are loaded kConstsAhead slabs ahead, 8 where used.
   __device__ __forceinline__ uint32_t chunk_block(int64_t slab, int c) const {
-    return block_of<kW>(p, slab * F::kSlabK + c * F::kChunkK + t * F::kWordK);
+    if constexpr (kFp8) {  // block_of's division on the 16-byte chunk index, in 32 bits
+      const uint32_t b = p.block_div.div(static_cast<uint32_t>(slab) * F::kChunks + c);
+      const uint32_t last = static_cast<uint32_t>(p.k_blocks - 1);
+      return b < last ? b : last;
+    } else {
+      return block_of<kW>(p, slab * F::kSlabK + c * F::kChunkK + t * F::kWordK);
+    }
   }
   __device__ __forceinline__ void prefetch_consts(int64_t slab, RawConsts<kW, T> (&c)[2][kConsts]) const {
     if constexpr (kPrefetch) {
@@ -317,7 +328,7 @@ struct FusedWgmmaTile {
       for (int ci = 0; ci < kConsts; ++ci) {
         const uint32_t blk = chunk_block(slab, ci * (F::kChunks / kConsts));
 #pragma unroll
-        for (int h = 0; h < 2; ++h) c[h][ci] = load_consts<kW>(p, rows[h], blk);
+        for (int h = 0; h < 2; ++h) c[h][ci] = load_consts<kW, T>(crow[h], blk);
       }
     }
   }
@@ -342,8 +353,8 @@ struct FusedWgmmaTile {
         if constexpr (kFp8) {
           a[step][0] = e4m3x2_to_packed2<T>(lo);
           a[step][1] = e4m3x2_to_packed2<T>(hi);
-          a[step][2] = e4m3x2_to_packed2<T>(lo >> 16);
-          a[step][3] = e4m3x2_to_packed2<T>(hi >> 16);
+          a[step][2] = e4m3x2_hi_to_packed2<T>(lo);
+          a[step][3] = e4m3x2_hi_to_packed2<T>(hi);
         } else {
           const uint32_t blk = chunk_block(slab, c);
           RawConsts<kW, T> cl, ch;
@@ -351,8 +362,8 @@ struct FusedWgmmaTile {
             cl = pre[0][c * kConsts / F::kChunks];
             ch = pre[1][c * kConsts / F::kChunks];
           } else {
-            cl = load_consts<kW>(p, rows[0], blk);
-            ch = load_consts<kW>(p, rows[1], blk);
+            cl = load_consts<kW, T>(crow[0], blk);
+            ch = load_consts<kW, T>(crow[1], blk);
           }
           const BlockConsts bl = nbits_consts<kW, T>(cl, blk), bh = nbits_consts<kW, T>(ch, blk);
           if constexpr (F::kBits == 8) {
@@ -386,10 +397,11 @@ struct FusedWgmmaTile {
     // Every input of the group's wgmma is defined before its fence: a register written
     // between the fence and the commit makes ptxas serialize the wgmma.
     uint64_t desc[kGroupSteps];
+    const uint64_t desc0 = sw128_desc(abase);
 #pragma unroll
     for (int s = 0; s < kGroupSteps; ++s) {
       const int kk = grp * kGroupSteps + s;  // k16 step within the slab
-      desc[s] = sw128_desc(abase + (kk / 4) * kPanelBytes + (kk % 4) * 32);
+      desc[s] = sw128_desc_step(desc0, (kk / 4) * kPanelBytes + (kk % 4) * 32);
     }
     const uint32_t first = fresh ? 0u : 1u;
     fence_operands(a);
@@ -443,15 +455,17 @@ struct FusedWgmmaTile {
     RawConsts<kW, T> prev[2][kConsts];       // FP8: the previous slab's (its fold)
   };
 
-  // Slab i is done with (its wgmma finished): this warp's share of releasing its stage.
-  __device__ __forceinline__ void release(int64_t i) const {
-    if (lane == 0) ring.arrive_empty(i);
+  // The slab in `stage` is done with (its wgmma finished): this warp's share of releasing it.
+  __device__ __forceinline__ void release(int stage) const {
+    if (lane == 0) ring.arrive_empty_stage(stage);
   }
 
-  // Slab i (its register buffers B: the slab's parity for 8-bit; 4-bit uses 0 and 1).
+  // Slab i, at ring position `at` (its register buffers B: the slab's parity for 8-bit;
+  // 4-bit uses 0 and 1).
   template <int kB>
-  __device__ __forceinline__ void slab_step(State& st, int64_t begin, int64_t count, int64_t i) const {
-    ring.wait_full(i);
+  __device__ __forceinline__ void slab_step(State& st, int64_t begin, int64_t count, int64_t i,
+                                            const RingPos& at) const {
+    ring.wait_full(at);
     // The producer's copies are generic-proxy writes and wgmma reads the activations
     // through the async proxy: the fence orders the writes this wait observed before them.
     fence_proxy_async_shared();
@@ -464,8 +478,7 @@ struct FusedWgmmaTile {
         for (int a = 0; a + 1 < kConstsAhead; ++a) st.pre[a][h][ci] = st.pre[a + 1][h][ci];
       }
     if (i + kConstsAhead < count) prefetch_consts(begin + i + kConstsAhead, st.pre[kConstsAhead - 1]);
-    const int stage = static_cast<int>(i % kStages);
-    const uint32_t wbase = smem_addr(smem + stage * kStageBytes);
+    const uint32_t wbase = smem_addr(smem) + at.stage * kStageBytes;
     const uint32_t abase = wbase + kWeightBytes;
 #pragma unroll
     for (int grp = 0; grp < kGroups; ++grp) {
@@ -477,7 +490,7 @@ struct FusedWgmmaTile {
         wgmma_wait<0>();
         fence_operands(st.part);
         if (i > 0) {
-          release(i - 1);
+          release(at.previous_stage());
           fold(st.prev, st.acc, st.part);
         }
         st.prev[0][0] = st.cur[0][0];
@@ -486,7 +499,7 @@ struct FusedWgmmaTile {
       } else {
         issue_group(abase, grp, st.a[buf], st.acc, false);
         wgmma_wait<1>();  // the previous group done: its registers (and stage) are free
-        if (grp == 0 && i > 0) release(i - 1);
+        if (grp == 0 && i > 0) release(at.previous_stage());
       }
     }
   }
@@ -500,12 +513,15 @@ struct FusedWgmmaTile {
     for (int a = 0; a < kConstsAhead; ++a)
       if (a < count) prefetch_consts(slab_begin + a, st.pre[a]);
     int64_t i = 0;
+    RingPos at;
 #pragma unroll 1
     for (; i + 1 < count; i += 2) {
-      slab_step<0>(st, slab_begin, count, i);
-      slab_step<1>(st, slab_begin, count, i + 1);
+      slab_step<0>(st, slab_begin, count, i, at);
+      at.advance();
+      slab_step<1>(st, slab_begin, count, i + 1, at);
+      at.advance();
     }
-    if (i < count) slab_step<0>(st, slab_begin, count, i);
+    if (i < count) slab_step<0>(st, slab_begin, count, i, at);
     wgmma_wait<0>();
     if constexpr (kFp8) {  // the last slab's fold
       fence_operands(st.part);

@@ -93,6 +93,13 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr) {
   return static_cast<uint64_t>((addr & 0x3FFFFu) >> 4) | (uint64_t{1} << 16) |
          (uint64_t{1024 >> 4} << 32) | (uint64_t{1} << 62);
 }
+// The descriptor of the operand `bytes` (a multiple of 16) past desc's: one 32-bit add to
+// the start-address field (5 uniform instructions per wgmma when each descriptor is built
+// from its address). Exact while the sum stays in shared memory (below 2^18 bytes): the
+// field cannot carry into the bits above it.
+__device__ __forceinline__ uint64_t sw128_desc_step(uint64_t desc, uint32_t bytes) {
+  return (desc & 0xFFFFFFFF00000000ull) | (static_cast<uint32_t>(desc) + (bytes >> 4));
+}
 
 // Register budgets of the two roles (setmaxnreg): the launch gives every thread
 // 65536 / kWgmmaThreads = 168; the producer gives most of its share to the consumers
@@ -140,6 +147,25 @@ struct WgmmaRing {
     mbarrier_wait(&empty[i % kStages], static_cast<uint32_t>(i / kStages - 1) & 1u);
   }
   __device__ __forceinline__ void arrive_empty(int64_t i) { mbarrier_arrive(&empty[i % kStages]); }
+
+  // The same, by a position carried through the loop (Pos) instead of divided out of a
+  // slab index on every slab (64-bit division by kStages: about 15 instructions each).
+  struct Pos {
+    int stage = 0;        // slab i's: i % kStages
+    uint32_t phase = 0;   // (i / kStages) & 1: the phase slab i's fill completes
+    __device__ __forceinline__ void advance() {
+      if (++stage == kStages) {
+        stage = 0;
+        phase ^= 1u;
+      }
+    }
+    __device__ __forceinline__ int previous_stage() const { return stage == 0 ? kStages - 1 : stage - 1; }
+  };
+  __device__ __forceinline__ void wait_full(const Pos& at) { mbarrier_wait(&full[at.stage], at.phase); }
+  __device__ __forceinline__ void wait_empty(const Pos& at) {  // needs slab i >= kStages
+    mbarrier_wait(&empty[at.stage], at.phase ^ 1u);
+  }
+  __device__ __forceinline__ void arrive_empty_stage(int stage) { mbarrier_arrive(&empty[stage]); }
 };
 
 // A warp-specialized block's body, for both wgmma kernels: thread 0 initializes the ring,
