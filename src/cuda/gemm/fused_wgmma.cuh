@@ -457,7 +457,7 @@ struct FusedWgmmaTile {
 
   // The slab in `stage` is done with (its wgmma finished): this warp's share of releasing it.
   __device__ __forceinline__ void release(int stage) const {
-    if (lane == 0) ring.arrive_empty_stage(stage);
+    if (lane == 0) ring.arrive_empty(stage);
   }
 
   // Slab i, at ring position `at` (its register buffers B: the slab's parity for 8-bit;

@@ -121,6 +121,7 @@ struct W8A8Tile {
 
   const W8A8Params<T>& p;
   uint8_t* smem;
+  using RingPos = typename WgmmaRing<kStages>::Pos;
   WgmmaRing<kStages>& ring;
   int warp, lane, g, t;
   int64_t n0, m0;
@@ -172,10 +173,11 @@ struct W8A8Tile {
     const int64_t count = slab_end - slab_begin;
     int64_t blk = slab_begin / p.block_slabs;  // the slab's scale block
     int in_block = 0;
+    RingPos at;
 #pragma unroll 1
-    for (int64_t i = 0; i < count; ++i) {
-      if (i >= kStages) ring.wait_empty(i);
-      load_stage(static_cast<int>(i % kStages), slab_begin + i, blk);
+    for (int64_t i = 0; i < count; ++i, at.advance()) {
+      if (i >= kStages) ring.wait_empty(at);
+      load_stage(at.stage, slab_begin + i, blk);
       if (++in_block == p.block_slabs) {
         in_block = 0;
         ++blk;
@@ -249,33 +251,40 @@ struct W8A8Tile {
     }
   }
 
-  // Issues slab i's 4 wgmmas into `part` (the first overwriting it) as one commit group.
-  __device__ __forceinline__ void issue_slab(float (&part)[kAcc], int64_t i, uint32_t w_rows) const {
-    ring.wait_full(i);
-    const uint32_t base = stage_addr(i);
+  // Issues the slab at ring position `at`: its 4 wgmmas into `part` (the first overwriting
+  // it) as one commit group.
+  __device__ __forceinline__ void issue_slab(float (&part)[kAcc], const RingPos& at, uint32_t w_rows) const {
+    ring.wait_full(at);
+    issue_wgmmas(part, stage_addr(at), w_rows, true);
+    wgmma_commit();
+  }
+
+  // The slab's kSteps wgmmas on the stage at `base`, the first overwriting `part` if fresh.
+  __device__ __forceinline__ void issue_wgmmas(float (&part)[kAcc], uint32_t base, uint32_t w_rows,
+                                               bool fresh) const {
+    const uint64_t wd = sw128_desc(base + w_rows), ad = sw128_desc(base + Stage::kWeightBytes);
     wgmma_fence();
 #pragma unroll
     for (int s = 0; s < kSteps; ++s)
-      wgmma_e4m3<kTileM>(part, sw128_desc(base + w_rows + 32 * s), sw128_desc(base + Stage::kWeightBytes + 32 * s),
-                      s == 0 ? 0u : 1u);
-    wgmma_commit();
+      wgmma_e4m3<kTileM>(part, sw128_desc_step(wd, 32 * s), sw128_desc_step(ad, 32 * s),
+                         s == 0 && fresh ? 0u : 1u);
   }
 
   // Waits until at most kPending commit groups are in flight (slab i's done), folds `part`
   // into acc and releases slab i's stage: static, before the fold (the weight scales
   // already in registers); dynamic, after it (the fold reads the activation scales there).
   template <int kPending>
-  __device__ __forceinline__ void retire_slab(float (&acc)[kAcc], float (&part)[kAcc], int64_t i) const {
-    const FoldScales scales = load_fold_scales(stage_addr(i));
+  __device__ __forceinline__ void retire_slab(float (&acc)[kAcc], float (&part)[kAcc], const RingPos& at) const {
+    const FoldScales scales = load_fold_scales(stage_addr(at));
     wgmma_wait<kPending>();
     fence_operands(part);
-    if (!kDynamic && lane == 0) ring.arrive_empty(i);
+    if (!kDynamic && lane == 0) ring.arrive_empty(at.stage);
     fold(scales, acc, part);
-    if (kDynamic && lane == 0) ring.arrive_empty(i);
+    if (kDynamic && lane == 0) ring.arrive_empty(at.stage);
   }
 
-  __device__ __forceinline__ uint32_t stage_addr(int64_t i) const {
-    return smem_addr(smem + static_cast<int>(i % kStages) * static_cast<int>(Stage::kBytes));
+  __device__ __forceinline__ uint32_t stage_addr(const RingPos& at) const {
+    return smem_addr(smem) + at.stage * static_cast<uint32_t>(Stage::kBytes);
   }
 
   // Blocks of one slab (block_size 128): two partial-sum buffers, slab i in part[i % 2],
@@ -284,21 +293,28 @@ struct W8A8Tile {
   __device__ __forceinline__ void consume_one_slab_blocks(float (&acc)[kAcc], int64_t count, uint32_t w_rows) const {
     if (count <= 0) return;
     float p0[kAcc], p1[kAcc];
-    issue_slab(p0, 0, w_rows);
+    RingPos at;  // slab i's
+    issue_slab(p0, at, w_rows);
     int64_t i = 0;
 #pragma unroll 1
     for (; i + 2 < count; i += 2) {
-      issue_slab(p1, i + 1, w_rows);
-      retire_slab<1>(acc, p0, i);
-      issue_slab(p0, i + 2, w_rows);
-      retire_slab<1>(acc, p1, i + 1);
+      RingPos at1 = at;
+      at1.advance();
+      issue_slab(p1, at1, w_rows);
+      retire_slab<1>(acc, p0, at);
+      at = at1;
+      at.advance();
+      issue_slab(p0, at, w_rows);
+      retire_slab<1>(acc, p1, at1);
     }
     if (i + 1 < count) {
-      issue_slab(p1, i + 1, w_rows);
-      retire_slab<1>(acc, p0, i);
-      retire_slab<0>(acc, p1, i + 1);
+      RingPos at1 = at;
+      at1.advance();
+      issue_slab(p1, at1, w_rows);
+      retire_slab<1>(acc, p0, at);
+      retire_slab<0>(acc, p1, at1);
     } else {
-      retire_slab<0>(acc, p0, i);
+      retire_slab<0>(acc, p0, at);
     }
   }
 
@@ -325,26 +341,24 @@ struct W8A8Tile {
     for (int i = 0; i < kAcc; ++i) part[i] = 0.0f;
     // The range starts on a scale block's first slab (slabs_per_split is whole blocks).
     int in_block = 0;  // slab i's place in its scale block
+    RingPos at;
 #pragma unroll 1
-    for (int64_t i = 0; i < count; ++i, in_block = in_block + 1 == p.block_slabs ? 0 : in_block + 1) {
-      ring.wait_full(i);
-      const uint32_t base = stage_addr(i);
+    for (int64_t i = 0; i < count;
+         ++i, at.advance(), in_block = in_block + 1 == p.block_slabs ? 0 : in_block + 1) {
+      ring.wait_full(at);
+      const uint32_t base = stage_addr(at);
       const bool fresh = in_block == 0;
       const bool last = i + 1 == count || in_block + 1 == p.block_slabs;
       fence_operands(part);
-      wgmma_fence();
-#pragma unroll
-      for (int s = 0; s < kSteps; ++s)
-        wgmma_e4m3<kTileM>(part, sw128_desc(base + w_rows + 32 * s),
-                        sw128_desc(base + Stage::kWeightBytes + 32 * s), s == 0 && fresh ? 0u : 1u);
+      issue_wgmmas(part, base, w_rows, fresh);
       wgmma_commit();
       FoldScales scales;
       if (last) scales = load_fold_scales(base);
       wgmma_wait<0>();
       fence_operands(part);
-      if (!kDynamic && lane == 0) ring.arrive_empty(i);  // operands done, weight scales loaded
+      if (!kDynamic && lane == 0) ring.arrive_empty(at.stage);  // operands done, weight scales loaded
       if (last) fold(scales, acc, part);
-      if (kDynamic && lane == 0) ring.arrive_empty(i);  // the fold read the activation scales
+      if (kDynamic && lane == 0) ring.arrive_empty(at.stage);  // the fold read the activation scales
     }
   }
 };

@@ -139,20 +139,12 @@ struct WgmmaRing {
     }
     mbarrier_init_fence();
   }
-  // Fill u = i / kStages of a stage completes phase u of its barriers.
-  __device__ __forceinline__ void wait_full(int64_t i) {
-    mbarrier_wait(&full[i % kStages], static_cast<uint32_t>(i / kStages) & 1u);
-  }
-  __device__ __forceinline__ void wait_empty(int64_t i) {  // the use before slab i's
-    mbarrier_wait(&empty[i % kStages], static_cast<uint32_t>(i / kStages - 1) & 1u);
-  }
-  __device__ __forceinline__ void arrive_empty(int64_t i) { mbarrier_arrive(&empty[i % kStages]); }
-
-  // The same, by a position carried through the loop (Pos) instead of divided out of a
-  // slab index on every slab (64-bit division by kStages: about 15 instructions each).
+  // Slab i of a loop goes through stage i % kStages, and that stage's fill u = i / kStages
+  // completes phase u % 2 of its barriers. Loops carry the position (Pos) rather than
+  // divide it out of i on every slab (a 64-bit division by kStages: about 15 instructions).
   struct Pos {
-    int stage = 0;        // slab i's: i % kStages
-    uint32_t phase = 0;   // (i / kStages) & 1: the phase slab i's fill completes
+    int stage = 0;       // i % kStages
+    uint32_t phase = 0;  // (i / kStages) & 1
     __device__ __forceinline__ void advance() {
       if (++stage == kStages) {
         stage = 0;
@@ -162,10 +154,9 @@ struct WgmmaRing {
     __device__ __forceinline__ int previous_stage() const { return stage == 0 ? kStages - 1 : stage - 1; }
   };
   __device__ __forceinline__ void wait_full(const Pos& at) { mbarrier_wait(&full[at.stage], at.phase); }
-  __device__ __forceinline__ void wait_empty(const Pos& at) {  // needs slab i >= kStages
-    mbarrier_wait(&empty[at.stage], at.phase ^ 1u);
-  }
-  __device__ __forceinline__ void arrive_empty_stage(int stage) { mbarrier_arrive(&empty[stage]); }
+  // The consumers' release of the stage's previous slab, i - kStages (needs i >= kStages).
+  __device__ __forceinline__ void wait_empty(const Pos& at) { mbarrier_wait(&empty[at.stage], at.phase ^ 1u); }
+  __device__ __forceinline__ void arrive_empty(int stage) { mbarrier_arrive(&empty[stage]); }
 };
 
 // A warp-specialized block's body, for both wgmma kernels: thread 0 initializes the ring,
