@@ -225,7 +225,9 @@ void plan_gemv_workspace(const Fp8MatMulProblem& p, Fp8MatMulPlan* plan) {
 }
 
 // The fused GEMM's view of the problem: e4m3 rows of K bytes.
-GemmShape gemm_shape(const Fp8MatMulProblem& p) { return {p.m, p.n, p.k, 8, true, p.block_size}; }
+GemmShape gemm_shape(const Fp8MatMulProblem& p) {
+  return {p.m, p.n, p.k, 8, true, p.block_size, p.dtype == DType::kBFloat16};
+}
 
 // [QDQ A] -> fused GEMM: the tiling rule of core/gemm_plan.h (e4m3: 8-bit rows), as the
 // override forces it; with a K split, the float32 partial sums after A'.

@@ -205,6 +205,7 @@ struct GemmShape {
   int bits = 8;            // 8 (FP8, int8) or 4
   bool fp8 = false;
   int64_t block_size = 0;
+  bool bf16 = false;       // bfloat16 activations (else float16 or, off the fused GEMM, float32)
 };
 
 // The fused GEMM's forced choices (the plan override's wgmma, tile_m, gemm_k_split): -1 /
@@ -283,13 +284,16 @@ constexpr int64_t kMixedMinRows = 65;
 // (fused_gemm_keeps_rows). Its Hopper tile (64 rows; 8-bit 128) decides: where the tile
 // holds fewer rows than M, each weight strip is decoded once per tile row, and where the
 // grid of unsplit tiles is more than one wave of SMs, it runs in two. Measured on the
-// H200 (float16, block 128, back to back, both GEMMs in one run, the prefill suite's
-// shapes at M = 65, 96, 127 and 128; fused / mixed us):
+// H200 (float16 unless said, block 128, back to back, both GEMMs in one run, the prefill
+// suite's shapes at M = 65 to 128; fused / mixed us):
 // * one wave (8192 x 8192 and 4096 x 14336; 8-bit also 14336 x 4096): 4-bit and 8-bit are
 //   faster fused at every M to 128 (4-bit 8192 x 8192 M = 128 50.9 / 54.8, 4096 x 14336
 //   48.2 / 54.1; 8-bit 8192 x 8192 45.6 / 48.8, 14336 x 4096 37.4 / 40.4, 4096 x 14336
-//   40.0 / 49.4); FP8 (two 64-row tile rows) below kFusedKeepsRowsBelow (8192 x 8192 M =
-//   65 47.1 / 53.2, 96 47.2 / 45.0, 128 47.3 / 45.0; 4096 x 14336 within 1.1 % from 96);
+//   40.0 / 49.4); FP8 (two 64-row tile rows) with float16 activations too (8192 x 8192
+//   M = 96 42.2 / 45.5, 112 42.9 / 44.3, 128 43.0 / 44.7; 4096 x 14336 M = 96 40.2 /
+//   45.9, 128 41.5 / 45.5), with bfloat16 ones (a longer decode) below
+//   kFusedKeepsRowsBelow (8192 x 8192 M = 65 50.5 / 52.7, 96 48.9 / 45.6, 128 48.9 /
+//   44.3; 4096 x 14336 M = 96 45.9 / 45.1);
 // * more than one wave: 64-row tiles lose from 65 rows (14336 x 4096 FP8 M = 65 50.1 /
 //   38.5, 4-bit 51.6 / 41.9; 28672 x 8192 FP8 181.0 / 142.4, 4-bit 188.7 / 148.4); 8-bit's
 //   128-row tile below kFusedKeepsRowsBelow (28672 x 8192 M = 65 126.3 / 148.6, 96 133.2
@@ -317,6 +321,8 @@ inline const char* fused_gemm_keeps_rows_why(const GemmShape& s, const DeviceInf
     return "M < 96 on the fused GEMM's 128-row tile: it is faster there";
   if (one_wave && !s.fp8)
     return "N-bit M <= 128 and the fused GEMM's tiles one wave of SMs: it is faster there";
+  if (one_wave && !s.bf16)
+    return "FP8 float16 M <= 128 and the fused GEMM's tiles one wave of SMs: it is faster there";
   return nullptr;
 }
 inline bool fused_gemm_keeps_rows(const GemmShape& s, const DeviceInfo& d) {

@@ -261,7 +261,7 @@ Status plan_gemv(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOve
 
 // The fused GEMM's view of the problem: rows of `bits`-bit codes.
 GemmShape gemm_shape(const NBitsMatMulProblem& p) {
-  return {p.m, p.n, p.row_bytes(), static_cast<int>(p.bits), false, p.block_size};
+  return {p.m, p.n, p.row_bytes(), static_cast<int>(p.bits), false, p.block_size, p.dtype == DType::kBFloat16};
 }
 
 // The fused GEMM: the tiling rule of core/gemm_plan.h for `bits`-bit rows, as the override

@@ -341,8 +341,8 @@ TEST(Fp8Plan, RowGroupsCountInTheWaveModel) {
 
 // ------------------------------------------------------------------ fused GEMM
 // M <= 8 is the decode GEMV's, 8 < M <= kGemmMaxRows (128) the fused GEMM's, on every
-// SM80+ device, but from 96 rows (65 where its grid is more than one wave) the mixed-input
-// GEMM's where it is built on SM90; above 128 rows,
+// SM80+ device, but with bfloat16 activations from 96 rows (with either, from 65 where its
+// grid is more than one wave) the mixed-input GEMM's where it is built on SM90; above 128 rows,
 // without it, dequant + cuBLAS. It needs none of the GEMV's K or block multiples of 64 or
 // 128, so the GEMV's keys leave it alone.
 TEST(Fp8Plan, FusedGemmAboveTheDecodeRows) {
@@ -354,10 +354,14 @@ TEST(Fp8Plan, FusedGemmAboveTheDecodeRows) {
       EXPECT_EQ(path(problem(m, 4096, 4096), d), Fp8Path::kFusedGemm) << m;
       EXPECT_EQ(path(problem(m, 4096, 4096, 128, DType::kBFloat16), d), Fp8Path::kFusedGemm) << m;
     }
-    // From 96 rows (two 64-row tile rows) the mixed-input GEMM where built
-    // (tests/cpu/mixed_plan_test.cc), else the fused GEMM to 128 rows.
-    EXPECT_EQ(path(problem(100, 4096, 4096), d), mixed ? Fp8Path::kMixedGemm : Fp8Path::kFusedGemm);
-    EXPECT_EQ(path(problem(128, 4096, 4096), d), mixed ? Fp8Path::kMixedGemm : Fp8Path::kFusedGemm);
+    // From 96 rows (two 64-row tile rows), with bfloat16 activations, the mixed-input GEMM
+    // where built (tests/cpu/mixed_plan_test.cc), else the fused GEMM to 128 rows.
+    for (int64_t m : {100, 128}) {
+      EXPECT_EQ(path(problem(m, 4096, 4096), d), Fp8Path::kFusedGemm) << m;
+      EXPECT_EQ(path(problem(m, 4096, 4096, 128, DType::kBFloat16), d),
+                mixed ? Fp8Path::kMixedGemm : Fp8Path::kFusedGemm)
+          << m;
+    }
     EXPECT_EQ(path(problem(128, 4096, 4096), d, parsed("mixed=0")), Fp8Path::kFusedGemm);
     for (int64_t m : {129, 256, 4096, 65536}) {
       EXPECT_EQ(fp8_mixed_gemm_refusal(problem(m, 4096, 4096), d, {}) == nullptr, mixed) << m;

@@ -85,13 +85,17 @@ TEST(MixedPlan, StreamKWorkspace) {
   const Fp8MatMulPlan f = plan(fp8_problem(1024, 8192, 8192));
   EXPECT_FALSE(f.gemm.stream_k);
   EXPECT_EQ(f.regions.partial_bytes, 0u);
-  EXPECT_FALSE(plan(fp8_problem(128, 8192, 8192), kHopper, parsed("mixed_sk=0")).gemm.stream_k);
+  // FP8 at M = 128 on 8192 x 8192 is the mixed-input GEMM's with bfloat16 activations (with
+  // float16 the fused GEMM keeps it: RowsTheFusedGemmKeeps).
+  const Fp8MatMulProblem bf16_128 = fp8_problem(128, 8192, 8192, 128, DType::kBFloat16);
+  EXPECT_EQ(plan(bf16_128, kHopper, parsed("mixed_sk=0")).path, Fp8Path::kMixedGemm);
+  EXPECT_FALSE(plan(bf16_128, kHopper, parsed("mixed_sk=0")).gemm.stream_k);
   const Fp8MatMulPlan forced = plan(fp8_problem(1024, 8192, 8192), kHopper, parsed("mixed_sk=1,mixed_tile=256"));
   EXPECT_TRUE(forced.gemm.stream_k);
   EXPECT_EQ(forced.gemm.tile_m, 256);
   EXPECT_EQ(forced.regions.partial_bytes, static_cast<size_t>(mixed_stream_k_bytes(1024, 8192, 256)));
   std::ostringstream os;
-  os << plan(fp8_problem(128, 8192, 8192));
+  os << plan(bf16_128);
   EXPECT_NE(os.str().find("tile_m=128; tile_n=128; schedule=stream_k"), std::string::npos) << os.str();
   EXPECT_NE(os.str().find(", partial " + std::to_string(mixed_stream_k_bytes(128, 8192, 128)) + "@"),
             std::string::npos)
@@ -100,35 +104,40 @@ TEST(MixedPlan, StreamKWorkspace) {
 
 // Between 65 and 128 rows the fused GEMM keeps the rows where it was measured faster
 // (fused_gemm_keeps_rows, core/gemm_plan.h): one wave of its unsplit Hopper tiles (64 rows;
-// 8-bit 128), for FP8 below 96 rows; more than one wave, only 8-bit's 128-row tile, below
-// 96 rows. The prefill suite's shapes at the measured M (H200, 132 SMs).
+// 8-bit 128), for FP8 with bfloat16 activations below 96 rows; more than one wave, only
+// 8-bit's 128-row tile, below 96 rows. The prefill suite's shapes at the measured M (H200,
+// 132 SMs).
 // The fused GEMM's view of an M x N weight of 8192 K (row_bytes: K at `bits`).
-GemmShape shape(int64_t m, int64_t n, int bits, bool fp8, int64_t block_size) {
-  return GemmShape{m, n, 8192 * bits / 8, bits, fp8, block_size};
+GemmShape shape(int64_t m, int64_t n, int bits, bool fp8, int64_t block_size, bool bf16 = false) {
+  return GemmShape{m, n, 8192 * bits / 8, bits, fp8, block_size, bf16};
 }
 
 TEST(MixedPlan, RowsTheFusedGemmKeeps) {
   EXPECT_EQ(kMixedMinRows, 65);
   EXPECT_EQ(kFusedKeepsRowsBelow, 96);
-  struct Case { int64_t n, k; const char* fused; };  // per format (FP8, 4-bit, 8-bit): M = 65, 96, 127, 128
+  // Per format (FP8 float16, FP8 bfloat16, 4-bit, 8-bit): M = 65, 96, 127, 128.
+  struct Case { int64_t n, k; const char* fused; };
   const Case cases[] = {
-      {8192, 8192, "F--- FFFF FFFF"},   // 128 tiles of 64 rows (8-bit: 64 of 128)
-      {4096, 14336, "F--- FFFF FFFF"},  // 64 (8-bit 32)
-      {14336, 4096, "---- ---- FFFF"},  // 224 (8-bit 112)
-      {28672, 8192, "---- ---- F---"},  // 448 (8-bit 224)
+      {8192, 8192, "FFFF F--- FFFF FFFF"},   // 128 tiles of 64 rows (8-bit: 64 of 128)
+      {4096, 14336, "FFFF F--- FFFF FFFF"},  // 64 (8-bit 32)
+      {14336, 4096, "---- ---- ---- FFFF"},  // 224 (8-bit 112)
+      {28672, 8192, "---- ---- ---- F---"},  // 448 (8-bit 224)
   };
   const int64_t ms[] = {65, 96, 127, 128};
   for (const Case& c : cases)
-    for (int f = 0; f < 3; ++f)
+    for (int f = 0; f < 4; ++f)
       for (int i = 0; i < 4; ++i) {
         const int64_t m = ms[i];
         const bool fused = c.fused[5 * f + i] == 'F';
         SCOPED_TRACE(::testing::Message() << "format " << f << " M=" << m << " N=" << c.n << " K=" << c.k);
-        const int bits = f == 1 ? 4 : 8;
-        EXPECT_EQ(fused_gemm_keeps_rows(shape(m, c.n, bits, f == 0, 128), kHopper), fused);
+        const bool fp8 = f < 2, bf16 = f == 1;
+        const int bits = f == 2 ? 4 : 8;
+        EXPECT_EQ(fused_gemm_keeps_rows(shape(m, c.n, bits, fp8, 128, bf16), kHopper), fused);
         if (!mixed_gemm_built() || !wgmma_built()) continue;
-        if (f == 0) {
-          EXPECT_EQ(plan(fp8_problem(m, c.n, c.k)).path, fused ? Fp8Path::kFusedGemm : Fp8Path::kMixedGemm);
+        if (fp8) {
+          Fp8MatMulProblem problem = fp8_problem(m, c.n, c.k);
+          problem.dtype = bf16 ? DType::kBFloat16 : DType::kFloat16;
+          EXPECT_EQ(plan(problem).path, fused ? Fp8Path::kFusedGemm : Fp8Path::kMixedGemm);
         } else {
           EXPECT_EQ(plan(nbits_problem(m, c.n, c.k, bits, 128)).path,
                     fused ? NBitsPath::kFusedGemm : NBitsPath::kMixedGemm);
@@ -140,7 +149,9 @@ TEST(MixedPlan, RowsTheFusedGemmKeeps) {
                  "M < 96 on the fused GEMM's 128-row tile: it is faster there");
     EXPECT_STREQ(fused_gemm_keeps_rows_why(shape(128, 8192, 4, false, 128), kHopper),
                  "N-bit M <= 128 and the fused GEMM's tiles one wave of SMs: it is faster there");
-    EXPECT_EQ(fused_gemm_keeps_rows_why(shape(96, 8192, 8, true, 128), kHopper), nullptr);
+    EXPECT_STREQ(fused_gemm_keeps_rows_why(shape(96, 8192, 8, true, 128), kHopper),
+                 "FP8 float16 M <= 128 and the fused GEMM's tiles one wave of SMs: it is faster there");
+    EXPECT_EQ(fused_gemm_keeps_rows_why(shape(96, 8192, 8, true, 128, true), kHopper), nullptr);
   }
   EXPECT_STREQ(fused_gemm_keeps_rows_why(shape(100, 8192, 4, false, 128), kAmpere),
                "M < 128 on the fused GEMM's mma.sync tiles: it is faster there");
@@ -149,7 +160,7 @@ TEST(MixedPlan, RowsTheFusedGemmKeeps) {
   EXPECT_TRUE(fused_gemm_keeps_rows(shape(64, 28672, 4, false, 128), kHopper));
   EXPECT_TRUE(fused_gemm_keeps_rows(shape(127, 28672, 4, false, 128), kAmpere));
   EXPECT_FALSE(fused_gemm_keeps_rows(shape(128, 8192, 4, false, 128), kAmpere));
-  if (wgmma_built()) EXPECT_FALSE(fused_gemm_keeps_rows(shape(100, 8192, 8, true, 128), kHopper));
+  if (wgmma_built()) EXPECT_FALSE(fused_gemm_keeps_rows(shape(100, 8192, 8, true, 128, true), kHopper));
   EXPECT_TRUE(fused_gemm_keeps_rows(shape(100, 8192, 8, true, 64), kHopper));
   // Where the fused GEMM does not apply (typed zero points), the mixed-input GEMM takes
   // the rows it would keep.
@@ -191,12 +202,14 @@ TEST(MixedPlan, TakenAbove128RowsOnHopper) {
           EXPECT_EQ(q.regions.scales_bytes, static_cast<size_t>(2 * 8192 * (8192 / block) * 4));
         }
       }
-  // From 128 rows on every prefill shape: 28672 x 8192 (224 tiles) and 14336 x 4096 (112)
-  // on the persistent grid, 8192 x 8192 (64 tiles) and 4096 x 14336 at M = 128 and 256
-  // (32, 64) stream-K; forced (mixed=1) it takes every M above 8.
+  // From 128 rows on every prefill shape (at M = 128 where the fused GEMM does not keep
+  // it): 28672 x 8192 (224 tiles) and 14336 x 4096 (112) on the persistent grid, 8192 x
+  // 8192 (64 tiles) and 4096 x 14336 at M = 128 and 256 (32, 64) stream-K; forced
+  // (mixed=1) it takes every M above 8.
   EXPECT_EQ(plan(fp8_problem(128, 28672, 8192)).path, Fp8Path::kMixedGemm);
   EXPECT_EQ(plan(nbits_problem(128, 14336, 4096, 4, 128)).path, NBitsPath::kMixedGemm);
-  for (const Fp8MatMulProblem& p : {fp8_problem(128, 8192, 8192), fp8_problem(128, 4096, 14336),
+  for (const Fp8MatMulProblem& p : {fp8_problem(128, 8192, 8192, 128, DType::kBFloat16),
+                                    fp8_problem(128, 4096, 14336, 128, DType::kBFloat16),
                                     fp8_problem(256, 4096, 14336)}) {
     const Fp8MatMulPlan sk = plan(p);
     EXPECT_EQ(sk.path, Fp8Path::kMixedGemm);
