@@ -27,7 +27,11 @@
 #   nbits<bits>[:none|packed|typed], at block AB_BLOCK_SIZE, default 128) for the base and
 #   this tree in turn, AB_REPEATS times (default 2), into $OUT/ab/, and compares them
 #   (scripts/ab_table.py: per case the faster repeat's median, head / base). Needs this
-#   tree's build (the build step, or build-gpu/ from an earlier one).
+#   tree's build (the build step, or build-gpu/ from an earlier one). AB_CASES_FILE=F runs
+#   single cases instead of the suites (the suites too if AB_SUITES is also set): one case
+#   per line of F, `NAME [VAR=VALUE ...] PROFILER-ARGS` (VAR=VALUE words, such as
+#   BQMM_PLAN_OVERRIDE=mixed=0, go to the profiler's environment; # starts a comment); the
+#   cases of one NAME make one table (scripts/ab_cases/ has the sets used so far).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -192,6 +196,35 @@ if has variants; then
   summary+=("variants: $(cat "$OUT"/variant_*.jsonl 2>/dev/null | wc -l) cases ($(( $(stamp) - t0 ))s)")
 fi
 
+# ab_cases FILE REP: each case of FILE (see `ab` above) for the base and this tree in turn,
+# its JSON line appended to $OUT/ab/NAME.base|head.REP.jsonl; sets ab_failed on a failure.
+ab_cases() {
+  local file=$1 rep=$2 name rest side bin
+  local -a words envs
+  while read -r name rest; do
+    [ -z "$name" ] || [ "${name:0:1}" = "#" ] && continue
+    read -r -a words <<<"$rest"
+    envs=()
+    while [ ${#words[@]} -gt 0 ] && [[ ${words[0]} != --* && ${words[0]} == *=* ]]; do
+      envs+=("${words[0]}")
+      words=("${words[@]:1}")
+    done
+    for side in base head; do
+      bin=build-ab/bqmm-profile
+      [ "$side" = head ] && bin=$build/bqmm-profile
+      rm -f "$OUT/ab/case.jsonl"
+      if env "${envs[@]}" "$bin" "${words[@]}" --json "$OUT/ab/case.jsonl" </dev/null \
+        >>"$OUT/ab/$name.$side.$rep.log" 2>&1; then
+        cat "$OUT/ab/case.jsonl" >>"$OUT/ab/$name.$side.$rep.jsonl"
+      else
+        echo "gpu_check: ab case '$name ${rest}' failed on $side (see ab/$name.$side.$rep.log)"
+        ab_failed=1
+      fi
+    done
+  done <"$file"
+  rm -f "$OUT/ab/case.jsonl"
+}
+
 if has ab; then
   t0=$(stamp)
   ab_tree=${AB_TREE:-ab-base}
@@ -206,8 +239,15 @@ if has ab; then
     mkdir -p "$OUT/ab"
     ab_bs=${AB_BLOCK_SIZE:-128}
     ab_failed=0
+    ab_suites=${AB_SUITES-fp8 nbits8:none nbits4:none nbits4:packed}
+    [ -n "${AB_CASES_FILE:-}" ] && [ -z "${AB_SUITES+set}" ] && ab_suites=
+    if [ -n "${AB_CASES_FILE:-}" ] && [ ! -f "$AB_CASES_FILE" ]; then
+      echo "gpu_check: AB_CASES_FILE '$AB_CASES_FILE' does not exist"
+      ab_failed=1
+    fi
     for rep in $(seq 1 "${AB_REPEATS:-2}"); do
-      for entry in ${AB_SUITES:-fp8 nbits8:none nbits4:none nbits4:packed}; do
+      [ -f "${AB_CASES_FILE:-}" ] && ab_cases "$AB_CASES_FILE" "$rep"
+      for entry in $ab_suites; do
         kind=${entry%%:*}
         arg=${entry#*:}
         [ "$arg" = "$entry" ] && arg=

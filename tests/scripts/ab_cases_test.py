@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""The case files of scripts/ab_cases/ (gpu_check.sh's AB_CASES_FILE) against the built
+bqmm-profile: every case line parses as gpu_check.sh parses it (NAME, then VAR=VALUE words
+for the environment, then the profiler's arguments) and its arguments are ones the
+profiler accepts, checked with --explain (plans for an H200 and exits; no GPU needed).
+
+  ab_cases_test.py BQMM_PROFILE CASES_DIR
+"""
+import glob
+import os
+import subprocess
+import sys
+
+
+def cases(path):
+    """(line number, name, env, args) of each case of a case file."""
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            words = line.split()
+            if not words or words[0].startswith("#"):
+                continue
+            name, rest = words[0], words[1:]
+            env = {}
+            while rest and not rest[0].startswith("--") and "=" in rest[0]:
+                var, value = rest[0].split("=", 1)
+                env[var] = value
+                rest = rest[1:]
+            yield number, name, env, rest
+
+
+def main():
+    profile, cases_dir = sys.argv[1], sys.argv[2]
+    files = sorted(glob.glob(os.path.join(cases_dir, "*.txt")))
+    if not files:
+        print(f"no case files in {cases_dir}")
+        return 1
+    failures = checked = 0
+    for path in files:
+        for number, name, env, args in cases(path):
+            if not args:
+                print(f"{path}:{number}: case {name} has no profiler arguments")
+                failures += 1
+                continue
+            run = subprocess.run([profile, *args, "--explain", "--sm", "90", "--num-sms", "132"],
+                                 env={**os.environ, **env}, capture_output=True, text=True)
+            checked += 1
+            if run.returncode != 0:
+                print(f"{path}:{number}: case {name}: bqmm-profile exited {run.returncode}\n"
+                      f"{run.stdout}{run.stderr}")
+                failures += 1
+    print(f"{checked} cases of {len(files)} files checked, {failures} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
