@@ -147,16 +147,23 @@ struct RawConsts {
   uint32_t bits;    // N-bit: scale's T bits | zp byte << 16
 };
 
-template <GemmWeights kW, typename T, typename S>
-__device__ __forceinline__ uint32_t block_of(const GemmParams<T, S>& p, int64_t k) {
-  uint32_t b;
-  if constexpr (kW == GemmWeights::kFp8) {
-    b = p.block_div.div(static_cast<uint32_t>(k >> 4));  // a word never straddles a chunk
-  } else {
-    b = static_cast<uint32_t>(k >> p.block_shift);
-  }
+template <typename T, typename S>
+__device__ __forceinline__ uint32_t clamp_block(const GemmParams<T, S>& p, uint32_t b) {
   const uint32_t last = static_cast<uint32_t>(p.k_blocks - 1);
   return b < last ? b : last;  // K past the end (zero activations) reads the last block
+}
+// FP8: the block of 16-element chunk `chunk` (k / 16).
+template <typename T, typename S>
+__device__ __forceinline__ uint32_t fp8_chunk_block(const GemmParams<T, S>& p, uint32_t chunk) {
+  return clamp_block(p, p.block_div.div(chunk));
+}
+template <GemmWeights kW, typename T, typename S>
+__device__ __forceinline__ uint32_t block_of(const GemmParams<T, S>& p, int64_t k) {
+  if constexpr (kW == GemmWeights::kFp8) {
+    return fp8_chunk_block(p, static_cast<uint32_t>(k >> 4));  // a word never straddles a chunk
+  } else {
+    return clamp_block(p, static_cast<uint32_t>(k >> p.block_shift));
+  }
 }
 
 // A weight row's constants: its row of scales and of packed zero points (nullptr: the

@@ -314,10 +314,8 @@ struct FusedWgmmaTile {
   // ---------------------------------------------------------------- block constants
   // As FusedGemmTile's: kConsts 1 and 2 are loaded kConstsAhead slabs ahead, 8 where used.
   __device__ __forceinline__ uint32_t chunk_block(int64_t slab, int c) const {
-    if constexpr (kFp8) {  // block_of's division on the 16-byte chunk index, in 32 bits
-      const uint32_t b = p.block_div.div(static_cast<uint32_t>(slab) * F::kChunks + c);
-      const uint32_t last = static_cast<uint32_t>(p.k_blocks - 1);
-      return b < last ? b : last;
+    if constexpr (kFp8) {  // the chunk index in 32 bits
+      return fp8_chunk_block(p, static_cast<uint32_t>(slab) * F::kChunks + c);
     } else {
       return block_of<kW>(p, slab * F::kSlabK + c * F::kChunkK + t * F::kWordK);
     }
