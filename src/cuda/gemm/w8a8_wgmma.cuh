@@ -119,9 +119,10 @@ struct W8A8Tile {
   static constexpr int kSteps = kW8a8SlabK / 32;
   static_assert(kStages >= kWgmmaMinStages, "a slab in use, one in flight");
 
+  using RingPos = typename WgmmaRing<kStages>::Pos;
+
   const W8A8Params<T>& p;
   uint8_t* smem;
-  using RingPos = typename WgmmaRing<kStages>::Pos;
   WgmmaRing<kStages>& ring;
   int warp, lane, g, t;
   int64_t n0, m0;
