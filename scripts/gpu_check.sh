@@ -11,7 +11,12 @@
 #                                    (its weight scales per row / per 128 rows);
 #                                    NBITS_BENCH_BITS="8 4" (NBitsMatMul decode suite),
 #                                    NBITS_BENCH_ZERO_POINTS="none packed" (its zero points),
-#                                    NBITS_BENCH_BLOCK_SIZES="128" (its block sizes)
+#                                    NBITS_BENCH_BLOCK_SIZES="128" (its block sizes); set
+#                                    empty, a variable skips its group (the bench in two
+#                                    runs: BENCH_ACT_QUANT= NBITS_BENCH_ZERO_POINTS= for
+#                                    both operators' suites without W8A8 and N-bit decode,
+#                                    then BENCH_SUITES= for those two; perf_report.py takes
+#                                    both runs' bench_*.jsonl from one folder)
 #   variants: the decode suites with each GEMV kernel and weight stream forced through the
 #   internal plan override (BQMM_PLAN_OVERRIDE, docs/DESIGN.md): FP8 "fma=1" (CUDA cores),
 #   "fma=0" (tensor cores at every M) with "tma=0,lines=0" (fragment register loads),
@@ -107,7 +112,7 @@ if has sanitize; then
 fi
 
 if has bench; then
-  for suite in ${BENCH_SUITES:-decode prefill}; do
+  for suite in ${BENCH_SUITES-decode prefill}; do
     t0=$(stamp)
     "$build/bqmm-profile" --op fp8 --suite "$suite" --json "$OUT/bench_$suite.jsonl" \
       >"$OUT/bench_$suite.log" 2>&1
@@ -118,8 +123,8 @@ if has bench; then
   # scales) on the prefill suite, float16 (BENCH_ACT_QUANT, default "static dynamic"), with
   # per-row weight scales and with scales shared by 128-row blocks (b_scale_block_rows;
   # BENCH_SCALE_ROWS, default "1 128").
-  for rows in ${BENCH_SCALE_ROWS:-1 128}; do
-    for mode in ${BENCH_ACT_QUANT:-static dynamic}; do
+  for rows in ${BENCH_SCALE_ROWS-1 128}; do
+    for mode in ${BENCH_ACT_QUANT-static dynamic}; do
       t0=$(stamp)
       name=w8a8_${mode}_prefill
       [ "$rows" = 1 ] || name=w8a8_${mode}_rows${rows}_prefill
@@ -134,9 +139,9 @@ if has bench; then
   # others add _bs<B> to names); its prefill suite (fused GEMM to 128 rows, then the
   # mixed-input GEMM on SM90, else dequant + cuBLAS) at block 128 without zero points, each
   # width.
-  for bs in ${NBITS_BENCH_BLOCK_SIZES:-128}; do
-    for zp in ${NBITS_BENCH_ZERO_POINTS:-none packed}; do
-      for bits in ${NBITS_BENCH_BITS:-8 4}; do
+  for bs in ${NBITS_BENCH_BLOCK_SIZES-128}; do
+    for zp in ${NBITS_BENCH_ZERO_POINTS-none packed}; do
+      for bits in ${NBITS_BENCH_BITS-8 4}; do
         t0=$(stamp)
         name=nbits${bits}_decode$(zp_suffix "$zp")
         [ "$bs" = 128 ] || name=${name}_bs$bs
@@ -147,8 +152,8 @@ if has bench; then
       done
     done
   done
-  if [[ " ${BENCH_SUITES:-decode prefill} " == *" prefill "* ]]; then
-    for bits in ${NBITS_BENCH_BITS:-8 4}; do
+  if [[ " ${BENCH_SUITES-decode prefill} " == *" prefill "* ]]; then
+    for bits in ${NBITS_BENCH_BITS-8 4}; do
       t0=$(stamp)
       name=nbits${bits}_prefill
       "$build/bqmm-profile" --op nbits --bits "$bits" --zero-points none --block-size 128 \
