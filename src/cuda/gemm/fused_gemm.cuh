@@ -197,12 +197,6 @@ __device__ __forceinline__ RawConsts<kW, T> load_consts(const ConstRow<S>& r, ui
   return c;
 }
 
-template <GemmWeights kW, typename T, typename S>
-__device__ __forceinline__ RawConsts<kW, T> load_consts(const GemmParams<T, S>& p, int64_t row,
-                                                        uint32_t blk) {
-  return load_consts<kW, T>(const_row(p, row), blk);
-}
-
 // N-bit: the decoder's constants of a raw (row, block) pair.
 template <GemmWeights kW, typename T>
 __device__ __forceinline__ BlockConsts nbits_consts(const RawConsts<kW, T>& c, uint32_t blk) {
@@ -249,7 +243,7 @@ struct FusedGemmTile {
   uint8_t* smem;
   int warp_n, warp_m, warp_k, lane, g, t;
   int64_t n0, m0;
-  int64_t rows[2][2];  // [tile][lo, hi]: the lane's weight rows (clamped to N - 1)
+  ConstRow<S> crow[2][2];  // [tile][lo, hi]: the lane's weight rows' constants (rows clamped to N - 1)
 
   __device__ FusedGemmTile(const Params& params, uint8_t* shared, int64_t n_begin, int64_t m_begin)
       : p(params), smem(shared), n0(n_begin), m0(m_begin) {
@@ -265,7 +259,10 @@ struct FusedGemmTile {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int64_t r = n0 + 32 * warp_n + 16 * j + 8 * h + g;
-        rows[j][h] = r < p.n ? r : p.n - 1;
+        crow[j][h] = const_row(p, r < p.n ? r : p.n - 1);
+        // Opaque from here: otherwise the compiler folds the row's offset back into every
+        // slab's load address (a 64-bit multiply-add per row and slab).
+        asm("" : "+l"(crow[j][h].scales), "+l"(crow[j][h].zp));
       }
   }
 
@@ -317,23 +314,42 @@ struct FusedGemmTile {
   }
 
   // Slab `slab`'s weight and activation tiles into stage `stage` (every thread, cp.async).
+  // Where the block's weight rows all exist and the slab lies inside the rows, the weight
+  // copies need no predicates (a pointer step per pass); the same for the activations
+  // where every row of the tile exists and the slab lies inside K.
   __device__ __forceinline__ void load_stage(const Loader& l, int stage, int64_t slab) const {
     const uint32_t base = smem_addr(smem + stage * kStageBytes);
     const int64_t w_off = slab * kGemmSlabBytes;
-    const bool w_in_row = w_off + 16 * l.wc < p.row_bytes;
+    const uint32_t w_dst = base + l.w_dst;
+    constexpr uint32_t kWeightPassBytes = (Warps::kThreads / F::kChunks) * kGemmSlabBytes;
+    if (n0 + kGemmTileN <= p.n && w_off + kGemmSlabBytes <= p.row_bytes) {
+      const uint8_t* src = l.w_src + w_off;
 #pragma unroll
-    for (int pass = 0; pass < kWeightPasses; ++pass) {
-      const bool ok = w_in_row && ((l.w_rows_ok >> pass) & 1u) != 0;
-      cp_async16(base + l.w_dst + pass * (Warps::kThreads / F::kChunks) * kGemmSlabBytes,
-                 ok ? l.w_src + pass * l.w_stride + w_off : p.b, ok);
+      for (int pass = 0; pass < kWeightPasses; ++pass, src += l.w_stride)
+        cp_async16(w_dst + pass * kWeightPassBytes, src, true);
+    } else {
+      const bool w_in_row = w_off + 16 * l.wc < p.row_bytes;
+#pragma unroll
+      for (int pass = 0; pass < kWeightPasses; ++pass) {
+        const bool ok = w_in_row && ((l.w_rows_ok >> pass) & 1u) != 0;
+        cp_async16(w_dst + pass * kWeightPassBytes, ok ? l.w_src + pass * l.w_stride + w_off : p.b, ok);
+      }
     }
     const int64_t a_off = slab * F::kSlabK;
-    const bool a_in_row = a_off + 8 * l.ac < p.k;
+    const uint32_t a_dst = base + l.a_dst;
+    constexpr uint32_t kActPassBytes = kActRowsPerPass * F::kActPitch;
+    if (m0 + kTileM <= p.m && a_off + F::kSlabK <= p.k) {
+      const T* src = l.a_src + a_off;
 #pragma unroll
-    for (int pass = 0; pass < kActPasses; ++pass) {
-      const bool ok = a_in_row && ((l.a_rows_ok >> pass) & 1u) != 0;
-      cp_async16(base + l.a_dst + pass * kActRowsPerPass * F::kActPitch,
-                 ok ? l.a_src + pass * l.a_stride + a_off : p.a, ok);
+      for (int pass = 0; pass < kActPasses; ++pass, src += l.a_stride)
+        cp_async16(a_dst + pass * kActPassBytes, src, true);
+    } else {
+      const bool a_in_row = a_off + 8 * l.ac < p.k;
+#pragma unroll
+      for (int pass = 0; pass < kActPasses; ++pass) {
+        const bool ok = a_in_row && ((l.a_rows_ok >> pass) & 1u) != 0;
+        cp_async16(a_dst + pass * kActPassBytes, ok ? l.a_src + pass * l.a_stride + a_off : p.a, ok);
+      }
     }
   }
 
@@ -351,7 +367,7 @@ struct FusedGemmTile {
 #pragma unroll
         for (int j = 0; j < 2; ++j)
 #pragma unroll
-          for (int h = 0; h < 2; ++h) c[j][h][ci] = load_consts<kW>(p, rows[j][h], blk);
+          for (int h = 0; h < 2; ++h) c[j][h][ci] = load_consts<kW, T>(crow[j][h], blk);
       }
     }
   }
@@ -402,8 +418,8 @@ struct FusedGemmTile {
     if constexpr (kFp8) {
       a[0][0] = e4m3x2_to_packed2<T>(lo);
       a[0][1] = e4m3x2_to_packed2<T>(hi);
-      a[0][2] = e4m3x2_to_packed2<T>(lo >> 16);
-      a[0][3] = e4m3x2_to_packed2<T>(hi >> 16);
+      a[0][2] = e4m3x2_hi_to_packed2<T>(lo);
+      a[0][3] = e4m3x2_hi_to_packed2<T>(hi);
     } else {
       constexpr int kBits = F::kBits;
       uint32_t pl[Codes<kBits>::kPerWord / 2], ph[Codes<kBits>::kPerWord / 2];
@@ -446,7 +462,7 @@ struct FusedGemmTile {
             if constexpr (kPrefetch) {
               c[j][h] = pre[j][h][wl / kWordsPerWarpConst];
             } else {
-              c[j][h] = load_consts<kW>(p, rows[j][h], blk_or_word(slab, w, blk));
+              c[j][h] = load_consts<kW, T>(crow[j][h], blk_or_word(slab, w, blk));
             }
           }
         uint32_t a[2][F::kSteps][4];
