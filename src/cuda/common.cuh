@@ -364,6 +364,24 @@ __device__ __forceinline__ float warp_reduce_sum_scatter(float (&v)[N], int lane
   return v[0];
 }
 
+// ----------------------------------------------------------------- dependent launches
+// Programmatic dependent launch (SM90): a kernel launched with
+// cudaLaunchAttributeProgrammaticStreamSerialization may start while the kernel before it
+// in the stream still runs, once every block of that kernel has called
+// allow_dependent_launch (or exited); it must call wait_for_prior_grid before reading
+// anything that kernel wrote, which returns once that kernel has completed and its writes
+// are visible. Both are no-ops below SM90 and for kernels launched without the attribute.
+__device__ __forceinline__ void allow_dependent_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_for_prior_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // ----------------------------------------------------------------- launch shapes
 // Grid-stride element loops cap the grid at a few waves of the device.
 inline unsigned int grid_for(int64_t work_items, int threads_per_block, int64_t max_blocks = 65535 * 8) {
@@ -371,6 +389,14 @@ inline unsigned int grid_for(int64_t work_items, int threads_per_block, int64_t 
   if (blocks < 1) blocks = 1;
   if (blocks > max_blocks) blocks = max_blocks;
   return static_cast<unsigned int>(blocks);
+}
+
+// Whether the current device takes programmatic dependent launches (SM90 and later).
+inline bool dependent_launch_supported() {
+  int device = 0, major = 0;
+  return cudaGetDevice(&device) == cudaSuccess &&
+         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+         major >= 9;
 }
 
 }  // namespace bqmm::cuda

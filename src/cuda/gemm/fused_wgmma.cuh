@@ -536,6 +536,7 @@ template <typename T, GemmWeights kW, int kTileM, int kConsts>
 __global__ void __launch_bounds__(kWgmmaThreads, 1)
     FusedWgmmaKernel(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>> p) {
 #if BQMM_WGMMA_ENABLED
+  allow_dependent_launch();  // the K split's reduction may be scheduled (it waits for this grid)
   using Tile = FusedWgmmaTile<T, kW, kTileM, kConsts>;
   extern __shared__ __align__(1024) uint8_t wgmma_smem_raw[];
   __shared__ WgmmaRing<Tile::kStages> ring;

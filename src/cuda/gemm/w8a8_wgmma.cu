@@ -52,9 +52,8 @@ Status launch_typed(const Fp8KernelArgs& args, int k_split, const W8A8Workspace&
   kernel<<<grid, kWgmmaThreads, kSmem, stream>>>(p);
   BQMM_RETURN_IF_ERROR(check_launch("W8A8WgmmaKernel"));
   if (k_split == 1) return Status::Ok();
-  FusedGemmReduceKernel<T><<<grid_for(args.m * args.n, 256), 256, 0, stream>>>(
-      ws.partials, p.bias, p.y, args.m, args.n, k_split);
-  return check_launch("FusedGemmReduceKernel");
+  return launch_k_split_reduce<T>(ws.partials, p.bias, p.y, args.m, args.n, k_split,
+                                  /*dependent=*/true, stream);
 }
 
 // The kernel of one (type, mode), at the tile the plan chose.

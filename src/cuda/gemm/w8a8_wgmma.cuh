@@ -370,6 +370,7 @@ struct W8A8Tile {
 template <typename T, bool kDynamic, int kTileM>
 __global__ void __launch_bounds__(kWgmmaThreads, 1) W8A8WgmmaKernel(const __grid_constant__ W8A8Params<T> p) {
 #if BQMM_WGMMA_ENABLED
+  allow_dependent_launch();  // the K split's reduction may be scheduled (it waits for this grid)
   using Tile = W8A8Tile<T, kDynamic, kTileM>;
   extern __shared__ __align__(1024) uint8_t w8a8_smem_raw[];
   __shared__ WgmmaRing<Tile::kStages> ring;
