@@ -123,6 +123,46 @@ class PerfReportTest(unittest.TestCase):
         self.assertEqual(text.count("2026-12-01T08:00:00Z"), 3)
         self.assertIn("1 failed the accuracy check", text)
 
+    def test_update_replaces_only_the_tables_measured_again(self):
+        self.write_suites()
+        rc, out = self.run_script()
+        self.assertEqual(rc, 0, out)
+        # The decode suite measured again, and one new suite: --update replaces the decode
+        # table in place, keeps the other two byte for byte and puts the new one last.
+        for name in os.listdir(self.data):
+            os.remove(os.path.join(self.data, name))
+        self.write("bench_decode.jsonl", [
+            row("fp8", 1, 4096, 4096, path="gemv_fma", plan="rows_per_warp=1; workspace=0B}",
+                b2b=5.9, median=8.8, cublas=12.4, date="2026-12-02T15:00:00Z"),
+        ])
+        self.write("bench_nbits8_decode.jsonl", [
+            row("nbits", 1, 8192, 8192, b2b=17.0, median=20.0, cublas=34.0, bits=8,
+                zero_points="none", date="2026-12-02T15:00:00Z"),
+        ])
+        before = self.doc_text()
+        rc, out = self.run_script("--update")
+        self.assertEqual(rc, 0, out)
+        text = self.doc_text()
+        self.assertTrue(text.startswith(BEFORE), text)
+        self.assertTrue(text.endswith(AFTER), text)
+        self.assertEqual(self.table_rows(text), [
+            "| 4096 x 4096 | 1 | fp16 | fma | 5.9 | 8.8 | 12.4 | 2.10 | 81 | - | - | yes |",
+            "| 8192 x 8192 | 256 | fp16 | w8a8 t128 k1 | 61.0 | 65.0 | 49.6 | 0.81 | 81 | - | - | yes |",
+            "| 28672 x 8192 | 1 | fp16 | lines x2 k4 | 40.5 | 43.3 | 107.0 | 2.64 | 81 | - | - | yes |",
+            "| 8192 x 8192 | 1 | fp16 | lines k2 | 17.0 | 20.0 | 34.0 | 2.00 | 81 | - | - | yes |",
+        ])
+        kept = before[before.index("### Fp8WeightMatMul, prefill"):before.index("<!-- perf-report:end -->")]
+        self.assertIn(kept, text)
+        self.assertEqual(text.count("2026-12-01T08:00:00Z"), 2)  # the two kept tables
+        self.assertEqual(text.count("2026-12-02T15:00:00Z"), 2)
+        self.assertLess(text.index("### Fp8WeightMatMul, decode"),
+                        text.index("### NBitsMatMul 8-bit, decode"))
+        self.assertLess(text.index("### NBitsMatMul 4-bit"), text.index("### NBitsMatMul 8-bit"))
+        # Twice is the same.
+        rc, out = self.run_script("--update")
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(self.doc_text(), text)
+
     def test_gemm_path_labels(self):
         sys.path.insert(0, os.path.dirname(SCRIPT))
         import perf_report
