@@ -2,7 +2,8 @@
 # The GPU machine's one script: build for the local GPU (sm_90 on the H200), run the CPU
 # and GPU test suites, run compute-sanitizer (memcheck on a short GPU subset, racecheck on
 # the shared-memory kernels), run the benchmark suites, and print a short summary last.
-# Logs and JSON go to $OUT (default ./out).
+# Logs and JSON go to $OUT (default ./out); the bench step also packs its JSON into
+# $OUT/bench_jsonl.tgz.
 #
 #   scripts/gpu_check.sh [steps]     steps: comma list of build,test,sanitize,bench,variants,ab
 #                                    (default: the first four); BENCH_SUITES="decode prefill"
@@ -163,6 +164,8 @@ if has bench; then
     done
   fi
   python3 scripts/bench_table.py "$OUT"/bench_*.jsonl > "$OUT/bench_table.txt" 2>&1 || true
+  # Every suite's JSON in one file, for copying the results off a remote GPU machine.
+  (cd "$OUT" && tar czf bench_jsonl.tgz bench_*.jsonl) 2>/dev/null || true
 fi
 
 if has variants; then
