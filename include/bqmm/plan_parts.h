@@ -20,7 +20,7 @@ struct GemvConfig {
   bool lines = false;   // weights by whole 128-byte line loads staged through shared memory
   int tiles = 0;        // 16-column tiles per warp (2 only with line loads)
   int registers = 0;    // two tiles: the kernel's register bound (128 or 168), else 0
-  int row_groups = 1;   // M > 8: groups of 8 activation rows, one block each per column block
+  int row_groups = 1;   // M > 8: groups of 16 activation rows, one block each per column block
 };
 
 // The fused GEMM (M above the decode GEMV's rows): blocks of tile_m activation rows x

@@ -27,11 +27,13 @@ constexpr int kGemvWideRegisters = 168;
 
 // The geometry both kernels share.
 constexpr int64_t kGemvMaxRows = 8;       // activation rows of a GEMV (the mma N extent)
-// The line-load kernels also take M up to kGemvMaxGroupRows as row groups of 8: a grid of
-// ceil(M / 8) blocks per column block, the group varying fastest so that the groups of a
-// column block read its weight bytes from HBM once and from L2 after.
+// The line-load kernels also take M up to kGemvMaxGroupRows as row groups of
+// kGemvGroupRows: each warp multiplies a decoded weight fragment with two 8-row halves of
+// the group; a grid of ceil(M / 16) blocks per column block, the group varying fastest so
+// that the groups of a column block read its weight bytes from HBM once and from L2 after.
+constexpr int64_t kGemvGroupRows = 2 * kGemvMaxRows;
 constexpr int64_t kGemvMaxGroupRows = 64;
-constexpr int64_t gemv_row_groups(int64_t m) { return (m + kGemvMaxRows - 1) / kGemvMaxRows; }
+constexpr int64_t gemv_row_groups(int64_t m) { return (m + kGemvGroupRows - 1) / kGemvGroupRows; }
 // The most rows both planners give the row groups; above, the dequant + cuBLAS path. Each
 // group costs about an M = 8 GEMV (the decode, not the HBM stream, paces it). On the H200,
 // against dequant + cuBLAS on the four prefill shapes: M = 16 and 32 1.3-2.8x faster (FP8)
@@ -62,10 +64,11 @@ constexpr int64_t kGemvWideCostPercent = 90;
 // NBitsMatMul's window kernel (cuda/gemv/nbits_window.cu, kWindowMinBlocks, derived from
 // this function; constexpr for it), line loads or not:
 // 64 registers per thread, 32 warps per SM; 80 with packed zero points or 8-bit bfloat16
-// codes, 24; 128 for 8-bit float16 codes or two tiles per warp, 16.
+// codes, 24; 128 for 8-bit float16 codes, two tiles per warp or row groups (M > 8: each
+// word multiplied with two halves of 8 rows), 16.
 constexpr int64_t nbits_window_warps_per_sm(int bits, bool zero_points, bool float16,
-                                         int tiles_per_warp = 1) {
-  if (tiles_per_warp == 2) return 16;
+                                         int tiles_per_warp = 1, bool row_groups = false) {
+  if (tiles_per_warp == 2 || row_groups) return 16;
   return bits == 8 ? (float16 ? 16 : 24) : zero_points ? 24 : 32;
 }
 

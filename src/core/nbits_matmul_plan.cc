@@ -154,14 +154,37 @@ bool whole_windows(const NBitsMatMulProblem& p, const GemvFacts& f, int algo) {
   return f.half && algo == kNBitsGemvAlgoUnrolled && p.row_bytes() % kGemvWindowBytes == 0;
 }
 
-// M > 8 (row groups): only the window kernel with line loads has them; and only with the
-// fused GEMM forced off (gemm=0), which replaced them: it decodes each weight fragment
-// once for all of a block's rows, where every group of 8 rows decoded it again (the
-// decode, not the HBM stream, paced them).
-bool row_groups_apply(const NBitsMatMulProblem& p, const GemvFacts& f, const PlanOverride& o) {
-  return p.m > kGemvMaxRows && o.gemm == 0 &&
-         lines_apply(p, f, whole_windows(p, f, choose_algo(o))) && o.window != 0 &&
-         o.lines != 0 && o.tma != 1;
+// M > 8 (row groups): only the window kernel with line loads has them.
+bool row_groups_fit(const NBitsMatMulProblem& p, const GemvFacts& f, const PlanOverride& o) {
+  return p.m > kGemvMaxRows && lines_apply(p, f, whole_windows(p, f, choose_algo(o))) &&
+         o.window != 0 && o.lines != 0 && o.tma != 1;
+}
+
+// One row group (M = 9..16: each decoded word multiplied with two 8-row halves) in the
+// fused GEMM's place, unless the GEMM is forced (fused_gemm_forced). Measured on the H200 against
+// the fused GEMM (float16, back to back, the tiles of row_group_tiles): 8-bit 8192 x 8192
+// M = 9 19.9 against 25.2 us, M = 16 22.5 against 25.1 (bfloat16 23.8 against 28.8),
+// 28672 x 8192 70.3 against 78.2, 4096 x 14336 18.9 against 22.2, 14336 x 4096 19.4
+// against 23.6; 4-bit 8192 x 8192 M = 9 19.2 against 25.1, M = 16 22.1 against 25.3,
+// 28672 x 8192 68.0 against 76.3, 4096 x 14336 22.6 against 22.8, 14336 x 4096 20.2
+// against 23.7.
+bool row_group_preferred(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
+  return p.m <= kGemvGroupRows && !fused_gemm_forced(o) && gemv_applies(p, d, o) &&
+         row_groups_fit(p, gemv_facts(p, d), o);
+}
+
+// M > 8 takes the row groups where they fit: up to 16 rows where preferred (above), and
+// up to kGemvFusedMaxRows with the fused GEMM forced off (gemm=0).
+bool row_groups_apply(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
+  return (o.gemm == 0 && row_groups_fit(p, gemv_facts(p, d), o)) || row_group_preferred(p, d, o);
+}
+
+// Tiles per warp of the row groups: two for 4-bit (the decode shared by both tiles'
+// activation loads: 1-27 % faster than one tile at M = 16 on the four prefill shapes,
+// equal at M = 9) and for 8-bit on large weights or above 16 rows; else one (8-bit
+// 4096 x 14336 M = 16 18.9 against 24.4 us with two).
+int row_group_tiles(const NBitsMatMulProblem& p, const GemvFacts& f) {
+  return p.bits == 4 || f.large || p.m > kGemvGroupRows ? 2 : 1;
 }
 
 // The fused GEMM's conditions (both operators' in gemm_common_refusal: M > 8, SM80+,
@@ -174,6 +197,8 @@ bool row_groups_apply(const NBitsMatMulProblem& p, const GemvFacts& f, const Pla
 const char* fused_gemm_refusal(const NBitsMatMulProblem& p, const DeviceInfo& d,
                                const PlanOverride& o) {
   if (const char* why = gemm_common_refusal(p, d, o.gemm)) return why;
+  static_assert(kGemvGroupRows == 16, "the reason below names the bound");
+  if (row_group_preferred(p, d, o)) return "M <= 16: the GEMV's row group of 16 is faster there";
   if (p.has_g_idx) return "g_idx (act order)";
   if (p.zero_points == NBitsZeroPoints::kTyped) return "typed (fractional) zero points";
   if (p.row_bytes() % 16 != 0) return "rows of B not a multiple of 16 bytes";
@@ -192,7 +217,7 @@ void choose_stream(const NBitsMatMulProblem& p, const DeviceInfo& d, const GemvF
                    const PlanOverride& o, GemvConfig* g) {
   if (p.m > kGemvMaxRows) {
     g->lines = g->window = true;
-    g->tiles = o.tiles > 0 ? o.tiles : two_tiles_faster(p, f) ? 2 : 1;
+    g->tiles = o.tiles > 0 ? o.tiles : row_group_tiles(p, f);
     return;
   }
   const bool windows_ok = whole_windows(p, f, g->algo);
@@ -211,7 +236,7 @@ void choose_stream(const NBitsMatMulProblem& p, const DeviceInfo& d, const GemvF
 // Warps of the chosen kernel an SM holds (its launch bounds).
 int64_t warps_per_sm(const NBitsMatMulProblem& p, const GemvFacts& f, const GemvConfig& g) {
   if (!f.half) return kGemvWarpsPerSmFloat;
-  if (g.window) return nbits_window_warps_per_sm(p.bits, f.zp, f.fp16, g.tiles);
+  if (g.window) return nbits_window_warps_per_sm(p.bits, f.zp, f.fp16, g.tiles, p.m > kGemvMaxRows);
   return kGemvTensorCoreWarpsPerSm;
 }
 
@@ -331,7 +356,7 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan) {
     os << "; fma=1; rows=" << plan.gemv.rows;
   } else if (plan.path == NBitsPath::kGemv) {
     os << "; algo=" << plan.gemv.algo << "; rows=" << plan.gemv.rows;
-    print_tensor_core_gemv(os, plan.gemv, true);
+    print_tensor_core_gemv(os, plan.gemv, true, plan.problem.m > kGemvMaxRows);
   }
   return print_workspace(os, plan.regions, plan.workspace_bytes) << "}";
 }
@@ -389,7 +414,7 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     plan.path = NBitsPath::kFusedGemm;
     plan_fused_gemm(p, device, o, &plan);
   } else if (gemv_applies(p, device, o) &&
-             (p.m <= kGemvMaxRows || row_groups_apply(p, gemv_facts(p, device), o))) {
+             (p.m <= kGemvMaxRows || row_groups_apply(p, device, o))) {
     plan.path = NBitsPath::kGemv;
     BQMM_RETURN_IF_ERROR(plan_gemv(p, device, o, &plan.gemv));
   } else {

@@ -18,6 +18,8 @@
 //   registers=128|168 both   the two-tile kernel's register bound
 //   gemm=0|1          both   the fused GEMM: 0 never (the GEMV's row groups up to 32 rows,
 //                            then dequant + cuBLAS), 1 wherever it applies, M <= 8 included
+//                            and M = 9..16 where the GEMV's row group is preferred (as
+//                            do wgmma, tile_m and gemm_k_split)
 //   wgmma=0|1         both   the fused GEMM's Hopper mainloop: 0 never (mma.sync), 1 at
 //                            every M where it has the tile (SM90 builds and devices)
 //   tile_m=16|32|64|128
@@ -78,6 +80,12 @@ struct PlanOverride {
 
 // The fused GEMM's forced choices of an override (core/gemm_plan.h).
 inline GemmForced gemm_forced(const PlanOverride& o) { return {o.wgmma, o.tile_m, o.gemm_k_split}; }
+
+// gemm=1 or any of the fused GEMM's own keys: the fused GEMM wherever it applies, also at
+// M = 9..16 where the planners prefer the GEMV's row group.
+inline bool fused_gemm_forced(const PlanOverride& o) {
+  return o.gemm == 1 || o.wgmma >= 0 || o.tile_m > 0 || o.gemm_k_split > 0;
+}
 // The mixed-input GEMM's (core/gemm_plan.h).
 inline MixedForced mixed_forced(const PlanOverride& o) { return {o.mixed_sk, o.mixed_tile}; }
 

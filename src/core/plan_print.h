@@ -16,14 +16,16 @@ inline std::ostream& print_dequant(std::ostream& os, const DequantConfig& d,
 }
 
 // The tensor-core GEMV's tiling: "; k_split=..; tma=..[; window=..]; lines=..; tiles=..
-// [; regs=..]" (window for the operator that has that kernel, regs with two tiles).
+// [; regs=..][; row_groups=..]" (window for the operator that has that kernel, regs with two
+// tiles).
+// row_groups: M > 8 (the line-load kernels' groups of 16 rows).
 inline std::ostream& print_tensor_core_gemv(std::ostream& os, const GemvConfig& g,
-                                            bool has_window) {
+                                            bool has_window, bool row_groups) {
   os << "; k_split=" << g.k_split << "; tma=" << (g.tma ? 1 : 0);
   if (has_window) os << "; window=" << (g.window ? 1 : 0);
   os << "; lines=" << (g.lines ? 1 : 0) << "; tiles=" << g.tiles;
   if (g.registers > 0) os << "; regs=" << g.registers;
-  if (g.row_groups > 1) os << "; row_groups=" << g.row_groups;
+  if (row_groups) os << "; row_groups=" << g.row_groups;
   return os;
 }
 

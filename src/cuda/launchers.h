@@ -40,7 +40,7 @@ Status launch_fill_bias(DType t, void* y, const void* bias, int64_t m, int64_t n
 // gemv/fp8_mma.cu (tensor cores), gemv/fma_gemv.cu (CUDA cores): the fused decode GEMV,
 // Y[m, n] = sum_k A'[m, k] * e4m3(B[n, k]) * b_scale[n, k / block_size] + bias[n] for
 // 0 < M <= 8 (tensor cores with line loads: M <= kGemvMaxGroupRows, core/gemv_split.h, in
-// row groups of 8; gemv/common.cuh), where A' = QDQ(A) when a_scale is given (fused into
+// row groups of 16; gemv/common.cuh), where A' = QDQ(A) when a_scale is given (fused into
 // the activation load, bit-identical to launch_act_qdq) and A otherwise.
 // Needs K % 16 == 0, block_size % 16 == 0 and 16-byte aligned a and b. The same arguments
 // go to the W8A8 GEMM (launch_w8a8_gemm, below).
@@ -88,7 +88,7 @@ Status launch_nbits_dequant(const NBitsDequantArgs& args, bool vec8, cudaStream_
 // gemv/nbits_gemv.cu (with nbits_window.cu, nbits_tma.cu; CUDA cores: fma_gemv.cu): the
 // fused decode GEMV, Y[m, n] = sum_k A[m, k] * (q[n, k] - zp[n, blk]) * scales[n, blk] +
 // bias[n], blk = k / block_size, for 0 < M <= 8 (the window kernel's line loads: M <=
-// kGemvMaxGroupRows in row groups of 8, `rows` 8; else kInternal). Needs integer zero
+// kGemvMaxGroupRows in row groups of 16, `rows` 8; else kInternal). Needs integer zero
 // points (packed or default), K % block_size == 0, rows of B of a multiple of 16 bytes,
 // 16-byte aligned a and b, K < 2^31, and SM80+ for float16 / bfloat16 (tensor cores).
 struct NBitsGemvArgs {

@@ -302,7 +302,7 @@ TEST(Fp8Plan, GemvTwoTilesAt168Registers) {
 }
 
 // With the fused GEMM forced off (gemm=0: the plans before it), above 8 rows the line-load
-// kernel takes row groups of 8 (K % 128 == 0, SM80+), up to kGemvFusedMaxRows (measured
+// kernel takes row groups of 16 (K % 128 == 0, SM80+), up to kGemvFusedMaxRows (measured
 // faster than dequant + cuBLAS there); everything else above 8 rows is dequant + cuBLAS.
 TEST(Fp8Plan, RowGroupsUpToTheFusedLimitWithoutTheGemm) {
   const PlanOverride off = without_gemm();
@@ -311,13 +311,13 @@ TEST(Fp8Plan, RowGroupsUpToTheFusedLimitWithoutTheGemm) {
     const Fp8MatMulPlan pl = plan(problem(m, 4096, 4096), kHopper, off);
     EXPECT_EQ(pl.path, Fp8Path::kGemvMma);
     EXPECT_TRUE(pl.gemv.lines);
-    EXPECT_EQ(pl.gemv.row_groups, (m + 7) / 8);
+    EXPECT_EQ(pl.gemv.row_groups, (m + 15) / 16);
     EXPECT_EQ(pl.workspace_bytes, 0u);
-    EXPECT_NE(printed(pl).find("row_groups=" + std::to_string((m + 7) / 8)), std::string::npos);
+    EXPECT_NE(printed(pl).find("row_groups=" + std::to_string((m + 15) / 16)), std::string::npos);
     EXPECT_EQ(path(problem(m, 4096, 4096), kAmpere, off), Fp8Path::kGemvMma);
     EXPECT_EQ(path(problem(m, 4096, 4096), kTuring, off), Fp8Path::kDequantGemm);
-    // By default the fused GEMM replaces them.
-    EXPECT_EQ(path(problem(m, 4096, 4096)), Fp8Path::kFusedGemm);
+    // By default one row group (M <= 16) below 128 Mi weights, else the fused GEMM.
+    EXPECT_EQ(path(problem(m, 4096, 4096)), m <= 16 ? Fp8Path::kGemvMma : Fp8Path::kFusedGemm);
   }
   EXPECT_EQ(plan(problem(8, 4096, 4096)).gemv.row_groups, 1);
   EXPECT_EQ(path(problem(kGemvFusedMaxRows + 1, 4096, 4096), kHopper, off),
@@ -339,6 +339,31 @@ TEST(Fp8Plan, RowGroupsCountInTheWaveModel) {
   EXPECT_EQ(plan(problem(32, 28672, 8192), kHopper, without_gemm()).gemv.tiles, 2);
 }
 
+// By default M = 9..16 takes one row group of the line-load GEMV (no workspace) below 128
+// Mi weights, float16 on 64 Mi or more up to 12 rows; the fused GEMM elsewhere, and
+// wherever forced (gemm=1 or its own keys).
+TEST(Fp8Plan, RowGroupInTheFusedGemmsPlaceToSixteenRows) {
+  for (const DType t : {DType::kFloat16, DType::kBFloat16})
+    for (const int64_t m : {9, 12, 13, 16}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(t) << " M=" << m);
+      const Fp8MatMulPlan small = plan(problem(m, 14336, 4096, 128, t));  // 56 Mi
+      EXPECT_EQ(small.path, Fp8Path::kGemvMma);
+      EXPECT_EQ(small.gemv.row_groups, 1);
+      EXPECT_EQ(small.gemv.tiles, 1);
+      EXPECT_TRUE(small.gemv.lines);
+      EXPECT_EQ(small.workspace_bytes, 0u);
+      EXPECT_NE(printed(small).find("; row_groups=1;"), std::string::npos) << printed(small);
+      const bool group = t == DType::kBFloat16 || m <= 12;
+      EXPECT_EQ(path(problem(m, 8192, 8192, 128, t)),  // 64 Mi
+                group ? Fp8Path::kGemvMma : Fp8Path::kFusedGemm);
+      EXPECT_EQ(path(problem(m, 28672, 8192, 128, t)), Fp8Path::kFusedGemm);  // 224 Mi
+      for (const char* o : {"gemm=1", "wgmma=0", "tile_m=16", "gemm_k_split=2"})
+        EXPECT_EQ(path(problem(m, 14336, 4096, 128, t), kHopper, parsed(o)), Fp8Path::kFusedGemm) << o;
+    }
+  EXPECT_EQ(path(problem(17, 4096, 4096)), Fp8Path::kFusedGemm);
+  EXPECT_EQ(path(problem(17, 4096, 4096), kHopper, parsed("gemm=0")), Fp8Path::kGemvMma);
+}
+
 // ------------------------------------------------------------------ fused GEMM
 // M <= 8 is the decode GEMV's, 8 < M <= kGemmMaxRows (128) the fused GEMM's, on every
 // SM80+ device, but with bfloat16 activations from 96 rows (with either, from 65 where its
@@ -350,7 +375,7 @@ TEST(Fp8Plan, FusedGemmAboveTheDecodeRows) {
   for (const DeviceInfo& d : {kHopper, kAmpere}) {
     const bool mixed = d.sm == 90 && mixed_gemm_built();  // tests/cpu/mixed_plan_test.cc
     EXPECT_EQ(path(problem(8, 4096, 4096), d), Fp8Path::kGemvMma);
-    for (int64_t m : {9, 16, 17, 32, 33, 64, 80}) {
+    for (int64_t m : {17, 32, 33, 64, 80}) {
       EXPECT_EQ(path(problem(m, 4096, 4096), d), Fp8Path::kFusedGemm) << m;
       EXPECT_EQ(path(problem(m, 4096, 4096, 128, DType::kBFloat16), d), Fp8Path::kFusedGemm) << m;
     }
@@ -373,9 +398,9 @@ TEST(Fp8Plan, FusedGemmAboveTheDecodeRows) {
   EXPECT_EQ(path(problem(9, 4096, 4112, 16)), Fp8Path::kFusedGemm);  // blocks of 16
   EXPECT_EQ(path(problem(9, 4096, 4096, 32)), Fp8Path::kFusedGemm);
   EXPECT_EQ(path(problem(9, 37, 16, 16)), Fp8Path::kFusedGemm);     // one chunk per row
-  for (const char* o : {"lines=0", "tma=1", "fma=1", "gemv=0", "k_split=2", "tiles=2"})
+  for (const char* o : {"lines=0", "tma=1", "fma=1", "gemv=0", "gemm=1", "tile_m=16"})
     EXPECT_EQ(path(problem(16, 4096, 4096), kHopper, parsed(o)), Fp8Path::kFusedGemm) << o;
-  const Fp8MatMulPlan pl = plan(problem(16, 4096, 4096));
+  const Fp8MatMulPlan pl = plan(problem(17, 4096, 4096));
   EXPECT_EQ(pl.gemv.k_split, 0);  // GEMV and dequant parts stay empty
   EXPECT_EQ(pl.dequant.n_tile, 0);
   EXPECT_FALSE(pl.dequant.qdq_activation);
@@ -390,36 +415,41 @@ TEST(Fp8Plan, FusedGemmConditions) {
     const char* why = fp8_fused_gemm_refusal(p, d, o);
     return why == nullptr ? "" : why;
   };
-  EXPECT_EQ(refusal(problem(16, 4096, 4096)), "");
-  EXPECT_EQ(path(problem(16, 4096, 4096), kTuring), Fp8Path::kDequantGemm);
-  EXPECT_EQ(path(problem(16, 4096, 4096), DeviceInfo{80, 108}), Fp8Path::kFusedGemm);
-  EXPECT_EQ(refusal(problem(16, 4096, 4096), kTuring), "tensor cores need SM80+");
-  EXPECT_EQ(path(problem(16, 4096, 4104)), Fp8Path::kDequantGemm);
-  EXPECT_EQ(refusal(problem(16, 4096, 4104)), "K % 16 != 0 (rows of B not whole 16-byte chunks)");
-  EXPECT_EQ(path(problem(16, 4096, 4100)), Fp8Path::kDequantGemm);
-  EXPECT_EQ(refusal(problem(16, 4096, 4100)), "K % 8 != 0");
+  EXPECT_EQ(refusal(problem(17, 4096, 4096)), "");
+  EXPECT_EQ(path(problem(17, 4096, 4096), kTuring), Fp8Path::kDequantGemm);
+  EXPECT_EQ(path(problem(17, 4096, 4096), DeviceInfo{80, 108}), Fp8Path::kFusedGemm);
+  EXPECT_EQ(refusal(problem(17, 4096, 4096), kTuring), "tensor cores need SM80+");
+  EXPECT_EQ(path(problem(17, 4096, 4104)), Fp8Path::kDequantGemm);
+  EXPECT_EQ(refusal(problem(17, 4096, 4104)), "K % 16 != 0 (rows of B not whole 16-byte chunks)");
+  EXPECT_EQ(path(problem(17, 4096, 4100)), Fp8Path::kDequantGemm);
+  EXPECT_EQ(refusal(problem(17, 4096, 4100)), "K % 8 != 0");
   // Blocks of whole chunks take it, powers of two or not (48: three chunks a scale).
   for (int64_t block : {16, 48, 80, 4096})
-    EXPECT_EQ(path(problem(16, 4096, 4096, block)), Fp8Path::kFusedGemm) << block;
+    EXPECT_EQ(path(problem(17, 4096, 4096, block)), Fp8Path::kFusedGemm) << block;
   for (int64_t block : {8, 24, 40, 100}) {
-    EXPECT_EQ(path(problem(16, 4096, 4096, block)), Fp8Path::kDequantGemm) << block;
-    EXPECT_EQ(refusal(problem(16, 4096, 4096, block)),
+    EXPECT_EQ(path(problem(17, 4096, 4096, block)), Fp8Path::kDequantGemm) << block;
+    EXPECT_EQ(refusal(problem(17, 4096, 4096, block)),
               "block_size % 16 != 0 (a chunk would span two scales)")
         << block;
   }
   for (int align : {1, 2, 4, 8}) {
-    Fp8MatMulProblem p = problem(16, 4096, 4096);
+    Fp8MatMulProblem p = problem(17, 4096, 4096);
     p.alignment = align;
     EXPECT_EQ(path(p), Fp8Path::kDequantGemm) << align;
     EXPECT_EQ(refusal(p), "pointers not 16-byte aligned") << align;
   }
   // The trivial paths and the decode rows, and the override, say so.
   EXPECT_EQ(refusal(problem(0, 4096, 4096)), "empty output");
-  EXPECT_EQ(refusal(problem(16, 4096, 0)), "K == 0: Y = bias");
+  EXPECT_EQ(refusal(problem(17, 4096, 0)), "K == 0: Y = bias");
   EXPECT_EQ(refusal(problem(8, 4096, 4096)), "M <= 8 (the decode GEMV's rows)");
   EXPECT_EQ(refusal(problem(129, 4096, 4096)),
             "M > 128 (kGemmMaxRows): dequant + cuBLAS is faster there");
-  EXPECT_EQ(refusal(problem(16, 4096, 4096), kHopper, parsed("gemm=0")), "gemm=0 (plan override)");
+  EXPECT_EQ(refusal(problem(17, 4096, 4096), kHopper, parsed("gemm=0")), "gemm=0 (plan override)");
+  EXPECT_EQ(refusal(problem(16, 4096, 4096)),
+            "M <= 16 below 128 Mi weights (float16 from 64 Mi: M <= 12): the GEMV's row group "
+            "of 16 is faster there");
+  EXPECT_EQ(refusal(problem(16, 28672, 8192)), "");
+  EXPECT_EQ(refusal(problem(16, 4096, 4096), kHopper, parsed("gemm=1")), "");
   EXPECT_EQ(refusal(problem(8, 4096, 4096), kHopper, parsed("gemm=1")), "");
 }
 
@@ -460,25 +490,26 @@ TEST(Fp8Plan, FusedGemmWgmma) {
 // SM80); measured on the H200 it is the fastest of 1, 2, 4, 8 at FP8 8192 x 8192 M = 16
 // and 64 (split 4) and 4096 x 14336 M = 16 (split 8).
 TEST(Fp8Plan, FusedGemmKSplit) {
+  const PlanOverride gemm_on = parsed("gemm=1");  // M = 16 would take the GEMV's row group
   // M = 16, K = 8192 (64 slabs). N = 8192: 64 blocks; 264 resident: split 4 is one wave
   // of 16 + 4 slabs, 8 one of 8 + 4... but 512 blocks take two: 2 x 12 = 24 > 20.
-  EXPECT_EQ(plan(problem(16, 8192, 8192)).gemm.k_split, 4);
+  EXPECT_EQ(plan(problem(16, 8192, 8192), kHopper, gemm_on).gemm.k_split, 4);
   EXPECT_EQ(plan(problem(64, 8192, 8192), kHopper, parsed("wgmma=0")).gemm.k_split, 4);
   // N = 4096: 32 blocks, 256 at split 8 in one wave (8 + 4 slabs).
-  EXPECT_EQ(plan(problem(16, 4096, 8192)).gemm.k_split, 8);
+  EXPECT_EQ(plan(problem(16, 4096, 8192), kHopper, gemm_on).gemm.k_split, 8);
   // 108 SMs of one block each: 256 blocks are 3 waves (3 x 20 = 60 > 2 waves of 32 + 4 at
   // split 2... and one of 64 + 4 at 1): split 4 costs 60, 2 costs 2 x 36 = 72, 1 costs 68.
-  EXPECT_EQ(plan(problem(16, 8192, 8192), kAmpere).gemm.k_split, 4);
+  EXPECT_EQ(plan(problem(16, 8192, 8192), kAmpere, gemm_on).gemm.k_split, 4);
   // M = 64 x N = 28672 is 224 blocks, one wave unsplit.
   EXPECT_EQ(plan(problem(64, 28672, 8192)).gemm.k_split, 1);
   // Short K: 8 slabs (K = 1024) of 32 blocks, split 8 (one slab each, 1 + 4 against 2 + 4);
   // 7 slabs (K = 896) at most... the same rule: 4.
-  EXPECT_EQ(plan(problem(16, 4096, 1024)).gemm.k_split, 8);
-  EXPECT_EQ(plan(problem(16, 4096, 896)).gemm.k_split, 4);
+  EXPECT_EQ(plan(problem(16, 4096, 1024), kHopper, gemm_on).gemm.k_split, 8);
+  EXPECT_EQ(plan(problem(16, 4096, 896), kHopper, gemm_on).gemm.k_split, 4);
   // At most 16: one block of 512 slabs.
-  EXPECT_EQ(plan(problem(16, 128, 65536)).gemm.k_split, kGemmMaxKSplit);
+  EXPECT_EQ(plan(problem(16, 128, 65536), kHopper, gemm_on).gemm.k_split, kGemmMaxKSplit);
   // An unknown SM count is one SM: no split.
-  EXPECT_EQ(plan(problem(16, 4096, 8192), DeviceInfo{90, 0}).gemm.k_split, 1);
+  EXPECT_EQ(plan(problem(16, 4096, 8192), DeviceInfo{90, 0}, gemm_on).gemm.k_split, 1);
   // The planner's tiling is core/gemm_plan.h's rule for 8-bit rows.
   const GemmConfig rule = plan_gemm_tiles(GemmShape{33, 5000, 3072, 8, true, 128}, kHopper);
   const GemmConfig g = plan(problem(33, 5000, 3072)).gemm;
@@ -489,18 +520,19 @@ TEST(Fp8Plan, FusedGemmKSplit) {
 // With a K split the float32 partial sums [k_split, M, N] are the workspace, 256-byte
 // aligned; without one the fused GEMM needs none.
 TEST(Fp8Plan, FusedGemmWorkspace) {
-  const Fp8MatMulPlan split = plan(problem(16, 8192, 8192));  // k_split 4
+  const PlanOverride gemm_on = parsed("gemm=1");  // M <= 16 would take the GEMV's row group
+  const Fp8MatMulPlan split = plan(problem(16, 8192, 8192), kHopper, gemm_on);  // k_split 4
   EXPECT_EQ(split.regions.partial_offset, 0u);
   EXPECT_EQ(split.regions.partial_bytes, size_t{4} * 16 * 8192 * 4);
   EXPECT_EQ(split.workspace_bytes, size_t{4} * 16 * 8192 * 4);
   EXPECT_EQ(split.regions.act_bytes + split.regions.cublas_bytes + split.regions.scratch_bytes, 0u);
   // M = 9, N = 100, K = 4096: one block of 32 slabs, k_split 16; 57600 bytes (whole
   // 256-byte units) and M = 9, N = 99: 57024 padded to 57088.
-  const Fp8MatMulPlan odd = plan(problem(9, 100, 4096));
+  const Fp8MatMulPlan odd = plan(problem(9, 100, 4096), kHopper, gemm_on);
   EXPECT_EQ(odd.gemm.k_split, 16);
   EXPECT_EQ(odd.regions.partial_bytes, 57600u);
   EXPECT_EQ(odd.workspace_bytes, 57600u);
-  EXPECT_EQ(plan(problem(9, 99, 4096)).workspace_bytes, 57088u);
+  EXPECT_EQ(plan(problem(9, 99, 4096), kHopper, gemm_on).workspace_bytes, 57088u);
   const Fp8MatMulPlan whole = plan(problem(64, 28672, 8192));  // k_split 1
   EXPECT_EQ(whole.regions.partial_bytes, 0u);
   EXPECT_EQ(whole.workspace_bytes, 0u);
@@ -527,13 +559,19 @@ TEST(Fp8Plan, DynamicQuantizationQdqsIntoTheWorkspaceOnEveryPath) {
   EXPECT_EQ(plan(w8a8).workspace_bytes, 0u);
   EXPECT_EQ(plan(w8a8).regions.act_bytes, 0u);
   // The fused GEMM (where the W8A8 GEMM is not taken): A' first, then the partial sums
-  // (M = 16: K split 4).
-  p = problem(16, 8192, 8192);
+  // (M = 17: K split 2).
+  p = problem(17, 8192, 8192);
   p.dynamic_act_quant = true;
   const Fp8MatMulPlan fused = plan(p, kHopper, parsed("w8a8=0"));
   ASSERT_EQ(fused.path, Fp8Path::kFusedGemm);
-  EXPECT_EQ(fused.regions.act_bytes, size_t{16} * 8192 * 2);
-  EXPECT_EQ(fused.regions.partial_offset, size_t{16} * 8192 * 2);
+  EXPECT_GT(fused.gemm.k_split, 1);
+  EXPECT_EQ(fused.regions.act_bytes, size_t{17} * 8192 * 2);
+  EXPECT_EQ(fused.regions.partial_offset, size_t{17} * 8192 * 2);
+  // The GEMV's row group (M = 12): A' as at M <= 8.
+  p.m = 12;
+  const Fp8MatMulPlan group = plan(p, kHopper, parsed("w8a8=0"));
+  ASSERT_EQ(group.path, Fp8Path::kGemvMma);
+  EXPECT_EQ(group.workspace_bytes, size_t{12} * 8192 * 2);
   // Dequant + cuBLAS (M > 128): the QDQ pass, then the tiles.
   p = problem(300, 1000, 1000);
   p.dynamic_act_quant = true;
@@ -546,7 +584,7 @@ TEST(Fp8Plan, DynamicQuantizationQdqsIntoTheWorkspaceOnEveryPath) {
 // Where the W8A8 GEMM is not taken (forced off here; off SM90, or block_size % 128 != 0),
 // W8A8 takes the fused GEMM on A' = QDQ(A).
 TEST(Fp8Plan, FusedGemmW8A8QdqsIntoTheWorkspaceFirst) {
-  const PlanOverride no_w8a8 = parsed("w8a8=0");
+  const PlanOverride no_w8a8 = parsed("w8a8=0,gemm=1");  // M = 16: not the GEMV's row group
   Fp8MatMulProblem p = problem(16, 8192, 8192);
   p.has_a_scale = true;
   p.has_bias = true;
@@ -1043,7 +1081,7 @@ TEST(Fp8Plan, PrintsPathAndTiles) {
       << qdq;
   EXPECT_NE(qdq.find("(act 73872@0, cublas 33554432@73984, scratch "), std::string::npos) << qdq;
   // The fused GEMM: its tiling, and the partial sums of its K split.
-  EXPECT_EQ(printed(plan(problem(16, 8192, 8192))),
+  EXPECT_EQ(printed(plan(problem(16, 8192, 8192), kHopper, parsed("gemm=1"))),
             "Fp8MatMulPlan{path=fused_gemm; fp8 float16 M=16 N=8192 K=8192 block_size=128 "
             "align=16; sm90/132SMs; qdq_activation=no; mainloop=mma; tile_m=16; tile_n=128; "
             "stages=4; k_split=4; workspace=2097152B (partial 2097152@0)}");
@@ -1109,7 +1147,7 @@ TEST(Fp8Override, Gemm) {
   for (int64_t m : {9, 32}) {
     const Fp8MatMulPlan groups = plan(problem(m, 4096, 4096), kHopper, parsed("gemm=0"));
     EXPECT_EQ(groups.path, Fp8Path::kGemvMma) << m;
-    EXPECT_EQ(groups.gemv.row_groups, (m + 7) / 8) << m;
+    EXPECT_EQ(groups.gemv.row_groups, (m + 15) / 16) << m;
     EXPECT_EQ(groups.gemm.tile_m, 0) << m;
   }
   EXPECT_EQ(path(problem(33, 4096, 4096), kHopper, parsed("gemm=0")), Fp8Path::kDequantGemm);

@@ -60,7 +60,7 @@ TEST(NBitsPlan, GemvUpToEightRows) {
 }
 
 // With the fused GEMM forced off (gemm=0: the plans before it), above 8 rows the window
-// kernel's line loads take row groups of 8 (float16 / bfloat16, rows of whole 128-byte
+// kernel's line loads take row groups of 16 (float16 / bfloat16, rows of whole 128-byte
 // lines, blocks of a 16-byte chunk or more), up to kGemvFusedMaxRows (measured faster than
 // dequant + cuBLAS there); everything else above 8 rows is dequant + cuBLAS.
 TEST(NBitsPlan, RowGroupsUpToTheFusedLimitWithoutTheGemm) {
@@ -74,9 +74,10 @@ TEST(NBitsPlan, RowGroupsUpToTheFusedLimitWithoutTheGemm) {
         EXPECT_EQ(pl.path, NBitsPath::kGemv);
         EXPECT_TRUE(pl.gemv.window && pl.gemv.lines);
         EXPECT_FALSE(pl.gemv.fma);
-        EXPECT_EQ(pl.gemv.row_groups, (m + 7) / 8);
+        EXPECT_EQ(pl.gemv.row_groups, (m + 15) / 16);
         EXPECT_NE(printed(pl).find("row_groups="), std::string::npos);
-        EXPECT_EQ(path(p), NBitsPath::kFusedGemm);  // by default the fused GEMM replaces them
+        // By default one row group (M <= 16), else the fused GEMM.
+        EXPECT_EQ(path(p), m <= 16 ? NBitsPath::kGemv : NBitsPath::kFusedGemm);
         p.zero_points = NBitsZeroPoints::kPacked;
         EXPECT_EQ(path(p, kHopper, off), NBitsPath::kGemv);
         p.zero_points = NBitsZeroPoints::kTyped;
@@ -101,6 +102,38 @@ TEST(NBitsPlan, RowGroupsUpToTheFusedLimitWithoutTheGemm) {
   EXPECT_EQ(plan(problem(16, 4096, 4096, 4, 128), kHopper, parsed("gemm=0,tiles=1")).gemv.tiles, 1);
 }
 
+// By default M = 9..16 takes one row group of the window kernel's line loads where they
+// fit: two tiles per warp for 4-bit, and for 8-bit on weights of 128 Mi or more; the fused
+// GEMM where they do not fit, and wherever forced (gemm=1 or its own keys).
+TEST(NBitsPlan, RowGroupInTheFusedGemmsPlaceToSixteenRows) {
+  for (const int bits : {4, 8})
+    for (const DType t : {DType::kFloat16, DType::kBFloat16})
+      for (const auto zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked})
+        for (const int64_t m : {9, 16}) {
+          SCOPED_TRACE(::testing::Message() << bits << " " << dtype_name(t) << " M=" << m);
+          NBitsMatMulProblem p = problem(m, 8192, 8192, bits, 128, t);
+          p.zero_points = zp;
+          const NBitsMatMulPlan pl = plan(p);
+          EXPECT_EQ(pl.path, NBitsPath::kGemv);
+          EXPECT_TRUE(pl.gemv.window && pl.gemv.lines);
+          EXPECT_EQ(pl.gemv.row_groups, 1);
+          EXPECT_EQ(pl.gemv.tiles, bits == 4 ? 2 : 1);
+          EXPECT_EQ(pl.workspace_bytes, 0u);
+          EXPECT_NE(printed(pl).find("; row_groups=1;"), std::string::npos) << printed(pl);
+          p.n = 28672;
+          EXPECT_EQ(plan(p).gemv.tiles, 2);
+          for (const char* o : {"gemm=1", "wgmma=0", "tile_m=16", "gemm_k_split=2"})
+            EXPECT_EQ(path(p, kHopper, parsed(o)), NBitsPath::kFusedGemm) << o;
+          p.n = 8192;
+          p.m = 17;
+          EXPECT_EQ(path(p), NBitsPath::kFusedGemm);
+        }
+  // Where line loads do not fit: the fused GEMM.
+  EXPECT_EQ(path(problem(16, 4096, 4160, 8, 32)), NBitsPath::kFusedGemm);
+  EXPECT_EQ(path(problem(16, 4096, 4096, 4, 16)), NBitsPath::kFusedGemm);
+  EXPECT_EQ(path(problem(16, 4096, 4096, 4, 128), kHopper, parsed("lines=0")), NBitsPath::kFusedGemm);
+}
+
 // ------------------------------------------------------------------ fused GEMM
 // M <= 8 is the decode GEMV's, 8 < M <= kGemmMaxRows (128) the fused GEMM's (float16 /
 // bfloat16 on SM80+, both widths, without or with packed zero points). It
@@ -116,7 +149,7 @@ TEST(NBitsPlan, FusedGemmAboveTheDecodeRows) {
           p.zero_points = zp;
           SCOPED_TRACE(printed(plan(p, d)));
           EXPECT_EQ(path(p, d), NBitsPath::kGemv);
-          for (int64_t m : {9, 16, 17, 32, 33, 64, 100}) {
+          for (int64_t m : {17, 32, 33, 64, 100}) {
             p.m = m;
             EXPECT_EQ(path(p, d), NBitsPath::kFusedGemm) << m;
           }
@@ -137,12 +170,12 @@ TEST(NBitsPlan, FusedGemmAboveTheDecodeRows) {
   EXPECT_EQ(path(problem(9, 4096, 4096, 4, 16)), NBitsPath::kFusedGemm);   // block < a chunk
   EXPECT_EQ(path(problem(9, 4096, 4160, 8, 32)), NBitsPath::kFusedGemm);   // not whole lines
   EXPECT_EQ(path(problem(9, 4096, 4096 + 32, 4, 64)), NBitsPath::kFusedGemm);  // partial block
-  EXPECT_EQ(path(problem(9, 4096, 4096, 4, 1024)), NBitsPath::kFusedGemm);
-  for (const char* o : {"lines=0", "window=0", "tma=1", "algo=1", "gemv=0", "k_split=2",
-                        "tiles=2", "fma=1"})
+  EXPECT_EQ(path(problem(9, 4096, 4096, 4, 1024)), NBitsPath::kGemv);  // a row group
+  EXPECT_EQ(path(problem(17, 4096, 4096, 4, 1024)), NBitsPath::kFusedGemm);
+  for (const char* o : {"lines=0", "window=0", "tma=1", "algo=1", "gemv=0", "gemm=1", "tile_m=16"})
     EXPECT_EQ(path(problem(16, 4096, 4096, 8, 128), kHopper, parsed(o)), NBitsPath::kFusedGemm)
         << o;
-  const NBitsMatMulPlan pl = plan(problem(16, 4096, 4096));
+  const NBitsMatMulPlan pl = plan(problem(17, 4096, 4096));
   EXPECT_EQ(pl.gemv.tiles, 0);  // GEMV and dequant parts stay empty
   EXPECT_EQ(pl.dequant.n_tile, 0);
 }
@@ -161,30 +194,33 @@ TEST(NBitsPlan, FusedGemmConditions) {
     EXPECT_EQ(path(p, d), NBitsPath::kDequantGemm) << printed(plan(p, d));
     EXPECT_EQ(refusal(p, d), why) << printed(plan(p, d));
   };
-  EXPECT_EQ(refusal(problem(16, 4096, 4096)), "");
-  NBitsMatMulProblem p = problem(16, 4096, 4096, 4, 128);
+  EXPECT_EQ(refusal(problem(17, 4096, 4096)), "");
+  NBitsMatMulProblem p = problem(17, 4096, 4096, 4, 128);
   p.has_g_idx = true;
   expect_dequant(p, "g_idx (act order)");
-  p = problem(16, 4096, 4096, 8, 128);
+  p = problem(17, 4096, 4096, 8, 128);
   p.zero_points = NBitsZeroPoints::kTyped;
   expect_dequant(p, "typed (fractional) zero points");
   for (int bits : {4, 8})
-    expect_dequant(problem(16, 4096, 4096, bits, 32, DType::kFloat32),
+    expect_dequant(problem(17, 4096, 4096, bits, 32, DType::kFloat32),
                    "float32 activations (tensor cores take float16 / bfloat16)");
-  expect_dequant(problem(16, 4096, 4096), "tensor cores need SM80+", kTuring);
-  expect_dequant(problem(16, 64, 100, 8, 16), "K % 8 != 0");
+  expect_dequant(problem(17, 4096, 4096), "tensor cores need SM80+", kTuring);
+  expect_dequant(problem(17, 64, 100, 8, 16), "K % 8 != 0");
   // 4-bit blocks of 16 codes are 8 bytes: an odd block count leaves rows of 8 x odd bytes.
-  expect_dequant(problem(16, 256, 48, 4, 16), "rows of B not a multiple of 16 bytes");
-  EXPECT_EQ(path(problem(16, 256, 64, 4, 16)), NBitsPath::kFusedGemm);
+  expect_dequant(problem(17, 256, 48, 4, 16), "rows of B not a multiple of 16 bytes");
+  EXPECT_EQ(path(problem(17, 256, 64, 4, 16)), NBitsPath::kFusedGemm);
   for (int align : {1, 2, 4, 8}) {
-    p = problem(16, 4096, 4096);
+    p = problem(17, 4096, 4096);
     p.alignment = align;
     expect_dequant(p, "pointers not 16-byte aligned");
   }
   EXPECT_EQ(refusal(problem(0, 4096, 4096)), "empty output");
-  EXPECT_EQ(refusal(problem(16, 4096, 0)), "K == 0: Y = bias");
+  EXPECT_EQ(refusal(problem(17, 4096, 0)), "K == 0: Y = bias");
   EXPECT_EQ(refusal(problem(8, 4096, 4096)), "M <= 8 (the decode GEMV's rows)");
-  EXPECT_EQ(refusal(problem(16, 4096, 4096), kHopper, parsed("gemm=0")), "gemm=0 (plan override)");
+  EXPECT_EQ(refusal(problem(17, 4096, 4096), kHopper, parsed("gemm=0")), "gemm=0 (plan override)");
+  EXPECT_EQ(refusal(problem(16, 4096, 4096)), "M <= 16: the GEMV's row group of 16 is faster there");
+  EXPECT_EQ(refusal(problem(16, 4096, 4096), kHopper, parsed("gemm=1")), "");
+  EXPECT_EQ(refusal(problem(16, 4096, 4160, 8, 32)), "");  // not whole lines: no row group
   EXPECT_EQ(refusal(problem(8, 4096, 4096), kHopper, parsed("gemm=1")), "");
 }
 
@@ -194,6 +230,7 @@ TEST(NBitsPlan, FusedGemmConditions) {
 // not cover the SMs, keeping 4 slabs (128 bytes of a row: 128 codes 8-bit, 256 4-bit) per
 // block.
 TEST(NBitsPlan, FusedGemmTiling) {
+  const PlanOverride gemm_on = parsed("gemm=1");  // M <= 16 would take the GEMV's row group
   const std::pair<int64_t, int> cases[] = {{9, 16}, {16, 16}, {17, 32}, {32, 32}, {33, 64}, {64, 64}};
   // mma.sync (forced: SM90 takes wgmma from 17 rows). Stages two blocks per SM90 SM hold:
   // 4 (three at 4-bit's 32 rows), and 4-bit's 64-row tile, whose activations are twice as
@@ -211,17 +248,17 @@ TEST(NBitsPlan, FusedGemmTiling) {
     SCOPED_TRACE(bits);
     // M = 16, K = 8192 (32 slabs 4-bit, 64 8-bit): 64 blocks of N = 8192 split 4 ways
     // (one wave of 264 resident), 32 of N = 4096 8 ways; M = 64 x N = 28672 is 224 blocks.
-    EXPECT_EQ(plan(problem(16, 8192, 8192, bits, 128)).gemm.k_split, 4);
-    EXPECT_EQ(plan(problem(16, 4096, 8192, bits, 128)).gemm.k_split, 8);
+    EXPECT_EQ(plan(problem(16, 8192, 8192, bits, 128), kHopper, gemm_on).gemm.k_split, 4);
+    EXPECT_EQ(plan(problem(16, 4096, 8192, bits, 128), kHopper, gemm_on).gemm.k_split, 8);
     EXPECT_EQ(plan(problem(64, 28672, 8192, bits, 128)).gemm.k_split, 1);
   }
   // 108 SMs of one block: 4-bit's 32 slabs unsplit (one wave of 32 + 4 against two of
   // 16 + 4), 8-bit's 64 split 4 (3 waves of 16 + 4 against 68 unsplit).
-  EXPECT_EQ(plan(problem(16, 8192, 8192, 4, 128), kAmpere).gemm.k_split, 1);
-  EXPECT_EQ(plan(problem(16, 8192, 8192, 8, 128), kAmpere).gemm.k_split, 4);
+  EXPECT_EQ(plan(problem(16, 8192, 8192, 4, 128), kAmpere, gemm_on).gemm.k_split, 1);
+  EXPECT_EQ(plan(problem(16, 8192, 8192, 8, 128), kAmpere, gemm_on).gemm.k_split, 4);
   // K = 2048, N = 4096 (32 blocks): 8 slabs 4-bit, 16 8-bit, both split 8.
-  EXPECT_EQ(plan(problem(16, 4096, 2048, 4, 128)).gemm.k_split, 8);
-  EXPECT_EQ(plan(problem(16, 4096, 2048, 8, 128)).gemm.k_split, 8);
+  EXPECT_EQ(plan(problem(16, 4096, 2048, 4, 128), kHopper, gemm_on).gemm.k_split, 8);
+  EXPECT_EQ(plan(problem(16, 4096, 2048, 8, 128), kHopper, gemm_on).gemm.k_split, 8);
   const GemmConfig rule = plan_gemm_tiles(GemmShape{33, 5000, 3072 / 2, 4, false, 64}, kHopper);
   const GemmConfig g = plan(problem(33, 5000, 3072, 4, 64)).gemm;
   EXPECT_EQ(std::make_tuple(g.wgmma, g.tile_m, g.tile_n, g.stages, g.k_split),
@@ -255,7 +292,8 @@ TEST(NBitsPlan, FusedGemmWorkspace) {
   NBitsMatMulProblem p = problem(16, 8192, 8192, 4, 128);
   p.zero_points = NBitsZeroPoints::kPacked;
   p.has_bias = true;
-  const NBitsMatMulPlan split = plan(p);
+  const PlanOverride gemm_on = parsed("gemm=1");  // M <= 16 would take the GEMV's row group
+  const NBitsMatMulPlan split = plan(p, kHopper, gemm_on);
   ASSERT_EQ(split.gemm.k_split, 4);
   EXPECT_EQ(split.regions.partial_offset, 0u);
   EXPECT_EQ(split.regions.partial_bytes, size_t{4} * 16 * 8192 * 4);
@@ -263,11 +301,11 @@ TEST(NBitsPlan, FusedGemmWorkspace) {
   EXPECT_EQ(split.regions.act_bytes + split.regions.cublas_bytes + split.regions.scratch_bytes, 0u);
   // One block of 16 slabs (8-bit K = 2048) splits 16 ways: 16 x 9 x 100 x 4 = 57600
   // bytes (whole 256-byte units); N = 99: 57024 padded to 57088.
-  const NBitsMatMulPlan odd = plan(problem(9, 100, 2048, 8, 64));
+  const NBitsMatMulPlan odd = plan(problem(9, 100, 2048, 8, 64), kHopper, gemm_on);
   EXPECT_EQ(odd.gemm.k_split, 16);
   EXPECT_EQ(odd.regions.partial_bytes, 57600u);
   EXPECT_EQ(odd.workspace_bytes, 57600u);
-  EXPECT_EQ(plan(problem(9, 99, 2048, 8, 64)).workspace_bytes, 57088u);
+  EXPECT_EQ(plan(problem(9, 99, 2048, 8, 64), kHopper, gemm_on).workspace_bytes, 57088u);
   EXPECT_EQ(plan(problem(64, 28672, 8192, 4, 128)).workspace_bytes, 0u);
 }
 
@@ -1015,7 +1053,7 @@ TEST(NBitsPlan, PrintsEveryDecision) {
   q.m = 16;
   q.n = 8192;
   q.k = 8192;
-  EXPECT_EQ(printed(plan(q)),
+  EXPECT_EQ(printed(plan(q, kHopper, parsed("gemm=1"))),
             "NBitsMatMulPlan{path=fused_gemm; nbits int8 bfloat16 M=16 N=8192 K=8192 "
             "block_size=128 zero_points=packed bias align=16 scale_align=16; sm90/132SMs; "
             "mainloop=mma; tile_m=16; tile_n=128; stages=4; k_split=4; workspace=2097152B "
@@ -1203,7 +1241,7 @@ TEST(NBitsOverride, Gemm) {
   testing::expect_switch_parses("gemm", &PlanOverride::gemm);
   const NBitsMatMulPlan groups = plan(problem(16, 4096, 4096, 4, 128), kHopper, parsed("gemm=0"));
   EXPECT_EQ(groups.path, NBitsPath::kGemv);
-  EXPECT_EQ(groups.gemv.row_groups, 2);
+  EXPECT_EQ(groups.gemv.row_groups, 1);
   EXPECT_EQ(path(problem(33, 4096, 4096, 4, 128), kHopper, parsed("gemm=0")),
             NBitsPath::kDequantGemm);
   for (int bits : {4, 8})

@@ -462,7 +462,7 @@ TEST(PlanOverridePlanners, OverrideChangesThePlan) {
   EXPECT_EQ(plan(f, kHopper, parsed("k_split=2")).gemv.k_split, 2);
   EXPECT_EQ(plan(f, kHopper, parsed("gemv=0")).path, Fp8Path::kDequantGemm);
   EXPECT_EQ(plan(f, kHopper, parsed("gemm=1")).path, Fp8Path::kFusedGemm);
-  f.m = 16;
+  f.m = 17;
   EXPECT_EQ(plan(f).path, Fp8Path::kFusedGemm);
   EXPECT_EQ(plan(f, kHopper, parsed("gemm=0")).path, Fp8Path::kGemvMma);  // row groups
   EXPECT_EQ(plan(f, kHopper, parsed("tile_m=64")).gemm.tile_m, 64);
@@ -474,7 +474,7 @@ TEST(PlanOverridePlanners, OverrideChangesThePlan) {
   EXPECT_EQ(plan(q, kHopper, parsed("algo=1")).gemv.algo, kNBitsGemvAlgoLoop);
   EXPECT_EQ(plan(q, kHopper, parsed("gemv=0")).path, NBitsPath::kDequantGemm);
   EXPECT_EQ(plan(q, kHopper, parsed("gemm=1")).path, NBitsPath::kFusedGemm);
-  q.m = 16;
+  q.m = 17;
   EXPECT_EQ(plan(q).path, NBitsPath::kFusedGemm);
   EXPECT_EQ(plan(q, kHopper, parsed("gemm=0")).path, NBitsPath::kGemv);  // row groups
   EXPECT_EQ(plan(q, kHopper, parsed("gemm_k_split=2")).gemm.k_split, 2);

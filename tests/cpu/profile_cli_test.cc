@@ -135,11 +135,13 @@ TEST(ProfileCli, CpuModePlansForTheDefaultOrGivenDevice) {
   EXPECT_NE(run.output.find("1 of 1 cases passed"), std::string::npos) << run.output;
 }
 
-// --explain prints the fused GEMM's plan above the decode rows and, under any other plan,
-// the planner's reason for not taking it.
+// --explain prints the fused GEMM's plan above the decode rows (where the GEMV's row group
+// does not fit: 4-bit rows of 288 bytes, not whole 128-byte lines) and, under any other
+// plan, the planner's reason for not taking it.
 TEST(ProfileCli, ExplainSaysWhyNotTheFusedGemm) {
   SKIP_WITHOUT_CLI();
-  const CliResult fused = run_cli("--op nbits --m 16 --n 256 --k 512 --explain --device cpu");
+  const CliResult fused =
+      run_cli("--op nbits --m 16 --n 256 --k 576 --block-size 64 --explain --device cpu");
   EXPECT_EQ(fused.exit_code, 0) << fused.output;
   EXPECT_NE(fused.output.find("path=fused_gemm"), std::string::npos) << fused.output;
   EXPECT_NE(fused.output.find("; tile_m=16; tile_n=128; "), std::string::npos) << fused.output;
@@ -152,6 +154,11 @@ TEST(ProfileCli, ExplainSaysWhyNotTheFusedGemm) {
       {"--op nbits --zero-points typed --m 16 --n 256 --k 512",
        "  fused_gemm: not taken: typed (fractional) zero points\n"},
       {"--op nbits --g-idx --m 16 --n 256 --k 512", "  fused_gemm: not taken: g_idx (act order)\n"},
+      {"--op nbits --m 16 --n 256 --k 512",
+       "  fused_gemm: not taken: M <= 16: the GEMV's row group of 16 is faster there\n"},
+      {"--op fp8 --m 9 --n 256 --k 512",
+       "  fused_gemm: not taken: M <= 16 below 128 Mi weights (float16 from 64 Mi: M <= 12): "
+       "the GEMV's row group of 16 is faster there\n"},
       {"--op fp8 --m 4 --n 256 --k 512",
        "  fused_gemm: not taken: M <= 8 (the decode GEMV's rows)\n"},
       {"--op fp8 --m 16 --n 256 --k 520", "  fused_gemm: not taken: K % 16 != 0"},
@@ -268,14 +275,16 @@ TEST(ProfileCli, ExplainSaysWhyNotWgmma) {
     const char* args;
     const char* line;
   } cases[] = {
-      {"--op fp8 --m 16", "  fused_gemm: mma.sync, not wgmma: M <= 16: "},
-      {"--op fp8 --m 64 --block-size 64", "  fused_gemm: mma.sync, not wgmma: FP8 block_size % 128"},
-      {"--op nbits --m 64 --sm 80 --num-sms 108",
+      // K % 128 == 64: no row group of the GEMV (whole 128-byte lines) at M = 16.
+      {"--op fp8 --m 16 --k 576", "  fused_gemm: mma.sync, not wgmma: M <= 16: "},
+      {"--op fp8 --m 64 --k 512 --block-size 64",
+       "  fused_gemm: mma.sync, not wgmma: FP8 block_size % 128"},
+      {"--op nbits --m 64 --k 512 --sm 80 --num-sms 108",
        "  fused_gemm: mma.sync, not wgmma: not an SM90 device"},
   };
   for (const auto& r : cases) {
     SCOPED_TRACE(r.args);
-    const CliResult c = run_cli(std::string(r.args) + " --n 256 --k 512 --explain --device cpu");
+    const CliResult c = run_cli(std::string(r.args) + " --n 256 --explain --device cpu");
     EXPECT_EQ(c.exit_code, 0) << c.output;
     EXPECT_NE(c.output.find("mainloop=mma;"), std::string::npos) << c.output;
     EXPECT_NE(c.output.find(r.line), std::string::npos) << c.output;

@@ -1,10 +1,11 @@
 // Row groups of the line-load tensor-core GEMVs (M = 9 .. kGemvMaxGroupRows): FP8's
 // Fp8GemvMmaKernel and NBitsMatMul's NBitsGemvWindowKernel launched through their
-// launchers (cuda/launchers.h) with M > 8, so that ceil(M / 8) groups of up to 8 rows
-// share each column block's weight reads. Every configuration the launchers instantiate
-// with line loads (one and two tiles, 128 and 168 registers, W8A8, zero points, every
-// block decode) against the float64 reference at M = 9, 16, 17, 33 and 64: a partial last
-// group (9, 17, 33), whole groups only (16, 64) and the most groups. Odd N leaves masked
+// launchers (cuda/launchers.h) with M > 8, so that ceil(M / 16) groups of up to 16 rows
+// (two 8-row halves per warp tile) share each column block's weight reads. Every
+// configuration the launchers instantiate with line loads (one and two tiles, 128 and 168
+// registers, W8A8, zero points, every block decode) against the float64 reference at
+// M = 9, 16, 17, 33 and 64: a partial second half (9), a second group of one row (17, 33),
+// whole groups only (16, 64) and the most groups. Odd N leaves masked
 // columns in the last column block of every group. The launchers' refusals (M > 8
 // without line loads, past kGemvMaxGroupRows, the CUDA-core kernels) are checked too.
 // The planners take row groups only under the override gemm=0 (the fused GEMM replaced

@@ -1,5 +1,5 @@
 // What the decode GEMVs of both operators share (Fp8WeightMatMul's FP8 kernels and
-// NBitsMatMul's N-bit kernels, 0 < M <= 8, and with line loads row groups up to
+// NBitsMatMul's N-bit kernels, 0 < M <= 8, and with line loads row groups of 16 up to
 // kGemvMaxGroupRows): the tile geometry, tied to the host planner's constants
 // (core/gemv_split.h, bqmm/device.h); the one parameter type every GEMV kernel takes; the
 // row groups; the W8A8 activation transform; and the epilogue, i.e. the reduction across a
@@ -131,32 +131,36 @@ inline Status check_fp8_k_range(const Fp8KernelArgs& args, const char* kernel) {
 
 // ----------------------------------------------------------------- row groups
 // M > kMmaRows (line-load kernels only, their kRowGroups instantiations): the rows are
-// split into G = ceil(M / 8) groups of up to 8, group r rows 8r .. 8r + min(8, M - 8r) - 1,
-// each computed by the decode tile unchanged on its own rows (a + 8r K, y + 8r N, m of at
-// most 8; the bias is per column, shared). The grid is G x (column blocks) blocks with the
-// group varying fastest (block b: group b % G, column block b / G): the G blocks that
-// stream the same weight columns are adjacent, so they are scheduled together and all but
-// the first find those weight bytes in L2; in group-major order each group would stream
-// the whole weight (larger than L2) from HBM again.
-constexpr int kMaxRowGroups = static_cast<int>(kGemvMaxGroupRows / kGemvMaxRows);
-static_assert(kMaxRowGroups * kMmaRows == kGemvMaxGroupRows,
-              "the planner's row-group range is whole groups of the mma N extent");
+// split into G = ceil(M / 16) groups of up to kGroupRows = 16, group r rows 16r ..
+// 16r + min(16, M - 16r) - 1. A group's warp tile is the decode tile with kGroupHalves = 2
+// halves of 8 rows (the mma N extent): each weight fragment is decoded once and multiplied
+// with both halves (rows g and g + 8 of the group), so up to 16 rows cost one decode of
+// the weights, which paces these kernels (not the HBM stream). The grid is G x (column
+// blocks) blocks with the group varying fastest (block b: group b % G, column block b /
+// G): the G blocks that stream the same weight columns are adjacent, so they are
+// scheduled together and all but the first find those weight bytes in L2; in group-major
+// order each group would stream the whole weight (larger than L2) from HBM again.
+constexpr int kGroupHalves = 2;
+constexpr int kGroupRows = kGroupHalves * kMmaRows;
+static_assert(kGroupRows == kGemvGroupRows, "the planner's row groups are two mma N extents");
+static_assert(kGemvMaxGroupRows % kGroupRows == 0, "the row-group range is whole groups");
 
 // This block's group of a row-group launch: the parameters of its rows, and its column
 // block (the decode kernels' blockIdx.x). G is recomputed from the launch's M (the
-// launcher sized the grid with gemv_row_groups(M), core/gemv_split.h); the offsets multiply N and K in 64 bits.
+// launcher sized the grid with gemv_row_groups(M), core/gemv_split.h); the offsets
+// multiply N and K in 64 bits.
 template <typename T, typename S>
 struct RowGroup {
   GemvParams<T, S> p;
   uint32_t column_block;
   __device__ explicit RowGroup(const GemvParams<T, S>& all) : p(all) {
-    const uint32_t groups = (static_cast<uint32_t>(all.m) + kMmaRows - 1) / kMmaRows;
+    const uint32_t groups = (static_cast<uint32_t>(all.m) + kGroupRows - 1) / kGroupRows;
     const uint32_t group = blockIdx.x % groups;
     column_block = blockIdx.x / groups;
-    const int row0 = kMmaRows * static_cast<int>(group);
+    const int row0 = kGroupRows * static_cast<int>(group);
     p.a += static_cast<int64_t>(row0) * all.k;
     p.y += static_cast<int64_t>(row0) * all.n;
-    p.m = min(kMmaRows, all.m - row0);
+    p.m = min(kGroupRows, all.m - row0);
   }
 };
 
@@ -252,23 +256,28 @@ __device__ __forceinline__ bool reduce_k_split(float (&acc)[kTiles][4], Warp war
   return true;
 }
 
-// The mma D fragments of kTiles 16-column tiles after the reduction: lane (g, t) stores
-// rows 2t, 2t + 1 of columns lo and hi of each tile (d[0..1], d[2..3]); masked rows (>= M)
+// The mma D fragments of kTiles 16-column tiles after the reduction, for kHalves 8-row
+// halves (acc[r * kTiles + j]: half r, tile j): lane (g, t) stores rows 8r + 2t and
+// 8r + 2t + 1 of columns lo and hi of each tile (d[0..1], d[2..3]); masked rows (>= M)
 // and columns (past N) are not stored.
-template <int kTiles, typename T, typename S>
+template <int kTiles, int kHalves = 1, typename T, typename S>
 __device__ __forceinline__ void store_d_fragments(const GemvParams<T, S>& p,
-                                                  const float (&acc)[kTiles][4], int lane,
-                                                  const bool (&lo_ok)[kTiles],
+                                                  const float (&acc)[kHalves * kTiles][4],
+                                                  int lane, const bool (&lo_ok)[kTiles],
                                                   const bool (&hi_ok)[kTiles],
                                                   const int64_t (&col_lo)[kTiles],
                                                   const int64_t (&col_hi)[kTiles]) {
-  const int row = 2 * (lane % 4);
 #pragma unroll
-  for (int j = 0; j < kTiles; ++j) {
-    if (lo_ok[j] && row < p.m) store_output(p, row, col_lo[j], acc[j][0]);
-    if (lo_ok[j] && row + 1 < p.m) store_output(p, row + 1, col_lo[j], acc[j][1]);
-    if (hi_ok[j] && row < p.m) store_output(p, row, col_hi[j], acc[j][2]);
-    if (hi_ok[j] && row + 1 < p.m) store_output(p, row + 1, col_hi[j], acc[j][3]);
+  for (int r = 0; r < kHalves; ++r) {
+    const int row = 8 * r + 2 * (lane % 4);
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j) {
+      const float (&d)[4] = acc[r * kTiles + j];
+      if (lo_ok[j] && row < p.m) store_output(p, row, col_lo[j], d[0]);
+      if (lo_ok[j] && row + 1 < p.m) store_output(p, row + 1, col_lo[j], d[1]);
+      if (hi_ok[j] && row < p.m) store_output(p, row, col_hi[j], d[2]);
+      if (hi_ok[j] && row + 1 < p.m) store_output(p, row + 1, col_hi[j], d[3]);
+    }
   }
 }
 

@@ -1,5 +1,5 @@
 // Fused decode GEMV of Fp8WeightMatMul, for 0 < M <= 8 (line loads: up to
-// kGemvMaxGroupRows in row groups of 8, gemv/common.cuh):
+// kGemvMaxGroupRows in row groups of 16, gemv/common.cuh):
 //
 //   Y[m, n] = sum_k A'[m, k] * e4m3(B[n, k]) * b_scale[n, k / block_size] + bias[n]
 //
@@ -107,12 +107,17 @@ __device__ __forceinline__ void multiply_window(const uint32_t (&frag)[4][4],
 // 61 % of their stall cycles (Nsight Compute) and more warps of one tile did not help at
 // M = 8; on smaller weights its grid has too few warps (0-30 % slower), so the planner
 // takes it from 128 Mi codes. Fp8GemvMmaKernel's kWide runs it at up to 168 registers.
-template <int kKSplit, int kTiles, typename T, typename Qdq>
+//
+// kHalves = 2 (row groups, M > 8): the warp multiplies each decoded weight fragment with
+// two 8-row halves of activations (rows g and g + 8 of the group, two mma and two sets of
+// sums per fragment), so a group of 16 rows costs one decode of the weights; the
+// accumulators of half r are acc[r * kTiles + j].
+template <int kKSplit, int kTiles, int kHalves, typename T, typename Qdq>
 __device__ __forceinline__ void lines_k_loop(const Fp8Params<T>& p, const Qdq& qdq, int warp,
                                              int lane, int64_t n0,
                                              const int64_t (&col_lo)[kTiles],
                                              const int64_t (&col_hi)[kTiles],
-                                             float (&acc)[kTiles][4]) {
+                                             float (&acc)[kHalves * kTiles][4]) {
   extern __shared__ uint4 fp8_lines[];
   const LineTiles<kTiles> lines(fp8_lines + warp * kTiles * (kLineBufferBytes / 16), p.b, n0,
                                 p.n, p.k, lane);
@@ -122,8 +127,13 @@ __device__ __forceinline__ void lines_k_loop(const Fp8Params<T>& p, const Qdq& q
                         : 0;
   if (count == 0) return;
   const int g = lane / 4, t = lane % 4;
-  const bool row_ok = g < p.m;
-  const T* const a_row = p.a + static_cast<int64_t>(row_ok ? g : 0) * p.k + 16 * t;
+  bool row_ok[kHalves];
+  const T* a_row[kHalves];
+#pragma unroll
+  for (int r = 0; r < kHalves; ++r) {
+    row_ok[r] = g + 8 * r < p.m;
+    a_row[r] = p.a + static_cast<int64_t>(row_ok[r] ? g + 8 * r : 0) * p.k + 16 * t;
+  }
 
   uint4 raw[kTiles][4];
   float scales[kTiles][2][2];  // [tile][window of the pair][lo, hi]
@@ -145,14 +155,16 @@ __device__ __forceinline__ void lines_k_loop(const Fp8Params<T>& p, const Qdq& q
 #pragma unroll 1
   for (int i = 0; i < count; ++i) {
     const uint32_t v = warp + static_cast<uint32_t>(i) * kKSplit;
-    uint4 a[2][2];
+    uint4 a[kHalves][2][2];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const uint4* src =
-          reinterpret_cast<const uint4*>(a_row + static_cast<int64_t>(2 * v + h) * kMmaWindow);
-      a[h][0] = load_cached_u4_if(src, row_ok);
-      a[h][1] = load_cached_u4_if(src + 1, row_ok);
-    }
+    for (int r = 0; r < kHalves; ++r)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint4* src = reinterpret_cast<const uint4*>(
+            a_row[r] + static_cast<int64_t>(2 * v + h) * kMmaWindow);
+        a[r][h][0] = load_cached_u4_if(src, row_ok[r]);
+        a[r][h][1] = load_cached_u4_if(src + 1, row_ok[r]);
+      }
 #pragma unroll
     for (int j = 0; j < kTiles; ++j) lines[j].stage(raw[j]);
     float s[kTiles][2][2];
@@ -167,14 +179,22 @@ __device__ __forceinline__ void lines_k_loop(const Fp8Params<T>& p, const Qdq& q
     load_pair(min(i + 1, count - 1));
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      uint32_t cur[8] = {a[h][0].x, a[h][0].y, a[h][0].z, a[h][0].w,
-                         a[h][1].x, a[h][1].y, a[h][1].z, a[h][1].w};
-      qdq(cur);
+      uint32_t cur[kHalves][8];
+#pragma unroll
+      for (int r = 0; r < kHalves; ++r) {
+        const uint4 x = a[r][h][0], y = a[r][h][1];
+        const uint32_t words[8] = {x.x, x.y, x.z, x.w, y.x, y.y, y.z, y.w};
+#pragma unroll
+        for (int i = 0; i < 8; ++i) cur[r][i] = words[i];
+        qdq(cur[r]);
+      }
 #pragma unroll
       for (int j = 0; j < kTiles; ++j) {
         uint32_t frag[4][4];
         decode_window<T>(lines[j].lo(h), lines[j].hi(h), frag);
-        multiply_window<T>(frag, cur, s[j][h][0], s[j][h][1], acc[j]);
+#pragma unroll
+        for (int r = 0; r < kHalves; ++r)
+          multiply_window<T>(frag, cur[r], s[j][h][0], s[j][h][1], acc[r * kTiles + j]);
       }
     }
     lines.release();
@@ -245,9 +265,11 @@ __device__ __forceinline__ void lines_k_loop(const Fp8Params<T>& p, const Qdq& q
 //
 // fp8_mma_tile is the kernel's body, p's rows (at most 8) at column block column_block;
 // inlined into each kernel, so the decode instantiations compile as if it were the kernel.
-template <typename T, int kKSplit, bool kW8A8, bool kLines, int kTiles, bool kWide>
+template <typename T, int kKSplit, bool kW8A8, bool kLines, int kTiles, bool kWide,
+          int kHalves = 1>
 __device__ __forceinline__ void fp8_mma_tile(const Fp8Params<T>& p, uint32_t column_block) {
   static_assert(kLines || kTiles == 1, "two tiles per warp only with line loads");
+  static_assert(kLines || kHalves == 1, "16-row groups only with line loads");
   static_assert(!kWide || (kTiles == 2 && kKSplit <= kGemvWideMaxKSplit),
                 "168 registers: two tiles, k_split <= 4");
   const int warp = threadIdx.x / kWarpSize;
@@ -270,9 +292,9 @@ __device__ __forceinline__ void fp8_mma_tile(const Fp8Params<T>& p, uint32_t col
     cols_hi[j] = hi_oks[j] ? n0 + j * kTileCols + g + 8 : p.n - 1;
   }
   const bool row_ok = g < p.m;
-  float accs[kTiles][4] = {};
+  float accs[kHalves * kTiles][4] = {};
   if constexpr (kLines) {
-    lines_k_loop<kKSplit, kTiles>(p, qdq, warp, lane, n0, cols_lo, cols_hi, accs);
+    lines_k_loop<kKSplit, kTiles, kHalves>(p, qdq, warp, lane, n0, cols_lo, cols_hi, accs);
   } else {
     const int64_t col_lo = cols_lo[0], col_hi = cols_hi[0];
     float (&acc)[4] = accs[0];
@@ -345,7 +367,7 @@ __device__ __forceinline__ void fp8_mma_tile(const Fp8Params<T>& p, uint32_t col
   }
 
   if (!reduce_k_split<kKSplit>(accs, warp, lane)) return;
-  store_d_fragments<kTiles>(p, accs, lane, lo_oks, hi_oks, cols_lo, cols_hi);
+  store_d_fragments<kTiles, kHalves>(p, accs, lane, lo_oks, hi_oks, cols_lo, cols_hi);
 }
 
 template <typename T, int kKSplit, bool kW8A8, bool kLines, int kTiles, bool kWide = false,
@@ -356,7 +378,8 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize,
   if constexpr (kRowGroups) {
     static_assert(kLines, "row groups only with line loads");
     const RowGroup<T, float> group(p);
-    fp8_mma_tile<T, kKSplit, kW8A8, kLines, kTiles, kWide>(group.p, group.column_block);
+    fp8_mma_tile<T, kKSplit, kW8A8, kLines, kTiles, kWide, kGroupHalves>(group.p,
+                                                                          group.column_block);
   } else {
     fp8_mma_tile<T, kKSplit, kW8A8, kLines, kTiles, kWide>(p, blockIdx.x);
   }

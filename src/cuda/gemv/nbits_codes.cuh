@@ -276,14 +276,14 @@ __device__ __forceinline__ void pair_act4(const uint4& v, uint32_t (&out)[4]) {
   out[3] = __byte_perm(v.y, v.w, 0x7632u);  // (3, 7)
 }
 
+// The mma of one word's weight pairs, decoded without the scale (pl: row lo, ph: row hi,
+// decode_word_pairs_unscaled), with the activation pairs `pa` that match it, into the
+// unscaled sums part (and part16 for 4-bit: pairs 1, 3, the float16 high nibbles).
 template <typename T, int kBits>
-__device__ __forceinline__ void mma_word_unscaled(uint32_t lo, uint32_t hi, const BlockConsts& c_lo,
-                                                  const BlockConsts& c_hi,
-                                                  const uint32_t (&pa)[Codes<kBits>::kPerWord / 2],
-                                                  float (&part)[4], float (&part16)[4]) {
-  uint32_t pl[Codes<kBits>::kPerWord / 2], ph[Codes<kBits>::kPerWord / 2];
-  decode_word_pairs_unscaled<T, kBits>(lo, c_lo, pl);
-  decode_word_pairs_unscaled<T, kBits>(hi, c_hi, ph);
+__device__ __forceinline__ void mma_pairs_unscaled(const uint32_t (&pl)[Codes<kBits>::kPerWord / 2],
+                                                   const uint32_t (&ph)[Codes<kBits>::kPerWord / 2],
+                                                   const uint32_t (&pa)[Codes<kBits>::kPerWord / 2],
+                                                   float (&part)[4], float (&part16)[4]) {
   if constexpr (kBits == 4) {
     // Pairs 0, 2 into part, pairs 1, 3 (16 (q - zp) for float16) into part16.
     const uint32_t a0[4] = {pl[0], ph[0], pl[2], ph[2]}, b0[2] = {pa[0], pa[2]};
@@ -293,6 +293,32 @@ __device__ __forceinline__ void mma_word_unscaled(uint32_t lo, uint32_t hi, cons
   } else {
     const uint32_t a[4] = {pl[0], ph[0], pl[1], ph[1]}, b[2] = {pa[0], pa[1]};
     mma_m16n8k16<T>(part, a, b, part);
+  }
+}
+
+template <typename T, int kBits>
+__device__ __forceinline__ void mma_word_unscaled(uint32_t lo, uint32_t hi, const BlockConsts& c_lo,
+                                                  const BlockConsts& c_hi,
+                                                  const uint32_t (&pa)[Codes<kBits>::kPerWord / 2],
+                                                  float (&part)[4], float (&part16)[4]) {
+  uint32_t pl[Codes<kBits>::kPerWord / 2], ph[Codes<kBits>::kPerWord / 2];
+  decode_word_pairs_unscaled<T, kBits>(lo, c_lo, pl);
+  decode_word_pairs_unscaled<T, kBits>(hi, c_hi, ph);
+  mma_pairs_unscaled<T, kBits>(pl, ph, pa, part, part16);
+}
+
+// The mma of one word's weight pairs, scaled and rounded to T (decode_word_pairs), with
+// the matching activation pairs `pa`, into acc.
+template <typename T, int kBits>
+__device__ __forceinline__ void mma_pairs_scaled(const uint32_t (&pl)[Codes<kBits>::kPerWord / 2],
+                                                 const uint32_t (&ph)[Codes<kBits>::kPerWord / 2],
+                                                 const uint32_t (&pa)[Codes<kBits>::kPerWord / 2],
+                                                 float (&acc)[4]) {
+#pragma unroll
+  for (int s = 0; s < Codes<kBits>::kPerWord / 4; ++s) {
+    const uint32_t a[4] = {pl[2 * s], ph[2 * s], pl[2 * s + 1], ph[2 * s + 1]};
+    const uint32_t b[2] = {pa[2 * s], pa[2 * s + 1]};
+    mma_m16n8k16<T>(acc, a, b, acc);
   }
 }
 
@@ -308,12 +334,7 @@ __device__ __forceinline__ void mma_word_scaled(uint32_t lo, uint32_t hi, const 
   uint32_t pl[Codes<kBits>::kPerWord / 2], ph[Codes<kBits>::kPerWord / 2];
   decode_word_pairs<T, kBits>(lo, c_lo, pl);
   decode_word_pairs<T, kBits>(hi, c_hi, ph);
-#pragma unroll
-  for (int s = 0; s < Codes<kBits>::kPerWord / 4; ++s) {
-    const uint32_t a[4] = {pl[2 * s], ph[2 * s], pl[2 * s + 1], ph[2 * s + 1]};
-    const uint32_t b[2] = {pa[2 * s], pa[2 * s + 1]};
-    mma_m16n8k16<T>(acc, a, b, acc);
-  }
+  mma_pairs_scaled<T, kBits>(pl, ph, pa, acc);
 }
 
 // acc += (part + part16 / 16) * scale, rows lo (d[0..1]) and hi (d[2..3]) by their own

@@ -250,6 +250,23 @@ struct TilePair {
   }
 };
 
+// kHalves 8-row halves of the same columns (row groups of 16, gemv/common.cuh): values
+// h * Inner::kValues .. are half h's, whose rows are the inner tile's rows + 8 h.
+template <class Inner, int kHalves>
+struct RowHalves {
+  static constexpr int kValues = kHalves * Inner::kValues;
+  template <typename Store>
+  __device__ static void store(const float (&v)[kValues], int t, Store&& out) {
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h) {
+      float w[Inner::kValues];
+#pragma unroll
+      for (int i = 0; i < Inner::kValues; ++i) w[i] = v[h * Inner::kValues + i];
+      Inner::store(w, t, [&](int row, int r, float value) { out(row + 8 * h, r, value); });
+    }
+  }
+};
+
 // ----------------------------------------------------------------- host side
 // The kernels' parameters of an N-bit GEMV (gemv/common.cuh).
 template <typename T>
@@ -270,7 +287,7 @@ GemvParams<T> make_nbits_params(const NBitsGemvArgs& args) {
 }
 
 // The planner only asks for what the kernel takes; a violation is a bug, reported here
-// rather than run out of bounds. row_groups: M up to kGemvMaxGroupRows in groups of
+// rather than run out of bounds. row_groups: M up to kGemvMaxGroupRows in groups of 16,
 // `rows` = 8 (the window kernel's line loads; the caller checks that it is that kernel).
 inline Status check_nbits_gemv_args(const NBitsGemvArgs& args, int rows, int k_split,
                                     bool row_groups = false) {

@@ -1,5 +1,5 @@
 // NBitsMatMul's window kernel, NBitsGemvWindowKernel (decode GEMV, 0 < M <= 8, with line
-// loads up to kGemvMaxGroupRows in row groups of 8, gemv/common.cuh; the
+// loads up to kGemvMaxGroupRows in row groups of 16, gemv/common.cuh; the
 // operator, the tile geometry and the code decoding: nbits_gemv.cu, gemv/common.cuh,
 // gemv/nbits_codes.cuh):
 //
@@ -87,9 +87,17 @@ static_assert(kWindowWarpsPerSm<__half, 4, false> % kMaxKSplit == 0 &&
 // waves (the planner costs both; measured on the H200).
 template <bool kWide>
 constexpr int kWindowMaxThreads = (kWide ? kWideMaxKSplit : kMaxKSplit) * kWarpSize;
-template <typename T, int kBits, bool kZeroPoints, int kTiles, bool kWide>
+// Row groups (kRowGroups, two halves of 8 rows per warp) hold twice the activations and
+// sums of their decode twin: 128 registers (16 warps per SM, nbits_window_warps_per_sm's
+// row_groups) unless wide; at the one-tile twin's 64 or 80 ptxas spilled 100-250 bytes.
+template <typename T, int kBits, bool kZeroPoints, int kTiles, bool kWide, bool kRowGroups>
 constexpr int kWindowBlocksPerSm =
-    kWide ? kWideBlocksPerSm : kWindowMinBlocks<T, kBits, kZeroPoints, kTiles>;
+    kWide        ? kWideBlocksPerSm
+    : kRowGroups ? kTensorCoreBlocksPerSm
+                 : kWindowMinBlocks<T, kBits, kZeroPoints, kTiles>;
+static_assert(kTensorCoreBlocksPerSm * kMaxKSplit ==
+                  nbits_window_warps_per_sm(4, false, true, 1, /*row_groups=*/true),
+              "the planner's residency of the row-group kernels");
 
 // ================================================================= kernel
 // Template parameters:
@@ -106,7 +114,9 @@ constexpr int kWindowBlocksPerSm =
 //   kWide         two tiles at up to 168 registers (above).
 //   kRowGroups    M > 8 (line loads only): the block's row group and column block from
 //                 its index (RowGroup, gemv/common.cuh), the tile below on the group's
-//                 rows; the launch bounds are its decode twin's.
+//                 up to 16 rows (kHalves = 2: each decoded word multiplied with the
+//                 activation pairs of rows g and g + 8 of the group, into sums of their
+//                 own); 128 registers unless wide (kWindowBlocksPerSm).
 //
 // kPairBlock (line loads, blocks of two windows or more: 8-bit 128 codes, 4-bit 256): a
 // pair of windows lies in one block (pairs start at even windows), so its second window
@@ -115,15 +125,17 @@ constexpr int kWindowBlocksPerSm =
 // two paths with moves and selects (8-bit float16 two tiles: a 343-instruction loop grew
 // to 412 with both paths; as a parameter, 304).
 //
-// window_tile is the kernel's body, p's rows (at most 8) at column block column_block;
-// inlined into each kernel, so the decode instantiations compile as if it were the kernel.
+// window_tile is the kernel's body, p's rows (at most 8 kHalves) at column block
+// column_block; inlined into each kernel, so the decode instantiations compile as if it
+// were the kernel.
 template <typename T, int kBits, bool kZeroPoints, bool kLines, int kTiles, bool kResultScale,
-          bool kPairBlock, bool kWide>
+          bool kPairBlock, bool kWide, int kHalves = 1>
 __device__ __forceinline__ void window_tile(const GemvParams<T>& p, uint32_t column_block) {
   static_assert(kTiles == 1 || kLines, "two tiles per warp only with line loads");
   static_assert(!kWide || kTiles == 2, "168 registers: the two-tile kernel only");
   static_assert(kResultScale || kLines, "blocks smaller than a window only with line loads");
   static_assert(!kPairBlock || (kLines && kResultScale), "pairs in one block: line loads");
+  static_assert(kHalves == 1 || kLines, "16-row groups only with line loads");
   using C = Codes<kBits>;
   using Tile = MmaTile<T, kBits, kResultScale>;
   const uint32_t k_split = blockDim.x / kWarpSize;
@@ -140,12 +152,16 @@ __device__ __forceinline__ void window_tile(const GemvParams<T>& p, uint32_t col
   const uint32_t u0 = min(warp * per_warp, p.windows);
   const uint32_t u1 = min(u0 + per_warp, p.windows);
 
-  // Rows lo and hi (TileRows), lane t's chunk of each window; activation row g (M - 1 for
-  // g >= M, never stored).
+  // Rows lo and hi (TileRows), lane t's chunk of each window; activation rows g + 8r of
+  // the halves r (M - 1 where past M: loaded as zeros, never stored).
   // kTiles = 2: the second tile's rows (with one tile, the first's twin, unused).
   const TileRows<T> rows(p, n0, g, kZeroPoints);
   const TileRows<T> rows1(p, n0 + kTileCols * (kTiles - 1), g, kZeroPoints);
-  const T* a_row = p.a + static_cast<int64_t>(g < p.m ? g : p.m - 1) * p.k + t * C::kPerChunk;
+  const T* a_rows[kHalves];
+#pragma unroll
+  for (int r = 0; r < kHalves; ++r)
+    a_rows[r] = p.a + static_cast<int64_t>(g + 8 * r < p.m ? g + 8 * r : p.m - 1) * p.k +
+                t * C::kPerChunk;
 
   struct Loads {
     uint4 w[2];
@@ -195,36 +211,57 @@ __device__ __forceinline__ void window_tile(const GemvParams<T>& p, uint32_t col
                               static_cast<size_t>(u) * (kWindowChunks * kChunkBytes));
     load_quant(u, l.q);
   };
-  float accs[kTiles][4] = {};
-  auto load_act = [&](uint32_t u, uint4 (&act)[Tile::kActVecs]) {
-    const T* src = a_row + static_cast<size_t>(u) * C::kPerWindow;
+  // accs[r * kTiles + j]: half r's sums of tile j.
+  float accs[kHalves * kTiles][4] = {};
+  auto load_act = [&](uint32_t u, uint4 (&act)[kHalves][Tile::kActVecs]) {
 #pragma unroll
-    for (int i = 0; i < Tile::kActVecs; ++i)
-      act[i] = load_cached_u4_if(reinterpret_cast<const uint4*>(src) + i, g < p.m);
+    for (int r = 0; r < kHalves; ++r) {
+      const T* src = a_rows[r] + static_cast<size_t>(u) * C::kPerWindow;
+#pragma unroll
+      for (int i = 0; i < Tile::kActVecs; ++i)
+        act[r][i] = load_cached_u4_if(reinterpret_cast<const uint4*>(src) + i, g + 8 * r < p.m);
+    }
   };
-  auto multiply_act = [&](const uint4 (&act)[Tile::kActVecs], uint32_t u, const Loads& l,
-                          float (&acc)[4]) {
+  // Window u of tile `tile`: each word decoded once, multiplied with every half's pairs.
+  auto multiply_act = [&](const uint4 (&act)[kHalves][Tile::kActVecs], uint32_t u,
+                          const Loads& l, int tile) {
     const uint32_t blk = block_of(u);
     const BlockConsts c_lo = make_consts<T, kBits>(l.q[0], blk, 0, false);
     const BlockConsts c_hi = make_consts<T, kBits>(l.q[1], blk, 0, false);
     const uint32_t lo[4] = {l.w[0].x, l.w[0].y, l.w[0].z, l.w[0].w};
     const uint32_t hi[4] = {l.w[1].x, l.w[1].y, l.w[1].z, l.w[1].w};
-    float part[4] = {}, part16[4] = {};
+    float part[kHalves][4] = {}, part16[kHalves][4] = {};
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      uint32_t pa[C::kPerWord / 2];
-      Tile::act_pairs(act, j, pa);
-      if constexpr (kResultScale)
-        mma_word_unscaled<T, kBits>(lo[j], hi[j], c_lo, c_hi, pa, part, part16);
-      else
-        mma_word_scaled<T, kBits>(lo[j], hi[j], c_lo, c_hi, pa, acc);
+      uint32_t pa[kHalves][C::kPerWord / 2];
+#pragma unroll
+      for (int r = 0; r < kHalves; ++r) Tile::act_pairs(act[r], j, pa[r]);
+      uint32_t pl[C::kPerWord / 2], ph[C::kPerWord / 2];
+      if constexpr (kResultScale) {
+        decode_word_pairs_unscaled<T, kBits>(lo[j], c_lo, pl);
+        decode_word_pairs_unscaled<T, kBits>(hi[j], c_hi, ph);
+      } else {
+        decode_word_pairs<T, kBits>(lo[j], c_lo, pl);
+        decode_word_pairs<T, kBits>(hi[j], c_hi, ph);
+      }
+#pragma unroll
+      for (int r = 0; r < kHalves; ++r) {
+        if constexpr (kResultScale)
+          mma_pairs_unscaled<T, kBits>(pl, ph, pa[r], part[r], part16[r]);
+        else
+          mma_pairs_scaled<T, kBits>(pl, ph, pa[r], accs[r * kTiles + tile]);
+      }
     }
-    if constexpr (kResultScale) apply_block_scales<T, kBits>(acc, part, part16, c_lo, c_hi);
+    if constexpr (kResultScale) {
+#pragma unroll
+      for (int r = 0; r < kHalves; ++r)
+        apply_block_scales<T, kBits>(accs[r * kTiles + tile], part[r], part16[r], c_lo, c_hi);
+    }
   };
   auto multiply = [&](uint32_t u, const Loads& l) {
-    uint4 act[Tile::kActVecs];
+    uint4 act[kHalves][Tile::kActVecs];
     load_act(u, act);
-    multiply_act(act, u, l, accs[0]);
+    multiply_act(act, u, l, 0);
   };
 
   if constexpr (kLines) {
@@ -303,7 +340,7 @@ __device__ __forceinline__ void window_tile(const GemvParams<T>& p, uint32_t col
           // The order of the staged reads and the activation loads is the measured one:
           // with one tile the activations after (before, ptxas spilled 8-24 bytes at 80
           // registers), with two before.
-          uint4 act[Tile::kActVecs];
+          uint4 act[kHalves][Tile::kActVecs];
           if constexpr (kTiles == 2) load_act(2 * v + h, act);
 #pragma unroll
           for (int j = 0; j < kTiles; ++j) {
@@ -312,7 +349,7 @@ __device__ __forceinline__ void window_tile(const GemvParams<T>& p, uint32_t col
           }
           if constexpr (kTiles == 1) load_act(2 * v + h, act);
 #pragma unroll
-          for (int j = 0; j < kTiles; ++j) multiply_act(act, 2 * v + h, l[j][h], accs[j]);
+          for (int j = 0; j < kTiles; ++j) multiply_act(act, 2 * v + h, l[j][h], j);
         }
         lines.release();
       }
@@ -333,14 +370,19 @@ __device__ __forceinline__ void window_tile(const GemvParams<T>& p, uint32_t col
     }
   }
 
+  // Values (r * kTiles + j) * 4 + i: half r, tile j, fragment entry i.
+  using Tiles = std::conditional_t<kTiles == 1, Tile, TilePair<Tile>>;
+  using Halves = RowHalves<Tiles, kHalves>;
+  float v[Halves::kValues];
+#pragma unroll
+  for (int i = 0; i < kHalves * kTiles; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) v[4 * i + e] = accs[i][e];
   if constexpr (kTiles == 1) {
-    float v[Tile::kValues] = {accs[0][0], accs[0][1], accs[0][2], accs[0][3]};
-    reduce_and_store<Tile>(p, v, warp, lane, k_split, n0, rows.ok);
+    reduce_and_store<Halves>(p, v, warp, lane, k_split, n0, rows.ok);
   } else {
-    float v[TilePair<Tile>::kValues] = {accs[0][0], accs[0][1], accs[0][2], accs[0][3],
-                                        accs[1][0], accs[1][1], accs[1][2], accs[1][3]};
     const bool ok[4] = {rows.ok[0], rows.ok[1], rows1.ok[0], rows1.ok[1]};
-    reduce_and_store<TilePair<Tile>>(p, v, warp, lane, k_split, n0, ok);
+    reduce_and_store<Halves>(p, v, warp, lane, k_split, n0, ok);
   }
 }
 
@@ -348,13 +390,13 @@ template <typename T, int kBits, bool kZeroPoints, bool kLines, int kTiles,
           bool kResultScale = true, bool kPairBlock = false, bool kWide = false,
           bool kRowGroups = false>
 __global__ void __launch_bounds__(kWindowMaxThreads<kWide>,
-                                  kWindowBlocksPerSm<T, kBits, kZeroPoints, kTiles, kWide>)
+                                  kWindowBlocksPerSm<T, kBits, kZeroPoints, kTiles, kWide, kRowGroups>)
     NBitsGemvWindowKernel(const GemvParams<T> p) {
   if constexpr (kRowGroups) {
     static_assert(kLines, "row groups only with line loads");
     const RowGroup<T, T> group(p);
-    window_tile<T, kBits, kZeroPoints, kLines, kTiles, kResultScale, kPairBlock, kWide>(
-        group.p, group.column_block);
+    window_tile<T, kBits, kZeroPoints, kLines, kTiles, kResultScale, kPairBlock, kWide,
+                kGroupHalves>(group.p, group.column_block);
   } else {
     window_tile<T, kBits, kZeroPoints, kLines, kTiles, kResultScale, kPairBlock, kWide>(
         p, blockIdx.x);
