@@ -22,7 +22,8 @@ import sys
 
 from bench_table import kernel_of
 
-KEY_FIELDS = ("op", "activation_dtype", "bits", "zero_points", "block_size", "bias", "m", "n", "k")
+KEY_FIELDS = ("op", "activation_dtype", "bits", "zero_points", "act_quant", "b_scale_block_rows",
+              "block_size", "bias", "m", "n", "k")
 FILE_RE = re.compile(r"^(?P<suite>.+)\.(?P<side>base|head)\.(?P<rep>\d+)\.jsonl$")
 
 
@@ -38,6 +39,11 @@ def case_label(row):
         parts.append("int%d" % bits)
     if zp not in (None, "none"):
         parts.append("zp=" + zp)
+    act_quant = row.get("act_quant")
+    if act_quant not in (None, "none"):
+        parts.append("act=" + act_quant)
+    if row.get("b_scale_block_rows") not in (None, 1):
+        parts.append("scale_rows=%s" % row.get("b_scale_block_rows"))
     parts.append("bs=%s" % row.get("block_size"))
     parts.append("M=%s N=%s K=%s" % (row.get("m"), row.get("n"), row.get("k")))
     return " ".join(str(p) for p in parts)

@@ -48,7 +48,8 @@ def fmt(v, spec):
 def short_path(row):
     """The path in a few characters: the decode GEMV's kernel (bench_table.kernel_of:
     fma, regs, tma, window, lines, lines x2), 'mma' for FP8's tensor-core GEMV, the K
-    split and a 168-register bound where the plan has them; the fused GEMM's mainloop
+    split, a 168-register bound and above 8 rows the row groups of 16 ('rg<G>') where the
+    plan has them; the fused GEMM's mainloop
     ('fused' for mma.sync, 'wgmma') or FP8's W8A8 GEMM ('w8a8'), tile height and K split;
     the mixed-input GEMM ('mixed'), its tile height and 'sk' where it runs stream-K;
     otherwise the path name."""
@@ -76,6 +77,9 @@ def short_path(row):
         name += " k" + m.group(1)
     if re.search(r"regs=168\b", plan):
         name += " r168"
+    groups = re.search(r"row_groups=(\d+)", plan)
+    if groups:
+        name += " rg" + groups.group(1)
     return name
 
 

@@ -5,7 +5,7 @@
 //   BQMM_PLAN_OVERRIDE="key=value[,key=value...]"     e.g. "k_split=4,lines=0"
 //
 // Keys (each applies to the operators named; for the others it is an error):
-//   gemv=0            both   never the decode GEMV (M <= 8, and the row groups of gemm=0):
+//   gemv=0            both   never the decode GEMV (M <= 8, and its row groups above):
 //                            dequant + cuBLAS where the fused GEMM does not take the problem
 //   fma=0|1           both   the CUDA-core decode GEMV: 0 never where the tensor-core one
 //                            applies, 1 wherever it applies

@@ -45,6 +45,18 @@ class AbTableTest(unittest.TestCase):
         self.assertEqual(len(lines), 1, out)
         return lines[0]
 
+    def test_activation_quantization_is_part_of_the_case(self):
+        # FP8 with and without a quantized activation at the same shape are two cases.
+        plain = dict(op="fp8", bits=None, zero_points=None, act_quant="none", b_scale_block_rows=1)
+        static = dict(plain, act_quant="static")
+        self.write("f.base.1.jsonl", [row(8, 20.0, **plain), row(8, 22.0, **static)])
+        self.write("f.head.1.jsonl", [row(8, 20.0, **plain), row(8, 23.1, **static)])
+        rc, out = self.run_script()
+        self.assertEqual(rc, 0, out)
+        self.assertIn("ab f: 2 cases", out)
+        self.assertIn("act=static", out)
+        self.assertIn("1.050", out)
+
     def test_fastest_repeat_ratio_and_plan_changes(self):
         self.write("s.base.1.jsonl", [row(1, 50.0), row(2, 40.0)])
         self.write("s.base.2.jsonl", [row(1, 48.0), row(2, 41.0)])

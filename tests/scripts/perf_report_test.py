@@ -173,6 +173,10 @@ class PerfReportTest(unittest.TestCase):
         fused = {"path": "fused_gemm", "plan": "mainloop=wgmma; tile_m=64; tile_n=128; stages=3; k_split=2"}
         self.assertEqual(perf_report.short_path(fused), "wgmma t64 k2")
         self.assertEqual(perf_report.short_path({"path": "dequant_gemm", "plan": ""}), "dequant + cuBLAS")
+        group = {"path": "gemv", "plan": "window=1; lines=1; tiles=2; regs=128; row_groups=1; workspace=0B}"}
+        self.assertEqual(perf_report.short_path(group), "lines x2 rg1")
+        fp8_group = {"path": "gemv_mma", "plan": "k_split=8; tma=0; lines=1; tiles=1; row_groups=1; workspace=0B}"}
+        self.assertEqual(perf_report.short_path(fp8_group), "mma lines k8 rg1")
 
     def test_weight_scales_per_128_rows(self):
         # The W8A8 suites with b_scale_block_rows 128: the title and the command say so, and

@@ -258,13 +258,16 @@ __device__ __forceinline__ void lines_k_loop(const Fp8Params<T>& p, const Qdq& q
 //            Fp8MatMulOptions::gemv_registers; k_split <= 4): each warp faster, fewer of
 //            them (NBitsGemvWindowKernel's kWide says why; the planner costs both).
 //   kRowGroups  M > 8 (line loads only): the block's row group and column block from its
-//            index (RowGroup, gemv/common.cuh), the tile below on the group's rows.
+//            index (RowGroup, gemv/common.cuh), the tile below on the group's up to 16
+//            rows (kHalves = 2: lines_k_loop multiplies each decoded window with rows g
+//            and g + 8 of the group).
 // Launch bounds: 16 warps per SM at least (128 registers per thread at most; kWide: 12,
 // 168), the residency the planner's wave model assumes (kGemvTensorCoreWarpsPerSm,
 // kGemvWideWarpsPerSm); a row-group instantiation keeps its decode twin's.
 //
-// fp8_mma_tile is the kernel's body, p's rows (at most 8) at column block column_block;
-// inlined into each kernel, so the decode instantiations compile as if it were the kernel.
+// fp8_mma_tile is the kernel's body, p's rows (at most 8 kHalves) at column block
+// column_block; inlined into each kernel, so the decode instantiations compile as if it
+// were the kernel.
 template <typename T, int kKSplit, bool kW8A8, bool kLines, int kTiles, bool kWide,
           int kHalves = 1>
 __device__ __forceinline__ void fp8_mma_tile(const Fp8Params<T>& p, uint32_t column_block) {
