@@ -38,6 +38,10 @@
 #   per line of F, `NAME [VAR=VALUE ...] PROFILER-ARGS` (VAR=VALUE words, such as
 #   BQMM_PLAN_OVERRIDE=mixed=0, go to the profiler's environment; # starts a comment); the
 #   cases of one NAME make one table (scripts/ab_cases/ has the sets used so far).
+#   AB_TREE=. compares this tree with itself: no second build, and AB_BASE_ENV /
+#   AB_HEAD_ENV ("VAR=VALUE ...", either side, also with another tree) go to that side's
+#   profiler runs before a case's own words, e.g. AB_BASE_ENV=BQMM_PLAN_OVERRIDE=gemm=1 to
+#   time a planner rule against the choice it replaces in one build.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -206,9 +210,21 @@ fi
 
 # ab_cases FILE REP: each case of FILE (see `ab` above) for the base and this tree in turn,
 # its JSON line appended to $OUT/ab/NAME.base|head.REP.jsonl; sets ab_failed on a failure.
+# ab_side SIDE: the profiler (bin) and the extra environment (side_env) of an A/B side.
+ab_side() {
+  bin=$build/bqmm-profile
+  [ "$1" = base ] && [ "$ab_tree" != . ] && bin=build-ab/bqmm-profile
+  side_env=()
+  if [ "$1" = base ]; then
+    read -r -a side_env <<<"${AB_BASE_ENV:-}"
+  else
+    read -r -a side_env <<<"${AB_HEAD_ENV:-}"
+  fi
+}
+
 ab_cases() {
   local file=$1 rep=$2 name rest side bin
-  local -a words envs
+  local -a words envs side_env
   while read -r name rest; do
     [ -z "$name" ] || [ "${name:0:1}" = "#" ] && continue
     read -r -a words <<<"$rest"
@@ -218,10 +234,9 @@ ab_cases() {
       words=("${words[@]:1}")
     done
     for side in base head; do
-      bin=build-ab/bqmm-profile
-      [ "$side" = head ] && bin=$build/bqmm-profile
+      ab_side "$side"
       rm -f "$OUT/ab/case.jsonl"
-      if env "${envs[@]}" "$bin" "${words[@]}" --json "$OUT/ab/case.jsonl" </dev/null \
+      if env "${side_env[@]}" "${envs[@]}" "$bin" "${words[@]}" --json "$OUT/ab/case.jsonl" </dev/null \
         >>"$OUT/ab/$name.$side.$rep.log" 2>&1; then
         cat "$OUT/ab/case.jsonl" >>"$OUT/ab/$name.$side.$rep.jsonl"
       else
@@ -240,7 +255,7 @@ if has ab; then
     summary+=("ab: no baseline tree at $ab_tree (scripts/ab_prepare.sh REV, then carry it)")
   elif [ ! -x "$build/bqmm-profile" ]; then
     summary+=("ab: no $build/bqmm-profile (run the build step first)")
-  elif ! build_tree "$ab_tree" build-ab "$OUT/build_ab.log" --target bqmm-profile; then
+  elif [ "$ab_tree" != . ] && ! build_tree "$ab_tree" build-ab "$OUT/build_ab.log" --target bqmm-profile; then
     tail -n 20 "$OUT/build_ab.log"
     summary+=("ab: the baseline's build failed (see build_ab.log)")
   else
@@ -271,15 +286,21 @@ if has ab; then
         esac
         [ "$ab_bs" = 128 ] || name=${name}_bs$ab_bs
         for side in base head; do
-          bin=build-ab/bqmm-profile
-          [ "$side" = head ] && bin=$build/bqmm-profile
-          "$bin" "${args[@]}" --json "$OUT/ab/$name.$side.$rep.jsonl" \
+          ab_side "$side"
+          env "${side_env[@]}" "$bin" "${args[@]}" --json "$OUT/ab/$name.$side.$rep.jsonl" \
             >"$OUT/ab/$name.$side.$rep.log" 2>&1 || ab_failed=1
         done
       done
     done
     python3 scripts/ab_table.py "$OUT/ab" > "$OUT/ab_table.txt" 2>&1 || ab_failed=1
-    summary+=("ab: baseline $(cat "$ab_tree/AB_COMMIT" 2>/dev/null || echo "$ab_tree"), rc=$ab_failed ($(( $(stamp) - t0 ))s), table in ab_table.txt")
+    if [ "$ab_tree" = . ]; then
+      baseline="this tree"
+    else
+      baseline=$(cat "$ab_tree/AB_COMMIT" 2>/dev/null || echo "$ab_tree")
+    fi
+    [ -n "${AB_BASE_ENV:-}" ] && baseline+=" with $AB_BASE_ENV"
+    [ -n "${AB_HEAD_ENV:-}" ] && baseline+=", head with $AB_HEAD_ENV"
+    summary+=("ab: baseline $baseline, rc=$ab_failed ($(( $(stamp) - t0 ))s), table in ab_table.txt")
     while IFS= read -r line; do summary+=("$line"); done < <(grep -E '^ab ' "$OUT/ab_table.txt")
   fi
 fi

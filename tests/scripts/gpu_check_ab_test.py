@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""gpu_check.sh's `ab` step run as a program, on a stand-in profiler (no GPU, no build):
+the bash that picks each side's profiler and environment is what these tests pin. A
+temporary root holds copies of the three scripts the step runs, an empty CMakeLists.txt
+and build-gpu/bqmm-profile, a script that writes one JSON line per case whose time and
+plan depend on BQMM_PLAN_OVERRIDE. Registered with CTest (tests/CMakeLists.txt) where
+python3 and bash exist."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts")
+
+# The stand-in: 9 us under the planner, 10 us with the fused GEMM forced (gemm=1); the plan
+# names the override so that the table counts the plan as changed.
+PROFILER = r'''#!/usr/bin/env python3
+import json, os, sys
+args = sys.argv[1:]
+def value(flag, default=None):
+    return args[args.index(flag) + 1] if flag in args else default
+override = os.environ.get("BQMM_PLAN_OVERRIDE", "")
+row = {"op": value("--op"), "activation_dtype": value("--activation-dtype", "fp16"),
+       "bits": int(value("--bits", 4)), "zero_points": "none", "act_quant": "none",
+       "b_scale_block_rows": 1, "block_size": 128, "bias": False,
+       "m": int(value("--m")), "n": int(value("--n")), "k": int(value("--k")),
+       "path": "fused_gemm" if "gemm=1" in override else "gemv",
+       "plan": "override=" + override + "}",
+       "b2b_us": 10.0 if "gemm=1" in override else 9.0, "median_us": 12.0, "passed": True}
+with open(value("--json"), "a") as f:
+    f.write(json.dumps(row) + "\n")
+'''
+
+
+class GpuCheckAbTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.root = self.tmp.name
+        os.makedirs(os.path.join(self.root, "scripts"))
+        for name in ("gpu_check.sh", "ab_table.py", "bench_table.py"):
+            shutil.copy(os.path.join(SCRIPTS, name), os.path.join(self.root, "scripts", name))
+        open(os.path.join(self.root, "CMakeLists.txt"), "w").close()
+        os.makedirs(os.path.join(self.root, "build-gpu"))
+        profiler = os.path.join(self.root, "build-gpu", "bqmm-profile")
+        with open(profiler, "w") as f:
+            f.write(PROFILER.replace("/usr/bin/env python3", "/usr/bin/env " + os.path.basename(sys.executable)))
+        os.chmod(profiler, 0o755)
+        with open(os.path.join(self.root, "cases.txt"), "w") as f:
+            f.write("# two cases\n")
+            f.write("g16 --op nbits --bits 4 --m 16 --n 8192 --k 8192\n")
+            f.write("g16 --op nbits --bits 8 --m 12 --n 8192 --k 8192\n")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def run_ab(self, **env):
+        out = os.path.join(self.root, "out")
+        full = dict(os.environ, OUT=out, AB_CASES_FILE="cases.txt", AB_REPEATS="1",
+                    PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+        full.pop("BQMM_PLAN_OVERRIDE", None)
+        full.update(env)
+        p = subprocess.run(["bash", os.path.join(self.root, "scripts", "gpu_check.sh"), "ab"],
+                           cwd=self.root, env=full, capture_output=True, text=True, check=False)
+        return p.returncode, p.stdout + p.stderr, out
+
+    def test_this_tree_against_itself_with_a_forced_base(self):
+        rc, log, out = self.run_ab(AB_TREE=".", AB_BASE_ENV="BQMM_PLAN_OVERRIDE=gemm=1")
+        self.assertEqual(rc, 0, log)
+        self.assertIn("ab: baseline this tree with BQMM_PLAN_OVERRIDE=gemm=1, rc=0", log)
+        self.assertIn("ab g16: 2 cases, head/base b2b_us median 0.900", log)
+        self.assertIn("2 plans changed", log)
+        self.assertFalse(os.path.exists(os.path.join(self.root, "build-ab")), log)
+        with open(os.path.join(out, "ab_table.txt")) as f:
+            table = f.read()
+        self.assertIn("M=16 N=8192 K=8192", table)
+        self.assertIn("0.900", table)
+
+    def test_head_environment(self):
+        rc, log, _ = self.run_ab(AB_TREE=".", AB_HEAD_ENV="BQMM_PLAN_OVERRIDE=gemm=1")
+        self.assertEqual(rc, 0, log)
+        self.assertIn("head with BQMM_PLAN_OVERRIDE=gemm=1", log)
+        self.assertIn("ab g16: 2 cases, head/base b2b_us median 1.111", log)
+
+    def test_no_baseline_tree(self):
+        rc, log, _ = self.run_ab(AB_TREE="missing")
+        self.assertEqual(rc, 0, log)  # the step reports it in the summary
+        self.assertIn("ab: no baseline tree at missing", log)
+
+
+if __name__ == "__main__":
+    unittest.main()
