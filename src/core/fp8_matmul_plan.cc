@@ -65,11 +65,9 @@ bool row_groups_fit(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOv
 // One row group (M = 9..16, each decoded weight fragment multiplied with two 8-row halves)
 // in the fused GEMM's place, unless the GEMM is forced (fused_gemm_forced): on weights
 // below 128 Mi (one tile per warp; on larger weights the fused GEMM's time, within 0.2 %,
-// with two), and with float16 activations on weights of 64 Mi or more up to 12 rows.
-// Measured on the H200 against the fused GEMM, back to back (GEMV / fused GEMM time):
-// M = 9 0.79-0.91 on 8192 x 8192, 4096 x 14336 and 14336 x 4096 (8192 x 8192 float16
-// 21.8 against 24.0 us); M = 12 0.81-0.95; M = 16 0.90-0.98, but 8192 x 8192 float16 1.04
-// (25.2 against 24.3 us; bfloat16 0.97).
+// with two), and with float16 activations on weights of 64 Mi or more up to 12 rows (at
+// 8192 x 8192 float16 M = 16 it took 1.04x the fused GEMM's time; elsewhere 0.79-0.98x on
+// the H200, back to back; docs/DESIGN.md, "Row groups").
 constexpr int64_t kFp8RowGroupLargeCodes = int64_t{64} << 20;
 constexpr int64_t kFp8RowGroupLargeFloat16MaxRows = 12;
 bool row_group_preferred(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {

@@ -161,13 +161,9 @@ bool row_groups_fit(const NBitsMatMulProblem& p, const GemvFacts& f, const PlanO
 }
 
 // One row group (M = 9..16: each decoded word multiplied with two 8-row halves) in the
-// fused GEMM's place, unless the GEMM is forced (fused_gemm_forced). Measured on the H200 against
-// the fused GEMM (float16, back to back, the tiles of row_group_tiles): 8-bit 8192 x 8192
-// M = 9 19.9 against 25.2 us, M = 16 22.5 against 25.1 (bfloat16 23.8 against 28.8),
-// 28672 x 8192 70.3 against 78.2, 4096 x 14336 18.9 against 22.2, 14336 x 4096 19.4
-// against 23.6; 4-bit 8192 x 8192 M = 9 19.2 against 25.1, M = 16 22.1 against 25.3,
-// 28672 x 8192 68.0 against 76.3, 4096 x 14336 22.6 against 22.8, 14336 x 4096 20.2
-// against 23.7.
+// fused GEMM's place, unless the GEMM is forced (fused_gemm_forced): on the H200, back to
+// back, 0.79-0.92x the fused GEMM's time for 8-bit and 0.80-0.99x for 4-bit on the four
+// prefill shapes (4-bit bfloat16 4096 x 14336: 1.01x); docs/DESIGN.md, "Row groups".
 bool row_group_preferred(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
   return p.m <= kGemvGroupRows && !fused_gemm_forced(o) && gemv_applies(p, d, o) &&
          row_groups_fit(p, gemv_facts(p, d), o);
