@@ -221,6 +221,10 @@ Status plan_tensor_core_gemv(const Fp8MatMulProblem& p, const DeviceInfo& d,
                        kGemvTensorCoreWarpsPerSm, g->tiles);
   g->k_split = choose_gemv_k_split(model);
   if (g->tiles == 2) BQMM_RETURN_IF_ERROR(choose_registers(p, d, o, model, g));
+  if (o.k_split > kGemvMaxKSplit)
+    return Status(StatusCode::kInvalidArgument,
+                  "plan override: the FP8 GEMVs take k_split up to " +
+                      std::to_string(kGemvMaxKSplit) + ", not " + std::to_string(o.k_split));
   if (o.k_split > 0) g->k_split = o.k_split;
   return Status::Ok();
 }

@@ -46,6 +46,10 @@ constexpr int64_t kGemvTileCols = 16;     // output columns per warp tile (the m
 constexpr int64_t kGemvWindowBytes = 64;  // K bytes of a row per lane quad and window
 constexpr int64_t kGemvTmaTileBytes = 128;  // K bytes of a row per TMA tile (SM90+)
 constexpr int kGemvMaxKSplit = 8;         // the largest instantiated k_split
+// NBitsMatMul's 4-bit window kernel without line loads or zero points (64 registers, 32
+// warps per SM) also takes blocks of 16 warps: on grids of few tiles (N = 4096) a split of
+// 8 leaves half its residency unused.
+constexpr int kNBitsWindowMaxKSplit = 16;
 // Warps of a tensor-core GEMV an SM holds at once (the kernels' launch bounds: <= 128
 // registers per thread), and the windows a warp's pipeline needs to fill (its first
 // loads' latency, paid once per warp).

@@ -148,6 +148,25 @@ bool window_faster(const NBitsMatMulProblem& p, const GemvFacts& f) {
   return p.bits == 4 && f.many_tiles && !f.zp;
 }
 
+// The window kernel at a K split of up to 16 warps (kNBitsWindowMaxKSplit; 4-bit, no zero
+// points, no line loads: 64 registers, 32 warps per SM) on rows of at least 6 windows a
+// warp at 16. The plan's model may then split by 16 (window_split16); the planner takes it
+// where the register tile's grid is small (not many_tiles: a split of 8 fills at most its
+// 16 warps per SM, half the window kernel's 32; window_split16_faster). Measured on the
+// H200 against the register tile (two same-run A/Bs): 4096 x 14336 (7 windows a warp)
+// float16 M = 1..4 8-11 % faster, M = 8 5-6 %, bfloat16 M = 1..4 4-7 %, M = 8 even; with 2
+// windows a warp (4096 x 4096) 4-15 % slower, and at 6144 x 4096 (two waves) 39-43 %.
+constexpr int64_t kNBitsSplit16MinWindows = 6 * kNBitsWindowMaxKSplit;
+bool split16_rows(const NBitsMatMulProblem& p, const GemvFacts& f) {
+  return p.bits == 4 && !f.zp && p.row_bytes() / kGemvWindowBytes >= kNBitsSplit16MinWindows;
+}
+bool window_split16(const NBitsMatMulProblem& p, const GemvFacts& f, const GemvConfig& g) {
+  return g.window && !g.lines && split16_rows(p, f);
+}
+bool window_split16_faster(const NBitsMatMulProblem& p, const GemvFacts& f) {
+  return split16_rows(p, f) && !f.many_tiles;
+}
+
 // Rows of whole 64-byte windows for algorithm 0 on the tensor cores: the window kernel's
 // domain.
 bool whole_windows(const NBitsMatMulProblem& p, const GemvFacts& f, int algo) {
@@ -222,8 +241,10 @@ void choose_stream(const NBitsMatMulProblem& p, const DeviceInfo& d, const GemvF
   const bool two_tiles = lines_ok && (o.tiles == 2 || (o.tiles < 0 && two_tiles_faster(p, f)));
   g->lines = lines_ok && o.window != 0 &&
              (o.lines == 1 || (o.lines < 0 && o.tma != 1 && lines_faster(p, d, f, two_tiles)));
-  g->window = g->lines || (window_applies && (o.window == 1 || (o.window < 0 && o.tma != 1 &&
-                                                                window_faster(p, f))));
+  g->window = g->lines ||
+              (window_applies &&
+               (o.window == 1 || (o.window < 0 && o.tma != 1 &&
+                                  (window_faster(p, f) || window_split16_faster(p, f)))));
   g->tiles = g->lines && two_tiles ? 2 : 1;
   g->tma = !g->window && tma_applies(p, d, f) &&
            (o.tma == 1 || (o.tma < 0 && tma_faster(p, f)));
@@ -245,10 +266,20 @@ Status choose_k_split(const NBitsMatMulProblem& p, const DeviceInfo& d, const Ge
                       const PlanOverride& o, GemvConfig* g) {
   const bool two_tiles_4bit = g->tiles == 2 && p.bits == 4;
   // Each row group is a copy of the grid.
-  const GemvSplitModel model = gemv_split_model(
+  GemvSplitModel model = gemv_split_model(
       p.n * g->row_groups, gemv_k_units(p.row_bytes(), g->tma), d.num_sms,
       warps_per_sm(p, f, *g), g->tiles,
       two_tiles_4bit ? kNBitsTwoTilePipelineFill : kGemvPipelineFill);
+  const bool split16 = window_split16(p, f, *g);
+  if (split16) model.max_k_split = kNBitsWindowMaxKSplit;
+  if (o.k_split > kGemvMaxKSplit && !split16)
+    return Status(StatusCode::kInvalidArgument,
+                  "plan override: k_split=" + std::to_string(o.k_split) +
+                      " only on the 4-bit window kernel without line loads or zero points "
+                      "(window=1,lines=0) on rows of at least " +
+                      std::to_string(kNBitsSplit16MinWindows) +
+                      " windows; this plan's GEMV takes up to " +
+                      std::to_string(kGemvMaxKSplit));
   g->k_split = choose_gemv_k_split(model);
   if (g->tiles == 2) {
     GemvSplitModel narrow = model;

@@ -287,8 +287,8 @@ void expect_k_split_forced(const Problem& p) {
   o.k_split = 0;
   EXPECT_EQ(plan(p, kHopper, o).gemv.k_split, chosen);
   EXPECT_EQ(plan(p, kHopper, parsed("")).gemv.k_split, chosen);
-  expect_override_rejects(p, PlanOverride{}, &PlanOverride::k_split, "k_split", {-1, 3, 16});
-  expect_parse_rejects("k_split", {"0", "3", "6", "16", "-1", "x", ""});
+  expect_override_rejects(p, PlanOverride{}, &PlanOverride::k_split, "k_split", {-1, 3, 32});
+  expect_parse_rejects("k_split", {"0", "3", "6", "32", "-1", "x", ""});
 }
 
 // Sets `var` for `from_env`: "64" is 64 MiB of scratch, an empty value leaves the

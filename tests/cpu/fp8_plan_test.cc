@@ -1109,7 +1109,12 @@ TEST(Fp8Plan, IsPure) {
 // the tests above set them in the struct.
 
 // k_split forces the tensor-core GEMV's K split (line loads, 8 by default here).
-TEST(Fp8Override, GemvKSplit) { testing::expect_k_split_forced(problem(4, 4096, 4096)); }
+TEST(Fp8Override, GemvKSplit) {
+  testing::expect_k_split_forced(problem(4, 4096, 4096));
+  // 16 is NBitsMatMul's 4-bit window kernel's alone.
+  testing::expect_rejected(problem(4, 4096, 14336), parsed("k_split=16"),
+                           "the FP8 GEMVs take k_split up to 8, not 16");
+}
 
 // The CUDA-core kernel has none, and keeps the CUDA-core plan under any forced split.
 TEST(Fp8Override, GemvKSplitLeavesTheFmaKernel) {

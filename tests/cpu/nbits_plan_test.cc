@@ -654,8 +654,10 @@ TEST(NBitsPlan, GemvWindowWhereItAppliesOrWhenAsked) {
   // The grid: 264 tiles x 8 = 2112 = 16 x 132 warps is not more; 265 tiles are.
   EXPECT_FALSE(plan(problem(3, 264 * 16, 8192, 4, 128)).gemv.window);
   EXPECT_TRUE(plan(problem(3, 264 * 16 + 1, 8192, 4, 128)).gemv.window);
-  EXPECT_FALSE(plan(problem(3, 4096, 14336, 4, 128)).gemv.window);
+  EXPECT_FALSE(plan(problem(3, 4096, 4096, 4, 128)).gemv.window);
   EXPECT_TRUE(plan(problem(3, 4096, 4096, 4, 128), kAmpere).gemv.window);  // 108 SMs
+  // Small grids of long rows: the split of 16 (GemvWindowSplit16OnSmallGridsOfLongRows).
+  EXPECT_TRUE(plan(problem(3, 4096, 14336, 4, 128)).gemv.window);
   PlanOverride no_lines;
   no_lines.lines = 0;
   EXPECT_FALSE(plan(problem(1, 264 * 16, 8192, 4, 128), kHopper, no_lines).gemv.window);
@@ -703,6 +705,52 @@ TEST(NBitsPlan, GemvWindowWhereItAppliesOrWhenAsked) {
   EXPECT_EQ(zp2.gemv.k_split, 8);
   testing::expect_switch_rejects_out_of_range(problem(1, 4096, 4096), o, &PlanOverride::window,
                                               "window");
+}
+
+// The window kernel's split of 16 warps (4-bit, no zero points, no line loads): where the
+// register tile's grid is small (not more tiles x 8 warps than 16 warps per SM hold) and
+// rows have at least 96 windows (6 a warp at 16): 4096 x 14336 at every decode M, both
+// types. Rows of 95 windows, zero points, 8-bit, blocks smaller than a window and grids of
+// many tiles keep their kernels; a forced window kernel splits by 16 only on such rows, and
+// k_split=16 elsewhere is refused.
+TEST(NBitsPlan, GemvWindowSplit16OnSmallGridsOfLongRows) {
+  for (DType t : {DType::kFloat16, DType::kBFloat16})
+    for (int64_t m = 1; m <= 8; ++m) {
+      const NBitsMatMulPlan p = plan(problem(m, 4096, 14336, 4, 128, t));
+      SCOPED_TRACE(::testing::Message() << p);
+      EXPECT_TRUE(p.gemv.window);
+      EXPECT_FALSE(p.gemv.lines);
+      EXPECT_EQ(p.gemv.k_split, kNBitsWindowMaxKSplit);
+    }
+  // 96 windows of 64 bytes: K = 12288 4-bit codes; 95 keep the register tile.
+  EXPECT_EQ(plan(problem(1, 4096, 12288, 4, 128)).gemv.k_split, kNBitsWindowMaxKSplit);
+  const NBitsMatMulPlan short_rows = plan(problem(1, 4096, 12288 - 128, 4, 128));
+  EXPECT_FALSE(short_rows.gemv.window);
+  EXPECT_EQ(short_rows.gemv.k_split, kGemvMaxKSplit);
+  EXPECT_FALSE(plan(problem(1, 4096, 4096, 4, 128)).gemv.window);
+  // Smaller grids too (N = 1024: 64 tiles).
+  EXPECT_EQ(plan(problem(1, 1024, 14336, 4, 128)).gemv.k_split, kNBitsWindowMaxKSplit);
+  // Grids of many tiles: the window kernel at a split of 8 or less.
+  const NBitsMatMulPlan many = plan(problem(1, 8192, 14336, 4, 128));
+  EXPECT_TRUE(many.gemv.window);
+  EXPECT_LE(many.gemv.k_split, kGemvMaxKSplit);
+  NBitsMatMulProblem zp = problem(1, 4096, 14336, 4, 128);
+  zp.zero_points = NBitsZeroPoints::kPacked;
+  EXPECT_LE(plan(zp).gemv.k_split, kGemvMaxKSplit);
+  EXPECT_LE(plan(problem(2, 4096, 14336, 8, 128)).gemv.k_split, kGemvMaxKSplit);
+  EXPECT_FALSE(plan(problem(1, 4096, 14336, 4, 64)).gemv.window);
+  // Forced: the window kernel on rows of 32 windows splits by at most 8; k_split=16 is
+  // taken on long rows and refused elsewhere, naming the kernel.
+  EXPECT_EQ(plan(problem(1, 4096, 4096, 4, 128), kHopper, parsed("window=1")).gemv.k_split,
+            kGemvMaxKSplit);
+  EXPECT_EQ(plan(problem(1, 4096, 14336, 4, 128), kHopper, parsed("k_split=16")).gemv.k_split, 16);
+  const NBitsMatMulPlan forced = plan(problem(1, 8192, 14336, 4, 128), kHopper, parsed("k_split=16"));
+  EXPECT_TRUE(forced.gemv.window);
+  EXPECT_EQ(forced.gemv.k_split, 16);
+  for (const NBitsMatMulProblem& refused :
+       {problem(1, 4096, 4096, 4, 128), zp, problem(2, 4096, 14336, 8, 128),
+        problem(1, 28672, 8192, 4, 128)})
+    testing::expect_rejected(refused, parsed("k_split=16"), "only on the 4-bit window kernel");
 }
 
 // Line loads (the window kernel's weights as whole 128-byte lines, rows of whole lines:
@@ -867,7 +915,7 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
 // N x K >= 128 Mi.
 TEST(NBitsPlan, GemvLinesOnBlocksSmallerThanAWindow) {
   const int64_t shapes[][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {8192, 8192}, {28672, 8192}};
-  int window_cases = 0;
+  int window_cases = 0, split16_cases = 0;
   for (int bits : {4, 8})
     for (DType t : {DType::kFloat16, DType::kBFloat16})
       for (auto zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked})
@@ -884,7 +932,13 @@ TEST(NBitsPlan, GemvLinesOnBlocksSmallerThanAWindow) {
               EXPECT_EQ(ps.path, NBitsPath::kGemv);
               EXPECT_EQ(ps.gemv.fma, pb.gemv.fma);
               EXPECT_FALSE(ps.gemv.tma);
-              if (pb.gemv.window && !pb.gemv.lines) {
+              if (pb.gemv.window && !pb.gemv.lines && pb.gemv.k_split == kNBitsWindowMaxKSplit) {
+                // The split of 16 (small grids of long rows) needs blocks of a window:
+                // smaller ones keep the register tile.
+                ++split16_cases;
+                EXPECT_FALSE(ps.gemv.window);
+                EXPECT_EQ(ps.gemv.k_split, kGemvMaxKSplit);
+              } else if (pb.gemv.window && !pb.gemv.lines) {
                 ++window_cases;
                 EXPECT_TRUE(ps.gemv.lines);
                 EXPECT_EQ(ps.gemv.tiles, 2);
@@ -898,6 +952,7 @@ TEST(NBitsPlan, GemvLinesOnBlocksSmallerThanAWindow) {
             }
           }
   EXPECT_EQ(window_cases, 2 * 2 * 4 * 2);  // 4-bit, both dtypes, M = 1..4, 2 shapes, 2 sizes
+  EXPECT_EQ(split16_cases, 2 * 6 * 2);     // 4-bit 4096 x 14336, both dtypes, every M, 2 sizes
   // bfloat16 two tiles below 128 Mi: the model's k_split (896 two-tile warps' columns of 64
   // windows: 4), not twice it.
   const NBitsMatMulPlan bf16 = plan(problem(2, 14336, 4096, 4, 32, DType::kBFloat16));
@@ -1220,7 +1275,7 @@ TEST(NBitsOverride, GemvSwitchOverrides) {
        tma_by_default},
       {"fma", &PlanOverride::fma, &GemvConfig::fma, problem(2, 4096, 4096, 8, 128),
        problem(1, 4096, 4096, 8, 128)},
-      {"window", &PlanOverride::window, &GemvConfig::window, problem(3, 4096, 14336, 4, 128),
+      {"window", &PlanOverride::window, &GemvConfig::window, problem(3, 4096, 4096, 4, 128),
        problem(1, 8192, 8192, 4, 128)},
       {"lines", &PlanOverride::lines, &GemvConfig::lines, problem(8, 4096, 14336, 4, 128),
        problem(1, 28672, 8192, 4, 128)},

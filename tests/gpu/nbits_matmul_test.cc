@@ -213,6 +213,35 @@ TEST(NBitsGemvWindow, OnAndOffEveryBlockSizeDtypeAndZeroPoints) {
   }
 }
 
+// The window kernel's split of 16 warps (4-bit, no zero points, no line loads; blocks of
+// 512 threads, 15 partial sums through shared memory): the planner's choice on rows of 96
+// or more windows where the grid is small, and forced. Rows of exactly 6 windows a warp
+// (K = 12288), of 97 windows (warps of 6 and 7, the last one short) and of 112 (K = 14336),
+// blocks of one and two windows, both dtypes, M 1..8, partial column tiles, bias or not.
+TEST(NBitsGemvWindow, SplitOf16OnLongRows) {
+  BQMM_REQUIRE_GPU();
+  const int64_t ks[] = {12288, 12288 + 128, 14336};
+  int index = 0;
+  for (DType t : {DType::kFloat16, DType::kBFloat16})
+    for (int64_t bs : {128, 256})
+      for (int64_t k : ks) {
+        if (k % bs != 0) continue;
+        const int64_t n = index % 3 == 0 ? 1 : index % 3 == 1 ? 19 : 300;
+        NBitsCaseSpec s = nbits_spec(t, 4, n == 1 ? kSingleColumnRows : 1 + index % 8, n, k, bs);
+        s.bias = index % 2 == 0;
+        s.init = index % 2 == 0 ? WeightInit::kAllCodes : WeightInit::kQuantizedNormal;
+        testing::NBitsKnobs o;
+        if (index % 2 == 1) o.force.k_split = kNBitsWindowMaxKSplit;  // else the planner's
+        SCOPED_TRACE(describe(s) << " k_split=" << o.force.k_split);
+        NBitsRun run;
+        run_and_check(s, 4600 + index++, o, NBitsPath::kGemv, &run);
+        EXPECT_TRUE(run.plan.gemv.window) << run.plan;
+        EXPECT_FALSE(run.plan.gemv.lines) << run.plan;
+        EXPECT_EQ(run.plan.gemv.k_split, kNBitsWindowMaxKSplit) << run.plan;
+      }
+  EXPECT_EQ(index, 10);
+}
+
 // Line loads on blocks of one window (4-bit 128 codes, 8-bit 64) read a row's two scales
 // of a pair as one 4-byte load: scales placed 4 bytes into their buffer still take them,
 // 2 bytes in take the window kernel without line loads (4-bit) or the register tile
@@ -787,6 +816,14 @@ TEST(NBitsGemv, SanitizeSmall) {
         window_case(c, two, true, 2);
       }
   two.force.registers = -1;
+  // The split of 16 warps (4-bit, no zero points): 15 partial sums through shared memory,
+  // rows of 97 windows (the last warp short), a partial column tile.
+  {
+    testing::NBitsKnobs split16;
+    split16.force.k_split = kNBitsWindowMaxKSplit;
+    NBitsCaseSpec c = nbits_spec(DType::kBFloat16, 4, 3, 19, 12288 + 128, 128);
+    window_case(c, split16, false, 1);
+  }
   // Line loads on blocks smaller than a window (a block per lane chunk: 4-bit 32, 8-bit
   // 16 codes), one and two tiles, with packed zero points.
   testing::NBitsKnobs small = two;

@@ -212,10 +212,11 @@ __device__ __forceinline__ void store_output(const Params& p, int64_t row, int64
 //   - kTiles mma D fragments (4 sums each), the split kKSplit a template parameter (the
 //     FP8 kernels), moved as float4 with every loop unrolled.
 // Warp: the kernel's warp index type (int or uint32_t, as in its other indexing).
-template <int kValues, typename Warp>
+// kMaxSplit: the kernel's largest block (kMaxKSplit, or the N-bit window kernel's 16).
+template <int kValues, int kMaxSplit = kMaxKSplit, typename Warp>
 __device__ __forceinline__ bool reduce_k_split(float (&v)[kValues], Warp warp, int lane,
                                                uint32_t k_split) {
-  __shared__ float partials[kMaxKSplit - 1][kValues][kWarpSize];
+  __shared__ float partials[kMaxSplit - 1][kValues][kWarpSize];
   if (k_split > 1) {
     if (warp > 0) {
 #pragma unroll

@@ -260,6 +260,9 @@ Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_sp
                                        : tma ? "TMA tiles" : "the register tile"));
   BQMM_RETURN_IF_ERROR(check_nbits_gemv_args(args, rows, k_split, row_groups));
   if (window) return launch_nbits_gemv_window(args, k_split, lines, tiles_per_warp, registers, stream);
+  if (k_split > kMaxKSplit)
+    return Status(StatusCode::kInternal, "launch_nbits_gemv: k_split " + std::to_string(k_split) +
+                                             " only on the window kernel");
   if (tma) return launch_nbits_gemv_tma(args, k_split, stream);
   return dispatch_float_types(args.dtype, "launch_nbits_gemv", [&](auto tag) -> Status {
     return launch_register_tile<decltype(tag)>(args, algo, rows, k_split, stream);

@@ -221,12 +221,13 @@ struct TileRows {
 
 // The end of every N-bit tensor-core and FMA-tile kernel: the K-split reduction
 // (reduce_k_split, gemv/common.cuh), then warp 0 adds the bias in float32 and rounds to T
-// once (store_output); rows >= M and columns past N (row_ok) are not stored.
-template <typename Tile, typename T, int kColumnRows>
+// once (store_output); rows >= M and columns past N (row_ok) are not stored. kMaxSplit:
+// the kernel's largest block, in warps.
+template <typename Tile, int kMaxSplit = kMaxKSplit, typename T, int kColumnRows>
 __device__ __forceinline__ void reduce_and_store(const GemvParams<T>& p, float (&v)[Tile::kValues],
                                                  uint32_t warp, int lane, uint32_t k_split,
                                                  int64_t n0, const bool (&row_ok)[kColumnRows]) {
-  if (!reduce_k_split(v, warp, lane, k_split)) return;
+  if (!reduce_k_split<Tile::kValues, kMaxSplit>(v, warp, lane, k_split)) return;
   const int g = lane / 4;
   Tile::store(v, lane % 4, [&](int row, int r, float value) {
     if (row >= p.m || !row_ok[r]) return;
@@ -300,7 +301,7 @@ inline Status check_nbits_gemv_args(const NBitsGemvArgs& args, int rows, int k_s
     return fail("M = " + std::to_string(args.m) + " > rows " + std::to_string(rows) +
                 (row_groups ? " in row groups of up to " + std::to_string(kGemvMaxGroupRows)
                             : std::string()));
-  if (k_split != 1 && k_split != 2 && k_split != 4 && k_split != 8)
+  if (k_split != 1 && k_split != 2 && k_split != 4 && k_split != 8 && k_split != kNBitsWindowMaxKSplit)
     return fail("k_split " + std::to_string(k_split));
   if (args.block_size < 16 || args.k % args.block_size != 0 || args.k > 0x7fffffff)
     return fail("K = " + std::to_string(args.k) + " with block_size " + std::to_string(args.block_size));

@@ -85,16 +85,29 @@ static_assert(kWindowWarpsPerSm<__half, 4, false> % kMaxKSplit == 0 &&
 // unbounded, the next pair's loads issued mid-loop rather than at its end), which wins
 // where the grid's waves fill at 12 warps per SM and loses where 16 hold it in fewer
 // waves (the planner costs both; measured on the H200).
-template <bool kWide>
-constexpr int kWindowMaxThreads = (kWide ? kWideMaxKSplit : kMaxKSplit) * kWarpSize;
+// kSplit16 (4-bit without line loads or zero points, 64 registers): blocks of up to
+// kNBitsWindowMaxKSplit = 16 warps, two of them per SM (the same 32 warps per SM): on grids
+// of few tiles (N = 4096: 256 tiles) a split of 8 fills half of that residency.
+template <int kBits, bool kZeroPoints, bool kLines>
+constexpr bool kWindowSplit16 = kBits == 4 && !kZeroPoints && !kLines;
+template <bool kWide, bool kSplit16 = false>
+constexpr int kWindowMaxSplit = kWide ? kWideMaxKSplit : kSplit16 ? kNBitsWindowMaxKSplit : kMaxKSplit;
+template <bool kWide, bool kSplit16 = false>
+constexpr int kWindowMaxThreads = kWindowMaxSplit<kWide, kSplit16> * kWarpSize;
 // Row groups (kRowGroups, two halves of 8 rows per warp) hold twice the activations and
 // sums of their decode twin: 128 registers (16 warps per SM, nbits_window_warps_per_sm's
 // row_groups) unless wide; at the one-tile twin's 64 or 80 ptxas spilled 100-250 bytes.
-template <typename T, int kBits, bool kZeroPoints, int kTiles, bool kWide, bool kRowGroups>
+template <typename T, int kBits, bool kZeroPoints, bool kLines, int kTiles, bool kWide,
+          bool kRowGroups>
 constexpr int kWindowBlocksPerSm =
     kWide        ? kWideBlocksPerSm
     : kRowGroups ? kTensorCoreBlocksPerSm
-                 : kWindowMinBlocks<T, kBits, kZeroPoints, kTiles>;
+    : kWindowSplit16<kBits, kZeroPoints, kLines>
+        ? kWindowWarpsPerSm<T, kBits, kZeroPoints> / kNBitsWindowMaxKSplit
+        : kWindowMinBlocks<T, kBits, kZeroPoints, kTiles>;
+static_assert(kWindowWarpsPerSm<__half, 4, false> % kNBitsWindowMaxKSplit == 0 &&
+                  kWindowWarpsPerSm<__nv_bfloat16, 4, false> % kNBitsWindowMaxKSplit == 0,
+              "the split-16 window kernel's residency is whole blocks of 16 warps");
 static_assert(kTensorCoreBlocksPerSm * kMaxKSplit ==
                   nbits_window_warps_per_sm(4, false, true, 1, /*row_groups=*/true),
               "the planner's residency of the row-group kernels");
@@ -379,7 +392,8 @@ __device__ __forceinline__ void window_tile(const GemvParams<T>& p, uint32_t col
 #pragma unroll
     for (int e = 0; e < 4; ++e) v[4 * i + e] = accs[i][e];
   if constexpr (kTiles == 1) {
-    reduce_and_store<Halves>(p, v, warp, lane, k_split, n0, rows.ok);
+    constexpr int kMaxSplit = kWindowMaxSplit<kWide, kWindowSplit16<kBits, kZeroPoints, kLines>>;
+    reduce_and_store<Halves, kMaxSplit>(p, v, warp, lane, k_split, n0, rows.ok);
   } else {
     const bool ok[4] = {rows.ok[0], rows.ok[1], rows1.ok[0], rows1.ok[1]};
     reduce_and_store<Halves>(p, v, warp, lane, k_split, n0, ok);
@@ -389,8 +403,9 @@ __device__ __forceinline__ void window_tile(const GemvParams<T>& p, uint32_t col
 template <typename T, int kBits, bool kZeroPoints, bool kLines, int kTiles,
           bool kResultScale = true, bool kPairBlock = false, bool kWide = false,
           bool kRowGroups = false>
-__global__ void __launch_bounds__(kWindowMaxThreads<kWide>,
-                                  kWindowBlocksPerSm<T, kBits, kZeroPoints, kTiles, kWide, kRowGroups>)
+__global__ void __launch_bounds__(kWindowMaxThreads<kWide, kWindowSplit16<kBits, kZeroPoints, kLines>>,
+                                  kWindowBlocksPerSm<T, kBits, kZeroPoints, kLines, kTiles, kWide,
+                                                     kRowGroups>)
     NBitsGemvWindowKernel(const GemvParams<T> p) {
   if constexpr (kRowGroups) {
     static_assert(kLines, "row groups only with line loads");
@@ -462,6 +477,10 @@ Status launch_window(const NBitsGemvArgs& args, int k_split, bool lines, int til
   if (tiles != 1 && !(tiles == 2 && lines))
     return Status(StatusCode::kInternal, "launch_nbits_gemv: " + std::to_string(tiles) +
                                              " tiles per warp (1, or 2 with line loads)");
+  if (k_split > kMaxKSplit && (args.bits != 4 || lines || args.zp_packed != nullptr))
+    return Status(StatusCode::kInternal,
+                  "launch_nbits_gemv: k_split " + std::to_string(k_split) +
+                      " only on the 4-bit window kernel without line loads or zero points");
   bool wide = false;
   BQMM_RETURN_IF_ERROR(check_line_tiles_registers("launch_nbits_gemv", registers,
                                                   lines && tiles == 2, k_split, &wide));
