@@ -47,9 +47,11 @@ constexpr int64_t kGemvWindowBytes = 64;  // K bytes of a row per lane quad and 
 constexpr int64_t kGemvTmaTileBytes = 128;  // K bytes of a row per TMA tile (SM90+)
 constexpr int kGemvMaxKSplit = 8;         // the largest instantiated k_split
 // NBitsMatMul's 4-bit window kernel without line loads or zero points (64 registers, 32
-// warps per SM) also takes blocks of 16 warps: on grids of few tiles (N = 4096) a split of
-// 8 leaves half its residency unused.
+// warps per SM) also takes blocks of 16 warps, and its one-tile kernels at 80 registers (24
+// warps per SM) blocks of 12: on grids of few tiles (N = 4096) a split of 8 leaves part of
+// their residency unused (nbits_window_max_k_split, below).
 constexpr int kNBitsWindowMaxKSplit = 16;
+constexpr int kNBitsWindow80MaxKSplit = 12;
 // Warps of a tensor-core GEMV an SM holds at once (the kernels' launch bounds: <= 128
 // registers per thread), and the windows a warp's pipeline needs to fill (its first
 // loads' latency, paid once per warp).
@@ -74,6 +76,20 @@ constexpr int64_t nbits_window_warps_per_sm(int bits, bool zero_points, bool flo
                                          int tiles_per_warp = 1, bool row_groups = false) {
   if (tiles_per_warp == 2 || row_groups) return 16;
   return bits == 8 ? (float16 ? 16 : 24) : zero_points ? 24 : 32;
+}
+
+// The largest K split (warps per block) of a window kernel configuration, two blocks of it
+// filling the SM's residency above: 16 for 4-bit without zero points or line loads (64
+// registers), 12 for one tile at 80 registers (8-bit bfloat16 codes, 4-bit packed zero
+// points), kGemvWideMaxKSplit at 168 registers (`wide`), else kGemvMaxKSplit.
+constexpr int nbits_window_max_k_split(int bits, bool zero_points, bool float16, bool lines,
+                                       int tiles_per_warp, bool wide, bool row_groups) {
+  if (wide) return kGemvWideMaxKSplit;
+  if (tiles_per_warp != 1 || row_groups) return kGemvMaxKSplit;
+  if (bits == 4 && !zero_points && !lines) return kNBitsWindowMaxKSplit;
+  if (nbits_window_warps_per_sm(bits, zero_points, float16) == 2 * kNBitsWindow80MaxKSplit)
+    return kNBitsWindow80MaxKSplit;
+  return kGemvMaxKSplit;
 }
 
 // SM90's TMA tile stream (cuda/gemv/tma.cuh) can carry an [n, row_bytes] weight: the copy

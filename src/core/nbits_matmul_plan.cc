@@ -82,13 +82,31 @@ bool lines_apply(const NBitsMatMulProblem& p, const GemvFacts& f, bool whole_win
          (p.block_size != f.window_codes || p.scale_alignment >= 4);
 }
 
+// The window kernel's largest blocks (nbits_window_max_k_split: 16 or 12 warps) pay on
+// rows of at least 96 windows (6 a warp at 16).
+constexpr int64_t kNBitsLargeSplitMinWindows = 6 * kNBitsWindowMaxKSplit;
+
+// Blocks of 12 warps (the one-tile window kernel at 80 registers, 24 warps per SM): 8-bit
+// bfloat16 codes by line loads at M = 2..8 on grids a split of 8 leaves at 16 warps per SM
+// (not many_tiles) with rows of at least 96 windows. Measured on the H200 (same run,
+// against the plans before): 4096 x 14336 M = 2 9 % faster than the CUDA-core kernel, M = 4
+// and 8 5 % faster than line loads at a split of 8, with packed zero points M = 4 3 %;
+// 4096 x 4096 (32 line pairs) even. 4-bit with packed zero points (the window kernel at 12
+// in the register tile's place) -2 to +3 %: not taken.
+bool split12_faster(const NBitsMatMulProblem& p, const GemvFacts& f) {
+  return p.bits == 8 && f.bf16 && p.m >= 2 && !f.many_tiles &&
+         p.row_bytes() / kGemvWindowBytes >= kNBitsLargeSplitMinWindows;
+}
+
 // The CUDA-core kernel (8-bit, M <= 2): faster at M = 1, and at M = 2 in bfloat16 (whose
 // tensor-core decode goes through float32) except where line loads take bfloat16 M = 2
-// (zero points, large weights, grids of many tiles: 3-10 % faster there). Not when the
+// (zero points, large weights, grids of many tiles: 3-10 % faster there; split12_faster's
+// long rows on small grids, in blocks of 12 warps: 9 %). Not when the
 // algorithm or TMA tiles are forced: those choose among the tensor-core kernels.
 bool choose_fma(const NBitsMatMulProblem& p, const GemvFacts& f, const PlanOverride& o) {
   const bool applies = f.half && p.bits == 8 && p.m <= kGemvFmaMaxRows;
-  const bool bf16_lines_at_two_rows = f.bf16 && p.m == 2 && (f.zp || f.large || f.many_tiles) &&
+  const bool bf16_lines_at_two_rows = f.bf16 && p.m == 2 &&
+                                      (f.zp || f.large || f.many_tiles || split12_faster(p, f)) &&
                                       p.row_bytes() % kGemvTmaTileBytes == 0 &&
                                       o.window != 0 && o.lines != 0;
   const bool faster = p.m == 1 || (f.bf16 && !bf16_lines_at_two_rows);
@@ -156,9 +174,8 @@ bool window_faster(const NBitsMatMulProblem& p, const GemvFacts& f) {
 // H200 against the register tile (two same-run A/Bs): 4096 x 14336 (7 windows a warp)
 // float16 M = 1..4 8-11 % faster, M = 8 5-6 %, bfloat16 M = 1..4 4-7 %, M = 8 even; with 2
 // windows a warp (4096 x 4096) 4-15 % slower, and at 6144 x 4096 (two waves) 39-43 %.
-constexpr int64_t kNBitsSplit16MinWindows = 6 * kNBitsWindowMaxKSplit;
 bool split16_rows(const NBitsMatMulProblem& p, const GemvFacts& f) {
-  return p.bits == 4 && !f.zp && p.row_bytes() / kGemvWindowBytes >= kNBitsSplit16MinWindows;
+  return p.bits == 4 && !f.zp && p.row_bytes() / kGemvWindowBytes >= kNBitsLargeSplitMinWindows;
 }
 bool window_split16(const NBitsMatMulProblem& p, const GemvFacts& f, const GemvConfig& g) {
   return g.window && !g.lines && split16_rows(p, f);
@@ -272,14 +289,20 @@ Status choose_k_split(const NBitsMatMulProblem& p, const DeviceInfo& d, const Ge
       two_tiles_4bit ? kNBitsTwoTilePipelineFill : kGemvPipelineFill);
   const bool split16 = window_split16(p, f, *g);
   if (split16) model.max_k_split = kNBitsWindowMaxKSplit;
-  if (o.k_split > kGemvMaxKSplit && !split16)
+  // Forced splits above 8: 12 on the one-tile window kernels at 80 registers, 16 where the
+  // model may split by 16.
+  const bool split12 =
+      g->window && nbits_window_max_k_split(p.bits, f.zp, f.fp16, g->lines, g->tiles, false,
+                                            p.m > kGemvMaxRows) == kNBitsWindow80MaxKSplit;
+  if (o.k_split > kGemvMaxKSplit &&
+      !(split16 || (split12 && o.k_split == kNBitsWindow80MaxKSplit)))
     return Status(StatusCode::kInvalidArgument,
-                  "plan override: k_split=" + std::to_string(o.k_split) +
-                      " only on the 4-bit window kernel without line loads or zero points "
-                      "(window=1,lines=0) on rows of at least " +
-                      std::to_string(kNBitsSplit16MinWindows) +
-                      " windows; this plan's GEMV takes up to " +
-                      std::to_string(kGemvMaxKSplit));
+                  "plan override: k_split=" + std::to_string(o.k_split) + ": this plan's GEMV "
+                      "takes up to " + std::to_string(kGemvMaxKSplit) + "; 12 only on the "
+                      "window kernel's one tile at 80 registers (8-bit bfloat16 codes, 4-bit "
+                      "packed zero points), 16 only on the 4-bit window kernel without line "
+                      "loads or zero points (window=1,lines=0) on rows of at least " +
+                      std::to_string(kNBitsLargeSplitMinWindows) + " windows");
   g->k_split = choose_gemv_k_split(model);
   if (g->tiles == 2) {
     GemvSplitModel narrow = model;
@@ -291,6 +314,7 @@ Status choose_k_split(const NBitsMatMulProblem& p, const DeviceInfo& d, const Ge
   if (two_tiles_4bit && g->registers != kGemvWideRegisters && p.m <= double_up_to_m &&
       f.large && gemv_split_partial_wave(model, g->k_split))
     g->k_split = std::min(2 * g->k_split, kGemvMaxKSplit);
+  if (split12 && g->lines && split12_faster(p, f)) g->k_split = kNBitsWindow80MaxKSplit;
   if (o.k_split > 0) g->k_split = o.k_split;
   return Status::Ok();
 }

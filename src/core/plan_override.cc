@@ -22,7 +22,7 @@ const Key kKeys[] = {
     {"gemv", &PlanOverride::gemv, {0}},
     {"fma", &PlanOverride::fma, {0, 1}},
     {"algo", &PlanOverride::algo, {kNBitsGemvAlgoUnrolled, kNBitsGemvAlgoLoop, kNBitsGemvAlgoPerBlock}},
-    {"k_split", &PlanOverride::k_split, {1, 2, 4, 8, kNBitsWindowMaxKSplit}},
+    {"k_split", &PlanOverride::k_split, {1, 2, 4, 8, kNBitsWindow80MaxKSplit, kNBitsWindowMaxKSplit}},
     {"tma", &PlanOverride::tma, {0, 1}},
     {"window", &PlanOverride::window, {0, 1}},
     {"lines", &PlanOverride::lines, {0, 1}},

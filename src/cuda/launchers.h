@@ -104,8 +104,8 @@ struct NBitsGemvArgs {
 };
 // algo: the K-loop strategy (kNBitsGemvAlgo* of bqmm/nbits_matmul.h); rows: activation
 // rows per warp tile (8 for float16 / bfloat16; 1, 2, 4 or 8 >= M for float32); k_split:
-// warps per block splitting K (1, 2, 4 or 8; 16 on the 4-bit window kernel without lines
-// or zero points). tma (SM90+, float16 / bfloat16, block_size
+// warps per block splitting K (1, 2, 4 or 8; the window kernel's largest blocks also 12
+// or 16, nbits_window_max_k_split). tma (SM90+, float16 / bfloat16, block_size
 // >= 64 codes for 8-bit, >= 128 for 4-bit): the weights by TMA tiles (gemv/tma.cuh); algo
 // does not apply then. window (float16 / bfloat16, blocks of a 64-byte window or more: 128
 // codes 4-bit, 64 8-bit; with lines, of a 16-byte chunk or more: 32, 16; rows of whole

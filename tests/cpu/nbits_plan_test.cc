@@ -461,7 +461,10 @@ TEST(NBitsPlan, GemvFmaAtOneRowOfEightBitCodes) {
   // zero-point tensor, on rows of whole lines, with the window kernel and line loads not
   // switched off.
   EXPECT_TRUE(plan(problem(2, 4096, 32768, 8, 128, DType::kBFloat16)).gemv.lines);
-  EXPECT_TRUE(plan(problem(2, 4096, 32768 - 128, 8, 128, DType::kBFloat16)).gemv.fma);
+  // (Rows of 96 windows or more on such grids take line loads in blocks of 12 warps:
+  // GemvLinesInBlocksOfTwelveOnSmallGridsOfLongRows; 6016 bytes have 94.)
+  EXPECT_TRUE(plan(problem(2, 4096, 6144 - 128, 8, 128, DType::kBFloat16)).gemv.fma);
+  EXPECT_TRUE(plan(problem(2, 4096, 6144, 8, 128, DType::kBFloat16)).gemv.lines);
   EXPECT_TRUE(plan(problem(2, 264 * 16, 4096, 8, 128, DType::kBFloat16)).gemv.fma);
   EXPECT_TRUE(plan(problem(2, 264 * 16 + 1, 4096, 8, 128, DType::kBFloat16)).gemv.lines);
   EXPECT_TRUE(plan(problem(2, 28672, 8192 + 64, 8, 64, DType::kBFloat16)).gemv.fma);
@@ -713,6 +716,40 @@ TEST(NBitsPlan, GemvWindowWhereItAppliesOrWhenAsked) {
 // types. Rows of 95 windows, zero points, 8-bit, blocks smaller than a window and grids of
 // many tiles keep their kernels; a forced window kernel splits by 16 only on such rows, and
 // k_split=16 elsewhere is refused.
+// Blocks of 12 warps (the one-tile window kernel at 80 registers): 8-bit bfloat16 line
+// loads at M = 2..8, with or without zero points, on grids a split of 8 leaves at 16 warps
+// per SM with rows of at least 96 windows (8-bit K >= 6144): 4096 x 14336. M = 1 keeps
+// the CUDA-core kernel; float16 (128 registers), 4-bit, short rows (4096 x 4096) and grids
+// of many tiles keep a split of at most 8. Forced, 12 is taken on those kernels alone.
+TEST(NBitsPlan, GemvLinesInBlocksOfTwelveOnSmallGridsOfLongRows) {
+  for (auto zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked})
+    for (int64_t m = 2; m <= 8; ++m) {
+      NBitsMatMulProblem pr = problem(m, 4096, 14336, 8, 128, DType::kBFloat16);
+      pr.zero_points = zp;
+      const NBitsMatMulPlan p = plan(pr);
+      SCOPED_TRACE(::testing::Message() << p);
+      EXPECT_TRUE(p.gemv.lines);
+      EXPECT_EQ(p.gemv.tiles, 1);
+      EXPECT_EQ(p.gemv.k_split, kNBitsWindow80MaxKSplit);
+    }
+  EXPECT_TRUE(plan(problem(1, 4096, 14336, 8, 128, DType::kBFloat16)).gemv.fma);
+  EXPECT_LE(plan(problem(4, 4096, 14336, 8, 128, DType::kFloat16)).gemv.k_split, kGemvMaxKSplit);
+  EXPECT_LE(plan(problem(4, 4096, 4096, 8, 128, DType::kBFloat16)).gemv.k_split, kGemvMaxKSplit);
+  EXPECT_LE(plan(problem(4, 8192, 8192, 8, 128, DType::kBFloat16)).gemv.k_split, kGemvMaxKSplit);
+  EXPECT_EQ(plan(problem(4, 4096, 6144, 8, 128, DType::kBFloat16)).gemv.k_split,
+            kNBitsWindow80MaxKSplit);
+  EXPECT_LE(plan(problem(4, 4096, 6144 - 128, 8, 128, DType::kBFloat16)).gemv.k_split, kGemvMaxKSplit);
+  // Forced: the 80-register one-tile kernels (4-bit with zero points too) take 12; the
+  // 128-register ones refuse it.
+  NBitsMatMulProblem zp4 = problem(1, 4096, 14336, 4, 128, DType::kBFloat16);
+  zp4.zero_points = NBitsZeroPoints::kPacked;
+  const NBitsMatMulPlan forced = plan(zp4, kHopper, parsed("window=1,lines=0,k_split=12"));
+  EXPECT_TRUE(forced.gemv.window);
+  EXPECT_EQ(forced.gemv.k_split, kNBitsWindow80MaxKSplit);
+  testing::expect_rejected(problem(4, 4096, 14336, 8, 128, DType::kFloat16), parsed("k_split=12"),
+                           "12 only on the window kernel's one tile at 80 registers");
+}
+
 TEST(NBitsPlan, GemvWindowSplit16OnSmallGridsOfLongRows) {
   for (DType t : {DType::kFloat16, DType::kBFloat16})
     for (int64_t m = 1; m <= 8; ++m) {
@@ -778,8 +815,10 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
         const NBitsMatMulPlan p = plan(problem(m, nk[0], nk[1], bits, 128, t));
         const bool large = nk[0] == 28672;
         const bool many = nk[0] > 264 * 16;  // the window kernel's grid rule
+        // 8-bit bfloat16 on 4096 x 14336: blocks of 12 from M = 2 (below).
+        const bool split12 = bits == 8 && t == DType::kBFloat16 && nk[1] == 14336 && m >= 2;
         const bool want = bits == 4                ? large || (many && m > 4)
-                          : t == DType::kBFloat16 ? m > 2 || (m == 2 && (large || many))
+                          : t == DType::kBFloat16 ? m > 2 || (m == 2 && (large || many || split12))
                                                   : m > 1;
         const bool fp16 = t == DType::kFloat16;
         const bool two = large ? bits == 4 || m >= (fp16 ? 2 : 5)
@@ -797,7 +836,9 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
               gemv_split_model(nk[0] / tiles, nk[1] * bits / 8 / 64, kHopper.num_sms,
                                nbits_window_warps_per_sm(bits, false, fp16, tiles)));
           EXPECT_EQ(p.gemv.k_split,
-                    tiles == 2 && bits == 4 && (!fp16 || m == 1) && m <= 4 ? 2 * model : model)
+                    split12 ? kNBitsWindow80MaxKSplit
+                    : tiles == 2 && bits == 4 && (!fp16 || m == 1) && m <= 4 ? 2 * model
+                                                                             : model)
               << p;
         } else {
           EXPECT_EQ(p.gemv.tiles, 1) << p;

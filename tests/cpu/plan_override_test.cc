@@ -33,8 +33,8 @@ const std::vector<KeyCase>& keys() {
       {"gemv", &PlanOverride::gemv, {0}, {"1", "-1", "2"}, "0"},
       {"fma", &PlanOverride::fma, {0, 1}, {"2", "-1"}, "0 or 1"},
       {"algo", &PlanOverride::algo, {0, 1, 2}, {"3", "-1"}, "0, 1 or 2"},
-      {"k_split", &PlanOverride::k_split, {1, 2, 4, 8, 16}, {"0", "3", "32", "-1"},
-       "1, 2, 4, 8 or 16"},
+      {"k_split", &PlanOverride::k_split, {1, 2, 4, 8, 12, 16}, {"0", "3", "32", "-1"},
+       "1, 2, 4, 8, 12 or 16"},
       {"tma", &PlanOverride::tma, {0, 1}, {"2", "-1"}, "0 or 1"},
       {"window", &PlanOverride::window, {0, 1}, {"2", "-1"}, "0 or 1"},
       {"lines", &PlanOverride::lines, {0, 1}, {"2", "-1"}, "0 or 1"},
@@ -165,7 +165,7 @@ TEST(PlanOverride, RejectsMalformedValues) {
     EXPECT_EQ(parse_error(bare), "plan override: " + bare + ": expected " + bare + "=VALUE");
   }
   EXPECT_EQ(parse_error("k_split=four"),
-            "plan override: k_split: expected 1, 2, 4, 8 or 16 but got \"four\"");
+            "plan override: k_split: expected 1, 2, 4, 8, 12 or 16 but got \"four\"");
   // The bad item is reported where it is, after good ones.
   const std::string later = parse_error("k_split=4,tma=on");
   EXPECT_NE(later.find("tma: expected 0 or 1 but got \"on\""), std::string::npos) << later;
@@ -389,9 +389,9 @@ TEST(CheckPlanOverride, RejectsBadStructValues) {
       {&PlanOverride::gemv, -2, "plan override: gemv: expected 0 but got -2"},
       {&PlanOverride::fma, 2, "plan override: fma: expected 0 or 1 but got 2"},
       {&PlanOverride::algo, 3, "plan override: algo: expected 0, 1 or 2 but got 3"},
-      {&PlanOverride::k_split, 3, "plan override: k_split: expected 1, 2, 4, 8 or 16 but got 3"},
-      {&PlanOverride::k_split, -1, "plan override: k_split: expected 1, 2, 4, 8 or 16 but got -1"},
-      {&PlanOverride::k_split, 32, "plan override: k_split: expected 1, 2, 4, 8 or 16 but got 32"},
+      {&PlanOverride::k_split, 3, "plan override: k_split: expected 1, 2, 4, 8, 12 or 16 but got 3"},
+      {&PlanOverride::k_split, -1, "plan override: k_split: expected 1, 2, 4, 8, 12 or 16 but got -1"},
+      {&PlanOverride::k_split, 32, "plan override: k_split: expected 1, 2, 4, 8, 12 or 16 but got 32"},
       {&PlanOverride::tma, 2, "plan override: tma: expected 0 or 1 but got 2"},
       {&PlanOverride::window, -2, "plan override: window: expected 0 or 1 but got -2"},
       {&PlanOverride::lines, 2, "plan override: lines: expected 0 or 1 but got 2"},

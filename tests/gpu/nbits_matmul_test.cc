@@ -240,6 +240,30 @@ TEST(NBitsGemvWindow, SplitOf16OnLongRows) {
         EXPECT_EQ(run.plan.gemv.k_split, kNBitsWindowMaxKSplit) << run.plan;
       }
   EXPECT_EQ(index, 10);
+  // Blocks of 12 warps (the one-tile window kernels at 80 registers, forced): 8-bit
+  // bfloat16 codes by line loads, 4-bit with packed zero points with and without them;
+  // rows of 14336 and of 1280 codes (5 line pairs or 10 windows over 12 warps: warps
+  // without any), partial column tiles.
+  for (int kernel = 0; kernel < 3; ++kernel)
+    for (int64_t k : {14336, 1280}) {
+      const int bits = kernel == 0 ? 8 : 4;
+      const int64_t n = k == 1280 ? 19 : 300;
+      NBitsCaseSpec s = nbits_spec(DType::kBFloat16, bits, 2 + 3 * kernel, n, k, 128);
+      s.zero_points = kernel == 0 ? NBitsZeroPoints::kNone : NBitsZeroPoints::kPacked;
+      s.bias = k == 1280;
+      testing::NBitsKnobs o;
+      o.force.fma = 0;
+      o.force.window = 1;
+      o.force.lines = kernel == 2 ? 0 : 1;
+      o.force.tiles = 1;
+      o.force.k_split = kNBitsWindow80MaxKSplit;
+      SCOPED_TRACE(describe(s) << " lines=" << o.force.lines << " k_split=12");
+      NBitsRun run;
+      run_and_check(s, 4700 + index++, o, NBitsPath::kGemv, &run);
+      EXPECT_TRUE(run.plan.gemv.window) << run.plan;
+      EXPECT_EQ(run.plan.gemv.lines, kernel != 2) << run.plan;
+      EXPECT_EQ(run.plan.gemv.k_split, kNBitsWindow80MaxKSplit) << run.plan;
+    }
 }
 
 // Line loads on blocks of one window (4-bit 128 codes, 8-bit 64) read a row's two scales
@@ -823,6 +847,16 @@ TEST(NBitsGemv, SanitizeSmall) {
     split16.force.k_split = kNBitsWindowMaxKSplit;
     NBitsCaseSpec c = nbits_spec(DType::kBFloat16, 4, 3, 19, 12288 + 128, 128);
     window_case(c, split16, false, 1);
+  }
+  // Blocks of 12 (8-bit bfloat16 line loads at 80 registers, forced), warps without pairs.
+  {
+    testing::NBitsKnobs split12;
+    split12.force.k_split = kNBitsWindow80MaxKSplit;
+    split12.force.fma = 0;
+    split12.force.lines = 1;
+    split12.force.tiles = 1;
+    NBitsCaseSpec c = nbits_spec(DType::kBFloat16, 8, 3, 19, 1280, 128);
+    window_case(c, split12, true, 1);
   }
   // Line loads on blocks smaller than a window (a block per lane chunk: 4-bit 32, 8-bit
   // 16 codes), one and two tiles, with packed zero points.

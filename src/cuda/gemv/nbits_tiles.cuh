@@ -301,7 +301,8 @@ inline Status check_nbits_gemv_args(const NBitsGemvArgs& args, int rows, int k_s
     return fail("M = " + std::to_string(args.m) + " > rows " + std::to_string(rows) +
                 (row_groups ? " in row groups of up to " + std::to_string(kGemvMaxGroupRows)
                             : std::string()));
-  if (k_split != 1 && k_split != 2 && k_split != 4 && k_split != 8 && k_split != kNBitsWindowMaxKSplit)
+  if (k_split != 1 && k_split != 2 && k_split != 4 && k_split != 8 &&
+      k_split != kNBitsWindow80MaxKSplit && k_split != kNBitsWindowMaxKSplit)
     return fail("k_split " + std::to_string(k_split));
   if (args.block_size < 16 || args.k % args.block_size != 0 || args.k > 0x7fffffff)
     return fail("K = " + std::to_string(args.k) + " with block_size " + std::to_string(args.block_size));

@@ -16,7 +16,7 @@
 // which ~100 decode and multiply; 127 registers, 3.3 warps per scheduler issuing 0.52
 // instructions a cycle, 40 % of the stall samples on the selects that mask activations
 // loaded at their point of use. Here a window costs its decode and multiply plus one
-// address per row and stream, and the registers are bounded (kWindowMinBlocks) so that
+// address per row and stream, and the registers are bounded (kWindowBlocksPerSm) so that
 // twice the warps fit an SM (the planner's k split counts on it: nbits_window_warps_per_sm).
 // Each warp keeps the next window's weights, scales and zero points in flight while it
 // multiplies one (two register buffers, the loop unrolled by two so that they need no
@@ -55,26 +55,16 @@ namespace bqmm::cuda {
 namespace {
 
 constexpr int kWindowDepth = 2;  // register buffers: one window multiplied, one in flight
-// Blocks of kMaxKSplit warps per SM at least, the planner's residency of the kernel
-// (nbits_window_warps_per_sm, core/gemv_split.h): 4 (64 registers; 4-bit bfloat16 spills
-// 16 bytes there, in the measured tables); 3 with packed zero points or 8-bit bfloat16
-// codes (80 registers: at 64 the zero points' row pointers spilled 84 bytes, 8-bit codes
-// 8-40); 2 for 8-bit float16 (128 registers: with line loads 3-8 % faster than at 80,
-// where they lost to the register tile by up to 23 %; H200) and for two tiles per warp
-// (128 registers; ptxas spills 4-8 bytes there in 8-bit, 48-56 in 8-bit float16 with a
-// pair in one block (row pointers, reloaded per pair), 14-20 in 4-bit with zero points;
-// bounded to 96 they spilled 24-58 bytes and ran 30-45 % slower).
-template <typename T, int kBits, bool kZeroPoints, int kTiles = 1>
-constexpr int kWindowWarpsPerSm = static_cast<int>(
-    nbits_window_warps_per_sm(kBits, kZeroPoints, std::is_same_v<T, __half>, kTiles));
-template <typename T, int kBits, bool kZeroPoints, int kTiles = 1>
-constexpr int kWindowMinBlocks = kWindowWarpsPerSm<T, kBits, kZeroPoints, kTiles> / kMaxKSplit;
-static_assert(kWindowWarpsPerSm<__half, 4, false> % kMaxKSplit == 0 &&
-                  kWindowWarpsPerSm<__nv_bfloat16, 4, true> % kMaxKSplit == 0 &&
-                  kWindowWarpsPerSm<__nv_bfloat16, 8, false> % kMaxKSplit == 0 &&
-                  kWindowWarpsPerSm<__half, 8, false> % kMaxKSplit == 0 &&
-                  kWindowWarpsPerSm<__half, 4, false, 2> % kMaxKSplit == 0,
-              "the planner's window residencies are whole blocks of kMaxKSplit warps");
+// The kernel's residency is the planner's (nbits_window_warps_per_sm, core/gemv_split.h),
+// stated in the launch bounds as blocks of the largest split per SM (kWindowBlocksPerSm,
+// below): 32 warps per SM (64 registers; 4-bit bfloat16 spills 16 bytes there, in the
+// measured tables); 24 with packed zero points or 8-bit bfloat16 codes (80 registers: at
+// 64 the zero points' row pointers spilled 84 bytes, 8-bit codes 8-40); 16 for 8-bit
+// float16 (128 registers: with line loads 3-8 % faster than at 80, where they lost to the
+// register tile by up to 23 %; H200) and for two tiles per warp (128 registers; ptxas
+// spills 4-8 bytes there in 8-bit, 48-56 in 8-bit float16 with a pair in one block (row
+// pointers, reloaded per pair), 14-20 in 4-bit with zero points; bounded to 96 they
+// spilled 24-58 bytes and ran 30-45 % slower).
 // kWide (two tiles per warp; NBitsMatMulOptions::gemv_registers = 168): blocks of at most
 // kWideMaxKSplit = 4 warps, kWideBlocksPerSm = 3 of them per SM (gemv/common.cuh), i.e.
 // up to 168 registers and 12 warps per SM. Hopper's (and Ampere's) register file is 16 K
@@ -85,29 +75,32 @@ static_assert(kWindowWarpsPerSm<__half, 4, false> % kMaxKSplit == 0 &&
 // unbounded, the next pair's loads issued mid-loop rather than at its end), which wins
 // where the grid's waves fill at 12 warps per SM and loses where 16 hold it in fewer
 // waves (the planner costs both; measured on the H200).
-// kSplit16 (4-bit without line loads or zero points, 64 registers): blocks of up to
-// kNBitsWindowMaxKSplit = 16 warps, two of them per SM (the same 32 warps per SM): on grids
-// of few tiles (N = 4096: 256 tiles) a split of 8 fills half of that residency.
-template <int kBits, bool kZeroPoints, bool kLines>
-constexpr bool kWindowSplit16 = kBits == 4 && !kZeroPoints && !kLines;
-template <bool kWide, bool kSplit16 = false>
-constexpr int kWindowMaxSplit = kWide ? kWideMaxKSplit : kSplit16 ? kNBitsWindowMaxKSplit : kMaxKSplit;
-template <bool kWide, bool kSplit16 = false>
-constexpr int kWindowMaxThreads = kWindowMaxSplit<kWide, kSplit16> * kWarpSize;
+// The largest block (nbits_window_max_k_split, core/gemv_split.h): 16 warps for 4-bit
+// without line loads or zero points (64 registers), 12 for one tile at 80 registers (8-bit
+// bfloat16 codes, 4-bit zero points), two such blocks per SM: on grids of few tiles (N =
+// 4096: 256 tiles) a split of 8 fills part of that residency.
+template <typename T, int kBits, bool kZeroPoints, bool kLines, int kTiles, bool kWide,
+          bool kRowGroups>
+constexpr int kWindowMaxSplit = nbits_window_max_k_split(
+    kBits, kZeroPoints, std::is_same_v<T, __half>, kLines, kTiles, kWide, kRowGroups);
 // Row groups (kRowGroups, two halves of 8 rows per warp) hold twice the activations and
 // sums of their decode twin: 128 registers (16 warps per SM, nbits_window_warps_per_sm's
 // row_groups) unless wide; at the one-tile twin's 64 or 80 ptxas spilled 100-250 bytes.
 template <typename T, int kBits, bool kZeroPoints, bool kLines, int kTiles, bool kWide,
           bool kRowGroups>
 constexpr int kWindowBlocksPerSm =
-    kWide        ? kWideBlocksPerSm
-    : kRowGroups ? kTensorCoreBlocksPerSm
-    : kWindowSplit16<kBits, kZeroPoints, kLines>
-        ? kWindowWarpsPerSm<T, kBits, kZeroPoints> / kNBitsWindowMaxKSplit
-        : kWindowMinBlocks<T, kBits, kZeroPoints, kTiles>;
-static_assert(kWindowWarpsPerSm<__half, 4, false> % kNBitsWindowMaxKSplit == 0 &&
-                  kWindowWarpsPerSm<__nv_bfloat16, 4, false> % kNBitsWindowMaxKSplit == 0,
-              "the split-16 window kernel's residency is whole blocks of 16 warps");
+    kWide ? kWideBlocksPerSm
+          : static_cast<int>(nbits_window_warps_per_sm(kBits, kZeroPoints, std::is_same_v<T, __half>,
+                                                       kTiles, kRowGroups)) /
+                kWindowMaxSplit<T, kBits, kZeroPoints, kLines, kTiles, kWide, kRowGroups>;
+static_assert(kWindowBlocksPerSm<__half, 4, false, false, 1, false, false> == 2 &&
+                  kWindowBlocksPerSm<__nv_bfloat16, 4, true, false, 1, false, false> == 2 &&
+                  kWindowBlocksPerSm<__nv_bfloat16, 8, false, true, 1, false, false> == 2 &&
+                  kWindowBlocksPerSm<__half, 8, false, true, 1, false, false> == 2 &&
+                  kWindowBlocksPerSm<__half, 4, false, true, 1, false, false> == 4 &&
+                  kWindowBlocksPerSm<__half, 4, false, true, 2, false, false> == 2 &&
+                  kWindowBlocksPerSm<__half, 4, false, true, 1, false, true> == 2,
+              "blocks of the largest split fill the planner's residency (nbits_window_warps_per_sm)");
 static_assert(kTensorCoreBlocksPerSm * kMaxKSplit ==
                   nbits_window_warps_per_sm(4, false, true, 1, /*row_groups=*/true),
               "the planner's residency of the row-group kernels");
@@ -392,7 +385,8 @@ __device__ __forceinline__ void window_tile(const GemvParams<T>& p, uint32_t col
 #pragma unroll
     for (int e = 0; e < 4; ++e) v[4 * i + e] = accs[i][e];
   if constexpr (kTiles == 1) {
-    constexpr int kMaxSplit = kWindowMaxSplit<kWide, kWindowSplit16<kBits, kZeroPoints, kLines>>;
+    constexpr int kMaxSplit =
+        kWindowMaxSplit<T, kBits, kZeroPoints, kLines, kTiles, kWide, kHalves == 2>;
     reduce_and_store<Halves, kMaxSplit>(p, v, warp, lane, k_split, n0, rows.ok);
   } else {
     const bool ok[4] = {rows.ok[0], rows.ok[1], rows1.ok[0], rows1.ok[1]};
@@ -403,9 +397,9 @@ __device__ __forceinline__ void window_tile(const GemvParams<T>& p, uint32_t col
 template <typename T, int kBits, bool kZeroPoints, bool kLines, int kTiles,
           bool kResultScale = true, bool kPairBlock = false, bool kWide = false,
           bool kRowGroups = false>
-__global__ void __launch_bounds__(kWindowMaxThreads<kWide, kWindowSplit16<kBits, kZeroPoints, kLines>>,
-                                  kWindowBlocksPerSm<T, kBits, kZeroPoints, kLines, kTiles, kWide,
-                                                     kRowGroups>)
+__global__ void __launch_bounds__(
+    kWindowMaxSplit<T, kBits, kZeroPoints, kLines, kTiles, kWide, kRowGroups> * kWarpSize,
+    kWindowBlocksPerSm<T, kBits, kZeroPoints, kLines, kTiles, kWide, kRowGroups>)
     NBitsGemvWindowKernel(const GemvParams<T> p) {
   if constexpr (kRowGroups) {
     static_assert(kLines, "row groups only with line loads");
@@ -477,13 +471,16 @@ Status launch_window(const NBitsGemvArgs& args, int k_split, bool lines, int til
   if (tiles != 1 && !(tiles == 2 && lines))
     return Status(StatusCode::kInternal, "launch_nbits_gemv: " + std::to_string(tiles) +
                                              " tiles per warp (1, or 2 with line loads)");
-  if (k_split > kMaxKSplit && (args.bits != 4 || lines || args.zp_packed != nullptr))
-    return Status(StatusCode::kInternal,
-                  "launch_nbits_gemv: k_split " + std::to_string(k_split) +
-                      " only on the 4-bit window kernel without line loads or zero points");
   bool wide = false;
   BQMM_RETURN_IF_ERROR(check_line_tiles_registers("launch_nbits_gemv", registers,
                                                   lines && tiles == 2, k_split, &wide));
+  const int max_split =
+      nbits_window_max_k_split(args.bits, args.zp_packed != nullptr, args.dtype == DType::kFloat16,
+                               lines, tiles, wide, args.m > kMmaRows);
+  if (k_split > max_split)
+    return Status(StatusCode::kInternal, "launch_nbits_gemv: k_split " + std::to_string(k_split) +
+                                             " exceeds this window kernel's blocks of " +
+                                             std::to_string(max_split) + " warps");
   // M > 8: row groups, the group varying fastest (RowGroup, gemv/common.cuh).
   const bool row_groups = args.m > kMmaRows;
   if (row_groups && !lines)
