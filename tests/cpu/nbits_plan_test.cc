@@ -1115,6 +1115,43 @@ TEST(NBitsPlan, GemvTwoTilesPerWarpOnLargeWeights) {
                                    "tiles", {-2, 0, 3});
 }
 
+// 4-bit with packed zero points below 128 Mi: two tiles (line loads) where the grid has
+// more than 2 two-tile column blocks per SM (N > 8448 on 132 SMs), the register tile below.
+TEST(NBitsPlan, GemvTwoTilesWithZeroPointsOnGridsOfManyTilePairs) {
+  for (DType dtype : {DType::kFloat16, DType::kBFloat16}) {
+    for (int64_t m : {1, 4, 8}) {
+      for (const auto& [n, k] : {std::pair<int64_t, int64_t>{264 * 32 + 1, 4096},
+                                 {10240, 4096}, {14336, 4096}, {28672, 4096}}) {
+        NBitsMatMulProblem zp = problem(m, n, k, 4, 128, dtype);
+        zp.zero_points = NBitsZeroPoints::kPacked;
+        const NBitsMatMulPlan pl = plan(zp);
+        EXPECT_TRUE(pl.gemv.lines) << pl;
+        EXPECT_EQ(pl.gemv.tiles, 2) << pl;
+      }
+      for (const auto& [n, k] : {std::pair<int64_t, int64_t>{264 * 32, 4096},
+                                 {8192, 8192}, {6144, 4096}, {5120, 8192}, {4096, 14336}}) {
+        NBitsMatMulProblem zp = problem(m, n, k, 4, 128, dtype);
+        zp.zero_points = NBitsZeroPoints::kPacked;
+        const NBitsMatMulPlan pl = plan(zp);
+        EXPECT_FALSE(pl.gemv.window) << pl;  // the register tile
+        EXPECT_EQ(pl.gemv.tiles, 1) << pl;
+      }
+    }
+  }
+  // Fewer SMs, fewer pairs: 80 SMs hold 160 pairs' splits of 8 at 16 warps per SM.
+  NBitsMatMulProblem zp = problem(1, 160 * 32 + 32, 4096, 4, 128);
+  zp.zero_points = NBitsZeroPoints::kPacked;
+  DeviceInfo small = kHopper;
+  small.num_sms = 80;
+  EXPECT_EQ(plan(zp, small).gemv.tiles, 2);
+  zp.n = 160 * 32;
+  EXPECT_EQ(plan(zp, small).gemv.tiles, 1);
+  // 8-bit keeps one tile below 128 Mi.
+  zp = problem(2, 28672, 4096, 8, 128);
+  zp.zero_points = NBitsZeroPoints::kPacked;
+  EXPECT_EQ(plan(zp).gemv.tiles, 1);
+}
+
 TEST(NBitsPlan, PrintsEveryDecision) {
   NBitsMatMulProblem q = problem(3, 4096, 4096, 8, 128, DType::kBFloat16);
   q.zero_points = NBitsZeroPoints::kPacked;
