@@ -139,15 +139,16 @@ bool tma_faster(const NBitsMatMulProblem& p, const GemvFacts& f) {
   return f.large && (p.bits == 4 || p.m <= 4);
 }
 
-// Two 16-column tiles per warp (line loads only): where measured faster than one tile.
-// With zero points on large weights, 4-bit and 8-bit float16 (6-20 %), and 4-bit on grids
-// of many tile pairs (N > 8448 on 132 SMs; against the register tile at M = 1, 4, 8, both
-// types, H200: 10240 x 4096 24-27 % faster, 14336 x 4096 4-11 %, 28672 x 4096 12-17 %;
-// at N = 8192 K = 4096 1-8 % slower, K = 8192 2-5 % faster, 6144 x 4096 5-15 % and 5120 x
-// 8192 bfloat16 7-10 % slower); without, on large
-// weights 4-bit at every M and 8-bit from M = 2 (float16) or 5 (bfloat16) (2-17 %); on
-// grids of many tiles 4-bit above M = 4 or with blocks smaller than a window, 8-bit
-// bfloat16 (2-16 %). Smaller grids lose (the grid halves).
+// Two 16-column tiles per warp (line loads only): where measured faster than one tile
+// (H200). Smaller grids lose (the grid halves).
+// * Packed zero points: on large weights 4-bit and 8-bit float16 (6-20 %); 4-bit also on
+//   grids of many tile pairs (N > 8448 on 132 SMs), against the register tile at M = 1, 4,
+//   8, both types: 10240 x 4096 24-27 % faster, 14336 x 4096 4-11 %, 28672 x 4096 12-17 %;
+//   at N = 8192 1-8 % slower with K = 4096, 2-5 % faster with K = 8192; 6144 x 4096 5-15 %
+//   and 5120 x 8192 bfloat16 7-10 % slower.
+// * Without: on large weights 4-bit at every M, 8-bit from M = 2 (float16) or 5 (bfloat16)
+//   (2-17 %); on grids of many tiles 4-bit above M = 4 or with blocks smaller than a
+//   window, 8-bit bfloat16 (2-16 %).
 bool two_tiles_faster(const NBitsMatMulProblem& p, const GemvFacts& f) {
   const bool small_blocks = p.block_size < f.window_codes;
   if (f.zp) return p.bits == 4 ? f.large || f.many_tile_pairs : f.large && f.fp16;
