@@ -15,15 +15,15 @@ faster than the planner, FAIL an accuracy check that failed, `refused` an overri
 planner refuses for that case (its message). The last line counts the marked cases.
 Exit status 1 if a run failed otherwise (no JSON, a crash), else 0.
 """
+import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_table import kernel_of  # noqa: E402
+from ab_table import plan_short  # noqa: E402
 
 
 def read_cases(path):
@@ -72,11 +72,7 @@ def run_once(profiler, args, override, out_dir):
     row = rows[0]
     if row.get("b2b_us") is None:
         return ("error", "no b2b_us (path %s: not timed on a GPU)" % row.get("path"))
-    label = kernel_of(row) or row.get("path", "?")
-    split = re.search(r"[{; ]k_split=(\d+)", row.get("plan", ""))
-    if split and label != row.get("path"):
-        label += " k" + split.group(1)
-    return (float(row["b2b_us"]), label, bool(row.get("passed", True)))
+    return (float(row["b2b_us"]), plan_short(row), bool(row.get("passed", True)))
 
 
 def best_of(profiler, args, override, repeats, out_dir):
@@ -91,28 +87,19 @@ def best_of(profiler, args, override, repeats, out_dir):
 
 
 def main(argv):
-    pos, repeats, margin, out_dir = [], 2, 3.0, None
-    i = 0
-    while i < len(argv):
-        if argv[i] in ("--repeats", "--margin", "--out") and i + 1 < len(argv):
-            if argv[i] == "--repeats":
-                repeats = int(argv[i + 1])
-            elif argv[i] == "--margin":
-                margin = float(argv[i + 1])
-            else:
-                out_dir = argv[i + 1]
-            i += 2
-        else:
-            pos.append(argv[i])
-            i += 1
-    if len(pos) != 3 or repeats < 1:
-        print("usage: " + next(line.strip() for line in __doc__.splitlines()
-                               if line.strip().startswith("scripts/sweep_overrides.py")),
-              file=sys.stderr)
-        return 2
-    profiler, cases_path, variants_text = pos
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("profiler")
+    ap.add_argument("cases")
+    ap.add_argument("variants")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--margin", type=float, default=3.0)
+    ap.add_argument("--out", default=tempfile.gettempdir())
+    a = ap.parse_args(argv)
+    if a.repeats < 1:
+        ap.error("--repeats must be at least 1")
+    profiler, cases_path, variants_text = a.profiler, a.cases, a.variants
+    repeats, margin, out_dir = a.repeats, a.margin, a.out
     variants = [v.strip() for v in variants_text.split(";") if v.strip()]
-    out_dir = out_dir or tempfile.gettempdir()
     os.makedirs(out_dir, exist_ok=True)
     failed = marked = 0
     cases = read_cases(cases_path)

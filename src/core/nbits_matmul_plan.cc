@@ -58,9 +58,12 @@ GemvFacts gemv_facts(const NBitsMatMulProblem& p, const DeviceInfo& d) {
   f.zp = p.zero_points == NBitsZeroPoints::kPacked;
   f.large = gemv_tma_pays(p.n, p.k);
   const int64_t tiles = (p.n + kGemvTileCols - 1) / kGemvTileCols;
-  f.many_tiles = tiles * kGemvMaxKSplit > kGemvTensorCoreWarpsPerSm * std::max(1, d.num_sms);
-  f.many_tile_pairs =
-      (tiles + 1) / 2 * kGemvMaxKSplit > kGemvTensorCoreWarpsPerSm * std::max(1, d.num_sms);
+  // More column blocks than 16 warps per SM hold at k_split 8.
+  auto overfill = [&](int64_t blocks) {
+    return blocks * kGemvMaxKSplit > kGemvTensorCoreWarpsPerSm * std::max(1, d.num_sms);
+  };
+  f.many_tiles = overfill(tiles);
+  f.many_tile_pairs = overfill((tiles + 1) / 2);
   f.window_codes = kGemvWindowBytes * 8 / p.bits;
   return f;
 }

@@ -97,7 +97,7 @@ class SweepOverridesTest(unittest.TestCase):
         # gpu_check.sh's `sweep` step: its bash, on the same stand-in as build-gpu's profiler.
         scripts = os.path.join(self.root, "scripts")
         os.makedirs(scripts)
-        for name in ("gpu_check.sh", "sweep_overrides.py", "bench_table.py"):
+        for name in ("gpu_check.sh", "sweep_overrides.py", "ab_table.py", "bench_table.py"):
             shutil.copy(os.path.join(os.path.dirname(SCRIPT), name), os.path.join(scripts, name))
         open(os.path.join(self.root, "CMakeLists.txt"), "w").close()
         os.makedirs(os.path.join(self.root, "build-gpu"))
