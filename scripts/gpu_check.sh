@@ -46,7 +46,8 @@
 #   under the planner and under each override of SWEEP_VARIANTS (";"-separated, e.g.
 #   "window=1,lines=1,tiles=2;tma=1"), SWEEP_REPEATS times (default 2), in this tree's
 #   build: scripts/sweep_overrides.py's table in $OUT/sweep.txt, marking each variant at
-#   least 3 % faster than the planner. Where a planner rule may leave speed behind.
+#   least 3 % faster than the planner. Where a planner rule may leave speed behind
+#   (scripts/sweep_cases/ has the sets swept so far).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}

@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
-"""The case files of scripts/ab_cases/ (gpu_check.sh's AB_CASES_FILE) against the built
-bqmm-profile: every case line parses as gpu_check.sh parses it (NAME, then VAR=VALUE words
-for the environment, then the profiler's arguments) and its arguments are ones the
-profiler accepts, checked with --explain (plans for an H200 and exits; no GPU needed).
+"""The case files of scripts/ab_cases/ (gpu_check.sh's AB_CASES_FILE) or, with --sweep,
+scripts/sweep_cases/ (SWEEP_CASES) against the built bqmm-profile: every case line parses
+as gpu_check.sh parses it (A/B: NAME, then VAR=VALUE words for the environment, then the
+profiler's arguments; sweep: the profiler's arguments, as scripts/sweep_overrides.py
+reads them) and its arguments are ones the profiler accepts, checked with --explain (plans
+for an H200 and exits; no GPU needed).
 
-  ab_cases_test.py BQMM_PROFILE CASES_DIR
+  ab_cases_test.py BQMM_PROFILE CASES_DIR [--sweep]
 """
 import glob
 import os
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts"))
+import sweep_overrides  # noqa: E402
 
 
 def cases(path):
@@ -28,15 +33,22 @@ def cases(path):
             yield number, name, env, rest
 
 
+def sweep_cases(path):
+    """(case number, name, env, args) of each case of a sweep case file."""
+    for number, args in enumerate(sweep_overrides.read_cases(path), 1):
+        yield number, sweep_overrides.case_name(args), {}, args
+
+
 def main():
     profile, cases_dir = sys.argv[1], sys.argv[2]
+    read = sweep_cases if sys.argv[3:] == ["--sweep"] else cases
     files = sorted(glob.glob(os.path.join(cases_dir, "*.txt")))
     if not files:
         print(f"no case files in {cases_dir}")
         return 1
     failures = checked = 0
     for path in files:
-        for number, name, env, args in cases(path):
+        for number, name, env, args in read(path):
             if not args:
                 print(f"{path}:{number}: case {name} has no profiler arguments")
                 failures += 1
