@@ -290,7 +290,7 @@ void plan_w8a8_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOv
   r.act_scales_bytes =
       p.dynamic_act_quant ? static_cast<size_t>(p.k_blocks() * w8a8_m_pad(p.m)) * sizeof(float) : 0;
   r.act_scales_offset = layout.take(r.act_scales_bytes);
-  plan_fused_gemm_workspace(layout, *plan);
+  plan_gemm_partials(layout, *plan);
 }
 
 // [QDQ A] -> the mixed-input GEMM (core/gemm_plan.h): its tile by the wave rule or as the

@@ -198,6 +198,28 @@ inline bool wgmma_tile_supported(int tile_m, int bits, bool fp8, int64_t block_s
 // mma.sync's tile 32).
 constexpr int64_t kWgmmaMinRows = 17;
 
+// The wgmma mainloop's activations in the K order of its A fragments, written by a pass
+// before it into the workspace (cuda/gemm/fused_wgmma.cuh): [M rounded up to tile_m, K
+// rounded up to kGemmActOrderK] elements, whole chunks of the 4-bit decode's 32 K (8-bit's
+// 16 divide it), zeros past M and K. Whole tiles of rows, because a TMA box reaching past
+// its tensor's rows copies slower (H200, float16, 8192 x 8192, tile 64, same run: M = 17
+// FP8 33.6 us with the rows unpadded, 27.1 padded; M = 32 32.6 / 27.4; 8-bit M = 17 33.0
+// / 27.4).
+constexpr int64_t kGemmActOrderK = 32;
+constexpr int64_t gemm_act_order_k(int64_t k) { return (k + kGemmActOrderK - 1) / kGemmActOrderK * kGemmActOrderK; }
+constexpr int64_t gemm_act_order_rows(int64_t m, int64_t tile_m) { return (m + tile_m - 1) / tile_m * tile_m; }
+constexpr int64_t gemm_act_order_bytes(int64_t m, int64_t k, int64_t tile_m, int64_t elem_bytes) {
+  return gemm_act_order_rows(m, tile_m) * gemm_act_order_k(k) * elem_bytes;
+}
+
+// The wgmma mainloop copies by TMA, whose coordinates are 32-bit: it reaches weight rows
+// (N) and bytes of a row (weights: row_bytes; ordered activations: gemm_act_order_k(K) x
+// 2) below 2^31.
+constexpr bool wgmma_tma_reaches(int64_t n, int64_t w_row_bytes, int64_t a_row_bytes) {
+  constexpr int64_t kLimit = int64_t{1} << 31;
+  return n < kLimit && w_row_bytes < kLimit && a_row_bytes < kLimit;
+}
+
 // The fused GEMM's problem as the tiling sees it.
 struct GemmShape {
   int64_t m = 0, n = 0;
@@ -225,6 +247,10 @@ inline const char* wgmma_refusal(const GemmShape& s, const DeviceInfo& device,
   if (!wgmma_built()) return "this build has no SM90 in CUDA_ARCHITECTURES";
   if (!wgmma_tile_supported(64, s.bits, s.fp8, s.block_size))
     return "FP8 block_size % 128 != 0 (the wgmma tile scales one block per 128-K slab)";
+  // K <= row_bytes x 8 / bits: ordered activation rows of at most row_bytes x 16 / bits
+  // + 64 bytes.
+  if (!wgmma_tma_reaches(s.n, s.row_bytes, s.row_bytes * 16 / s.bits + 2 * kGemmActOrderK))
+    return "N or the rows' bytes beyond TMA's 32-bit coordinates";
   if (forced.tile_m == 16 || forced.tile_m == 32) return "tile_m 16 or 32 (plan override)";
   static_assert(kWgmmaMinRows == 17, "the reason below names the bound");
   if (forced.wgmma != 1 && s.m < kWgmmaMinRows)
@@ -295,9 +321,10 @@ constexpr int64_t kMixedMinRows = 65;
 //   kFusedKeepsRowsBelow (8192 x 8192 M = 65 50.5 / 52.7, 96 48.9 / 45.6, 128 48.9 /
 //   44.3; 4096 x 14336 M = 96 45.9 / 45.1);
 // * more than one wave: 64-row tiles lose from 65 rows (14336 x 4096 FP8 M = 65 50.1 /
-//   38.5, 4-bit 51.6 / 41.9; 28672 x 8192 FP8 181.0 / 142.4, 4-bit 188.7 / 148.4); 8-bit's
-//   128-row tile below kFusedKeepsRowsBelow (28672 x 8192 M = 65 126.3 / 148.6, 96 133.2
-//   / 132.4, 127 141.8 / 136.1, 128 139.6 / 136.2).
+//   38.5, 4-bit 51.6 / 41.9; 28672 x 8192 FP8 181.0 / 142.4, 4-bit 188.7 / 148.4; with A
+//   copied in its K order by TMA, M = 96: FP8 154.6 / 126.2, 4-bit 167.7 / 147.5, 14336
+//   x 4096 FP8 40.7 / 33.8); 8-bit's 128-row tile at every M to 128 (28672 x 8192 M = 65
+//   126.3 / 148.6; with A by TMA M = 96 117.7 / 140.4, 128 122.5 / 137.6).
 constexpr int64_t kFusedKeepsRowsBelow = 96;
 // Why the fused GEMM keeps the rows of `s` from the mixed-input GEMM (the reason --explain
 // prints), or nullptr where it does not. Its mainloop and tile are the planner's own
@@ -317,8 +344,7 @@ inline const char* fused_gemm_keeps_rows_why(const GemmShape& s, const DeviceInf
   const bool one_wave = tiles <= std::max(1, d.num_sms);
   if (s.m < kFusedKeepsRowsBelow && one_wave)
     return "M < 96 and the fused GEMM's tiles one wave of SMs: it is faster there";
-  if (s.m < kFusedKeepsRowsBelow && g.tile_m >= s.m)
-    return "M < 96 on the fused GEMM's 128-row tile: it is faster there";
+  if (g.tile_m >= s.m) return "M within the fused GEMM's 128-row tile: it is faster there";
   if (one_wave && !s.fp8)
     return "N-bit M <= 128 and the fused GEMM's tiles one wave of SMs: it is faster there";
   if (one_wave && !s.bf16)

@@ -43,7 +43,7 @@ inline std::ostream& print_gemm(std::ostream& os, const GemmConfig& g) {
 }
 
 // "; workspace=<total>B (act <bytes>@<offset>, cublas .., scratch .., codes .., act_scales ..,
-// scales .., partial ..)": the regions the plan has, in the order the layout takes them (an empty
+// scales .., act_order .., partial ..)": the regions the plan has, in the order the layout takes them (an empty
 // region is left out).
 inline std::ostream& print_workspace(std::ostream& os, const WorkspaceRegions& r,
                                      size_t total) {
@@ -58,6 +58,7 @@ inline std::ostream& print_workspace(std::ostream& os, const WorkspaceRegions& r
                  {"codes", r.codes_bytes, r.codes_offset},
                  {"act_scales", r.act_scales_bytes, r.act_scales_offset},
                  {"scales", r.scales_bytes, r.scales_offset},
+                 {"act_order", r.act_order_bytes, r.act_order_offset},
                  {"partial", r.partial_bytes, r.partial_offset}};
   const char* sep = " (";
   for (const auto& region : regions) {

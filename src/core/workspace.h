@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "bqmm/tensor.h"
 #include "core/gemm_plan.h"
 
 namespace bqmm {
@@ -70,16 +71,29 @@ void plan_dequant_gemm_workspace(int64_t row_bytes, int64_t scratch_bytes, int s
   plan.workspace_bytes = layout.total();
 }
 
-// The fused GEMM part of either operator's plan: with a K split (plan.gemm.k_split > 1),
-// the float32 partial sums [k_split, M, N] that the second kernel adds, taken from
-// `layout` (after whatever the operator took before); then the workspace total.
+// The float32 partial sums [k_split, M, N] of a K split > 1 (the fused and W8A8 GEMMs);
+// then the workspace total.
 template <typename Plan>
-void plan_fused_gemm_workspace(WorkspaceLayout& layout, Plan& plan) {
+void plan_gemm_partials(WorkspaceLayout& layout, Plan& plan) {
   const int64_t split = plan.gemm.k_split;
   const int64_t partials = split > 1 ? split * plan.problem.m * plan.problem.n : 0;
   plan.regions.partial_bytes = static_cast<size_t>(partials) * sizeof(float);
   plan.regions.partial_offset = layout.take(plan.regions.partial_bytes);
   plan.workspace_bytes = layout.total();
+}
+
+// The fused GEMM part of either operator's plan: on the Hopper mainloop
+// (plan.gemm.wgmma) the activation in its K order (gemm_act_order_bytes), with a K split
+// (plan.gemm.k_split > 1) the float32 partial sums [k_split, M, N] that the second kernel
+// adds, taken from `layout` (after whatever the operator took before); then the workspace
+// total.
+template <typename Plan>
+void plan_fused_gemm_workspace(WorkspaceLayout& layout, Plan& plan) {
+  const auto& p = plan.problem;
+  plan.regions.act_order_bytes =
+      plan.gemm.wgmma ? static_cast<size_t>(gemm_act_order_bytes(p.m, p.k, plan.gemm.tile_m, dtype_size(p.dtype))) : 0;
+  plan.regions.act_order_offset = layout.take(plan.regions.act_order_bytes);
+  plan_gemm_partials(layout, plan);
 }
 
 // The mixed-input GEMM part of either operator's plan: its tile and schedule (the model of

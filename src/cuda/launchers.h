@@ -143,6 +143,9 @@ struct FusedGemmArgs {
   int64_t row_bytes = 0;               // bytes per row of B (FP8: K)
   int64_t k_blocks = 0;
   int64_t zp_row_bytes = 0;
+  // The Hopper mainloop (config.wgmma): room for A in its K order, the plan's act_order
+  // region (gemm_act_order_bytes of core/gemm_plan.h), 16-byte aligned.
+  void* a_ordered = nullptr;
 };
 // `config`: the plan's tiling (bqmm/plan_parts.h, core/gemm_plan.h). With k_split > 1,
 // `partials` holds k_split * M * N floats (the plan's partial region).

@@ -56,6 +56,7 @@ template <typename Plan, typename Args>
 Status run_planned_fused_gemm(const Plan& plan, const Args& args, const void* a,
                               FusedGemmArgs g, uint8_t* ws, cudaStream_t stream) {
   fill_gemm_problem(plan, args, a, &g);
+  if (plan.regions.act_order_bytes > 0) g.a_ordered = ws + plan.regions.act_order_offset;
   float* partials = plan.regions.partial_bytes > 0
                         ? reinterpret_cast<float*>(ws + plan.regions.partial_offset)
                         : nullptr;

@@ -533,9 +533,22 @@ TEST(Fp8Plan, FusedGemmWorkspace) {
   EXPECT_EQ(odd.regions.partial_bytes, 57600u);
   EXPECT_EQ(odd.workspace_bytes, 57600u);
   EXPECT_EQ(plan(problem(9, 99, 4096), kHopper, gemm_on).workspace_bytes, 57088u);
-  const Fp8MatMulPlan whole = plan(problem(64, 28672, 8192));  // k_split 1
+  const Fp8MatMulPlan whole = plan(problem(64, 28672, 8192), kHopper, parsed("wgmma=0"));  // k_split 1
   EXPECT_EQ(whole.regions.partial_bytes, 0u);
   EXPECT_EQ(whole.workspace_bytes, 0u);
+  // The Hopper mainloop reads A in its K order from the workspace: M rounded up to the
+  // tile x K rounded up to 32.
+  if (wgmma_built()) {
+    const Fp8MatMulPlan hopper = plan(problem(64, 28672, 8192));
+    ASSERT_TRUE(hopper.gemm.wgmma) << hopper;
+    EXPECT_EQ(hopper.regions.act_order_offset, 0u);
+    EXPECT_EQ(hopper.regions.act_order_bytes, size_t{64} * 8192 * 2);
+    EXPECT_EQ(hopper.workspace_bytes, size_t{64} * 8192 * 2);
+    const Fp8MatMulPlan tail = plan(problem(40, 1000, 4112));  // K 4112 -> 4128
+    ASSERT_TRUE(tail.gemm.wgmma) << tail;
+    EXPECT_EQ(tail.regions.act_order_bytes, size_t{64} * 4128 * 2);  // M 40 -> 64
+    EXPECT_EQ(tail.regions.partial_offset % 256, 0u);
+  }
 }
 
 // W8A8 takes the fused GEMM too: A' = QDQ(A) into the workspace's act region first (the
@@ -566,7 +579,10 @@ TEST(Fp8Plan, DynamicQuantizationQdqsIntoTheWorkspaceOnEveryPath) {
   ASSERT_EQ(fused.path, Fp8Path::kFusedGemm);
   EXPECT_GT(fused.gemm.k_split, 1);
   EXPECT_EQ(fused.regions.act_bytes, size_t{17} * 8192 * 2);
-  EXPECT_EQ(fused.regions.partial_offset, size_t{17} * 8192 * 2);
+  // then A' in the Hopper mainloop's K order where it runs, then the partial sums
+  const size_t ordered = fused.gemm.wgmma ? size_t{64} * 8192 * 2 : 0;  // M 17 -> tile 64
+  EXPECT_EQ(fused.regions.act_order_bytes, ordered);
+  EXPECT_EQ(fused.regions.partial_offset, size_t{17} * 8192 * 2 + ordered);
   // The GEMV's row group (M = 12): A' as at M <= 8.
   p.m = 12;
   const Fp8MatMulPlan group = plan(p, kHopper, parsed("w8a8=0"));
@@ -613,9 +629,15 @@ TEST(Fp8Plan, FusedGemmW8A8QdqsIntoTheWorkspaceFirst) {
   p.has_a_scale = true;
   const Fp8MatMulPlan whole = plan(p, kHopper, no_w8a8);
   EXPECT_EQ(whole.regions.partial_bytes, 0u);
-  EXPECT_EQ(whole.workspace_bytes, size_t{64} * 8192 * 2);
-  EXPECT_NE(printed(whole).find("workspace=1048576B (act 1048576@0)}"), std::string::npos)
-      << whole;
+  if (whole.gemm.wgmma) {  // and A' in the Hopper mainloop's K order
+    EXPECT_EQ(whole.workspace_bytes, size_t{2} * 64 * 8192 * 2);
+    EXPECT_NE(printed(whole).find("workspace=2097152B (act 1048576@0, act_order 1048576@1048576)}"),
+              std::string::npos)
+        << whole;
+  } else {
+    EXPECT_EQ(whole.workspace_bytes, size_t{64} * 8192 * 2);
+    EXPECT_NE(printed(whole).find("workspace=1048576B (act 1048576@0)}"), std::string::npos) << whole;
+  }
 }
 
 // The W8A8 GEMM on FP8 tensor cores: M > 8 with A quantized (static or dynamic) on SM90,
@@ -1092,7 +1114,8 @@ TEST(Fp8Plan, PrintsPathAndTiles) {
       << whole;
   if (wgmma_built()) {
     const std::string hopper = printed(plan(problem(64, 28672, 8192)));
-    EXPECT_NE(hopper.find("; mainloop=wgmma; tile_m=64; tile_n=128; stages=6; k_split=1; workspace=0B}"),
+    EXPECT_NE(hopper.find("; mainloop=wgmma; tile_m=64; tile_n=128; stages=6; k_split=1; "
+                          "workspace=1048576B (act_order 1048576@0)}"),
               std::string::npos)
         << hopper;
   }

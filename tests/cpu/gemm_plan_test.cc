@@ -130,6 +130,11 @@ TEST(GemmPlan, WgmmaRefusal) {
   EXPECT_EQ(why(fp8), "");
   EXPECT_EQ(why(GemmShape{64, 8192, 8192, 8, true, 64}),
             "FP8 block_size % 128 != 0 (the wgmma tile scales one block per 128-K slab)");
+  EXPECT_EQ(why(GemmShape{64, int64_t{1} << 31, 8192, 8, true, 128}),
+            "N or the rows' bytes beyond TMA's 32-bit coordinates");
+  EXPECT_EQ(why(GemmShape{64, 8192, int64_t{1} << 30, 8, true, 128}),  // activations 2^31 bytes
+            "N or the rows' bytes beyond TMA's 32-bit coordinates");
+  EXPECT_EQ(why(GemmShape{64, 8192, (int64_t{1} << 30) - 128, 8, true, 128}), "");
   EXPECT_EQ(why(fp8, kHopper, GemmForced{-1, 32, 0}), "tile_m 16 or 32 (plan override)");
   EXPECT_EQ(why(GemmShape{16, 8192, 8192, 8, true, 128}),
             "M <= 16: mma.sync's tile 16 streams the weight nearer the memory bound");

@@ -105,7 +105,7 @@ TEST(MixedPlan, StreamKWorkspace) {
 // Between 65 and 128 rows the fused GEMM keeps the rows where it was measured faster
 // (fused_gemm_keeps_rows, core/gemm_plan.h): one wave of its unsplit Hopper tiles (64 rows;
 // 8-bit 128), for FP8 with bfloat16 activations below 96 rows; more than one wave, only
-// 8-bit's 128-row tile, below 96 rows. The prefill suite's shapes at the measured M (H200,
+// 8-bit's 128-row tile. The prefill suite's shapes at the measured M (H200,
 // 132 SMs).
 // The fused GEMM's view of an M x N weight of 8192 K (row_bytes: K at `bits`).
 GemmShape shape(int64_t m, int64_t n, int bits, bool fp8, int64_t block_size, bool bf16 = false) {
@@ -121,7 +121,7 @@ TEST(MixedPlan, RowsTheFusedGemmKeeps) {
       {8192, 8192, "FFFF F--- FFFF FFFF"},   // 128 tiles of 64 rows (8-bit: 64 of 128)
       {4096, 14336, "FFFF F--- FFFF FFFF"},  // 64 (8-bit 32)
       {14336, 4096, "---- ---- ---- FFFF"},  // 224 (8-bit 112)
-      {28672, 8192, "---- ---- ---- F---"},  // 448 (8-bit 224)
+      {28672, 8192, "---- ---- ---- FFFF"},  // 448 (8-bit 224)
   };
   const int64_t ms[] = {65, 96, 127, 128};
   for (const Case& c : cases)
@@ -145,8 +145,8 @@ TEST(MixedPlan, RowsTheFusedGemmKeeps) {
       }
   // The reasons --explain prints, one per branch of the rule.
   if (wgmma_built()) {
-    EXPECT_STREQ(fused_gemm_keeps_rows_why(shape(80, 28672, 8, false, 128), kHopper),
-                 "M < 96 on the fused GEMM's 128-row tile: it is faster there");
+    EXPECT_STREQ(fused_gemm_keeps_rows_why(shape(128, 28672, 8, false, 128), kHopper),
+                 "M within the fused GEMM's 128-row tile: it is faster there");
     EXPECT_STREQ(fused_gemm_keeps_rows_why(shape(128, 8192, 4, false, 128), kHopper),
                  "N-bit M <= 128 and the fused GEMM's tiles one wave of SMs: it is faster there");
     EXPECT_STREQ(fused_gemm_keeps_rows_why(shape(96, 8192, 8, true, 128), kHopper),

@@ -306,7 +306,20 @@ TEST(NBitsPlan, FusedGemmWorkspace) {
   EXPECT_EQ(odd.regions.partial_bytes, 57600u);
   EXPECT_EQ(odd.workspace_bytes, 57600u);
   EXPECT_EQ(plan(problem(9, 99, 2048, 8, 64), kHopper, gemm_on).workspace_bytes, 57088u);
-  EXPECT_EQ(plan(problem(64, 28672, 8192, 4, 128)).workspace_bytes, 0u);
+  EXPECT_EQ(plan(problem(64, 28672, 8192, 4, 128), kHopper, parsed("wgmma=0")).workspace_bytes, 0u);
+  // The Hopper mainloop reads A in its K order from the workspace: M rounded up to the
+  // tile x K rounded up to 32, before the partial sums.
+  if (wgmma_built()) {
+    const NBitsMatMulPlan hopper = plan(problem(64, 28672, 8192, 4, 128));
+    ASSERT_TRUE(hopper.gemm.wgmma) << hopper;
+    EXPECT_EQ(hopper.regions.act_order_bytes, size_t{64} * 8192 * 2);
+    EXPECT_EQ(hopper.workspace_bytes, size_t{64} * 8192 * 2);
+    const NBitsMatMulPlan tail = plan(problem(40, 1000, 2056, 8, 64), kHopper, parsed("gemm_k_split=2"));
+    ASSERT_TRUE(tail.gemm.wgmma) << tail;
+    EXPECT_EQ(tail.regions.act_order_bytes, size_t{64} * 2080 * 2);  // M 40 -> 64, K 2056 -> 2080
+    EXPECT_EQ(tail.regions.partial_offset, 266240u);                 // 266240: whole 256-byte units
+    EXPECT_EQ(tail.regions.partial_bytes, size_t{2} * 40 * 1000 * 4);
+  }
 }
 
 TEST(NBitsPlan, GemvRowsPerWarp) {
@@ -1198,7 +1211,8 @@ TEST(NBitsPlan, PrintsEveryDecision) {
       << whole;
   if (wgmma_built()) {
     const std::string hopper = printed(plan(problem(64, 28672, 8192, 4, 128)));
-    EXPECT_NE(hopper.find("; mainloop=wgmma; tile_m=64; tile_n=128; stages=4; k_split=1; workspace=0B}"),
+    EXPECT_NE(hopper.find("; mainloop=wgmma; tile_m=64; tile_n=128; stages=4; k_split=1; "
+                          "workspace=1048576B (act_order 1048576@0)}"),
               std::string::npos)
         << hopper;
   }

@@ -55,12 +55,21 @@ GemmConfig wgmma_config(int tile_m, int k_split) {
   return g;
 }
 
-// Launches on a fresh stream, with a partials buffer when k_split > 1.
-Status launch(const cuda::FusedGemmArgs& args, const GemmConfig& config) {
-  harness::DeviceBuffer partials;
+// Launches on a fresh stream, with a partials buffer when k_split > 1 and, for the Hopper
+// mainloop, room for A in its K order, filled with NaN first (every element the GEMM
+// copies must be written by its order pass).
+Status launch(cuda::FusedGemmArgs args, const GemmConfig& config) {
+  harness::DeviceBuffer partials, ordered;
   if (config.k_split > 1)
     BQMM_RETURN_IF_ERROR(harness::DeviceBuffer::allocate(
         static_cast<size_t>(config.k_split * args.m * args.n) * sizeof(float), &partials));
+  if (config.wgmma) {
+    const auto bytes = static_cast<size_t>(gemm_act_order_bytes(args.m, args.k, config.tile_m, dtype_size(args.dtype)));
+    BQMM_RETURN_IF_ERROR(harness::DeviceBuffer::allocate(bytes, &ordered));
+    if (cudaMemset(ordered.data(), 0xFF, bytes) != cudaSuccess)
+      return Status(StatusCode::kCudaError, "cudaMemset of the ordered activations");
+    args.a_ordered = ordered.data();
+  }
   return testing::run_on_fresh_stream([&](cudaStream_t stream) {
     return cuda::launch_fused_gemm(args, config, static_cast<float*>(partials.data()), stream);
   });

@@ -28,6 +28,8 @@ Status check_args(const FusedGemmArgs& a, const GemmConfig& c, const float* part
   if (a.k % 8 != 0) return refuse("K = " + std::to_string(a.k) + " is not a multiple of 8");
   if (a.row_bytes % 16 != 0) return refuse("rows of B are not whole 16-byte chunks");
   if (!aligned16(a.a) || !aligned16(a.b)) return refuse("A and B must be 16-byte aligned");
+  if (c.wgmma && (a.a_ordered == nullptr || !aligned16(a.a_ordered)))
+    return refuse("the wgmma mainloop needs 16-byte aligned room for A in its K order");
   if (a.weights == GemmWeights::kFp8 && a.block_size % 16 != 0)
     return refuse("FP8 block_size " + std::to_string(a.block_size) + " % 16 != 0");
   if (a.weights != GemmWeights::kFp8 &&

@@ -90,6 +90,7 @@ struct GemmWarps {
 template <typename T, typename S>
 struct GemmParams {
   const T* a;
+  T* a_ordered;       // the Hopper mainloop: A in its K order (workspace, gemm_act_order_bytes)
   const uint8_t* b;
   const S* scales;
   const uint8_t* zp;  // N-bit packed zero points or nullptr (the default zero point)
@@ -743,6 +744,7 @@ Status launch_gemm_format(const FusedGemmArgs& args, const GemmConfig& config, f
   using S = std::conditional_t<kW == GemmWeights::kFp8, float, T>;
   GemmParams<T, S> p{};
   p.a = static_cast<const T*>(args.a);
+  p.a_ordered = static_cast<T*>(args.a_ordered);
   p.b = args.b;
   p.scales = static_cast<const S*>(args.scales);
   p.zp = args.zp_packed;

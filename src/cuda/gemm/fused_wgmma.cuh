@@ -21,25 +21,32 @@
 // bytes], 16-byte piece c of row r at 16 (c ^ (r % 8)), 8-row groups 1024 bytes apart.
 // K permutation: a lane's word holds physically consecutive codes, and the logical k
 // the A fragment gives them is fixed by the fragment layout, so the activations are
-// stored permuted to match, one 4-byte pair (two activations) per cp.async:
+// multiplied permuted to match, at the granularity of pairs (two activations, 4 bytes):
 //   8-bit (FP8, int8): word t of a 16-K chunk = codes 4t .. 4t + 3, decoded as pairs
 //     (4t, 4t + 1) -> logical (2t, 2t + 1) and (4t + 2, 4t + 3) -> (2t + 8, 2t + 9).
 //   4-bit: word t of a 32-K chunk = codes 8t .. 8t + 7, decoded as adjacent pairs
 //     (decode_word_adjacent4) 8t + 2j, j = 0..3: pair j goes to mma step j / 2 of the
 //     chunk, logical (2t, 2t + 1) + 8 (j % 2).
 // Physical pair p of a chunk (2 kSteps pairs per word) thus lands at logical k
-// 16 s + 2 t + 8 h, t = p / (2 kSteps), s = (p / 2) % kSteps, h = p % 2 (act_pair_offset).
+// 16 s + 2 t + 8 h, t = p / (2 kSteps), s = (p / 2) % kSteps, h = p % 2. In 16-byte
+// pieces of a chunk (P = 2 or 4 of them, 4 pairs each): logical piece i holds physical
+// pairs i, i + P, i + 2P, i + 3P. A pass before the GEMM (ActOrderKernel) writes A in this
+// order into the workspace, once for all blocks, so that the GEMM copies whole panels by
+// TMA. (Four-byte cp.async of each pair, the earlier form, were the producer's limit;
+// the blocks permuting the same tile in shared memory, each for itself, slower still.)
 //
-// Pipeline: a ring of kStages stages, each with two mbarriers (WgmmaRing). The producer
-// copies slab i into stage i % kStages (cp.async; first waiting on `empty` for the
-// consumers to release the stage's previous slab); each producer thread's copies arrive
-// on the stage's `full` as they land (cp.async.mbarrier.arrive), so every stage the
-// consumers do not hold is in flight. Each consumer warp, per slab i: wait on `full`, a
-// proxy fence (wgmma reads the activations through the async proxy); per group of 8 k16
-// steps (8-bit: the slab; 4-bit: each half) decode into register buffer b, issue the group's 8 wgmma, commit, wait until one group is
-// pending (the previous group done: its buffer is free, and slab i - 1's stage is
-// released on `empty`). No block-wide barrier: the two consumer warpgroups run apart, so
-// one's decode overlaps the other's wgmma.
+// Pipeline: a ring of kStages stages, each with two mbarriers (WgmmaRing). One producer
+// thread copies slab i into stage i % kStages by TMA once the consumers released the
+// stage's previous slab (`empty`): a box of the 128 weight rows and one of the kTileM
+// ordered activation rows per 64-K panel, in the swizzled layouts above (rows past N or
+// M and bytes past a row arrive as zeros), its bytes counted on `full`. The GEMM is a
+// programmatic dependent launch of the order pass: its first stages' weight copies start
+// while the pass runs, the activation copies after wait_for_prior_grid. Each consumer
+// warp, per slab i: wait on `full`; per group of 8 k16 steps (8-bit: the slab; 4-bit:
+// each half) decode into register buffer b, issue the group's 8 wgmma, commit, wait until
+// one group is pending (the previous group done: its buffer is free, and slab i - 1's
+// stage is released on `empty`). No block-wide barrier: the two consumer warpgroups run
+// apart, so one's decode overlaps the other's wgmma.
 // Register buffers alternate between groups (8-bit: between slabs, so the slab loop is
 // unrolled by two). FP8: each slab's wgmma sums into a fresh `part`; before the next
 // slab's group is issued, the previous one is waited for and its part folded into acc
@@ -122,13 +129,53 @@ __device__ __forceinline__ void decode_word_adjacent4(uint32_t q, const BlockCon
   }
 }
 
+// ================================================================= the order pass
+// A [M, K] -> out [rows, gemm_act_order_k(K)] (rows = M rounded up to the tile,
+// gemm_act_order_rows) in the K order above, chunks of kChunkK (16 or 32): piece i of a
+// chunk = its physical pairs i, i + P, i + 2P, i + 3P (P = kChunkK / 8 pieces); rows past
+// M and K past its end as zeros (K % 8 == 0: a piece is whole or past it). One chunk per
+// thread and step. Its blocks let the GEMM launch at once (allow_dependent_launch):
+// the GEMM waits for the pass to complete before copying what it wrote.
+template <typename T, int kChunkK>
+__global__ void __launch_bounds__(256) ActOrderKernel(const T* __restrict__ a, T* __restrict__ out, int64_t m,
+                                                      int64_t rows, int64_t k) {
+  allow_dependent_launch();
+  constexpr int kPieces = kChunkK / 8;
+  const int64_t k_pad = gemm_act_order_k(k);
+  const int64_t row_chunks = k_pad / kChunkK;
+  const int64_t chunks = rows * row_chunks;
+  for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < chunks;
+       c += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t row = c / row_chunks, k0 = (c % row_chunks) * kChunkK;
+    uint4 in[kPieces];
+#pragma unroll
+    for (int i = 0; i < kPieces; ++i)
+      in[i] = row < m && k0 + 8 * (i + 1) <= k ? *reinterpret_cast<const uint4*>(a + row * k + k0 + 8 * i)
+                                    : make_uint4(0, 0, 0, 0);
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(in);  // physical pair q = w[q]
+    uint4* dst = reinterpret_cast<uint4*>(out + row * k_pad + k0);
+#pragma unroll
+    for (int i = 0; i < kPieces; ++i)
+      dst[i] = make_uint4(w[i], w[i + kPieces], w[i + 2 * kPieces], w[i + 3 * kPieces]);
+  }
+}
+
+// The kernel's parameters: the fused GEMM's, and the tensor maps of its TMA copies (built
+// per launch, launch_wgmma_instance).
+template <typename T, typename S>
+struct FusedWgmmaParams : GemmParams<T, S> {
+  CUtensorMap w_map;  // B: [N, row_bytes] bytes, boxes of kGemmTileN rows x 128 bytes
+  CUtensorMap a_map;  // ordered A: [gemm_act_order_rows(M, kTileM), gemm_act_order_k(K) x sizeof(T)] bytes,
+                      // boxes of kTileM rows x 128
+};
+
 // ================================================================= the kernel
 // Template parameters as FusedGemmTile's; kTileM is 64 or 128; FP8 only with kConsts 1.
 template <typename T, GemmWeights kW, int kTileM, int kConsts>
 struct FusedWgmmaTile {
   using F = GemmFormat<kW>;
   using S = std::conditional_t<kW == GemmWeights::kFp8, float, T>;
-  using Params = GemmParams<T, S>;
+  using Params = FusedWgmmaParams<T, S>;
   static constexpr bool kFp8 = kW == GemmWeights::kFp8;
   static constexpr int kStages = wgmma_stages(kTileM, F::kBits);
   static constexpr int kWeightBytes = kGemmTileN * static_cast<int>(kGemmSlabBytes);
@@ -154,17 +201,18 @@ struct FusedWgmmaTile {
   static_assert(!kFp8 || kConsts == 1, "FP8: one scale block per slab");
   static_assert(kGroupChunks % 2 == 0, "ldmatrix takes chunk pairs");
 
-  using RingPos = typename WgmmaRing<kStages>::Pos;
+  using Ring = WgmmaRing<kStages, 1>;  // `full`: the copying thread's arrival and the bytes
+  using RingPos = typename Ring::Pos;
 
   const Params& p;
   uint8_t* smem;  // kWgmmaAlignBytes-aligned
-  WgmmaRing<kStages>& ring;
+  Ring& ring;
   int warp, lane, g, t;  // consumer warp w: weight rows 16 w .. 16 w + 15 (warpgroup w / 4)
   int64_t n0, m0;
   ConstRow<S> crow[2];  // the lane's weight rows lo, hi (clamped to N - 1): their constants
 
   // `thread`: the thread's index within its role (producer 0..127, consumer 0..255).
-  __device__ FusedWgmmaTile(const Params& params, uint8_t* shared, WgmmaRing<kStages>& r, int thread,
+  __device__ FusedWgmmaTile(const Params& params, uint8_t* shared, Ring& r, int thread,
                             int64_t n_begin, int64_t m_begin)
       : p(params), smem(shared), ring(r), n0(n_begin), m0(m_begin) {
     warp = thread / 32;
@@ -182,133 +230,43 @@ struct FusedWgmmaTile {
   }
 
   // ---------------------------------------------------------------- producer
-  // Weight: as fused_gemm.cuh, 16-byte cp.async of [128 rows][128 bytes], chunk c of row r
-  // at 16 (c ^ (r % 8)); producer thread x copies chunk x % 8 of rows x / 8 + 16 pass.
-  // Activations: a warp copies 32 consecutive pairs (64 K, one panel's worth) of one row
-  // per unit, lane l pair l, to its permuted place; producer warp w takes rows w + 4 j,
-  // whose swizzle (r % 8) is w for even j and w + 4 for odd j.
-  static constexpr int kRowsPerPass = kWgmmaProducerThreads / F::kChunks;
-  static constexpr int kWeightPasses = kGemmTileN / kRowsPerPass;
-  static constexpr int kActRowsPerWarp = kTileM / 4;
-
-  // Byte offset within a panel row of the lane's pair (before the swizzle).
-  __device__ __forceinline__ uint32_t act_pair_offset() const {
-    constexpr int kPairsPerChunk = F::kChunkK / 2;
-    constexpr int kPairsPerWord = 2 * F::kSteps;
-    const int chunk = lane / kPairsPerChunk, pair = lane % kPairsPerChunk;
-    const int tt = pair / kPairsPerWord, s = (pair / 2) % F::kSteps, h = pair % 2;
-    return 2 * (chunk * F::kChunkK + 16 * s + 2 * tt + 8 * h);
+  // Producer thread 0 does all the copying; the warpgroup's other threads give their
+  // registers to the consumers and exit.
+  __device__ __forceinline__ uint32_t stage_base(int stage) const { return smem_addr(smem + stage * kStageBytes); }
+  __device__ __forceinline__ void copy_weights(int stage, int64_t slab) const {
+    uint64_t* full = &ring.full[stage];
+    mbarrier_arrive_expect_tx(full, kStageBytes);  // both operands' bytes
+    tma_copy_box(&p.w_map, stage_base(stage), full, static_cast<int32_t>(slab * kGemmSlabBytes),
+                 static_cast<int32_t>(n0));
+  }
+  __device__ __forceinline__ void copy_activations(int stage, int64_t slab) const {
+    const auto x0 = static_cast<int32_t>(slab * F::kSlabK * static_cast<int64_t>(sizeof(T)));
+#pragma unroll
+    for (int panel = 0; panel < kPanels; ++panel)
+      tma_copy_box(&p.a_map, stage_base(stage) + kWeightBytes + panel * kPanelBytes, &ring.full[stage],
+                   x0 + 128 * panel, static_cast<int32_t>(m0));
   }
 
-  struct Loader {
-    const uint8_t* w_src;  // weight row r0, chunk wc
-    int64_t w_stride;      // kRowsPerPass weight rows
-    uint32_t w_dst;        // in a stage
-    uint32_t w_rows_ok;    // bit pass
-    int wc;
-    uint32_t a_dst[2];     // in a stage: the lane's pair of rows warp and warp + 4, panel 0
-    int a_units;           // activation rows warp + 4 j, j < a_units, exist
-    const T* a_src;        // activation row m0 + warp, the lane's pair
-  };
-
-  __device__ Loader make_loader() const {
-    Loader l;
-    const int x = warp * 32 + lane;
-    const int r0 = x / F::kChunks;
-    l.wc = x % F::kChunks;
-    l.w_dst = r0 * kGemmSlabBytes + 16 * (l.wc ^ (r0 % 8));
-    l.w_stride = kRowsPerPass * p.row_bytes;
-    l.w_src = p.b + (n0 + r0 < p.n ? (n0 + r0) * p.row_bytes : 0) + 16 * l.wc;
-    l.w_rows_ok = 0;
-#pragma unroll
-    for (int pass = 0; pass < kWeightPasses; ++pass)
-      if (n0 + r0 + pass * kRowsPerPass < p.n) l.w_rows_ok |= 1u << pass;
-    const uint32_t kb = act_pair_offset();
-#pragma unroll
-    for (int q = 0; q < 2; ++q) {
-      const int r = warp + 4 * q;  // row % 8 of the even (q = 0) and odd (q = 1) units
-      l.a_dst[q] = kWeightBytes + r * 128 + (((kb >> 4) ^ r) << 4) + (kb & 15);
-    }
-    l.a_src = p.a + (m0 + warp) * p.k + 2 * lane;  // dereferenced for rows < M only
-    const int64_t rows_left = p.m - m0 - warp;  // rows warp + 4 j < M - m0
-    l.a_units = rows_left <= 0 ? 0 : static_cast<int>(rows_left < 4 * kActRowsPerWarp ? (rows_left + 3) / 4 : kActRowsPerWarp);
-    return l;
-  }
-
-  // Shared offset of activation unit j (row warp + 4 j) of panel `panel`.
-  __device__ __forceinline__ static uint32_t act_unit(const Loader& l, int j, int panel) {
-    return l.a_dst[j % 2] + (j / 2) * 1024 + panel * kPanelBytes;
-  }
-
-  // Slab `slab` into stage `stage`. Where the block's tile lies inside A and B (every row
-  // exists, the slab inside K), the copies need no predicates: a pointer step per row and
-  // immediate offsets; else weight copies are zero-filled where out of range and the
-  // activations as below.
-  __device__ __forceinline__ void load_stage(const Loader& l, int stage, int64_t slab) const {
-    const uint32_t base = smem_addr(smem + stage * kStageBytes);
-    const int64_t w_off = slab * kGemmSlabBytes;
-    if (n0 + kGemmTileN <= p.n && w_off + kGemmSlabBytes <= p.row_bytes) {
-      const uint8_t* src = l.w_src + w_off;
-#pragma unroll
-      for (int pass = 0; pass < kWeightPasses; ++pass, src += l.w_stride)
-        cp_async16(base + l.w_dst + pass * kRowsPerPass * kGemmSlabBytes, src, true);
-    } else {
-      const bool w_in_row = w_off + 16 * l.wc < p.row_bytes;
-#pragma unroll
-      for (int pass = 0; pass < kWeightPasses; ++pass) {
-        const bool ok = w_in_row && ((l.w_rows_ok >> pass) & 1u) != 0;
-        cp_async16(base + l.w_dst + pass * kRowsPerPass * kGemmSlabBytes,
-                   ok ? l.w_src + pass * l.w_stride + w_off : p.b, ok);
-      }
-    }
-    // Activation rows past M are not copied: whatever their shared memory holds only
-    // reaches output rows that are not stored. K past the end is zero-filled (the weight's
-    // is zero there too, and 0 x garbage could be NaN).
-    const int64_t k0 = slab * F::kSlabK;
-    const int64_t row_step = 4 * p.k;
-    const T* src = l.a_src + k0;
-    if (k0 + F::kSlabK <= p.k) {
-      if (m0 + kTileM <= p.m) {
-#pragma unroll
-        for (int j = 0; j < kActRowsPerWarp; ++j, src += row_step)
-#pragma unroll
-          for (int panel = 0; panel < kPanels; ++panel) cp_async4(base + act_unit(l, j, panel), src + 64 * panel);
-      } else {
-#pragma unroll
-        for (int j = 0; j < kActRowsPerWarp; ++j, src += row_step)
-          if (j < l.a_units)
-#pragma unroll
-            for (int panel = 0; panel < kPanels; ++panel)
-              cp_async4(base + act_unit(l, j, panel), src + 64 * panel);
-      }
-    } else {
-#pragma unroll
-      for (int j = 0; j < kActRowsPerWarp; ++j, src += row_step)
-        if (j < l.a_units)
-#pragma unroll
-          for (int panel = 0; panel < kPanels; ++panel) {
-            const bool ok = k0 + 64 * panel + 2 * lane < p.k;
-            cp_async4(base + act_unit(l, j, panel), ok ? src + 64 * panel : p.a, ok);
-          }
-    }
-  }
-
-  // The producer's loop: slab i goes into stage i % kStages once the consumers released
-  // that stage's previous slab. Each thread's copies arrive on the stage's `full` barrier
-  // as they land (cp.async.mbarrier.arrive), so the producer only ever waits for a free
-  // stage: every stage not held by the consumers has its copies in flight, and a slab is
-  // published the moment it has landed.
+  // The first stages' weights before waiting for the order pass (the weights are the
+  // kernel's inputs, complete before the pass began), their activations after it; from
+  // then on a slab at a time, as the consumers free stages.
   __device__ __forceinline__ void produce(int64_t slab_begin, int64_t slab_end) const {
+    if (warp != 0 || lane != 0) return;
+    tma_prefetch_map(&p.w_map);
+    tma_prefetch_map(&p.a_map);
     const int64_t count = slab_end - slab_begin;
-    const Loader loader = make_loader();
+    const int first = static_cast<int>(count < kStages ? count : kStages);
+    for (int i = 0; i < first; ++i) copy_weights(i, slab_begin + i);
+    wait_for_prior_grid();
+    for (int i = 0; i < first; ++i) copy_activations(i, slab_begin + i);
     RingPos at;
+    for (int i = 0; i < first; ++i) at.advance();
 #pragma unroll 1
-    for (int64_t i = 0; i < count; ++i, at.advance()) {
-      if (i >= kStages) ring.wait_empty(at);
-      load_stage(loader, at.stage, slab_begin + i);
-      cp_async_mbarrier_arrive(&ring.full[at.stage]);
+    for (int64_t i = first; i < count; ++i, at.advance()) {
+      ring.wait_empty(at);
+      copy_weights(at.stage, slab_begin + i);
+      copy_activations(at.stage, slab_begin + i);
     }
-    cp_async_wait<0>();  // no copy outlives its thread
   }
 
   // ---------------------------------------------------------------- block constants
@@ -463,10 +421,7 @@ struct FusedWgmmaTile {
   template <int kB>
   __device__ __forceinline__ void slab_step(State& st, int64_t begin, int64_t count, int64_t i,
                                             const RingPos& at) const {
-    ring.wait_full(at);
-    // The producer's copies are generic-proxy writes and wgmma reads the activations
-    // through the async proxy: the fence orders the writes this wait observed before them.
-    fence_proxy_async_shared();
+    ring.wait_full(at);  // TMA's writes, visible to ldmatrix and wgmma once it completes
 #pragma unroll
     for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -534,12 +489,12 @@ struct FusedWgmmaTile {
 // three warpgroups per SM: warpgroup 0 loads (the producer), 1 and 2 multiply.
 template <typename T, GemmWeights kW, int kTileM, int kConsts>
 __global__ void __launch_bounds__(kWgmmaThreads, 1)
-    FusedWgmmaKernel(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>> p) {
+    FusedWgmmaKernel(const __grid_constant__ FusedWgmmaParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>> p) {
 #if BQMM_WGMMA_ENABLED
   allow_dependent_launch();  // the K split's reduction may be scheduled (it waits for this grid)
   using Tile = FusedWgmmaTile<T, kW, kTileM, kConsts>;
   extern __shared__ __align__(1024) uint8_t wgmma_smem_raw[];
-  __shared__ WgmmaRing<Tile::kStages> ring;
+  __shared__ typename Tile::Ring ring;
   const GemmBlockTile b = gemm_block_tile<kTileM>(p);
   run_wgmma_roles<Tile>(p, wgmma_smem_raw, ring, b.n0, b.m0, b.slab_begin, b.slab_end);
 #else
@@ -548,12 +503,38 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
 }
 
 // ================================================================= launch
-template <typename T, GemmWeights kW, int kTileM, int kConsts, typename Params>
-Status launch_wgmma_instance(const Params& p, dim3 grid, cudaStream_t stream) {
+// The order pass, then the GEMM as its programmatic dependent (where the device takes it).
+template <typename T, GemmWeights kW, int kTileM, int kConsts, typename S>
+Status launch_wgmma_instance(const GemmParams<T, S>& p, dim3 grid, cudaStream_t stream) {
   constexpr int kSmem = static_cast<int>(wgmma_smem_bytes(kTileM, GemmFormat<kW>::kBits));
+  constexpr int64_t kElem = static_cast<int64_t>(sizeof(T));
+  const int64_t a_row_bytes = gemm_act_order_k(p.k) * kElem;
+  if (!wgmma_tma_reaches(p.n, p.row_bytes, a_row_bytes))
+    return Status(StatusCode::kInternal, "launch_fused_gemm: rows beyond TMA's 32-bit coordinates");
+  FusedWgmmaParams<T, S> wp;
+  static_cast<GemmParams<T, S>&>(wp) = p;
+  BQMM_RETURN_IF_ERROR(make_tile_tensor_map(p.b, p.n, p.row_bytes, &wp.w_map, kGemmTileN));
+  const int64_t a_rows = gemm_act_order_rows(p.m, kTileM);
+  BQMM_RETURN_IF_ERROR(make_tile_tensor_map(p.a_ordered, a_rows, a_row_bytes, &wp.a_map, kTileM));
+
+  constexpr int kChunkK = GemmFormat<kW>::kChunkK;
+  const int64_t chunks = a_rows * (gemm_act_order_k(p.k) / kChunkK);
+  ActOrderKernel<T, kChunkK><<<grid_for(chunks, 256), 256, 0, stream>>>(p.a, p.a_ordered, p.m, a_rows, p.k);
+  BQMM_RETURN_IF_ERROR(check_launch("ActOrderKernel"));
+
   const auto kernel = FusedWgmmaKernel<T, kW, kTileM, kConsts>;
   BQMM_RETURN_IF_ERROR(allow_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmem));
-  kernel<<<grid, kWgmmaThreads, kSmem, stream>>>(p);
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = dim3(kWgmmaThreads);
+  config.dynamicSmemBytes = kSmem;
+  config.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attr;
+  config.numAttrs = dependent_launch_supported() ? 1 : 0;
+  BQMM_RETURN_IF_ERROR(cuda_status(cudaLaunchKernelEx(&config, kernel, wp), "FusedWgmmaKernel"));
   return check_launch("FusedWgmmaKernel");
 }
 

@@ -119,15 +119,16 @@ struct W8A8Tile {
   static constexpr int kSteps = kW8a8SlabK / 32;
   static_assert(kStages >= kWgmmaMinStages, "a slab in use, one in flight");
 
-  using RingPos = typename WgmmaRing<kStages>::Pos;
+  using Ring = WgmmaRing<kStages>;
+  using RingPos = typename Ring::Pos;
 
   const W8A8Params<T>& p;
   uint8_t* smem;
-  WgmmaRing<kStages>& ring;
+  Ring& ring;
   int warp, lane, g, t;
   int64_t n0, m0;
 
-  __device__ W8A8Tile(const W8A8Params<T>& params, uint8_t* shared, WgmmaRing<kStages>& r, int thread,
+  __device__ W8A8Tile(const W8A8Params<T>& params, uint8_t* shared, Ring& r, int thread,
                       int64_t n_begin, int64_t m_begin)
       : p(params), smem(shared), ring(r), n0(n_begin), m0(m_begin) {
     warp = thread / 32;
@@ -373,7 +374,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1) W8A8WgmmaKernel(const __grid
   allow_dependent_launch();  // the K split's reduction may be scheduled (it waits for this grid)
   using Tile = W8A8Tile<T, kDynamic, kTileM>;
   extern __shared__ __align__(1024) uint8_t w8a8_smem_raw[];
-  __shared__ WgmmaRing<Tile::kStages> ring;
+  __shared__ typename Tile::Ring ring;
   const GemmBlockTile b = gemm_block_tile<kTileM, kW8a8GroupM>(p);
   run_wgmma_roles<Tile>(p, w8a8_smem_raw, ring, b.n0, b.m0, b.slab_begin, b.slab_end);
 #else

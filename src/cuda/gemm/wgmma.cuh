@@ -123,36 +123,39 @@ __device__ __forceinline__ void set_max_registers_dec() {
 #endif
 }
 
-// The ring's two barriers per stage: `full` completes when the producer's copies of a
-// slab have landed (every producer thread arrives once per fill), `empty` when both
-// consumer warpgroups are done with it (one arrival per consumer warp).
+// Slab i of a loop goes through stage i % kStages, and that stage's fill u = i / kStages
+// completes phase u % 2 of its barriers. Loops carry the position rather than divide it
+// out of i on every slab (a 64-bit division by kStages: about 15 instructions).
 template <int kStages>
+struct WgmmaRingPos {
+  int stage = 0;       // i % kStages
+  uint32_t phase = 0;  // (i / kStages) & 1
+  __device__ __forceinline__ void advance() {
+    if (++stage == kStages) {
+      stage = 0;
+      phase ^= 1u;
+    }
+  }
+  __device__ __forceinline__ int previous_stage() const { return stage == 0 ? kStages - 1 : stage - 1; }
+};
+
+// The ring's two barriers per stage: `full` completes when a slab is ready for the
+// consumers (kFullArrivals producer threads arrive once per fill), `empty` when both
+// consumer warpgroups are done with it (one arrival per consumer warp).
+template <int kStages, int kFullArrivals = kWgmmaProducerThreads>
 struct WgmmaRing {
+  using Pos = WgmmaRingPos<kStages>;
   uint64_t full[kStages];
   uint64_t empty[kStages];
 
   __device__ void init() {
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
-      mbarrier_init(&full[s], kWgmmaProducerThreads);
+      mbarrier_init(&full[s], kFullArrivals);
       mbarrier_init(&empty[s], kWgmmaConsumerThreads / 32);
     }
     mbarrier_init_fence();
   }
-  // Slab i of a loop goes through stage i % kStages, and that stage's fill u = i / kStages
-  // completes phase u % 2 of its barriers. Loops carry the position (Pos) rather than
-  // divide it out of i on every slab (a 64-bit division by kStages: about 15 instructions).
-  struct Pos {
-    int stage = 0;       // i % kStages
-    uint32_t phase = 0;  // (i / kStages) & 1
-    __device__ __forceinline__ void advance() {
-      if (++stage == kStages) {
-        stage = 0;
-        phase ^= 1u;
-      }
-    }
-    __device__ __forceinline__ int previous_stage() const { return stage == 0 ? kStages - 1 : stage - 1; }
-  };
   __device__ __forceinline__ void wait_full(const Pos& at) { mbarrier_wait(&full[at.stage], at.phase); }
   // The consumers' release of the stage's previous slab, i - kStages (needs i >= kStages).
   __device__ __forceinline__ void wait_empty(const Pos& at) { mbarrier_wait(&empty[at.stage], at.phase ^ 1u); }
@@ -163,11 +166,12 @@ struct WgmmaRing {
 // then the roles part (the block's only barrier): warpgroup 0 gives registers away and
 // produces, warpgroups 1 and 2 take them and consume the block's tile [n0, m0] over slabs
 // [slab_begin, slab_end). `Tile` has a constructor (params, aligned smem, ring, the
-// thread's index within its role, n0, m0), produce() and consume(). `raw_smem`: the
+// thread's index within its role, n0, m0), its ring type `Ring` (a WgmmaRing or one
+// derived from it), produce() and consume(). `raw_smem`: the
 // dynamic shared memory, aligned here to kWgmmaAlignBytes (the launch adds that much).
 template <typename Tile, typename Params>
 __device__ __forceinline__ void run_wgmma_roles(const Params& p, uint8_t* raw_smem,
-                                                WgmmaRing<Tile::kStages>& ring, int64_t n0, int64_t m0,
+                                                typename Tile::Ring& ring, int64_t n0, int64_t m0,
                                                 int64_t slab_begin, int64_t slab_end) {
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw_smem) + kWgmmaAlignBytes - 1) &
                                              ~uintptr_t{kWgmmaAlignBytes - 1});

@@ -61,14 +61,22 @@ __device__ __forceinline__ void mbarrier_init_fence() {
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 
+// One arrival on `bar` that also raises the bytes its current phase waits for by `bytes`
+// (the copies that deliver them are started after it, by this thread).
+__device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)), "r"(bytes)
+               : "memory");
+#else
+  __trap();
+#endif
+}
 // Lane 0 of the owning warp: arm `bar` for one 2 KB tile and start the copy of the tile
 // whose first byte is (x bytes into the row, row y) into `slot`.
 __device__ __forceinline__ void tma_load_tile(const CUtensorMap* map, void* slot, uint64_t* bar,
                                               int32_t x, int32_t y) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(bar)),
-               "r"(kTmaSlotBytes)
-               : "memory");
+  mbarrier_arrive_expect_tx(bar, kTmaSlotBytes);
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
       " [%0], [%1, {%2, %3}], [%4];" ::"r"(smem_addr(slot)),
