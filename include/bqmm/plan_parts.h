@@ -59,7 +59,8 @@ struct WorkspaceRegions {
   size_t cublas_offset = 0, cublas_bytes = 0;    // cuBLAS's own workspace
   size_t scratch_offset = 0, scratch_bytes = 0;  // [n_tile, K] dequantized weight of T
   // The fused GEMM's Hopper mainloop: the activation (A, or A') in the K order its TMA
-  // copies want, [M, K rounded up to 32] of T, written by a pass before it.
+  // copies want, [M rounded up to its tile, K rounded up to 32] of T, written by a pass
+  // before it.
   size_t act_order_offset = 0, act_order_bytes = 0;
   size_t partial_offset = 0, partial_bytes = 0;  // fused / W8A8 GEMM k_split > 1: [k_split, M, N] float32;
                                                  // the stream-K mixed-input GEMM's partial tiles and flags
