@@ -1,6 +1,7 @@
 // Device-side building blocks shared by every kernel family (FP8 and N-bit alike):
 // the activation type traits, e4m3 decoding, streaming loads, warp reductions and the
-// W8A8 activation quantize-dequantize. Kernel files include this; nothing here launches.
+// W8A8 activation quantize-dequantize, and the launch with programmatic dependence
+// (launch_kernel). Kernel files include this.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -16,6 +17,7 @@
 
 #include "bqmm/status.h"
 #include "bqmm/tensor.h"
+#include "cuda/cuda_check.h"
 
 namespace bqmm::cuda {
 
@@ -397,6 +399,25 @@ inline bool dependent_launch_supported() {
   return cudaGetDevice(&device) == cudaSuccess &&
          cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
          major >= 9;
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent of the
+// kernel before it where `dependent` and the device takes it; errors named `name`.
+template <typename... Params, typename... Args>
+Status launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, int smem, cudaStream_t stream,
+                     bool dependent, const char* name, Args&&... args) {
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = static_cast<size_t>(smem);
+  config.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attr;
+  config.numAttrs = dependent && dependent_launch_supported() ? 1 : 0;
+  BQMM_RETURN_IF_ERROR(cuda_status(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), name));
+  return check_launch(name);
 }
 
 }  // namespace bqmm::cuda

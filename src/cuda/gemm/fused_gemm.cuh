@@ -118,9 +118,6 @@ __device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool va
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0)
                : "memory");
 }
-__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
-}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {
@@ -697,20 +694,11 @@ template <typename T>
 Status launch_k_split_reduce(const float* partials, const T* bias, T* y, int64_t m, int64_t n,
                              int k_split, bool dependent, cudaStream_t stream) {
   const bool vec = dependent && n % 4 == 0;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = dim3(grid_for(vec ? m * n / 4 : m * n, 256));
-  config.blockDim = dim3(256);
-  config.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attr;
-  config.numAttrs = dependent && dependent_launch_supported() ? 1 : 0;
-  const cudaError_t e =
-      vec ? cudaLaunchKernelEx(&config, FusedGemmReduceKernel<T, 4>, partials, bias, y, m, n, k_split)
-          : cudaLaunchKernelEx(&config, FusedGemmReduceKernel<T, 1>, partials, bias, y, m, n, k_split);
-  BQMM_RETURN_IF_ERROR(cuda_status(e, "FusedGemmReduceKernel"));
-  return check_launch("FusedGemmReduceKernel");
+  const dim3 grid(grid_for(vec ? m * n / 4 : m * n, 256));
+  return vec ? launch_kernel(FusedGemmReduceKernel<T, 4>, grid, dim3(256), 0, stream, dependent,
+                             "FusedGemmReduceKernel", partials, bias, y, m, n, k_split)
+             : launch_kernel(FusedGemmReduceKernel<T, 1>, grid, dim3(256), 0, stream, dependent,
+                             "FusedGemmReduceKernel", partials, bias, y, m, n, k_split);
 }
 
 // ================================================================= launch

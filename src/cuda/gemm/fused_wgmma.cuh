@@ -524,18 +524,7 @@ Status launch_wgmma_instance(const GemmParams<T, S>& p, dim3 grid, cudaStream_t 
 
   const auto kernel = FusedWgmmaKernel<T, kW, kTileM, kConsts>;
   BQMM_RETURN_IF_ERROR(allow_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmem));
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = dim3(kWgmmaThreads);
-  config.dynamicSmemBytes = kSmem;
-  config.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  config.attrs = attr;
-  config.numAttrs = dependent_launch_supported() ? 1 : 0;
-  BQMM_RETURN_IF_ERROR(cuda_status(cudaLaunchKernelEx(&config, kernel, wp), "FusedWgmmaKernel"));
-  return check_launch("FusedWgmmaKernel");
+  return launch_kernel(kernel, grid, dim3(kWgmmaThreads), kSmem, stream, true, "FusedWgmmaKernel", wp);
 }
 
 // The instantiations (core/gemm_plan.h, wgmma_tile_supported, says which the planner asks

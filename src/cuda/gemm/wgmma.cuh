@@ -64,12 +64,6 @@ __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
 #endif
 }
-// Orders the shared-memory writes this thread made or observed (cp.async included; another
-// thread's, once a barrier wait has shown them landed) before the async proxy's reads that
-// follow: wgmma reads its B operand through the async proxy.
-__device__ __forceinline__ void fence_proxy_async_shared() {
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
 // Keeps the compiler from moving accesses of v across an in-flight wgmma (and the
 // instructions that compute v past a wgmma fence).
 template <int kN>
