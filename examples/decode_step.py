@@ -13,9 +13,12 @@ Layer (hidden 4096, 32 query / 8 KV heads of 128, MLP 14336), weights random N(0
 q/k/v and gate/up are fused into one projection each, as serving engines do (--no-fuse runs
 the seven projections separately). The attention itself (KV cache, softmax) does not depend
 on the weight format and is replaced by a cheap elementwise stand-in that uses q, k and v.
-Every format runs the same code; only the Linear modules differ.
+The glue between the projections (each residual add with the norm after it, the stand-in,
+SiLU with the gate product) is compiled by torch.compile, as serving engines fuse it;
+--eager-glue runs it as torch's separate eager ops. Every format runs the same code; only
+the Linear modules differ.
 
-  python examples/decode_step.py [--layers 8] [--batches 1 8 64] [--json out.json]
+  python examples/decode_step.py [--layers 8] [--batches 1 8 64] [--eager-glue] [--json out.json]
 """
 import argparse
 import json
@@ -43,10 +46,43 @@ def make_linear(fmt, w):
                                           zero_points="packed", dtype=torch.bfloat16)
 
 
+def rms_norm(x, w):
+    return F.rms_norm(x, (HIDDEN,), w, 1e-5)
+
+
+def add_rms_norm(x, y, w):
+    """The residual add and the next norm: (x + y, rms_norm(x + y))."""
+    x = x + y
+    return x, rms_norm(x, w)
+
+
+def attention_stand_in(q, k, v):
+    """Every query head takes its KV group's k and v."""
+    group = HEADS // KV_HEADS
+    kv = (k * v).unsqueeze(-2).expand(*k.shape[:-1], group, KV).reshape(q.shape)
+    return q * torch.sigmoid(kv)
+
+
+def silu_mul(g, u):
+    return F.silu(g) * u
+
+
+class Glue:
+    """The elementwise steps of a layer: eager torch ops, or each compiled by torch.compile."""
+
+    def __init__(self, compiled):
+        wrap = (lambda f: torch.compile(f, fullgraph=True, dynamic=False)) if compiled else (lambda f: f)
+        self.rms_norm = wrap(rms_norm)
+        self.add_rms_norm = wrap(add_rms_norm)
+        self.attention_stand_in = wrap(attention_stand_in)
+        self.silu_mul = wrap(silu_mul)
+
+
 class Layer(torch.nn.Module):
-    def __init__(self, weights, fmt, fuse):
+    def __init__(self, weights, fmt, fuse, glue):
         super().__init__()
         self.fuse = fuse
+        self.glue = glue
         if fuse:
             self.qkv = make_linear(fmt, torch.cat([weights["q"], weights["k"], weights["v"]]))
             self.gate_up = make_linear(fmt, torch.cat([weights["gate"], weights["up"]]))
@@ -58,33 +94,36 @@ class Layer(torch.nn.Module):
         self.norm1 = torch.ones(HIDDEN, device="cuda", dtype=torch.bfloat16)
         self.norm2 = torch.ones(HIDDEN, device="cuda", dtype=torch.bfloat16)
 
-    def forward(self, x):
-        h = F.rms_norm(x, (HIDDEN,), self.norm1, 1e-5)
+    def forward(self, x, y):
+        """The residual stream entering the layer is x + y (y: the previous layer's last
+        projection, or None); returns the layer's (x, y)."""
+        glue = self.glue
+        if y is None:
+            h = glue.rms_norm(x, self.norm1)
+        else:
+            x, h = glue.add_rms_norm(x, y, self.norm1)
         if self.fuse:
             q, k, v = self.qkv(h).split([HIDDEN, KV, KV], dim=-1)
         else:
             q, k, v = self.q(h), self.k(h), self.v(h)
-        # Attention stand-in: every query head takes its KV group's k and v.
-        group = HEADS // KV_HEADS
-        kv = (k * v).unsqueeze(-2).expand(*k.shape[:-1], group, KV).reshape(q.shape)
-        x = x + self.o(q * torch.sigmoid(kv))
-        h = F.rms_norm(x, (HIDDEN,), self.norm2, 1e-5)
+        x, h = glue.add_rms_norm(x, self.o(glue.attention_stand_in(q, k, v)), self.norm2)
         if self.fuse:
             g, u = self.gate_up(h).split([MLP, MLP], dim=-1)
         else:
             g, u = self.gate(h), self.up(h)
-        return x + self.down(F.silu(g) * u)
+        return x, self.down(glue.silu_mul(g, u))
 
 
 class Stack(torch.nn.Module):
-    def __init__(self, layer_weights, fmt, fuse):
+    def __init__(self, layer_weights, fmt, fuse, glue):
         super().__init__()
-        self.layers = torch.nn.ModuleList(Layer(w, fmt, fuse) for w in layer_weights)
+        self.layers = torch.nn.ModuleList(Layer(w, fmt, fuse, glue) for w in layer_weights)
 
     def forward(self, x):
+        y = None
         for layer in self.layers:
-            x = layer(x)
-        return x
+            x, y = layer(x, y)
+        return x + y
 
 
 def random_weights(layers, seed):
@@ -130,6 +169,8 @@ def main():
     p.add_argument("--formats", nargs="+", default=["bf16", "fp8", "int8", "int4"])
     p.add_argument("--replays", type=int, default=20)
     p.add_argument("--no-fuse", action="store_true", help="run q/k/v and gate/up separately")
+    p.add_argument("--eager-glue", action="store_true",
+                   help="run the elementwise steps as eager torch ops instead of compiled")
     p.add_argument("--json", help="write the results to this file")
     args = p.parse_args()
     if not torch.cuda.is_available() or not bqmm.extension_loaded():
@@ -137,10 +178,11 @@ def main():
         return 0
 
     weights = random_weights(args.layers, seed=0)
+    glue = Glue(compiled=not args.eager_glue)
     results = []
     outputs = {}
     for fmt in args.formats:
-        model = Stack(weights, fmt, not args.no_fuse)
+        model = Stack(weights, fmt, not args.no_fuse, glue)
         torch.cuda.synchronize()
         for batch in args.batches:
             step_us, x, y, graph = time_graph(model, batch, args.replays)
@@ -165,7 +207,8 @@ def main():
             r["rel_diff_vs_bf16"] = float((outputs[r["format"]] - ref).norm() / ref.norm())
 
     print(f"decode step, {args.layers} Llama-3-8B-shaped layers, one CUDA graph per step, "
-          f"{torch.cuda.get_device_name(0)}, fused={not args.no_fuse}")
+          f"{torch.cuda.get_device_name(0)}, fused={not args.no_fuse}, "
+          f"glue={'eager' if args.eager_glue else 'compiled'}")
     print(f"{'format':>6} {'batch':>5} {'step us':>9} {'layer us':>9} {'tokens/s':>10} {'vs bf16':>8}")
     for r in results:
         sp = f"{r['speedup_vs_bf16']:.2f}x" if r["speedup_vs_bf16"] else "-"
@@ -174,7 +217,8 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": torch.cuda.get_device_name(0), "torch": torch.__version__,
-                       "fused": not args.no_fuse, "results": results}, f, indent=1)
+                       "fused": not args.no_fuse, "glue": "eager" if args.eager_glue else "compiled",
+                       "results": results}, f, indent=1)
     return 0
 
 

@@ -128,7 +128,8 @@ for r in dec.get("results", []):
         sp = r["speedup_vs_bf16"]
         verdict = "" if need is None else (" (>= %.1fx: %s)" % (need, "PASS" if sp >= need else "FAIL"))
         ok &= not verdict.endswith("FAIL)")
-        print(f"decode batch 1 {r['format']}: {r['layer_us']:.1f} us/layer, {r['tokens_per_s']:.0f} tok/s, "
+        print(f"decode batch 1 {r['format']} (glue {dec.get('glue', '?')}): {r['layer_us']:.1f} us/layer, "
+              f"{r['tokens_per_s']:.0f} tok/s, "
               f"{sp:.2f}x bf16{verdict}")
 if "error" in dec:
     print("decode_step:", dec["error"]); ok = False
