@@ -160,9 +160,9 @@ struct WgmmaRing {
 // then the roles part (the block's only barrier): warpgroup 0 gives registers away and
 // produces, warpgroups 1 and 2 take them and consume the block's tile [n0, m0] over slabs
 // [slab_begin, slab_end). `Tile` has a constructor (params, aligned smem, ring, the
-// thread's index within its role, n0, m0), its ring type `Ring` (a WgmmaRing or one
-// derived from it), produce() and consume(). `raw_smem`: the
-// dynamic shared memory, aligned here to kWgmmaAlignBytes (the launch adds that much).
+// thread's index within its role, n0, m0), its ring type `Ring` (a WgmmaRing), produce()
+// and consume(). `raw_smem`: the dynamic shared memory, aligned here to kWgmmaAlignBytes
+// (the launch adds that much).
 template <typename Tile, typename Params>
 __device__ __forceinline__ void run_wgmma_roles(const Params& p, uint8_t* raw_smem,
                                                 typename Tile::Ring& ring, int64_t n0, int64_t m0,
