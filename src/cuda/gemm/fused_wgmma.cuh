@@ -200,6 +200,7 @@ struct FusedWgmmaTile {
                 "activation panels on swizzle-atom boundaries");
   static_assert(!kFp8 || kConsts == 1, "FP8: one scale block per slab");
   static_assert(kGroupChunks % 2 == 0, "ldmatrix takes chunk pairs");
+  static_assert(kConstsAhead == 1 || kConstsAhead == 2, "constant slots by the slab's parity");
 
   using Ring = WgmmaRing<kStages, 1>;  // `full`: the copying thread's arrival and the bytes
   using RingPos = typename Ring::Pos;
@@ -406,9 +407,8 @@ struct FusedWgmmaTile {
     float acc[kAcc];
     float part[kAcc];                        // FP8: one slab's sums
     uint32_t a[2][kGroupSteps][4];           // decoded A, alternating per group
-    RawConsts<kW, T> pre[kConstsAhead][2][kConsts];  // the next kConstsAhead slabs' constants
-    RawConsts<kW, T> cur[2][kConsts];        // this slab's
-    RawConsts<kW, T> prev[2][kConsts];       // FP8: the previous slab's (its fold)
+    RawConsts<kW, T> pre[kConstsAhead][2][kConsts];  // slots of constants ahead (slab_step)
+    RawConsts<kW, T> cur[2][kConsts];        // N-bit: this slab's
   };
 
   // The slab in `stage` is done with (its wgmma finished): this warp's share of releasing it.
@@ -422,32 +422,41 @@ struct FusedWgmmaTile {
   __device__ __forceinline__ void slab_step(State& st, int64_t begin, int64_t count, int64_t i,
                                             const RingPos& at) const {
     ring.wait_full(at);  // TMA's writes, visible to ldmatrix and wgmma once it completes
+    // Constants in slots: slab j's in slot j % kConstsAhead (kB is i's parity: the loop is
+    // unrolled by two), loaded kConstsAhead slabs before they are read. No slot is copied
+    // while its load may be in flight (the copy would wait for it): N-bit, which decodes
+    // with slab i's constants, copies them (`cur`) and refills the slot with slab
+    // i + kConstsAhead's; FP8, which reads them only in the fold a slab later, folds
+    // slab i - 1 straight from its slot and then refills that slot. The loads are
+    // unconditional (past the block's end they reload its last slab's constants, unused;
+    // at i = 0 FP8 reloads the slot it has): a predicated load keeps the slot's old value
+    // live across the loop, which the compiler then copies every iteration.
+    if constexpr (!kFp8) {
+      constexpr int kSlot = kB % kConstsAhead;
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
+      for (int h = 0; h < 2; ++h)
 #pragma unroll
-      for (int ci = 0; ci < kConsts; ++ci) {
-        st.cur[h][ci] = st.pre[0][h][ci];
-#pragma unroll
-        for (int a = 0; a + 1 < kConstsAhead; ++a) st.pre[a][h][ci] = st.pre[a + 1][h][ci];
-      }
-    if (i + kConstsAhead < count) prefetch_consts(begin + i + kConstsAhead, st.pre[kConstsAhead - 1]);
+        for (int ci = 0; ci < kConsts; ++ci) st.cur[h][ci] = st.pre[kSlot][h][ci];
+      prefetch_consts(begin + (i + kConstsAhead < count ? i + kConstsAhead : count - 1), st.pre[kSlot]);
+    }
     const uint32_t wbase = smem_addr(smem) + at.stage * kStageBytes;
     const uint32_t abase = wbase + kWeightBytes;
 #pragma unroll
     for (int grp = 0; grp < kGroups; ++grp) {
       const int buf = kGroups == 1 ? kB : grp;
-      decode_group(wbase, begin + i, grp, st.cur, st.a[buf]);
+      decode_group(wbase, begin + i, grp, st.cur, st.a[buf]);  // FP8: no constants used
       if constexpr (kFp8) {
         // The previous slab's group done, its stage released and its sums folded, then
         // this slab's into `part`.
         wgmma_wait<0>();
         fence_operands(st.part);
+        constexpr int kPrevSlot = (kB + kConstsAhead - 1) % kConstsAhead;  // slab i - 1's
         if (i > 0) {
           release(at.previous_stage());
-          fold(st.prev, st.acc, st.part);
+          fold(st.pre[kPrevSlot], st.acc, st.part);
         }
-        st.prev[0][0] = st.cur[0][0];
-        st.prev[1][0] = st.cur[1][0];
+        const int64_t next = i - 1 + kConstsAhead;
+        prefetch_consts(begin + (next < count ? next : count - 1), st.pre[kPrevSlot]);
         issue_group(abase, grp, st.a[buf], st.part, true);
       } else {
         issue_group(abase, grp, st.a[buf], st.acc, false);
@@ -476,9 +485,15 @@ struct FusedWgmmaTile {
     }
     if (i < count) slab_step<0>(st, slab_begin, count, i, at);
     wgmma_wait<0>();
-    if constexpr (kFp8) {  // the last slab's fold
+    if constexpr (kFp8) {  // the last slab's fold, from its slot
       fence_operands(st.part);
-      if (count > 0) fold(st.prev, st.acc, st.part);
+      if (count > 0) {
+        if (kConstsAhead == 1 || (count - 1) % 2 == 0) {
+          fold(st.pre[0], st.acc, st.part);
+        } else {
+          fold(st.pre[kConstsAhead - 1], st.acc, st.part);
+        }
+      }
     }
     fence_operands(st.acc);
     store(st.acc);
