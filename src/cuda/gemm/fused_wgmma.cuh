@@ -485,10 +485,10 @@ struct FusedWgmmaTile {
     }
     if (i < count) slab_step<0>(st, slab_begin, count, i, at);
     wgmma_wait<0>();
-    if constexpr (kFp8) {  // the last slab's fold, from its slot
+    if constexpr (kFp8) {  // the last slab's fold, from its slot (count - 1) % kConstsAhead
       fence_operands(st.part);
       if (count > 0) {
-        if (kConstsAhead == 1 || (count - 1) % 2 == 0) {
+        if ((count - 1) % kConstsAhead == 0) {  // a branch: register arrays take constant indices
           fold(st.pre[0], st.acc, st.part);
         } else {
           fold(st.pre[kConstsAhead - 1], st.acc, st.part);
