@@ -104,8 +104,10 @@ def sort_key(r):
 def suite_of(stem, op):
     """gpu_check's file names: bench_<suite>, bench_w8a8_<static|dynamic>_[rows<R>_]<suite>
     (FP8 with the activation quantized, weight scales shared by R rows),
-    bench_nbits<bits>_<suite>[_zp_<kind>][_bs<B>]."""
+    bench_nbits<bits>_<suite>[_zp_<kind>][_bs<B>], each with _prepacked after it for a run with
+    --prepack."""
     s = stem[len("bench_"):] if stem.startswith("bench_") else stem
+    s = re.sub(r"_prepacked$", "", s)
     if op == "fp8":
         s = re.sub(r"^w8a8_(static|dynamic)_(rows\d+_)?", "", s)
     if op == "nbits":
@@ -148,6 +150,9 @@ def title_and_command(stem, rows):
     if scale_rows:
         title += ", weight scales per %s rows" % scale_rows
         cmd += " --b-scale-block-rows " + scale_rows
+    if any(r.get("prepacked") for r in rows):
+        title += ", prepacked scales"
+        cmd += " --prepack"
     if any(r.get("bias") for r in rows):
         title += ", bias"
     dtypes = distinct(rows, "activation_dtype")

@@ -66,6 +66,7 @@ struct Settings {
   std::optional<int64_t> m, n, k;
   int64_t block_size = 128;
   bool bias = false;
+  bool prepack = false;  // --prepack: every case passes the weight's prepacked input
   std::string suite;  // "smoke", "decode", "prefill"; empty for the single case
   int warmup = 10;
   int repeat = 100;
@@ -103,6 +104,7 @@ struct CaseSpec {
   int64_t m = 0, n = 0, k = 0;
   int64_t block_size = 128;
   bool bias = false;
+  bool prepack = false;  // the call passes the weight's prepacked input (prepack_*_matmul)
 
   virtual ~CaseSpec() = default;
   // The operator's own settings, space separated ("w8a8"), for labels; "" for none.
@@ -137,6 +139,7 @@ Problem common_problem(const CaseSpec& c) {
   p.k = c.k;
   p.block_size = c.block_size;
   p.has_bias = c.bias;
+  p.has_prepacked = c.prepack;
   return p;
 }
 

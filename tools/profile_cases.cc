@@ -18,6 +18,7 @@ std::string label(const std::string& op, const CaseSpec& c, bool with_m) {
   s += " N=" + std::to_string(c.n) + " K=" + std::to_string(c.k) +
        " bs=" + std::to_string(c.block_size);
   if (c.bias) s += " bias";
+  if (c.prepack) s += " prepacked";
   const std::string variant = c.variant();
   if (!variant.empty()) s += " " + variant;
   return s;

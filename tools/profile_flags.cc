@@ -60,6 +60,10 @@ std::vector<FlagSpec> common_flags() {
       {"--k", "K", "reduction length of the single case"},
       {"--block-size", "B", "K elements per weight scale (default 128)"},
       {"--bias", nullptr, "add a bias input"},
+      {"--prepack", nullptr,
+       "pass the weight's prepacked scales (the layout of prepack_fp8_matmul / "
+       "prepack_nbits_matmul, rotated with the weight's copies): the mixed-input GEMM reads "
+       "them instead of writing them each run; other paths ignore them"},
       {"--suite", "NAME",
        "smoke (small, every path), decode (M <= 8) or prefill (M >= 16), "
        "instead of --m/--n/--k"},
@@ -173,6 +177,7 @@ Status read_settings(const Flags& flags, Settings* out) {
   // itself decides which sizes it takes (validate_*).
   BQMM_RETURN_IF_ERROR(flags.get_int("--block-size", 1, kMaxBlockSize, &s.block_size));
   s.bias = flags.has("--bias");
+  s.prepack = flags.has("--prepack");
 
   s.suite = flags.get("--suite");
   const bool any_dim = s.m.has_value() || s.n.has_value() || s.k.has_value();

@@ -106,6 +106,7 @@ Fp8MatMulArgs placeholder_args(const Fp8CaseSpec& c) {
   args.b_scale = TensorView{p, DType::kFloat32, Shape{c.n, k_blocks}};
   if (c.w8a8) args.a_scale = TensorView{p, DType::kFloat32, Shape{}};
   if (c.bias) args.bias = TensorView{p, c.dtype, Shape{c.n}};
+  if (c.prepack) args.prepacked = TensorView{p, DType::kFloat32, fp8_matmul_prepacked_shape(c.n, k_blocks)};
   args.y = MutableTensorView{p, c.dtype, Shape{c.m, c.n}};
   return args;
 }
@@ -113,11 +114,15 @@ Fp8MatMulArgs placeholder_args(const Fp8CaseSpec& c) {
 // The inputs of the cases that differ only in M.
 class Fp8Inputs : public GroupInputs {
  public:
-  explicit Fp8Inputs(reference::Fp8Case host) : host_(std::move(host)) {}
+  // `prepack`: the weight's parts include its prepacked scales (the reference's layout,
+  // fp8_prepacked, which the GPU tests pin to prepack_fp8_matmul's output).
+  Fp8Inputs(reference::Fp8Case host, bool prepack) : host_(std::move(host)) {
+    if (prepack) prepacked_ = reference::fp8_prepacked(host_);
+  }
 
   const HostTensor& a() const override { return host_.a; }
   std::vector<NamedTensor> weight() const override {
-    return {{"b", &host_.b}, {"b_scale", &host_.b_scale}};
+    return {{"b", &host_.b}, {"b_scale", &host_.b_scale}, {"prepacked", prepacked_ ? &*prepacked_ : nullptr}};
   }
   std::vector<OtherInput> others() override {
     std::vector<OtherInput> t;
@@ -165,12 +170,14 @@ class Fp8Inputs : public GroupInputs {
     args.b_scale = TensorView{b_scale(copy), DType::kFloat32, Shape{c.n, host_.b_scale.shape[1]}};
     if (c.w8a8) args.a_scale = a_scale_.view();
     if (c.bias) args.bias = bias_.view();
+    if (prepacked_) args.prepacked = TensorView{weights.part(copy, 2), DType::kFloat32, prepacked_->shape};
     args.y = y;
     return args;
   }
 
  private:
   reference::Fp8Case host_;
+  std::optional<HostTensor> prepacked_;
   DeviceTensor a_scale_, bias_;  // GPU only
 };
 
@@ -224,6 +231,7 @@ Status Fp8Profiler::make_cases(const Flags& flags, const Settings& settings, Cas
     for (const SmokeCase& s : kSmokeCases)
       if (!settings.dtype || *settings.dtype == s.dtype)
         out->push_back(make_case(s.dtype, s.m, s.n, s.k, s.block_size, s.bias, s.act));
+    for (auto& c : *out) c->prepack = settings.prepack;
     return Status::Ok();
   }
   if (settings.dtype && *settings.dtype != DType::kFloat16 && *settings.dtype != DType::kBFloat16)
@@ -231,7 +239,9 @@ Status Fp8Profiler::make_cases(const Flags& flags, const Settings& settings, Cas
                   std::string("--activation-dtype: --op fp8 takes fp16 or bf16 but got ") +
                       dtype_flag_name(*settings.dtype));
   return for_each_shape(settings, [&](DType dtype, int64_t m, int64_t n, int64_t k) {
-    out->push_back(make_case(dtype, m, n, k, settings.block_size, settings.bias, act, scale_rows));
+    auto c = make_case(dtype, m, n, k, settings.block_size, settings.bias, act, scale_rows);
+    c->prepack = settings.prepack;
+    out->push_back(std::move(c));
   });
 }
 
@@ -282,7 +292,7 @@ std::unique_ptr<GroupInputs> Fp8Profiler::make_inputs(const CaseSpec& spec, int6
       reference::WeightInit::kAllCodes);
   host.dynamic_act_quant = c.dynamic;
   if (c.scale_rows != 1) reference::share_scale_rows(c.scale_rows, &host);
-  return std::make_unique<Fp8Inputs>(std::move(host));
+  return std::make_unique<Fp8Inputs>(std::move(host), c.prepack);
 }
 
 Status Fp8Profiler::plan_case(const CaseSpec& spec, const GroupInputs& inputs,

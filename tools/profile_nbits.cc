@@ -97,6 +97,7 @@ NBitsMatMulArgs placeholder_args(const NBitsProfileCase& c) {
     args.zero_points = TensorView{p, c.dtype, Shape{c.n, k_blocks}};
   if (c.g_idx) args.g_idx = TensorView{p, DType::kInt32, Shape{c.k}};
   if (c.bias) args.bias = TensorView{p, c.dtype, Shape{c.n}};
+  if (c.prepack) args.prepacked = TensorView{p, DType::kFloat32, nbits_matmul_prepacked_shape(c.n, k_blocks)};
   args.y = MutableTensorView{p, c.dtype, Shape{c.m, c.n}};
   return args;
 }
@@ -147,14 +148,19 @@ Status parse_zero_points(const std::string& text, NBitsZeroPoints* out) {
 // The inputs of the cases that differ only in M.
 class NBitsInputs : public GroupInputs {
  public:
-  explicit NBitsInputs(reference::NBitsCase host) : host_(std::move(host)) {}
+  // `prepack`: the weight's parts include its prepacked scales and zeros (the reference's
+  // layout, nbits_prepacked, which the GPU tests pin to prepack_nbits_matmul's output).
+  NBitsInputs(reference::NBitsCase host, bool prepack) : host_(std::move(host)) {
+    if (prepack) prepacked_ = reference::nbits_prepacked(host_);
+  }
 
   const NBitsMatMulAttrs& attrs() const { return host_.attrs; }
   const HostTensor& a() const override { return host_.a; }
   std::vector<NamedTensor> weight() const override {
     return {{"b", &host_.b},
             {"scales", &host_.scales},
-            {"zero_points", host_.zero_points ? &*host_.zero_points : nullptr}};
+            {"zero_points", host_.zero_points ? &*host_.zero_points : nullptr},
+            {"prepacked", prepacked_ ? &*prepacked_ : nullptr}};
   }
   std::vector<OtherInput> others() override {
     std::vector<OtherInput> t;
@@ -201,6 +207,7 @@ class NBitsInputs : public GroupInputs {
   const uint8_t* b(int64_t copy) const { return weights.part(copy, 0); }
   const uint8_t* scales(int64_t copy) const { return weights.part(copy, 1); }
   const uint8_t* zero_points(int64_t copy) const { return weights.part(copy, 2); }
+  const uint8_t* prepacked(int64_t copy) const { return weights.part(copy, 3); }
   // The dequantize kernel's arguments for weight copy `copy`, writing `dtype`: the kernel
   // reads the scales and typed zero points in that type, from `scale_data` and `typed_zp`
   // (used only when the zero points are typed).
@@ -231,12 +238,14 @@ class NBitsInputs : public GroupInputs {
           TensorView{zero_points(copy), host_.zero_points->dtype, host_.zero_points->shape};
     if (host_.g_idx) args.g_idx = g_idx_.view();
     if (host_.bias) args.bias = bias_.view();
+    if (prepacked_) args.prepacked = TensorView{prepacked(copy), DType::kFloat32, prepacked_->shape};
     args.y = y;
     return args;
   }
 
  private:
   reference::NBitsCase host_;
+  std::optional<HostTensor> prepacked_;
   DeviceTensor g_idx_, bias_;  // GPU only
 };
 
@@ -297,6 +306,7 @@ Status NBitsProfiler::make_cases(const Flags& flags, const Settings& settings, C
       c->zero_points = zp;
       c->g_idx = case_g_idx;
       c->gemv_algo = gemv_candidate ? algo : -1;
+      c->prepack = settings.prepack;
       out->push_back(std::move(c));
     }
   };
@@ -367,7 +377,7 @@ std::unique_ptr<GroupInputs> NBitsProfiler::make_inputs(const CaseSpec& spec, in
   // Every code with equal weight: fast to draw for 200M-element weights, and it exercises
   // the whole integer range.
   s.init = reference::WeightInit::kAllCodes;
-  return std::make_unique<NBitsInputs>(reference::make_random_nbits_case(s, seed));
+  return std::make_unique<NBitsInputs>(reference::make_random_nbits_case(s, seed), c.prepack);
 }
 
 Status NBitsProfiler::plan_case(const CaseSpec& spec, const GroupInputs& inputs,

@@ -178,6 +178,7 @@ std::string json_row(const std::string& op, const CaseSpec& c, const CaseResult&
   j.add_int("k", c.k);
   j.add_int("block_size", c.block_size);
   j.add_bool("bias", c.bias);
+  j.add_bool("prepacked", c.prepack);
   c.write_json(&j);
   if (r.path.empty()) {
     j.add_null("path");
@@ -272,8 +273,9 @@ void print_summary(const std::vector<RunCase>& cases, const Gpu* gpu) {
     const Ratios x = ratios(c, r, gpu);
     passed += r.passed() ? 1 : 0;
     // Comma separated, so that a row's cells never contain spaces.
-    std::string variant = (c.bias ? std::string("bias") : "") +
-                          (c.bias && !c.variant().empty() ? " " : "") + c.variant();
+    std::string variant;
+    for (const std::string& part : {c.bias ? std::string("bias") : "", c.prepack ? std::string("prepacked") : "", c.variant()})
+      if (!part.empty()) variant += (variant.empty() ? "" : " ") + part;
     std::replace(variant.begin(), variant.end(), ' ', ',');
     table.rows.push_back({
         rc.op->name(),

@@ -52,6 +52,8 @@ struct Fp8MatMulArgs {
   TensorView b_scale;                // float32, [N, ceil(K / block_size)]
   std::optional<TensorView> a_scale; // float32 scalar (1 element), device memory: W8A8
   std::optional<TensorView> bias;    // T, [N]
+  // float32, [k_blocks, N]: b_scale prepacked by prepack_fp8_matmul (an extension; below).
+  std::optional<TensorView> prepacked;
   MutableTensorView y;               // T, A's shape with the last dim replaced by N
 };
 
@@ -66,6 +68,7 @@ struct Fp8MatMulProblem {
   bool has_a_scale = false;        // static W8A8
   bool dynamic_act_quant = false;  // Fp8MatMulAttrs::dynamic_act_quant
   int64_t b_scale_block_rows = 1;  // Fp8MatMulAttrs::b_scale_block_rows
+  bool has_prepacked = false;      // Fp8MatMulArgs::prepacked is given
   // Largest power of two <= 16 dividing every data pointer of the call (A, B, bias, Y).
   // Vectorized kernels need 16; for plans made without tensors it is 16.
   int alignment = 16;
@@ -138,6 +141,18 @@ Status validate_fp8_matmul(const Fp8MatMulArgs& args, const Fp8MatMulAttrs& attr
 // b_scale_block_rows that the data keeps (for a checkpoint whose 128 x 128 block scales
 // were expanded to rows before it reached the caller). Reads N x k_blocks floats once.
 int64_t find_b_scale_block_rows(const float* b_scale, int64_t n, int64_t k_blocks, int64_t rows = 128);
+
+// The weight's prepacked scales (an extension; optional): b_scale transposed to float32
+// [k_blocks, N], the layout the mixed-input GEMM (the mixed_gemm path) reads. Without
+// them that path writes this transpose into the workspace on every run, a pass of its own
+// before the GEMM; written once per weight (at load) and passed as Fp8MatMulArgs::prepacked
+// with every call, they take that pass and the workspace region away. Other paths ignore
+// them. They must be this b_scale's: run cannot tell stale ones from fresh ones.
+// prepack_fp8_matmul checks both tensors as validate does and enqueues the transpose on
+// `stream` (no allocation, no synchronization).
+Shape fp8_matmul_prepacked_shape(int64_t n, int64_t k_blocks);  // {k_blocks, N}
+Status prepack_fp8_matmul(const TensorView& b_scale, const MutableTensorView& prepacked,
+                          cudaStream_t stream);
 
 // Y's shape for an A of shape `a_shape` and N output features.
 Status fp8_matmul_output_shape(const Shape& a_shape, int64_t n, Shape* y_shape);

@@ -54,6 +54,9 @@ struct NBitsMatMulArgs {
   std::optional<TensorView> zero_points;
   std::optional<TensorView> g_idx;  // int32, [K]: block index of each k (act order)
   std::optional<TensorView> bias;   // T1, [N]
+  // float32, [2, k_blocks, N]: the scales and zero points prepacked by
+  // prepack_nbits_matmul (an extension; below).
+  std::optional<TensorView> prepacked;
   MutableTensorView y;              // T1, A's shape with the last dim replaced by N
 };
 
@@ -76,6 +79,7 @@ struct NBitsMatMulProblem {
   NBitsZeroPoints zero_points = NBitsZeroPoints::kNone;
   bool has_g_idx = false;
   bool has_bias = false;
+  bool has_prepacked = false;  // NBitsMatMulArgs::prepacked is given
   // Largest power of two <= 16 dividing every data pointer the vectorized kernels read
   // or write (A, B, bias, Y). They need 16; for plans made without tensors it is 16.
   int alignment = 16;
@@ -145,6 +149,22 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan);
 // bits == 2 is NotSupported; other bits outside {4, 8} are InvalidArgument.
 Status validate_nbits_matmul(const NBitsMatMulArgs& args, const NBitsMatMulAttrs& attrs,
                              NBitsMatMulProblem* problem);
+
+// The weight's prepacked scales and zero points (an extension; optional): float32 [2,
+// k_blocks, N], the scales transposed ([0][b][n] = scales[n, b]) and the zeros
+// ([1][b][n] = -zp[n, b] * scales[n, b], zp as the operator defines it, default
+// 2^(bits - 1) included), the layout the mixed-input GEMM (the mixed_gemm path) reads.
+// Without them that path writes them into the workspace on every run, a pass of its own
+// before the GEMM; written once per weight (at load) and passed as
+// NBitsMatMulArgs::prepacked with every call, they take that pass and the workspace
+// region away. Other paths ignore them. They must be these scales' and zero points': run
+// cannot tell stale ones from fresh ones. prepack_nbits_matmul checks the tensors as
+// validate does (attrs' k, n, bits and block_size; T1 from the scales) and enqueues the
+// pass on `stream` (no allocation, no synchronization).
+Shape nbits_matmul_prepacked_shape(int64_t n, int64_t k_blocks);  // {2, k_blocks, N}
+Status prepack_nbits_matmul(const NBitsMatMulAttrs& attrs, const TensorView& scales,
+                            const std::optional<TensorView>& zero_points,
+                            const MutableTensorView& prepacked, cudaStream_t stream);
 
 // Y's shape for an A of shape `a_shape` and N output features.
 Status nbits_matmul_output_shape(const Shape& a_shape, int64_t n, Shape* y_shape);

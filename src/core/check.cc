@@ -52,6 +52,14 @@ Status tensor(const char* name, const TensorView& t, DType dtype, const Shape& e
   return data(name, t.data, count, dtype);
 }
 
+Status prepacked(const TensorView& t, const Shape& expected, const char* meaning) {
+  BQMM_RETURN_IF_ERROR(tensor("prepacked", t, DType::kFloat32, expected, meaning));
+  if (t.data != nullptr && pointer_alignment(t.data) < 16)
+    return invalid("prepacked: expected a 16-byte aligned pointer but got one aligned to " +
+                   std::to_string(pointer_alignment(t.data)) + " bytes");
+  return Status::Ok();
+}
+
 Status numel(const char* name, const Shape& shape, DType dtype, int64_t* out) {
   for (int i = 0; i < shape.rank(); ++i) {
     if (shape[i] < 0)

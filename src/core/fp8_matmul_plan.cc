@@ -340,7 +340,7 @@ std::ostream& operator<<(std::ostream& os, const Fp8MatMulProblem& p) {
             << " block_size=" << p.block_size << (p.has_bias ? " bias" : "")
             << (p.has_a_scale ? " w8a8" : "") << (p.dynamic_act_quant ? " dynamic_act_quant" : "")
             << (p.b_scale_block_rows != 1 ? " b_scale_block_rows=" + std::to_string(p.b_scale_block_rows) : "")
-            << " align=" << p.alignment;
+            << (p.has_prepacked ? " prepacked" : "") << " align=" << p.alignment;
 }
 
 std::ostream& operator<<(std::ostream& os, const Fp8MatMulPlan& plan) {
@@ -369,6 +369,7 @@ std::ostream& operator<<(std::ostream& os, const Fp8MatMulPlan& plan) {
   if (plan.path == Fp8Path::kMixedGemm) {
     os << "; qdq_activation=" << (plan.regions.act_bytes > 0 ? "yes" : "no");
     print_mixed_gemm(os, plan.gemm);
+    print_mixed_scales(os, plan.problem.has_prepacked);
   }
   return print_workspace(os, plan.regions, plan.workspace_bytes) << "}";
 }

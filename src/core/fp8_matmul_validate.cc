@@ -5,6 +5,7 @@
 
 #include "bqmm/fp8_matmul.h"
 #include "core/check.h"
+#include "core/prepack.h"
 
 namespace bqmm {
 
@@ -17,6 +18,24 @@ int64_t find_b_scale_block_rows(const float* b_scale, int64_t n, int64_t k_block
     if (r != first && std::memcmp(b_scale + r * k_blocks, b_scale + first * k_blocks, row_bytes) != 0) return 1;
   }
   return rows;
+}
+
+Shape fp8_matmul_prepacked_shape(int64_t n, int64_t k_blocks) { return Shape{k_blocks, n}; }
+
+Status validate_fp8_prepack(const TensorView& b_scale, const MutableTensorView& prepacked,
+                            int64_t* n, int64_t* k_blocks) {
+  BQMM_RETURN_IF_ERROR(check::dtype_in("b_scale", b_scale.dtype, {DType::kFloat32}));
+  if (b_scale.shape.rank() != 2)
+    return Status(StatusCode::kInvalidArgument,
+                  "b_scale: expected rank 2 [N, ceil(K/block_size)] but got " + b_scale.shape.to_string());
+  *n = b_scale.shape[0];
+  *k_blocks = b_scale.shape[1];
+  int64_t numel = 0;
+  BQMM_RETURN_IF_ERROR(check::numel("b_scale", b_scale.shape, DType::kFloat32, &numel));
+  BQMM_RETURN_IF_ERROR(check::data("b_scale", b_scale.data, numel, DType::kFloat32));
+  return check::prepacked(TensorView{prepacked.data, prepacked.dtype, prepacked.shape},
+                          fp8_matmul_prepacked_shape(*n, *k_blocks),
+                          "ceil(K/block_size), N: b_scale's shape transposed");
 }
 
 Status fp8_matmul_output_shape(const Shape& a_shape, int64_t n, Shape* y_shape) {
@@ -85,6 +104,11 @@ Status validate_fp8_matmul(const Fp8MatMulArgs& args, const Fp8MatMulAttrs& attr
     BQMM_RETURN_IF_ERROR(check::data("bias", args.bias->data, n, t));
   }
 
+  // prepacked: float32[k_blocks, N], b_scale transposed (prepack_fp8_matmul)
+  if (args.prepacked)
+    BQMM_RETURN_IF_ERROR(check::prepacked(*args.prepacked, fp8_matmul_prepacked_shape(n, k_blocks),
+                                          "ceil(K/block_size), N: b_scale transposed (prepack_fp8_matmul)"));
+
   // Y: T[..., N]
   Shape y_shape;
   BQMM_RETURN_IF_ERROR(fp8_matmul_output_shape(args.a.shape, n, &y_shape));
@@ -102,6 +126,7 @@ Status validate_fp8_matmul(const Fp8MatMulArgs& args, const Fp8MatMulAttrs& attr
   p.block_size = attrs.block_size;
   p.has_bias = args.bias.has_value();
   p.has_a_scale = args.a_scale.has_value();
+  p.has_prepacked = args.prepacked.has_value();
   p.dynamic_act_quant = attrs.dynamic_act_quant;
   if (attrs.b_scale_block_rows < 1)
     return Status(StatusCode::kInvalidArgument,

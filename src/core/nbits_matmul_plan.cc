@@ -405,7 +405,7 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulProblem& p) {
             << " N=" << p.n << " K=" << p.k << " block_size=" << p.block_size
             << " zero_points=" << nbits_zero_points_name(p.zero_points)
             << (p.has_g_idx ? " g_idx" : "") << (p.has_bias ? " bias" : "")
-            << " align=" << p.alignment << " scale_align=" << p.scale_alignment;
+            << (p.has_prepacked ? " prepacked" : "") << " align=" << p.alignment << " scale_align=" << p.scale_alignment;
 }
 
 std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan) {
@@ -413,7 +413,7 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan) {
      << plan.device;
   if (plan.path == NBitsPath::kDequantGemm) print_dequant(os, plan.dequant, "vec8");
   if (plan.path == NBitsPath::kFusedGemm) print_gemm(os, plan.gemm);
-  if (plan.path == NBitsPath::kMixedGemm) print_mixed_gemm(os, plan.gemm);
+  if (plan.path == NBitsPath::kMixedGemm) print_mixed_scales(print_mixed_gemm(os, plan.gemm), plan.problem.has_prepacked);
   if (plan.path == NBitsPath::kGemv && plan.gemv.fma) {
     os << "; fma=1; rows=" << plan.gemv.rows;
   } else if (plan.path == NBitsPath::kGemv) {

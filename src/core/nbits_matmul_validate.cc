@@ -4,6 +4,7 @@
 
 #include "bqmm/nbits_matmul.h"
 #include "core/check.h"
+#include "core/prepack.h"
 
 namespace bqmm {
 namespace {
@@ -34,7 +35,63 @@ Status check_per_block(const char* name, const TensorView& t, DType dtype, int64
   return check::data(name, t.data, n * k_blocks, dtype);
 }
 
+// scales T1 [N, k_blocks] (or flat); zero_points packed uint8 [N, ceil(k_blocks * bits /
+// 8)] or typed T1 [N, k_blocks] (either flat too). Writes the zero points' form.
+Status check_scales_and_zero_points(const TensorView& scales, const std::optional<TensorView>& zero_points,
+                                    DType t, int64_t n, int64_t k_blocks, int64_t bits, NBitsZeroPoints* zp_kind) {
+  BQMM_RETURN_IF_ERROR(check_per_block("scales", scales, t, n, k_blocks));
+  *zp_kind = NBitsZeroPoints::kNone;
+  if (!zero_points) return Status::Ok();
+  const TensorView& zp = *zero_points;
+  BQMM_RETURN_IF_ERROR(check::dtype_in("zero_points", zp.dtype, {DType::kUInt8, t}));
+  if (zp.dtype == DType::kUInt8) {
+    *zp_kind = NBitsZeroPoints::kPacked;
+    const int64_t row = (k_blocks * bits + 7) / 8;
+    BQMM_RETURN_IF_ERROR(check::shape_in("zero_points", zp.shape, {Shape{n, row}, Shape{n * row}},
+                                         "N, ceil(k_blocks*bits/8) packed uint8; or flat"));
+    return check::data("zero_points", zp.data, n * row, DType::kUInt8);
+  }
+  *zp_kind = NBitsZeroPoints::kTyped;
+  return check_per_block("zero_points", zp, t, n, k_blocks);
+}
+
+// Every size of the weight is at most N * k_blocks * block_size: checked once, so the
+// products that follow cannot overflow. Writes k_blocks.
+Status check_weight_size(const NBitsMatMulAttrs& attrs, int64_t* k_blocks) {
+  *k_blocks = attrs.k / attrs.block_size + (attrs.k % attrs.block_size != 0 ? 1 : 0);
+  int64_t padded_k = 0, padded_numel = 0;
+  BQMM_RETURN_IF_ERROR(
+      check::mul_no_overflow("K padded to whole blocks", *k_blocks, attrs.block_size, &padded_k));
+  return check::mul_no_overflow("N * K padded to whole blocks", attrs.n, padded_k, &padded_numel);
+}
+
 }  // namespace
+
+Shape nbits_matmul_prepacked_shape(int64_t n, int64_t k_blocks) { return Shape{2, k_blocks, n}; }
+
+Status validate_nbits_prepack(const NBitsMatMulAttrs& attrs, const TensorView& scales,
+                              const std::optional<TensorView>& zero_points,
+                              const MutableTensorView& prepacked, NBitsMatMulProblem* problem) {
+  BQMM_RETURN_IF_ERROR(check_attrs(attrs));
+  int64_t k_blocks = 0;
+  BQMM_RETURN_IF_ERROR(check_weight_size(attrs, &k_blocks));
+  const DType t = scales.dtype;
+  BQMM_RETURN_IF_ERROR(check::dtype_in("scales", t, {DType::kFloat32, DType::kFloat16, DType::kBFloat16}));
+  NBitsZeroPoints zp_kind = NBitsZeroPoints::kNone;
+  BQMM_RETURN_IF_ERROR(check_scales_and_zero_points(scales, zero_points, t, attrs.n, k_blocks, attrs.bits, &zp_kind));
+  BQMM_RETURN_IF_ERROR(check::prepacked(TensorView{prepacked.data, prepacked.dtype, prepacked.shape},
+                                        nbits_matmul_prepacked_shape(attrs.n, k_blocks),
+                                        "2, ceil(K/block_size), N: scales and zeros transposed"));
+  NBitsMatMulProblem p;
+  p.dtype = t;
+  p.n = attrs.n;
+  p.k = attrs.k;
+  p.bits = static_cast<int>(attrs.bits);
+  p.block_size = attrs.block_size;
+  p.zero_points = zp_kind;
+  *problem = p;
+  return Status::Ok();
+}
 
 const char* nbits_zero_points_name(NBitsZeroPoints zp) {
   switch (zp) {
@@ -55,14 +112,8 @@ Status validate_nbits_matmul(const NBitsMatMulArgs& args, const NBitsMatMulAttrs
   const int64_t n = attrs.n;
   const int64_t k = attrs.k;
   const int64_t bits = attrs.bits;
-  const int64_t k_blocks = k / attrs.block_size + (k % attrs.block_size != 0 ? 1 : 0);
-  // Every size below is at most N * k_blocks * block_size: checked once, so the products
-  // that follow cannot overflow.
-  int64_t padded_k = 0, padded_numel = 0;
-  BQMM_RETURN_IF_ERROR(
-      check::mul_no_overflow("K padded to whole blocks", k_blocks, attrs.block_size, &padded_k));
-  BQMM_RETURN_IF_ERROR(check::mul_no_overflow("N * K padded to whole blocks", n, padded_k,
-                                              &padded_numel));
+  int64_t k_blocks = 0;
+  BQMM_RETURN_IF_ERROR(check_weight_size(attrs, &k_blocks));
 
   // A: T1[..., K]
   BQMM_RETURN_IF_ERROR(check::dtype_in("a", args.a.dtype,
@@ -84,25 +135,10 @@ Status validate_nbits_matmul(const NBitsMatMulArgs& args, const NBitsMatMulAttrs
                                      Shape{n, k_blocks, attrs.block_size * bits / 8},
                                      "N, ceil(K/block_size), block_size*bits/8"));
 
-  // scales: T1[N, k_blocks] (or flat)
-  BQMM_RETURN_IF_ERROR(check_per_block("scales", args.scales, t, n, k_blocks));
-
-  // zero_points: packed uint8 [N, ceil(k_blocks * bits / 8)] or typed T1 [N, k_blocks]
+  // scales: T1[N, k_blocks] (or flat); zero_points: packed uint8 [N, ceil(k_blocks * bits /
+  // 8)] or typed T1 [N, k_blocks]
   NBitsZeroPoints zp_kind = NBitsZeroPoints::kNone;
-  if (args.zero_points) {
-    const TensorView& zp = *args.zero_points;
-    BQMM_RETURN_IF_ERROR(check::dtype_in("zero_points", zp.dtype, {DType::kUInt8, t}));
-    if (zp.dtype == DType::kUInt8) {
-      zp_kind = NBitsZeroPoints::kPacked;
-      const int64_t row = (k_blocks * bits + 7) / 8;
-      BQMM_RETURN_IF_ERROR(check::shape_in("zero_points", zp.shape, {Shape{n, row}, Shape{n * row}},
-                                           "N, ceil(k_blocks*bits/8) packed uint8; or flat"));
-      BQMM_RETURN_IF_ERROR(check::data("zero_points", zp.data, n * row, DType::kUInt8));
-    } else {
-      zp_kind = NBitsZeroPoints::kTyped;
-      BQMM_RETURN_IF_ERROR(check_per_block("zero_points", zp, t, n, k_blocks));
-    }
-  }
+  BQMM_RETURN_IF_ERROR(check_scales_and_zero_points(args.scales, args.zero_points, t, n, k_blocks, bits, &zp_kind));
 
   // g_idx: int32[K]; its values' range is the caller's responsibility (nbits_matmul.h).
   if (args.g_idx)
@@ -110,6 +146,12 @@ Status validate_nbits_matmul(const NBitsMatMulArgs& args, const NBitsMatMulAttrs
 
   // bias: T1[N]
   if (args.bias) BQMM_RETURN_IF_ERROR(check::tensor("bias", *args.bias, t, Shape{n}, "N"));
+
+  // prepacked: float32[2, k_blocks, N] (prepack_nbits_matmul)
+  if (args.prepacked)
+    BQMM_RETURN_IF_ERROR(check::prepacked(*args.prepacked, nbits_matmul_prepacked_shape(n, k_blocks),
+                                          "2, ceil(K/block_size), N: scales and zeros transposed "
+                                          "(prepack_nbits_matmul)"));
 
   // Y: T1[..., N]
   Shape y_shape;
@@ -127,6 +169,7 @@ Status validate_nbits_matmul(const NBitsMatMulArgs& args, const NBitsMatMulAttrs
   p.zero_points = zp_kind;
   p.has_g_idx = args.g_idx.has_value();
   p.has_bias = args.bias.has_value();
+  p.has_prepacked = args.prepacked.has_value();
   p.alignment = check::min_pointer_alignment(
       {args.a.data, args.b.data, args.y.data, args.bias ? args.bias->data : nullptr});
   p.scale_alignment = check::pointer_alignment(args.scales.data);

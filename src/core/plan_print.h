@@ -37,6 +37,12 @@ inline std::ostream& print_mixed_gemm(std::ostream& os, const GemmConfig& g) {
             << "; schedule=" << (g.stream_k ? "stream_k" : "persistent");
 }
 
+// The mixed-input GEMM's weight scales: "; scales=prepacked" (read from the operator's
+// prepacked input) or "; scales=per_run" (a pass writes them into the workspace first).
+inline std::ostream& print_mixed_scales(std::ostream& os, bool prepacked) {
+  return os << "; scales=" << (prepacked ? "prepacked" : "per_run");
+}
+
 inline std::ostream& print_gemm(std::ostream& os, const GemmConfig& g) {
   return os << "; mainloop=" << (g.wgmma ? "wgmma" : "mma") << "; tile_m=" << g.tile_m << "; tile_n=" << g.tile_n << "; stages=" << g.stages
             << "; k_split=" << g.k_split;

@@ -98,7 +98,8 @@ void plan_fused_gemm_workspace(WorkspaceLayout& layout, Plan& plan) {
 
 // The mixed-input GEMM part of either operator's plan: its tile and schedule (the model of
 // core/gemm_plan.h, among the candidates `forced` leaves), then the float32 scales [k_blocks, N]
-// (`zeros`: and as many zeros after them) and stream-K's partial tiles taken from `layout`
+// (`zeros`: and as many zeros after them; none where the problem has them prepacked) and
+// stream-K's partial tiles taken from `layout`
 // (after whatever the operator took before); then the workspace total.
 template <typename Plan>
 void plan_mixed_gemm_workspace(const MixedForced& forced, bool zeros, WorkspaceLayout& layout, Plan& plan) {
@@ -108,7 +109,8 @@ void plan_mixed_gemm_workspace(const MixedForced& forced, bool zeros, WorkspaceL
   plan.gemm.stream_k = schedule.stream_k;
   plan.gemm.tile_m = schedule.tile_m;
   plan.gemm.tile_n = kMixedTileN;
-  plan.regions.scales_bytes = static_cast<size_t>(mixed_scales_bytes(p.n, p.k_blocks(), zeros));
+  plan.regions.scales_bytes =
+      p.has_prepacked ? 0 : static_cast<size_t>(mixed_scales_bytes(p.n, p.k_blocks(), zeros));
   plan.regions.scales_offset = layout.take(plan.regions.scales_bytes);
   plan.regions.partial_bytes =
       schedule.stream_k ? static_cast<size_t>(mixed_stream_k_bytes(p.m, p.n, schedule.tile_m)) : 0;

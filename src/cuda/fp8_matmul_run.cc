@@ -6,6 +6,7 @@
 
 #include "bqmm/fp8_matmul.h"
 #include "core/check.h"
+#include "core/prepack.h"
 #include "core/run_prologue.h"
 #include "cuda/launchers.h"
 #include "cuda/run_paths.h"
@@ -21,7 +22,8 @@ Status check_args_match_plan(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& arg
       validate_fp8_matmul(args, Fp8MatMulAttrs{q.block_size, q.dynamic_act_quant, q.b_scale_block_rows}, &p));
   return check_plan_matches(q, p,
                             p.dtype == q.dtype && p.m == q.m && p.n == q.n && p.k == q.k &&
-                                p.has_bias == q.has_bias && p.has_a_scale == q.has_a_scale);
+                                p.has_bias == q.has_bias && p.has_a_scale == q.has_a_scale &&
+                                p.has_prepacked == q.has_prepacked);
 }
 
 // A' = QDQ(A) into the workspace's act region (static W8A8 off the GEMV; dynamic on every
@@ -160,6 +162,19 @@ Status run_fp8_matmul(const Handle& handle, const Fp8MatMulPlan& plan,
         }
         return Status(StatusCode::kInternal, "run_fp8_matmul: unknown path");
       });
+}
+
+Status prepack_fp8_matmul(const TensorView& b_scale, const MutableTensorView& prepacked,
+                          cudaStream_t stream) {
+  int64_t n = 0, k_blocks = 0;
+  BQMM_RETURN_IF_ERROR(validate_fp8_prepack(b_scale, prepacked, &n, &k_blocks));
+  cuda::FusedGemmArgs g;
+  g.weights = cuda::GemmWeights::kFp8;
+  g.dtype = DType::kFloat32;  // FP8's scales are float32 whatever the activations' type
+  g.scales = b_scale.data;
+  g.n = n;
+  g.k_blocks = k_blocks;
+  return cuda::launch_mixed_scales(g, static_cast<float*>(prepacked.data), stream);
 }
 
 }  // namespace bqmm

@@ -155,25 +155,34 @@ Status launch_fused_gemm(const FusedGemmArgs& args, const GemmConfig& config, fl
 // gemm/mixed_gemm.cu (SM90a, CUTLASS; gemm/mixed_gemm.cuh): the mixed-input GEMM on the
 // fused GEMM's arguments (typed zero points too), in tiles of tile_m (128 or 256)
 // activation rows on a persistent grid of num_sms blocks, or stream-K: the K tiles dealt
-// out over the SMs, float32 partial tiles in `partials`. A first pass writes
-// the scales (and, N-bit, the zeros -zp * scale) as float32 [k_blocks, N] into `scales`
-// (mixed_scales_bytes of core/gemm_plan.h). Needs block_size % 64 == 0, N % 8 == 0,
+// out over the SMs, float32 partial tiles in `partials`. It reads the scales (and,
+// N-bit, the zeros -zp * scale) as float32 [k_blocks, N] (mixed_scales_bytes of
+// core/gemm_plan.h): the operator's prepacked input, or where there is none a first pass
+// (launch_mixed_scales) writes them into `scales`. Needs block_size % 64 == 0, N % 8 == 0,
 // 16-byte rows of W and A and 16-byte aligned pointers.
 struct MixedGemmLaunch {
   int tile_m = 128;
   bool stream_k = false;
   int num_sms = 0;
-  float* scales = nullptr;    // the plan's scales region
+  const float* prepacked = nullptr;  // the scales (and zeros) in place, or nullptr:
+  float* scales = nullptr;           // the plan's scales region, written first
   void* partials = nullptr;   // stream-K: the plan's partial region (mixed_stream_k_bytes)
   size_t partial_bytes = 0;
 };
 Status launch_mixed_gemm(const FusedGemmArgs& args, const MixedGemmLaunch& launch, cudaStream_t stream);
 // Its GEMM alone, one weight format in one activation type T (__half, __nv_bfloat16), the
-// scales (and zeros) already in place: gemm/mixed_{fp8,int8,int4}.cu instantiate it, so
-// each compiles in parallel.
+// scales (and zeros) in place at `scales_t` (and `zeros_t`): gemm/mixed_{fp8,int8,int4}.cu
+// instantiate it, so each compiles in parallel.
 template <typename T, GemmWeights kW>
-Status launch_mixed_tile(const FusedGemmArgs& args, const MixedGemmLaunch& launch, const float* zeros_t,
-                         cudaStream_t stream);
+Status launch_mixed_tile(const FusedGemmArgs& args, const MixedGemmLaunch& launch, const float* scales_t,
+                         const float* zeros_t, cudaStream_t stream);
+
+// gemm/mixed_scales.cu (every architecture): the mixed-input GEMM's scales from the
+// operator's layout, float32 [k_blocks, N] into `scales_t`, and for N-bit weights the
+// zeros -zp * scale [k_blocks, N] after them (the zero points as `args` gives them: packed,
+// typed or the default). Reads args' dtype, weights, scales, zero points, n and k_blocks.
+// The prepack functions and the mixed-input GEMM's per-run pass.
+Status launch_mixed_scales(const FusedGemmArgs& args, float* scales_t, cudaStream_t stream);
 
 // gemm/w8a8_wgmma.cu (SM90a): Fp8WeightMatMul with the activation quantized, on FP8 tensor
 // cores. A quantize pass writes A's e4m3 codes (and, `dynamic`, its per-(row, block) scales

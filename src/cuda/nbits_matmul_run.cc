@@ -6,6 +6,7 @@
 
 #include "bqmm/nbits_matmul.h"
 #include "core/check.h"
+#include "core/prepack.h"
 #include "core/run_prologue.h"
 #include "cuda/launchers.h"
 #include "cuda/run_paths.h"
@@ -26,7 +27,8 @@ Status check_args_match_plan(const NBitsMatMulPlan& plan, const NBitsMatMulArgs&
   BQMM_RETURN_IF_ERROR(check_plan_matches(
       q, p,
       p.dtype == q.dtype && p.m == q.m && p.zero_points == q.zero_points &&
-          p.has_g_idx == q.has_g_idx && p.has_bias == q.has_bias));
+          p.has_g_idx == q.has_g_idx && p.has_bias == q.has_bias &&
+          p.has_prepacked == q.has_prepacked));
   return check_alignment_at_least("scales", q.scale_alignment, p.scale_alignment);
 }
 
@@ -125,6 +127,25 @@ Status run_nbits_matmul(const Handle& handle, const NBitsMatMulPlan& plan,
         }
         return Status(StatusCode::kInternal, "run_nbits_matmul: unknown path");
       });
+}
+
+Status prepack_nbits_matmul(const NBitsMatMulAttrs& attrs, const TensorView& scales,
+                            const std::optional<TensorView>& zero_points,
+                            const MutableTensorView& prepacked, cudaStream_t stream) {
+  NBitsMatMulProblem p;
+  BQMM_RETURN_IF_ERROR(validate_nbits_prepack(attrs, scales, zero_points, prepacked, &p));
+  cuda::FusedGemmArgs g;
+  g.weights = p.bits == 8 ? cuda::GemmWeights::kInt8 : cuda::GemmWeights::kInt4;
+  g.dtype = p.dtype;
+  g.scales = scales.data;
+  if (p.zero_points == NBitsZeroPoints::kPacked) {
+    g.zp_packed = static_cast<const uint8_t*>(zero_points->data);
+    g.zp_row_bytes = p.zp_row_bytes();
+  }
+  if (p.zero_points == NBitsZeroPoints::kTyped) g.zp_typed = zero_points->data;
+  g.n = p.n;
+  g.k_blocks = p.k_blocks();
+  return cuda::launch_mixed_scales(g, static_cast<float*>(prepacked.data), stream);
 }
 
 }  // namespace bqmm

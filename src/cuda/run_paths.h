@@ -65,7 +65,8 @@ Status run_planned_fused_gemm(const Plan& plan, const Args& args, const void* a,
 
 // The planned mixed-input GEMM on A `a` (the input, or FP8 W8A8's QDQ copy): `g` carries
 // the operator's weight fields as for the fused GEMM (typed zero points too); the scales
-// are rewritten into the plan's region of the workspace `ws` first.
+// are read from the operator's prepacked input where it is given, else rewritten into the
+// plan's region of the workspace `ws` first.
 template <typename Plan, typename Args>
 Status run_planned_mixed_gemm(const Plan& plan, const Args& args, const void* a, FusedGemmArgs g,
                               uint8_t* ws, cudaStream_t stream) {
@@ -74,7 +75,11 @@ Status run_planned_mixed_gemm(const Plan& plan, const Args& args, const void* a,
   launch.tile_m = plan.gemm.tile_m;
   launch.stream_k = plan.gemm.stream_k;
   launch.num_sms = plan.device.num_sms;
-  launch.scales = reinterpret_cast<float*>(ws + plan.regions.scales_offset);
+  if (args.prepacked) {
+    launch.prepacked = static_cast<const float*>(args.prepacked->data);
+  } else {
+    launch.scales = reinterpret_cast<float*>(ws + plan.regions.scales_offset);
+  }
   launch.partials = ws + plan.regions.partial_offset;
   launch.partial_bytes = plan.regions.partial_bytes;
   return launch_mixed_gemm(g, launch, stream);

@@ -123,4 +123,12 @@ HostTensor fp8_matmul_emulate_dequant_gemm(const Fp8Case& c) {
       [&](int64_t n, auto* w) { weight_row(c, scales, n, dequant, w); });
 }
 
+HostTensor fp8_prepacked(const Fp8Case& c) {
+  const int64_t n = c.n(), k_blocks = c.k_blocks();
+  HostTensor t = HostTensor::zeros(DType::kFloat32, Shape{k_blocks, n});
+  for (int64_t row = 0; row < n; ++row)
+    for (int64_t blk = 0; blk < k_blocks; ++blk) t.set(blk * n + row, c.b_scale.get(row * k_blocks + blk));
+  return t;
+}
+
 }  // namespace bqmm::reference

@@ -71,4 +71,8 @@ Fp8Case make_random_fp8_case(DType dtype, int64_t m, int64_t n, int64_t k, int64
 // changes; the reference follows b_scale as it is), and sets c.b_scale_block_rows.
 void share_scale_rows(int64_t rows, Fp8Case* c);
 
+// The operator's prepacked input as prepack_fp8_matmul defines it: b_scale transposed,
+// float32 [k_blocks, N].
+HostTensor fp8_prepacked(const Fp8Case& c);
+
 }  // namespace bqmm::reference

@@ -393,5 +393,48 @@ TEST_F(Fp8ValidateTest, PartialLastBlock) {
   EXPECT_EQ(error(), "b_scale: expected shape [4096, 3] (N, ceil(K/block_size)) but got [4096, 2]");
 }
 
+// The prepacked input (b_scale transposed, float32 [k_blocks, N], 16-byte aligned): the
+// problem records it; the wrong dtype, shape or alignment is an error naming it.
+TEST_F(Fp8ValidateTest, PrepackedScales) {
+  ASSERT_TRUE(validate().ok());
+  EXPECT_FALSE(problem.has_prepacked);
+  EXPECT_EQ(fp8_matmul_prepacked_shape(4096, 32), (Shape{32, 4096}));
+  args.prepacked = TensorView{fake(), DType::kFloat32, Shape{32, 4096}};
+  ASSERT_TRUE(validate().ok()) << validate().to_string();
+  EXPECT_TRUE(problem.has_prepacked);
+  std::ostringstream os;
+  os << problem;
+  EXPECT_NE(os.str().find(" prepacked"), std::string::npos) << os.str();
+  args.prepacked = TensorView{fake(), DType::kFloat32, Shape{4096, 32}};
+  EXPECT_EQ(error(),
+            "prepacked: expected shape [32, 4096] (ceil(K/block_size), N: b_scale transposed "
+            "(prepack_fp8_matmul)) but got [4096, 32]");
+  args.prepacked = TensorView{fake(), DType::kFloat16, Shape{32, 4096}};
+  EXPECT_NE(error().find("prepacked"), std::string::npos);
+  args.prepacked = TensorView{fake(4), DType::kFloat32, Shape{32, 4096}};
+  EXPECT_EQ(error(), "prepacked: expected a 16-byte aligned pointer but got one aligned to 4 bytes");
+  args.prepacked = TensorView{nullptr, DType::kFloat32, Shape{32, 4096}};
+  EXPECT_NE(error().find("prepacked"), std::string::npos);
+}
+
+// prepack_fp8_matmul checks its tensors before it enqueues anything (no GPU needed).
+TEST(Fp8Prepack, ChecksItsTensors) {
+  const TensorView b_scale{fake(), DType::kFloat32, Shape{64, 3}};
+  MutableTensorView out{fake(), DType::kFloat32, Shape{64, 3}};
+  Status s = prepack_fp8_matmul(b_scale, out, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "prepacked: expected shape [3, 64] (ceil(K/block_size), N: b_scale's shape transposed) but got [64, 3]");
+  s = prepack_fp8_matmul(TensorView{fake(), DType::kFloat32, Shape{64 * 3}}, MutableTensorView{fake(), DType::kFloat32, Shape{3, 64}}, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("b_scale: expected rank 2"), std::string::npos) << s.message();
+  s = prepack_fp8_matmul(TensorView{fake(), DType::kFloat16, Shape{64, 3}}, MutableTensorView{fake(), DType::kFloat32, Shape{3, 64}}, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  // Nothing to write: OK without a launch.
+  EXPECT_TRUE(prepack_fp8_matmul(TensorView{nullptr, DType::kFloat32, Shape{0, 3}},
+                                 MutableTensorView{nullptr, DType::kFloat32, Shape{3, 0}}, nullptr)
+                  .ok());
+}
+
 }  // namespace
 }  // namespace bqmm

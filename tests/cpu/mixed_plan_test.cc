@@ -232,6 +232,51 @@ TEST(MixedPlan, TakenAbove128RowsOnHopper) {
   EXPECT_NE(text.find("path=mixed_gemm"), std::string::npos) << text;
   EXPECT_NE(text.find("tile_m=256; tile_n=128"), std::string::npos) << text;
   EXPECT_NE(text.find("scales 2097152@0"), std::string::npos) << text;
+  EXPECT_NE(text.find("; scales=per_run"), std::string::npos) << text;
+}
+
+// With the prepacked input (has_prepacked) the same path, tile and schedule with no scales
+// region (the run reads the caller's tensor instead of writing the workspace's), and the
+// plan says so; other paths are unchanged by it.
+TEST(MixedPlan, PrepackedScalesNeedNoRegion) {
+  if (!mixed_gemm_built()) GTEST_SKIP() << "this build has no mixed-input GEMM";
+  for (const int64_t m : {int64_t{256}, int64_t{1024}}) {
+    SCOPED_TRACE(::testing::Message() << "M=" << m);
+    Fp8MatMulProblem f = fp8_problem(m, 8192, 8192, 128, DType::kBFloat16);
+    const Fp8MatMulPlan per_run = plan(f);
+    f.has_prepacked = true;
+    const Fp8MatMulPlan prepacked = plan(f);
+    EXPECT_EQ(prepacked.path, Fp8Path::kMixedGemm);
+    EXPECT_EQ(prepacked.gemm.tile_m, per_run.gemm.tile_m);
+    EXPECT_EQ(prepacked.gemm.stream_k, per_run.gemm.stream_k);
+    EXPECT_EQ(prepacked.regions.scales_bytes, 0u);
+    EXPECT_EQ(prepacked.workspace_bytes + align_up(per_run.regions.scales_bytes, kWorkspaceAlign),
+              per_run.workspace_bytes);
+    std::ostringstream os;
+    os << prepacked;
+    EXPECT_NE(os.str().find(" prepacked align="), std::string::npos) << os.str();
+    EXPECT_NE(os.str().find("; scales=prepacked"), std::string::npos) << os.str();
+    EXPECT_EQ(os.str().find("scales 0@"), std::string::npos) << os.str();
+    for (const int bits : {4, 8}) {
+      NBitsMatMulProblem q = nbits_problem(m, 8192, 8192, bits, 128, DType::kFloat16);
+      q.has_prepacked = true;
+      const NBitsMatMulPlan qp = plan(q);
+      EXPECT_EQ(qp.path, NBitsPath::kMixedGemm);
+      EXPECT_EQ(qp.regions.scales_bytes, 0u);
+      std::ostringstream qs;
+      qs << qp;
+      EXPECT_NE(qs.str().find("; scales=prepacked"), std::string::npos) << qs.str();
+    }
+  }
+  // The decode GEMV and the fused GEMM read the operator's own layout: the same plan.
+  for (const int64_t m : {int64_t{1}, int64_t{64}}) {
+    Fp8MatMulProblem f = fp8_problem(m, 8192, 8192);
+    const Fp8MatMulPlan without = plan(f);
+    f.has_prepacked = true;
+    const Fp8MatMulPlan with = plan(f);
+    EXPECT_EQ(with.path, without.path);
+    EXPECT_EQ(with.workspace_bytes, without.workspace_bytes);
+  }
 }
 
 // Where it is not taken, and why: the first failing condition, in the planner's order.

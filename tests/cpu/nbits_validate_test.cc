@@ -363,6 +363,45 @@ TEST(NBitsNames, ZeroPointKinds) {
   EXPECT_STREQ(nbits_zero_points_name(NBitsZeroPoints::kTyped), "typed");
 }
 
+// The prepacked input (float32 [2, k_blocks, N], 16-byte aligned): the problem records
+// it; the wrong shape or alignment is an error naming it.
+TEST_F(NBitsValidateTest, PrepackedScalesAndZeros) {
+  ASSERT_TRUE(validate().ok());
+  EXPECT_FALSE(problem.has_prepacked);
+  EXPECT_EQ(nbits_matmul_prepacked_shape(1024, 128), (Shape{2, 128, 1024}));
+  args.prepacked = TensorView{fake(), DType::kFloat32, Shape{2, 128, 1024}};
+  ASSERT_TRUE(validate().ok()) << validate().to_string();
+  EXPECT_TRUE(problem.has_prepacked);
+  args.prepacked = TensorView{fake(), DType::kFloat32, Shape{128, 1024}};
+  EXPECT_EQ(error(),
+            "prepacked: expected shape [2, 128, 1024] (2, ceil(K/block_size), N: scales and zeros "
+            "transposed (prepack_nbits_matmul)) but got [128, 1024]");
+  args.prepacked = TensorView{fake(8), DType::kFloat32, Shape{2, 128, 1024}};
+  EXPECT_EQ(error(), "prepacked: expected a 16-byte aligned pointer but got one aligned to 8 bytes");
+}
+
+// prepack_nbits_matmul checks the attributes, scales, zero points and its output as
+// validate does, before it enqueues anything (no GPU needed).
+TEST_F(NBitsValidateTest, PrepackChecksItsTensors) {
+  MutableTensorView out{fake(), DType::kFloat32, Shape{2, 128, 1024}};
+  auto prepack = [&] { return prepack_nbits_matmul(attrs, args.scales, args.zero_points, out, nullptr); };
+  out.shape = Shape{128, 1024};
+  Status s = prepack();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("prepacked: expected shape [2, 128, 1024]"), std::string::npos) << s.message();
+  out.shape = Shape{2, 128, 1024};
+  args.zero_points = TensorView{fake(), DType::kUInt8, Shape{1024, 63}};
+  s = prepack();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("zero_points"), std::string::npos) << s.message();
+  args.zero_points = TensorView{fake(), DType::kBFloat16, Shape{1024, 128}};  // typed, not the scales' T1
+  s = prepack();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("zero_points"), std::string::npos) << s.message();
+  attrs.bits = 2;
+  EXPECT_EQ(prepack().code(), StatusCode::kNotSupported);
+}
+
 }  // namespace
 // A run's arguments may be more aligned than its plan assumed, never less; the error names
 // the pointers (the operators' run prologue: data pointers, and NBits scales).

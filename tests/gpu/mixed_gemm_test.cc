@@ -7,11 +7,16 @@
 // and N not a multiple of the 128-row weight tile. Every case checks that the plan is the
 // mixed-input GEMM, so a planner that stops taking it fails here rather than passing on
 // another path. Y is NaN-poisoned first; one case runs inside a CUDA graph; small cases
-// for compute-sanitizer. Skips itself without an SM90 device or a build without it.
+// for compute-sanitizer. The prepack functions write the reference's layout bit for bit,
+// and the GEMM given their output writes the Y it writes without (bit for bit). Skips
+// itself without an SM90 device or a build without it.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <optional>
+#include <sstream>
+#include <string>
 
 #include "bqmm/status.h"
 #include "common/fp8_runner.h"
@@ -215,6 +220,128 @@ TEST(MixedGemm, SanitizeSmall) {
                   sched);
     ++seed;
   }
+}
+
+// Bit for bit: same dtype, shape and bytes.
+::testing::AssertionResult same_bits(const HostTensor& got, const HostTensor& expected) {
+  if (got.dtype != expected.dtype || !(got.shape == expected.shape) || got.bytes.size() != expected.bytes.size())
+    return ::testing::AssertionFailure() << "dtype or shape differs: " << got.shape.to_string() << " vs "
+                                         << expected.shape.to_string();
+  for (size_t i = 0; i < got.bytes.size(); ++i)
+    if (got.bytes[i] != expected.bytes[i]) return ::testing::AssertionFailure() << "byte " << i << " differs";
+  return ::testing::AssertionSuccess();
+}
+
+// The prepacked tensor of `shape`, NaN-poisoned, filled by `prepack` on a fresh stream;
+// checked against `expected` (the reference's layout) bit for bit.
+template <typename Prepack>
+void prepack_and_check(const Shape& shape, const HostTensor& expected, const Prepack& prepack,
+                       harness::DeviceTensor* out) {
+  BQMM_ASSERT_OK(testing::upload_poisoned(DType::kFloat32, shape, out));
+  BQMM_ASSERT_OK(testing::run_on_fresh_stream([&](cudaStream_t s) { return prepack(out->mutable_view(), s); }));
+  HostTensor got;
+  BQMM_ASSERT_OK(out->download(&got));
+  EXPECT_TRUE(same_bits(got, expected));
+}
+
+// Y of device case `d` (planned), run in a CUDA graph replayed twice, NaN-poisoned first.
+template <typename DeviceCase>
+void run_twice_in_graph(DeviceCase& d, HostTensor* y) {
+  const Handle& handle = *testing::shared_handle();
+  BQMM_ASSERT_OK(d.y.poison());
+  BQMM_ASSERT_OK(testing::run_in_graph([&](cudaStream_t s) { return d.run(handle, s); }, /*replays=*/2));
+  BQMM_ASSERT_OK(d.y.download(y));
+}
+
+// FP8: prepack_fp8_matmul's output is b_scale transposed (fp8_prepacked); with it the plan
+// has no scales region and says so, and every schedule writes the same Y as without it.
+// A plan made for the prepacked input refuses arguments without it.
+TEST(MixedGemmPrepack, Fp8SameYWithoutThePerRunPass) {
+  BQMM_REQUIRE_MIXED();
+  const Handle& handle = *testing::shared_handle();
+  uint64_t seed = 1700;
+  for (const Schedule& sched : kSchedules) {
+    const DType t = kDTypes[seed % 2];
+    SCOPED_TRACE(::testing::Message() << sched << " " << dtype_name(t));
+    const Fp8Case c = reference::make_random_fp8_case(t, 150, 520, 1040, 64, /*bias=*/true, false, seed++);
+    testing::Fp8Knobs knobs;
+    knobs.force = force_mixed(sched);
+    testing::Fp8DeviceCase d;
+    BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
+    BQMM_ASSERT_OK(testing::plan_fp8_case(handle, c, knobs, &d));
+    ASSERT_EQ(d.plan.path, Fp8Path::kMixedGemm);
+    ASSERT_GT(d.plan.regions.scales_bytes, 0u);
+    HostTensor y_per_run;
+    run_twice_in_graph(d, &y_per_run);
+    EXPECT_TRUE(testing::matches_reference(c, y_per_run));
+
+    harness::DeviceTensor prepacked;
+    prepack_and_check(fp8_matmul_prepacked_shape(c.n(), c.k_blocks()), reference::fp8_prepacked(c),
+                      [&](const MutableTensorView& out, cudaStream_t s) {
+                        return prepack_fp8_matmul(d.b_scale.view(), out, s);
+                      },
+                      &prepacked);
+    d.args.prepacked = prepacked.view();
+    const Fp8MatMulPlan per_run_plan = d.plan;
+    BQMM_ASSERT_OK(testing::plan_fp8_case(handle, c, knobs, &d));
+    ASSERT_EQ(d.plan.path, Fp8Path::kMixedGemm);
+    EXPECT_EQ(d.plan.regions.scales_bytes, 0u);
+    std::ostringstream text;
+    text << d.plan;
+    EXPECT_NE(text.str().find("scales=prepacked"), std::string::npos) << text.str();
+    expect_schedule(d.plan, sched);
+    HostTensor y_prepacked;
+    run_twice_in_graph(d, &y_prepacked);
+    EXPECT_TRUE(same_bits(y_prepacked, y_per_run));
+
+    // The per-run plan with the prepacked input given (and the reverse): a plan mismatch.
+    const Status mismatch = run_fp8_matmul(handle, per_run_plan, d.args, d.workspace.data(), d.workspace.size(), nullptr);
+    EXPECT_EQ(mismatch.code(), StatusCode::kInvalidArgument) << mismatch.message();
+  }
+}
+
+// N-bit: both widths, each zero-point form (the default's 2^(bits - 1) included), float16
+// and bfloat16 scales: prepack_nbits_matmul's output is nbits_prepacked's bit for bit, and
+// the GEMM writes the same Y with it as without it.
+TEST(MixedGemmPrepack, NBitsEveryZeroPointFormSameY) {
+  BQMM_REQUIRE_MIXED();
+  const Handle& handle = *testing::shared_handle();
+  uint64_t seed = 1800;
+  for (const int bits : {4, 8})
+    for (const NBitsZeroPoints zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked, NBitsZeroPoints::kTyped}) {
+      const DType t = kDTypes[seed % 2];
+      const Schedule& sched = kSchedules[seed % 4];
+      SCOPED_TRACE(::testing::Message() << bits << "-bit zero points " << nbits_zero_points_name(zp) << " "
+                                        << dtype_name(t) << " " << sched);
+      reference::NBitsCaseSpec spec = nbits_spec(t, bits, 140, 264, 1056, 64, zp, /*bias=*/seed % 2 == 0);
+      spec.init = reference::WeightInit::kAllCodes;
+      const NBitsCase c = reference::make_random_nbits_case(spec, seed++);
+      testing::NBitsKnobs knobs;
+      knobs.force = force_mixed(sched);
+      testing::NBitsDeviceCase d;
+      BQMM_ASSERT_OK(testing::upload_nbits_case(c, &d));
+      BQMM_ASSERT_OK(testing::plan_nbits_case(handle, c, knobs, &d));
+      ASSERT_EQ(d.plan.path, NBitsPath::kMixedGemm);
+      HostTensor y_per_run;
+      run_twice_in_graph(d, &y_per_run);
+      EXPECT_TRUE(testing::matches_reference(c, y_per_run));
+
+      harness::DeviceTensor prepacked;
+      std::optional<TensorView> zero_points;
+      if (d.args.zero_points) zero_points = d.args.zero_points;
+      prepack_and_check(nbits_matmul_prepacked_shape(c.n(), c.k_blocks()), reference::nbits_prepacked(c),
+                        [&](const MutableTensorView& out, cudaStream_t s) {
+                          return prepack_nbits_matmul(c.attrs, d.scales.view(), zero_points, out, s);
+                        },
+                        &prepacked);
+      d.args.prepacked = prepacked.view();
+      BQMM_ASSERT_OK(testing::plan_nbits_case(handle, c, knobs, &d));
+      ASSERT_EQ(d.plan.path, NBitsPath::kMixedGemm);
+      EXPECT_EQ(d.plan.regions.scales_bytes, 0u);
+      HostTensor y_prepacked;
+      run_twice_in_graph(d, &y_prepacked);
+      EXPECT_TRUE(same_bits(y_prepacked, y_per_run));
+    }
 }
 
 }  // namespace

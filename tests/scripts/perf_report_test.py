@@ -196,6 +196,20 @@ class PerfReportTest(unittest.TestCase):
         self.assertEqual(self.table_rows(text), [
             "| 8192 x 8192 | 1024 | fp16 | w8a8 groupwise r128 | 123.3 | 127.0 | 195.7 | 1.59 | 81 | - | - | yes |"])
 
+    def test_prepacked_scales(self):
+        # A suite run with --prepack: its own table, the title and the command say so.
+        self.write("bench_prefill_prepacked.jsonl", [
+            row("fp8", 256, 8192, 8192, path="mixed_gemm", b2b=61.6, median=65.0, cublas=50.1,
+                plan="tile_m=128; tile_n=128; schedule=persistent; scales=prepacked; workspace=0B}",
+                prepacked=True),
+        ])
+        rc, out = self.run_script()
+        self.assertEqual(rc, 0, out)
+        text = self.doc_text()
+        self.assertIn("### Fp8WeightMatMul, prefill, block 128, prepacked scales", text)
+        self.assertIn("`bqmm-profile --op fp8 --suite prefill --prepack --activation-dtype fp16 "
+                      "--json bench_prefill_prepacked.jsonl`", text)
+
     def test_second_run_is_identical(self):
         self.write_suites()
         self.assertEqual(self.run_script()[0], 0)

@@ -24,8 +24,9 @@
 // (each waits on a flag for its predecessor; the flags zeroed by a memset before each
 // GEMM), and the block with the last K tiles adds it to its own and runs the epilogue.
 // The collective takes the scales (and zero points) one float per (K block, weight row),
-// weight rows contiguous: a small pass (MixedScalesKernel) writes them into the workspace
-// from the operator's [N, k_blocks] layout before each GEMM. Its group (the block size) must be whole 64-K tiles; rows of W, A and Y must be
+// weight rows contiguous: the operator's prepacked input, or a small pass
+// (gemm/mixed_scales.cu) writes them into the workspace from the operator's [N, k_blocks]
+// layout before each GEMM. Its group (the block size) must be whole 64-K tiles; rows of W, A and Y must be
 // whole 16-byte TMA lines (core/gemm_plan.h, mixed_gemm_refusal).
 #pragma once
 
@@ -90,8 +91,8 @@ struct MixedGemm {
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 
   // Y = the GEMM of `g`, the scales (and zeros) already transposed to [k_blocks, N] float.
-  static Status run(const FusedGemmArgs& g, const MixedGemmLaunch& launch, const float* zeros_t,
-                    cudaStream_t stream) {
+  static Status run(const FusedGemmArgs& g, const MixedGemmLaunch& launch, const float* scales_t,
+                    const float* zeros_t, cudaStream_t stream) {
     const int64_t row_elems = g.row_bytes * 8 / kCodeBits;  // W's row pitch, padded blocks included
     typename Kernel::StrideA stride_w{};
     cute::get<0>(stride_w) = row_elems;
@@ -109,7 +110,7 @@ struct MixedGemm {
     args.mainloop.dA = stride_w;
     args.mainloop.ptr_B = static_cast<const Element*>(g.a);
     args.mainloop.dB = stride_a;
-    args.mainloop.ptr_S = launch.scales;
+    args.mainloop.ptr_S = scales_t;
     args.mainloop.dS = stride_s;
     args.mainloop.group_size = static_cast<int>(g.block_size);
     if constexpr (kZero) args.mainloop.ptr_Z = zeros_t;
@@ -147,14 +148,14 @@ struct MixedGemm {
 // One weight format's tiles and schedules in one activation type (mixed_{fp8,int8,int4}.cu
 // instantiate).
 template <typename T, GemmWeights kW>
-Status launch_mixed_tile(const FusedGemmArgs& g, const MixedGemmLaunch& launch, const float* zeros_t,
-                         cudaStream_t stream) {
+Status launch_mixed_tile(const FusedGemmArgs& g, const MixedGemmLaunch& launch, const float* scales_t,
+                         const float* zeros_t, cudaStream_t stream) {
   if (launch.stream_k) {
-    if (launch.tile_m == 128) return MixedGemm<T, kW, 128, true>::run(g, launch, zeros_t, stream);
-    if (launch.tile_m == 256) return MixedGemm<T, kW, 256, true>::run(g, launch, zeros_t, stream);
+    if (launch.tile_m == 128) return MixedGemm<T, kW, 128, true>::run(g, launch, scales_t, zeros_t, stream);
+    if (launch.tile_m == 256) return MixedGemm<T, kW, 256, true>::run(g, launch, scales_t, zeros_t, stream);
   } else {
-    if (launch.tile_m == 128) return MixedGemm<T, kW, 128, false>::run(g, launch, zeros_t, stream);
-    if (launch.tile_m == 256) return MixedGemm<T, kW, 256, false>::run(g, launch, zeros_t, stream);
+    if (launch.tile_m == 128) return MixedGemm<T, kW, 128, false>::run(g, launch, scales_t, zeros_t, stream);
+    if (launch.tile_m == 256) return MixedGemm<T, kW, 256, false>::run(g, launch, scales_t, zeros_t, stream);
   }
   return Status(StatusCode::kInternal, "launch_mixed_gemm: no tile of " + std::to_string(launch.tile_m) +
                                            " rows" + (launch.stream_k ? " with stream-K" : ""));
