@@ -5,14 +5,18 @@ Ops (docs/PYTHON.md; the semantics are docs/CONTRACT.md's):
                             dynamic_act_quant=False, b_scale_block_rows=1)
   torch.ops.bqmm.nbits_matmul(a, b, scales, zero_points=None, g_idx=None, bias=None, *,
                               K, N, bits=4, block_size, accuracy_level=0)
+  (both also take prepacked=: the weight's scales from torch.ops.bqmm.fp8_prepack(b_scale)
+  or torch.ops.bqmm.nbits_prepack(scales, zero_points, *, K, N, bits, block_size), made
+  once per weight)
 Modules: bqmm.nn.Fp8Linear, bqmm.nn.NBitsLinear. Loaders: bqmm.loaders.
 """
 from . import _ops
-from ._ops import extension_loaded, fp8_matmul, nbits_matmul, error_code
+from ._ops import (extension_loaded, fp8_matmul, nbits_matmul, fp8_prepack, nbits_prepack,
+                   error_code)
 from . import quant, reference, nn
 
-__all__ = ["fp8_matmul", "nbits_matmul", "extension_loaded", "error_code", "quant",
-           "reference", "nn", "loaders"]
+__all__ = ["fp8_matmul", "nbits_matmul", "fp8_prepack", "nbits_prepack", "extension_loaded",
+           "error_code", "quant", "reference", "nn", "loaders"]
 __version__ = "0.1.0"
 
 

@@ -6,7 +6,10 @@
 
 The quantized tensors are buffers (they move with .to() / .cuda() and are saved in the
 state dict). forward() calls torch.ops.bqmm.*; reference() is the float64 contract
-semantics on any device (bqmm.reference).
+semantics on any device (bqmm.reference). prepack() (on the layer's CUDA device) writes
+the weight's scales in the mixed-input GEMM's layout once, a buffer kept out of the state
+dict that forward() then passes (the same Y, a pass less per call above about 128 rows on
+Hopper); call it again after changing the scales or zero points, or unprepack().
 """
 import torch
 
@@ -15,6 +18,16 @@ from . import _ops, quant, reference
 
 def _opt(t, **kw):
     return None if t is None else t.to(**kw)
+
+
+def _with_prepacked(module, kw):
+    """The op's keywords with `prepacked` only where the module has it: an absent keyword
+    and a plain dict read (not Module.__getattr__) keep forward()'s host time per call as
+    it is without prepacking."""
+    prepacked = module._buffers["prepacked"]
+    if prepacked is not None:
+        kw["prepacked"] = prepacked
+    return kw
 
 
 class Fp8Linear(torch.nn.Module):
@@ -45,6 +58,16 @@ class Fp8Linear(torch.nn.Module):
         self.register_buffer("input_scale", torch.ones((), device=device) if w8a8 else None)
         self.register_buffer("bias", torch.zeros(out_features, dtype=dtype, device=device)
                              if bias else None)
+        self.register_buffer("prepacked", None, persistent=False)
+
+    def prepack(self):
+        """weight_scale prepacked (torch.ops.bqmm.fp8_prepack) for every forward()."""
+        self.prepacked = torch.ops.bqmm.fp8_prepack(self.weight_scale)
+        return self
+
+    def unprepack(self):
+        self.prepacked = None
+        return self
 
     @classmethod
     def from_quantized(cls, weight, weight_scale, bias=None, input_scale=None, *,
@@ -85,9 +108,12 @@ class Fp8Linear(torch.nn.Module):
         return dict(block_size=self.block_size, dynamic_act_quant=self.dynamic_act_quant,
                     b_scale_block_rows=self.b_scale_block_rows)
 
+    def _call_attrs(self):
+        return _with_prepacked(self, self._attrs())
+
     def forward(self, x):
         return torch.ops.bqmm.fp8_matmul(x, self.weight, self.weight_scale, self.input_scale,
-                                         self.bias, **self._attrs())
+                                         self.bias, **self._call_attrs())
 
     def reference(self, x):
         return reference.fp8_matmul(x, self.weight, self.weight_scale, self.input_scale,
@@ -133,6 +159,16 @@ class NBitsLinear(torch.nn.Module):
                              if g_idx else None)
         self.register_buffer("bias", torch.zeros(out_features, dtype=dtype, device=device)
                              if bias else None)
+        self.register_buffer("prepacked", None, persistent=False)
+
+    def prepack(self):
+        """scales and zero_points prepacked (torch.ops.bqmm.nbits_prepack) for every forward()."""
+        self.prepacked = torch.ops.bqmm.nbits_prepack(self.scales, self.zero_points, **self._attrs())
+        return self
+
+    def unprepack(self):
+        self.prepacked = None
+        return self
 
     @classmethod
     def from_quantized(cls, qweight, scales, zero_points=None, g_idx=None, bias=None, *, K, N,
@@ -171,8 +207,8 @@ class NBitsLinear(torch.nn.Module):
 
     def forward(self, x):
         return torch.ops.bqmm.nbits_matmul(x, self.qweight, self.scales, self.zero_points,
-                                           self.g_idx, self.bias,
-                                           accuracy_level=self.accuracy_level, **self._attrs())
+                                           self.g_idx, self.bias, accuracy_level=self.accuracy_level,
+                                           **_with_prepacked(self, self._attrs()))
 
     def reference(self, x):
         return reference.nbits_matmul(x, self.qweight, self.scales, self.zero_points,

@@ -1,4 +1,5 @@
-// The PyTorch binding of bqmm: the ops bqmm::fp8_matmul and bqmm::nbits_matmul.
+// The PyTorch binding of bqmm: the ops bqmm::fp8_matmul and bqmm::nbits_matmul, and
+// bqmm::fp8_prepack / bqmm::nbits_prepack (the weight's prepacked scales they may take).
 //
 // Thin by design: torch tensors -> bqmm::TensorView, validate, plan (cached per problem,
 // device and pointer alignment), workspace from torch's caching allocator, run on torch's
@@ -15,6 +16,7 @@
 
 #include <bqmm/bqmm.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <memory>
@@ -121,12 +123,12 @@ struct KeyHash {
 Key key_of(int device, const bqmm::Fp8MatMulProblem& p) {
   return Key{device, static_cast<int64_t>(p.dtype), p.m, p.n, p.k, p.block_size,
              p.has_bias, p.has_a_scale, p.alignment, p.dynamic_act_quant,
-             p.b_scale_block_rows, 0, 0, 0};
+             p.b_scale_block_rows, p.has_prepacked, 0, 0};
 }
 Key key_of(int device, const bqmm::NBitsMatMulProblem& p) {
   return Key{device, static_cast<int64_t>(p.dtype), p.m, p.n, p.k, p.block_size,
              p.has_bias, p.bits, static_cast<int64_t>(p.zero_points), p.has_g_idx,
-             p.alignment, p.scale_alignment, 1, 0};
+             p.alignment, p.scale_alignment, 1, p.has_prepacked};
 }
 
 template <typename Problem, typename Plan, typename PlanFn>
@@ -180,7 +182,8 @@ void plan_and_run(const at::Device& device, const Problem& problem, PlanFn&& pla
 at::Tensor fp8_matmul(const at::Tensor& a_in, const at::Tensor& b_in,
                       const at::Tensor& b_scale_in, const std::optional<at::Tensor>& a_scale_in,
                       const std::optional<at::Tensor>& bias_in, int64_t block_size,
-                      bool dynamic_act_quant, int64_t b_scale_block_rows) {
+                      bool dynamic_act_quant, int64_t b_scale_block_rows,
+                      const std::optional<at::Tensor>& prepacked_in) {
   TORCH_CHECK_VALUE(a_in.is_cuda(), "bqmm: InvalidArgument: a: expected a CUDA tensor but got one on ",
                     a_in.device());
   const at::Device device = a_in.device();
@@ -188,9 +191,10 @@ at::Tensor fp8_matmul(const at::Tensor& a_in, const at::Tensor& b_in,
   const at::Tensor a = prepare(a_in, "a", device);
   const at::Tensor b = prepare(b_in, "b", device);
   const at::Tensor b_scale = prepare(b_scale_in, "b_scale", device);
-  std::optional<at::Tensor> a_scale, bias;
+  std::optional<at::Tensor> a_scale, bias, prepacked;
   if (a_scale_in) a_scale = prepare(*a_scale_in, "a_scale", device);
   if (bias_in) bias = prepare(*bias_in, "bias", device);
+  if (prepacked_in) prepacked = prepare(*prepacked_in, "prepacked", device);
 
   bqmm::Fp8MatMulArgs args;
   args.a = view(a, "a");
@@ -203,6 +207,7 @@ at::Tensor fp8_matmul(const at::Tensor& a_in, const at::Tensor& b_in,
   args.b_scale = view(b_scale, "b_scale");
   if (a_scale) args.a_scale = view(*a_scale, "a_scale");
   if (bias) args.bias = view(*bias, "bias");
+  if (prepacked) args.prepacked = view(*prepacked, "prepacked");
 
   // N from B: a wrong-rank B is reported by validate (with a placeholder N here).
   const int64_t n = b.dim() >= 1 ? b.size(0) : 0;
@@ -239,7 +244,8 @@ at::Tensor nbits_matmul(const at::Tensor& a_in, const at::Tensor& b_in,
                         const std::optional<at::Tensor>& zero_points_in,
                         const std::optional<at::Tensor>& g_idx_in,
                         const std::optional<at::Tensor>& bias_in, int64_t K, int64_t N,
-                        int64_t bits, int64_t block_size, int64_t accuracy_level) {
+                        int64_t bits, int64_t block_size, int64_t accuracy_level,
+                        const std::optional<at::Tensor>& prepacked_in) {
   TORCH_CHECK_VALUE(a_in.is_cuda(), "bqmm: InvalidArgument: a: expected a CUDA tensor but got one on ",
                     a_in.device());
   const at::Device device = a_in.device();
@@ -247,10 +253,11 @@ at::Tensor nbits_matmul(const at::Tensor& a_in, const at::Tensor& b_in,
   const at::Tensor a = prepare(a_in, "a", device);
   const at::Tensor b = prepare(b_in, "b", device);
   const at::Tensor scales = prepare(scales_in, "scales", device);
-  std::optional<at::Tensor> zero_points, g_idx, bias;
+  std::optional<at::Tensor> zero_points, g_idx, bias, prepacked;
   if (zero_points_in) zero_points = prepare(*zero_points_in, "zero_points", device);
   if (g_idx_in) g_idx = prepare(*g_idx_in, "g_idx", device);
   if (bias_in) bias = prepare(*bias_in, "bias", device);
+  if (prepacked_in) prepacked = prepare(*prepacked_in, "prepacked", device);
 
   bqmm::NBitsMatMulArgs args;
   args.a = view(a, "a");
@@ -259,6 +266,7 @@ at::Tensor nbits_matmul(const at::Tensor& a_in, const at::Tensor& b_in,
   if (zero_points) args.zero_points = view(*zero_points, "zero_points");
   if (g_idx) args.g_idx = view(*g_idx, "g_idx");
   if (bias) args.bias = view(*bias, "bias");
+  if (prepacked) args.prepacked = view(*prepacked, "prepacked");
 
   bqmm::Shape y_shape;
   check(bqmm::nbits_matmul_output_shape(args.a.shape, N, &y_shape));
@@ -287,6 +295,61 @@ at::Tensor nbits_matmul(const at::Tensor& a_in, const at::Tensor& b_in,
   return y;
 }
 
+// ---------------------------------------------------------------- prepack ops
+
+// A float32 tensor of `shape` on `device` for a prepack op's output (the caching
+// allocator's blocks are 512-byte aligned; bqmm needs 16) and its view.
+at::Tensor make_prepacked(const bqmm::Shape& shape, const at::Device& device,
+                          bqmm::MutableTensorView* view) {
+  std::vector<int64_t> sizes;
+  for (int i = 0; i < shape.rank(); ++i) sizes.push_back(shape[i]);
+  at::Tensor t = at::empty(sizes, at::TensorOptions().dtype(at::kFloat).device(device));
+  *view = bqmm::MutableTensorView{t.data_ptr(), bqmm::DType::kFloat32, shape};
+  return t;
+}
+
+at::Tensor fp8_prepack(const at::Tensor& b_scale_in) {
+  TORCH_CHECK_VALUE(b_scale_in.is_cuda(), "bqmm: InvalidArgument: b_scale: expected a CUDA tensor but got one on ",
+                    b_scale_in.device());
+  const at::Device device = b_scale_in.device();
+  const c10::cuda::CUDAGuard guard(device);
+  const at::Tensor b_scale = prepare(b_scale_in, "b_scale", device);
+  const bqmm::TensorView s = view(b_scale, "b_scale");
+  TORCH_CHECK_VALUE(s.shape.rank() == 2, "bqmm: InvalidArgument: b_scale: expected rank 2 [N, ceil(K/block_size)] but got ",
+                    s.shape.to_string());
+  bqmm::MutableTensorView out_view;
+  at::Tensor out = make_prepacked(bqmm::fp8_matmul_prepacked_shape(s.shape[0], s.shape[1]), device, &out_view);
+  check(bqmm::prepack_fp8_matmul(s, out_view, at::cuda::getCurrentCUDAStream(device.index()).stream()));
+  return out;
+}
+
+at::Tensor nbits_prepack(const at::Tensor& scales_in, const std::optional<at::Tensor>& zero_points_in,
+                         int64_t K, int64_t N, int64_t bits, int64_t block_size) {
+  TORCH_CHECK_VALUE(scales_in.is_cuda(), "bqmm: InvalidArgument: scales: expected a CUDA tensor but got one on ",
+                    scales_in.device());
+  const at::Device device = scales_in.device();
+  const c10::cuda::CUDAGuard guard(device);
+  const at::Tensor scales = prepare(scales_in, "scales", device);
+  std::optional<at::Tensor> zero_points;
+  if (zero_points_in) zero_points = prepare(*zero_points_in, "zero_points", device);
+  std::optional<bqmm::TensorView> zp_view;
+  if (zero_points) zp_view = view(*zero_points, "zero_points");
+  bqmm::NBitsMatMulAttrs attrs;
+  attrs.k = K;
+  attrs.n = N;
+  attrs.bits = bits;
+  attrs.block_size = block_size;
+  // k_blocks as the operator computes it (a block_size <= 0 is reported by the prepack's
+  // check of the attributes; the placeholder shape is never used then).
+  const int64_t k_blocks = block_size > 0 && K > 0 ? K / block_size + (K % block_size != 0 ? 1 : 0) : 0;
+  bqmm::MutableTensorView out_view;
+  at::Tensor out = make_prepacked(bqmm::nbits_matmul_prepacked_shape(std::max<int64_t>(N, 0), std::max<int64_t>(k_blocks, 0)),
+                                  device, &out_view);
+  check(bqmm::prepack_nbits_matmul(attrs, view(scales, "scales"), zp_view, out_view,
+                                   at::cuda::getCurrentCUDAStream(device.index()).stream()));
+  return out;
+}
+
 }  // namespace
 }  // namespace bqmm_torch
 
@@ -296,16 +359,22 @@ TORCH_LIBRARY(bqmm, m) {
   m.def(
       "fp8_matmul(Tensor a, Tensor b, Tensor b_scale, Tensor? a_scale=None, "
       "Tensor? bias=None, *, int block_size=128, bool dynamic_act_quant=False, "
-      "int b_scale_block_rows=1) -> Tensor");
+      "int b_scale_block_rows=1, Tensor? prepacked=None) -> Tensor");
   m.def(
       "nbits_matmul(Tensor a, Tensor b, Tensor scales, Tensor? zero_points=None, "
       "Tensor? g_idx=None, Tensor? bias=None, *, int K, int N, int bits=4, int block_size, "
-      "int accuracy_level=0) -> Tensor");
+      "int accuracy_level=0, Tensor? prepacked=None) -> Tensor");
+  m.def("fp8_prepack(Tensor b_scale) -> Tensor");
+  m.def(
+      "nbits_prepack(Tensor scales, Tensor? zero_points=None, *, int K, int N, int bits=4, "
+      "int block_size) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(bqmm, CUDA, m) {
   m.impl("fp8_matmul", &bqmm_torch::fp8_matmul);
   m.impl("nbits_matmul", &bqmm_torch::nbits_matmul);
+  m.impl("fp8_prepack", &bqmm_torch::fp8_prepack);
+  m.impl("nbits_prepack", &bqmm_torch::nbits_prepack);
 }
 
 // CPU tensors get the same functions, which reject them with a ValueError naming `a`
@@ -313,4 +382,6 @@ TORCH_LIBRARY_IMPL(bqmm, CUDA, m) {
 TORCH_LIBRARY_IMPL(bqmm, CPU, m) {
   m.impl("fp8_matmul", &bqmm_torch::fp8_matmul);
   m.impl("nbits_matmul", &bqmm_torch::nbits_matmul);
+  m.impl("fp8_prepack", &bqmm_torch::fp8_prepack);
+  m.impl("nbits_prepack", &bqmm_torch::nbits_prepack);
 }

@@ -123,6 +123,46 @@ def test_nbits_matmul_matches_reference(dtype, bits, m, zp, g_idx, bias, flat, s
     reference.check(y, reference.nbits_matmul(*args, **kw))
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("m", [1, 300])
+def test_fp8_prepacked_scales_same_y(dtype, m, seed):
+    # prepacked: b_scale transposed; the mixed-input GEMM (M = 300 on Hopper) reads it
+    # instead of writing it each call, other paths ignore it: Y the same bit for bit.
+    args, kw = fp8_case(m, 1000, 1024, dtype, bias=True)
+    pp = bqmm.fp8_prepack(args[2])
+    assert pp.dtype == torch.float32 and tuple(pp.shape) == (8, 1000)
+    assert torch.equal(pp, args[2].t())
+    y = torch.ops.bqmm.fp8_matmul(*args, **kw)
+    assert torch.equal(torch.ops.bqmm.fp8_matmul(*args, **kw, prepacked=pp), y)
+    layer = bqmm.nn.Fp8Linear.from_quantized(args[1], args[2], args[4]).prepack()
+    assert "prepacked" not in layer.state_dict()
+    assert torch.equal(layer(args[0]), y)
+    with pytest.raises(ValueError, match="prepacked: expected shape") as e:
+        torch.ops.bqmm.fp8_matmul(*args, **kw, prepacked=pp.t().contiguous())
+    assert bqmm.error_code(e.value) == "InvalidArgument"
+
+
+@pytest.mark.parametrize("zp", ["none", "packed", "typed"])
+@pytest.mark.parametrize("bits", [4, 8])
+def test_nbits_prepacked_scales_same_y(zp, bits, seed):
+    args, kw = nbits_case(300, 264, 1024, torch.bfloat16, bits, 128, zp, bias=True)
+    pp = bqmm.nbits_prepack(args[2], args[3], **kw)
+    assert pp.dtype == torch.float32 and tuple(pp.shape) == (2, 8, 264)
+    if zp == "none":
+        zero = torch.full_like(args[2], 2 ** (bits - 1), dtype=torch.float32)
+    elif zp == "packed":
+        zero = quant.unpack_bits(args[3], bits, 8).float()
+    else:
+        zero = args[3].float()
+    assert torch.equal(pp[0], args[2].float().t())
+    assert torch.equal(pp[1], (-zero * args[2].float()).t())
+    y = torch.ops.bqmm.nbits_matmul(*args, **kw)
+    assert torch.equal(torch.ops.bqmm.nbits_matmul(*args, **kw, prepacked=pp), y)
+    layer = bqmm.nn.NBitsLinear.from_quantized(*args[1:], **kw).prepack()
+    assert torch.equal(layer(args[0]), y)
+    assert torch.equal(layer.unprepack()(args[0]), y)
+
+
 @pytest.mark.parametrize("bits", [4, 8])
 def test_nbits_decode_shape_block_128(bits, seed):
     args, kw = nbits_case(1, 1024, 4096, torch.float16, bits, 128)

@@ -12,16 +12,18 @@ def test_schemas():
     nbits = str(torch.ops.bqmm.nbits_matmul.default._schema)
     assert fp8 == "bqmm::" + _ops.FP8_MATMUL_SCHEMA
     assert nbits == "bqmm::" + _ops.NBITS_MATMUL_SCHEMA
+    assert str(torch.ops.bqmm.fp8_prepack.default._schema) == "bqmm::" + _ops.FP8_PREPACK_SCHEMA
+    assert str(torch.ops.bqmm.nbits_prepack.default._schema) == "bqmm::" + _ops.NBITS_PREPACK_SCHEMA
     # ONNX order of inputs; attributes keyword-only.
     args = [a.name for a in torch.ops.bqmm.fp8_matmul.default._schema.arguments]
     assert args == ["a", "b", "b_scale", "a_scale", "bias", "block_size", "dynamic_act_quant",
-                    "b_scale_block_rows"]
+                    "b_scale_block_rows", "prepacked"]
     kwarg_only = [a.name for a in torch.ops.bqmm.fp8_matmul.default._schema.arguments
                   if a.kwarg_only]
-    assert kwarg_only == ["block_size", "dynamic_act_quant", "b_scale_block_rows"]
+    assert kwarg_only == ["block_size", "dynamic_act_quant", "b_scale_block_rows", "prepacked"]
     args = [a.name for a in torch.ops.bqmm.nbits_matmul.default._schema.arguments]
     assert args == ["a", "b", "scales", "zero_points", "g_idx", "bias", "K", "N", "bits",
-                    "block_size", "accuracy_level"]
+                    "block_size", "accuracy_level", "prepacked"]
 
 
 def _fp8_meta(shape_a=(2, 3, 200), n=48, bs=128, bias=True, a_scale=False,
@@ -74,6 +76,20 @@ def test_fake_b_scale_block_rows():
         with pytest.raises(ValueError, match="b_scale_block_rows: expected >= 1") as e:
             torch.ops.bqmm.fp8_matmul(*args, **kw, b_scale_block_rows=bad)
         assert bqmm.error_code(e.value) == "InvalidArgument"
+
+
+def test_fake_prepack_shapes():
+    # The prepack ops' outputs: float32 [k_blocks, N] and [2, k_blocks, N]; the matmul ops
+    # take them by keyword without changing Y's shape.
+    s = torch.empty(48, 2, device="meta")
+    pp = torch.ops.bqmm.fp8_prepack(s)
+    assert tuple(pp.shape) == (2, 48) and pp.dtype == torch.float32 and pp.device.type == "meta"
+    args, kw = _fp8_meta(shape_a=(2, 3, 200))
+    assert tuple(torch.ops.bqmm.fp8_matmul(*args, **kw, prepacked=pp).shape) == (2, 3, 48)
+    args, kw = _nbits_meta()
+    pp = torch.ops.bqmm.nbits_prepack(args[2], args[3], **kw)
+    assert tuple(pp.shape) == (2, 3, 40) and pp.dtype == torch.float32
+    assert tuple(torch.ops.bqmm.nbits_matmul(*args, **kw, prepacked=pp).shape) == (5, 40)
 
 
 def test_fake_rejects_wrong_k():
