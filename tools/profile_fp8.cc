@@ -250,6 +250,7 @@ std::vector<NamedView> Fp8Profiler::call_tensors(const CaseSpec& c) const {
   std::vector<NamedView> t = {{"a", args.a}, {"b", args.b}, {"b_scale", args.b_scale}};
   if (args.a_scale) t.push_back({"a_scale", *args.a_scale});
   if (args.bias) t.push_back({"bias", *args.bias});
+  if (args.prepacked) t.push_back({"prepacked", *args.prepacked});
   t.push_back({"y", TensorView{args.y.data, args.y.dtype, args.y.shape}});
   return t;
 }

@@ -336,6 +336,7 @@ std::vector<NamedView> NBitsProfiler::call_tensors(const CaseSpec& c) const {
   if (args.zero_points) t.push_back({"zero_points", *args.zero_points});
   if (args.g_idx) t.push_back({"g_idx", *args.g_idx});
   if (args.bias) t.push_back({"bias", *args.bias});
+  if (args.prepacked) t.push_back({"prepacked", *args.prepacked});
   t.push_back({"y", TensorView{args.y.data, args.y.dtype, args.y.shape}});
   return t;
 }

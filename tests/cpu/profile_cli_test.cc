@@ -267,6 +267,21 @@ TEST(ProfileCli, BScaleBlockRows) {
       << smoke.output;
 }
 
+// --prepack passes the prepacked scales: the label and the problem say so, and on the
+// mixed-input GEMM the plan reads them (no scales region); both operators.
+TEST(ProfileCli, Prepack) {
+  SKIP_WITHOUT_CLI();
+  for (const char* op : {"--op fp8", "--op nbits --bits 4 --zero-points packed"}) {
+    const CliResult r = run_cli(std::string(op) + " --prepack --m 256 --n 8192 --k 8192 --explain --sm 90 --num-sms 132");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("K=8192 bs=128 prepacked"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(" prepacked align=16"), std::string::npos) << r.output;
+    if (bqmm::mixed_gemm_built()) {
+      EXPECT_NE(r.output.find("; scales=prepacked; workspace=0B}"), std::string::npos) << r.output;
+    }
+  }
+}
+
 // On the fused GEMM, --explain says why a plan is not on the wgmma mainloop, and nothing
 // where it is.
 TEST(ProfileCli, ExplainSaysWhyNotWgmma) {
