@@ -255,7 +255,7 @@ void run_twice_in_graph(DeviceCase& d, HostTensor* y) {
 
 // FP8: prepack_fp8_matmul's output is b_scale transposed (fp8_prepacked); with it the plan
 // has no scales region and says so, and every schedule writes the same Y as without it.
-// A plan made for the prepacked input refuses arguments without it.
+// A plan made without the prepacked input refuses arguments with it.
 TEST(MixedGemmPrepack, Fp8SameYWithoutThePerRunPass) {
   BQMM_REQUIRE_MIXED();
   const Handle& handle = *testing::shared_handle();
@@ -294,7 +294,7 @@ TEST(MixedGemmPrepack, Fp8SameYWithoutThePerRunPass) {
     run_twice_in_graph(d, &y_prepacked);
     EXPECT_TRUE(same_bits(y_prepacked, y_per_run));
 
-    // The per-run plan with the prepacked input given (and the reverse): a plan mismatch.
+    // The per-run plan with the prepacked input given: a plan mismatch.
     const Status mismatch = run_fp8_matmul(handle, per_run_plan, d.args, d.workspace.data(), d.workspace.size(), nullptr);
     EXPECT_EQ(mismatch.code(), StatusCode::kInvalidArgument) << mismatch.message();
   }
