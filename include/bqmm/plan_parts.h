@@ -29,7 +29,7 @@ struct GemvConfig {
 // SM90 with wgmma, the decoded weight as its register operand).
 // Fp8WeightMatMul's W8A8 GEMM (FP8 x FP8 wgmma) is tiled the same way: wgmma, tile_m 128.
 // The mixed-input GEMM (CUTLASS's SM90 collective, M above the fused GEMM's tiles) uses
-// tile_m (128 or 256), tile_n (128) and stream_k of it.
+// tile_m (128 or 256), tile_n (128), stream_k and swizzle of it.
 struct GemmConfig {
   bool wgmma = false;  // the Hopper mainloop (tile_m 64 or 128), else mma.sync
   int tile_m = 0;    // activation rows per block (mma.sync: 16, 32 or 64; wgmma: 64, 128)
@@ -39,6 +39,8 @@ struct GemmConfig {
                      // added (with the bias) by a second kernel
   bool stream_k = false;  // the mixed-input GEMM's K tiles dealt out evenly over the SMs,
                           // float32 partial tiles in the workspace
+  int swizzle = 0;  // the mixed-input GEMM's tile order on its persistent grid: 0 CUTLASS's
+                    // own; S > 0 weight tiles first, in bands of S activation tiles
   int scale_rows = 1;  // W8A8 on CUTLASS's groupwise GEMM: weight rows per scale read (1, or
                        // 128 where Fp8MatMulAttrs::b_scale_block_rows promises it)
 };

@@ -406,6 +406,7 @@ inline int64_t mixed_schedule_cost(const MixedSchedule& s, int64_t m, int64_t n,
 struct MixedForced {
   int stream_k = -1;  // -1: the planner's rule; 0 / 1
   int tile_m = 0;     // 0: the planner's rule; 128 / 256
+  int swizzle = -1;   // -1: the planner's rule; 0 (CUTLASS's order), 2, 4, 8
 };
 // The planner's schedule for M x N x K: the least modelled time among the candidates that
 // `forced` leaves (a forced stream-K takes 256-row tiles that M does not fill too).
@@ -424,6 +425,29 @@ inline MixedSchedule choose_mixed_schedule(int64_t m, int64_t n, int64_t k, int 
   if (forced.stream_k == 0 || stream_k_cost < 0) return best_persistent;
   if (forced.stream_k == 1) return best_stream_k;
   return 100 * stream_k_cost <= (100 - kMixedStreamKMinSaving) * persistent_cost ? best_stream_k : best_persistent;
+}
+// The persistent grid's tile order. CUTLASS walks the swapped problem's output tiles with
+// the activation tiles first where there are fewer of them than weight tiles: at M = 4096
+// (16 tiles of 256 rows) a wave of 132 blocks then spans 8 weight tiles and every
+// activation row, 64 MB of float16 at K = 8192, more than the 50 MB L2, so each wave reads
+// the activations again from HBM. Weight tiles first in bands of kMixedSwizzle activation
+// tiles (CUTLASS's raster along M with that swizzle) spans 33 weight tiles and 4
+// activation tiles a wave. Measured in the library (H200, b2b, 2026-12-03 20:41Z, the
+// planner against mixed_swizzle=0 in one build, three interleaved runs each, medians):
+// M = 4096 8192 x 8192 FP8 float16 and bfloat16 0.89x the time, 4096 x 14336 0.92x,
+// 14336 x 4096 0.95x, 28672 x 8192 0.96x, 8-bit 8192 x 8192 0.95x, 4-bit (forced onto
+// it) 0.96x; M = 2048 0.98x; M = 1024 (4 tiles) 1.00x. Taken from kMixedSwizzleMinTiles
+// activation tiles; stream-K keeps CUTLASS's order (unmeasured there).
+constexpr int kMixedSwizzle = 4;
+constexpr int64_t kMixedSwizzleMinTiles = 8;
+// The tile order of schedule `s` for M rows (GemmConfig::swizzle): bands of
+// kMixedSwizzle activation tiles, weight tiles first, on a persistent grid of at least
+// kMixedSwizzleMinTiles activation tiles; else CUTLASS's order (0). Forced: as given (the
+// stream-K scheduler takes it too).
+inline int mixed_swizzle(int64_t m, const MixedSchedule& s, const MixedForced& forced = {}) {
+  if (forced.swizzle >= 0) return forced.swizzle;
+  const int64_t tiles_m = (m + s.tile_m - 1) / s.tile_m;
+  return !s.stream_k && tiles_m >= kMixedSwizzleMinTiles ? kMixedSwizzle : 0;
 }
 // Its workspace: the scales as float32 [k_blocks, N] (the collective's layout), N-bit's
 // zeros (-zp * scale) after them.

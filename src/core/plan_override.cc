@@ -36,6 +36,7 @@ const Key kKeys[] = {
     {"mixed", &PlanOverride::mixed, {0, 1}},
     {"mixed_tile", &PlanOverride::mixed_tile, {128, 256}},
     {"mixed_sk", &PlanOverride::mixed_sk, {0, 1}},
+    {"mixed_swizzle", &PlanOverride::mixed_swizzle, {0, 2, 4, 8}},
     {"w8a8_groupwise", &PlanOverride::w8a8_groupwise, {0, 1}},
 };
 static_assert(kGemmMaxKSplit == 16, "gemm_k_split's values go up to kGemmMaxKSplit");

@@ -37,6 +37,9 @@
 //                     both   the mixed-input GEMM's activation rows per tile
 //   mixed_sk=0|1      both   the mixed-input GEMM's schedule: 0 the persistent grid, 1
 //                            stream-K (with mixed_tile, both forced)
+//   mixed_swizzle=0|2|4|8
+//                     both   the mixed-input GEMM's tile order: 0 CUTLASS's, S weight tiles
+//                            first in bands of S activation tiles
 //   w8a8_groupwise=0|1
 //                     fp8    W8A8 on CUTLASS's groupwise FP8 GEMM: 0 never (the hand-written
 //                            W8A8 GEMM), 1 at every M above 8 where it applies
@@ -73,6 +76,7 @@ struct PlanOverride {
   int mixed = -1;      // -1: planner; 0: never the mixed-input GEMM; 1: wherever it applies
   int mixed_tile = 0;  // 0: planner; 128, 256
   int mixed_sk = -1;   // -1: planner; 0: the persistent grid; 1: stream-K
+  int mixed_swizzle = -1;  // -1: planner; 0: CUTLASS's tile order; 2, 4, 8
   int w8a8_groupwise = -1;  // -1: planner; 0: never CUTLASS's groupwise W8A8 GEMM; 1: wherever it applies
 
   bool empty() const;
@@ -87,7 +91,7 @@ inline bool fused_gemm_forced(const PlanOverride& o) {
   return o.gemm == 1 || o.wgmma >= 0 || o.tile_m > 0 || o.gemm_k_split > 0;
 }
 // The mixed-input GEMM's (core/gemm_plan.h).
-inline MixedForced mixed_forced(const PlanOverride& o) { return {o.mixed_sk, o.mixed_tile}; }
+inline MixedForced mixed_forced(const PlanOverride& o) { return {o.mixed_sk, o.mixed_tile, o.mixed_swizzle}; }
 
 // Parses the grammar above. An unknown key, a malformed or out-of-range value, or a key
 // given twice is InvalidArgument naming it (`source` prefixes the message, e.g. the

@@ -96,7 +96,7 @@ void plan_fused_gemm_workspace(WorkspaceLayout& layout, Plan& plan) {
   plan_gemm_partials(layout, plan);
 }
 
-// The mixed-input GEMM part of either operator's plan: its tile and schedule (the model of
+// The mixed-input GEMM part of either operator's plan: its tile, schedule and tile order (the model of
 // core/gemm_plan.h, among the candidates `forced` leaves), then the float32 scales [k_blocks, N]
 // (`zeros`: and as many zeros after them; none where the problem has them prepacked) and
 // stream-K's partial tiles taken from `layout`
@@ -109,6 +109,7 @@ void plan_mixed_gemm_workspace(const MixedForced& forced, bool zeros, WorkspaceL
   plan.gemm.stream_k = schedule.stream_k;
   plan.gemm.tile_m = schedule.tile_m;
   plan.gemm.tile_n = kMixedTileN;
+  plan.gemm.swizzle = mixed_swizzle(p.m, schedule, forced);
   plan.regions.scales_bytes =
       p.has_prepacked ? 0 : static_cast<size_t>(mixed_scales_bytes(p.n, p.k_blocks(), zeros));
   plan.regions.scales_offset = layout.take(plan.regions.scales_bytes);

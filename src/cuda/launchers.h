@@ -163,6 +163,7 @@ Status launch_fused_gemm(const FusedGemmArgs& args, const GemmConfig& config, fl
 struct MixedGemmLaunch {
   int tile_m = 128;
   bool stream_k = false;
+  int swizzle = 0;  // GemmConfig::swizzle
   int num_sms = 0;
   const float* prepacked = nullptr;  // the scales (and zeros) in place, or nullptr:
   float* scales = nullptr;           // the plan's scales region, written first

@@ -74,6 +74,7 @@ Status run_planned_mixed_gemm(const Plan& plan, const Args& args, const void* a,
   MixedGemmLaunch launch;
   launch.tile_m = plan.gemm.tile_m;
   launch.stream_k = plan.gemm.stream_k;
+  launch.swizzle = plan.gemm.swizzle;
   launch.num_sms = plan.device.num_sms;
   if (args.prepacked) {
     launch.prepacked = static_cast<const float*>(args.prepacked->data);

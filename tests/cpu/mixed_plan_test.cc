@@ -102,6 +102,38 @@ TEST(MixedPlan, StreamKWorkspace) {
       << os.str();
 }
 
+// The persistent grid's tile order (mixed_swizzle): weight tiles first in bands of 4
+// activation tiles from 8 activation tiles (M = 2048 on 256-row tiles), CUTLASS's order
+// below and on stream-K; the override forces either; the plan prints it where it is not
+// CUTLASS's.
+TEST(MixedPlan, TileOrderRule) {
+  EXPECT_EQ(mixed_swizzle(4096, {256, false}), kMixedSwizzle);
+  EXPECT_EQ(mixed_swizzle(2048, {256, false}), kMixedSwizzle);
+  EXPECT_EQ(mixed_swizzle(1024, {128, false}), kMixedSwizzle);
+  EXPECT_EQ(mixed_swizzle(1793, {256, false}), kMixedSwizzle);  // 8 tiles, the last one partial
+  EXPECT_EQ(mixed_swizzle(1792, {256, false}), 0);
+  EXPECT_EQ(mixed_swizzle(1024, {256, false}), 0);
+  EXPECT_EQ(mixed_swizzle(4096, {256, true}), 0);
+  EXPECT_EQ(mixed_swizzle(256, {128, true}, {-1, 0, 8}), 8);
+  EXPECT_EQ(mixed_swizzle(4096, {256, false}, {-1, 0, 0}), 0);
+  if (!mixed_gemm_built()) GTEST_SKIP() << "this build has no mixed-input GEMM: checked the rule only";
+  const Fp8MatMulPlan f = plan(fp8_problem(4096, 8192, 8192));
+  ASSERT_EQ(f.path, Fp8Path::kMixedGemm);
+  EXPECT_EQ(f.gemm.tile_m, 256);
+  EXPECT_EQ(f.gemm.swizzle, kMixedSwizzle);
+  std::ostringstream os;
+  os << f;
+  EXPECT_NE(os.str().find("schedule=persistent; swizzle=4"), std::string::npos) << os.str();
+  EXPECT_EQ(plan(fp8_problem(1024, 8192, 8192)).gemm.swizzle, 0);
+  EXPECT_EQ(plan(fp8_problem(4096, 8192, 8192), kHopper, parsed("mixed_swizzle=0")).gemm.swizzle, 0);
+  const NBitsMatMulPlan q = plan(nbits_problem(2048, 8192, 8192, 4, 128), kHopper, parsed("mixed_swizzle=2"));
+  ASSERT_EQ(q.path, NBitsPath::kMixedGemm);
+  EXPECT_EQ(q.gemm.swizzle, 2);
+  std::ostringstream none;
+  none << plan(fp8_problem(1024, 8192, 8192));
+  EXPECT_EQ(none.str().find("swizzle="), std::string::npos) << none.str();
+}
+
 // Between 65 and 128 rows the fused GEMM keeps the rows where it was measured faster
 // (fused_gemm_keeps_rows, core/gemm_plan.h): one wave of its unsplit Hopper tiles (64 rows;
 // 8-bit 128), for FP8 with bfloat16 activations below 96 rows; more than one wave, only

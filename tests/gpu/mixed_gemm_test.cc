@@ -1,10 +1,12 @@
 // The mixed-input GEMM (cuda/gemm/mixed_gemm.cuh, CUTLASS's SM90 collective) through the
 // operators' validate -> plan -> run, the plan override forcing it (mixed=1) and each tile
-// and schedule (mixed_tile, mixed_sk: 128 and 256 rows, persistent and stream-K), against the float64 reference: FP8 (weight-only and W8A8 on QDQ'd A) and
-// 8-bit / 4-bit weights with every zero-point form (none, packed, typed), both activation
-// types, bias, block sizes 64 / 128 / 256, K not a multiple of block_size (a partial last
-// block; for N-bit random padding codes in the stored row), M not a multiple of the tile
-// and N not a multiple of the 128-row weight tile. Every case checks that the plan is the
+// and schedule (mixed_tile, mixed_sk, mixed_swizzle: 128 and 256 rows, persistent in
+// CUTLASS's tile order and weight tiles first, and stream-K), against the float64
+// reference: FP8 (weight-only and W8A8 on QDQ'd A) and 8-bit / 4-bit weights with every
+// zero-point form (none, packed, typed), both activation types, bias, block sizes 64 / 128
+// / 256, K not a multiple of block_size (a partial last block; for N-bit random padding
+// codes in the stored row), M not a multiple of the tile and N not a multiple of the
+// 128-row weight tile. Every case checks that the plan is the
 // mixed-input GEMM, so a planner that stops taking it fails here rather than passing on
 // another path. Y is NaN-poisoned first; one case runs inside a CUDA graph; small cases
 // for compute-sanitizer. The prepack functions write the reference's layout bit for bit,
@@ -39,14 +41,20 @@ constexpr DType kDTypes[] = {DType::kFloat16, DType::kBFloat16};
 constexpr int64_t kRows[] = {9, 17, 64, 100, 128, 257, 1024};
 
 // The kernels a plan can run: tiles of 128 or 256 activation rows, on the persistent grid
+// (in CUTLASS's tile order, or weight tiles first in bands of `swizzle` activation tiles)
 // or stream-K.
 struct Schedule {
   int tile_m;
   bool stream_k;
+  int swizzle = 0;
 };
-constexpr Schedule kSchedules[] = {{128, false}, {256, false}, {128, true}, {256, true}};
+constexpr Schedule kSchedules[] = {{128, false}, {256, false},    {128, true},
+                                   {256, true},  {128, false, 4}, {256, false, 2}};
+constexpr int kNumSchedules = sizeof(kSchedules) / sizeof(kSchedules[0]);
 ::std::ostream& operator<<(::std::ostream& os, const Schedule& s) {
-  return os << "tile_m=" << s.tile_m << (s.stream_k ? " stream-K" : " persistent");
+  os << "tile_m=" << s.tile_m << (s.stream_k ? " stream-K" : " persistent");
+  if (s.swizzle > 0) os << " swizzle=" << s.swizzle;
+  return os;
 }
 
 bool mixed_available() {
@@ -65,6 +73,7 @@ PlanOverride force_mixed(const Schedule& s) {
   o.mixed = 1;
   o.mixed_sk = s.stream_k ? 1 : 0;
   o.mixed_tile = s.tile_m;
+  o.mixed_swizzle = s.swizzle;
   return o;
 }
 
@@ -72,6 +81,7 @@ template <typename Plan>
 void expect_schedule(const Plan& plan, const Schedule& s) {
   ASSERT_EQ(plan.gemm.tile_m, s.tile_m);
   ASSERT_EQ(plan.gemm.stream_k, s.stream_k);
+  ASSERT_EQ(plan.gemm.swizzle, s.swizzle);
   ASSERT_EQ(plan.regions.partial_bytes > 0, s.stream_k);
 }
 
@@ -125,12 +135,13 @@ TEST(MixedGemmFp8, AllCodesAndW8a8) {
     SCOPED_TRACE(::testing::Message() << "all codes " << dtype_name(t));
     check_fp8(reference::make_random_fp8_case(t, 200, 264, 2048, 128, true, false, seed,
                                               reference::WeightInit::kAllCodes),
-              kSchedules[seed % 4]);
+              kSchedules[seed % kNumSchedules]);
     ++seed;
   }
   for (const DType t : kDTypes) {
     SCOPED_TRACE(::testing::Message() << "w8a8 block 64 " << dtype_name(t));
-    check_fp8(reference::make_random_fp8_case(t, 129, 1000, 960, 64, true, /*w8a8=*/true, seed), kSchedules[seed % 4]);
+    check_fp8(reference::make_random_fp8_case(t, 129, 1000, 960, 64, true, /*w8a8=*/true, seed),
+              kSchedules[seed % kNumSchedules]);
     ++seed;
   }
 }
@@ -146,7 +157,7 @@ TEST(MixedGemmNBits, EveryBlockAndZeroPointFormAgainstReference) {
         const DType t = kDTypes[seed % 2];
         const int64_t m = kRows[seed % 7];
         const int64_t n = seed % 2 == 0 ? 1000 : 264;
-        const Schedule& sched = kSchedules[seed % 4];
+        const Schedule& sched = kSchedules[seed % kNumSchedules];
         SCOPED_TRACE(::testing::Message() << bits << "-bit M=" << m << " N=" << n << " block=" << block
                                           << " zero points " << nbits_zero_points_name(zp) << " "
                                           << dtype_name(t) << " " << sched);
@@ -169,7 +180,7 @@ TEST(MixedGemmNBits, AllCodesAndEveryRowCount) {
         spec.init = reference::WeightInit::kAllCodes;
         SCOPED_TRACE(::testing::Message() << bits << "-bit all codes " << nbits_zero_points_name(zp) << " "
                                           << dtype_name(t));
-        check_nbits(reference::make_random_nbits_case(spec, seed), kSchedules[seed % 4]);
+        check_nbits(reference::make_random_nbits_case(spec, seed), kSchedules[seed % kNumSchedules]);
         ++seed;
       }
   for (const int64_t m : kRows) {
@@ -177,7 +188,7 @@ TEST(MixedGemmNBits, AllCodesAndEveryRowCount) {
     const int bits = seed % 2 == 0 ? 8 : 4;
     SCOPED_TRACE(::testing::Message() << bits << "-bit M=" << m << " " << dtype_name(t));
     check_nbits(reference::make_random_nbits_case(nbits_spec(t, bits, m, 520, 4096, 128, seed % 3 == 0, true), seed),
-                kSchedules[seed % 4]);
+                kSchedules[seed % kNumSchedules]);
     ++seed;
   }
 }
@@ -310,7 +321,7 @@ TEST(MixedGemmPrepack, NBitsEveryZeroPointFormSameY) {
   for (const int bits : {4, 8})
     for (const NBitsZeroPoints zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked, NBitsZeroPoints::kTyped}) {
       const DType t = kDTypes[seed % 2];
-      const Schedule& sched = kSchedules[seed % 4];
+      const Schedule& sched = kSchedules[seed % kNumSchedules];
       SCOPED_TRACE(::testing::Message() << bits << "-bit zero points " << nbits_zero_points_name(zp) << " "
                                         << dtype_name(t) << " " << sched);
       reference::NBitsCaseSpec spec = nbits_spec(t, bits, 140, 264, 1056, 64, zp, /*bias=*/seed % 2 == 0);

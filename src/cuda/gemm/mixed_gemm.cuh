@@ -17,9 +17,10 @@
 // shape [N, M] column-major, which is Y [M, N] row-major. Tiles: 128 weight rows x tile_m
 // (128 or 256) activation rows x 64 K, two consumer warpgroups of 64 weight rows each
 // (the cooperative schedule), a producer warp loading every operand by TMA, a persistent
-// grid of one block per SM. Where the last wave of output tiles would leave SMs idle the
-// plan takes stream-K instead (CUTLASS's stream-K tile scheduler; core/gemm_plan.h's
-// schedule model): every block takes an even share of all K tiles; blocks sharing an
+// grid of one block per SM walking the tiles in CUTLASS's order or, where the plan says
+// (core/gemm_plan.h, mixed_swizzle), weight tiles first in bands of activation tiles.
+// Where the last wave of output tiles would leave SMs idle the plan takes stream-K instead
+// (CUTLASS's stream-K tile scheduler; core/gemm_plan.h's schedule model): every block takes an even share of all K tiles; blocks sharing an
 // output tile add their float32 partial sums in K order into one tile of the workspace
 // (each waits on a flag for its predecessor; the flags zeroed by a memset before each
 // GEMM), and the block with the last K tiles adds it to its own and runs the epilogue.
@@ -122,6 +123,12 @@ struct MixedGemm {
     args.epilogue.ptr_D = static_cast<Element*>(g.y);
     args.epilogue.dD = stride_y;
     args.hw_info.sm_count = launch.num_sms;
+    if (launch.swizzle > 0) {
+      // Weight tiles (the swapped problem's M) first, in bands of `swizzle` activation
+      // tiles (core/gemm_plan.h, mixed_swizzle).
+      args.scheduler.raster_order = decltype(args.scheduler.raster_order)::AlongM;
+      args.scheduler.max_swizzle_size = launch.swizzle;
+    }
     if constexpr (kStreamK) {
       // Stream-K as the plan chose it, not the scheduler's own data-parallel / split-K
       // heuristic.
