@@ -437,17 +437,23 @@ inline MixedSchedule choose_mixed_schedule(int64_t m, int64_t n, int64_t k, int 
 // M = 4096 8192 x 8192 FP8 float16 and bfloat16 0.89x the time, 4096 x 14336 0.92x,
 // 14336 x 4096 0.95x, 28672 x 8192 0.96x, 8-bit 8192 x 8192 0.95x, 4-bit (forced onto
 // it) 0.96x; M = 2048 0.98x; M = 1024 (4 tiles) 1.00x. Taken from kMixedSwizzleMinTiles
-// activation tiles; stream-K keeps CUTLASS's order (unmeasured there).
+// activation tiles. With a swizzle CUTLASS's scheduler rounds both tile counts up to
+// whole bands and its blocks run the padding tiles' main loops too (zero-filled loads, no
+// stores), so the rule takes it only where both counts are whole bands. Stream-K keeps
+// CUTLASS's order: its workspace (mixed_stream_k_bytes) counts the tiles unpadded, and
+// the order is unmeasured there.
 constexpr int kMixedSwizzle = 4;
 constexpr int64_t kMixedSwizzleMinTiles = 8;
-// The tile order of schedule `s` for M rows (GemmConfig::swizzle): bands of
-// kMixedSwizzle activation tiles, weight tiles first, on a persistent grid of at least
-// kMixedSwizzleMinTiles activation tiles; else CUTLASS's order (0). Forced: as given (the
-// stream-K scheduler takes it too).
-inline int mixed_swizzle(int64_t m, const MixedSchedule& s, const MixedForced& forced = {}) {
+// The tile order of schedule `s` for M x N (GemmConfig::swizzle): weight tiles first in
+// bands of kMixedSwizzle activation tiles on a persistent grid of at least
+// kMixedSwizzleMinTiles activation tiles, both tile counts multiples of kMixedSwizzle;
+// else CUTLASS's order (0). Forced: as given on the persistent grid, 0 on stream-K.
+inline int mixed_swizzle(int64_t m, int64_t n, const MixedSchedule& s, const MixedForced& forced = {}) {
+  if (s.stream_k) return 0;
   if (forced.swizzle >= 0) return forced.swizzle;
-  const int64_t tiles_m = (m + s.tile_m - 1) / s.tile_m;
-  return !s.stream_k && tiles_m >= kMixedSwizzleMinTiles ? kMixedSwizzle : 0;
+  const int64_t act_tiles = (m + s.tile_m - 1) / s.tile_m, weight_tiles = (n + kMixedTileN - 1) / kMixedTileN;
+  const bool whole_bands = act_tiles % kMixedSwizzle == 0 && weight_tiles % kMixedSwizzle == 0;
+  return act_tiles >= kMixedSwizzleMinTiles && whole_bands ? kMixedSwizzle : 0;
 }
 // Its workspace: the scales as float32 [k_blocks, N] (the collective's layout), N-bit's
 // zeros (-zp * scale) after them.

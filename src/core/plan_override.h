@@ -38,8 +38,9 @@
 //   mixed_sk=0|1      both   the mixed-input GEMM's schedule: 0 the persistent grid, 1
 //                            stream-K (with mixed_tile, both forced)
 //   mixed_swizzle=0|2|4|8
-//                     both   the mixed-input GEMM's tile order: 0 CUTLASS's, S weight tiles
-//                            first in bands of S activation tiles
+//                     both   the mixed-input GEMM's tile order on its persistent grid: 0
+//                            CUTLASS's, S weight tiles first in bands of S activation tiles
+//                            (stream-K keeps CUTLASS's)
 //   w8a8_groupwise=0|1
 //                     fp8    W8A8 on CUTLASS's groupwise FP8 GEMM: 0 never (the hand-written
 //                            W8A8 GEMM), 1 at every M above 8 where it applies

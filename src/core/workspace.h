@@ -109,7 +109,7 @@ void plan_mixed_gemm_workspace(const MixedForced& forced, bool zeros, WorkspaceL
   plan.gemm.stream_k = schedule.stream_k;
   plan.gemm.tile_m = schedule.tile_m;
   plan.gemm.tile_n = kMixedTileN;
-  plan.gemm.swizzle = mixed_swizzle(p.m, schedule, forced);
+  plan.gemm.swizzle = mixed_swizzle(p.m, p.n, schedule, forced);
   plan.regions.scales_bytes =
       p.has_prepacked ? 0 : static_cast<size_t>(mixed_scales_bytes(p.n, p.k_blocks(), zeros));
   plan.regions.scales_offset = layout.take(plan.regions.scales_bytes);

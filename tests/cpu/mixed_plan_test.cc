@@ -103,19 +103,24 @@ TEST(MixedPlan, StreamKWorkspace) {
 }
 
 // The persistent grid's tile order (mixed_swizzle): weight tiles first in bands of 4
-// activation tiles from 8 activation tiles (M = 2048 on 256-row tiles), CUTLASS's order
-// below and on stream-K; the override forces either; the plan prints it where it is not
-// CUTLASS's.
+// activation tiles from 8 activation tiles (M = 2048 on 256-row tiles) where both tile
+// counts are whole bands (CUTLASS would run the padding tiles), CUTLASS's order below,
+// elsewhere and on stream-K; the override forces either on the persistent grid; the plan
+// prints it where it is not CUTLASS's.
 TEST(MixedPlan, TileOrderRule) {
-  EXPECT_EQ(mixed_swizzle(4096, {256, false}), kMixedSwizzle);
-  EXPECT_EQ(mixed_swizzle(2048, {256, false}), kMixedSwizzle);
-  EXPECT_EQ(mixed_swizzle(1024, {128, false}), kMixedSwizzle);
-  EXPECT_EQ(mixed_swizzle(1793, {256, false}), kMixedSwizzle);  // 8 tiles, the last one partial
-  EXPECT_EQ(mixed_swizzle(1792, {256, false}), 0);
-  EXPECT_EQ(mixed_swizzle(1024, {256, false}), 0);
-  EXPECT_EQ(mixed_swizzle(4096, {256, true}), 0);
-  EXPECT_EQ(mixed_swizzle(256, {128, true}, {-1, 0, 8}), 8);
-  EXPECT_EQ(mixed_swizzle(4096, {256, false}, {-1, 0, 0}), 0);
+  EXPECT_EQ(mixed_swizzle(4096, 8192, {256, false}), kMixedSwizzle);
+  EXPECT_EQ(mixed_swizzle(2048, 8192, {256, false}), kMixedSwizzle);
+  EXPECT_EQ(mixed_swizzle(4096, 14336, {256, false}), kMixedSwizzle);  // 112 weight tiles
+  EXPECT_EQ(mixed_swizzle(1024, 8192, {128, false}), kMixedSwizzle);
+  EXPECT_EQ(mixed_swizzle(1793, 8192, {256, false}), kMixedSwizzle);  // 8 tiles, the last one partial
+  EXPECT_EQ(mixed_swizzle(1792, 8192, {256, false}), 0);              // 7 tiles
+  EXPECT_EQ(mixed_swizzle(1024, 8192, {256, false}), 0);
+  EXPECT_EQ(mixed_swizzle(2304, 8192, {256, false}), 0);   // 9 activation tiles: 3 would be padding
+  EXPECT_EQ(mixed_swizzle(4096, 11008, {256, false}), 0);  // 86 weight tiles: 2 would be padding
+  EXPECT_EQ(mixed_swizzle(4096, 8192, {256, true}), 0);
+  EXPECT_EQ(mixed_swizzle(256, 8192, {128, true}, {-1, 0, 8}), 0);  // stream-K: never
+  EXPECT_EQ(mixed_swizzle(256, 8192, {128, false}, {-1, 0, 8}), 8);
+  EXPECT_EQ(mixed_swizzle(4096, 8192, {256, false}, {-1, 0, 0}), 0);
   if (!mixed_gemm_built()) GTEST_SKIP() << "this build has no mixed-input GEMM: checked the rule only";
   const Fp8MatMulPlan f = plan(fp8_problem(4096, 8192, 8192));
   ASSERT_EQ(f.path, Fp8Path::kMixedGemm);
