@@ -427,7 +427,7 @@ inline MixedSchedule choose_mixed_schedule(int64_t m, int64_t n, int64_t k, int 
   return 100 * stream_k_cost <= (100 - kMixedStreamKMinSaving) * persistent_cost ? best_stream_k : best_persistent;
 }
 // The persistent grid's tile order. CUTLASS walks the swapped problem's output tiles with
-// the activation tiles first where there are fewer of them than weight tiles: at M = 4096
+// the activation tiles first where there are no more of them than weight tiles: at M = 4096
 // (16 tiles of 256 rows) a wave of 132 blocks then spans 8 weight tiles and every
 // activation row, 64 MB of float16 at K = 8192, more than the 50 MB L2, so each wave reads
 // the activations again from HBM. Weight tiles first in bands of kMixedSwizzle activation

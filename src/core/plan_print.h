@@ -33,7 +33,8 @@ inline std::ostream& print_tensor_core_gemv(std::ostream& os, const GemvConfig& 
 // The mixed-input GEMM's tile and schedule: "; tile_m=<rows>; tile_n=128;
 // schedule=persistent|stream_k", then "; swizzle=<S>" where the tile order is not CUTLASS's.
 inline std::ostream& print_mixed_gemm(std::ostream& os, const GemmConfig& g) {
-  os << "; tile_m=" << g.tile_m << "; tile_n=" << g.tile_n << "; schedule=" << (g.stream_k ? "stream_k" : "persistent");
+  os << "; tile_m=" << g.tile_m << "; tile_n=" << g.tile_n
+     << "; schedule=" << (g.stream_k ? "stream_k" : "persistent");
   if (g.swizzle > 0) os << "; swizzle=" << g.swizzle;
   return os;
 }

@@ -96,11 +96,11 @@ void plan_fused_gemm_workspace(WorkspaceLayout& layout, Plan& plan) {
   plan_gemm_partials(layout, plan);
 }
 
-// The mixed-input GEMM part of either operator's plan: its tile, schedule and tile order (the model of
-// core/gemm_plan.h, among the candidates `forced` leaves), then the float32 scales [k_blocks, N]
-// (`zeros`: and as many zeros after them; none where the problem has them prepacked) and
-// stream-K's partial tiles taken from `layout`
-// (after whatever the operator took before); then the workspace total.
+// The mixed-input GEMM part of either operator's plan: its tile, schedule and tile order
+// (the rules of core/gemm_plan.h, among the candidates `forced` leaves), then the float32
+// scales [k_blocks, N] (`zeros`: and as many zeros after them; none where the problem has
+// them prepacked) and stream-K's partial tiles taken from `layout` (after whatever the
+// operator took before); then the workspace total.
 template <typename Plan>
 void plan_mixed_gemm_workspace(const MixedForced& forced, bool zeros, WorkspaceLayout& layout, Plan& plan) {
   const auto& p = plan.problem;

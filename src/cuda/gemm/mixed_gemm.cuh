@@ -20,10 +20,11 @@
 // grid of one block per SM walking the tiles in CUTLASS's order or, where the plan says
 // (core/gemm_plan.h, mixed_swizzle), weight tiles first in bands of activation tiles.
 // Where the last wave of output tiles would leave SMs idle the plan takes stream-K instead
-// (CUTLASS's stream-K tile scheduler; core/gemm_plan.h's schedule model): every block takes an even share of all K tiles; blocks sharing an
-// output tile add their float32 partial sums in K order into one tile of the workspace
-// (each waits on a flag for its predecessor; the flags zeroed by a memset before each
-// GEMM), and the block with the last K tiles adds it to its own and runs the epilogue.
+// (CUTLASS's stream-K tile scheduler; core/gemm_plan.h's schedule model): every block
+// takes an even share of all K tiles; blocks sharing an output tile add their float32
+// partial sums in K order into one tile of the workspace (each waits on a flag for its
+// predecessor; the flags zeroed by a memset before each GEMM), and the block with the
+// last K tiles adds it to its own and runs the epilogue.
 // The collective takes the scales (and zero points) one float per (K block, weight row),
 // weight rows contiguous: the operator's prepacked input, or a small pass
 // (gemm/mixed_scales.cu) writes them into the workspace from the operator's [N, k_blocks]
