@@ -359,8 +359,10 @@ inline bool fused_gemm_keeps_rows(const GemmShape& s, const DeviceInfo& d) {
 // of the multiply, dequant + cuBLAS one pass over the weight: at M = 1024 the mixed GEMM
 // took 0.79-0.83x the time of dequant + cuBLAS, at M = 4096 1.06-1.09x (H200, float16,
 // 8192 x 8192 and 28672 x 8192, back to back, one run); the overheads over cuBLAS, linear
-// in M, cross near 2048. FP8 and 8-bit codes take it at every M (at M = 4096 within 1 %
-// of dequant + cuBLAS either way, without its scratch).
+// in M, cross near 2048. With the tile order below (mixed_swizzle) 8192 x 8192 M = 4096
+// still took 1.08x (910.8 against 845.3 us, medians of three, 2026-12-03). FP8 and 8-bit
+// codes take it at every M (at M = 4096 within 1 % of dequant + cuBLAS either way before
+// the tile order, without its scratch).
 constexpr int64_t kMixedMaxRows4Bit = 2048;
 
 // Its kernels: 128 or 256 activation rows per tile, on a persistent grid (one block per
