@@ -2,16 +2,18 @@
 """Compares the JSON lines of gpu_check.sh's `ab` step: for every suite NAME, the files
 NAME.base.R.jsonl and NAME.head.R.jsonl (R = 1, 2, ...: repeats, run interleaved) of one
 directory. Per case the time of each side is its fastest repeat's back-to-back time
-(`b2b_us`, the judged figure; `--metric median_us` compares the per-run medians instead);
-the ratio is head / base (< 1: the head is faster). Prints one table per suite, then one
-summary line per suite (what gpu_check's summary shows):
+(`b2b_us`, the judged figure; `--metric median_us` compares the per-run medians instead;
+`--stat median` takes the median of the repeats instead of the fastest, steadier where
+single runs move by several per cent, as large-M GEMMs under sustained load do: three
+repeats or more); the ratio is head / base (< 1: the head is faster). Prints one table
+per suite, then one summary line per suite (what gpu_check's summary shows):
 
   ab NAME: C cases, head/base b2b_us median R (min A, max B), W within 2 %, P plans changed, all within tolerance: yes
 
 Exit status 1 when a case failed its accuracy check on either side, a side is missing a
 case of the other, or no suite was found; 0 otherwise.
 
-  scripts/ab_table.py [--metric b2b_us|median_us] DIR
+  scripts/ab_table.py [--metric b2b_us|median_us] [--stat fastest|median] DIR
 """
 import collections
 import json
@@ -64,8 +66,12 @@ def load(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def compare(suite, sides, metric):
-    """sides: {"base": [rows of each repeat], "head": [...]} -> (lines, summary, ok)."""
+STATS = {"fastest": min, "median": statistics.median}
+
+
+def compare(suite, sides, metric, stat="fastest"):
+    """sides: {"base": [rows of each repeat], "head": [...]} -> (lines, summary, ok); each
+    side's time of a case is `stat` (STATS) over its repeats."""
     ok = True
     best = {}
     for side, repeats in sides.items():
@@ -82,7 +88,9 @@ def compare(suite, sides, metric):
     ratios = []
     changed = 0
     all_passed = True
-    header = ("case", "base " + metric, "head " + metric, "head/base", "base repeats", "head repeats", "kernel")
+    of = "" if stat == "fastest" else " (%s)" % stat
+    header = ("case", "base " + metric + of, "head " + metric + of, "head/base", "base repeats",
+              "head repeats", "kernel")
     table = [header]
     for key in keys:
         if key not in best["base"]:
@@ -96,7 +104,7 @@ def compare(suite, sides, metric):
         plan = h_plan if b_plan == h_plan else "%s -> %s" % (b_plan, h_plan)
         changed += b_plan != h_plan
         if b_times and h_times:
-            b, h = min(b_times), min(h_times)
+            b, h = STATS[stat](b_times), STATS[stat](h_times)
             ratio = h / b
             ratios.append(ratio)
             cells = ("%.1f" % b, "%.1f" % h, "%.3f" % ratio)
@@ -112,8 +120,8 @@ def compare(suite, sides, metric):
                                for i, (v, w) in enumerate(zip(row, widths))).rstrip())
     if ratios:
         within = sum(1 for r in ratios if abs(r - 1) <= 0.02)
-        timing = "head/base %s median %.3f (min %.3f, max %.3f), %d within 2 %%" % (
-            metric, statistics.median(ratios), min(ratios), max(ratios), within)
+        timing = "head/base %s%s median %.3f (min %.3f, max %.3f), %d within 2 %%" % (
+            metric, of, statistics.median(ratios), min(ratios), max(ratios), within)
     else:
         timing = "no GPU times"
     summary = "ab %s: %d cases, %s, %d plans changed, all within tolerance: %s" % (
@@ -124,9 +132,12 @@ def compare(suite, sides, metric):
 
 
 def main(argv):
-    metric = "b2b_us"
-    if len(argv) == 3 and argv[0] == "--metric" and argv[1] in ("b2b_us", "median_us"):
-        metric, argv = argv[1], argv[2:]
+    choices = {"--metric": ("b2b_us", "median_us"), "--stat": tuple(STATS)}
+    chosen = {"--metric": "b2b_us", "--stat": "fastest"}
+    while len(argv) >= 3 and argv[0] in choices and argv[1] in choices[argv[0]]:
+        chosen[argv[0]] = argv[1]
+        argv = argv[2:]
+    metric, stat = chosen["--metric"], chosen["--stat"]
     if len(argv) != 1 or not os.path.isdir(argv[0]):
         print(__doc__.strip(), file=sys.stderr)
         return 2
@@ -145,7 +156,7 @@ def main(argv):
             ok = False
             continue
         loaded = {side: [load(p) for _, p in sorted(files.items())] for side, files in sides.items()}
-        lines, summary, suite_ok = compare(suite, loaded, metric)
+        lines, summary, suite_ok = compare(suite, loaded, metric, stat)
         print("\n".join(lines))
         print()
         summaries.append(summary)

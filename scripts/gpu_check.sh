@@ -32,8 +32,8 @@
 #   "fp8 nbits8:none nbits4:none nbits4:packed"; an entry is fp8[:decode|prefill] or
 #   nbits<bits>[:none|packed|typed], at block AB_BLOCK_SIZE, default 128) for the base and
 #   this tree in turn, AB_REPEATS times (default 2), into $OUT/ab/, and compares them
-#   (scripts/ab_table.py: per case the faster repeat's median, head / base). Needs this
-#   tree's build (the build step, or build-gpu/ from an earlier one). AB_CASES_FILE=F runs
+#   (scripts/ab_table.py: per case the fastest repeat's b2b_us, or with AB_STAT=median
+#   the repeats' median, head / base). Needs this tree's build (the build step, or build-gpu/ from an earlier one). AB_CASES_FILE=F runs
 #   single cases instead of the suites (the suites too if AB_SUITES is also set): one case
 #   per line of F, `NAME [VAR=VALUE ...] PROFILER-ARGS` (VAR=VALUE words, such as
 #   BQMM_PLAN_OVERRIDE=mixed=0, go to the profiler's environment; # starts a comment); the
@@ -298,7 +298,7 @@ if has ab; then
         done
       done
     done
-    python3 scripts/ab_table.py "$OUT/ab" > "$OUT/ab_table.txt" 2>&1 || ab_failed=1
+    python3 scripts/ab_table.py --stat "${AB_STAT:-fastest}" "$OUT/ab" > "$OUT/ab_table.txt" 2>&1 || ab_failed=1
     if [ "$ab_tree" = . ]; then
       baseline="this tree"
     else

@@ -74,6 +74,31 @@ class AbTableTest(unittest.TestCase):
                          "ab s: 2 cases, head/base b2b_us median 0.994 (min 0.938, max 1.050), "
                          "0 within 2 %, 1 plans changed, all within tolerance: yes")
 
+    def test_median_of_repeats(self):
+        # Three repeats a side; the fastest would give 45 / 44 = 1.023, the medians 47 / 50.
+        self.write("s.base.1.jsonl", [row(1, 50.0)])
+        self.write("s.base.2.jsonl", [row(1, 44.0)])
+        self.write("s.base.3.jsonl", [row(1, 51.0)])
+        self.write("s.head.1.jsonl", [row(1, 47.0)])
+        self.write("s.head.2.jsonl", [row(1, 48.0)])
+        self.write("s.head.3.jsonl", [row(1, 45.0)])
+        p = subprocess.run([sys.executable, SCRIPT, "--stat", "median", self.dir.name],
+                           capture_output=True, text=True, check=False)
+        self.assertEqual(p.returncode, 0, p.stdout)
+        self.assertIn("base b2b_us (median)", p.stdout)
+        self.assertEqual(self.summary(p.stdout, "s"),
+                         "ab s: 1 cases, head/base b2b_us (median) median 0.940 (min 0.940, max 0.940), "
+                         "0 within 2 %, 0 plans changed, all within tolerance: yes")
+        rc, out = self.run_script()
+        self.assertIn("head/base b2b_us median 1.023", out)
+        # Both options, in either order, with the per-run metric (b2b + 3 us here).
+        p = subprocess.run([sys.executable, SCRIPT, "--stat", "median", "--metric", "median_us",
+                            self.dir.name], capture_output=True, text=True, check=False)
+        self.assertIn("head/base median_us (median) median 0.943", p.stdout)
+        p = subprocess.run([sys.executable, SCRIPT, "--stat", "mean", self.dir.name],
+                           capture_output=True, text=True, check=False)
+        self.assertEqual(p.returncode, 2)
+
     def test_per_run_metric(self):
         self.write("s.base.1.jsonl", [row(1, 50.0), row(2, 40.0)])
         self.write("s.head.1.jsonl", [row(1, 50.5), row(2, 43.0)])
