@@ -359,10 +359,10 @@ inline bool fused_gemm_keeps_rows(const GemmShape& s, const DeviceInfo& d) {
 // of the multiply, dequant + cuBLAS one pass over the weight: at M = 1024 the mixed GEMM
 // took 0.79-0.83x the time of dequant + cuBLAS, at M = 4096 1.06-1.09x (H200, float16,
 // 8192 x 8192 and 28672 x 8192, back to back, one run); the overheads over cuBLAS, linear
-// in M, cross near 2048. With the tile order below (mixed_swizzle) 8192 x 8192 M = 4096
-// still took 1.08x (910.8 against 845.3 us, medians of three, 2026-12-03). FP8 and 8-bit
-// codes take it at every M (at M = 4096 within 1 % of dequant + cuBLAS either way before
-// the tile order, without its scratch).
+// in M, cross near 2048; with the tile order below (mixed_swizzle) 8192 x 8192 M = 4096
+// took 1.08x (910.8 against 845.3 us, H200, medians of three). FP8 and 8-bit codes take it
+// at every M (at M = 4096 in CUTLASS's tile order within 1 % of dequant + cuBLAS either
+// way, without its scratch; 0.89-0.96x that time in the planner's order).
 constexpr int64_t kMixedMaxRows4Bit = 2048;
 
 // Its kernels: 128 or 256 activation rows per tile, on a persistent grid (one block per
@@ -434,8 +434,8 @@ inline MixedSchedule choose_mixed_schedule(int64_t m, int64_t n, int64_t k, int 
 // activation row, 64 MB of float16 at K = 8192, more than the 50 MB L2, so each wave reads
 // the activations again from HBM. Weight tiles first in bands of kMixedSwizzle activation
 // tiles (CUTLASS's raster along M with that swizzle) spans 33 weight tiles and 4
-// activation tiles a wave. Measured in the library (H200, b2b, 2026-12-03 20:41Z, the
-// planner against mixed_swizzle=0 in one build, three interleaved runs each, medians):
+// activation tiles a wave. Measured in the library (H200, b2b, the planner against
+// mixed_swizzle=0 in one build, three interleaved runs each, medians):
 // M = 4096 8192 x 8192 FP8 float16 and bfloat16 0.89x the time, 4096 x 14336 0.92x,
 // 14336 x 4096 0.95x, 28672 x 8192 0.96x, 8-bit 8192 x 8192 0.95x, 4-bit (forced onto
 // it) 0.96x; M = 2048 0.98x; M = 1024 (4 tiles) 1.00x. Taken from kMixedSwizzleMinTiles

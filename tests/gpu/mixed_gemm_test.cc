@@ -6,12 +6,12 @@
 // zero-point form (none, packed, typed), both activation types, bias, block sizes 64 / 128
 // / 256, K not a multiple of block_size (a partial last block; for N-bit random padding
 // codes in the stored row), M not a multiple of the tile and N not a multiple of the
-// 128-row weight tile. Every case checks that the plan is the
-// mixed-input GEMM, so a planner that stops taking it fails here rather than passing on
-// another path. Y is NaN-poisoned first; one case runs inside a CUDA graph; small cases
-// for compute-sanitizer. The prepack functions write the reference's layout bit for bit,
-// and the GEMM given their output writes the Y it writes without (bit for bit). Skips
-// itself without an SM90 device or a build without it.
+// 128-row weight tile. Every case checks that the plan is the mixed-input GEMM, so a
+// planner that stops taking it fails here rather than passing on another path. Y is
+// NaN-poisoned first; one case runs inside a CUDA graph; small cases for
+// compute-sanitizer. The prepack functions write the reference's layout bit for bit, and
+// the GEMM given their output writes the Y it writes without (bit for bit). Skips itself
+// without an SM90 device or a build without it.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
