@@ -97,7 +97,8 @@ NBitsMatMulArgs placeholder_args(const NBitsProfileCase& c) {
     args.zero_points = TensorView{p, c.dtype, Shape{c.n, k_blocks}};
   if (c.g_idx) args.g_idx = TensorView{p, DType::kInt32, Shape{c.k}};
   if (c.bias) args.bias = TensorView{p, c.dtype, Shape{c.n}};
-  if (c.prepack) args.prepacked = TensorView{p, DType::kFloat32, nbits_matmul_prepacked_shape(c.n, k_blocks)};
+  if (c.prepack)
+    args.prepacked = TensorView{p, nbits_matmul_prepacked_dtype(c.dtype, shape.bits), nbits_matmul_prepacked_shape(c.n, k_blocks)};
   args.y = MutableTensorView{p, c.dtype, Shape{c.m, c.n}};
   return args;
 }
@@ -238,7 +239,7 @@ class NBitsInputs : public GroupInputs {
           TensorView{zero_points(copy), host_.zero_points->dtype, host_.zero_points->shape};
     if (host_.g_idx) args.g_idx = g_idx_.view();
     if (host_.bias) args.bias = bias_.view();
-    if (prepacked_) args.prepacked = TensorView{prepacked(copy), DType::kFloat32, prepacked_->shape};
+    if (prepacked_) args.prepacked = TensorView{prepacked(copy), prepacked_->dtype, prepacked_->shape};
     args.y = y;
     return args;
   }

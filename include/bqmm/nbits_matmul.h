@@ -54,8 +54,8 @@ struct NBitsMatMulArgs {
   std::optional<TensorView> zero_points;
   std::optional<TensorView> g_idx;  // int32, [K]: block index of each k (act order)
   std::optional<TensorView> bias;   // T1, [N]
-  // float32, [2, k_blocks, N]: the scales and zero points prepacked by
-  // prepack_nbits_matmul (an extension; below).
+  // [2, k_blocks, N] of nbits_matmul_prepacked_dtype(T1, bits): the scales and zero points
+  // prepacked by prepack_nbits_matmul (an extension; below).
   std::optional<TensorView> prepacked;
   MutableTensorView y;              // T1, A's shape with the last dim replaced by N
 };
@@ -150,10 +150,12 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan);
 Status validate_nbits_matmul(const NBitsMatMulArgs& args, const NBitsMatMulAttrs& attrs,
                              NBitsMatMulProblem* problem);
 
-// The weight's prepacked scales and zero points (an extension; optional): float32 [2,
-// k_blocks, N], the scales transposed ([0][b][n] = scales[n, b]) and the zeros
-// ([1][b][n] = -zp[n, b] * scales[n, b], zp as the operator defines it, default
-// 2^(bits - 1) included), the layout the mixed-input GEMM (the mixed_gemm path) reads.
+// The weight's prepacked scales and zero points (an extension; optional): [2, k_blocks, N]
+// of nbits_matmul_prepacked_dtype(T1, bits), the scales transposed ([0][b][n] =
+// scales[n, b]) and the zeros ([1][b][n] = -zp[n, b] * scales[n, b], the product in
+// float32, zp as the operator defines it, default 2^(bits - 1) included), the layout and
+// type the mixed-input GEMM (the mixed_gemm path) reads: T1 (the GEMM takes q * scale +
+// zero in T1), or float32 for bfloat16 with 8 bits (a float32 multiply-add there).
 // Without them that path writes them into the workspace on every run, a pass of its own
 // before the GEMM; written once per weight (at load) and passed as
 // NBitsMatMulArgs::prepacked with every call, they take that pass and the workspace
@@ -162,6 +164,7 @@ Status validate_nbits_matmul(const NBitsMatMulArgs& args, const NBitsMatMulAttrs
 // validate does (attrs' k, n, bits and block_size; T1 from the scales) and enqueues the
 // pass on `stream` (no allocation, no synchronization).
 Shape nbits_matmul_prepacked_shape(int64_t n, int64_t k_blocks);  // {2, k_blocks, N}
+DType nbits_matmul_prepacked_dtype(DType t1, int64_t bits);       // T1; bfloat16 8-bit: float32
 Status prepack_nbits_matmul(const NBitsMatMulAttrs& attrs, const TensorView& scales,
                             const std::optional<TensorView>& zero_points,
                             const MutableTensorView& prepacked, cudaStream_t stream);

@@ -123,9 +123,15 @@ def _fp8_prepack_fake(b_scale):
     return b_scale.new_empty((b_scale.shape[1], b_scale.shape[0]), dtype=torch.float32)
 
 
+def _nbits_prepacked_dtype(scales_dtype, bits):
+    """The type of nbits_prepack's output: the scales' (T1), float32 for bfloat16 with 8 bits
+    (the type the mixed-input GEMM takes its multiply-add in)."""
+    return torch.float32 if scales_dtype == torch.bfloat16 and bits == 8 else scales_dtype
+
+
 @torch.library.register_fake("bqmm::nbits_prepack")
 def _nbits_prepack_fake(scales, zero_points=None, *, K, N, bits=4, block_size):
-    return scales.new_empty((2, -(-K // block_size), N), dtype=torch.float32)
+    return scales.new_empty((2, -(-K // block_size), N), dtype=_nbits_prepacked_dtype(scales.dtype, bits))
 
 
 def fp8_matmul(a, b, b_scale, a_scale=None, bias=None, *, block_size=128,
@@ -158,7 +164,8 @@ def fp8_prepack(b_scale):
 
 
 def nbits_prepack(scales, zero_points=None, *, K, N, bits=4, block_size):
-    """The weight's scales and zeros prepacked for nbits_matmul's `prepacked`: float32
-    [2, k_blocks, N] (torch.ops.bqmm.nbits_prepack, on the scales' device)."""
+    """The weight's scales and zeros prepacked for nbits_matmul's `prepacked`: [2, k_blocks,
+    N] of the scales' dtype, float32 for bfloat16 with 8 bits (torch.ops.bqmm.nbits_prepack,
+    on the scales' device)."""
     return torch.ops.bqmm.nbits_prepack(scales, zero_points, K=K, N=N, bits=bits,
                                         block_size=block_size)

@@ -297,14 +297,18 @@ at::Tensor nbits_matmul(const at::Tensor& a_in, const at::Tensor& b_in,
 
 // ---------------------------------------------------------------- prepack ops
 
-// A float32 tensor of `shape` on `device` for a prepack op's output (the caching
-// allocator's blocks are 512-byte aligned; bqmm needs 16) and its view.
-at::Tensor make_prepacked(const bqmm::Shape& shape, const at::Device& device,
+// A tensor of `shape` and `dtype` (float32, float16 or bfloat16) on `device` for a prepack
+// op's output (the caching allocator's blocks are 512-byte aligned; bqmm needs 16) and its
+// view.
+at::Tensor make_prepacked(const bqmm::Shape& shape, bqmm::DType dtype, const at::Device& device,
                           bqmm::MutableTensorView* view) {
   std::vector<int64_t> sizes;
   for (int i = 0; i < shape.rank(); ++i) sizes.push_back(shape[i]);
-  at::Tensor t = at::empty(sizes, at::TensorOptions().dtype(at::kFloat).device(device));
-  *view = bqmm::MutableTensorView{t.data_ptr(), bqmm::DType::kFloat32, shape};
+  const at::ScalarType type = dtype == bqmm::DType::kFloat16    ? at::kHalf
+                              : dtype == bqmm::DType::kBFloat16 ? at::kBFloat16
+                                                                : at::kFloat;
+  at::Tensor t = at::empty(sizes, at::TensorOptions().dtype(type).device(device));
+  *view = bqmm::MutableTensorView{t.data_ptr(), to_bqmm_dtype(t, "prepacked"), shape};
   return t;
 }
 
@@ -318,7 +322,8 @@ at::Tensor fp8_prepack(const at::Tensor& b_scale_in) {
   TORCH_CHECK_VALUE(s.shape.rank() == 2, "bqmm: InvalidArgument: b_scale: expected rank 2 [N, ceil(K/block_size)] but got ",
                     s.shape.to_string());
   bqmm::MutableTensorView out_view;
-  at::Tensor out = make_prepacked(bqmm::fp8_matmul_prepacked_shape(s.shape[0], s.shape[1]), device, &out_view);
+  at::Tensor out =
+      make_prepacked(bqmm::fp8_matmul_prepacked_shape(s.shape[0], s.shape[1]), bqmm::DType::kFloat32, device, &out_view);
   check(bqmm::prepack_fp8_matmul(s, out_view, at::cuda::getCurrentCUDAStream(device.index()).stream()));
   return out;
 }
@@ -343,8 +348,10 @@ at::Tensor nbits_prepack(const at::Tensor& scales_in, const std::optional<at::Te
   // check of the attributes; the placeholder shape is never used then).
   const int64_t k_blocks = block_size > 0 && K > 0 ? K / block_size + (K % block_size != 0 ? 1 : 0) : 0;
   bqmm::MutableTensorView out_view;
+  // Its type follows the scales' (the prepack's checks report scales of another type).
+  const bqmm::DType dtype = bqmm::nbits_matmul_prepacked_dtype(to_bqmm_dtype(scales, "scales"), bits);
   at::Tensor out = make_prepacked(bqmm::nbits_matmul_prepacked_shape(std::max<int64_t>(N, 0), std::max<int64_t>(k_blocks, 0)),
-                                  device, &out_view);
+                                  dtype, device, &out_view);
   check(bqmm::prepack_nbits_matmul(attrs, view(scales, "scales"), zp_view, out_view,
                                    at::cuda::getCurrentCUDAStream(device.index()).stream()));
   return out;

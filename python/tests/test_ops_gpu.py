@@ -147,15 +147,16 @@ def test_fp8_prepacked_scales_same_y(dtype, m, seed):
 def test_nbits_prepacked_scales_same_y(zp, bits, seed):
     args, kw = nbits_case(300, 264, 1024, torch.bfloat16, bits, 128, zp, bias=True)
     pp = bqmm.nbits_prepack(args[2], args[3], **kw)
-    assert pp.dtype == torch.float32 and tuple(pp.shape) == (2, 8, 264)
+    # bfloat16 scales: prepacked as bfloat16 for 4 bits, float32 for 8 (the GEMM's types)
+    assert pp.dtype == (torch.float32 if bits == 8 else torch.bfloat16) and tuple(pp.shape) == (2, 8, 264)
     if zp == "none":
         zero = torch.full_like(args[2], 2 ** (bits - 1), dtype=torch.float32)
     elif zp == "packed":
         zero = quant.unpack_bits(args[3], bits, 8).float()
     else:
         zero = args[3].float()
-    assert torch.equal(pp[0], args[2].float().t())
-    assert torch.equal(pp[1], (-zero * args[2].float()).t())
+    assert torch.equal(pp[0], args[2].to(pp.dtype).t())
+    assert torch.equal(pp[1], (-zero * args[2].float()).to(pp.dtype).t())
     y = torch.ops.bqmm.nbits_matmul(*args, **kw)
     assert torch.equal(torch.ops.bqmm.nbits_matmul(*args, **kw, prepacked=pp), y)
     layer = bqmm.nn.NBitsLinear.from_quantized(*args[1:], **kw).prepack()

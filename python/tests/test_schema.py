@@ -79,8 +79,9 @@ def test_fake_b_scale_block_rows():
 
 
 def test_fake_prepack_shapes():
-    # The prepack ops' outputs: float32 [k_blocks, N] and [2, k_blocks, N]; the matmul ops
-    # take them by keyword without changing Y's shape.
+    # The prepack ops' outputs: float32 [k_blocks, N] and [2, k_blocks, N] of the scales'
+    # dtype (float32 for bfloat16 with 8 bits); the matmul ops take them by keyword without
+    # changing Y's shape.
     s = torch.empty(48, 2, device="meta")
     pp = torch.ops.bqmm.fp8_prepack(s)
     assert tuple(pp.shape) == (2, 48) and pp.dtype == torch.float32 and pp.device.type == "meta"
@@ -88,8 +89,11 @@ def test_fake_prepack_shapes():
     assert tuple(torch.ops.bqmm.fp8_matmul(*args, **kw, prepacked=pp).shape) == (2, 3, 48)
     args, kw = _nbits_meta()
     pp = torch.ops.bqmm.nbits_prepack(args[2], args[3], **kw)
-    assert tuple(pp.shape) == (2, 3, 40) and pp.dtype == torch.float32
+    assert tuple(pp.shape) == (2, 3, 40) and pp.dtype == torch.float16
     assert tuple(torch.ops.bqmm.nbits_matmul(*args, **kw, prepacked=pp).shape) == (5, 40)
+    for bits, dtype in ((4, torch.bfloat16), (8, torch.float32)):
+        args, kw = _nbits_meta(bits=bits, dtype=torch.bfloat16)
+        assert torch.ops.bqmm.nbits_prepack(args[2], args[3], **kw).dtype == dtype
 
 
 def test_fake_rejects_wrong_k():

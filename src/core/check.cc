@@ -52,8 +52,8 @@ Status tensor(const char* name, const TensorView& t, DType dtype, const Shape& e
   return data(name, t.data, count, dtype);
 }
 
-Status prepacked(const TensorView& t, const Shape& expected, const char* meaning) {
-  BQMM_RETURN_IF_ERROR(tensor("prepacked", t, DType::kFloat32, expected, meaning));
+Status prepacked(const TensorView& t, DType dtype, const Shape& expected, const char* meaning) {
+  BQMM_RETURN_IF_ERROR(tensor("prepacked", t, dtype, expected, meaning));
   if (t.data != nullptr && pointer_alignment(t.data) < 16)
     return invalid("prepacked: expected a 16-byte aligned pointer but got one aligned to " +
                    std::to_string(pointer_alignment(t.data)) + " bytes");

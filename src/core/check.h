@@ -29,9 +29,9 @@ Status shape_in(const char* name, const Shape& got, std::initializer_list<Shape>
 Status tensor(const char* name, const TensorView& t, DType dtype, const Shape& expected,
               const char* meaning);
 
-// A prepacked weight part (the operators' `prepacked` input): float32 of the expected
+// A prepacked weight part (the operators' `prepacked` input): of the expected dtype and
 // shape with data, 16-byte aligned (the mixed-input GEMM reads it by TMA).
-Status prepacked(const TensorView& t, const Shape& expected, const char* meaning);
+Status prepacked(const TensorView& t, DType dtype, const Shape& expected, const char* meaning);
 
 // Negative dims, int64 overflow of the element count or of the byte size; writes numel.
 Status numel(const char* name, const Shape& shape, DType dtype, int64_t* out);

@@ -298,7 +298,7 @@ void plan_w8a8_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOv
 void plan_mixed_gemm(const Fp8MatMulProblem& p, const PlanOverride& o, Fp8MatMulPlan* plan) {
   WorkspaceLayout layout;
   take_act_region(p, layout, plan);
-  plan_mixed_gemm_workspace(mixed_forced(o), /*zeros=*/false, layout, *plan);
+  plan_mixed_gemm_workspace(mixed_forced(o), DType::kFloat32, /*zeros=*/false, layout, *plan);
 }
 
 // [QDQ A] -> dequantize B in N tiles -> cuBLAS -> bias. The vector dequant kernel takes

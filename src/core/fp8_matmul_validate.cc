@@ -33,7 +33,7 @@ Status validate_fp8_prepack(const TensorView& b_scale, const MutableTensorView& 
   int64_t numel = 0;
   BQMM_RETURN_IF_ERROR(check::numel("b_scale", b_scale.shape, DType::kFloat32, &numel));
   BQMM_RETURN_IF_ERROR(check::data("b_scale", b_scale.data, numel, DType::kFloat32));
-  return check::prepacked(TensorView{prepacked.data, prepacked.dtype, prepacked.shape},
+  return check::prepacked(TensorView{prepacked.data, prepacked.dtype, prepacked.shape}, DType::kFloat32,
                           fp8_matmul_prepacked_shape(*n, *k_blocks),
                           "ceil(K/block_size), N: b_scale's shape transposed");
 }
@@ -106,7 +106,7 @@ Status validate_fp8_matmul(const Fp8MatMulArgs& args, const Fp8MatMulAttrs& attr
 
   // prepacked: float32[k_blocks, N], b_scale transposed (prepack_fp8_matmul)
   if (args.prepacked)
-    BQMM_RETURN_IF_ERROR(check::prepacked(*args.prepacked, fp8_matmul_prepacked_shape(n, k_blocks),
+    BQMM_RETURN_IF_ERROR(check::prepacked(*args.prepacked, DType::kFloat32, fp8_matmul_prepacked_shape(n, k_blocks),
                                           "ceil(K/block_size), N: b_scale transposed (prepack_fp8_matmul)"));
 
   // Y: T[..., N]

@@ -457,10 +457,21 @@ inline int mixed_swizzle(int64_t m, int64_t n, const MixedSchedule& s, const Mix
   const bool whole_bands = act_tiles % kMixedSwizzle == 0 && weight_tiles % kMixedSwizzle == 0;
   return act_tiles >= kMixedSwizzleMinTiles && whole_bands ? kMixedSwizzle : 0;
 }
-// Its workspace: the scales as float32 [k_blocks, N] (the collective's layout), N-bit's
+// The type of its N-bit scales and zeros (-zp * scale), activation type t, `bits` wide
+// codes: t, so that the collective converts a code to t and takes q * scale + zero in one
+// t multiply-add (ptxas fuses the two; the GPU tests pin it bit for bit: with the default
+// zero point 2^(bits - 1), -zp * scale is exact in t, and the weight is round_t((q - zp) *
+// scale), as the dequant path writes it). Float32 for bfloat16 with 8-bit codes, whose
+// conversion CUTLASS runs through float32 anyway (uint8 -> float -> bfloat16): there the
+// float32 fma was the faster (H200, 8192 x 8192 M = 1024: 182.8 us against 186.9), and
+// float32 where t is (the dequant path's activations). FP8's scales are float32 always.
+constexpr DType mixed_nbits_scales_dtype(DType t, int bits) {
+  return t == DType::kBFloat16 && bits == 8 ? DType::kFloat32 : t;
+}
+// Its workspace: the scales as [k_blocks, N] of `dtype` (the collective's layout), N-bit's
 // zeros (-zp * scale) after them.
-inline int64_t mixed_scales_bytes(int64_t n, int64_t k_blocks, bool zeros) {
-  return n * k_blocks * static_cast<int64_t>(sizeof(float)) * (zeros ? 2 : 1);
+inline int64_t mixed_scales_bytes(int64_t n, int64_t k_blocks, DType dtype, bool zeros) {
+  return n * k_blocks * static_cast<int64_t>(dtype_size(dtype)) * (zeros ? 2 : 1);
 }
 // Stream-K's workspace, a bound on what CUTLASS's scheduler asks for (the run checks it):
 // a float32 partial tile for each output tile it splits (at most all of them), then a

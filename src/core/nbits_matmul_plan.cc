@@ -369,11 +369,13 @@ const char* mixed_gemm_refusal_of(const NBitsMatMulProblem& p, const DeviceInfo&
                             fused_gemm_applies(p, d, o) ? &fused : nullptr);
 }
 
-// Its tile by the wave rule or as the override forces it; the float32 scales and zeros
-// (every zero-point form folded into -zp * scale) in the workspace.
+// Its tile by the wave rule or as the override forces it; the scales and zeros (every
+// zero-point form folded into -zp * scale) in the workspace, typed as the GEMM reads them.
 void plan_mixed_gemm(const PlanOverride& o, NBitsMatMulPlan* plan) {
   WorkspaceLayout layout;
-  plan_mixed_gemm_workspace(mixed_forced(o), /*zeros=*/true, layout, *plan);
+  const NBitsMatMulProblem& p = plan->problem;
+  plan_mixed_gemm_workspace(mixed_forced(o), mixed_nbits_scales_dtype(p.dtype, p.bits), /*zeros=*/true, layout,
+                            *plan);
 }
 
 // Dequantize B in N tiles -> cuBLAS -> bias. The vector kernel reads 8 codes with one

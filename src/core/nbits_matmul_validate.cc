@@ -4,6 +4,7 @@
 
 #include "bqmm/nbits_matmul.h"
 #include "core/check.h"
+#include "core/gemm_plan.h"
 #include "core/prepack.h"
 
 namespace bqmm {
@@ -68,6 +69,9 @@ Status check_weight_size(const NBitsMatMulAttrs& attrs, int64_t* k_blocks) {
 }  // namespace
 
 Shape nbits_matmul_prepacked_shape(int64_t n, int64_t k_blocks) { return Shape{2, k_blocks, n}; }
+DType nbits_matmul_prepacked_dtype(DType t1, int64_t bits) {
+  return mixed_nbits_scales_dtype(t1, static_cast<int>(bits));
+}
 
 Status validate_nbits_prepack(const NBitsMatMulAttrs& attrs, const TensorView& scales,
                               const std::optional<TensorView>& zero_points,
@@ -80,6 +84,7 @@ Status validate_nbits_prepack(const NBitsMatMulAttrs& attrs, const TensorView& s
   NBitsZeroPoints zp_kind = NBitsZeroPoints::kNone;
   BQMM_RETURN_IF_ERROR(check_scales_and_zero_points(scales, zero_points, t, attrs.n, k_blocks, attrs.bits, &zp_kind));
   BQMM_RETURN_IF_ERROR(check::prepacked(TensorView{prepacked.data, prepacked.dtype, prepacked.shape},
+                                        nbits_matmul_prepacked_dtype(t, attrs.bits),
                                         nbits_matmul_prepacked_shape(attrs.n, k_blocks),
                                         "2, ceil(K/block_size), N: scales and zeros transposed"));
   NBitsMatMulProblem p;
@@ -147,9 +152,10 @@ Status validate_nbits_matmul(const NBitsMatMulArgs& args, const NBitsMatMulAttrs
   // bias: T1[N]
   if (args.bias) BQMM_RETURN_IF_ERROR(check::tensor("bias", *args.bias, t, Shape{n}, "N"));
 
-  // prepacked: float32[2, k_blocks, N] (prepack_nbits_matmul)
+  // prepacked: [2, k_blocks, N] of nbits_matmul_prepacked_dtype (prepack_nbits_matmul)
   if (args.prepacked)
-    BQMM_RETURN_IF_ERROR(check::prepacked(*args.prepacked, nbits_matmul_prepacked_shape(n, k_blocks),
+    BQMM_RETURN_IF_ERROR(check::prepacked(*args.prepacked, nbits_matmul_prepacked_dtype(t, bits),
+                                          nbits_matmul_prepacked_shape(n, k_blocks),
                                           "2, ceil(K/block_size), N: scales and zeros transposed "
                                           "(prepack_nbits_matmul)"));
 

@@ -97,12 +97,13 @@ void plan_fused_gemm_workspace(WorkspaceLayout& layout, Plan& plan) {
 }
 
 // The mixed-input GEMM part of either operator's plan: its tile, schedule and tile order
-// (the rules of core/gemm_plan.h, among the candidates `forced` leaves), then the float32
-// scales [k_blocks, N] (`zeros`: and as many zeros after them; none where the problem has
-// them prepacked) and stream-K's partial tiles taken from `layout` (after whatever the
+// (the rules of core/gemm_plan.h, among the candidates `forced` leaves), then the scales
+// [k_blocks, N] of `scales_dtype` (`zeros`: and as many zeros after them; none where the
+// problem has them prepacked) and stream-K's partial tiles taken from `layout` (after whatever the
 // operator took before); then the workspace total.
 template <typename Plan>
-void plan_mixed_gemm_workspace(const MixedForced& forced, bool zeros, WorkspaceLayout& layout, Plan& plan) {
+void plan_mixed_gemm_workspace(const MixedForced& forced, DType scales_dtype, bool zeros, WorkspaceLayout& layout,
+                               Plan& plan) {
   const auto& p = plan.problem;
   plan.gemm.wgmma = true;
   const MixedSchedule schedule = choose_mixed_schedule(p.m, p.n, p.k, plan.device.num_sms, forced);
@@ -111,7 +112,7 @@ void plan_mixed_gemm_workspace(const MixedForced& forced, bool zeros, WorkspaceL
   plan.gemm.tile_n = kMixedTileN;
   plan.gemm.swizzle = mixed_swizzle(p.m, p.n, schedule, forced);
   plan.regions.scales_bytes =
-      p.has_prepacked ? 0 : static_cast<size_t>(mixed_scales_bytes(p.n, p.k_blocks(), zeros));
+      p.has_prepacked ? 0 : static_cast<size_t>(mixed_scales_bytes(p.n, p.k_blocks(), scales_dtype, zeros));
   plan.regions.scales_offset = layout.take(plan.regions.scales_bytes);
   plan.regions.partial_bytes =
       schedule.stream_k ? static_cast<size_t>(mixed_stream_k_bytes(p.m, p.n, schedule.tile_m)) : 0;

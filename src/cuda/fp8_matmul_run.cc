@@ -174,7 +174,7 @@ Status prepack_fp8_matmul(const TensorView& b_scale, const MutableTensorView& pr
   g.scales = b_scale.data;
   g.n = n;
   g.k_blocks = k_blocks;
-  return cuda::launch_mixed_scales(g, static_cast<float*>(prepacked.data), stream);
+  return cuda::launch_mixed_scales(g, prepacked.data, stream);
 }
 
 }  // namespace bqmm

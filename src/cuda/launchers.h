@@ -129,6 +129,7 @@ Status launch_nbits_gemv_fma(const NBitsGemvArgs& args, int rows, cudaStream_t s
 // K % 8 == 0, 16-byte aligned a and b, rows of B of a multiple of 16 bytes, FP8
 // block_size % 16 == 0 (N-bit block sizes are powers of two >= 16).
 enum class GemmWeights { kFp8, kInt8, kInt4 };
+constexpr int gemm_weight_bits(GemmWeights w) { return w == GemmWeights::kInt4 ? 4 : 8; }  // bits per code
 struct FusedGemmArgs {
   DType dtype = DType::kFloat16;       // T of a, bias, y (and N-bit scales)
   GemmWeights weights = GemmWeights::kFp8;
@@ -156,8 +157,9 @@ Status launch_fused_gemm(const FusedGemmArgs& args, const GemmConfig& config, fl
 // fused GEMM's arguments (typed zero points too), in tiles of tile_m (128 or 256)
 // activation rows on a persistent grid of num_sms blocks, or stream-K: the K tiles dealt
 // out over the SMs, float32 partial tiles in `partials`. It reads the scales (and,
-// N-bit, the zeros -zp * scale) as float32 [k_blocks, N] (mixed_scales_bytes of
-// core/gemm_plan.h): the operator's prepacked input, or where there is none a first pass
+// N-bit, the zeros -zp * scale) as [k_blocks, N], float32 for FP8, N-bit's of
+// mixed_nbits_scales_dtype (core/gemm_plan.h, as mixed_scales_bytes): the operator's
+// prepacked input, or where there is none a first pass
 // (launch_mixed_scales) writes them into `scales`. Needs block_size % 64 == 0, N % 8 == 0,
 // 16-byte rows of W and A and 16-byte aligned pointers.
 struct MixedGemmLaunch {
@@ -165,8 +167,8 @@ struct MixedGemmLaunch {
   bool stream_k = false;
   int swizzle = 0;  // GemmConfig::swizzle
   int num_sms = 0;
-  const float* prepacked = nullptr;  // the scales (and zeros) in place, or nullptr:
-  float* scales = nullptr;           // the plan's scales region, written first
+  const void* prepacked = nullptr;  // the scales (and zeros) in place, or nullptr:
+  void* scales = nullptr;           // the plan's scales region, written first
   void* partials = nullptr;   // stream-K: the plan's partial region (mixed_stream_k_bytes)
   size_t partial_bytes = 0;
 };
@@ -175,15 +177,15 @@ Status launch_mixed_gemm(const FusedGemmArgs& args, const MixedGemmLaunch& launc
 // scales (and zeros) in place at `scales_t` (and `zeros_t`): gemm/mixed_{fp8,int8,int4}.cu
 // instantiate it, so each compiles in parallel.
 template <typename T, GemmWeights kW>
-Status launch_mixed_tile(const FusedGemmArgs& args, const MixedGemmLaunch& launch, const float* scales_t,
-                         const float* zeros_t, cudaStream_t stream);
+Status launch_mixed_tile(const FusedGemmArgs& args, const MixedGemmLaunch& launch, const void* scales_t,
+                         const void* zeros_t, cudaStream_t stream);
 
 // gemm/mixed_scales.cu (every architecture): the mixed-input GEMM's scales from the
 // operator's layout, float32 [k_blocks, N] into `scales_t`, and for N-bit weights the
 // zeros -zp * scale [k_blocks, N] after them (the zero points as `args` gives them: packed,
 // typed or the default). Reads args' dtype, weights, scales, zero points, n and k_blocks.
 // The prepack functions and the mixed-input GEMM's per-run pass.
-Status launch_mixed_scales(const FusedGemmArgs& args, float* scales_t, cudaStream_t stream);
+Status launch_mixed_scales(const FusedGemmArgs& args, void* scales_t, cudaStream_t stream);
 
 // gemm/w8a8_wgmma.cu (SM90a): Fp8WeightMatMul with the activation quantized, on FP8 tensor
 // cores. A quantize pass writes A's e4m3 codes (and, `dynamic`, its per-(row, block) scales

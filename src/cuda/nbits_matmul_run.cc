@@ -145,7 +145,7 @@ Status prepack_nbits_matmul(const NBitsMatMulAttrs& attrs, const TensorView& sca
   if (p.zero_points == NBitsZeroPoints::kTyped) g.zp_typed = zero_points->data;
   g.n = p.n;
   g.k_blocks = p.k_blocks();
-  return cuda::launch_mixed_scales(g, static_cast<float*>(prepacked.data), stream);
+  return cuda::launch_mixed_scales(g, prepacked.data, stream);
 }
 
 }  // namespace bqmm

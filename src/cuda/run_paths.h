@@ -77,9 +77,9 @@ Status run_planned_mixed_gemm(const Plan& plan, const Args& args, const void* a,
   launch.swizzle = plan.gemm.swizzle;
   launch.num_sms = plan.device.num_sms;
   if (args.prepacked) {
-    launch.prepacked = static_cast<const float*>(args.prepacked->data);
+    launch.prepacked = args.prepacked->data;
   } else {
-    launch.scales = reinterpret_cast<float*>(ws + plan.regions.scales_offset);
+    launch.scales = ws + plan.regions.scales_offset;
   }
   launch.partials = ws + plan.regions.partial_offset;
   launch.partial_bytes = plan.regions.partial_bytes;

@@ -148,12 +148,13 @@ HostTensor nbits_matmul_emulate_dequant_gemm(const NBitsCase& c) {
 
 HostTensor nbits_prepacked(const NBitsCase& c) {
   const int64_t n = c.n(), k_blocks = c.k_blocks();
-  HostTensor t = HostTensor::zeros(DType::kFloat32, Shape{2, k_blocks, n});
+  const DType dtype = nbits_matmul_prepacked_dtype(c.dtype(), c.attrs.bits);
+  HostTensor t = HostTensor::zeros(dtype, Shape{2, k_blocks, n});
   for (int64_t row = 0; row < n; ++row)
     for (int64_t blk = 0; blk < k_blocks; ++blk) {
       const float scale = static_cast<float>(c.scales.get(row * k_blocks + blk));
       const float zp = static_cast<float>(nbits_zero_point(c, row, blk));
-      t.set(blk * n + row, scale);
+      t.set(blk * n + row, scale);  // set() rounds to the dtype
       t.set((k_blocks + blk) * n + row, -zp * scale);
     }
   return t;

@@ -44,9 +44,9 @@ uint32_t nbits_code(const NBitsCase& c, int64_t n, int64_t k);
 // The zero point of block `blk` of row n: packed (integer), typed (T1 value) or the
 // default 2^(bits - 1).
 double nbits_zero_point(const NBitsCase& c, int64_t n, int64_t blk);
-// The operator's prepacked input as prepack_nbits_matmul defines it, float32 [2, k_blocks,
-// N]: [0][b][n] = scales[n, b], [1][b][n] = -zp * scales[n, b] (both rounded to float32,
-// their product once).
+// The operator's prepacked input as prepack_nbits_matmul defines it, [2, k_blocks, N] of
+// nbits_matmul_prepacked_dtype: [0][b][n] = scales[n, b], [1][b][n] = -zp * scales[n, b]
+// (the product in float32, then rounded to that type).
 HostTensor nbits_prepacked(const NBitsCase& c);
 // The block of k: g_idx[k] when given, else k / block_size.
 int64_t nbits_block_of(const NBitsCase& c, int64_t k);

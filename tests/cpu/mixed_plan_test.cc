@@ -62,8 +62,14 @@ TEST(MixedPlan, ScheduleRule) {
   EXPECT_EQ(sk256.tile_m, 256);
   EXPECT_TRUE(sk256.stream_k);
   EXPECT_TRUE(choose_mixed_schedule(4096, 8192, 8192, 132, {1, 0}).stream_k);
-  EXPECT_EQ(mixed_scales_bytes(8192, 64, false), 8192 * 64 * 4);
-  EXPECT_EQ(mixed_scales_bytes(8192, 64, true), 2 * 8192 * 64 * 4);
+  EXPECT_EQ(mixed_scales_bytes(8192, 64, DType::kFloat32, false), 8192 * 64 * 4);
+  EXPECT_EQ(mixed_scales_bytes(8192, 64, DType::kFloat32, true), 2 * 8192 * 64 * 4);
+  EXPECT_EQ(mixed_scales_bytes(8192, 64, DType::kFloat16, true), 2 * 8192 * 64 * 2);
+  // N-bit's scales and zeros are T, but float32 for bfloat16 with 8-bit codes.
+  EXPECT_EQ(mixed_nbits_scales_dtype(DType::kFloat16, 4), DType::kFloat16);
+  EXPECT_EQ(mixed_nbits_scales_dtype(DType::kFloat16, 8), DType::kFloat16);
+  EXPECT_EQ(mixed_nbits_scales_dtype(DType::kBFloat16, 4), DType::kBFloat16);
+  EXPECT_EQ(mixed_nbits_scales_dtype(DType::kBFloat16, 8), DType::kFloat32);
 }
 
 // Stream-K's workspace: one float32 tile per output tile and the flags, after the scales.
@@ -236,7 +242,9 @@ TEST(MixedPlan, TakenAbove128RowsOnHopper) {
             continue;
           }
           EXPECT_EQ(q.path, NBitsPath::kMixedGemm);
-          EXPECT_EQ(q.regions.scales_bytes, static_cast<size_t>(2 * 8192 * (8192 / block) * 4));
+          // Scales and zeros of T (2 bytes), float32 for bfloat16 with 8-bit codes.
+          const size_t scale_bytes = t == DType::kBFloat16 && bits == 8 ? 4 : 2;
+          EXPECT_EQ(q.regions.scales_bytes, 2 * 8192 * static_cast<size_t>(8192 / block) * scale_bytes);
         }
       }
   // From 128 rows on every prefill shape (at M = 128 where the fused GEMM does not keep

@@ -363,27 +363,45 @@ TEST(NBitsNames, ZeroPointKinds) {
   EXPECT_STREQ(nbits_zero_points_name(NBitsZeroPoints::kTyped), "typed");
 }
 
-// The prepacked input (float32 [2, k_blocks, N], 16-byte aligned): the problem records
-// it; the wrong shape or alignment is an error naming it.
+// The prepacked input ([2, k_blocks, N] of T1, float32 for bfloat16 with 8 bits; 16-byte
+// aligned): the problem records it; the wrong dtype, shape or alignment is an error naming
+// it.
 TEST_F(NBitsValidateTest, PrepackedScalesAndZeros) {
   ASSERT_TRUE(validate().ok());
   EXPECT_FALSE(problem.has_prepacked);
   EXPECT_EQ(nbits_matmul_prepacked_shape(1024, 128), (Shape{2, 128, 1024}));
-  args.prepacked = TensorView{fake(), DType::kFloat32, Shape{2, 128, 1024}};
+  for (const DType t : {DType::kFloat16, DType::kFloat32}) {
+    EXPECT_EQ(nbits_matmul_prepacked_dtype(t, 4), t);
+    EXPECT_EQ(nbits_matmul_prepacked_dtype(t, 8), t);
+  }
+  EXPECT_EQ(nbits_matmul_prepacked_dtype(DType::kBFloat16, 4), DType::kBFloat16);
+  EXPECT_EQ(nbits_matmul_prepacked_dtype(DType::kBFloat16, 8), DType::kFloat32);
+  args.prepacked = TensorView{fake(), DType::kFloat16, Shape{2, 128, 1024}};
   ASSERT_TRUE(validate().ok()) << validate().to_string();
   EXPECT_TRUE(problem.has_prepacked);
-  args.prepacked = TensorView{fake(), DType::kFloat32, Shape{128, 1024}};
+  args.prepacked = TensorView{fake(), DType::kFloat32, Shape{2, 128, 1024}};
+  EXPECT_EQ(error(), "prepacked: expected dtype float16 but got float32");
+  args.prepacked = TensorView{fake(), DType::kFloat16, Shape{128, 1024}};
   EXPECT_EQ(error(),
             "prepacked: expected shape [2, 128, 1024] (2, ceil(K/block_size), N: scales and zeros "
             "transposed (prepack_nbits_matmul)) but got [128, 1024]");
-  args.prepacked = TensorView{fake(8), DType::kFloat32, Shape{2, 128, 1024}};
+  args.prepacked = TensorView{fake(8), DType::kFloat16, Shape{2, 128, 1024}};
   EXPECT_EQ(error(), "prepacked: expected a 16-byte aligned pointer but got one aligned to 8 bytes");
+  // bfloat16 with 8-bit codes: float32.
+  set_t1(DType::kBFloat16);
+  attrs.bits = 8;
+  args.b = TensorView{fake(), DType::kUInt8, Shape{1024, 128, 32}};
+  args.zero_points = TensorView{fake(), DType::kUInt8, Shape{1024, 128}};
+  args.prepacked = TensorView{fake(), DType::kFloat32, Shape{2, 128, 1024}};
+  ASSERT_TRUE(validate().ok()) << validate().to_string();
+  args.prepacked = TensorView{fake(), DType::kBFloat16, Shape{2, 128, 1024}};
+  EXPECT_EQ(error(), "prepacked: expected dtype float32 but got bfloat16");
 }
 
 // prepack_nbits_matmul checks the attributes, scales, zero points and its output as
 // validate does, before it enqueues anything (no GPU needed).
 TEST_F(NBitsValidateTest, PrepackChecksItsTensors) {
-  MutableTensorView out{fake(), DType::kFloat32, Shape{2, 128, 1024}};
+  MutableTensorView out{fake(), DType::kFloat16, Shape{2, 128, 1024}};
   auto prepack = [&] { return prepack_nbits_matmul(attrs, args.scales, args.zero_points, out, nullptr); };
   out.shape = Shape{128, 1024};
   Status s = prepack();

@@ -256,8 +256,9 @@ TEST(ProfileCli, BScaleBlockRows) {
                               "--explain --device cpu");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find(" b_scale_block_rows=128 "), std::string::npos) << r.output;
-  if (bqmm::mixed_gemm_built())
+  if (bqmm::mixed_gemm_built()) {
     EXPECT_NE(r.output.find("path=w8a8_groupwise; "), std::string::npos) << r.output;
+  }
   const CliResult bad = run_cli("--op fp8 --b-scale-block-rows 0 --m 4 --n 64 --k 128 --device cpu");
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("--b-scale-block-rows"), std::string::npos) << bad.output;

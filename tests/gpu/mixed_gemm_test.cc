@@ -19,6 +19,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "bqmm/status.h"
 #include "common/fp8_runner.h"
@@ -353,6 +354,50 @@ TEST(MixedGemmPrepack, NBitsEveryZeroPointFormSameY) {
       run_twice_in_graph(d, &y_prepacked);
       EXPECT_TRUE(same_bits(y_prepacked, y_per_run));
     }
+}
+
+// The weight as the GEMM dequantizes it, read back through an identity activation (A = I,
+// M = K: Y[m, n] = w[n, m], one product with 1.0 among zeros, exact in float32):
+// round_T((q - zp) * scale), the dequant path's weight, for the default zero point in both
+// types and widths, and for packed zero points where the multiply-add is in float32
+// (bfloat16 with 8-bit codes; core/gemm_plan.h, mixed_nbits_scales_dtype; there -zp *
+// scale is exact too). This pins the code-to-weight step to one rounding: a multiply and
+// an add rounded apart would break it. (Fractional typed zero points make (q - zp) * scale
+// longer than float32, so both paths round it twice; the contract's bounds cover them.)
+// Values compare equal (+0 and -0 alike, the one freedom of a sum of products).
+TEST(MixedGemmNBits, DequantizedWeightExactlyRounded) {
+  BQMM_REQUIRE_MIXED();
+  uint64_t seed = 1700;
+  for (const int bits : {4, 8})
+    for (const DType t : kDTypes)
+      for (const NBitsZeroPoints zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked}) {
+        if (zp == NBitsZeroPoints::kPacked && mixed_nbits_scales_dtype(t, bits) != DType::kFloat32) continue;
+        const Schedule& sched = kSchedules[seed % kNumSchedules];
+        SCOPED_TRACE(::testing::Message() << bits << "-bit " << dtype_name(t) << " zero points "
+                                          << nbits_zero_points_name(zp) << " " << sched);
+        constexpr int64_t kK = 256, kN = 264;
+        reference::NBitsCaseSpec spec = nbits_spec(t, bits, kK, kN, kK, 64, zp, /*bias=*/false);
+        spec.init = reference::WeightInit::kAllCodes;
+        NBitsCase c = reference::make_random_nbits_case(spec, seed++);
+        for (int64_t i = 0; i < c.a.numel(); ++i) c.a.set(i, i / kK == i % kK ? 1.0 : 0.0);
+        testing::NBitsKnobs knobs;
+        knobs.force = force_mixed(sched);
+        testing::NBitsRun run;
+        BQMM_ASSERT_OK(testing::run_nbits_on_device(*testing::shared_handle(), c, knobs, &run));
+        ASSERT_EQ(run.plan.path, NBitsPath::kMixedGemm);
+        ASSERT_EQ(run.y.numel(), kK * kN);
+        HostTensor expected = HostTensor::zeros(t, run.y.shape);
+        std::vector<double> w;
+        for (int64_t n = 0; n < kN; ++n) {
+          reference::nbits_weight_row(c, n, &w);
+          for (int64_t m = 0; m < kK; ++m) expected.set(m * kN + n, w[m]);  // rounded to T
+        }
+        int64_t differ = 0, first = -1;
+        for (int64_t i = 0; i < expected.numel(); ++i)
+          if (!(run.y.get(i) == expected.get(i)) && differ++ == 0) first = i;
+        EXPECT_EQ(differ, 0) << "first at Y[" << first / kN << ", " << first % kN << "]: " << run.y.get(first)
+                             << " against " << expected.get(first);
+      }
 }
 
 }  // namespace

@@ -15,7 +15,7 @@ Status refuse(const std::string& why) {
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 Status check_args(const FusedGemmArgs& a, const GemmConfig& c, const float* partials) {
-  const int bits = a.weights == GemmWeights::kInt4 ? 4 : 8;
+  const int bits = gemm_weight_bits(a.weights);
   if (c.wgmma && !wgmma_tile_supported(c.tile_m, bits, a.weights == GemmWeights::kFp8, a.block_size))
     return refuse("no wgmma tile_m " + std::to_string(c.tile_m) + " for " + std::to_string(bits) +
                   "-bit weights of block_size " + std::to_string(a.block_size));

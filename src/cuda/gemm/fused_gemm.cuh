@@ -63,7 +63,7 @@ namespace bqmm::cuda {
 // ----------------------------------------------------------------- geometry
 template <GemmWeights kW>
 struct GemmFormat {
-  static constexpr int kBits = kW == GemmWeights::kInt4 ? 4 : 8;
+  static constexpr int kBits = gemm_weight_bits(kW);
   static constexpr int kSlabK = static_cast<int>(gemm_slab_k(kBits));  // K per stage
   static constexpr int kChunks = static_cast<int>(kGemmSlabBytes / 16);  // per row per slab
   static constexpr int kChunkK = 16 * 8 / kBits;                    // K per 16-byte chunk

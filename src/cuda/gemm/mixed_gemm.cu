@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/gemm_plan.h"
 #include "cuda/common.cuh"
 #include "cuda/cuda_check.h"
 #include "cuda/launchers.h"
@@ -16,13 +17,16 @@ namespace {
 
 template <typename T>
 Status launch_typed(const FusedGemmArgs& g, const MixedGemmLaunch& launch, cudaStream_t stream) {
-  const bool fp8 = g.weights == GemmWeights::kFp8;
-  const float* scales_t = launch.prepacked;
+  const void* scales_t = launch.prepacked;
   if (scales_t == nullptr) {
     BQMM_RETURN_IF_ERROR(launch_mixed_scales(g, launch.scales, stream));
     scales_t = launch.scales;
   }
-  const float* zeros_t = fp8 ? nullptr : scales_t + g.k_blocks * g.n;
+  const void* zeros_t = nullptr;  // N-bit's zeros follow the scales, of the same type
+  if (g.weights != GemmWeights::kFp8) {
+    const size_t scale_bytes = dtype_size(mixed_nbits_scales_dtype(g.dtype, gemm_weight_bits(g.weights)));
+    zeros_t = static_cast<const uint8_t*>(scales_t) + g.k_blocks * g.n * static_cast<int64_t>(scale_bytes);
+  }
   switch (g.weights) {
     case GemmWeights::kFp8: return launch_mixed_tile<T, GemmWeights::kFp8>(g, launch, scales_t, zeros_t, stream);
     case GemmWeights::kInt8: return launch_mixed_tile<T, GemmWeights::kInt8>(g, launch, scales_t, zeros_t, stream);

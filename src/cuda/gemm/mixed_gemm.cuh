@@ -5,13 +5,16 @@
 //
 //   FP8:    Y[m, n] = sum_k A[m, k] * round_T(e4m3(W[n, k]) * scale[n, k / bs]) + bias[n]
 //   N-bit:  Y[m, n] = sum_k A[m, k] * round_T(q[n, k] * scale[n, b] + zero[n, b]) + bias[n],
-//           zero[n, b] = -zp[n, b] * scale[n, b]     (float32; b = k / bs)
+//           zero[n, b] = S(-zp[n, b] * scale[n, b])     (b = k / bs)
 //
-// The weight is dequantized once per tile, in registers, to T, as the dequant + cuBLAS
-// path dequantizes it (FP8 bit-identically: e4m3 times the float32 scale, rounded to T
-// once; N-bit with the zero point folded into a float32 fma, rounded once), and fed to
-// wgmma as its register operand; float32 accumulation; the bias added in float32 in the
-// epilogue, Y rounded to T once.
+// The weight is dequantized once per tile, in registers, to T, and fed to wgmma as its
+// register operand; float32 accumulation; the bias added in float32 in the epilogue, Y
+// rounded to T once. FP8 as the dequant + cuBLAS path dequantizes it, bit for bit: e4m3
+// times the float32 scale, rounded to T once. N-bit: the code converted to S, then one
+// multiply-add in S (S = T, or float32 for bfloat16 with 8-bit codes: core/gemm_plan.h,
+// mixed_nbits_scales_dtype); with the default zero point 2^(bits - 1) the zero is exact
+// in S and the weight is round_T((q - zp) * scale), the dequant path's bit for bit; a
+// packed or typed zero point in T is rounded to T first (within the contract's bounds).
 //
 // The problem is swapped so that the narrow operand is CUTLASS's A: D = W x A^T, D of
 // shape [N, M] column-major, which is Y [M, N] row-major. Tiles: 128 weight rows x tile_m
@@ -25,10 +28,10 @@
 // partial sums in K order into one tile of the workspace (each waits on a flag for its
 // predecessor; the flags zeroed by a memset before each GEMM), and the block with the
 // last K tiles adds it to its own and runs the epilogue.
-// The collective takes the scales (and zero points) one float per (K block, weight row),
-// weight rows contiguous: the operator's prepacked input, or a small pass
-// (gemm/mixed_scales.cu) writes them into the workspace from the operator's [N, k_blocks]
-// layout before each GEMM. Its group (the block size) must be whole 64-K tiles; rows of W, A and Y must be
+// The collective takes the scales (and zeros) one value per (K block, weight row), weight
+// rows contiguous: the operator's prepacked input, or a small pass (gemm/mixed_scales.cu)
+// writes them into the workspace from the operator's [N, k_blocks] layout before each
+// GEMM. Its group (the block size) must be whole 64-K tiles; rows of W, A and Y must be
 // whole 16-byte TMA lines (core/gemm_plan.h, mixed_gemm_refusal).
 #pragma once
 
@@ -48,6 +51,8 @@
 #include "cutlass/gemm/device/gemm_universal_adapter.h"
 #include "cutlass/gemm/dispatch_policy.hpp"
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "core/gemm_plan.h"
+#include "cuda/common.cuh"
 #include "cuda/cuda_check.h"
 #include "cuda/gemm/cutlass_types.cuh"
 #include "cuda/launchers.h"
@@ -80,8 +85,12 @@ struct MixedGemm {
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutY, kAlignT, Element,
       LayoutY, kAlignT, cutlass::epilogue::TmaWarpSpecializedCooperative, Fusion>::CollectiveOp;
 
-  // The weight with its float32 scales (and zeros): the collective's ConvertAndScale(WithZero).
-  using WeightOperand = std::conditional_t<kZero, cute::tuple<Codes, float, float>, cute::tuple<Codes, float>>;
+  // The weight with its scales (and zeros) of type Scale: the collective's
+  // ConvertAndScale(WithZero).
+  static constexpr bool kScalesInT =
+      kZero && mixed_nbits_scales_dtype(TypeOf<T>::kDType, kCodeBits) == TypeOf<T>::kDType;
+  using Scale = std::conditional_t<kScalesInT, Element, float>;
+  using WeightOperand = std::conditional_t<kZero, cute::tuple<Codes, Scale, Scale>, cute::tuple<Codes, float>>;
   using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, WeightOperand, LayoutW, kAlignW, Element,
       LayoutA, kAlignT, float, TileShape, ClusterShape,
@@ -92,9 +101,9 @@ struct MixedGemm {
   using Kernel = cutlass::gemm::kernel::GemmUniversal<cute::Shape<int, int, int, int>, Mainloop, Epilogue, Scheduler>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 
-  // Y = the GEMM of `g`, the scales (and zeros) already transposed to [k_blocks, N] float.
-  static Status run(const FusedGemmArgs& g, const MixedGemmLaunch& launch, const float* scales_t,
-                    const float* zeros_t, cudaStream_t stream) {
+  // Y = the GEMM of `g`, the scales (and zeros) already transposed to [k_blocks, N] Scale.
+  static Status run(const FusedGemmArgs& g, const MixedGemmLaunch& launch, const void* scales_t,
+                    const void* zeros_t, cudaStream_t stream) {
     const int64_t row_elems = g.row_bytes * 8 / kCodeBits;  // W's row pitch, padded blocks included
     typename Kernel::StrideA stride_w{};
     cute::get<0>(stride_w) = row_elems;
@@ -112,10 +121,10 @@ struct MixedGemm {
     args.mainloop.dA = stride_w;
     args.mainloop.ptr_B = static_cast<const Element*>(g.a);
     args.mainloop.dB = stride_a;
-    args.mainloop.ptr_S = scales_t;
+    args.mainloop.ptr_S = static_cast<const Scale*>(scales_t);
     args.mainloop.dS = stride_s;
     args.mainloop.group_size = static_cast<int>(g.block_size);
-    if constexpr (kZero) args.mainloop.ptr_Z = zeros_t;
+    if constexpr (kZero) args.mainloop.ptr_Z = static_cast<const Scale*>(zeros_t);
     args.epilogue.thread.alpha = 1.0f;
     args.epilogue.thread.beta = 0.0f;
     args.epilogue.thread.bias_ptr = static_cast<const Element*>(g.bias);
@@ -156,8 +165,8 @@ struct MixedGemm {
 // One weight format's tiles and schedules in one activation type (mixed_{fp8,int8,int4}.cu
 // instantiate).
 template <typename T, GemmWeights kW>
-Status launch_mixed_tile(const FusedGemmArgs& g, const MixedGemmLaunch& launch, const float* scales_t,
-                         const float* zeros_t, cudaStream_t stream) {
+Status launch_mixed_tile(const FusedGemmArgs& g, const MixedGemmLaunch& launch, const void* scales_t,
+                         const void* zeros_t, cudaStream_t stream) {
   if (launch.stream_k) {
     if (launch.tile_m == 128) return MixedGemm<T, kW, 128, true>::run(g, launch, scales_t, zeros_t, stream);
     if (launch.tile_m == 256) return MixedGemm<T, kW, 256, true>::run(g, launch, scales_t, zeros_t, stream);

@@ -4,8 +4,8 @@
 namespace bqmm::cuda {
 
 template Status launch_mixed_tile<__half, GemmWeights::kInt4>(const FusedGemmArgs&, const MixedGemmLaunch&,
-                                                          const float*, const float*, cudaStream_t);
+                                                          const void*, const void*, cudaStream_t);
 template Status launch_mixed_tile<__nv_bfloat16, GemmWeights::kInt4>(const FusedGemmArgs&, const MixedGemmLaunch&,
-                                                                  const float*, const float*, cudaStream_t);
+                                                                  const void*, const void*, cudaStream_t);
 
 }  // namespace bqmm::cuda
