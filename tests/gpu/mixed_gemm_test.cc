@@ -245,11 +245,11 @@ TEST(MixedGemm, SanitizeSmall) {
 }
 
 // The prepacked tensor of `shape`, NaN-poisoned, filled by `prepack` on a fresh stream;
-// checked against `expected` (the reference's layout) bit for bit.
+// checked against `expected` (the reference's layout and dtype) bit for bit.
 template <typename Prepack>
 void prepack_and_check(const Shape& shape, const HostTensor& expected, const Prepack& prepack,
                        harness::DeviceTensor* out) {
-  BQMM_ASSERT_OK(testing::upload_poisoned(DType::kFloat32, shape, out));
+  BQMM_ASSERT_OK(testing::upload_poisoned(expected.dtype, shape, out));
   BQMM_ASSERT_OK(testing::run_on_fresh_stream([&](cudaStream_t s) { return prepack(out->mutable_view(), s); }));
   HostTensor got;
   BQMM_ASSERT_OK(out->download(&got));
