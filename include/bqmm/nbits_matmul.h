@@ -102,7 +102,7 @@ enum class NBitsPath {
   kEmpty,        // M == 0 or N == 0: nothing to write
   kBiasOnly,     // K == 0: Y = bias (or zeros)
   kGemv,         // 0 < M <= 8, no g_idx, integer zero points: fused GEMV, bias fused
-  kMixedGemm,    // M > 128 (4-bit to 2048), or from 65 rows where the fused GEMM is not
+  kMixedGemm,    // M > 128, or from 65 rows where the fused GEMM is not
                  // the faster or does not apply; SM90, float16 / bfloat16, no g_idx,
                  // block_size % 64 == 0: mixed-input GEMM (CUTLASS; codes dequantized in
                  // registers, wgmma, every zero-point form; a persistent grid or stream-K),

@@ -355,16 +355,6 @@ inline bool fused_gemm_keeps_rows(const GemmShape& s, const DeviceInfo& d) {
   return fused_gemm_keeps_rows_why(s, d) != nullptr;
 }
 
-// The most rows where 4-bit codes take it. Its float32 decode of 4-bit codes costs a share
-// of the multiply, dequant + cuBLAS one pass over the weight: at M = 1024 the mixed GEMM
-// took 0.79-0.83x the time of dequant + cuBLAS, at M = 4096 1.06-1.09x (H200, float16,
-// 8192 x 8192 and 28672 x 8192, back to back, one run); the overheads over cuBLAS, linear
-// in M, cross near 2048; with the tile order below (mixed_swizzle) 8192 x 8192 M = 4096
-// took 1.08x (910.8 against 845.3 us, H200, medians of three). FP8 and 8-bit codes take it
-// at every M (at M = 4096 in CUTLASS's tile order within 1 % of dequant + cuBLAS either
-// way, without its scratch; 0.89-0.96x that time in the planner's order).
-constexpr int64_t kMixedMaxRows4Bit = 2048;
-
 // Its kernels: 128 or 256 activation rows per tile, on a persistent grid (one block per
 // SM walking whole tiles: time by whole waves of tiles) or stream-K (the K tiles of all
 // output tiles dealt out evenly over the SMs: time by the fraction of a wave, plus the
@@ -498,9 +488,6 @@ const char* mixed_gemm_refusal(const Problem& p, int bits, int64_t row_bytes, co
   if (p.m < kMixedMinRows && forced != 1) return "M <= 64: the fused GEMM is faster there";
   if (fused != nullptr && p.m <= kGemmMaxRows && forced != 1)
     if (const char* why = fused_gemm_keeps_rows_why(*fused, d)) return why;
-  static_assert(kMixedMaxRows4Bit == 2048, "the reason below names the bound");
-  if (bits == 4 && p.m > kMixedMaxRows4Bit && forced != 1)
-    return "4-bit M > 2048: dequant + cuBLAS is faster there";
   if (d.sm != 90) return "not an SM90 device (CUTLASS's mixed-input collective is sm_90a)";
   if (!mixed_gemm_built()) return "not built (no CUTLASS headers or no SM90 in CUDA_ARCHITECTURES)";
   if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16)

@@ -237,10 +237,6 @@ TEST(MixedPlan, TakenAbove128RowsOnHopper) {
         EXPECT_EQ(f.workspace_bytes, align_up(end, kWorkspaceAlign));
         for (const int bits : {4, 8}) {
           const NBitsMatMulPlan q = plan(nbits_problem(m, 8192, 8192, bits, block, t));
-          if (bits == 4 && m > kMixedMaxRows4Bit) {  // dequant + cuBLAS is faster there
-            EXPECT_EQ(q.path, NBitsPath::kDequantGemm);
-            continue;
-          }
           EXPECT_EQ(q.path, NBitsPath::kMixedGemm);
           // Scales and zeros of T (2 bytes), float32 for bfloat16 with 8-bit codes.
           const size_t scale_bytes = t == DType::kBFloat16 && bits == 8 ? 4 : 2;
@@ -364,11 +360,10 @@ TEST(MixedPlan, Refusals) {
     EXPECT_STREQ(nbits_mixed_gemm_refusal(nbits_problem(1024, 8192, 8208, 4, 128), kHopper, {}),
                  "K % 32 != 0 (TMA of whole 16-byte units of B)");
     EXPECT_EQ(nbits_mixed_gemm_refusal(nbits_problem(1024, 8192, 8208, 8, 128), kHopper, {}), nullptr);
-    EXPECT_EQ(nbits_mixed_gemm_refusal(nbits_problem(2048, 8192, 8192, 4, 128), kHopper, {}), nullptr);
-    EXPECT_STREQ(nbits_mixed_gemm_refusal(nbits_problem(2049, 8192, 8192, 4, 128), kHopper, {}),
-                 "4-bit M > 2048: dequant + cuBLAS is faster there");
-    EXPECT_EQ(nbits_mixed_gemm_refusal(nbits_problem(4096, 8192, 8192, 8, 128), kHopper, {}), nullptr);
-    EXPECT_EQ(nbits_mixed_gemm_refusal(nbits_problem(4096, 8192, 8192, 4, 128), kHopper, parsed("mixed=1")), nullptr);
+    // Both widths at every M (4-bit, too, since its codes decode in T).
+    for (const int bits : {4, 8})
+      for (const int64_t m : {int64_t{2048}, int64_t{4096}, int64_t{65536}})
+        EXPECT_EQ(nbits_mixed_gemm_refusal(nbits_problem(m, 8192, 8192, bits, 128), kHopper, {}), nullptr);
     EXPECT_STREQ(nbits_mixed_gemm_refusal(nbits_problem(1024, 8192, 8192, 4, 128, DType::kFloat32), kHopper, {}),
                  "float32 activations (tensor cores take float16 / bfloat16)");
   }

@@ -155,13 +155,13 @@ TEST(NBitsPlan, FusedGemmAboveTheDecodeRows) {
           }
           // At 128 rows, too, where the fused GEMM's grid is one wave (its rule and the
           // larger shapes: tests/cpu/mixed_plan_test.cc); above, the mixed-input GEMM where
-          // built on SM90 (4-bit to 2048 rows), else dequant + cuBLAS.
+          // built on SM90, else dequant + cuBLAS.
           p.m = 128;
           EXPECT_EQ(path(p, d), NBitsPath::kFusedGemm);
           EXPECT_EQ(path(p, d, parsed("mixed=0")), NBitsPath::kFusedGemm);
           for (int64_t m : {129, 256, 4096, 65536}) {
             p.m = m;
-            const bool mixed = d.sm == 90 && mixed_gemm_built() && (m <= kMixedMaxRows4Bit || bits == 8);
+            const bool mixed = d.sm == 90 && mixed_gemm_built();
             EXPECT_EQ(nbits_mixed_gemm_refusal(p, d, {}) == nullptr, mixed) << m;
             EXPECT_EQ(path(p, d), mixed ? NBitsPath::kMixedGemm : NBitsPath::kDequantGemm) << m;
             EXPECT_EQ(path(p, d, parsed("mixed=0")), NBitsPath::kDequantGemm) << m;
