@@ -453,8 +453,9 @@ inline int mixed_swizzle(int64_t m, int64_t n, const MixedSchedule& s, const Mix
 // zero point 2^(bits - 1), -zp * scale is exact in t, and the weight is round_t((q - zp) *
 // scale), as the dequant path writes it). Float32 for bfloat16 with 8-bit codes, whose
 // conversion CUTLASS runs through float32 anyway (uint8 -> float -> bfloat16): there the
-// float32 fma was the faster (H200, 8192 x 8192 M = 1024: 182.8 us against 186.9), and
-// float32 where t is (the dequant path's activations). FP8's scales are float32 always.
+// float32 fma was the faster (H200, 8192 x 8192 M = 1024: 182.8 us against 186.9); and
+// float32 for float32 activations (which take the dequant path; a prepack of their scales
+// is float32). FP8's scales are float32 always.
 constexpr DType mixed_nbits_scales_dtype(DType t, int bits) {
   return t == DType::kBFloat16 && bits == 8 ? DType::kFloat32 : t;
 }
