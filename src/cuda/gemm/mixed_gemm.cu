@@ -24,8 +24,8 @@ Status launch_typed(const FusedGemmArgs& g, const MixedGemmLaunch& launch, cudaS
   }
   const void* zeros_t = nullptr;  // N-bit's zeros follow the scales, of the same type
   if (g.weights != GemmWeights::kFp8) {
-    const size_t scale_bytes = dtype_size(mixed_nbits_scales_dtype(g.dtype, gemm_weight_bits(g.weights)));
-    zeros_t = static_cast<const uint8_t*>(scales_t) + g.k_blocks * g.n * static_cast<int64_t>(scale_bytes);
+    const DType scales_dtype = mixed_nbits_scales_dtype(g.dtype, gemm_weight_bits(g.weights));
+    zeros_t = static_cast<const uint8_t*>(scales_t) + mixed_scales_bytes(g.n, g.k_blocks, scales_dtype, false);
   }
   switch (g.weights) {
     case GemmWeights::kFp8: return launch_mixed_tile<T, GemmWeights::kFp8>(g, launch, scales_t, zeros_t, stream);
