@@ -60,8 +60,10 @@ def short_path(row):
         split = re.search(r"k_split=(\d+)", plan)
         loop = "w8a8" if path == "w8a8_gemm" else "wgmma" if "mainloop=wgmma" in plan else "fused"
         return "%s t%s k%s" % (loop, tile.group(1) if tile else "?", split.group(1) if split else "?")
-    if path == "w8a8_groupwise":  # CUTLASS's groupwise FP8 GEMM (one weight scale per 128 rows: r128)
-        return "w8a8 groupwise" + (" r128" if "weight_scales=per_128_rows" in plan else "")
+    if path in ("w8a8_groupwise", "w8a8_cublaslt"):  # CUTLASS's groupwise or cuBLASLt's block-scaled FP8
+        # GEMM (one weight scale per 128 rows: r128)
+        name = "groupwise" if path == "w8a8_groupwise" else "cublaslt"
+        return "w8a8 " + name + (" r128" if "weight_scales=per_128_rows" in plan else "")
     if path == "mixed_gemm":  # "mixed t<tile_m>[ sk]"
         tile = re.search(r"tile_m=(\d+)", plan)
         stream_k = " sk" if "schedule=stream_k" in plan else ""

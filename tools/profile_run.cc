@@ -378,6 +378,8 @@ int explain_cases(const std::vector<OpCases>& runs, const Machine& machine) {
                   check.plan.c_str());
       if (!check.w8a8_gemm_refusal.empty())
         std::printf("  w8a8_gemm: not taken: %s\n", check.w8a8_gemm_refusal.c_str());
+      if (!check.w8a8_cublaslt_refusal.empty())
+        std::printf("  w8a8_cublaslt: not taken: %s\n", check.w8a8_cublaslt_refusal.c_str());
       if (!check.w8a8_groupwise_refusal.empty())
         std::printf("  w8a8_groupwise: not taken: %s\n", check.w8a8_groupwise_refusal.c_str());
       if (!check.mixed_gemm_refusal.empty())

@@ -87,6 +87,10 @@ enum class Fp8Path {
   kBiasOnly,     // K == 0: Y = bias (or zeros)
   kGemvFma,      // 0 < M <= 8: fused GEMV on CUDA cores (W8A8 and bias fused)
   kGemvMma,      // 0 < M <= 8, SM80+: fused GEMV on tensor cores (mma.m16n8k16)
+  kW8a8Cublaslt,  // M >= 128, SM90, A quantized (a_scale or dynamic_act_quant), block_size
+                  // 128, N % 8 == 0: A -> e4m3 codes and scales -> cuBLASLt's FP8 GEMM with
+                  // block scales (128 x 128 blocks where b_scale_block_rows % 128 == 0,
+                  // else per row), bias fused
   kW8a8Groupwise,  // M >= 256, SM90, dynamic_act_quant or b_scale_block_rows % 128 == 0,
                    // block_size 128, N % 8 == 0, the tiles filling the SMs: A -> e4m3
                    // codes and scales -> CUTLASS's FP8 GEMM with groupwise scales, bias
@@ -102,8 +106,8 @@ enum class Fp8Path {
                  // scale and bias fused, tensor cores)
   kDequantGemm,  // [QDQ A] -> dequantize B tiles to T -> cuBLAS GEMM -> bias
 };
-// "empty", "bias_only", "gemv_fma", "gemv_mma", "w8a8_groupwise", "w8a8_gemm", "mixed_gemm",
-// "fused_gemm", "dequant_gemm"
+// "empty", "bias_only", "gemv_fma", "gemv_mma", "w8a8_cublaslt", "w8a8_groupwise", "w8a8_gemm",
+// "mixed_gemm", "fused_gemm", "dequant_gemm"
 const char* fp8_path_name(Fp8Path path);
 
 // What a caller chooses; fp8_matmul_options_from_env applies the environment.
@@ -143,8 +147,9 @@ Status validate_fp8_matmul(const Fp8MatMulArgs& args, const Fp8MatMulAttrs& attr
 int64_t find_b_scale_block_rows(const float* b_scale, int64_t n, int64_t k_blocks, int64_t rows = 128);
 
 // The weight's prepacked scales (an extension; optional): b_scale transposed to float32
-// [k_blocks, N], the layout the mixed-input GEMM (the mixed_gemm path) reads. Without
-// them that path writes this transpose into the workspace on every run, a pass of its own
+// [k_blocks, N], the layout the mixed-input GEMM (the mixed_gemm path) and cuBLASLt's FP8
+// GEMM with per-row scales (the w8a8_cublaslt path) read. Without
+// them those paths write this transpose into the workspace on every run, a pass of its own
 // before the GEMM; written once per weight (at load) and passed as Fp8MatMulArgs::prepacked
 // with every call, they take that pass and the workspace region away. Other paths ignore
 // them. They must be this b_scale's: run cannot tell stale ones from fresh ones.

@@ -41,8 +41,9 @@ struct GemmConfig {
                           // float32 partial tiles in the workspace
   int swizzle = 0;  // the mixed-input GEMM's tile order on its persistent grid: 0 CUTLASS's
                     // own; S > 0 weight tiles first, in bands of S activation tiles
-  int scale_rows = 1;  // W8A8 on CUTLASS's groupwise GEMM: weight rows per scale read (1, or
-                       // 128 where Fp8MatMulAttrs::b_scale_block_rows promises it)
+  int scale_rows = 1;  // W8A8 on cuBLASLt's or CUTLASS's groupwise FP8 GEMM: weight rows per
+                       // scale read (1, or 128 where Fp8MatMulAttrs::b_scale_block_rows
+                       // promises it)
 };
 
 // The dequant + cuBLAS path: the weight dequantized in N tiles into the scratch.
@@ -59,20 +60,24 @@ struct WorkspaceRegions {
   // on the fused GEMM, which read A' = QDQ(A) from here (act_bytes > 0 exactly then).
   size_t act_offset = 0, act_bytes = 0;
   size_t cublas_offset = 0, cublas_bytes = 0;    // cuBLAS's own workspace
-  size_t scratch_offset = 0, scratch_bytes = 0;  // [n_tile, K] dequantized weight of T
+  // [n_tile, K] dequantized weight of T; W8A8 on cuBLASLt with M % 4 != 0: Y of M rounded
+  // up to 4 rows, copied to Y after the GEMM.
+  size_t scratch_offset = 0, scratch_bytes = 0;
   // The fused GEMM's Hopper mainloop: the activation (A, or A') in the K order its TMA
   // copies want, [M rounded up to its tile, K rounded up to 32] of T, written by a pass
   // before it.
   size_t act_order_offset = 0, act_order_bytes = 0;
   size_t partial_offset = 0, partial_bytes = 0;  // fused / W8A8 GEMM k_split > 1: [k_split, M, N] float32;
                                                  // the stream-K mixed-input GEMM's partial tiles and flags
-  // Fp8WeightMatMul's W8A8 GEMM: the activation quantized to e4m3, [M, K] bytes, and with
-  // dynamic quantization its float32 scales,
-  // [k_blocks, M padded to a multiple of 128].
+  // Fp8WeightMatMul's W8A8 GEMMs: the activation quantized to e4m3, [M, K] bytes, and its
+  // float32 scales [k_blocks, M padded] (M padded to a multiple of 128; on cuBLASLt both
+  // cover M rounded up to 4 rows).
   size_t codes_offset = 0, codes_bytes = 0;
   size_t act_scales_offset = 0, act_scales_bytes = 0;
   // The mixed-input GEMM: the weight's scales as float32 [k_blocks, N] and, NBitsMatMul,
   // its zeros (-zero_point * scale) after them, written by each run before the GEMM.
+  // W8A8 on cuBLASLt: the weight's scales in its layout (per row: [k_blocks, N]; per 128
+  // rows: w8a8_cublaslt_block_scales floats).
   size_t scales_offset = 0, scales_bytes = 0;
 };
 

@@ -1,7 +1,8 @@
 // Fp8WeightMatMul planner: a pure function of (problem, device, options[, override]).
 // The dispatch chain, cheapest applicable path first:
 //   empty output -> K == 0 (bias only) -> fused decode GEMV for M <= 8 (tensor cores, else
-//   CUDA cores) -> W8A8 GEMM on FP8 tensor cores for M > 8 with A quantized (SM90) ->
+//   CUDA cores) -> W8A8 with A quantized (SM90): cuBLASLt's block-scaled FP8 GEMM from 128
+//   rows, CUTLASS's groupwise FP8 GEMM or the W8A8 GEMM on FP8 tensor cores for M > 8 ->
 //   mixed-input GEMM for M >= 128 (SM90) -> fused GEMM for 8 < M <= kGemmMaxRows ->
 //   dequantize + cuBLAS.
 // The QDQ of a W8A8 activation is fused into the GEMV kernels' activation load, and is a
@@ -180,6 +181,50 @@ void plan_w8a8_groupwise(const Fp8MatMulProblem& p, Fp8MatMulPlan* plan) {
   plan->workspace_bytes = layout.total();
 }
 
+// cuBLASLt's FP8 GEMM with block scales (core/gemm_plan.h, kW8a8Cublaslt*) in the W8A8
+// GEMMs' place (after the W8A8 GEMM's refusal): both modes, from kW8a8CublasltMinRows rows
+// (forced: any M above 8), its scale blocks of 128 K the operator's blocks, rows of Y of
+// whole 16-byte units; w8a8_groupwise=1 forces CUTLASS's GEMM instead. cuBLASLt ships
+// these kernels for SM90 only.
+const char* w8a8_cublaslt_refusal(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
+  if (const char* why = w8a8_gemm_refusal(p, d, o)) return why;
+  if (o.w8a8_cublaslt == 0) return "w8a8_cublaslt=0 (plan override)";
+  if (o.w8a8_groupwise == 1) return "w8a8_groupwise=1 (plan override)";
+  if (o.tile_m > 0 || o.gemm_k_split > 0) return "tile_m / gemm_k_split forced (the W8A8 GEMM's keys)";
+  static_assert(kW8a8CublasltMinRows == 128, "the reason below names the bound");
+  if (o.w8a8_cublaslt != 1 && p.m < kW8a8CublasltMinRows) return "M < 128: the W8A8 GEMM's tiles are faster there";
+  if (p.block_size != 128) return "block_size != 128 (cuBLASLt's scale blocks are 128 K)";
+  if (p.n % 8 != 0) return "N % 8 != 0 (rows of Y not whole 16-byte units)";
+  if (p.m >= (int64_t{1} << 31) - kW8a8CublasltRowMultiple || p.n >= (int64_t{1} << 31) || p.k >= (int64_t{1} << 31))
+    return "M, N or K beyond 2^31";
+  return nullptr;
+}
+
+// Quantize A (codes and scales for M rounded up to 4 rows, the rows past M zero) -> the
+// weight's scales in cuBLASLt's layout (128 x 128 blocks gathered, or per row transposed
+// unless prepacked) -> cuBLASLt's block-scaled FP8 GEMM, the bias in its epilogue; where
+// M % 4 != 0, into the scratch and M rows copied to Y.
+void plan_w8a8_cublaslt(const Fp8MatMulProblem& p, Fp8MatMulPlan* plan) {
+  GemmConfig& g = plan->gemm;
+  g.scale_rows = w8a8_groupwise_scale_rows(p);
+  const int64_t rows = w8a8_cublaslt_rows(p.m);
+  WorkspaceRegions& r = plan->regions;
+  WorkspaceLayout layout;
+  r.codes_bytes = static_cast<size_t>(rows * p.k);
+  r.codes_offset = layout.take(r.codes_bytes);
+  r.act_scales_bytes = static_cast<size_t>(p.k_blocks() * rows) * sizeof(float);
+  r.act_scales_offset = layout.take(r.act_scales_bytes);
+  const int64_t scales = g.scale_rows == 128 ? w8a8_cublaslt_block_scales(p.n, p.k_blocks())
+                                             : (p.has_prepacked ? 0 : p.k_blocks() * p.n);
+  r.scales_bytes = static_cast<size_t>(scales) * sizeof(float);
+  r.scales_offset = layout.take(r.scales_bytes);
+  r.scratch_bytes = rows != p.m ? static_cast<size_t>(rows * p.n) * dtype_size(p.dtype) : 0;
+  r.scratch_offset = layout.take(r.scratch_bytes);
+  r.cublas_bytes = cublas_workspace_bytes(plan->device.sm);
+  r.cublas_offset = layout.take(r.cublas_bytes);
+  plan->workspace_bytes = layout.total();
+}
+
 // TMA tiles where line loads do not apply (K % 128 == 64) and the weight is long enough to
 // amortize their start (N x K >= 128 Mi: 5-15 % faster than register loads there).
 bool choose_tma(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o,
@@ -322,6 +367,7 @@ const char* fp8_path_name(Fp8Path path) {
     case Fp8Path::kBiasOnly: return "bias_only";
     case Fp8Path::kGemvFma: return "gemv_fma";
     case Fp8Path::kGemvMma: return "gemv_mma";
+    case Fp8Path::kW8a8Cublaslt: return "w8a8_cublaslt";
     case Fp8Path::kW8a8Groupwise: return "w8a8_groupwise";
     case Fp8Path::kW8a8Gemm: return "w8a8_gemm";
     case Fp8Path::kMixedGemm: return "mixed_gemm";
@@ -361,6 +407,11 @@ std::ostream& operator<<(std::ostream& os, const Fp8MatMulPlan& plan) {
     os << "; act_scales=" << (plan.problem.dynamic_act_quant ? "dynamic" : "static");
     print_gemm(os, plan.gemm);
   }
+  if (plan.path == Fp8Path::kW8a8Cublaslt) {
+    os << "; act_scales=" << (plan.problem.dynamic_act_quant ? "dynamic" : "static")
+       << "; weight_scales=" << (plan.gemm.scale_rows == 128 ? "per_128_rows" : "per_row");
+    if (plan.gemm.scale_rows == 1) print_mixed_scales(os, plan.problem.has_prepacked);
+  }
   if (plan.path == Fp8Path::kW8a8Groupwise) {
     os << "; act_scales=" << (plan.problem.dynamic_act_quant ? "dynamic" : "static")
        << "; weight_scales=" << (plan.gemm.scale_rows == 128 ? "per_128_rows" : "per_row");
@@ -387,6 +438,11 @@ const char* fp8_w8a8_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& d
 const char* fp8_w8a8_groupwise_refusal(const Fp8MatMulProblem& p, const DeviceInfo& device,
                                        const PlanOverride& o) {
   return w8a8_groupwise_refusal(p, device, o);
+}
+
+const char* fp8_w8a8_cublaslt_refusal(const Fp8MatMulProblem& p, const DeviceInfo& device,
+                                      const PlanOverride& o) {
+  return w8a8_cublaslt_refusal(p, device, o);
 }
 
 const char* fp8_mixed_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& device,
@@ -430,7 +486,10 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
     *out = plan;
     return Status::Ok();
   }
-  if (w8a8_groupwise_refusal(p, device, o) == nullptr) {
+  if (w8a8_cublaslt_refusal(p, device, o) == nullptr) {
+    plan.path = Fp8Path::kW8a8Cublaslt;
+    plan_w8a8_cublaslt(p, &plan);
+  } else if (w8a8_groupwise_refusal(p, device, o) == nullptr) {
     plan.path = Fp8Path::kW8a8Groupwise;
     plan_w8a8_groupwise(p, &plan);
   } else if (w8a8_gemm_refusal(p, device, o) == nullptr) {

@@ -145,6 +145,25 @@ constexpr int64_t kW8a8GroupwiseMinFillPct = 75;
 // its scales [k_blocks][M padded to whole tiles] float32.
 constexpr int64_t w8a8_m_pad(int64_t m) { return (m + kW8a8TileM - 1) / kW8a8TileM * kW8a8TileM; }
 
+// W8A8 on cuBLASLt's FP8 GEMM with block scales (cuda/cublas_gemm.cc, SM90 only): the
+// activation's e4m3 codes with one float32 scale per (row, 128-K block) (cuBLASLt's
+// VEC128_32F) times the weight's e4m3 rows with one scale per 128 x 128 block
+// (BLK128x128_32F, where b_scale_block_rows promises them) or per (row, 128-K block)
+// (VEC128_32F). cuBLASLt takes the activation's rows in multiples of 4 (it has no kernel
+// for other counts): the codes and scales cover M rounded up to 4 (the rows past M zero)
+// and, where M % 4 != 0, the GEMM writes its rows into the workspace and M of them are
+// copied to Y. The planner takes it from kW8a8CublasltMinRows rows.
+constexpr int64_t kW8a8CublasltRowMultiple = 4;
+constexpr int64_t kW8a8CublasltMinRows = 128;
+constexpr int64_t w8a8_cublaslt_rows(int64_t m) {
+  return (m + kW8a8CublasltRowMultiple - 1) / kW8a8CublasltRowMultiple * kW8a8CublasltRowMultiple;
+}
+// The weight's block scales in cuBLASLt's BLK128x128_32F layout: [ceil(N / 128)] groups of
+// k_blocks scales each, every group padded to a multiple of 4 (16 bytes).
+constexpr int64_t w8a8_cublaslt_block_scales(int64_t n, int64_t k_blocks) {
+  return (n + 127) / 128 * ((k_blocks + 3) / 4 * 4);
+}
+
 // The smallest instantiated tile_m (16, 32, 64) holding M rows; 64 above.
 constexpr int gemm_tile_m(int64_t m) { return m <= 16 ? 16 : m <= 32 ? 32 : 64; }
 

@@ -7,7 +7,10 @@
 #include "bqmm/fp8_matmul.h"
 #include "core/check.h"
 #include "core/prepack.h"
+#include "core/gemm_plan.h"
 #include "core/run_prologue.h"
+#include "cuda/cublas_gemm.h"
+#include "cuda/cuda_check.h"
 #include "cuda/launchers.h"
 #include "cuda/run_paths.h"
 
@@ -128,6 +131,57 @@ Status run_w8a8_groupwise(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args, 
                                      plan.gemm.scale_rows, plan.device.num_sms, w, stream);
 }
 
+// b_scale [N, k_blocks] transposed to float32 [k_blocks, N] (the mixed-input GEMM's and
+// cuBLASLt's per-row layout): prepack_fp8_matmul and the per-row w8a8_cublaslt runs.
+Status launch_scales_transpose(const void* b_scale, int64_t n, int64_t k_blocks, void* out, cudaStream_t stream) {
+  cuda::FusedGemmArgs g;
+  g.weights = cuda::GemmWeights::kFp8;
+  g.dtype = DType::kFloat32;  // FP8's scales are float32 whatever the activations' type
+  g.scales = b_scale;
+  g.n = n;
+  g.k_blocks = k_blocks;
+  return cuda::launch_mixed_scales(g, out, stream);
+}
+
+// A -> e4m3 codes and scales for M rounded up to 4 rows -> the weight's scales in
+// cuBLASLt's layout (128 x 128 blocks gathered; per row transposed, or prepacked) ->
+// cuBLASLt's block-scaled FP8 GEMM, the bias in its epilogue, into Y or (M % 4 != 0) into
+// the scratch, whose first M rows are then copied to Y.
+Status run_w8a8_cublaslt(const Handle& handle, const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args, uint8_t* ws,
+                         cudaStream_t stream) {
+  const Fp8MatMulProblem& p = plan.problem;
+  const int64_t rows = w8a8_cublaslt_rows(p.m);
+  const bool blocks = plan.gemm.scale_rows == 128;
+  cuda::W8A8Workspace w;
+  w.codes = ws + plan.regions.codes_offset;
+  w.scales = reinterpret_cast<float*>(ws + plan.regions.act_scales_offset);
+  auto* w_scales = reinterpret_cast<float*>(ws + plan.regions.scales_offset);
+  BQMM_RETURN_IF_ERROR(cuda::launch_w8a8_cublaslt_prologue(kernel_args(p, args), p.dynamic_act_quant, rows, w,
+                                                           blocks ? w_scales : nullptr, stream));
+  const float* scales = w_scales;
+  if (!blocks && p.has_prepacked) scales = static_cast<const float*>(args.prepacked->data);
+  if (!blocks && !p.has_prepacked)
+    BQMM_RETURN_IF_ERROR(launch_scales_transpose(args.b_scale.data, p.n, p.k_blocks(), w_scales, stream));
+  cuda::Fp8BlockScaledArgs g;
+  g.dtype = p.dtype;
+  g.m = rows;
+  g.n = p.n;
+  g.k = p.k;
+  g.a = w.codes;
+  g.a_scales = w.scales;
+  g.w = args.b.data;
+  g.w_scales = scales;
+  g.weight_blocks = blocks;
+  g.bias = args.bias ? args.bias->data : nullptr;
+  g.y = rows == p.m ? args.y.data : ws + plan.regions.scratch_offset;
+  BQMM_RETURN_IF_ERROR(cuda::gemm_fp8_block_scaled(handle, g, ws + plan.regions.cublas_offset,
+                                                   plan.regions.cublas_bytes, stream));
+  if (rows == p.m) return Status::Ok();
+  return cuda::cuda_status(cudaMemcpyAsync(args.y.data, g.y, static_cast<size_t>(p.m * p.n) * dtype_size(p.dtype),
+                                          cudaMemcpyDeviceToDevice, stream),
+                          "run_w8a8_cublaslt: copying Y's rows");
+}
+
 }  // namespace
 
 Status run_fp8_matmul(const Handle& handle, const Fp8MatMulPlan& plan,
@@ -152,6 +206,8 @@ Status run_fp8_matmul(const Handle& handle, const Fp8MatMulPlan& plan,
                                              plan.gemv.registers, stream);
           case Fp8Path::kW8a8Gemm:
             return run_w8a8_gemm(plan, args, ws, stream);
+          case Fp8Path::kW8a8Cublaslt:
+            return run_w8a8_cublaslt(handle, plan, args, ws, stream);
           case Fp8Path::kW8a8Groupwise:
             return run_w8a8_groupwise(plan, args, ws, stream);
           case Fp8Path::kMixedGemm:
@@ -168,13 +224,7 @@ Status prepack_fp8_matmul(const TensorView& b_scale, const MutableTensorView& pr
                           cudaStream_t stream) {
   int64_t n = 0, k_blocks = 0;
   BQMM_RETURN_IF_ERROR(validate_fp8_prepack(b_scale, prepacked, &n, &k_blocks));
-  cuda::FusedGemmArgs g;
-  g.weights = cuda::GemmWeights::kFp8;
-  g.dtype = DType::kFloat32;  // FP8's scales are float32 whatever the activations' type
-  g.scales = b_scale.data;
-  g.n = n;
-  g.k_blocks = k_blocks;
-  return cuda::launch_mixed_scales(g, prepacked.data, stream);
+  return launch_scales_transpose(b_scale.data, n, k_blocks, prepacked.data, stream);
 }
 
 }  // namespace bqmm

@@ -209,5 +209,14 @@ Status launch_w8a8_gemm(const Fp8KernelArgs& args, bool dynamic, int tile_m, int
 // bias and y.
 Status launch_w8a8_groupwise(const Fp8KernelArgs& args, bool dynamic, int scale_rows, int num_sms,
                              const W8A8Workspace& ws, cudaStream_t stream);
+// gemm/w8a8_cublaslt.cu (every architecture): the passes before cuBLASLt's block-scaled FP8
+// GEMM (cublas_gemm.h, gemm_fp8_block_scaled), block_size 128: the quantize pass writes A's
+// codes [rows, K] and scales [k_blocks, rows] (`dynamic`, else args.a_scale in each) into
+// `ws` for `rows` >= M (M rounded up to 4; the rows past M zero); with `block_scales`, the
+// weight's scales of rows 0, 128, 256, ... in cuBLASLt's 128 x 128 block layout
+// ([ceil(N / 128), k_blocks rounded up to 4], w8a8_cublaslt_block_scales floats). Needs
+// K % 16 == 0, 16-byte aligned a.
+Status launch_w8a8_cublaslt_prologue(const Fp8KernelArgs& args, bool dynamic, int64_t rows, const W8A8Workspace& ws,
+                                     float* block_scales, cudaStream_t stream);
 
 }  // namespace bqmm::cuda

@@ -222,7 +222,11 @@ TEST(ProfileCli, ExplainSaysWhyNotW8A8Gemm) {
   EXPECT_EQ(taken.exit_code, 0) << taken.output;
   EXPECT_NE(taken.output.find("path=w8a8_gemm; "), std::string::npos) << taken.output;
   EXPECT_EQ(taken.output.find("w8a8_gemm: not taken"), std::string::npos) << taken.output;
-  // On the W8A8 GEMM it says why not CUTLASS's groupwise GEMM (the first reason in any build).
+  // On the W8A8 GEMM it says why not cuBLASLt's or CUTLASS's groupwise GEMM (the first
+  // reasons in any build).
+  EXPECT_NE(taken.output.find("  w8a8_cublaslt: not taken: M < 128: the W8A8 GEMM's tiles are faster there\n"),
+            std::string::npos)
+      << taken.output;
   EXPECT_NE(taken.output.find("  w8a8_groupwise: not taken: M < 256: the W8A8 GEMM's tiles are faster there\n"),
             std::string::npos)
       << taken.output;
@@ -247,18 +251,17 @@ TEST(ProfileCli, ExplainSaysWhyNotW8A8Gemm) {
   EXPECT_EQ(none.output.find("w8a8_gemm"), std::string::npos) << none.output;
 }
 
-// --b-scale-block-rows passes b_scale_block_rows: with 128, static W8A8 from 256 rows takes
-// the groupwise GEMM reading one weight scale per 128 rows (in a CUTLASS build); below 1
-// it is a usage error.
+// --b-scale-block-rows passes b_scale_block_rows: with 128, static W8A8 from 128 rows takes
+// cuBLASLt's GEMM reading one weight scale per 128 x 128 block; below 1 it is a usage
+// error.
 TEST(ProfileCli, BScaleBlockRows) {
   SKIP_WITHOUT_CLI();
   const CliResult r = run_cli("--op fp8 --act-quant static --b-scale-block-rows 128 --m 1024 --n 8192 --k 8192 "
                               "--explain --device cpu");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find(" b_scale_block_rows=128 "), std::string::npos) << r.output;
-  if (bqmm::mixed_gemm_built()) {
-    EXPECT_NE(r.output.find("path=w8a8_groupwise; "), std::string::npos) << r.output;
-  }
+  EXPECT_NE(r.output.find("path=w8a8_cublaslt; "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("; weight_scales=per_128_rows; "), std::string::npos) << r.output;
   const CliResult bad = run_cli("--op fp8 --b-scale-block-rows 0 --m 4 --n 64 --k 128 --device cpu");
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("--b-scale-block-rows"), std::string::npos) << bad.output;

@@ -4,7 +4,8 @@
 // odd N, M not a multiple of 128, K % block_size != 0, blocks 128 and 256, tiles of 32, 64
 // and 128 rows, K splits 1 and 3.
 // CUTLASS's groupwise FP8 GEMM (cuda/gemm/w8a8_groupwise.cu) likewise through
-// launch_w8a8_groupwise, blocks of 128, N % 8 == 0.
+// launch_w8a8_groupwise, blocks of 128, N % 8 == 0; cuBLASLt's block-scaled FP8 GEMM (the
+// w8a8_cublaslt path) through the operator, in a CUDA graph.
 // Y is NaN-poisoned first; small cases for compute-sanitizer. Skips itself without an SM90
 // device (and the groupwise cases without the CUTLASS headers in the build).
 #include <cuda_runtime_api.h>
@@ -13,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "bqmm/fp8_matmul.h"
 #include "bqmm/status.h"
 #include "common/fp8_runner.h"
 #include "common/gpu.h"
@@ -245,6 +247,87 @@ TEST(W8A8Groupwise, SanitizeSmall) {
     spread_scale_groups(c);
     check_groupwise(c);
   }
+}
+
+// Bit for bit: same dtype, shape and bytes.
+bool same_bits(const HostTensor& got, const HostTensor& expected) {
+  return got.dtype == expected.dtype && got.shape == expected.shape && got.bytes == expected.bytes;
+}
+
+// Case c through the operator on cuBLASLt's block-scaled GEMM (forced below its row bound),
+// run twice in a CUDA graph; Y downloaded into *y. With per-row weight scales, again with
+// the prepacked input (prepack_fp8_matmul): no scales region, the same Y bit for bit.
+void check_cublaslt(const Fp8Case& c, HostTensor* y) {
+  const Handle& handle = *testing::shared_handle();
+  testing::Fp8Knobs knobs;
+  knobs.force.w8a8_cublaslt = 1;
+  testing::Fp8DeviceCase d;
+  BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
+  BQMM_ASSERT_OK(testing::plan_fp8_case(handle, c, knobs, &d));
+  ASSERT_EQ(d.plan.path, Fp8Path::kW8a8Cublaslt) << d.plan;
+  ASSERT_EQ(d.plan.gemm.scale_rows, c.b_scale_block_rows == 128 ? 128 : 1) << d.plan;
+  EXPECT_EQ(d.plan.regions.scratch_bytes > 0, c.m() % 4 != 0) << d.plan;
+  BQMM_ASSERT_OK(testing::run_in_graph([&](cudaStream_t s) { return d.run(handle, s); }, /*replays=*/2));
+  BQMM_ASSERT_OK(d.y.download(y));
+  EXPECT_TRUE(testing::matches_reference(c, *y));
+  if (d.plan.gemm.scale_rows != 1) return;
+  harness::DeviceTensor prepacked;
+  BQMM_ASSERT_OK(testing::upload_poisoned(DType::kFloat32, fp8_matmul_prepacked_shape(c.n(), c.k_blocks()), &prepacked));
+  BQMM_ASSERT_OK(testing::run_on_fresh_stream(
+      [&](cudaStream_t s) { return prepack_fp8_matmul(d.b_scale.view(), prepacked.mutable_view(), s); }));
+  d.args.prepacked = prepacked.view();
+  BQMM_ASSERT_OK(testing::plan_fp8_case(handle, c, knobs, &d));
+  ASSERT_EQ(d.plan.path, Fp8Path::kW8a8Cublaslt) << d.plan;
+  EXPECT_EQ(d.plan.regions.scales_bytes, 0u) << d.plan;
+  BQMM_ASSERT_OK(d.y.poison());
+  BQMM_ASSERT_OK(testing::run_in_graph([&](cudaStream_t s) { return d.run(handle, s); }, /*replays=*/2));
+  HostTensor y_prepacked;
+  BQMM_ASSERT_OK(d.y.download(&y_prepacked));
+  EXPECT_TRUE(same_bits(y_prepacked, *y));
+}
+
+#define BQMM_REQUIRE_CUBLASLT() \
+  BQMM_REQUIRE_GPU();           \
+  if (!sm90()) GTEST_SKIP() << "cuBLASLt's block-scaled FP8 GEMM is SM90 only"
+
+// Both modes, both types, bias, per-row and 128-row weight scales (groups differing by up
+// to 4x), M not a multiple of 4 (Y through the scratch) and of 128, K % 128 != 0, N not a
+// multiple of 128; every activation block's magnitude different from its neighbours'.
+TEST(W8A8Cublaslt, BothModesBothScaleFormsAgainstReference) {
+  BQMM_REQUIRE_CUBLASLT();
+  const Shape3 shapes[] = {{9, 1000, 1024}, {64, 1040, 1040}, {129, 264, 8336}, {257, 512, 2000}, {1024, 776, 2048}};
+  uint64_t seed = 800;
+  for (const Shape3 sh : shapes)
+    for (const bool dynamic : {false, true})
+      for (const int64_t rows : {1, 128}) {
+        Fp8Case c = groupwise_case(sh, dynamic, seed++);
+        if (rows == 128) {
+          reference::share_scale_rows(128, &c);
+          spread_scale_groups(c);
+        }
+        SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " N=" << sh.n << " K=" << sh.k << " "
+                                          << dtype_name(c.dtype()) << (dynamic ? " dynamic" : " static")
+                                          << " scale rows " << rows);
+        HostTensor y;
+        check_cublaslt(c, &y);
+      }
+}
+
+// Small shapes for compute-sanitizer: M % 4 != 0 and == 0, a partial 128-row group and K
+// block, both modes and scale forms.
+TEST(W8A8Cublaslt, SanitizeSmall) {
+  BQMM_REQUIRE_CUBLASLT();
+  uint64_t seed = 900;
+  for (const Shape3 sh : {Shape3{33, 136, 272}, Shape3{40, 264, 400}})
+    for (const bool dynamic : {false, true}) {
+      Fp8Case c = groupwise_case(sh, dynamic, seed++);
+      SCOPED_TRACE(::testing::Message() << "M=" << sh.m << (dynamic ? " dynamic" : " static"));
+      HostTensor y;
+      check_cublaslt(c, &y);
+      reference::share_scale_rows(128, &c);
+      spread_scale_groups(c);
+      check_cublaslt(c, &y);
+    }
 }
 
 }  // namespace

@@ -177,6 +177,10 @@ class PerfReportTest(unittest.TestCase):
         self.assertEqual(perf_report.short_path(group), "lines x2 rg1")
         fp8_group = {"path": "gemv_mma", "plan": "k_split=8; tma=0; lines=1; tiles=1; row_groups=1; workspace=0B}"}
         self.assertEqual(perf_report.short_path(fp8_group), "mma lines k8 rg1")
+        cublaslt = {"path": "w8a8_cublaslt", "plan": "act_scales=static; weight_scales=per_row; scales=per_run; workspace=0B}"}
+        self.assertEqual(perf_report.short_path(cublaslt), "w8a8 cublaslt")
+        cublaslt["plan"] = "act_scales=dynamic; weight_scales=per_128_rows; workspace=0B}"
+        self.assertEqual(perf_report.short_path(cublaslt), "w8a8 cublaslt r128")
 
     def test_weight_scales_per_128_rows(self):
         # The W8A8 suites with b_scale_block_rows 128: the title and the command say so, and

@@ -1,6 +1,6 @@
-// The W8A8 GEMMs' activation quantize pass (w8a8_wgmma.cu, w8a8_groupwise.cu): A's e4m3
-// codes, bit for bit the QDQ's, and with dynamic quantization its per-(row, K block)
-// scales amax / 448.
+// The W8A8 GEMMs' activation quantize pass (w8a8_wgmma.cu, w8a8_groupwise.cu,
+// w8a8_cublaslt.cu): A's e4m3 codes, bit for bit the QDQ's, and with dynamic quantization
+// its per-(row, K block) scales amax / 448.
 #pragma once
 
 #include <algorithm>
@@ -34,11 +34,12 @@ __device__ __forceinline__ void load8(const T* src, int64_t i, float (&x)[8]) {
 // conditions). Its scale: dynamic amax / 448 (NaN where the block holds one; the amax
 // reduced over the group), static a_scale; codes e4m3_satfinite_rne(a * inv), bit for bit
 // the QDQ's. The scales (static: a_scale in every entry) go to column `blk` of [k_blocks,
-// m_pad] where `scales` is given. Grid: x the row's groups, y rows (striding by gridDim.y).
+// m_pad] where `scales` is given. Rows m .. rows - 1 (a GEMM's padding) get codes and scales
+// 0. Grid: x the row's groups, y rows (striding by gridDim.y).
 template <typename T, bool kDynamic>
 __global__ void __launch_bounds__(kQuantThreads)
-    ActQuantE4m3Kernel(const T* __restrict__ a, const float* __restrict__ a_scale, int64_t m, int64_t k,
-                       int block_size, int k_blocks, int64_t m_pad, uint8_t* __restrict__ codes,
+    ActQuantE4m3Kernel(const T* __restrict__ a, const float* __restrict__ a_scale, int64_t m, int64_t rows,
+                       int64_t k, int block_size, int k_blocks, int64_t m_pad, uint8_t* __restrict__ codes,
                        float* __restrict__ scales) {
   const int lanes = block_size == 128 ? 16 : 32;
   const int lane = threadIdx.x % lanes;
@@ -48,7 +49,13 @@ __global__ void __launch_bounds__(kQuantThreads)
   const unsigned mask = lanes == 32 ? 0xffffffffu : 0xffffu << (threadIdx.x % 32 - lane);
   const int64_t begin = static_cast<int64_t>(blk) * block_size;
   const int64_t end = blk + 1 < k_blocks ? begin + block_size : k;
-  for (int64_t row = blockIdx.y; row < m; row += gridDim.y) {
+  for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
+    if (row >= m) {
+      if (scales != nullptr && lane == 0) scales[blk * m_pad + row] = 0.0f;
+      for (int64_t i = begin + 8 * lane; i < end; i += 8 * lanes)
+        *reinterpret_cast<uint2*>(codes + row * k + i) = make_uint2(0, 0);
+      continue;
+    }
     const T* src = a + row * k;
     float scale;
     if constexpr (kDynamic) {
@@ -89,17 +96,18 @@ __global__ void __launch_bounds__(kQuantThreads)
 
 }  // namespace act_quant
 
-// The pass over A of `args` in K blocks of `block` (k_blocks of them): codes [M, K] bytes,
-// and where `scales` is given the scales [k_blocks, m_pad] (static: a_scale in each).
+// The pass over A of `args` in K blocks of `block` (k_blocks of them): codes [rows, K]
+// bytes, and where `scales` is given the scales [k_blocks, m_pad] (static: a_scale in
+// each); rows >= M (rows <= m_pad) zero.
 template <typename T, bool kDynamic>
-Status launch_act_quant_e4m3(const Fp8KernelArgs& args, int64_t block, int64_t k_blocks, int64_t m_pad,
-                             uint8_t* codes, float* scales, cudaStream_t stream) {
+Status launch_act_quant_e4m3(const Fp8KernelArgs& args, int64_t rows, int64_t block, int64_t k_blocks,
+                             int64_t m_pad, uint8_t* codes, float* scales, cudaStream_t stream) {
   using act_quant::kQuantThreads;
   const int64_t lanes = block == 128 ? 16 : 32;
   const dim3 grid(static_cast<unsigned>((k_blocks * lanes + kQuantThreads - 1) / kQuantThreads),
-                  static_cast<unsigned>(std::min<int64_t>(args.m, 65535)));
+                  static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
   act_quant::ActQuantE4m3Kernel<T, kDynamic><<<grid, kQuantThreads, 0, stream>>>(
-      static_cast<const T*>(args.a), args.a_scale, args.m, args.k, static_cast<int>(block),
+      static_cast<const T*>(args.a), args.a_scale, args.m, rows, args.k, static_cast<int>(block),
       static_cast<int>(k_blocks), m_pad, codes, scales);
   return check_launch("ActQuantE4m3Kernel");
 }

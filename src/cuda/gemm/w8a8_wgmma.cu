@@ -19,7 +19,7 @@ Status launch_typed(const Fp8KernelArgs& args, int k_split, const W8A8Workspace&
   // beyond int); every other block_size is at most K.
   const int64_t block = k_blocks == 1 ? (args.k + kW8a8SlabK - 1) / kW8a8SlabK * kW8a8SlabK : args.block_size;
   const int64_t m_pad = w8a8_m_pad(args.m);
-  BQMM_RETURN_IF_ERROR((launch_act_quant_e4m3<T, kDynamic>(args, block, k_blocks, m_pad, ws.codes,
+  BQMM_RETURN_IF_ERROR((launch_act_quant_e4m3<T, kDynamic>(args, args.m, block, k_blocks, m_pad, ws.codes,
                                                            kDynamic ? ws.scales : nullptr, stream)));
 
   W8A8Params<T> p{};
