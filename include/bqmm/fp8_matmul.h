@@ -87,10 +87,10 @@ enum class Fp8Path {
   kBiasOnly,     // K == 0: Y = bias (or zeros)
   kGemvFma,      // 0 < M <= 8: fused GEMV on CUDA cores (W8A8 and bias fused)
   kGemvMma,      // 0 < M <= 8, SM80+: fused GEMV on tensor cores (mma.m16n8k16)
-  kW8a8Cublaslt,  // M >= 128, SM90, A quantized (a_scale or dynamic_act_quant), block_size
-                  // 128, N % 8 == 0: A -> e4m3 codes and scales -> cuBLASLt's FP8 GEMM with
-                  // block scales (128 x 128 blocks where b_scale_block_rows % 128 == 0,
-                  // else per row), bias fused
+  kW8a8Cublaslt,  // M >= 256 (static with per-row weight scales: 512), SM90, A quantized
+                  // (a_scale or dynamic_act_quant), block_size 128, N % 8 == 0: A -> e4m3
+                  // codes and scales -> cuBLASLt's FP8 GEMM with block scales (128 x 128
+                  // blocks where b_scale_block_rows % 128 == 0, else per row), bias fused
   kW8a8Groupwise,  // M >= 256, SM90, dynamic_act_quant or b_scale_block_rows % 128 == 0,
                    // block_size 128, N % 8 == 0, the tiles filling the SMs: A -> e4m3
                    // codes and scales -> CUTLASS's FP8 GEMM with groupwise scales, bias

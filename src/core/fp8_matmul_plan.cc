@@ -1,7 +1,7 @@
 // Fp8WeightMatMul planner: a pure function of (problem, device, options[, override]).
 // The dispatch chain, cheapest applicable path first:
 //   empty output -> K == 0 (bias only) -> fused decode GEMV for M <= 8 (tensor cores, else
-//   CUDA cores) -> W8A8 with A quantized (SM90): cuBLASLt's block-scaled FP8 GEMM from 128
+//   CUDA cores) -> W8A8 with A quantized (SM90): cuBLASLt's block-scaled FP8 GEMM from 256
 //   rows, CUTLASS's groupwise FP8 GEMM or the W8A8 GEMM on FP8 tensor cores for M > 8 ->
 //   mixed-input GEMM for M >= 128 (SM90) -> fused GEMM for 8 < M <= kGemmMaxRows ->
 //   dequantize + cuBLAS.
@@ -183,16 +183,22 @@ void plan_w8a8_groupwise(const Fp8MatMulProblem& p, Fp8MatMulPlan* plan) {
 
 // cuBLASLt's FP8 GEMM with block scales (core/gemm_plan.h, kW8a8Cublaslt*) in the W8A8
 // GEMMs' place (after the W8A8 GEMM's refusal): both modes, from kW8a8CublasltMinRows rows
-// (forced: any M above 8), its scale blocks of 128 K the operator's blocks, rows of Y of
-// whole 16-byte units; w8a8_groupwise=1 forces CUTLASS's GEMM instead. cuBLASLt ships
-// these kernels for SM90 only.
+// (static with per-row weight scales from kW8a8CublasltStaticPerRowMinRows; forced: any
+// M above 8), its scale blocks of 128 K the operator's blocks, rows of Y of whole 16-byte
+// units; w8a8_groupwise=1 forces CUTLASS's GEMM instead. cuBLASLt ships these kernels for
+// SM90 only.
 const char* w8a8_cublaslt_refusal(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
   if (const char* why = w8a8_gemm_refusal(p, d, o)) return why;
   if (o.w8a8_cublaslt == 0) return "w8a8_cublaslt=0 (plan override)";
   if (o.w8a8_groupwise == 1) return "w8a8_groupwise=1 (plan override)";
   if (o.tile_m > 0 || o.gemm_k_split > 0) return "tile_m / gemm_k_split forced (the W8A8 GEMM's keys)";
-  static_assert(kW8a8CublasltMinRows == 128, "the reason below names the bound");
-  if (o.w8a8_cublaslt != 1 && p.m < kW8a8CublasltMinRows) return "M < 128: the W8A8 GEMM's tiles are faster there";
+  if (o.w8a8_cublaslt != 1) {
+    static_assert(kW8a8CublasltMinRows == 256 && kW8a8CublasltStaticPerRowMinRows == 512,
+                  "the reasons below name the bounds");
+    if (p.m < kW8a8CublasltMinRows) return "M < 256: the W8A8 GEMMs' tiles are faster there";
+    if (!p.dynamic_act_quant && w8a8_groupwise_scale_rows(p) == 1 && p.m < kW8a8CublasltStaticPerRowMinRows)
+      return "static a_scale, per-row weight scales and M < 512: the W8A8 GEMM's one activation scale is faster";
+  }
   if (p.block_size != 128) return "block_size != 128 (cuBLASLt's scale blocks are 128 K)";
   if (p.n % 8 != 0) return "N % 8 != 0 (rows of Y not whole 16-byte units)";
   if (p.m >= (int64_t{1} << 31) - kW8a8CublasltRowMultiple || p.n >= (int64_t{1} << 31) || p.k >= (int64_t{1} << 31))

@@ -29,7 +29,7 @@ const char* fp8_w8a8_gemm_refusal(const Fp8MatMulProblem& problem, const DeviceI
 // does.
 const char* fp8_w8a8_groupwise_refusal(const Fp8MatMulProblem& problem, const DeviceInfo& device,
                                        const PlanOverride& override_);
-// Why W8A8 does not run on cuBLASLt's block-scaled FP8 GEMM ("M < 128: ...", "block_size !=
+// Why W8A8 does not run on cuBLASLt's block-scaled FP8 GEMM ("M < 256: ...", "block_size !=
 // 128 ...", the W8A8 GEMM's own refusals first), or nullptr where it does.
 const char* fp8_w8a8_cublaslt_refusal(const Fp8MatMulProblem& problem, const DeviceInfo& device,
                                       const PlanOverride& override_);

@@ -808,7 +808,9 @@ TEST(Fp8Plan, W8A8GroupwiseScalesPer128Rows) {
     for (const int64_t rows : {1, 64, 192}) {
       const Fp8MatMulPlan pl = plan(w8a8(1024, 8192, dynamic, rows), kHopper, no_lt);
       EXPECT_EQ(pl.path, dynamic ? Fp8Path::kW8a8Groupwise : Fp8Path::kW8a8Gemm) << pl;
-      if (dynamic) EXPECT_EQ(pl.gemm.scale_rows, 1) << pl;
+      if (dynamic) {
+        EXPECT_EQ(pl.gemm.scale_rows, 1) << pl;
+      }
     }
     EXPECT_EQ(plan(w8a8(255, 8192, dynamic, 128), kHopper, no_lt).path, Fp8Path::kW8a8Gemm);   // rows
     EXPECT_EQ(plan(w8a8(256, 4096, dynamic, 128), kHopper, no_lt).path, Fp8Path::kW8a8Gemm);   // fill: 64 tiles
@@ -820,8 +822,9 @@ TEST(Fp8Plan, W8A8GroupwiseScalesPer128Rows) {
             "static a_scale and per-row weight scales: the W8A8 GEMM's one activation scale is faster");
 }
 
-// cuBLASLt's block-scaled FP8 GEMM ahead of the other W8A8 GEMMs from 128 rows (forced:
-// from 9), both modes and both weight-scale forms, block_size 128, N % 8 == 0; its
+// cuBLASLt's block-scaled FP8 GEMM ahead of the other W8A8 GEMMs from 256 rows (static
+// with per-row weight scales: 512; forced: from 9), both modes and both weight-scale forms,
+// block_size 128, N % 8 == 0; its
 // workspace: codes and scales for M rounded up to 4 rows, the weight's scales in its
 // layout (128 x 128 blocks, or per row unless prepacked), Y's padded rows where M % 4 != 0
 // and cuBLASLt's own workspace.
@@ -839,14 +842,21 @@ TEST(Fp8Plan, W8A8CublasltFrom128Rows) {
   };
   for (const bool dynamic : {false, true})
     for (const int64_t rows : {1, 128})
-      for (const int64_t m : {9, 127, 128, 129, 1024, 4097}) {
+      for (const int64_t m : {9, 255, 256, 257, 511, 512, 1024, 4097}) {
         // K % 128 != 0: 65 blocks, padded to 68 in the 128 x 128 layout.
         const Fp8MatMulProblem p = w8a8(m, 8192, 8208, dynamic, rows);
         SCOPED_TRACE(::testing::Message() << "M=" << m << (dynamic ? " dynamic" : " static") << " rows=" << rows);
-        const bool taken = m >= kW8a8CublasltMinRows;
+        const bool static_per_row = !dynamic && rows == 1;
+        const bool taken = m >= (static_per_row ? kW8a8CublasltStaticPerRowMinRows : kW8a8CublasltMinRows);
         const Fp8MatMulPlan pl = plan(p);
         ASSERT_EQ(pl.path == Fp8Path::kW8a8Cublaslt, taken) << pl;
-        EXPECT_EQ(why(p), taken ? "" : "M < 128: the W8A8 GEMM's tiles are faster there");
+        if (m < 256)
+          EXPECT_EQ(why(p), "M < 256: the W8A8 GEMMs' tiles are faster there");
+        else if (static_per_row && m < 512)
+          EXPECT_EQ(why(p), "static a_scale, per-row weight scales and M < 512: the W8A8 GEMM's one activation "
+                            "scale is faster");
+        else
+          EXPECT_EQ(why(p), "");
         const Fp8MatMulPlan forced = plan(p, kHopper, parsed("w8a8_cublaslt=1"));
         ASSERT_EQ(forced.path, Fp8Path::kW8a8Cublaslt) << forced;
         EXPECT_EQ(forced.gemm.scale_rows, rows);

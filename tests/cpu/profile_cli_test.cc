@@ -224,7 +224,7 @@ TEST(ProfileCli, ExplainSaysWhyNotW8A8Gemm) {
   EXPECT_EQ(taken.output.find("w8a8_gemm: not taken"), std::string::npos) << taken.output;
   // On the W8A8 GEMM it says why not cuBLASLt's or CUTLASS's groupwise GEMM (the first
   // reasons in any build).
-  EXPECT_NE(taken.output.find("  w8a8_cublaslt: not taken: M < 128: the W8A8 GEMM's tiles are faster there\n"),
+  EXPECT_NE(taken.output.find("  w8a8_cublaslt: not taken: M < 256: the W8A8 GEMMs' tiles are faster there\n"),
             std::string::npos)
       << taken.output;
   EXPECT_NE(taken.output.find("  w8a8_groupwise: not taken: M < 256: the W8A8 GEMM's tiles are faster there\n"),
@@ -251,7 +251,7 @@ TEST(ProfileCli, ExplainSaysWhyNotW8A8Gemm) {
   EXPECT_EQ(none.output.find("w8a8_gemm"), std::string::npos) << none.output;
 }
 
-// --b-scale-block-rows passes b_scale_block_rows: with 128, static W8A8 from 128 rows takes
+// --b-scale-block-rows passes b_scale_block_rows: with 128, static W8A8 from 256 rows takes
 // cuBLASLt's GEMM reading one weight scale per 128 x 128 block; below 1 it is a usage
 // error.
 TEST(ProfileCli, BScaleBlockRows) {

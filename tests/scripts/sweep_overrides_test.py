@@ -105,6 +105,7 @@ class SweepOverridesTest(unittest.TestCase):
         env = dict(os.environ, OUT=self.out, SWEEP_CASES=self.cases, SWEEP_REPEATS="1",
                    PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
         env.pop("BQMM_PLAN_OVERRIDE", None)
+        env.pop("SWEEP_VARIANTS", None)  # the step's own check below, whatever the caller set
         gpu_check = os.path.join(scripts, "gpu_check.sh")
         p = subprocess.run(["bash", gpu_check, "sweep"], cwd=self.root, env=env,
                            capture_output=True, text=True, check=False)
