@@ -154,12 +154,13 @@ constexpr int64_t w8a8_m_pad(int64_t m) { return (m + kW8a8TileM - 1) / kW8a8Til
 // and, where M % 4 != 0, the GEMM writes its rows into the workspace and M of them are
 // copied to Y. The planner takes it from kW8a8CublasltMinRows rows, static W8A8 with
 // per-row weight scales from kW8a8CublasltStaticPerRowMinRows. Measured on the H200 (back
-// to back, float16, against the path it replaces forced in the same run, 2026-12-04): at
+// to back, float16, against the path it replaces forced in the same run): at
 // M = 64 it took 0.94-0.96x the W8A8 GEMM's time with per-row scales at 8192 x 8192 but
 // 1.17-1.20x with 128 x 128 blocks and 1.04-1.12x at 14336 x 4096; at M = 128 0.96-1.04x;
 // at M = 256 (8192 x 8192) 0.94-0.97x the groupwise GEMM's with dynamic or 128-row scales,
 // 1.04x the W8A8 GEMM's with static per-row scales (whose single activation scale folds
-// cheaply).
+// cheaply); from 512 rows 0.90-1.02x with static per-row scales on the four prefill
+// shapes, 0.91-0.98x otherwise (PERF.md, "W8A8 on cuBLASLt's block-scaled FP8 GEMM").
 constexpr int64_t kW8a8CublasltRowMultiple = 4;
 constexpr int64_t kW8a8CublasltMinRows = 256;
 constexpr int64_t kW8a8CublasltStaticPerRowMinRows = 512;
