@@ -148,13 +148,13 @@ int64_t find_b_scale_block_rows(const float* b_scale, int64_t n, int64_t k_block
 
 // The weight's prepacked scales (an extension; optional): b_scale transposed to float32
 // [k_blocks, N], the layout the mixed-input GEMM (the mixed_gemm path) and cuBLASLt's FP8
-// GEMM with per-row scales (the w8a8_cublaslt path) read. Without
-// them those paths write this transpose into the workspace on every run, a pass of its own
-// before the GEMM; written once per weight (at load) and passed as Fp8MatMulArgs::prepacked
-// with every call, they take that pass and the workspace region away. Other paths (and
-// w8a8_cublaslt with 128-row weight scales) ignore them. They must be this b_scale's: run cannot tell stale ones from fresh ones.
-// prepack_fp8_matmul checks both tensors as validate does and enqueues the transpose on
-// `stream` (no allocation, no synchronization).
+// GEMM with per-row scales (the w8a8_cublaslt path) read. Without them those paths write
+// this transpose into the workspace on every run, a pass of its own before the GEMM;
+// written once per weight (at load) and passed as Fp8MatMulArgs::prepacked with every
+// call, they take that pass and the workspace region away. Other paths (and w8a8_cublaslt
+// with 128-row weight scales) ignore them. They must be this b_scale's: run cannot tell
+// stale ones from fresh ones. prepack_fp8_matmul checks both tensors as validate does and
+// enqueues the transpose on `stream` (no allocation, no synchronization).
 Shape fp8_matmul_prepacked_shape(int64_t n, int64_t k_blocks);  // {k_blocks, N}
 Status prepack_fp8_matmul(const TensorView& b_scale, const MutableTensorView& prepacked,
                           cudaStream_t stream);

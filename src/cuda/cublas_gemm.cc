@@ -9,7 +9,6 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
-
 #include <limits>
 #include <string>
 
@@ -85,7 +84,8 @@ Status gemm_fp8_block_scaled(const Handle& handle, const Fp8BlockScaledArgs& g, 
                              size_t cublas_workspace_bytes, cudaStream_t stream) {
   cudaDataType_t type;
   if (g.dtype == DType::kFloat32 || !to_cuda_type(g.dtype, &type))
-    return Status(StatusCode::kInternal, std::string("gemm_fp8_block_scaled: unsupported dtype ") + dtype_name(g.dtype));
+    return Status(StatusCode::kInternal,
+                  std::string("gemm_fp8_block_scaled: unsupported dtype ") + dtype_name(g.dtype));
   constexpr int64_t kIntMax = std::numeric_limits<int>::max();
   if (g.m > kIntMax || g.n > kIntMax || g.k > kIntMax)
     return Status(StatusCode::kNotSupported, "gemm_fp8_block_scaled: M, N and K must each fit in int32 for cuBLASLt");
@@ -110,8 +110,9 @@ Status gemm_fp8_block_scaled(const Handle& handle, const Fp8BlockScaledArgs& g, 
     BQMM_RETURN_IF_ERROR(set_op(d.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, type));
   }
   const auto layout = [](cublasLtMatrixLayout_t* out, cudaDataType_t t, int64_t rows, int64_t cols) {
-    return cublas_status(cublasLtMatrixLayoutCreate(out, t, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), rows),
-                         "cublasLtMatrixLayoutCreate");
+    return cublas_status(
+        cublasLtMatrixLayoutCreate(out, t, static_cast<uint64_t>(rows), static_cast<uint64_t>(cols), rows),
+        "cublasLtMatrixLayoutCreate");
   };
   BQMM_RETURN_IF_ERROR(layout(&d.w, CUDA_R_8F_E4M3, g.k, g.n));
   BQMM_RETURN_IF_ERROR(layout(&d.a, CUDA_R_8F_E4M3, g.k, g.m));

@@ -196,7 +196,8 @@ Status launch_mixed_scales(const FusedGemmArgs& args, void* scales_t, cudaStream
 // sizes: core/gemm_plan.h (w8a8_m_pad).
 struct W8A8Workspace {
   uint8_t* codes = nullptr;    // M x K bytes
-  float* scales = nullptr;     // dynamic: k_blocks x w8a8_m_pad(M) floats
+  float* scales = nullptr;     // k_blocks x w8a8_m_pad(M) floats (the W8A8 GEMM: dynamic only;
+                               // cuBLASLt's prologue: k_blocks x rows)
   float* partials = nullptr;   // k_split > 1: k_split x M x N floats
 };
 Status launch_w8a8_gemm(const Fp8KernelArgs& args, bool dynamic, int tile_m, int k_split,

@@ -272,7 +272,8 @@ void check_cublaslt(const Fp8Case& c, HostTensor* y) {
   EXPECT_TRUE(testing::matches_reference(c, *y));
   if (d.plan.gemm.scale_rows != 1) return;
   harness::DeviceTensor prepacked;
-  BQMM_ASSERT_OK(testing::upload_poisoned(DType::kFloat32, fp8_matmul_prepacked_shape(c.n(), c.k_blocks()), &prepacked));
+  BQMM_ASSERT_OK(
+      testing::upload_poisoned(DType::kFloat32, fp8_matmul_prepacked_shape(c.n(), c.k_blocks()), &prepacked));
   BQMM_ASSERT_OK(testing::run_on_fresh_stream(
       [&](cudaStream_t s) { return prepack_fp8_matmul(d.b_scale.view(), prepacked.mutable_view(), s); }));
   d.args.prepacked = prepacked.view();

@@ -141,8 +141,8 @@ Status launch_typed(const Fp8KernelArgs& args, int scale_rows, int num_sms, cons
                     cudaStream_t stream) {
   constexpr int kGroupK = W8A8Groupwise<T, 1>::kGroupK;
   const int64_t k_blocks = (args.k + kGroupK - 1) / kGroupK;
-  BQMM_RETURN_IF_ERROR((launch_act_quant_e4m3<T, kDynamic>(args, args.m, kGroupK, k_blocks, w8a8_m_pad(args.m), ws.codes,
-                                                           ws.scales, stream)));
+  BQMM_RETURN_IF_ERROR((launch_act_quant_e4m3<T, kDynamic>(args, args.m, kGroupK, k_blocks, w8a8_m_pad(args.m),
+                                                           ws.codes, ws.scales, stream)));
   return scale_rows == 128 ? W8A8Groupwise<T, 128>::run(args, num_sms, ws, stream)
                            : W8A8Groupwise<T, 1>::run(args, num_sms, ws, stream);
 }
