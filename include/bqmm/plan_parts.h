@@ -44,6 +44,8 @@ struct GemmConfig {
   int scale_rows = 1;  // W8A8 on cuBLASLt's or CUTLASS's groupwise FP8 GEMM: weight rows per
                        // scale read (1, or 128 where Fp8MatMulAttrs::b_scale_block_rows
                        // promises it)
+  int lt_algo = 0;  // W8A8 on cuBLASLt: the index of its algorithm in cuBLASLt's heuristic
+                    // list (fewer found: the last)
 };
 
 // The dequant + cuBLAS path: the weight dequantized in N tiles into the scratch.

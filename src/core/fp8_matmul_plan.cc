@@ -210,9 +210,10 @@ const char* w8a8_cublaslt_refusal(const Fp8MatMulProblem& p, const DeviceInfo& d
 // weight's scales in cuBLASLt's layout (128 x 128 blocks gathered, or per row transposed
 // unless prepacked) -> cuBLASLt's block-scaled FP8 GEMM, the bias in its epilogue; where
 // M % 4 != 0, into the scratch and M rows copied to Y.
-void plan_w8a8_cublaslt(const Fp8MatMulProblem& p, Fp8MatMulPlan* plan) {
+void plan_w8a8_cublaslt(const Fp8MatMulProblem& p, const PlanOverride& o, Fp8MatMulPlan* plan) {
   GemmConfig& g = plan->gemm;
   g.scale_rows = w8a8_groupwise_scale_rows(p);
+  g.lt_algo = o.lt_algo >= 0 ? o.lt_algo : 0;
   const int64_t rows = w8a8_cublaslt_rows(p.m);
   WorkspaceRegions& r = plan->regions;
   WorkspaceLayout layout;
@@ -415,7 +416,8 @@ std::ostream& operator<<(std::ostream& os, const Fp8MatMulPlan& plan) {
   }
   if (plan.path == Fp8Path::kW8a8Cublaslt) {
     os << "; act_scales=" << (plan.problem.dynamic_act_quant ? "dynamic" : "static")
-       << "; weight_scales=" << (plan.gemm.scale_rows == 128 ? "per_128_rows" : "per_row");
+       << "; weight_scales=" << (plan.gemm.scale_rows == 128 ? "per_128_rows" : "per_row")
+       << "; lt_algo=" << plan.gemm.lt_algo;
     if (plan.gemm.scale_rows == 1) print_mixed_scales(os, plan.problem.has_prepacked);
   }
   if (plan.path == Fp8Path::kW8a8Groupwise) {
@@ -494,7 +496,7 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
   }
   if (w8a8_cublaslt_refusal(p, device, o) == nullptr) {
     plan.path = Fp8Path::kW8a8Cublaslt;
-    plan_w8a8_cublaslt(p, &plan);
+    plan_w8a8_cublaslt(p, o, &plan);
   } else if (w8a8_groupwise_refusal(p, device, o) == nullptr) {
     plan.path = Fp8Path::kW8a8Groupwise;
     plan_w8a8_groupwise(p, &plan);

@@ -47,6 +47,8 @@
 //   w8a8_cublaslt=0|1 fp8    W8A8 on cuBLASLt's block-scaled FP8 GEMM: 0 never (the groupwise
 //                            or the hand-written W8A8 GEMM), 1 at every M above 8 where it
 //                            applies (w8a8_groupwise=1 takes precedence)
+//   lt_algo=0|1|2|3   fp8    W8A8 on cuBLASLt: the index of the algorithm it runs in
+//                            cuBLASLt's heuristic list (fewer found: its last)
 // Unset keys leave the planner's choice. A forced choice that does not apply to a problem
 // is ignored where the planner's rules say so (as for its own choices), except the
 // conflicts the planner reports (registers=168 with k_split=8).
@@ -83,6 +85,7 @@ struct PlanOverride {
   int mixed_swizzle = -1;  // -1: planner; 0: CUTLASS's tile order; 2, 4, 8
   int w8a8_groupwise = -1;  // -1: planner; 0: never CUTLASS's groupwise W8A8 GEMM; 1: wherever it applies
   int w8a8_cublaslt = -1;   // -1: planner; 0: never cuBLASLt's W8A8 GEMM; 1: wherever it applies
+  int lt_algo = -1;         // -1: planner; 0..3: cuBLASLt's heuristic list's index
 
   bool empty() const;
 };

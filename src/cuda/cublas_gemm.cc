@@ -9,6 +9,7 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
+#include <algorithm>
 #include <limits>
 #include <string>
 
@@ -122,16 +123,20 @@ Status gemm_fp8_block_scaled(const Handle& handle, const Fp8BlockScaledArgs& g, 
       cublasLtMatmulPreferenceSetAttribute(d.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &cublas_workspace_bytes,
                                            sizeof(cublas_workspace_bytes)),
       "cublasLtMatmulPreferenceSetAttribute"));
-  cublasLtMatmulHeuristicResult_t best{};
+  constexpr int kMaxAlgos = 4;
+  cublasLtMatmulHeuristicResult_t results[kMaxAlgos] = {};
   int found = 0;
-  const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(lt, d.op, d.w, d.a, d.y, d.y, d.pref, 1, &best, &found);
+  const int wanted = std::clamp(g.algo + 1, 1, kMaxAlgos);
+  const cublasStatus_t hs =
+      cublasLtMatmulAlgoGetHeuristic(lt, d.op, d.w, d.a, d.y, d.y, d.pref, wanted, results, &found);
   if (hs != CUBLAS_STATUS_SUCCESS || found == 0)
     return Status(StatusCode::kCublasError,
                   "gemm_fp8_block_scaled: cuBLASLt has no block-scaled FP8 kernel for M=" + std::to_string(g.m) +
                       " N=" + std::to_string(g.n) + " K=" + std::to_string(g.k) + " (" +
                       (hs == CUBLAS_STATUS_SUCCESS ? std::string("no algorithm") : cublasGetStatusString(hs)) + ")");
+  const cublasLtMatmulAlgo_t& algo = results[std::min(g.algo, found - 1)].algo;
   const float alpha = 1.0f, beta = 0.0f;
-  return cublas_status(cublasLtMatmul(lt, d.op, &alpha, g.w, d.w, g.a, d.a, &beta, g.y, d.y, g.y, d.y, &best.algo,
+  return cublas_status(cublasLtMatmul(lt, d.op, &alpha, g.w, d.w, g.a, d.a, &beta, g.y, d.y, g.y, d.y, &algo,
                                       cublas_workspace, cublas_workspace_bytes, stream),
                        "cublasLtMatmul");
 }

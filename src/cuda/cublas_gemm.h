@@ -45,6 +45,7 @@ struct Fp8BlockScaledArgs {
   const void* w = nullptr;
   const float* w_scales = nullptr;
   bool weight_blocks = false;
+  int algo = 0;                // index into cuBLASLt's heuristic list (fewer found: the last)
   const void* bias = nullptr;  // T [N] or nullptr
   void* y = nullptr;           // [M, N], ld = N
 };

@@ -172,6 +172,7 @@ Status run_w8a8_cublaslt(const Handle& handle, const Fp8MatMulPlan& plan, const 
   g.w = args.b.data;
   g.w_scales = scales;
   g.weight_blocks = blocks;
+  g.algo = plan.gemm.lt_algo;
   g.bias = args.bias ? args.bias->data : nullptr;
   g.y = rows == p.m ? args.y.data : ws + plan.regions.scratch_offset;
   BQMM_RETURN_IF_ERROR(cuda::gemm_fp8_block_scaled(handle, g, ws + plan.regions.cublas_offset,
