@@ -412,9 +412,7 @@ struct FusedWgmmaTile {
   };
 
   // The slab in `stage` is done with (its wgmma finished): this warp's share of releasing it.
-  __device__ __forceinline__ void release(int stage) const {
-    if (lane == 0) ring.arrive_empty(stage);
-  }
+  __device__ __forceinline__ void release(int stage) const { ring.warp_arrive_empty(stage, lane); }
 
   // Slab i, at ring position `at` (its register buffers B: the slab's parity for 8-bit;
   // 4-bit uses 0 and 1).

@@ -153,7 +153,14 @@ struct WgmmaRing {
   __device__ __forceinline__ void wait_full(const Pos& at) { mbarrier_wait(&full[at.stage], at.phase); }
   // The consumers' release of the stage's previous slab, i - kStages (needs i >= kStages).
   __device__ __forceinline__ void wait_empty(const Pos& at) { mbarrier_wait(&empty[at.stage], at.phase ^ 1u); }
-  __device__ __forceinline__ void arrive_empty(int stage) { mbarrier_arrive(&empty[stage]); }
+  // A consumer warp's share of releasing `stage`, called by all its lanes: lane 0 arrives
+  // for the warp. The __syncwarp orders every lane's reads of the stage (scales read by
+  // ld.shared may still be in flight) before that arrive, whose release semantics cover
+  // only lane 0's own accesses; without it the producer may refill the stage under them.
+  __device__ __forceinline__ void warp_arrive_empty(int stage, int lane) {
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(&empty[stage]);
+  }
 };
 
 // A warp-specialized block's body, for both wgmma kernels: thread 0 initializes the ring,
