@@ -1,8 +1,8 @@
 // The W8A8 FP8 x FP8 wgmma GEMM (cuda/gemm/w8a8_wgmma.cuh, SM90a) launched directly through
 // launch_w8a8_gemm, static (a_scale) and dynamic (per row and K block) activation scales,
 // against the float64 reference of each mode's quantization: both activation types, bias,
-// odd N, M not a multiple of 128, K % block_size != 0, blocks 128 and 256, tiles of 32, 64
-// and 128 rows, K splits 1 and 3.
+// odd N, M not a multiple of 128, K % block_size != 0, blocks 128, 256 and 512 (two chunks
+// per lane of the quantize pass), tiles of 32, 64 and 128 rows, K splits 1 and 3.
 // CUTLASS's groupwise FP8 GEMM (cuda/gemm/w8a8_groupwise.cu) likewise through
 // launch_w8a8_groupwise, blocks of 128, N % 8 == 0; cuBLASLt's block-scaled FP8 GEMM (the
 // w8a8_cublaslt path) through the operator, in a CUDA graph.
@@ -100,10 +100,11 @@ TEST(W8A8Wgmma, BothModesAgainstReference) {
   BQMM_REQUIRE_GPU();
   if (!sm90()) GTEST_SKIP() << "the W8A8 wgmma GEMM needs SM90";
   struct Shape3 { int64_t m, n, k, block; };
-  // The last two: K of 64 and 65 slabs, ten trips round each block's ring of 6 stages.
+  // {256, 512, 8192} and {130, 384, 8320}: K of 64 and 65 slabs, ten trips round each
+  // block's ring of 6 stages; blocks of 512: each quantize lane two chunks, the last block 128.
   const Shape3 shapes[] = {{9, 1000, 1024, 128},   {64, 1037, 1040, 128}, {129, 517, 1280, 256},
                            {1024, 777, 2048, 128}, {257, 256, 1168, 256}, {256, 512, 8192, 128},
-                           {130, 384, 8320, 256}};
+                           {130, 384, 8320, 256},  {101, 264, 1664, 512}};
   // Every tile in turn (32, 64, 128 activation rows), on every M: tiles past M, M in
   // several tiles with a partial last one.
   const int tiles[] = {32, 64, 128};
@@ -126,13 +127,16 @@ TEST(W8A8Wgmma, BothModesAgainstReference) {
 }
 
 // Small shapes for compute-sanitizer (memcheck and racecheck: the producer's ring and the
-// consumers' turns): edge tiles in M and N, a partial last K block, blocks of one and two
-// slabs, each tile, a K split, both modes.
+// consumers' turns): edge tiles in M and N, a partial last K block, blocks of one, two and
+// four slabs, each tile, a K split, both modes.
 TEST(W8A8Wgmma, SanitizeSmall) {
   BQMM_REQUIRE_GPU();
   if (!sm90()) GTEST_SKIP() << "the W8A8 wgmma GEMM needs SM90";
   struct Shape3 { int64_t m, n, k, block; int tile_m, k_split; };
-  const Shape3 shapes[] = {{33, 130, 272, 128, 64, 1}, {129, 64, 528, 256, 32, 2}, {40, 70, 400, 128, 128, 1}};
+  const Shape3 shapes[] = {{33, 130, 272, 128, 64, 1},
+                           {129, 64, 528, 256, 32, 2},
+                           {40, 70, 400, 128, 128, 1},
+                           {35, 72, 1168, 512, 64, 1}};
   uint64_t seed = 400;
   for (const Shape3 sh : shapes)
     for (const bool dynamic : {false, true}) {
