@@ -14,18 +14,11 @@ namespace bqmm::cuda {
 namespace act_quant {
 
 constexpr int kQuantThreads = 256;
-constexpr int kQuantRows = 4;  // rows per thread: their loads are issued together
 
-// 16 bytes (8 activations) of row `row` at element i; zeros for a GEMM's padding rows
-// (row >= m), which A does not have.
+// 8 activations (one 16-byte load) of row `src` at `i`, as float32.
 template <typename T>
-__device__ __forceinline__ uint4 load_chunk(const T* a, int64_t m, int64_t k, int64_t row, int64_t i) {
-  return row < m ? __ldg(reinterpret_cast<const uint4*>(a + row * k + i)) : make_uint4(0, 0, 0, 0);
-}
-
-// The 8 activations of a chunk as float32.
-template <typename T>
-__device__ __forceinline__ void chunk_to_float(const uint4 v, float (&x)[8]) {
+__device__ __forceinline__ void load8(const T* src, int64_t i, float (&x)[8]) {
+  const uint4 v = __ldg(reinterpret_cast<const uint4*>(src + i));
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
@@ -35,46 +28,14 @@ __device__ __forceinline__ void chunk_to_float(const uint4 v, float (&x)[8]) {
   }
 }
 
-// amax = max(amax, |x|) over a chunk; nan = 1 where it holds a NaN (fmaxf drops them).
-template <typename T>
-__device__ __forceinline__ void chunk_amax(const uint4 v, float& amax, uint32_t& nan) {
-  float x[8];
-  chunk_to_float<T>(v, x);
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    nan |= x[j] != x[j] ? 1u : 0u;
-    amax = fmaxf(amax, fabsf(x[j]));
-  }
-}
-
-// A chunk's 8 codes e4m3_satfinite_rne(x * inv), as the QDQ rounds them.
-template <typename T>
-__device__ __forceinline__ uint2 chunk_codes(const uint4 v, float inv) {
-  float x[8];
-  chunk_to_float<T>(v, x);
-  uint32_t q[2] = {0, 0};
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const uint32_t pair =
-        __nv_cvt_float2_to_fp8x2(make_float2(x[2 * j] * inv, x[2 * j + 1] * inv), __NV_SATFINITE, __NV_E4M3);
-    q[j / 2] |= pair << (16 * (j % 2));
-  }
-  return make_uint2(q[0], q[1]);
-}
-
 // A group of lanes per (row, K block): 16 for blocks of 128, 32 for larger ones; lane l
 // takes activations 8 l .. 8 l + 7 of each 8 x lanes chunk of the block (one 16-byte load,
 // one 8-byte store of codes: K % 16 == 0 and 16-byte aligned rows, the planner's
-// conditions), in kQuantRows rows at once. The pass is a stream of A, so what paces it is
-// the loads in flight: each thread issues its rows' first chunks together and keeps them
-// in registers until their codes are written (blocks of 128 and 256 have one chunk per
-// lane: A is read once; larger blocks reload their further chunks, from L1 or L2).
-// Its scale: dynamic amax / 448 (NaN where the block holds one; the amax reduced over the
-// group), static a_scale; codes e4m3_satfinite_rne(a * inv), bit for bit the QDQ's. The
-// scales (static: a_scale in every entry) go to column `blk` of [k_blocks, m_pad] where
-// `scales` is given. Rows m .. rows - 1 (a GEMM's padding) get codes and scales 0 (their
-// chunks read as zeros: amax 0; static: scale 0, inverse 0). Grid: x the row's groups, y
-// groups of kQuantRows rows (striding by gridDim.y).
+// conditions). Its scale: dynamic amax / 448 (NaN where the block holds one; the amax
+// reduced over the group), static a_scale; codes e4m3_satfinite_rne(a * inv), bit for bit
+// the QDQ's. The scales (static: a_scale in every entry) go to column `blk` of [k_blocks,
+// m_pad] where `scales` is given. Rows m .. rows - 1 (a GEMM's padding) get codes and scales
+// 0. Grid: x the row's groups, y rows (striding by gridDim.y).
 template <typename T, bool kDynamic>
 __global__ void __launch_bounds__(kQuantThreads)
     ActQuantE4m3Kernel(const T* __restrict__ a, const float* __restrict__ a_scale, int64_t m, int64_t rows,
@@ -88,53 +49,47 @@ __global__ void __launch_bounds__(kQuantThreads)
   const unsigned mask = lanes == 32 ? 0xffffffffu : 0xffffu << (threadIdx.x % 32 - lane);
   const int64_t begin = static_cast<int64_t>(blk) * block_size;
   const int64_t end = blk + 1 < k_blocks ? begin + block_size : k;
-  const int64_t first = begin + 8 * lane;  // the lane's first chunk; >= end in a short last block
-  const int64_t step = 8 * lanes;
-  float static_scale = 0.0f;
-  if constexpr (!kDynamic) static_scale = *a_scale;
-  for (int64_t row0 = static_cast<int64_t>(blockIdx.y) * kQuantRows; row0 < rows;
-       row0 += static_cast<int64_t>(gridDim.y) * kQuantRows) {
-    uint4 head[kQuantRows];
-#pragma unroll
-    for (int r = 0; r < kQuantRows; ++r)
-      head[r] = first < end ? load_chunk(a, m, k, row0 + r, first) : make_uint4(0, 0, 0, 0);
-    float scale[kQuantRows];
-#pragma unroll
-    for (int r = 0; r < kQuantRows; ++r) scale[r] = row0 + r < m ? static_scale : 0.0f;
+  for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
+    if (row >= m) {
+      if (scales != nullptr && lane == 0) scales[blk * m_pad + row] = 0.0f;
+      for (int64_t i = begin + 8 * lane; i < end; i += 8 * lanes)
+        *reinterpret_cast<uint2*>(codes + row * k + i) = make_uint2(0, 0);
+      continue;
+    }
+    const T* src = a + row * k;
+    float scale;
     if constexpr (kDynamic) {
-      float amax[kQuantRows];
-      uint32_t nan[kQuantRows];
+      float amax = 0.0f;
+      bool nan = false;
+      for (int64_t i = begin + 8 * lane; i < end; i += 8 * lanes) {
+        float x[8];
+        load8(src, i, x);
 #pragma unroll
-      for (int r = 0; r < kQuantRows; ++r) {
-        amax[r] = 0.0f;
-        nan[r] = 0;
-        chunk_amax<T>(head[r], amax[r], nan[r]);
+        for (int j = 0; j < 8; ++j) {
+          nan |= x[j] != x[j];
+          amax = fmaxf(amax, fabsf(x[j]));
+        }
       }
-      for (int64_t i = first + step; i < end; i += step) {
-#pragma unroll
-        for (int r = 0; r < kQuantRows; ++r) chunk_amax<T>(load_chunk(a, m, k, row0 + r, i), amax[r], nan[r]);
-      }
-#pragma unroll
-      for (int r = 0; r < kQuantRows; ++r) {
-        for (int o = lanes / 2; o > 0; o /= 2) amax[r] = fmaxf(amax[r], __shfl_xor_sync(mask, amax[r], o));
-        scale[r] = __any_sync(mask, nan[r] != 0) ? __int_as_float(0x7fc00000) : amax[r] / 448.0f;
-      }
+      for (int o = lanes / 2; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(mask, amax, o));
+      nan = __any_sync(mask, nan);
+      scale = nan ? __int_as_float(0x7fc00000) : amax / 448.0f;
+    } else {
+      scale = *a_scale;
     }
-    if (scales != nullptr && lane < kQuantRows && row0 + lane < rows) {
-      float s = scale[0];  // scale[lane], without indexing registers at run time
+    if (scales != nullptr && lane == 0) scales[blk * m_pad + row] = scale;
+    const float inv = qdq_inv_scale(scale);
+    uint8_t* dst = codes + row * k;
+    for (int64_t i = begin + 8 * lane; i < end; i += 8 * lanes) {
+      float x[8];
+      load8(src, i, x);
+      uint32_t q[2] = {0, 0};
 #pragma unroll
-      for (int r = 1; r < kQuantRows; ++r) s = lane == r ? scale[r] : s;
-      scales[blk * m_pad + row0 + lane] = s;
-    }
-#pragma unroll
-    for (int r = 0; r < kQuantRows; ++r) {
-      const int64_t row = row0 + r;
-      if (row >= rows) break;
-      const float inv = qdq_inv_scale(scale[r]);
-      uint8_t* dst = codes + row * k;
-      if (first < end) *reinterpret_cast<uint2*>(dst + first) = chunk_codes<T>(head[r], inv);
-      for (int64_t i = first + step; i < end; i += step)
-        *reinterpret_cast<uint2*>(dst + i) = chunk_codes<T>(load_chunk(a, m, k, row, i), inv);
+      for (int j = 0; j < 4; ++j) {
+        const uint32_t pair = __nv_cvt_float2_to_fp8x2(make_float2(x[2 * j] * inv, x[2 * j + 1] * inv),
+                                                       __NV_SATFINITE, __NV_E4M3);
+        q[j / 2] |= pair << (16 * (j % 2));
+      }
+      *reinterpret_cast<uint2*>(dst + i) = make_uint2(q[0], q[1]);
     }
   }
 }
@@ -150,8 +105,7 @@ Status launch_act_quant_e4m3(const Fp8KernelArgs& args, int64_t rows, int64_t bl
   using act_quant::kQuantThreads;
   const int64_t lanes = block == 128 ? 16 : 32;
   const dim3 grid(static_cast<unsigned>((k_blocks * lanes + kQuantThreads - 1) / kQuantThreads),
-                  static_cast<unsigned>(std::min<int64_t>((rows + act_quant::kQuantRows - 1) / act_quant::kQuantRows,
-                                                          65535)));
+                  static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
   act_quant::ActQuantE4m3Kernel<T, kDynamic><<<grid, kQuantThreads, 0, stream>>>(
       static_cast<const T*>(args.a), args.a_scale, args.m, rows, args.k, static_cast<int>(block),
       static_cast<int>(k_blocks), m_pad, codes, scales);
