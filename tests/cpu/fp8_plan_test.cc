@@ -885,11 +885,13 @@ TEST(Fp8Plan, W8A8CublasltFrom128Rows) {
   std::ostringstream os;
   os << plan(w8a8(1024, 8192, 8192, true, 1));
   EXPECT_NE(os.str().find("path=w8a8_cublaslt; "), std::string::npos) << os.str();
-  EXPECT_NE(os.str().find("; act_scales=dynamic; weight_scales=per_row; lt_algo=0; scales=per_run; workspace="), std::string::npos)
+  EXPECT_NE(os.str().find("; act_scales=dynamic; weight_scales=per_row; lt_algo=0; scales=per_run; workspace="),
+            std::string::npos)
       << os.str();
   os.str("");
   os << plan(w8a8(1026, 8192, 8192, false, 128));
-  EXPECT_NE(os.str().find("; act_scales=static; weight_scales=per_128_rows; lt_algo=0; workspace=59098112B (cublas 33554432@25543680, "
+  EXPECT_NE(os.str().find("; act_scales=static; weight_scales=per_128_rows; lt_algo=0; "
+                          "workspace=59098112B (cublas 33554432@25543680, "
                           "scratch 16842752@8700928, codes 8421376@0, act_scales 263168@8421376, "
                           "scales 16384@8684544)}"),
             std::string::npos)
