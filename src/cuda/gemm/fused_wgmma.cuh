@@ -411,8 +411,8 @@ struct FusedWgmmaTile {
     RawConsts<kW, T> cur[2][kConsts];        // N-bit: this slab's
   };
 
-  // The slab in `stage` is done with (its wgmma finished): this warp's share of releasing it.
-  __device__ __forceinline__ void release(int stage) const { ring.warp_arrive_empty(stage, lane); }
+  // The slab in `stage` is done with (its wgmma finished): this thread's share of releasing it.
+  __device__ __forceinline__ void release(int stage) const { ring.arrive_empty(stage); }
 
   // Slab i, at ring position `at` (its register buffers B: the slab's parity for 8-bit;
   // 4-bit uses 0 and 1).

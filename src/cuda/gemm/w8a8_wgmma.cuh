@@ -280,9 +280,9 @@ struct W8A8Tile {
     const FoldScales scales = load_fold_scales(stage_addr(at));
     wgmma_wait<kPending>();
     fence_operands(part);
-    if (!kDynamic) ring.warp_arrive_empty(at.stage, lane);
+    if (!kDynamic) ring.arrive_empty(at.stage);
     fold(scales, acc, part);
-    if (kDynamic) ring.warp_arrive_empty(at.stage, lane);
+    if (kDynamic) ring.arrive_empty(at.stage);
   }
 
   __device__ __forceinline__ uint32_t stage_addr(const RingPos& at) const {
@@ -358,9 +358,9 @@ struct W8A8Tile {
       if (last) scales = load_fold_scales(base);
       wgmma_wait<0>();
       fence_operands(part);
-      if (!kDynamic) ring.warp_arrive_empty(at.stage, lane);  // operands done, weight scales loaded
+      if (!kDynamic) ring.arrive_empty(at.stage);  // operands done, weight scales loaded
       if (last) fold(scales, acc, part);
-      if (kDynamic) ring.warp_arrive_empty(at.stage, lane);  // the fold read the activation scales
+      if (kDynamic) ring.arrive_empty(at.stage);  // the fold read the activation scales
     }
   }
 };
