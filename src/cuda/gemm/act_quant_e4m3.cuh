@@ -15,10 +15,16 @@ namespace act_quant {
 
 constexpr int kQuantThreads = 256;
 
-// 8 activations (one 16-byte load) of row `src` at `i`, as float32.
+// 16 bytes (8 activations) of row `row` at element i; zeros for a GEMM's padding rows
+// (row >= m), which A does not have.
 template <typename T>
-__device__ __forceinline__ void load8(const T* src, int64_t i, float (&x)[8]) {
-  const uint4 v = __ldg(reinterpret_cast<const uint4*>(src + i));
+__device__ __forceinline__ uint4 load_chunk(const T* a, int64_t m, int64_t k, int64_t row, int64_t i) {
+  return row < m ? __ldg(reinterpret_cast<const uint4*>(a + row * k + i)) : make_uint4(0, 0, 0, 0);
+}
+
+// The 8 activations of a chunk as float32.
+template <typename T>
+__device__ __forceinline__ void chunk_to_float(const uint4 v, float (&x)[8]) {
   const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
@@ -28,15 +34,47 @@ __device__ __forceinline__ void load8(const T* src, int64_t i, float (&x)[8]) {
   }
 }
 
+// amax = max(amax, |x|) over a chunk; nan = 1 where it holds a NaN (fmaxf drops them).
+template <typename T>
+__device__ __forceinline__ void chunk_amax(const uint4 v, float& amax, uint32_t& nan) {
+  float x[8];
+  chunk_to_float<T>(v, x);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    nan |= x[j] != x[j] ? 1u : 0u;
+    amax = fmaxf(amax, fabsf(x[j]));
+  }
+}
+
+// A chunk's 8 codes e4m3_satfinite_rne(x * inv), as the QDQ rounds them.
+template <typename T>
+__device__ __forceinline__ uint2 chunk_codes(const uint4 v, float inv) {
+  float x[8];
+  chunk_to_float<T>(v, x);
+  uint32_t q[2] = {0, 0};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint32_t pair =
+        __nv_cvt_float2_to_fp8x2(make_float2(x[2 * j] * inv, x[2 * j + 1] * inv), __NV_SATFINITE, __NV_E4M3);
+    q[j / 2] |= pair << (16 * (j % 2));
+  }
+  return make_uint2(q[0], q[1]);
+}
+
 // A group of lanes per (row, K block): 16 for blocks of 128, 32 for larger ones; lane l
 // takes activations 8 l .. 8 l + 7 of each 8 x lanes chunk of the block (one 16-byte load,
 // one 8-byte store of codes: K % 16 == 0 and 16-byte aligned rows, the planner's
-// conditions). Its scale: dynamic amax / 448 (NaN where the block holds one; the amax
-// reduced over the group), static a_scale; codes e4m3_satfinite_rne(a * inv), bit for bit
-// the QDQ's. The scales (static: a_scale in every entry) go to column `blk` of [k_blocks,
-// m_pad] where `scales` is given. Rows m .. rows - 1 (a GEMM's padding) get codes and scales
-// 0. Grid: x the row's groups, y rows (striding by gridDim.y).
-template <typename T, bool kDynamic>
+// conditions), in kRows rows at once. The pass is a stream of A, so what paces it is the
+// loads in flight: each thread issues its rows' first chunks together and keeps them in
+// registers until their codes are written (blocks of 128 and 256 have one chunk per lane:
+// A is read once; larger blocks reload their further chunks, from L1 or L2).
+// Its scale: dynamic amax / 448 (NaN where the block holds one; the amax reduced over the
+// group), static a_scale; codes e4m3_satfinite_rne(a * inv), bit for bit the QDQ's. The
+// scales (static: a_scale in every entry) go to column `blk` of [k_blocks, m_pad] where
+// `scales` is given. Rows m .. rows - 1 (a GEMM's padding) get codes and scales 0 (their
+// chunks read as zeros: amax 0; static: scale 0, inverse 0). Grid: x the row's groups, y
+// groups of kRows rows (striding by gridDim.y).
+template <typename T, bool kDynamic, int kRows>
 __global__ void __launch_bounds__(kQuantThreads)
     ActQuantE4m3Kernel(const T* __restrict__ a, const float* __restrict__ a_scale, int64_t m, int64_t rows,
                        int64_t k, int block_size, int k_blocks, int64_t m_pad, uint8_t* __restrict__ codes,
@@ -49,49 +87,74 @@ __global__ void __launch_bounds__(kQuantThreads)
   const unsigned mask = lanes == 32 ? 0xffffffffu : 0xffffu << (threadIdx.x % 32 - lane);
   const int64_t begin = static_cast<int64_t>(blk) * block_size;
   const int64_t end = blk + 1 < k_blocks ? begin + block_size : k;
-  for (int64_t row = blockIdx.y; row < rows; row += gridDim.y) {
-    if (row >= m) {
-      if (scales != nullptr && lane == 0) scales[blk * m_pad + row] = 0.0f;
-      for (int64_t i = begin + 8 * lane; i < end; i += 8 * lanes)
-        *reinterpret_cast<uint2*>(codes + row * k + i) = make_uint2(0, 0);
-      continue;
-    }
-    const T* src = a + row * k;
-    float scale;
+  const int64_t first = begin + 8 * lane;  // the lane's first chunk; >= end in a short last block
+  const int64_t step = 8 * lanes;
+  float static_scale = 0.0f;
+  if constexpr (!kDynamic) static_scale = *a_scale;
+  for (int64_t row0 = static_cast<int64_t>(blockIdx.y) * kRows; row0 < rows;
+       row0 += static_cast<int64_t>(gridDim.y) * kRows) {
+    uint4 head[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r)
+      head[r] = first < end ? load_chunk(a, m, k, row0 + r, first) : make_uint4(0, 0, 0, 0);
+    float scale[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) scale[r] = row0 + r < m ? static_scale : 0.0f;
     if constexpr (kDynamic) {
-      float amax = 0.0f;
-      bool nan = false;
-      for (int64_t i = begin + 8 * lane; i < end; i += 8 * lanes) {
-        float x[8];
-        load8(src, i, x);
+      float amax[kRows];
+      uint32_t nan[kRows];
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          nan |= x[j] != x[j];
-          amax = fmaxf(amax, fabsf(x[j]));
-        }
+      for (int r = 0; r < kRows; ++r) {
+        amax[r] = 0.0f;
+        nan[r] = 0;
+        chunk_amax<T>(head[r], amax[r], nan[r]);
       }
-      for (int o = lanes / 2; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(mask, amax, o));
-      nan = __any_sync(mask, nan);
-      scale = nan ? __int_as_float(0x7fc00000) : amax / 448.0f;
-    } else {
-      scale = *a_scale;
+      for (int64_t i = first + step; i < end; i += step) {
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) chunk_amax<T>(load_chunk(a, m, k, row0 + r, i), amax[r], nan[r]);
+      }
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        for (int o = lanes / 2; o > 0; o /= 2) amax[r] = fmaxf(amax[r], __shfl_xor_sync(mask, amax[r], o));
+        scale[r] = __any_sync(mask, nan[r] != 0) ? __int_as_float(0x7fc00000) : amax[r] / 448.0f;
+      }
     }
-    if (scales != nullptr && lane == 0) scales[blk * m_pad + row] = scale;
-    const float inv = qdq_inv_scale(scale);
-    uint8_t* dst = codes + row * k;
-    for (int64_t i = begin + 8 * lane; i < end; i += 8 * lanes) {
-      float x[8];
-      load8(src, i, x);
-      uint32_t q[2] = {0, 0};
+    if (scales != nullptr && lane < kRows && row0 + lane < rows) {
+      float s = scale[0];  // scale[lane], without indexing registers at run time
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const uint32_t pair = __nv_cvt_float2_to_fp8x2(make_float2(x[2 * j] * inv, x[2 * j + 1] * inv),
-                                                       __NV_SATFINITE, __NV_E4M3);
-        q[j / 2] |= pair << (16 * (j % 2));
-      }
-      *reinterpret_cast<uint2*>(dst + i) = make_uint2(q[0], q[1]);
+      for (int r = 1; r < kRows; ++r) s = lane == r ? scale[r] : s;
+      scales[blk * m_pad + row0 + lane] = s;
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const int64_t row = row0 + r;
+      if (row >= rows) break;
+      const float inv = qdq_inv_scale(scale[r]);
+      uint8_t* dst = codes + row * k;
+      if (first < end) *reinterpret_cast<uint2*>(dst + first) = chunk_codes<T>(head[r], inv);
+      for (int64_t i = first + step; i < end; i += step)
+        *reinterpret_cast<uint2*>(dst + i) = chunk_codes<T>(load_chunk(a, m, k, row, i), inv);
     }
   }
+}
+
+// Rows per thread. Static: two from this many blocks of one row per thread on, their
+// loads issued together (1-12 % faster there on the H200, at 256 blocks 6-7 % slower: the
+// halved grid leaves SMs idle). Dynamic: one; its threads wait on their group's amax
+// reduction between load and store, and two or four rows a thread were slower up to
+// M = 1024, at most 6 % faster at 4096 (docs/PERF.md, "The quantize pass").
+constexpr int64_t kStaticTwoRowsFromBlocks = 512;
+
+template <typename T, bool kDynamic, int kRows>
+Status launch_act_quant_rows(const Fp8KernelArgs& args, int64_t rows, int64_t block, int64_t k_blocks,
+                             int64_t m_pad, uint8_t* codes, float* scales, cudaStream_t stream) {
+  const int64_t lanes = block == 128 ? 16 : 32;
+  const dim3 grid(static_cast<unsigned>((k_blocks * lanes + kQuantThreads - 1) / kQuantThreads),
+                  static_cast<unsigned>(std::min<int64_t>((rows + kRows - 1) / kRows, 65535)));
+  act_quant::ActQuantE4m3Kernel<T, kDynamic, kRows><<<grid, kQuantThreads, 0, stream>>>(
+      static_cast<const T*>(args.a), args.a_scale, args.m, rows, args.k, static_cast<int>(block),
+      static_cast<int>(k_blocks), m_pad, codes, scales);
+  return check_launch("ActQuantE4m3Kernel");
 }
 
 }  // namespace act_quant
@@ -102,14 +165,14 @@ __global__ void __launch_bounds__(kQuantThreads)
 template <typename T, bool kDynamic>
 Status launch_act_quant_e4m3(const Fp8KernelArgs& args, int64_t rows, int64_t block, int64_t k_blocks,
                              int64_t m_pad, uint8_t* codes, float* scales, cudaStream_t stream) {
-  using act_quant::kQuantThreads;
   const int64_t lanes = block == 128 ? 16 : 32;
-  const dim3 grid(static_cast<unsigned>((k_blocks * lanes + kQuantThreads - 1) / kQuantThreads),
-                  static_cast<unsigned>(std::min<int64_t>(rows, 65535)));
-  act_quant::ActQuantE4m3Kernel<T, kDynamic><<<grid, kQuantThreads, 0, stream>>>(
-      static_cast<const T*>(args.a), args.a_scale, args.m, rows, args.k, static_cast<int>(block),
-      static_cast<int>(k_blocks), m_pad, codes, scales);
-  return check_launch("ActQuantE4m3Kernel");
+  const int64_t one_row_blocks = (k_blocks * lanes + act_quant::kQuantThreads - 1) / act_quant::kQuantThreads * rows;
+  if constexpr (!kDynamic) {
+    if (one_row_blocks >= act_quant::kStaticTwoRowsFromBlocks)
+      return act_quant::launch_act_quant_rows<T, kDynamic, 2>(args, rows, block, k_blocks, m_pad, codes, scales,
+                                                              stream);
+  }
+  return act_quant::launch_act_quant_rows<T, kDynamic, 1>(args, rows, block, k_blocks, m_pad, codes, scales, stream);
 }
 
 }  // namespace bqmm::cuda
