@@ -95,7 +95,7 @@ void bench(int64_t m, int64_t k, bool cold) {
     for (int r = 0; r < 7; ++r) { cudaEventRecord(e0, st); CK(cudaGraphLaunch(ge, st)); cudaEventRecord(e1, st); cudaEventSynchronize(e1); float ms; cudaEventElapsedTime(&ms, e0, e1); t.push_back(ms * 1000 / calls); }
     std::sort(t.begin(), t.end());
     printf(" %s %6.2f", kName[w], t[3]);
-    cudaGraphExecDestroy(ge); cudaGraphDestroy(g);
+    cudaEventDestroy(e0); cudaEventDestroy(e1); cudaGraphExecDestroy(ge); cudaGraphDestroy(g);
   }
   printf("  (%.1f MB moved)\n", (abytes + rows * k) / 1e6);
   cudaFree(a); cudaFree(as); cudaFree(codes); cudaFree(scales); cudaStreamDestroy(st);

@@ -15,6 +15,14 @@ namespace act_quant {
 
 constexpr int kQuantThreads = 256;
 
+// Lanes per (row, K block) group: 16 for blocks of 128 (one 16-byte chunk each), 32 for
+// larger ones.
+__host__ __device__ constexpr int group_lanes(int64_t block_size) { return block_size == 128 ? 16 : 32; }
+// Blocks of the grid along a row: a group per K block.
+inline int64_t blocks_per_row(int64_t block_size, int64_t k_blocks) {
+  return (k_blocks * group_lanes(block_size) + kQuantThreads - 1) / kQuantThreads;
+}
+
 // 16 bytes (8 activations) of row `row` at element i; zeros for a GEMM's padding rows
 // (row >= m), which A does not have.
 template <typename T>
@@ -79,7 +87,7 @@ __global__ void __launch_bounds__(kQuantThreads)
     ActQuantE4m3Kernel(const T* __restrict__ a, const float* __restrict__ a_scale, int64_t m, int64_t rows,
                        int64_t k, int block_size, int k_blocks, int64_t m_pad, uint8_t* __restrict__ codes,
                        float* __restrict__ scales) {
-  const int lanes = block_size == 128 ? 16 : 32;
+  const int lanes = group_lanes(block_size);
   const int lane = threadIdx.x % lanes;
   const int blk = static_cast<int>((blockIdx.x * kQuantThreads + threadIdx.x) / lanes);
   if (blk >= k_blocks) return;  // whole groups leave together
@@ -148,8 +156,7 @@ constexpr int64_t kStaticTwoRowsFromBlocks = 512;
 template <typename T, bool kDynamic, int kRows>
 Status launch_act_quant_rows(const Fp8KernelArgs& args, int64_t rows, int64_t block, int64_t k_blocks,
                              int64_t m_pad, uint8_t* codes, float* scales, cudaStream_t stream) {
-  const int64_t lanes = block == 128 ? 16 : 32;
-  const dim3 grid(static_cast<unsigned>((k_blocks * lanes + kQuantThreads - 1) / kQuantThreads),
+  const dim3 grid(static_cast<unsigned>(blocks_per_row(block, k_blocks)),
                   static_cast<unsigned>(std::min<int64_t>((rows + kRows - 1) / kRows, 65535)));
   act_quant::ActQuantE4m3Kernel<T, kDynamic, kRows><<<grid, kQuantThreads, 0, stream>>>(
       static_cast<const T*>(args.a), args.a_scale, args.m, rows, args.k, static_cast<int>(block),
@@ -165,10 +172,8 @@ Status launch_act_quant_rows(const Fp8KernelArgs& args, int64_t rows, int64_t bl
 template <typename T, bool kDynamic>
 Status launch_act_quant_e4m3(const Fp8KernelArgs& args, int64_t rows, int64_t block, int64_t k_blocks,
                              int64_t m_pad, uint8_t* codes, float* scales, cudaStream_t stream) {
-  const int64_t lanes = block == 128 ? 16 : 32;
-  const int64_t one_row_blocks = (k_blocks * lanes + act_quant::kQuantThreads - 1) / act_quant::kQuantThreads * rows;
   if constexpr (!kDynamic) {
-    if (one_row_blocks >= act_quant::kStaticTwoRowsFromBlocks)
+    if (act_quant::blocks_per_row(block, k_blocks) * rows >= act_quant::kStaticTwoRowsFromBlocks)
       return act_quant::launch_act_quant_rows<T, kDynamic, 2>(args, rows, block, k_blocks, m_pad, codes, scales,
                                                               stream);
   }
