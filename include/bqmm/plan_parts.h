@@ -46,6 +46,9 @@ struct GemmConfig {
                        // promises it)
   int lt_algo = 0;  // W8A8 on cuBLASLt: the index of its algorithm in cuBLASLt's heuristic
                     // list (fewer found: the last)
+  bool dependent_launch = false;  // the W8A8 GEMM: a programmatic dependent launch after its
+                                  // quantize pass (the first stages' weights copied while
+                                  // the pass runs)
 };
 
 // The dequant + cuBLAS path: the weight dequantized in N tiles into the scratch.

@@ -462,7 +462,8 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
       (p.block_size & (p.block_size - 1)) != 0)
     return invalid("problem: expected M, N, K >= 0 and block_size a power of two >= 16");
   BQMM_RETURN_IF_ERROR(check::scratch_bytes(options.dequant_scratch_bytes));
-  BQMM_RETURN_IF_ERROR(check_plan_override(o, "NBitsMatMul", {"w8a8", "w8a8_groupwise", "w8a8_cublaslt", "lt_algo"}));
+  BQMM_RETURN_IF_ERROR(check_plan_override(o, "NBitsMatMul",
+                                           {"w8a8", "w8a8_groupwise", "w8a8_cublaslt", "lt_algo", "w8a8_pdl"}));
 
   NBitsMatMulPlan plan;
   plan.problem = p;

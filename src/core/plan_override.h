@@ -49,6 +49,8 @@
 //                            applies (w8a8_groupwise=1 takes precedence)
 //   lt_algo=0|1|2|3   fp8    W8A8 on cuBLASLt: the index of the algorithm it runs in
 //                            cuBLASLt's heuristic list (fewer found: its last)
+//   w8a8_pdl=0|1      fp8    the W8A8 GEMM as a programmatic dependent launch of its
+//                            quantize pass: 1 on, 0 off (the planner's default: off)
 // Unset keys leave the planner's choice. A forced choice that does not apply to a problem
 // is ignored where the planner's rules say so (as for its own choices), except the
 // conflicts the planner reports (registers=168 with k_split=8).
@@ -86,6 +88,7 @@ struct PlanOverride {
   int w8a8_groupwise = -1;  // -1: planner; 0: never CUTLASS's groupwise W8A8 GEMM; 1: wherever it applies
   int w8a8_cublaslt = -1;   // -1: planner; 0: never cuBLASLt's W8A8 GEMM; 1: wherever it applies
   int lt_algo = -1;         // -1: planner; 0..3: cuBLASLt's heuristic list's index
+  int w8a8_pdl = -1;        // -1: planner; 0 / 1: the W8A8 GEMM's dependent launch
 
   bool empty() const;
 };

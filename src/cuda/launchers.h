@@ -200,7 +200,9 @@ struct W8A8Workspace {
                                // cuBLASLt's prologue: k_blocks x rows)
   float* partials = nullptr;   // k_split > 1: k_split x M x N floats
 };
-Status launch_w8a8_gemm(const Fp8KernelArgs& args, bool dynamic, int tile_m, int k_split,
+// `dependent`: the GEMM launched as a programmatic dependent of the quantize pass, its first
+// stages' weights copied while the pass runs (SM90; GemmConfig::dependent_launch).
+Status launch_w8a8_gemm(const Fp8KernelArgs& args, bool dynamic, int tile_m, int k_split, bool dependent,
                         const W8A8Workspace& ws, cudaStream_t stream);
 // gemm/w8a8_groupwise.cu (SM90a, CUTLASS): the same product on CUTLASS's FP8 GEMM with
 // groupwise scales, block_size 128: the quantize pass writes the codes and the scales (in

@@ -691,6 +691,12 @@ TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
                                 "partial 1048576@163840)}"),
             std::string::npos)
       << split;
+  // The dependent launch after the quantize pass: off unless the override asks for it.
+  EXPECT_FALSE(split.gemm.dependent_launch);
+  const Fp8MatMulPlan pdl = plan(p, kHopper, parsed("w8a8=1,w8a8_pdl=1"));
+  EXPECT_TRUE(pdl.gemm.dependent_launch);
+  EXPECT_NE(printed(pdl).find("; k_split=2; dependent_launch=yes; workspace="), std::string::npos) << pdl;
+  EXPECT_FALSE(plan(p, kHopper, parsed("w8a8=1,w8a8_pdl=0")).gemm.dependent_launch);
   // Blocks of 256 K split in whole blocks: 32 units of 2 slabs, the same waves.
   p.block_size = 256;
   EXPECT_EQ(plan(p, kHopper, forced).gemm.k_split, 2);

@@ -2,7 +2,8 @@
 // launch_w8a8_gemm, static (a_scale) and dynamic (per row and K block) activation scales,
 // against the float64 reference of each mode's quantization: both activation types, bias,
 // odd N, M not a multiple of 128, K % block_size != 0, blocks 128, 256 and 512 (two chunks
-// per lane of the quantize pass), tiles of 32, 64 and 128 rows, K splits 1 and 3.
+// per lane of the quantize pass), tiles of 32, 64 and 128 rows, K splits 1 and 3, the GEMM
+// launched plainly and as a programmatic dependent of the quantize pass.
 // CUTLASS's groupwise FP8 GEMM (cuda/gemm/w8a8_groupwise.cu) likewise through
 // launch_w8a8_groupwise, blocks of 128, N % 8 == 0; cuBLASLt's block-scaled FP8 GEMM (the
 // w8a8_cublaslt path) through the operator, in a CUDA graph.
@@ -74,7 +75,10 @@ cuda::Fp8KernelArgs kernel_args(const Fp8Case& c, const testing::Fp8DeviceCase& 
   return g;
 }
 
-void check_w8a8(const Fp8Case& c, int tile_m, int k_split) {
+// `dependent`: the GEMM launched as a programmatic dependent of the quantize pass, its first
+// stages' weights copied while the pass runs (codes and scales start uninitialized, so a
+// read of them before the pass completes is far from the reference).
+void check_w8a8(const Fp8Case& c, int tile_m, int k_split, bool dependent) {
   testing::Fp8DeviceCase d;
   BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
   const cuda::Fp8KernelArgs g = kernel_args(c, d);
@@ -90,7 +94,9 @@ void check_w8a8(const Fp8Case& c, int tile_m, int k_split) {
   ws.scales = static_cast<float*>(scales.data());
   ws.partials = static_cast<float*>(partials.data());
   BQMM_ASSERT_OK(testing::run_on_fresh_stream(
-      [&](cudaStream_t stream) { return cuda::launch_w8a8_gemm(g, c.dynamic_act_quant, tile_m, k_split, ws, stream); }));
+      [&](cudaStream_t stream) {
+        return cuda::launch_w8a8_gemm(g, c.dynamic_act_quant, tile_m, k_split, dependent, ws, stream);
+      }));
   HostTensor y;
   BQMM_ASSERT_OK(d.y.download(&y));
   EXPECT_TRUE(testing::matches_reference(c, y));
@@ -114,15 +120,17 @@ TEST(W8A8Wgmma, BothModesAgainstReference) {
       for (const int k_split : {1, 3}) {
         const DType t = seed % 2 == 0 ? DType::kFloat16 : DType::kBFloat16;
         const int tile_m = tiles[seed % 3];
+        const bool dependent = (seed / 4) % 2 == 1;  // every other shape, all four of its cases
         SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " N=" << sh.n << " K=" << sh.k << " block="
                                           << sh.block << " " << dtype_name(t) << (dynamic ? " dynamic" : " static")
-                                          << " tile_m=" << tile_m << " k_split=" << k_split);
+                                          << " tile_m=" << tile_m << " k_split=" << k_split
+                                          << (dependent ? " dependent" : ""));
         Fp8Case c = reference::make_random_fp8_case(t, sh.m, sh.n, sh.k, sh.block, /*bias=*/seed % 3 != 0,
                                                     /*w8a8=*/!dynamic, seed);
         c.dynamic_act_quant = dynamic;
         vary_block_magnitudes(c);
         ++seed;
-        check_w8a8(c, tile_m, k_split);
+        check_w8a8(c, tile_m, k_split, dependent);
       }
 }
 
@@ -141,13 +149,14 @@ TEST(W8A8Wgmma, SanitizeSmall) {
   for (const Shape3 sh : shapes)
     for (const bool dynamic : {false, true}) {
       const DType t = seed % 2 == 0 ? DType::kFloat16 : DType::kBFloat16;
+      const bool dependent = seed % 4 >= 2;  // the second and fourth shapes
       SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " N=" << sh.n << " K=" << sh.k << " block=" << sh.block
                                         << (dynamic ? " dynamic" : " static") << " tile_m=" << sh.tile_m
-                                        << " k_split=" << sh.k_split);
+                                        << " k_split=" << sh.k_split << (dependent ? " dependent" : ""));
       Fp8Case c = reference::make_random_fp8_case(t, sh.m, sh.n, sh.k, sh.block, /*bias=*/true,
                                                   /*w8a8=*/!dynamic, seed++);
       c.dynamic_act_quant = dynamic;
-      check_w8a8(c, sh.tile_m, sh.k_split);
+      check_w8a8(c, sh.tile_m, sh.k_split, dependent);
     }
 }
 

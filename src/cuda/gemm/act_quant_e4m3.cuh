@@ -87,6 +87,7 @@ __global__ void __launch_bounds__(kQuantThreads)
     ActQuantE4m3Kernel(const T* __restrict__ a, const float* __restrict__ a_scale, int64_t m, int64_t rows,
                        int64_t k, int block_size, int k_blocks, int64_t m_pad, uint8_t* __restrict__ codes,
                        float* __restrict__ scales) {
+  allow_dependent_launch();  // a GEMM launched as its dependent waits for it before reading A's codes
   const int lanes = group_lanes(block_size);
   const int lane = threadIdx.x % lanes;
   const int blk = static_cast<int>((blockIdx.x * kQuantThreads + threadIdx.x) / lanes);

@@ -13,7 +13,8 @@ namespace bqmm::cuda {
 namespace {
 
 template <typename T, bool kDynamic, int kTileM>
-Status launch_typed(const Fp8KernelArgs& args, int k_split, const W8A8Workspace& ws, cudaStream_t stream) {
+Status launch_typed(const Fp8KernelArgs& args, int k_split, bool dependent, const W8A8Workspace& ws,
+                    cudaStream_t stream) {
   const int64_t k_blocks = (args.k + args.block_size - 1) / args.block_size;
   // One block covering K is K rounded up to a slab, whatever block_size says (it may be
   // beyond int); every other block_size is at most K.
@@ -43,14 +44,15 @@ Status launch_typed(const Fp8KernelArgs& args, int k_split, const W8A8Workspace&
   p.block_slabs = static_cast<int>(block / kW8a8SlabK);
   const int64_t blocks_per_split = (k_blocks + k_split - 1) / k_split;
   p.slabs_per_split = static_cast<int>(blocks_per_split * p.block_slabs);
+  p.dependent = dependent && dependent_launch_supported();
 
   const int64_t tiles = (args.m + kTileM - 1) / kTileM * ((args.n + kGemmTileN - 1) / kGemmTileN);
   const dim3 grid(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(k_split));
   const auto kernel = W8A8WgmmaKernel<T, kDynamic, kTileM>;
   constexpr int kSmem = static_cast<int>(w8a8_smem_bytes(kTileM));
   BQMM_RETURN_IF_ERROR(allow_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmem));
-  kernel<<<grid, kWgmmaThreads, kSmem, stream>>>(p);
-  BQMM_RETURN_IF_ERROR(check_launch("W8A8WgmmaKernel"));
+  BQMM_RETURN_IF_ERROR(launch_kernel(kernel, grid, dim3(kWgmmaThreads), kSmem, stream, dependent,
+                                     "W8A8WgmmaKernel", p));
   if (k_split == 1) return Status::Ok();
   return launch_k_split_reduce<T>(ws.partials, p.bias, p.y, args.m, args.n, k_split,
                                   /*dependent=*/true, stream);
@@ -58,21 +60,21 @@ Status launch_typed(const Fp8KernelArgs& args, int k_split, const W8A8Workspace&
 
 // The kernel of one (type, mode), at the tile the plan chose.
 template <typename T, bool kDynamic>
-Status launch_tile(const Fp8KernelArgs& args, int tile_m, int k_split, const W8A8Workspace& ws,
+Status launch_tile(const Fp8KernelArgs& args, int tile_m, int k_split, bool dependent, const W8A8Workspace& ws,
                    cudaStream_t stream) {
   switch (tile_m) {
     case 32:
-      return launch_typed<T, kDynamic, 32>(args, k_split, ws, stream);
+      return launch_typed<T, kDynamic, 32>(args, k_split, dependent, ws, stream);
     case 64:
-      return launch_typed<T, kDynamic, 64>(args, k_split, ws, stream);
+      return launch_typed<T, kDynamic, 64>(args, k_split, dependent, ws, stream);
     default:
-      return launch_typed<T, kDynamic, kW8a8TileM>(args, k_split, ws, stream);
+      return launch_typed<T, kDynamic, kW8a8TileM>(args, k_split, dependent, ws, stream);
   }
 }
 
 }  // namespace
 
-Status launch_w8a8_gemm(const Fp8KernelArgs& args, bool dynamic, int tile_m, int k_split,
+Status launch_w8a8_gemm(const Fp8KernelArgs& args, bool dynamic, int tile_m, int k_split, bool dependent,
                         const W8A8Workspace& ws, cudaStream_t stream) {
   if (args.m == 0 || args.n == 0) return Status::Ok();
   if (args.block_size % kW8a8SlabK != 0 || args.k % 16 != 0 || k_split < 1 ||
@@ -81,8 +83,8 @@ Status launch_w8a8_gemm(const Fp8KernelArgs& args, bool dynamic, int tile_m, int
                   "launch_w8a8_gemm: block_size % 128, K % 16, k_split >= 1 and tile_m 32, 64 or 128");
   return dispatch_half_types(args.dtype, "w8a8 gemm", [&](auto tag) {
     using T = decltype(tag);
-    return dynamic ? launch_tile<T, true>(args, tile_m, k_split, ws, stream)
-                   : launch_tile<T, false>(args, tile_m, k_split, ws, stream);
+    return dynamic ? launch_tile<T, true>(args, tile_m, k_split, dependent, ws, stream)
+                   : launch_tile<T, false>(args, tile_m, k_split, dependent, ws, stream);
   });
 }
 
