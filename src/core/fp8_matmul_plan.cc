@@ -321,9 +321,10 @@ void plan_fused_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanO
 // Quantize A -> the W8A8 GEMM: tiles of w8a8_tile_m(M) x kGemmTileN, the K split in whole
 // scale blocks (each split folds its own blocks) by the fused GEMM's wave model with the
 // partial sums' planes priced in (kW8a8PlaneBytesPerSlab), or as the override forces it;
-// the codes, the dynamic scales and the partial sums in the workspace. The GEMM launched
-// as a programmatic dependent of the quantize pass only where the override asks for it
-// (w8a8_pdl=1; not yet measured against the plain launch, so not the default).
+// the codes, the dynamic scales and the partial sums in the workspace. The GEMM is a
+// programmatic dependent of the quantize pass on tiles of 32 rows (M <= 32), where it
+// measured 3-4 % faster (its first stages' weights stream while the pass runs); on larger
+// tiles it measured within 1.2 % either way (H200, docs/PERF.md), so they launch plainly.
 void plan_w8a8_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o,
                     Fp8MatMulPlan* plan) {
   GemmConfig& g = plan->gemm;
@@ -331,7 +332,7 @@ void plan_w8a8_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOv
   g.tile_m = o.tile_m > 0 ? o.tile_m : w8a8_tile_m(p.m);
   g.tile_n = kGemmTileN;
   g.stages = w8a8_stages(g.tile_m);
-  g.dependent_launch = o.w8a8_pdl == 1;
+  g.dependent_launch = o.w8a8_pdl >= 0 ? o.w8a8_pdl == 1 : g.tile_m <= kW8a8PdlTileM;
   const int64_t tiles = (p.m + g.tile_m - 1) / g.tile_m * ((p.n + g.tile_n - 1) / g.tile_n);
   g.k_split = o.gemm_k_split > 0
                   ? o.gemm_k_split

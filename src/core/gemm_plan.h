@@ -118,6 +118,8 @@ constexpr int64_t w8a8_smem_bytes(int tile_m) {
 // 128-row tile's wgmma work per slab (0.56 us per block at 900 TFLOP/s over 132 SMs) is
 // twice its weight stream's (16 KB at 4.5 TB/s over 132 SMs: 0.25 us).
 constexpr int w8a8_tile_m(int64_t m) { return m <= 32 ? 32 : m <= 64 ? 64 : kW8a8TileM; }
+// The largest tile whose GEMM launches as a programmatic dependent of the quantize pass.
+constexpr int kW8a8PdlTileM = 32;
 // The rows where the planner takes it: every M above the decode GEMV's (measured on the
 // H200, back to back, the prefill suite's four shapes, static and dynamic scales, against
 // the path it replaces forced in the same run): at M = 9, 16 and 32 (tile 32) 0.61-0.96x

@@ -50,7 +50,8 @@
 //   lt_algo=0|1|2|3   fp8    W8A8 on cuBLASLt: the index of the algorithm it runs in
 //                            cuBLASLt's heuristic list (fewer found: its last)
 //   w8a8_pdl=0|1      fp8    the W8A8 GEMM as a programmatic dependent launch of its
-//                            quantize pass: 1 on, 0 off (the planner's default: off)
+//                            quantize pass: 1 on, 0 off (the planner's: on for tiles
+//                            of 32 rows, M <= 32)
 // Unset keys leave the planner's choice. A forced choice that does not apply to a problem
 // is ignored where the planner's rules say so (as for its own choices), except the
 // conflicts the planner reports (registers=168 with k_split=8).

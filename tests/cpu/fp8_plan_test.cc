@@ -687,16 +687,22 @@ TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
   EXPECT_EQ(split.workspace_bytes, split.regions.partial_offset + split.regions.partial_bytes);
   EXPECT_NE(printed(split).find("path=w8a8_gemm; "), std::string::npos) << split;
   EXPECT_NE(printed(split).find("; act_scales=dynamic; mainloop=wgmma; tile_m=32; tile_n=128; stages=6; "
-                                "k_split=2; workspace=1212416B (codes 131072@0, act_scales 32768@131072, "
+                                "k_split=2; dependent_launch=yes; workspace=1212416B (codes 131072@0, act_scales 32768@131072, "
                                 "partial 1048576@163840)}"),
             std::string::npos)
       << split;
-  // The dependent launch after the quantize pass: off unless the override asks for it.
-  EXPECT_FALSE(split.gemm.dependent_launch);
-  const Fp8MatMulPlan pdl = plan(p, kHopper, parsed("w8a8=1,w8a8_pdl=1"));
-  EXPECT_TRUE(pdl.gemm.dependent_launch);
-  EXPECT_NE(printed(pdl).find("; k_split=2; dependent_launch=yes; workspace="), std::string::npos) << pdl;
-  EXPECT_FALSE(plan(p, kHopper, parsed("w8a8=1,w8a8_pdl=0")).gemm.dependent_launch);
+  // The dependent launch after the quantize pass: the planner's on 32-row tiles only; the
+  // override forces it either way.
+  EXPECT_TRUE(split.gemm.dependent_launch);
+  const Fp8MatMulPlan off = plan(p, kHopper, parsed("w8a8=1,w8a8_pdl=0"));
+  EXPECT_FALSE(off.gemm.dependent_launch);
+  EXPECT_NE(printed(off).find("; k_split=2; workspace="), std::string::npos) << off;
+  for (const int64_t m : {33, 64, 65, 128}) {
+    Fp8MatMulProblem q = p;
+    q.m = m;
+    EXPECT_FALSE(plan(q, kHopper, forced).gemm.dependent_launch) << m;
+    EXPECT_TRUE(plan(q, kHopper, parsed("w8a8=1,w8a8_pdl=1")).gemm.dependent_launch) << m;
+  }
   // Blocks of 256 K split in whole blocks: 32 units of 2 slabs, the same waves.
   p.block_size = 256;
   EXPECT_EQ(plan(p, kHopper, forced).gemm.k_split, 2);

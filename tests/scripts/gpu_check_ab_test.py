@@ -59,7 +59,10 @@ class GpuCheckAbTest(unittest.TestCase):
         out = os.path.join(self.root, "out")
         full = dict(os.environ, OUT=out, AB_CASES_FILE="cases.txt", AB_REPEATS="1",
                     PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-        full.pop("BQMM_PLAN_OVERRIDE", None)
+        # The caller's own A/B settings (gpu_check.sh's ab step runs ctest under them) stay out.
+        for name in [k for k in full if k.startswith("AB_") or k == "BQMM_PLAN_OVERRIDE"]:
+            full.pop(name)
+        full.update(OUT=out, AB_CASES_FILE="cases.txt", AB_REPEATS="1")
         full.update(env)
         p = subprocess.run(["bash", os.path.join(self.root, "scripts", "gpu_check.sh"), "ab"],
                            cwd=self.root, env=full, capture_output=True, text=True, check=False)
