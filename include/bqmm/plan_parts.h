@@ -49,6 +49,10 @@ struct GemmConfig {
   bool dependent_launch = false;  // the W8A8 GEMM: a programmatic dependent launch after its
                                   // quantize pass (the first stages' weights copied while
                                   // the pass runs)
+  bool cluster_reduce = false;  // the W8A8 GEMM with k_split > 1: a tile's splits run as
+                                // one thread-block cluster and add their partial sums through
+                                // distributed shared memory (no partial sums in the
+                                // workspace, no second kernel)
 };
 
 // The dequant + cuBLAS path: the weight dequantized in N tiles into the scratch.

@@ -339,6 +339,7 @@ void plan_w8a8_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOv
                   : choose_gemm_k_split(tiles, p.k_blocks(), std::max(1, d.num_sms), g.stages,
                                         p.block_size / kW8a8SlabK,
                                         p.m * p.n * int64_t{4} / kW8a8PlaneBytesPerSlab);
+  g.cluster_reduce = w8a8_cluster_sums(g, gemm_forced(o));
   WorkspaceRegions& r = plan->regions;
   WorkspaceLayout layout;
   r.codes_bytes = static_cast<size_t>(p.m * p.k);

@@ -29,6 +29,12 @@ constexpr int64_t kGemmMaxRows = 128;
 constexpr int kGemmTileN = 128;              // output columns per block
 constexpr int64_t kGemmSlabBytes = 128;      // weight bytes per row per stage
 constexpr int kGemmWarps = 8;                // warps per block, every tile
+// The W8A8 GEMM sums a K split of 2 in a thread-block cluster of the tile's two blocks
+// (GemmConfig::cluster_reduce); larger splits in planes: clusters of four SMs did not all
+// fit at once on the H200 (the fused GEMM's cluster form, 4096 x 14336 M = 64 at split 4:
+// 41.1 us against 26.9 with planes; docs/PERF.md). The fused GEMM sums its split in planes:
+// a cluster measured no faster there.
+constexpr int kW8a8ClusterSplit = 2;
 constexpr int kGemmMaxKSplit = 16;
 constexpr int kGemmMaxStages = 4;
 constexpr int kGemmMinStages = 3;            // a stage refills one iteration after its use
@@ -266,6 +272,7 @@ struct GemmForced {
   int wgmma = -1;
   int tile_m = 0;
   int k_split = 0;
+  int cluster_sum = -1;  // 0: the W8A8 GEMM's K split in planes even where a cluster can sum it
 };
 
 // Why the fused GEMM of `s` does not take the wgmma mainloop on `device` under `forced`,
@@ -305,6 +312,12 @@ inline void choose_gemm_mainloop(const GemmShape& s, const DeviceInfo& device,
     g->tile_m = f.tile_m > 0 && f.tile_m <= 64 ? f.tile_m : gemm_tile_m(s.m);
     g->stages = gemm_stages(g->tile_m, s.bits);
   }
+}
+
+// Whether the W8A8 GEMM sums the K split of `g` in a thread-block cluster of its blocks (no
+// planes, no reduce kernel): a split of kW8a8ClusterSplit, unless forced off.
+inline bool w8a8_cluster_sums(const GemmConfig& g, const GemmForced& forced) {
+  return g.wgmma && g.k_split == kW8a8ClusterSplit && forced.cluster_sum != 0;
 }
 
 // The whole tiling for problem `s` on `device`: the mainloop and tile, then the K split

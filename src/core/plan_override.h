@@ -52,6 +52,10 @@
 //   w8a8_pdl=0|1      fp8    the W8A8 GEMM as a programmatic dependent launch of its
 //                            quantize pass: 1 on, 0 off (the planner's: on for tiles
 //                            of 32 rows, M <= 32)
+//   cluster_sum=0|1   fp8    the W8A8 GEMM's K split of 2 summed within the tile's
+//                            thread-block cluster through distributed shared memory (1,
+//                            the planner's), or in planes of partial sums added by a
+//                            second kernel (0)
 // Unset keys leave the planner's choice. A forced choice that does not apply to a problem
 // is ignored where the planner's rules say so (as for its own choices), except the
 // conflicts the planner reports (registers=168 with k_split=8).
@@ -90,12 +94,13 @@ struct PlanOverride {
   int w8a8_cublaslt = -1;   // -1: planner; 0: never cuBLASLt's W8A8 GEMM; 1: wherever it applies
   int lt_algo = -1;         // -1: planner; 0..3: cuBLASLt's heuristic list's index
   int w8a8_pdl = -1;        // -1: planner; 0 / 1: the W8A8 GEMM's dependent launch
+  int cluster_sum = -1;     // -1: planner; 0 / 1: the W8A8 GEMM's K split summed in a cluster
 
   bool empty() const;
 };
 
 // The fused GEMM's forced choices of an override (core/gemm_plan.h).
-inline GemmForced gemm_forced(const PlanOverride& o) { return {o.wgmma, o.tile_m, o.gemm_k_split}; }
+inline GemmForced gemm_forced(const PlanOverride& o) { return {o.wgmma, o.tile_m, o.gemm_k_split, o.cluster_sum}; }
 
 // gemm=1 or any of the fused GEMM's own keys: the fused GEMM wherever it applies, also at
 // M = 9..16 where the planners prefer the GEMV's row group.

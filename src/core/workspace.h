@@ -71,12 +71,12 @@ void plan_dequant_gemm_workspace(int64_t row_bytes, int64_t scratch_bytes, int s
   plan.workspace_bytes = layout.total();
 }
 
-// The float32 partial sums [k_split, M, N] of a K split > 1 (the fused and W8A8 GEMMs);
-// then the workspace total.
+// The float32 partial sums [k_split, M, N] of a K split > 1 (the fused and W8A8 GEMMs;
+// none where the W8A8 GEMM sums its split in a cluster); then the workspace total.
 template <typename Plan>
 void plan_gemm_partials(WorkspaceLayout& layout, Plan& plan) {
   const int64_t split = plan.gemm.k_split;
-  const int64_t partials = split > 1 ? split * plan.problem.m * plan.problem.n : 0;
+  const int64_t partials = split > 1 && !plan.gemm.cluster_reduce ? split * plan.problem.m * plan.problem.n : 0;
   plan.regions.partial_bytes = static_cast<size_t>(partials) * sizeof(float);
   plan.regions.partial_offset = layout.take(plan.regions.partial_bytes);
   plan.workspace_bytes = layout.total();

@@ -402,22 +402,38 @@ inline bool dependent_launch_supported() {
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent of the
-// kernel before it where `dependent` and the device takes it; errors named `name`.
+// kernel before it where `dependent` and the device takes it, in thread-block clusters of
+// `cluster_z` blocks along z where it is above 1 (grid.z a multiple of it, at most 8: the
+// portable cluster size); errors named `name`.
 template <typename... Params, typename... Args>
-Status launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, int smem, cudaStream_t stream,
-                     bool dependent, const char* name, Args&&... args) {
+Status launch_kernel_ex(void (*kernel)(Params...), dim3 grid, dim3 block, int smem, cudaStream_t stream,
+                        bool dependent, unsigned cluster_z, const char* name, Args&&... args) {
   cudaLaunchConfig_t config = {};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = static_cast<size_t>(smem);
   config.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[2];
+  unsigned count = 0;
+  if (dependent && dependent_launch_supported()) {
+    attr[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[count++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cluster_z > 1) {
+    attr[count].id = cudaLaunchAttributeClusterDimension;
+    attr[count].val.clusterDim.x = 1;
+    attr[count].val.clusterDim.y = 1;
+    attr[count++].val.clusterDim.z = cluster_z;
+  }
   config.attrs = attr;
-  config.numAttrs = dependent && dependent_launch_supported() ? 1 : 0;
+  config.numAttrs = count;
   BQMM_RETURN_IF_ERROR(cuda_status(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...), name));
   return check_launch(name);
+}
+template <typename... Params, typename... Args>
+Status launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, int smem, cudaStream_t stream,
+                     bool dependent, const char* name, Args&&... args) {
+  return launch_kernel_ex(kernel, grid, block, smem, stream, dependent, 1u, name, std::forward<Args>(args)...);
 }
 
 }  // namespace bqmm::cuda

@@ -116,8 +116,8 @@ Status run_w8a8_gemm(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args, uint8
   w.codes = ws + plan.regions.codes_offset;
   w.scales = reinterpret_cast<float*>(ws + plan.regions.act_scales_offset);
   w.partials = reinterpret_cast<float*>(ws + plan.regions.partial_offset);
-  return cuda::launch_w8a8_gemm(kernel_args(plan.problem, args), plan.problem.dynamic_act_quant,
-                                plan.gemm.tile_m, plan.gemm.k_split, plan.gemm.dependent_launch, w, stream);
+  return cuda::launch_w8a8_gemm(kernel_args(plan.problem, args), plan.problem.dynamic_act_quant, plan.gemm, w,
+                                stream);
 }
 
 // A -> e4m3 codes and scales in the workspace -> CUTLASS's groupwise FP8 GEMM, the bias in

@@ -198,12 +198,15 @@ struct W8A8Workspace {
   uint8_t* codes = nullptr;    // M x K bytes
   float* scales = nullptr;     // k_blocks x w8a8_m_pad(M) floats (the W8A8 GEMM: dynamic only;
                                // cuBLASLt's prologue: k_blocks x rows)
-  float* partials = nullptr;   // k_split > 1: k_split x M x N floats
+  float* partials = nullptr;   // k_split > 1 (the W8A8 GEMM: without cluster_reduce):
+                               // k_split x M x N floats
 };
-// `dependent`: the GEMM launched as a programmatic dependent of the quantize pass, its first
-// stages' weights copied while the pass runs (SM90; GemmConfig::dependent_launch).
-Status launch_w8a8_gemm(const Fp8KernelArgs& args, bool dynamic, int tile_m, int k_split, bool dependent,
-                        const W8A8Workspace& ws, cudaStream_t stream);
+// The plan's choices in `config`: tile_m, k_split, dependent_launch (the GEMM launched as a
+// programmatic dependent of the quantize pass, its first stages' weights copied while the
+// pass runs; SM90) and cluster_reduce (a K split of 2 summed in the tile's thread-block
+// cluster; ws.partials unused).
+Status launch_w8a8_gemm(const Fp8KernelArgs& args, bool dynamic, const GemmConfig& config, const W8A8Workspace& ws,
+                        cudaStream_t stream);
 // gemm/w8a8_groupwise.cu (SM90a, CUTLASS): the same product on CUTLASS's FP8 GEMM with
 // groupwise scales, block_size 128: the quantize pass writes the codes and the scales (in
 // both modes) into `ws`, then one kernel for both modes on a persistent grid of num_sms

@@ -681,22 +681,33 @@ TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
   const PlanOverride forced = parsed("w8a8=1");
   const Fp8MatMulPlan split = plan(p, kHopper, forced);
   EXPECT_EQ(split.gemm.k_split, 2);
+  // The split of 2 summed in a cluster of its blocks: no planes.
+  EXPECT_TRUE(split.gemm.cluster_reduce);
   EXPECT_EQ(split.regions.act_scales_offset, size_t{16} * 8192);
-  EXPECT_EQ(split.regions.partial_offset, size_t{16} * 8192 + 64 * 128 * 4);
-  EXPECT_EQ(split.regions.partial_bytes, size_t{2} * 16 * 8192 * 4);
-  EXPECT_EQ(split.workspace_bytes, split.regions.partial_offset + split.regions.partial_bytes);
+  EXPECT_EQ(split.regions.partial_bytes, 0u);
+  EXPECT_EQ(split.workspace_bytes, size_t{16} * 8192 + 64 * 128 * 4);
   EXPECT_NE(printed(split).find("path=w8a8_gemm; "), std::string::npos) << split;
   EXPECT_NE(printed(split).find("; act_scales=dynamic; mainloop=wgmma; tile_m=32; tile_n=128; stages=6; "
-                                "k_split=2; dependent_launch=yes; workspace=1212416B (codes 131072@0, act_scales 32768@131072, "
-                                "partial 1048576@163840)}"),
+                                "k_split=2; k_reduce=cluster; dependent_launch=yes; workspace=163840B (codes "
+                                "131072@0, act_scales 32768@131072)}"),
             std::string::npos)
       << split;
+  // Without the cluster: float32 planes after the scales, added by the reduce kernel.
+  const Fp8MatMulPlan planes = plan(p, kHopper, parsed("w8a8=1,cluster_sum=0"));
+  EXPECT_FALSE(planes.gemm.cluster_reduce);
+  EXPECT_EQ(planes.regions.partial_offset, size_t{16} * 8192 + 64 * 128 * 4);
+  EXPECT_EQ(planes.regions.partial_bytes, size_t{2} * 16 * 8192 * 4);
+  EXPECT_EQ(planes.workspace_bytes, planes.regions.partial_offset + planes.regions.partial_bytes);
+  EXPECT_NE(printed(planes).find("k_split=2; dependent_launch=yes; workspace=1212416B (codes 131072@0, act_scales "
+                                 "32768@131072, partial 1048576@163840)}"),
+            std::string::npos)
+      << planes;
   // The dependent launch after the quantize pass: the planner's on 32-row tiles only; the
   // override forces it either way.
   EXPECT_TRUE(split.gemm.dependent_launch);
   const Fp8MatMulPlan off = plan(p, kHopper, parsed("w8a8=1,w8a8_pdl=0"));
   EXPECT_FALSE(off.gemm.dependent_launch);
-  EXPECT_NE(printed(off).find("; k_split=2; workspace="), std::string::npos) << off;
+  EXPECT_NE(printed(off).find("; k_split=2; k_reduce=cluster; workspace="), std::string::npos) << off;
   for (const int64_t m : {33, 64, 65, 128}) {
     Fp8MatMulProblem q = p;
     q.m = m;
@@ -974,7 +985,18 @@ TEST(Fp8Plan, W8A8GemmRefusals) {
   Fp8MatMulProblem forced = problem(100, 8192, 8192);
   forced.has_a_scale = true;
   EXPECT_EQ(plan(forced, kHopper, parsed("gemm_k_split=8")).gemm.k_split, 8);
+  // Splits other than 2 in planes, forced cluster_sum=1 or not; a forced split of 2 in a
+  // cluster unless cluster_sum=0.
+  EXPECT_FALSE(plan(forced, kHopper, parsed("gemm_k_split=4")).gemm.cluster_reduce);
   EXPECT_EQ(plan(forced, kHopper, parsed("gemm_k_split=8")).regions.partial_bytes, size_t{8} * 100 * 8192 * 4);
+  EXPECT_FALSE(plan(forced, kHopper, parsed("gemm_k_split=8,cluster_sum=1")).gemm.cluster_reduce);
+  EXPECT_EQ(plan(forced, kHopper, parsed("gemm_k_split=8,cluster_sum=1")).regions.partial_bytes,
+            size_t{8} * 100 * 8192 * 4);
+  EXPECT_TRUE(plan(forced, kHopper, parsed("gemm_k_split=2")).gemm.cluster_reduce);
+  EXPECT_EQ(plan(forced, kHopper, parsed("gemm_k_split=2")).regions.partial_bytes, 0u);
+  EXPECT_FALSE(plan(forced, kHopper, parsed("gemm_k_split=2,cluster_sum=0")).gemm.cluster_reduce);
+  EXPECT_EQ(plan(forced, kHopper, parsed("gemm_k_split=2,cluster_sum=0")).regions.partial_bytes,
+            size_t{2} * 100 * 8192 * 4);
 }
 
 TEST(Fp8Plan, KNotMultipleOf16LeavesTheGemv) {

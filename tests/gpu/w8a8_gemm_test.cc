@@ -75,10 +75,24 @@ cuda::Fp8KernelArgs kernel_args(const Fp8Case& c, const testing::Fp8DeviceCase& 
   return g;
 }
 
-// `dependent`: the GEMM launched as a programmatic dependent of the quantize pass, its first
-// stages' weights copied while the pass runs (codes and scales start uninitialized, so a
-// read of them before the pass completes is far from the reference).
-void check_w8a8(const Fp8Case& c, int tile_m, int k_split, bool dependent) {
+// The launch's choices: `dependent`, the GEMM launched as a programmatic dependent of the
+// quantize pass, its first stages' weights copied while the pass runs (codes and scales
+// start uninitialized, so a read of them before the pass completes is far from the
+// reference); `cluster`, a K split summed in a thread-block cluster (the partials buffer
+// then starts and stays uninitialized: a read of it is far from the reference too).
+GemmConfig w8a8_config(int tile_m, int k_split, bool dependent, bool cluster) {
+  GemmConfig g;
+  g.wgmma = true;
+  g.tile_m = tile_m;
+  g.tile_n = kGemmTileN;
+  g.k_split = k_split;
+  g.dependent_launch = dependent;
+  g.cluster_reduce = cluster;
+  return g;
+}
+
+void check_w8a8(const Fp8Case& c, const GemmConfig& config) {
+  const int k_split = config.k_split;
   testing::Fp8DeviceCase d;
   BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
   const cuda::Fp8KernelArgs g = kernel_args(c, d);
@@ -95,7 +109,7 @@ void check_w8a8(const Fp8Case& c, int tile_m, int k_split, bool dependent) {
   ws.partials = static_cast<float*>(partials.data());
   BQMM_ASSERT_OK(testing::run_on_fresh_stream(
       [&](cudaStream_t stream) {
-        return cuda::launch_w8a8_gemm(g, c.dynamic_act_quant, tile_m, k_split, dependent, ws, stream);
+        return cuda::launch_w8a8_gemm(g, c.dynamic_act_quant, config, ws, stream);
       }));
   HostTensor y;
   BQMM_ASSERT_OK(d.y.download(&y));
@@ -114,23 +128,27 @@ TEST(W8A8Wgmma, BothModesAgainstReference) {
   // Every tile in turn (32, 64, 128 activation rows), on every M: tiles past M, M in
   // several tiles with a partial last one.
   const int tiles[] = {32, 64, 128};
+  // Unsplit, split in three into planes, split in two summed in a cluster.
+  struct Split { int k_split; bool cluster; };
+  const Split splits[] = {{1, false}, {3, false}, {2, true}};
   uint64_t seed = 300;
   for (const Shape3 sh : shapes)
     for (const bool dynamic : {false, true})
-      for (const int k_split : {1, 3}) {
+      for (const Split split : splits) {
         const DType t = seed % 2 == 0 ? DType::kFloat16 : DType::kBFloat16;
-        const int tile_m = tiles[seed % 3];
-        const bool dependent = (seed / 4) % 2 == 1;  // every other shape, all four of its cases
+        // (Shifted by one each shape: every split meets every tile over the shapes.)
+        const int tile_m = tiles[(seed + seed / 6) % 3];
+        const bool dependent = (seed / 6) % 2 == 1;  // every other shape, all six of its cases
         SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " N=" << sh.n << " K=" << sh.k << " block="
                                           << sh.block << " " << dtype_name(t) << (dynamic ? " dynamic" : " static")
-                                          << " tile_m=" << tile_m << " k_split=" << k_split
-                                          << (dependent ? " dependent" : ""));
+                                          << " tile_m=" << tile_m << " k_split=" << split.k_split
+                                          << (split.cluster ? " cluster" : "") << (dependent ? " dependent" : ""));
         Fp8Case c = reference::make_random_fp8_case(t, sh.m, sh.n, sh.k, sh.block, /*bias=*/seed % 3 != 0,
                                                     /*w8a8=*/!dynamic, seed);
         c.dynamic_act_quant = dynamic;
         vary_block_magnitudes(c);
         ++seed;
-        check_w8a8(c, tile_m, k_split, dependent);
+        check_w8a8(c, w8a8_config(tile_m, split.k_split, dependent, split.cluster));
       }
 }
 
@@ -140,11 +158,11 @@ TEST(W8A8Wgmma, BothModesAgainstReference) {
 TEST(W8A8Wgmma, SanitizeSmall) {
   BQMM_REQUIRE_GPU();
   if (!sm90()) GTEST_SKIP() << "the W8A8 wgmma GEMM needs SM90";
-  struct Shape3 { int64_t m, n, k, block; int tile_m, k_split; };
-  const Shape3 shapes[] = {{33, 130, 272, 128, 64, 1},
-                           {129, 64, 528, 256, 32, 2},
-                           {40, 70, 400, 128, 128, 1},
-                           {35, 72, 1168, 512, 64, 1}};
+  struct Shape3 { int64_t m, n, k, block; int tile_m, k_split; bool cluster; };
+  const Shape3 shapes[] = {{33, 130, 272, 128, 64, 1, false},
+                           {129, 64, 528, 256, 32, 2, false},
+                           {40, 70, 400, 128, 128, 2, true},
+                           {35, 72, 1168, 512, 64, 2, true}};
   uint64_t seed = 400;
   for (const Shape3 sh : shapes)
     for (const bool dynamic : {false, true}) {
@@ -152,11 +170,12 @@ TEST(W8A8Wgmma, SanitizeSmall) {
       const bool dependent = seed % 4 >= 2;  // the second and fourth shapes
       SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " N=" << sh.n << " K=" << sh.k << " block=" << sh.block
                                         << (dynamic ? " dynamic" : " static") << " tile_m=" << sh.tile_m
-                                        << " k_split=" << sh.k_split << (dependent ? " dependent" : ""));
+                                        << " k_split=" << sh.k_split << (sh.cluster ? " cluster" : "")
+                                        << (dependent ? " dependent" : ""));
       Fp8Case c = reference::make_random_fp8_case(t, sh.m, sh.n, sh.k, sh.block, /*bias=*/true,
                                                   /*w8a8=*/!dynamic, seed++);
       c.dynamic_act_quant = dynamic;
-      check_w8a8(c, sh.tile_m, sh.k_split, dependent);
+      check_w8a8(c, w8a8_config(sh.tile_m, sh.k_split, dependent, sh.cluster));
     }
 }
 

@@ -379,29 +379,6 @@ struct FusedWgmmaTile {
       for (int e = 0; e < 4; ++e) acc[4 * j + e] = fmaf(part[4 * j + e], c[e / 2][0].scale, acc[4 * j + e]);
   }
 
-  // ---------------------------------------------------------------- epilogue
-  __device__ __forceinline__ void store(const float (&acc)[kAcc]) const {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t col = n0 + 16 * warp + 8 * h + g;
-      if (col >= p.n) continue;
-      const float bias = p.bias != nullptr && p.partials == nullptr ? to_float(p.bias[col]) : 0.0f;
-#pragma unroll
-      for (int j = 0; j < kAcc / 4; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int64_t row = m0 + 8 * j + 2 * t + e;
-          if (row >= p.m) continue;
-          const float v = acc[4 * j + 2 * h + e];
-          if (p.partials != nullptr) {
-            p.partials[(static_cast<int64_t>(blockIdx.z) * p.m + row) * p.n + col] = v;
-          } else {
-            p.y[row * p.n + col] = from_float<T>(v + bias);
-          }
-        }
-    }
-  }
-
   // ---------------------------------------------------------------- main loop
   struct State {
     float acc[kAcc];
@@ -494,7 +471,7 @@ struct FusedWgmmaTile {
       }
     }
     fence_operands(st.acc);
-    store(st.acc);
+    WgmmaEpilogue<T, Params>(p, n0, m0, warp * 32 + lane).store(st.acc, 1.0f);
   }
 };
 
@@ -509,7 +486,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   extern __shared__ __align__(1024) uint8_t wgmma_smem_raw[];
   __shared__ typename Tile::Ring ring;
   const GemmBlockTile b = gemm_block_tile<kTileM>(p);
-  run_wgmma_roles<Tile>(p, wgmma_smem_raw, ring, b.n0, b.m0, b.slab_begin, b.slab_end);
+  run_wgmma_roles<Tile>(p, wgmma_smem_raw, ring, b.n0, b.m0, b.slab_begin, b.slab_end, /*cluster_sum=*/false);
 #else
   __trap();
 #endif

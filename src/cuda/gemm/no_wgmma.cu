@@ -24,7 +24,7 @@ template Status launch_wgmma_tile<__half, GemmWeights::kInt4>(const GemmParams<_
 template Status launch_wgmma_tile<__nv_bfloat16, GemmWeights::kInt4>(
     const GemmParams<__nv_bfloat16, __nv_bfloat16>&, int, int, dim3, cudaStream_t);
 
-Status launch_w8a8_gemm(const Fp8KernelArgs&, bool, int, int, bool, const W8A8Workspace&, cudaStream_t) {
+Status launch_w8a8_gemm(const Fp8KernelArgs&, bool, const GemmConfig&, const W8A8Workspace&, cudaStream_t) {
   return Status(StatusCode::kInternal, "launch_w8a8_gemm: not built (no SM90 in CUDA_ARCHITECTURES)");
 }
 

@@ -13,8 +13,10 @@ namespace bqmm::cuda {
 namespace {
 
 template <typename T, bool kDynamic, int kTileM>
-Status launch_typed(const Fp8KernelArgs& args, int k_split, bool dependent, const W8A8Workspace& ws,
+Status launch_typed(const Fp8KernelArgs& args, const GemmConfig& config, const W8A8Workspace& ws,
                     cudaStream_t stream) {
+  const int k_split = config.k_split;
+  const bool cluster = config.cluster_reduce;  // k_split == kW8a8ClusterSplit (checked)
   const int64_t k_blocks = (args.k + args.block_size - 1) / args.block_size;
   // One block covering K is K rounded up to a slab, whatever block_size says (it may be
   // beyond int); every other block_size is at most K.
@@ -34,7 +36,8 @@ Status launch_typed(const Fp8KernelArgs& args, int k_split, bool dependent, cons
   p.b_scales = args.b_scale;
   p.bias = static_cast<const T*>(args.bias);
   p.y = static_cast<T*>(args.y);
-  p.partials = k_split > 1 ? ws.partials : nullptr;
+  p.partials = k_split > 1 && !cluster ? ws.partials : nullptr;
+  p.cluster_sum = cluster;
   p.m = static_cast<int>(args.m);
   p.n = args.n;
   p.k = args.k;
@@ -44,47 +47,48 @@ Status launch_typed(const Fp8KernelArgs& args, int k_split, bool dependent, cons
   p.block_slabs = static_cast<int>(block / kW8a8SlabK);
   const int64_t blocks_per_split = (k_blocks + k_split - 1) / k_split;
   p.slabs_per_split = static_cast<int>(blocks_per_split * p.block_slabs);
-  p.dependent = dependent && dependent_launch_supported();
+  p.dependent = config.dependent_launch && dependent_launch_supported();
 
   const int64_t tiles = (args.m + kTileM - 1) / kTileM * ((args.n + kGemmTileN - 1) / kGemmTileN);
   const dim3 grid(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(k_split));
   const auto kernel = W8A8WgmmaKernel<T, kDynamic, kTileM>;
   constexpr int kSmem = static_cast<int>(w8a8_smem_bytes(kTileM));
   BQMM_RETURN_IF_ERROR(allow_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmem));
-  BQMM_RETURN_IF_ERROR(launch_kernel(kernel, grid, dim3(kWgmmaThreads), kSmem, stream, dependent,
-                                     "W8A8WgmmaKernel", p));
-  if (k_split == 1) return Status::Ok();
+  BQMM_RETURN_IF_ERROR(launch_kernel_ex(kernel, grid, dim3(kWgmmaThreads), kSmem, stream, config.dependent_launch,
+                                        cluster ? unsigned{kW8a8ClusterSplit} : 1u, "W8A8WgmmaKernel", p));
+  if (k_split == 1 || cluster) return Status::Ok();
   return launch_k_split_reduce<T>(ws.partials, p.bias, p.y, args.m, args.n, k_split,
                                   /*dependent=*/true, stream);
 }
 
 // The kernel of one (type, mode), at the tile the plan chose.
 template <typename T, bool kDynamic>
-Status launch_tile(const Fp8KernelArgs& args, int tile_m, int k_split, bool dependent, const W8A8Workspace& ws,
-                   cudaStream_t stream) {
-  switch (tile_m) {
+Status launch_tile(const Fp8KernelArgs& args, const GemmConfig& config, const W8A8Workspace& ws, cudaStream_t stream) {
+  switch (config.tile_m) {
     case 32:
-      return launch_typed<T, kDynamic, 32>(args, k_split, dependent, ws, stream);
+      return launch_typed<T, kDynamic, 32>(args, config, ws, stream);
     case 64:
-      return launch_typed<T, kDynamic, 64>(args, k_split, dependent, ws, stream);
+      return launch_typed<T, kDynamic, 64>(args, config, ws, stream);
     default:
-      return launch_typed<T, kDynamic, kW8a8TileM>(args, k_split, dependent, ws, stream);
+      return launch_typed<T, kDynamic, kW8a8TileM>(args, config, ws, stream);
   }
 }
 
 }  // namespace
 
-Status launch_w8a8_gemm(const Fp8KernelArgs& args, bool dynamic, int tile_m, int k_split, bool dependent,
-                        const W8A8Workspace& ws, cudaStream_t stream) {
+Status launch_w8a8_gemm(const Fp8KernelArgs& args, bool dynamic, const GemmConfig& config, const W8A8Workspace& ws,
+                        cudaStream_t stream) {
   if (args.m == 0 || args.n == 0) return Status::Ok();
+  const int tile_m = config.tile_m, k_split = config.k_split;
   if (args.block_size % kW8a8SlabK != 0 || args.k % 16 != 0 || k_split < 1 ||
-      (tile_m != 32 && tile_m != 64 && tile_m != kW8a8TileM))
+      (tile_m != 32 && tile_m != 64 && tile_m != kW8a8TileM) ||
+      (config.cluster_reduce && k_split != kW8a8ClusterSplit))
     return Status(StatusCode::kInternal,
-                  "launch_w8a8_gemm: block_size % 128, K % 16, k_split >= 1 and tile_m 32, 64 or 128");
+                  "launch_w8a8_gemm: block_size % 128, K % 16, k_split >= 1 (2 summed in a cluster) and "
+                  "tile_m 32, 64 or 128");
   return dispatch_half_types(args.dtype, "w8a8 gemm", [&](auto tag) {
     using T = decltype(tag);
-    return dynamic ? launch_tile<T, true>(args, tile_m, k_split, dependent, ws, stream)
-                   : launch_tile<T, false>(args, tile_m, k_split, dependent, ws, stream);
+    return dynamic ? launch_tile<T, true>(args, config, ws, stream) : launch_tile<T, false>(args, config, ws, stream);
   });
 }
 

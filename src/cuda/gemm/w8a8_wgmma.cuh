@@ -75,13 +75,15 @@ struct W8A8Params {
   const float* b_scales;   // [N, k_blocks]
   const T* bias;
   T* y;
-  float* partials;         // k_split > 1: [k_split, M, N]
+  float* partials;         // k_split > 1 in planes: [k_split, M, N]; else nullptr
   int m;
   int64_t n, k, m_pad;
   int64_t row_bytes, k_blocks;
   int block_slabs;         // block_size / 128
   int slabs_per_split;     // a multiple of block_slabs
   bool dependent;          // launched as the quantize pass's programmatic dependent
+  bool cluster_sum;        // the K split of kW8a8ClusterSplit summed in the tile's cluster of
+                           // that many blocks along z (cluster_pair_store; no planes)
 };
 
 // m64 x N x k32 e4m3 x e4m3 -> f32 (N = 32, 64 or 128: N / 2 accumulators per thread),
@@ -275,28 +277,7 @@ struct W8A8Tile {
     }
   }
 
-  __device__ __forceinline__ void store(const float (&acc)[kAcc]) const {
-    const float a_scale = kDynamic ? 1.0f : *p.a_scale;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t col = n0 + 16 * warp + 8 * h + g;
-      if (col >= p.n) continue;
-      const float bias = p.bias != nullptr && p.partials == nullptr ? to_float(p.bias[col]) : 0.0f;
-#pragma unroll
-      for (int j = 0; j < kAcc / 4; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int64_t row = m0 + 8 * j + 2 * t + e;
-          if (row >= p.m) continue;
-          const float v = acc[4 * j + 2 * h + e] * a_scale;
-          if (p.partials != nullptr) {
-            p.partials[(static_cast<int64_t>(blockIdx.z) * p.m + row) * p.n + col] = v;
-          } else {
-            p.y[row * p.n + col] = from_float<T>(v + bias);
-          }
-        }
-    }
-  }
+  __device__ __forceinline__ float a_scale_factor() const { return kDynamic ? 1.0f : *p.a_scale; }
 
   // Issues the slab at ring position `at`: its 4 wgmmas into `part` (the first overwriting
   // it) as one commit group.
@@ -378,7 +359,54 @@ struct W8A8Tile {
       consume_multi_slab_blocks(acc, count, w_rows);
     }
     fence_operands(acc);
-    store(acc);
+    const WgmmaEpilogue<T, W8A8Params<T>> out(p, n0, m0, warp * 32 + lane);
+    if (p.cluster_sum) {
+      cluster_pair_store(acc, a_scale_factor(), out);
+    } else {
+      out.store(acc, a_scale_factor());
+    }
+  }
+
+  // The K split of 2 summed in the tile's cluster of its two blocks (p.cluster_sum), in
+  // place of the planes and the reduce kernel. Accumulator i = 2 q + o belongs to rank o,
+  // which adds both splits' values in split order (as the reduce kernel adds planes: the
+  // same sums) and stores it, so the two share the adds and the stores. Each block writes
+  // its values (times `factor`) into row q of its sender stage (stage `rank`) of the
+  // owner's shared memory: its own by a local store, the peer's through distributed shared
+  // memory, one mapped base and constant offsets. A row is a float per consumer thread in
+  // the stage's slab bytes, free once both blocks are past their main loops (the first
+  // barrier; the producers join both, run_wgmma_roles); never in the stage's scales,
+  // which cp.async filled: the consumers have waited for those copies (`full`), but
+  // compute-sanitizer's racecheck does not follow that through the cluster barrier.
+  __device__ __forceinline__ void cluster_pair_store(const float (&acc)[kAcc], float factor,
+                                                     const WgmmaEpilogue<T, W8A8Params<T>>& out) const {
+    constexpr uint32_t kRowBytes = kWgmmaConsumerThreads * 4;
+    static_assert(kW8a8ClusterSplit == 2 && kStages >= 2, "a sender stage for each of the two blocks");
+    static_assert(kAcc / 2 * kRowBytes <= Stage::kWeightBytes + Stage::kActBytes,
+                  "a sender's rows fit its stage's slab bytes");
+    const uint32_t rank = cluster_block_rank();
+    const uint32_t rows = smem_addr(smem) + 4 * (warp * 32 + lane);  // sender 0's; sender 1's a stage on
+    const uint32_t mine = rows + rank * Stage::kBytes;                // this block's sender rows
+    const uint32_t peer = map_cluster_addr(mine, rank ^ 1u);
+    cluster_sync();
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) {
+      const float v = acc[i] * factor;
+      const uint32_t row = (i / 2) * kRowBytes;
+      if (static_cast<uint32_t>(i % 2) == rank) {
+        asm volatile("st.shared.f32 [%0], %1;" ::"r"(mine + row), "f"(v) : "memory");
+      } else {
+        store_cluster_f32(peer + row, v);
+      }
+    }
+    cluster_sync();
+#pragma unroll 1
+    for (int q = 0; q < kAcc / 2; ++q) {
+      float first, second;
+      asm volatile("ld.shared.f32 %0, [%1];" : "=f"(first) : "r"(rows + q * kRowBytes));
+      asm volatile("ld.shared.f32 %0, [%1];" : "=f"(second) : "r"(rows + Stage::kBytes + q * kRowBytes));
+      out.store_one(2 * q + static_cast<int>(rank), first + second);
+    }
   }
 
   // Blocks of several slabs: a block's slabs summed into `part`, folded at its last.
@@ -412,7 +440,7 @@ struct W8A8Tile {
 
 // Grid as the fused GEMM's, its activation tiles in groups of kW8a8GroupM (8 x 128 rows:
 // a wave of 132 blocks reads 8 activation tiles and about 17 weight strips, all L2-resident
-// at K = 8192); z the K split.
+// at K = 8192); z the K split (in clusters along z where p.cluster_sum).
 template <typename T, bool kDynamic, int kTileM>
 __global__ void __launch_bounds__(kWgmmaThreads, 1) W8A8WgmmaKernel(const __grid_constant__ W8A8Params<T> p) {
 #if BQMM_WGMMA_ENABLED
@@ -421,7 +449,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1) W8A8WgmmaKernel(const __grid
   extern __shared__ __align__(1024) uint8_t w8a8_smem_raw[];
   __shared__ typename Tile::Ring ring;
   const GemmBlockTile b = gemm_block_tile<kTileM, kW8a8GroupM>(p);
-  run_wgmma_roles<Tile>(p, w8a8_smem_raw, ring, b.n0, b.m0, b.slab_begin, b.slab_end);
+  run_wgmma_roles<Tile>(p, w8a8_smem_raw, ring, b.n0, b.m0, b.slab_begin, b.slab_end, p.cluster_sum);
 #else
   __trap();
 #endif

@@ -95,6 +95,37 @@ __device__ __forceinline__ uint64_t sw128_desc_step(uint64_t desc, uint32_t byte
   return (desc & 0xFFFFFFFF00000000ull) | (static_cast<uint32_t>(desc) + (bytes >> 4));
 }
 
+// ----------------------------------------------------------------- thread-block clusters
+// Every thread of the cluster's blocks arrives (release: its prior writes, distributed
+// shared memory included, become visible) and waits for all of them (acquire). Not
+// .aligned: a warp may reach it diverged (the fused GEMM's producer is one lane).
+__device__ __forceinline__ void cluster_sync() {
+#if BQMM_WGMMA_ENABLED
+  asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ uint32_t cluster_block_rank() {
+  uint32_t rank = 0;
+#if BQMM_WGMMA_ENABLED
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+#endif
+  return rank;
+}
+// The address, in the cluster's shared-memory window, of shared-memory address `addr` of the
+// cluster's block `rank`. A block's window is contiguous: map a base once, add offsets.
+__device__ __forceinline__ uint32_t map_cluster_addr(uint32_t addr, uint32_t rank) {
+  uint32_t mapped = addr;
+#if BQMM_WGMMA_ENABLED
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(mapped) : "r"(addr), "r"(rank));
+#endif
+  return mapped;
+}
+__device__ __forceinline__ void store_cluster_f32(uint32_t cluster_addr, float v) {
+#if BQMM_WGMMA_ENABLED
+  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(cluster_addr), "f"(v) : "memory");
+#endif
+}
+
 // Register budgets of the two roles (setmaxnreg): the launch gives every thread
 // 65536 / kWgmmaThreads = 168; the producer gives most of its share to the consumers
 // (128 x 40 + 256 x 232 = 128 x 168 + 256 x 168).
@@ -161,17 +192,71 @@ struct WgmmaRing {
   __device__ __forceinline__ void arrive_empty(int stage) { mbarrier_arrive(&empty[stage]); }
 };
 
+// ----------------------------------------------------------------- epilogue
+// Both wgmma GEMMs' consumer warpgroups hold an m64 x kTileM accumulator each: consumer
+// thread x (warp w = x / 32, lane 4 g + t) holds kAcc = kTileM / 2 floats, accumulator
+// i = 4 j + 2 h + e being Y[m0 + 8 j + 2 t + e, n0 + 16 w + 8 h + g]. The store of value v
+// at (row, col): Y = round_T(v + bias), or, split into planes (p.partials), plane
+// blockIdx.z = v. Params: bias, y, partials, m, n as GemmParams'.
+template <typename T, typename Params>
+struct WgmmaEpilogue {
+  const Params& p;
+  int64_t n0, m0;
+  int warp, g, t;
+
+  __device__ WgmmaEpilogue(const Params& params, int64_t n_begin, int64_t m_begin, int consumer_thread)
+      : p(params), n0(n_begin), m0(m_begin), warp(consumer_thread / 32), g(consumer_thread % 32 / 4),
+        t(consumer_thread % 4) {}
+
+  __device__ __forceinline__ int64_t col(int h) const { return n0 + 16 * warp + 8 * h + g; }
+  __device__ __forceinline__ int64_t row(int j, int e) const { return m0 + 8 * j + 2 * t + e; }
+  // 0 where the planes' sum adds it.
+  __device__ __forceinline__ float bias(int64_t c) const {
+    return p.bias != nullptr && p.partials == nullptr ? to_float(p.bias[c]) : 0.0f;
+  }
+  __device__ __forceinline__ void write(int64_t r, int64_t c, float v, float b) const {
+    if (p.partials != nullptr) {
+      p.partials[(static_cast<int64_t>(blockIdx.z) * p.m + r) * p.n + c] = v;
+    } else {
+      p.y[r * p.n + c] = from_float<T>(v + b);
+    }
+  }
+  // Every accumulator, times `factor`: a column (h) at a time, its bias loaded once.
+  template <int kAcc>
+  __device__ __forceinline__ void store(const float (&acc)[kAcc], float factor) const {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t c = col(h);
+      if (c >= p.n) continue;
+      const float b = bias(c);
+#pragma unroll
+      for (int j = 0; j < kAcc / 4; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int64_t r = row(j, e);
+          if (r < p.m) write(r, c, acc[4 * j + 2 * h + e] * factor, b);
+        }
+    }
+  }
+  // Accumulator i's value v alone (i at run time).
+  __device__ __forceinline__ void store_one(int i, float v) const {
+    const int64_t c = col(i / 2 % 2), r = row(i / 4, i % 2);
+    if (c < p.n && r < p.m) write(r, c, v, bias(c));
+  }
+};
+
 // A warp-specialized block's body, for both wgmma kernels: thread 0 initializes the ring,
 // then the roles part (the block's only barrier): warpgroup 0 gives registers away and
 // produces, warpgroups 1 and 2 take them and consume the block's tile [n0, m0] over slabs
-// [slab_begin, slab_end). `Tile` has a constructor (params, aligned smem, ring, the
+// [slab_begin, slab_end) (in a cluster that sums the K split, `cluster_sum`, the producers
+// then join the consumers' two cluster barriers). `Tile` has a constructor (params, aligned smem, ring, the
 // thread's index within its role, n0, m0), its ring type `Ring` (a WgmmaRing), produce()
 // and consume(). `raw_smem`: the dynamic shared memory, aligned here to kWgmmaAlignBytes
 // (the launch adds that much).
 template <typename Tile, typename Params>
 __device__ __forceinline__ void run_wgmma_roles(const Params& p, uint8_t* raw_smem,
                                                 typename Tile::Ring& ring, int64_t n0, int64_t m0,
-                                                int64_t slab_begin, int64_t slab_end) {
+                                                int64_t slab_begin, int64_t slab_end, bool cluster_sum) {
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw_smem) + kWgmmaAlignBytes - 1) &
                                              ~uintptr_t{kWgmmaAlignBytes - 1});
   if (threadIdx.x == 0) ring.init();
@@ -180,6 +265,10 @@ __device__ __forceinline__ void run_wgmma_roles(const Params& p, uint8_t* raw_sm
     set_max_registers_dec<kWgmmaProducerRegs>();
     const Tile tile(p, smem, ring, threadIdx.x, n0, m0);
     tile.produce(slab_begin, slab_end);
+    if (cluster_sum) {  // the consumers' two barriers
+      cluster_sync();
+      cluster_sync();
+    }
   } else {
     set_max_registers_inc<kWgmmaConsumerRegs>();
     const Tile tile(p, smem, ring, threadIdx.x - kWgmmaProducerThreads, n0, m0);
