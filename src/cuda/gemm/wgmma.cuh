@@ -98,7 +98,7 @@ __device__ __forceinline__ uint64_t sw128_desc_step(uint64_t desc, uint32_t byte
 // ----------------------------------------------------------------- thread-block clusters
 // Every thread of the cluster's blocks arrives (release: its prior writes, distributed
 // shared memory included, become visible) and waits for all of them (acquire). Not
-// .aligned: a warp may reach it diverged (the fused GEMM's producer is one lane).
+// .aligned: nothing here promises that a warp reaches it converged.
 __device__ __forceinline__ void cluster_sync() {
 #if BQMM_WGMMA_ENABLED
   asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
@@ -248,10 +248,10 @@ struct WgmmaEpilogue {
 // A warp-specialized block's body, for both wgmma kernels: thread 0 initializes the ring,
 // then the roles part (the block's only barrier): warpgroup 0 gives registers away and
 // produces, warpgroups 1 and 2 take them and consume the block's tile [n0, m0] over slabs
-// [slab_begin, slab_end) (in a cluster that sums the K split, `cluster_sum`, the producers
-// then join the consumers' two cluster barriers). `Tile` has a constructor (params, aligned smem, ring, the
-// thread's index within its role, n0, m0), its ring type `Ring` (a WgmmaRing), produce()
-// and consume(). `raw_smem`: the dynamic shared memory, aligned here to kWgmmaAlignBytes
+// [slab_begin, slab_end); where a cluster sums the K split (`cluster_sum`) the producers
+// then join the consumers' two cluster barriers. `Tile` has a constructor (params, aligned
+// smem, ring, the thread's index within its role, n0, m0), its ring type `Ring` (a
+// WgmmaRing), produce() and consume(). `raw_smem`: the dynamic shared memory, aligned here to kWgmmaAlignBytes
 // (the launch adds that much).
 template <typename Tile, typename Params>
 __device__ __forceinline__ void run_wgmma_roles(const Params& p, uint8_t* raw_smem,
