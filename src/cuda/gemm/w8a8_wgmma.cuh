@@ -198,11 +198,15 @@ struct W8A8Tile {
   __device__ __forceinline__ int load_first_stages_dependent(int64_t slab_begin, int64_t count) const {
     const int first = static_cast<int>(count < kStages ? count : kStages);
     const int64_t blk0 = slab_begin / p.block_slabs;
+    // Loops, not unrolled: the prologue runs once per block, and unrolled it made every
+    // W8A8 kernel about 0.3-0.5k SASS instructions longer, dependent launch or not.
+#pragma unroll 1
     for (int i = 0; i < first; ++i) {
       if (box_thread()) copy_weight_box(i, slab_begin + i);
       copy_weight_scales(i, blk0 + i / p.block_slabs);
     }
     wait_for_prior_grid();
+#pragma unroll 1
     for (int i = 0; i < first; ++i) {
       if (box_thread()) copy_act_box(i, slab_begin + i);
       copy_act_scales_and_arrive(i, blk0 + i / p.block_slabs);
