@@ -140,6 +140,11 @@ struct W8A8Tile {
     t = lane % 4;
   }
 
+  // The shared-memory address of ring stage `stage` (both roles).
+  __device__ __forceinline__ uint32_t stage_base(int stage) const {
+    return smem_addr(smem) + static_cast<uint32_t>(stage) * static_cast<uint32_t>(Stage::kBytes);
+  }
+
   // ---------------------------------------------------------------- producer
   // Per slab: producer thread 0 arms the stage's `full` barrier for both operands' bytes
   // and starts their TMA copies ([128 or kTileM rows][128 bytes] boxes in the wgmma's
@@ -152,9 +157,6 @@ struct W8A8Tile {
   // fold reads them from the stage of the block's last slab. No producer thread waits for
   // its copies. Both boxes go first and together: issuing the activation's after the
   // scales' cp.async measured 2-7 % slower at M = 64-128.
-  __device__ __forceinline__ uint32_t stage_base(int stage) const {
-    return smem_addr(smem + stage * static_cast<int>(Stage::kBytes));
-  }
   __device__ __forceinline__ bool box_thread() const { return warp == 0 && lane == 0; }
   // slab * 128 is a 32-bit TMA coordinate (K < 2^31).
   __device__ __forceinline__ void copy_weight_box(int stage, int64_t slab) const {
@@ -287,7 +289,7 @@ struct W8A8Tile {
   // it) as one commit group.
   __device__ __forceinline__ void issue_slab(float (&part)[kAcc], const RingPos& at, uint32_t w_rows) const {
     ring.wait_full(at);
-    issue_wgmmas(part, stage_addr(at), w_rows, true);
+    issue_wgmmas(part, stage_base(at.stage), w_rows, true);
     wgmma_commit();
   }
 
@@ -307,16 +309,12 @@ struct W8A8Tile {
   // already in registers); dynamic, after it (the fold reads the activation scales there).
   template <int kPending>
   __device__ __forceinline__ void retire_slab(float (&acc)[kAcc], float (&part)[kAcc], const RingPos& at) const {
-    const FoldScales scales = load_fold_scales(stage_addr(at));
+    const FoldScales scales = load_fold_scales(stage_base(at.stage));
     wgmma_wait<kPending>();
     fence_operands(part);
     if (!kDynamic) ring.arrive_empty(at.stage);
     fold(scales, acc, part);
     if (kDynamic) ring.arrive_empty(at.stage);
-  }
-
-  __device__ __forceinline__ uint32_t stage_addr(const RingPos& at) const {
-    return smem_addr(smem) + at.stage * static_cast<uint32_t>(Stage::kBytes);
   }
 
   // Blocks of one slab (block_size 128): two partial-sum buffers, slab i in part[i % 2],
@@ -389,8 +387,8 @@ struct W8A8Tile {
     static_assert(kAcc / 2 * kRowBytes <= Stage::kWeightBytes + Stage::kActBytes,
                   "a sender's rows fit its stage's slab bytes");
     const uint32_t rank = cluster_block_rank();
-    const uint32_t rows = smem_addr(smem) + 4 * (warp * 32 + lane);  // sender 0's; sender 1's a stage on
-    const uint32_t mine = rows + rank * Stage::kBytes;                // this block's sender rows
+    const uint32_t rows = stage_base(0) + 4 * (warp * 32 + lane);  // sender 0's; sender 1's a stage on
+    const uint32_t mine = rows + rank * Stage::kBytes;              // this block's sender rows
     const uint32_t peer = map_cluster_addr(mine, rank ^ 1u);
     cluster_sync();
 #pragma unroll
@@ -425,7 +423,7 @@ struct W8A8Tile {
     for (int64_t i = 0; i < count;
          ++i, at.advance(), in_block = in_block + 1 == p.block_slabs ? 0 : in_block + 1) {
       ring.wait_full(at);
-      const uint32_t base = stage_addr(at);
+      const uint32_t base = stage_base(at.stage);
       const bool fresh = in_block == 0;
       const bool last = i + 1 == count || in_block + 1 == p.block_slabs;
       fence_operands(part);
