@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/common.cuh"
 #include "cuda/cuda_check.h"
@@ -42,16 +43,29 @@ __device__ __forceinline__ void chunk_to_float(const uint4 v, float (&x)[8]) {
   }
 }
 
-// amax = max(amax, |x|) over a chunk; nan = 1 where it holds a NaN (fmaxf drops them).
+// The block's amax as bits: the sign cleared, a 16-bit activation's bits order as its
+// magnitude does (zeros, subnormals, normals, infinity), and every NaN's lie above
+// infinity's. So an unsigned max of the bits, two activations per 32-bit word
+// (VIMNMX.U16x2), finds max |x| exactly, and a NaN anywhere in the block wins it: no
+// conversion, compare or vote per activation. `bits` holds the running max of each half.
+__device__ __forceinline__ uint32_t chunk_abs_max_bits(const uint4 v, uint32_t bits) {
+  constexpr uint32_t kAbs = 0x7fff7fffu;
+  return __vmaxu2(__vmaxu2(__vmaxu2(bits, v.x & kAbs), __vmaxu2(v.y & kAbs, v.z & kAbs)), v.w & kAbs);
+}
+// The scale amax / 448 of a block's max bits (both halves, reduced over the group), NaN
+// where they are a NaN's: as float32 arithmetic on the activations would give it.
 template <typename T>
-__device__ __forceinline__ void chunk_amax(const uint4 v, float& amax, uint32_t& nan) {
-  float x[8];
-  chunk_to_float<T>(v, x);
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    nan |= x[j] != x[j] ? 1u : 0u;
-    amax = fmaxf(amax, fabsf(x[j]));
+__device__ __forceinline__ float scale_of_abs_max_bits(uint32_t bits) {
+  const uint32_t m = max(bits & 0xffffu, bits >> 16);
+  constexpr uint32_t kInfBits = std::is_same_v<T, __half> ? 0x7c00u : 0x7f80u;
+  if (m > kInfBits) return __int_as_float(0x7fc00000);
+  float amax;
+  if constexpr (std::is_same_v<T, __half>) {
+    amax = __half2float(__ushort_as_half(static_cast<unsigned short>(m)));
+  } else {
+    amax = __uint_as_float(m << 16);  // bfloat16 is the top half of a float32
   }
+  return amax / 448.0f;
 }
 
 // A chunk's 8 codes e4m3_satfinite_rne(x * inv), as the QDQ rounds them.
@@ -110,22 +124,17 @@ __global__ void __launch_bounds__(kQuantThreads)
 #pragma unroll
     for (int r = 0; r < kRows; ++r) scale[r] = row0 + r < m ? static_scale : 0.0f;
     if constexpr (kDynamic) {
-      float amax[kRows];
-      uint32_t nan[kRows];
+      uint32_t bits[kRows];
 #pragma unroll
-      for (int r = 0; r < kRows; ++r) {
-        amax[r] = 0.0f;
-        nan[r] = 0;
-        chunk_amax<T>(head[r], amax[r], nan[r]);
-      }
+      for (int r = 0; r < kRows; ++r) bits[r] = chunk_abs_max_bits(head[r], 0u);
       for (int64_t i = first + step; i < end; i += step) {
 #pragma unroll
-        for (int r = 0; r < kRows; ++r) chunk_amax<T>(load_chunk(a, m, k, row0 + r, i), amax[r], nan[r]);
+        for (int r = 0; r < kRows; ++r) bits[r] = chunk_abs_max_bits(load_chunk(a, m, k, row0 + r, i), bits[r]);
       }
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
-        for (int o = lanes / 2; o > 0; o /= 2) amax[r] = fmaxf(amax[r], __shfl_xor_sync(mask, amax[r], o));
-        scale[r] = __any_sync(mask, nan[r] != 0) ? __int_as_float(0x7fc00000) : amax[r] / 448.0f;
+        for (int o = lanes / 2; o > 0; o /= 2) bits[r] = __vmaxu2(bits[r], __shfl_xor_sync(mask, bits[r], o));
+        scale[r] = scale_of_abs_max_bits<T>(bits[r]);
       }
     }
     if (scales != nullptr && lane < kRows && row0 + lane < rows) {
