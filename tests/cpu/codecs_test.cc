@@ -240,5 +240,25 @@ TEST(Codecs, QdqE4m3) {
   EXPECT_NE(qdq_e4m3(DType::kFloat16, 0.1125f, 0.1f), 1.125f * 0.1f);
 }
 
+// What the dynamic quantize pass's amax rests on (act_quant_e4m3.cuh,
+// chunk_abs_max_bits): with the sign cleared, float16 and bfloat16 bits order as their
+// magnitudes, strictly, from zero to infinity, and every bit pattern above infinity's is
+// a NaN; so an unsigned max of the bits is max |x|, and a NaN wins it.
+TEST(SixteenBitFloats, MagnitudeBitsOrderAsMagnitudes) {
+  struct Format { const char* name; float (*to_float)(uint16_t); uint16_t inf; };
+  const Format formats[] = {{"float16", half_to_float, 0x7C00}, {"bfloat16", bf16_to_float, 0x7F80}};
+  for (const Format& f : formats) {
+    SCOPED_TRACE(f.name);
+    EXPECT_EQ(f.to_float(0), 0.0f);
+    EXPECT_EQ(f.to_float(f.inf), kInf);
+    for (uint32_t bits = 1; bits <= f.inf; ++bits)
+      ASSERT_LT(f.to_float(static_cast<uint16_t>(bits - 1)), f.to_float(static_cast<uint16_t>(bits))) << bits;
+    for (uint32_t bits = f.inf + 1u; bits <= 0x7FFFu; ++bits)
+      ASSERT_TRUE(std::isnan(f.to_float(static_cast<uint16_t>(bits)))) << bits;
+    // The sign bit aside, a negative value's magnitude is its positive twin's.
+    EXPECT_EQ(f.to_float(static_cast<uint16_t>(0x8000u | 0x1234u)), -f.to_float(0x1234u));
+  }
+}
+
 }  // namespace
 }  // namespace bqmm::codec
