@@ -42,6 +42,9 @@
 #   AB_HEAD_ENV ("VAR=VALUE ...", either side, also with another tree) go to that side's
 #   profiler runs before a case's own words, e.g. AB_BASE_ENV=BQMM_PLAN_OVERRIDE=gemm=1 to
 #   time a planner rule against the choice it replaces in one build.
+#   sanitize: memcheck, then racecheck, each stopped after SANITIZE_TIMEOUT seconds (default
+#   180; both take under 30 s on the H200), so that a hang is reported as one ("timed out")
+#   rather than taking the rest of the call.
 #   sweep: each case of SWEEP_CASES (a file of bqmm-profile argument lines, one shape each)
 #   under the planner and under each override of SWEEP_VARIANTS (";"-separated, e.g.
 #   "window=1,lines=1,tiles=2;tma=1"), SWEEP_REPEATS times (default 2), in this tree's
@@ -111,9 +114,13 @@ if has sanitize; then
     filter=$memcheck_filter
     [ "$tool" = racecheck ] && filter=$racecheck_filter
     t0=$(stamp)
-    compute-sanitizer --tool "$tool" --error-exitcode 86 \
+    timeout --kill-after=10 "${SANITIZE_TIMEOUT:-180}" compute-sanitizer --tool "$tool" --error-exitcode 86 \
       "$build/tests/bqmm_gpu_tests" --gtest_filter="$filter" --gtest_brief=1 >"$OUT/$tool.log" 2>&1
     rc=$?
+    if [ "$rc" -eq 124 ]; then
+      summary+=("$tool: timed out after ${SANITIZE_TIMEOUT:-180}s (SANITIZE_TIMEOUT; see $tool.log)")
+      continue
+    fi
     # memcheck ends with "ERROR SUMMARY: N errors", racecheck with
     # "RACECHECK SUMMARY: N hazards displayed (...)".
     errors=$(grep -oP '(ERROR|RACECHECK) SUMMARY: \K[0-9]+' "$OUT/$tool.log" | tail -n 1)
