@@ -278,6 +278,12 @@ void choose_stream(const NBitsMatMulProblem& p, const DeviceInfo& d, const GemvF
            (o.tma == 1 || (o.tma < 0 && tma_faster(p, f)));
 }
 
+// The window kernel and the register tile on float16 / bfloat16 take a programmatic
+// dependent launch (SM90 and later); TMA tiles and the CUDA-core kernel do not.
+bool dependent_launch_applies(const DeviceInfo& d, const GemvFacts& f, const GemvConfig& g) {
+  return d.sm >= 90 && f.half && !g.fma && !g.tma;
+}
+
 // Warps of the chosen kernel an SM holds (its launch bounds).
 int64_t warps_per_sm(const NBitsMatMulProblem& p, const GemvFacts& f, const GemvConfig& g) {
   if (!f.half) return kGemvWarpsPerSmFloat;
@@ -343,7 +349,9 @@ Status plan_gemv(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOve
   g->rows = choose_rows(p, f);
   g->row_groups = static_cast<int>(gemv_row_groups(p.m));
   choose_stream(p, d, f, o, g);
-  return choose_k_split(p, d, f, o, g);
+  BQMM_RETURN_IF_ERROR(choose_k_split(p, d, f, o, g));
+  g->dependent_launch = dependent_launch_applies(d, f, *g) && o.gemv_pdl == 1;
+  return Status::Ok();
 }
 
 // The fused GEMM's view of the problem: rows of `bits`-bit codes.

@@ -26,6 +26,7 @@ inline std::ostream& print_tensor_core_gemv(std::ostream& os, const GemvConfig& 
   os << "; lines=" << (g.lines ? 1 : 0) << "; tiles=" << g.tiles;
   if (g.registers > 0) os << "; regs=" << g.registers;
   if (row_groups) os << "; row_groups=" << g.row_groups;
+  if (g.dependent_launch) os << "; dependent_launch=yes";
   return os;
 }
 

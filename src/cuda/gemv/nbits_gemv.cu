@@ -90,6 +90,10 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
   const bool split = C::kGroups == 2 && p.block_shift == 4;
 
   Tile tile(p, g);
+  // Dependent launch (p.dependent): as the window kernel (nbits_window.cu), the next
+  // kernel may launch now, and A is read and Y written only after wait_for_prior_grid;
+  // algorithm 0 pulls its first two stages of weights into L2 before it waits.
+  allow_dependent_launch();
 
   // Chunk `chunk` (< p.chunks) of both rows into slot u of a stage and, with
   // per_chunk_quant, its scales and zero points.
@@ -115,6 +119,7 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
   auto first_block = [&](uint32_t chunk) { return (chunk * C::kPerChunk) >> p.block_shift; };
 
   if constexpr (kAlgo == kNBitsGemvAlgoLoop) {
+    wait_for_prior_grid();
     // Warp w: windows w, w + k_split, ...; lane t: chunk t of each. Only a row's last
     // window can be partial.
 #pragma unroll 1
@@ -155,13 +160,16 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
     // Whether stage s has lanes past the warp's range (warp-uniform): only those stages
     // clamp their chunk indices, so the others address slot u as c0 + 4u (an immediate).
     auto partial = [&](uint32_t s) { return (first_window(s) + width) * kWindowChunks > end_chunk; };
-    auto load_stage = [&](uint32_t s, Loads& l) {
+    // Lane t's chunk of slot u of stage s (clamped into the row where the stage is partial).
+    auto stage_chunk = [&](uint32_t s, int u) {
       const uint32_t c0 = first_window(s) * kWindowChunks + t;
-      const uint32_t last = partial(s) ? p.chunks - 1 : UINT32_MAX;
+      return min(c0 + kWindowChunks * u, partial(s) ? p.chunks - 1 : UINT32_MAX);
+    };
+    auto load_stage = [&](uint32_t s, Loads& l) {
 #pragma unroll
       for (int u = 0; u < kS; ++u) {
         if (u >= width) break;  // warp-uniform
-        load_chunk(l, u, min(c0 + kWindowChunks * u, last), !per_block);
+        load_chunk(l, u, stage_chunk(s, u), !per_block);
       }
       if (per_block) {
 #pragma unroll
@@ -184,6 +192,17 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
         }
       }
     };
+    if (p.dependent) {
+#pragma unroll
+      for (uint32_t s = 0; s < 2; ++s)
+#pragma unroll
+        for (int u = 0; u < kS; ++u)
+          if (s < stages && u < width)
+#pragma unroll
+            for (int r = 0; r < 2; ++r)
+              prefetch_l2(rows.w[r] + static_cast<size_t>(stage_chunk(s, u)) * kChunkBytes);
+    }
+    wait_for_prior_grid();
     // Double buffering: stage s + 1's loads are in flight while stage s is multiplied.
     Loads buf[2];
     if (stages > 0) load_stage(0, buf[0]);
@@ -228,8 +247,8 @@ Status launch_register_tile(const NBitsGemvArgs& args, int algo, int rows, int k
   const bool result_scale = !std::is_same_v<T, float> && args.block_size >= window_codes;
 #define BQMM_LAUNCH_IF(T_, B, A, R, RS)                                            \
   if (args.bits == B && algo == A && rows == R && result_scale == RS) {            \
-    NBitsGemvKernel<T_, B, A, R, RS><<<grid, block, 0, stream>>>(p);               \
-    return check_launch("NBitsGemvKernel");                                        \
+    return launch_kernel(NBitsGemvKernel<T_, B, A, R, RS>, grid, block, 0, stream, \
+                         p.dependent, "NBitsGemvKernel", p);                       \
   }
   if constexpr (std::is_same_v<T, float>) {
     BQMM_NBITS_FLOAT_CONFIGS(BQMM_LAUNCH_IF)
@@ -263,7 +282,13 @@ Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_sp
   if (k_split > kMaxKSplit)
     return Status(StatusCode::kInternal, "launch_nbits_gemv: k_split " + std::to_string(k_split) +
                                              " only on the window kernel");
-  if (tma) return launch_nbits_gemv_tma(args, k_split, stream);
+  if (tma) {
+    if (args.dependent)
+      return Status(StatusCode::kInternal,
+                    "launch_nbits_gemv: a dependent launch only of the window kernel or the "
+                    "register tile, not TMA tiles");
+    return launch_nbits_gemv_tma(args, k_split, stream);
+  }
   return dispatch_float_types(args.dtype, "launch_nbits_gemv", [&](auto tag) -> Status {
     return launch_register_tile<decltype(tag)>(args, algo, rows, k_split, stream);
   });
