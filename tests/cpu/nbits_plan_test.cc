@@ -644,6 +644,36 @@ TEST(NBitsPlan, GemvTmaWhereItPaysOrWhenAsked) {
 // counts 32 resident warps per SM (24 with packed zero points). Line loads (next test)
 // take it whatever the grid (4-bit at M <= 4 on N x K >= 128 Mi, 8-bit), so the grid rule
 // is checked below 128 Mi, from M = 3 and without them.
+// The 4-bit register tile launches as a programmatic dependent of the kernel before it on
+// SM90 (gemv_pdl=0: plainly); the other GEMV kernels, 8-bit and Ampere launch plainly.
+TEST(NBitsPlan, DependentLaunchOfTheFourBitRegisterTile) {
+  expect_switch_parses("gemv_pdl", &PlanOverride::gemv_pdl);
+  for (DType t : {DType::kFloat16, DType::kBFloat16})
+    for (int64_t m : {1, 4, 8}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(t) << " M=" << m);
+      const NBitsMatMulPlan regs = plan(problem(m, 4096, 4096, 4, 128, t));
+      ASSERT_EQ(regs.path, NBitsPath::kGemv);
+      ASSERT_FALSE(regs.gemv.window || regs.gemv.tma || regs.gemv.fma);
+      EXPECT_TRUE(regs.gemv.dependent_launch);
+      EXPECT_NE(printed(regs).find("tiles=1; dependent_launch=yes; workspace="), std::string::npos)
+          << printed(regs);
+      EXPECT_FALSE(plan(problem(m, 4096, 4096, 4, 128, t), kHopper, parsed("gemv_pdl=0"))
+                       .gemv.dependent_launch);
+      EXPECT_FALSE(plan(problem(m, 4096, 4096, 4, 128, t), kAmpere).gemv.dependent_launch);
+      // The window kernel (8192 x 8192), TMA tiles and 8-bit stay plain, forced or not.
+      const NBitsMatMulPlan window = plan(problem(m, 8192, 8192, 4, 128, t), kHopper, parsed("gemv_pdl=1"));
+      EXPECT_TRUE(window.gemv.window);
+      EXPECT_FALSE(window.gemv.dependent_launch);
+      EXPECT_EQ(printed(window).find("dependent_launch"), std::string::npos);
+      const NBitsMatMulPlan tma = plan(problem(m, 4096, 4096, 4, 128, t), kHopper, parsed("tma=1"));
+      EXPECT_TRUE(tma.gemv.tma);
+      EXPECT_FALSE(tma.gemv.dependent_launch);
+      EXPECT_FALSE(plan(problem(m, 4096, 4096, 8, 128, t), kHopper, parsed("window=0,gemv_pdl=1"))
+                       .gemv.dependent_launch);
+    }
+  EXPECT_FALSE(plan(problem(1, 4096, 4096, 4, 128, DType::kFloat32)).gemv.dependent_launch);
+}
+
 TEST(NBitsPlan, GemvWindowWhereItAppliesOrWhenAsked) {
   PlanOverride o;
   EXPECT_EQ(o.window, -1);

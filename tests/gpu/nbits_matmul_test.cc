@@ -427,6 +427,47 @@ TEST(NBitsGemv, HandExampleExactOnEveryPath) {
 
 // A NaN activation makes its row NaN and leaves the others finite (mma, FMA tile and
 // CUDA-core kernel alike), on both paths.
+// Two 4-bit layers in a row on one stream, the second's A the first's Y (NaN-poisoned
+// until the first writes it), both on the planner's register tile, which on SM90 is a
+// programmatic dependent launch: it may start while the first still runs, so the result
+// is right only if it reads A after waiting for that kernel. Checked against the reference
+// on the first's downloaded output; also with the dependent launch off (gemv_pdl=0).
+TEST(NBitsGemv, DependentLaunchReadsWhatTheKernelBeforeWrote) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  if (handle->device_info().sm < 80) GTEST_SKIP() << "the tensor-core GEMV needs SM80+";
+  uint64_t seed = 900;
+  for (DType t : {DType::kFloat16, DType::kBFloat16})
+    for (int64_t m : {1, 8})
+      for (const char* force : {"", "gemv_pdl=0"}) {
+        SCOPED_TRACE(::testing::Message() << dtype_name(t) << " M=" << m << " " << force);
+        testing::NBitsKnobs knobs;
+        BQMM_ASSERT_OK(parse_plan_override(force, &knobs.force));
+        const NBitsCase first = make_random_nbits_case(nbits_spec(t, 4, m, 4096, 4096, 128), seed++);
+        NBitsCase second = make_random_nbits_case(nbits_spec(t, 4, m, 1000, 4096, 128, false, true), seed++);
+        testing::NBitsDeviceCase d1, d2;
+        BQMM_ASSERT_OK(testing::upload_nbits_case(first, &d1));
+        BQMM_ASSERT_OK(testing::upload_nbits_case(second, &d2));
+        d2.args.a.data = d1.y.data();  // the first layer's output, [m, 4096]
+        BQMM_ASSERT_OK(testing::plan_nbits_case(*handle, first, knobs, &d1));
+        BQMM_ASSERT_OK(testing::plan_nbits_case(*handle, second, knobs, &d2));
+        ASSERT_FALSE(d2.plan.gemv.window || d2.plan.gemv.tma || d2.plan.gemv.fma) << d2.plan;
+        EXPECT_EQ(d2.plan.gemv.dependent_launch, handle->device_info().sm >= 90 && *force == '\0')
+            << d2.plan;
+        BQMM_ASSERT_OK(testing::run_on_fresh_stream([&](cudaStream_t stream) -> Status {
+          BQMM_RETURN_IF_ERROR(d1.run(*handle, stream));
+          return d2.run(*handle, stream);
+        }));
+        HostTensor y1, y2;
+        BQMM_ASSERT_OK(d1.y.download(&y1));
+        BQMM_ASSERT_OK(d2.y.download(&y2));
+        EXPECT_TRUE(matches_reference(first, y1));
+        second.a = y1;
+        EXPECT_TRUE(matches_reference(second, y2)) << d2.plan;
+      }
+}
+
 TEST(NBitsGemv, NanActivationPropagatesToItsRowOnly) {
   BQMM_REQUIRE_GPU();
   int index = 0;

@@ -90,9 +90,10 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
   const bool split = C::kGroups == 2 && p.block_shift == 4;
 
   Tile tile(p, g);
-  // Dependent launch (p.dependent): as the window kernel (nbits_window.cu), the next
-  // kernel may launch now, and A is read and Y written only after wait_for_prior_grid;
-  // algorithm 0 pulls its first two stages of weights into L2 before it waits.
+  // Dependent launch (p.dependent, NBitsGemvArgs::dependent): the next kernel may launch
+  // once every block has started; A is read and Y written only after wait_for_prior_grid,
+  // and algorithm 0 first pulls its first two stages of weights into L2 (while the kernel
+  // before it finishes). Both calls are no-ops in a plain launch.
   allow_dependent_launch();
 
   // Chunk `chunk` (< p.chunks) of both rows into slot u of a stage and, with
@@ -278,17 +279,15 @@ Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_sp
                       "not " + (window ? "the window kernel without line loads"
                                        : tma ? "TMA tiles" : "the register tile"));
   BQMM_RETURN_IF_ERROR(check_nbits_gemv_args(args, rows, k_split, row_groups));
+  if (args.dependent && (window || tma))
+    return Status(StatusCode::kInternal,
+                  "launch_nbits_gemv: a dependent launch only of the register tile, not " +
+                      std::string(window ? "the window kernel" : "TMA tiles"));
   if (window) return launch_nbits_gemv_window(args, k_split, lines, tiles_per_warp, registers, stream);
   if (k_split > kMaxKSplit)
     return Status(StatusCode::kInternal, "launch_nbits_gemv: k_split " + std::to_string(k_split) +
                                              " only on the window kernel");
-  if (tma) {
-    if (args.dependent)
-      return Status(StatusCode::kInternal,
-                    "launch_nbits_gemv: a dependent launch only of the window kernel or the "
-                    "register tile, not TMA tiles");
-    return launch_nbits_gemv_tma(args, k_split, stream);
-  }
+  if (tma) return launch_nbits_gemv_tma(args, k_split, stream);
   return dispatch_float_types(args.dtype, "launch_nbits_gemv", [&](auto tag) -> Status {
     return launch_register_tile<decltype(tag)>(args, algo, rows, k_split, stream);
   });

@@ -169,20 +169,6 @@ __device__ __forceinline__ void window_tile(const GemvParams<T>& p, uint32_t col
     a_rows[r] = p.a + static_cast<int64_t>(g + 8 * r < p.m ? g + 8 * r : p.m - 1) * p.k +
                 t * C::kPerChunk;
 
-  // Dependent launch (p.dependent): the next kernel may launch once every block has
-  // started; this one pulls its first two windows of weights into L2 while the kernel
-  // before it finishes, then waits for it before it reads A or writes Y.
-  allow_dependent_launch();
-  if (p.dependent && u0 < u1) {
-#pragma unroll
-    for (uint32_t j = 0; j < 2; ++j)
-#pragma unroll
-      for (int r = 0; r < 2; ++r)
-        prefetch_l2(rows.w[r] + t * kChunkBytes +
-                    static_cast<size_t>(min(u0 + j, u1 - 1)) * (kWindowChunks * kChunkBytes));
-  }
-  wait_for_prior_grid();
-
   struct Loads {
     uint4 w[2];
     RawQuant<T, kBits> q[2];
@@ -453,17 +439,16 @@ Status launch_window_config(const GemvParams<T>& p, dim3 grid, dim3 block, int s
                             bool row_groups, cudaStream_t stream) {
   if constexpr (kLines) {
     if (row_groups) {
-      return launch_kernel(NBitsGemvWindowKernel<T, kBits, kZeroPoints, kLines, kTiles,
-                                                 kResultScale, kPairBlock, kWide, true>,
-                           grid, block, smem, stream, p.dependent,
-                           "NBitsGemvWindowKernel (row groups)", p);
+      NBitsGemvWindowKernel<T, kBits, kZeroPoints, kLines, kTiles, kResultScale, kPairBlock,
+                            kWide, true><<<grid, block, smem, stream>>>(p);
+      return check_launch("NBitsGemvWindowKernel (row groups)");
     }
   }
   if (row_groups)
     return Status(StatusCode::kInternal, "launch_nbits_gemv: row groups without line loads");
-  return launch_kernel(
-      NBitsGemvWindowKernel<T, kBits, kZeroPoints, kLines, kTiles, kResultScale, kPairBlock, kWide>,
-      grid, block, smem, stream, p.dependent, "NBitsGemvWindowKernel", p);
+  NBitsGemvWindowKernel<T, kBits, kZeroPoints, kLines, kTiles, kResultScale, kPairBlock, kWide>
+      <<<grid, block, smem, stream>>>(p);
+  return check_launch("NBitsGemvWindowKernel");
 }
 
 template <typename T>
