@@ -425,8 +425,6 @@ TEST(NBitsGemv, HandExampleExactOnEveryPath) {
     }
 }
 
-// A NaN activation makes its row NaN and leaves the others finite (mma, FMA tile and
-// CUDA-core kernel alike), on both paths.
 // Two 4-bit layers in a row on one stream, the second's A the first's Y (NaN-poisoned
 // until the first writes it), both on the planner's register tile, which on SM90 is a
 // programmatic dependent launch: it may start while the first still runs, so the result
@@ -468,6 +466,8 @@ TEST(NBitsGemv, DependentLaunchReadsWhatTheKernelBeforeWrote) {
       }
 }
 
+// A NaN activation makes its row NaN and leaves the others finite (mma, FMA tile and
+// CUDA-core kernel alike), on both paths.
 TEST(NBitsGemv, NanActivationPropagatesToItsRowOnly) {
   BQMM_REQUIRE_GPU();
   int index = 0;
