@@ -288,7 +288,8 @@ void choose_stream(const NBitsMatMulProblem& p, const DeviceInfo& d, const GemvF
 // (unmeasured), keep plain launches.
 bool dependent_launch_applies(const NBitsMatMulProblem& p, const DeviceInfo& d,
                               const GemvFacts& f, const GemvConfig& g) {
-  return d.sm >= 90 && p.bits == 4 && f.half && !g.fma && !g.tma && !g.window;
+  return d.sm >= 90 && p.bits == 4 && f.half && g.algo == kNBitsGemvAlgoUnrolled && !g.fma &&
+         !g.tma && !g.window;
 }
 
 // Warps of the chosen kernel an SM holds (its launch bounds).

@@ -101,9 +101,10 @@ struct NBitsGemvArgs {
   const void* bias = nullptr;          // [N] or nullptr
   void* y = nullptr;                   // [M, N]
   int64_t m = 0, n = 0, k = 0, block_size = 0;
-  // The register tile launched as a programmatic dependent of the kernel before it (SM90;
-  // GemvConfig::dependent_launch): it pulls its first weights into L2, then waits for that
-  // kernel before it reads A or writes Y. Refused for the other GEMV kernels.
+  // The 4-bit tensor-core register tile (algorithm 0) launched as a programmatic dependent
+  // of the kernel before it (SM90; GemvConfig::dependent_launch): it pulls its first
+  // weights into L2, then waits for that kernel before it reads A or writes Y. Refused for
+  // the other GEMV kernels.
   bool dependent = false;
 };
 // algo: the K-loop strategy (kNBitsGemvAlgo* of bqmm/nbits_matmul.h); rows: activation

@@ -76,7 +76,6 @@ struct GemvParams {
   int64_t row_bytes;
   int64_t k_blocks;            // both
   int64_t zp_row_bytes;
-  bool dependent;              // launched as a programmatic dependent (NBitsGemvArgs)
   uint32_t chunks;             // 16-byte chunks per row
   uint32_t windows;            // ceil(chunks / 4)
   uint32_t block_shift;        // log2(block_size)

@@ -70,9 +70,12 @@ constexpr int kStage = std::is_same_v<T, float> ? 1 : 2;
 //                 has 8.
 //   kResultScale  the tensor-core tile only: blocks of a window or more, the block scale
 //                 applied to the mma result (MmaTile); false for float32.
+//   kDependent    launched as a programmatic dependent of the kernel before it (the
+//                 4-bit tensor-core tile, algorithm 0 only; NBitsGemvArgs::dependent).
 // Block: k_split = blockDim.x / 32 warps on one 16-column tile, warp w taking the
 // windows w, w + k_split, ...; grid.x: the column tiles.
-template <typename T, int kBits, int kAlgo, int kRows, bool kResultScale = false>
+template <typename T, int kBits, int kAlgo, int kRows, bool kResultScale = false,
+          bool kDependent = false>
 __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
     NBitsGemvKernel(const GemvParams<T> p) {
   using C = Codes<kBits>;
@@ -89,12 +92,14 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
   // The second half of a 4-bit chunk is another block only for block_size 16.
   const bool split = C::kGroups == 2 && p.block_shift == 4;
 
+  static_assert(!kDependent || (kAlgo == kNBitsGemvAlgoUnrolled && !std::is_same_v<T, float>),
+                "the dependent launch is algorithm 0's on the tensor-core tile");
   Tile tile(p, g);
-  // Dependent launch (p.dependent, NBitsGemvArgs::dependent): the next kernel may launch
-  // once every block has started; A is read and Y written only after wait_for_prior_grid,
-  // and algorithm 0 first pulls its first two stages of weights into L2 (while the kernel
-  // before it finishes). Both calls are no-ops in a plain launch.
-  allow_dependent_launch();
+  // A dependent launch lets the next kernel launch once every block has started, pulls
+  // its first two stages of weights into L2 while the kernel before it finishes, and
+  // reads A and writes Y only after wait_for_prior_grid (below). A separate instance, so
+  // that the plain kernel's code is not constrained by the waits' ordering.
+  if constexpr (kDependent) allow_dependent_launch();
 
   // Chunk `chunk` (< p.chunks) of both rows into slot u of a stage and, with
   // per_chunk_quant, its scales and zero points.
@@ -120,7 +125,6 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
   auto first_block = [&](uint32_t chunk) { return (chunk * C::kPerChunk) >> p.block_shift; };
 
   if constexpr (kAlgo == kNBitsGemvAlgoLoop) {
-    wait_for_prior_grid();
     // Warp w: windows w, w + k_split, ...; lane t: chunk t of each. Only a row's last
     // window can be partial.
 #pragma unroll 1
@@ -161,16 +165,13 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
     // Whether stage s has lanes past the warp's range (warp-uniform): only those stages
     // clamp their chunk indices, so the others address slot u as c0 + 4u (an immediate).
     auto partial = [&](uint32_t s) { return (first_window(s) + width) * kWindowChunks > end_chunk; };
-    // Lane t's chunk of slot u of stage s (clamped into the row where the stage is partial).
-    auto stage_chunk = [&](uint32_t s, int u) {
-      const uint32_t c0 = first_window(s) * kWindowChunks + t;
-      return min(c0 + kWindowChunks * u, partial(s) ? p.chunks - 1 : UINT32_MAX);
-    };
     auto load_stage = [&](uint32_t s, Loads& l) {
+      const uint32_t c0 = first_window(s) * kWindowChunks + t;
+      const uint32_t last = partial(s) ? p.chunks - 1 : UINT32_MAX;
 #pragma unroll
       for (int u = 0; u < kS; ++u) {
         if (u >= width) break;  // warp-uniform
-        load_chunk(l, u, stage_chunk(s, u), !per_block);
+        load_chunk(l, u, min(c0 + kWindowChunks * u, last), !per_block);
       }
       if (per_block) {
 #pragma unroll
@@ -193,17 +194,22 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
         }
       }
     };
-    if (p.dependent) {
+    if constexpr (kDependent) {
+      // The first two stages' chunks, addressed as load_stage does (prefetches into L2 are
+      // safe before the wait whatever the kernel before writes: L2 is where writes land).
 #pragma unroll
-      for (uint32_t s = 0; s < 2; ++s)
+      for (uint32_t s = 0; s < 2; ++s) {
+        const uint32_t c0 = first_window(s) * kWindowChunks + t;
+        const uint32_t last = partial(s) ? p.chunks - 1 : UINT32_MAX;
 #pragma unroll
         for (int u = 0; u < kS; ++u)
           if (s < stages && u < width)
 #pragma unroll
             for (int r = 0; r < 2; ++r)
-              prefetch_l2(rows.w[r] + static_cast<size_t>(stage_chunk(s, u)) * kChunkBytes);
+              prefetch_l2(rows.w[r] + static_cast<size_t>(min(c0 + kWindowChunks * u, last)) * kChunkBytes);
+      }
+      wait_for_prior_grid();
     }
-    wait_for_prior_grid();
     // Double buffering: stage s + 1's loads are in flight while stage s is multiplied.
     Loads buf[2];
     if (stages > 0) load_stage(0, buf[0]);
@@ -226,7 +232,8 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
 // The instantiated configurations, (T, bits, algo, rows, kResultScale): every one a plan
 // can reach (the planner's gemv_algo picks the algorithm, default 0; float32's rows are
 // 1, 2, 4 or 8 >= M; the tensor-core tile always has 8 rows, kResultScale where blocks
-// hold a whole window).
+// hold a whole window). Each 4-bit tensor-core configuration of algorithm 0 also has a
+// dependent-launch instance (kDependent).
 #define BQMM_NBITS_ALGOS(X, T, B, R, RS) X(T, B, 0, R, RS) X(T, B, 1, R, RS) X(T, B, 2, R, RS)
 #define BQMM_NBITS_FLOAT_CONFIGS(X)                                               \
   BQMM_NBITS_ALGOS(X, float, 4, 1, false) BQMM_NBITS_ALGOS(X, float, 4, 2, false) \
@@ -246,10 +253,18 @@ Status launch_register_tile(const NBitsGemvArgs& args, int algo, int rows, int k
   // Scale on the mma result when a window's chunks share one block.
   const int window_codes = args.bits == 4 ? Codes<4>::kPerWindow : Codes<8>::kPerWindow;
   const bool result_scale = !std::is_same_v<T, float> && args.block_size >= window_codes;
-#define BQMM_LAUNCH_IF(T_, B, A, R, RS)                                            \
-  if (args.bits == B && algo == A && rows == R && result_scale == RS) {            \
-    return launch_kernel(NBitsGemvKernel<T_, B, A, R, RS>, grid, block, 0, stream, \
-                         p.dependent, "NBitsGemvKernel", p);                       \
+#define BQMM_LAUNCH_IF(T_, B, A, R, RS)                                                      \
+  if (args.bits == B && algo == A && rows == R && result_scale == RS) {                      \
+    if constexpr (B == 4 && A == kNBitsGemvAlgoUnrolled && !std::is_same_v<T_, float>) {     \
+      if (args.dependent)                                                                    \
+        return launch_kernel(NBitsGemvKernel<T_, B, A, R, RS, true>, grid, block, 0, stream, \
+                             true, "NBitsGemvKernel", p);                                    \
+    }                                                                                        \
+    if (args.dependent)                                                                      \
+      return Status(StatusCode::kInternal, "launch_nbits_gemv: a dependent launch only of "  \
+                                           "the 4-bit tensor-core tile's algorithm 0");     \
+    NBitsGemvKernel<T_, B, A, R, RS><<<grid, block, 0, stream>>>(p);                         \
+    return check_launch("NBitsGemvKernel");                                                  \
   }
   if constexpr (std::is_same_v<T, float>) {
     BQMM_NBITS_FLOAT_CONFIGS(BQMM_LAUNCH_IF)

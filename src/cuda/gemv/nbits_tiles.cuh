@@ -278,7 +278,6 @@ GemvParams<T> make_nbits_params(const NBitsGemvArgs& args) {
   p.zp = args.zp_packed;
   p.row_bytes = k_blocks * args.block_size * args.bits / 8;
   p.zp_row_bytes = (k_blocks * args.bits + 7) / 8;
-  p.dependent = args.dependent;
   p.chunks = static_cast<uint32_t>(p.row_bytes / kChunkBytes);
   p.windows = (p.chunks + kWindowChunks - 1) / kWindowChunks;
   p.block_shift = 0;
