@@ -278,14 +278,15 @@ void choose_stream(const NBitsMatMulProblem& p, const DeviceInfo& d, const GemvF
            (o.tma == 1 || (o.tma < 0 && tma_faster(p, f)));
 }
 
-// The 4-bit register tile on float16 / bfloat16 launches as a programmatic dependent of
-// the kernel before it (SM90 and later; gemv_pdl=0 turns it off): its first weights are
-// pulled into L2 while that kernel finishes. Measured on the H200 (same build, the 4-bit
-// decode suites with and without packed zero points, gemv_pdl=1 against 0): the register
-// tile 0-5 % faster on all 24 of its cases (4096 x 4096 M = 1 6.1 -> 5.9 us, packed
-// 4096 x 14336 bfloat16 M = 1 14.3 -> 13.5); the window kernel without line loads up to
-// 17 % slower (14336 x 4096 at k_split 4), with line loads -4 to +6 %: those, and 8-bit
-// (unmeasured), keep plain launches.
+// The 4-bit register tile on float16 / bfloat16 (algorithm 0) launches as a programmatic
+// dependent of the kernel before it (SM90 and later; gemv_pdl=0 turns it off): its first
+// weights are pulled into L2 while that kernel finishes. Measured on the H200 (one build,
+// the 4-bit decode suites without and with packed zero points, gemv_pdl=1 against 0, the
+// plain kernel's code unchanged): its 32 cases 0.949-1.009x (4096 x 4096 float16 M = 1
+// 6.0 -> 5.8 us; packed 8192 x 8192 bfloat16 M = 4 16.2 -> 15.4). The window kernel
+// without line loads was up to 17 % slower as a dependent (14336 x 4096 at k_split 4),
+// with line loads -4 to +6 %: it and TMA tiles keep plain launches, as 8-bit does (its
+// decode plans never take the register tile).
 bool dependent_launch_applies(const NBitsMatMulProblem& p, const DeviceInfo& d,
                               const GemvFacts& f, const GemvConfig& g) {
   return d.sm >= 90 && p.bits == 4 && f.half && g.algo == kNBitsGemvAlgoUnrolled && !g.fma &&

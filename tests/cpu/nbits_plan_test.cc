@@ -644,8 +644,9 @@ TEST(NBitsPlan, GemvTmaWhereItPaysOrWhenAsked) {
 // counts 32 resident warps per SM (24 with packed zero points). Line loads (next test)
 // take it whatever the grid (4-bit at M <= 4 on N x K >= 128 Mi, 8-bit), so the grid rule
 // is checked below 128 Mi, from M = 3 and without them.
-// The 4-bit register tile launches as a programmatic dependent of the kernel before it on
-// SM90 (gemv_pdl=0: plainly); the other GEMV kernels, 8-bit and Ampere launch plainly.
+// The 4-bit register tile (algorithm 0) launches as a programmatic dependent of the kernel
+// before it on SM90 (gemv_pdl=0: plainly); the other GEMV kernels and algorithms, 8-bit and
+// Ampere launch plainly.
 TEST(NBitsPlan, DependentLaunchOfTheFourBitRegisterTile) {
   expect_switch_parses("gemv_pdl", &PlanOverride::gemv_pdl);
   for (DType t : {DType::kFloat16, DType::kBFloat16})
@@ -660,6 +661,9 @@ TEST(NBitsPlan, DependentLaunchOfTheFourBitRegisterTile) {
       EXPECT_FALSE(plan(problem(m, 4096, 4096, 4, 128, t), kHopper, parsed("gemv_pdl=0"))
                        .gemv.dependent_launch);
       EXPECT_FALSE(plan(problem(m, 4096, 4096, 4, 128, t), kAmpere).gemv.dependent_launch);
+      // Algorithms 1 and 2 (forced) have no dependent instance.
+      EXPECT_FALSE(plan(problem(m, 4096, 4096, 4, 128, t), kHopper, parsed("algo=1")).gemv.dependent_launch);
+      EXPECT_FALSE(plan(problem(m, 4096, 4096, 4, 128, t), kHopper, parsed("algo=2")).gemv.dependent_launch);
       // The window kernel (8192 x 8192), TMA tiles and 8-bit stay plain, forced or not.
       const NBitsMatMulPlan window = plan(problem(m, 8192, 8192, 4, 128, t), kHopper, parsed("gemv_pdl=1"));
       EXPECT_TRUE(window.gemv.window);
