@@ -283,7 +283,8 @@ void choose_stream(const NBitsMatMulProblem& p, const DeviceInfo& d, const GemvF
 // weights are pulled into L2 while that kernel finishes. Measured on the H200 (one build,
 // the 4-bit decode suites without and with packed zero points, gemv_pdl=1 against 0, the
 // plain kernel's code unchanged): its 32 cases 0.949-1.009x (4096 x 4096 float16 M = 1
-// 6.0 -> 5.8 us; packed 8192 x 8192 bfloat16 M = 4 16.2 -> 15.4). The window kernel
+// 6.0 -> 5.8 us; packed 8192 x 8192 bfloat16 M = 4 16.2 -> 15.4) back to back, but
+// 0.6-1.4 us slower per run between events (docs/PERF.md). The window kernel
 // without line loads was up to 17 % slower as a dependent (14336 x 4096 at k_split 4),
 // with line loads -4 to +6 %: it and TMA tiles keep plain launches, as 8-bit does (its
 // decode plans never take the register tile).
