@@ -97,8 +97,9 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
   Tile tile(p, g);
   // A dependent launch lets the next kernel launch once every block has started, pulls
   // its first two stages of weights into L2 while the kernel before it finishes, and
-  // reads A and writes Y only after wait_for_prior_grid (below). A separate instance, so
-  // that the plain kernel's code is not constrained by the waits' ordering.
+  // reads A and writes Y only after wait_for_prior_grid (below). A separate instance:
+  // compiled into the plain kernel, these calls changed its code and slowed its plain
+  // launches by up to 5 % (docs/PERF.md).
   if constexpr (kDependent) allow_dependent_launch();
 
   // Chunk `chunk` (< p.chunks) of both rows into slot u of a stage and, with
