@@ -769,10 +769,13 @@ TEST(Fp8Plan, W8A8GroupwiseDynamicFrom256Rows) {
       EXPECT_EQ(groupwise_why(p).empty(), taken);
       EXPECT_EQ(plan(p, kHopper, parsed("w8a8_groupwise=1")).path, Fp8Path::kW8a8Groupwise);
       EXPECT_EQ(plan(p, kHopper, parsed("w8a8_groupwise=0,w8a8_cublaslt=0")).path, Fp8Path::kW8a8Gemm);
-      if (!dynamic)
+      if (!dynamic) {
         EXPECT_EQ(groupwise_why(p),
                   "static a_scale and per-row weight scales: the W8A8 GEMM's one activation scale is faster");
-      if (dynamic && m < 256) EXPECT_EQ(groupwise_why(p), "M < 256: the W8A8 GEMM's tiles are faster there");
+      }
+      if (dynamic && m < 256) {
+        EXPECT_EQ(groupwise_why(p), "M < 256: the W8A8 GEMM's tiles are faster there");
+      }
       const Fp8MatMulPlan forced = plan(p, kHopper, parsed("w8a8_groupwise=1"));
       EXPECT_EQ(forced.regions.codes_bytes, static_cast<size_t>(m) * 8208);
       EXPECT_EQ(forced.regions.act_scales_bytes, size_t{65} * ((m + 127) / 128 * 128) * 4);

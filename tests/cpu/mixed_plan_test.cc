@@ -203,7 +203,9 @@ TEST(MixedPlan, RowsTheFusedGemmKeeps) {
   EXPECT_TRUE(fused_gemm_keeps_rows(shape(64, 28672, 4, false, 128), kHopper));
   EXPECT_TRUE(fused_gemm_keeps_rows(shape(127, 28672, 4, false, 128), kAmpere));
   EXPECT_FALSE(fused_gemm_keeps_rows(shape(128, 8192, 4, false, 128), kAmpere));
-  if (wgmma_built()) EXPECT_FALSE(fused_gemm_keeps_rows(shape(100, 8192, 8, true, 128, true), kHopper));
+  if (wgmma_built()) {
+    EXPECT_FALSE(fused_gemm_keeps_rows(shape(100, 8192, 8, true, 128, true), kHopper));
+  }
   EXPECT_TRUE(fused_gemm_keeps_rows(shape(100, 8192, 8, true, 64), kHopper));
   // Where the fused GEMM does not apply (typed zero points), the mixed-input GEMM takes
   // the rows it would keep.
