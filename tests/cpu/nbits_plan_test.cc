@@ -637,13 +637,6 @@ TEST(NBitsPlan, GemvTmaWhereItPaysOrWhenAsked) {
                                               "tma");
 }
 
-// The window kernel (float16 / bfloat16, algorithm 0, blocks of a window or more, rows of
-// whole 64-byte windows), 4-bit by default where the grid has more warps than the
-// 128-register tiles hold (ceil(N / 16) * 8 > 16 * SMs), with packed zero points at M = 1
-// only, and not when TMA tiles are forced; it then replaces the TMA tile, and its K split
-// counts 32 resident warps per SM (24 with packed zero points). Line loads (next test)
-// take it whatever the grid (4-bit at M <= 4 on N x K >= 128 Mi, 8-bit), so the grid rule
-// is checked below 128 Mi, from M = 3 and without them.
 // The 4-bit register tile (algorithm 0) launches as a programmatic dependent of the kernel
 // before it on SM90 (gemv_pdl=0: plainly); the other GEMV kernels and algorithms, 8-bit and
 // Ampere launch plainly.
@@ -678,6 +671,13 @@ TEST(NBitsPlan, DependentLaunchOfTheFourBitRegisterTile) {
   EXPECT_FALSE(plan(problem(1, 4096, 4096, 4, 128, DType::kFloat32)).gemv.dependent_launch);
 }
 
+// The window kernel (float16 / bfloat16, algorithm 0, blocks of a window or more, rows of
+// whole 64-byte windows), 4-bit by default where the grid has more warps than the
+// 128-register tiles hold (ceil(N / 16) * 8 > 16 * SMs), with packed zero points at M = 1
+// only, and not when TMA tiles are forced; it then replaces the TMA tile, and its K split
+// counts 32 resident warps per SM (24 with packed zero points). Line loads (next test)
+// take it whatever the grid (4-bit at M <= 4 on N x K >= 128 Mi, 8-bit), so the grid rule
+// is checked below 128 Mi, from M = 3 and without them.
 TEST(NBitsPlan, GemvWindowWhereItAppliesOrWhenAsked) {
   PlanOverride o;
   EXPECT_EQ(o.window, -1);
