@@ -196,8 +196,8 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
       }
     };
     if constexpr (kDependent) {
-      // The first two stages' chunks, addressed as load_stage does (prefetches into L2 are
-      // safe before the wait whatever the kernel before writes: L2 is where writes land).
+      // The first two stages' chunks, addressed as load_stage does (prefetch_l2 says why
+      // that is safe before the wait).
 #pragma unroll
       for (uint32_t s = 0; s < 2; ++s) {
         const uint32_t c0 = first_window(s) * kWindowChunks + t;
