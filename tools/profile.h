@@ -377,10 +377,26 @@ struct NamedView {
 };
 
 // Where the views of a call made before anything is allocated point: validation checks
-// data pointers only for null and alignment and never reads them, so a 256-byte aligned
-// placeholder (cudaMalloc's alignment, which the real run's tensors also have) makes
-// validate_* see the case exactly as the real call. Never dereferenced.
-inline void* placeholder_data() { return reinterpret_cast<void*>(uintptr_t{256}); }
+// data pointers for null, alignment and overlap and never reads them, so placeholder
+// addresses, each tensor's past the previous one's bytes and 256-byte aligned (cudaMalloc's
+// alignment, which the real run's tensors also have), make validate_* see the case exactly
+// as the real call. Never dereferenced.
+class Placeholders {
+ public:
+  TensorView input(DType dtype, const Shape& shape) { return TensorView{next(dtype, shape), dtype, shape}; }
+  MutableTensorView output(DType dtype, const Shape& shape) {
+    return MutableTensorView{next(dtype, shape), dtype, shape};
+  }
+
+ private:
+  void* next(DType dtype, const Shape& shape) {
+    void* p = reinterpret_cast<void*>(next_);
+    const uintptr_t bytes = static_cast<uintptr_t>(shape.numel()) * dtype_size(dtype);
+    next_ += (bytes + 255) / 256 * 256 + 256;  // wraps only past 2^64 bytes in all
+    return p;
+  }
+  uintptr_t next_ = 256;
+};
 
 // What the library says about a case before it runs.
 struct CaseCheck {
@@ -418,7 +434,7 @@ class OpProfiler {
   // or the suite that `settings` asks for.
   virtual Status make_cases(const Flags& flags, const Settings& settings, CaseList* out) = 0;
   // The tensors of case c's library call (A, the weight's parts, the other inputs, Y),
-  // absent optional inputs left out, at placeholder_data().
+  // absent optional inputs left out, at Placeholders addresses.
   virtual std::vector<NamedView> call_tensors(const CaseSpec& c) const = 0;
   // Validates case `c` with the library's validate_* on call_tensors(c) and plans it for
   // `device` with the operator's options: the checks the real call makes, so that a case

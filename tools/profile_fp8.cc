@@ -95,19 +95,19 @@ Fp8MatMulProblem problem_of(const Fp8CaseSpec& c) {
   return p;
 }
 
-// The library call of case `c` with every tensor at placeholder_data(): the shapes and
+// The library call of case `c` with its tensors at Placeholders addresses: the shapes and
 // dtypes the real call has (make_random_fp8_case's and Fp8Inputs::device_args's).
 Fp8MatMulArgs placeholder_args(const Fp8CaseSpec& c) {
-  void* p = placeholder_data();
+  Placeholders at;
   const int64_t k_blocks = problem_of(c).k_blocks();
   Fp8MatMulArgs args;
-  args.a = TensorView{p, c.dtype, Shape{c.m, c.k}};
-  args.b = TensorView{p, DType::kFloat8E4M3, Shape{c.n, c.k}};
-  args.b_scale = TensorView{p, DType::kFloat32, Shape{c.n, k_blocks}};
-  if (c.w8a8) args.a_scale = TensorView{p, DType::kFloat32, Shape{}};
-  if (c.bias) args.bias = TensorView{p, c.dtype, Shape{c.n}};
-  if (c.prepack) args.prepacked = TensorView{p, DType::kFloat32, fp8_matmul_prepacked_shape(c.n, k_blocks)};
-  args.y = MutableTensorView{p, c.dtype, Shape{c.m, c.n}};
+  args.a = at.input(c.dtype, Shape{c.m, c.k});
+  args.b = at.input(DType::kFloat8E4M3, Shape{c.n, c.k});
+  args.b_scale = at.input(DType::kFloat32, Shape{c.n, k_blocks});
+  if (c.w8a8) args.a_scale = at.input(DType::kFloat32, Shape{});
+  if (c.bias) args.bias = at.input(c.dtype, Shape{c.n});
+  if (c.prepack) args.prepacked = at.input(DType::kFloat32, fp8_matmul_prepacked_shape(c.n, k_blocks));
+  args.y = at.output(c.dtype, Shape{c.m, c.n});
   return args;
 }
 

@@ -81,25 +81,25 @@ Status read_options(NBitsMatMulOptions* options, PlanOverride* force) {
   return plan_override_from_env(force);
 }
 
-// The library call of case `c` with every tensor at placeholder_data(): the shapes and
+// The library call of case `c` with its tensors at Placeholders addresses: the shapes and
 // dtypes the real call has (make_random_nbits_case's and NBitsInputs::device_args's).
 NBitsMatMulArgs placeholder_args(const NBitsProfileCase& c) {
-  void* p = placeholder_data();
+  Placeholders at;
   const NBitsMatMulProblem shape = problem_of(c);
   const int64_t k_blocks = shape.k_blocks();
   NBitsMatMulArgs args;
-  args.a = TensorView{p, c.dtype, Shape{c.m, c.k}};
-  args.b = TensorView{p, DType::kUInt8, Shape{c.n, k_blocks, shape.blob_bytes()}};
-  args.scales = TensorView{p, c.dtype, Shape{c.n, k_blocks}};
+  args.a = at.input(c.dtype, Shape{c.m, c.k});
+  args.b = at.input(DType::kUInt8, Shape{c.n, k_blocks, shape.blob_bytes()});
+  args.scales = at.input(c.dtype, Shape{c.n, k_blocks});
   if (c.zero_points == NBitsZeroPoints::kPacked)
-    args.zero_points = TensorView{p, DType::kUInt8, Shape{c.n, shape.zp_row_bytes()}};
+    args.zero_points = at.input(DType::kUInt8, Shape{c.n, shape.zp_row_bytes()});
   if (c.zero_points == NBitsZeroPoints::kTyped)
-    args.zero_points = TensorView{p, c.dtype, Shape{c.n, k_blocks}};
-  if (c.g_idx) args.g_idx = TensorView{p, DType::kInt32, Shape{c.k}};
-  if (c.bias) args.bias = TensorView{p, c.dtype, Shape{c.n}};
+    args.zero_points = at.input(c.dtype, Shape{c.n, k_blocks});
+  if (c.g_idx) args.g_idx = at.input(DType::kInt32, Shape{c.k});
+  if (c.bias) args.bias = at.input(c.dtype, Shape{c.n});
   if (c.prepack)
-    args.prepacked = TensorView{p, nbits_matmul_prepacked_dtype(c.dtype, shape.bits), nbits_matmul_prepacked_shape(c.n, k_blocks)};
-  args.y = MutableTensorView{p, c.dtype, Shape{c.m, c.n}};
+    args.prepacked = at.input(nbits_matmul_prepacked_dtype(c.dtype, shape.bits), nbits_matmul_prepacked_shape(c.n, k_blocks));
+  args.y = at.output(c.dtype, Shape{c.m, c.n});
   return args;
 }
 

@@ -137,6 +137,7 @@ std::ostream& operator<<(std::ostream& os, const Fp8MatMulPlan& plan);
 
 // Host only, cheap, no CUDA calls: checks every input against the contract and
 // describes the problem. Errors name the input, the expected and the received value.
+// Y must not share memory with any input.
 Status validate_fp8_matmul(const Fp8MatMulArgs& args, const Fp8MatMulAttrs& attrs,
                            Fp8MatMulProblem* problem);
 
@@ -168,6 +169,7 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& problem, const DeviceInfo& device
 
 // Runs `plan` on `args` (which must describe plan.problem) on `stream`. Enqueues
 // kernels and cuBLAS calls only: no allocation, no synchronization.
+// The workspace's first plan.workspace_bytes bytes must not overlap any tensor of `args`.
 Status run_fp8_matmul(const Handle& handle, const Fp8MatMulPlan& plan,
                       const Fp8MatMulArgs& args, void* workspace, size_t workspace_bytes,
                       cudaStream_t stream);

@@ -146,6 +146,7 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan);
 
 // Host only, cheap, no CUDA calls: checks every input against the contract and
 // describes the problem. Errors name the input, the expected and the received value.
+// Y must not share memory with any input.
 // bits == 2 is NotSupported; other bits outside {4, 8} are InvalidArgument.
 Status validate_nbits_matmul(const NBitsMatMulArgs& args, const NBitsMatMulAttrs& attrs,
                              NBitsMatMulProblem* problem);
@@ -178,6 +179,7 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& problem, const DeviceInfo& de
 
 // Runs `plan` on `args` (which must describe plan.problem) on `stream`. Enqueues
 // kernels and cuBLAS calls only: no allocation, no synchronization.
+// The workspace's first plan.workspace_bytes bytes must not overlap any tensor of `args`.
 Status run_nbits_matmul(const Handle& handle, const NBitsMatMulPlan& plan,
                         const NBitsMatMulArgs& args, void* workspace, size_t workspace_bytes,
                         cudaStream_t stream);

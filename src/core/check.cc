@@ -151,6 +151,37 @@ Status mul_no_overflow(const char* what, int64_t a, int64_t b, int64_t* out) {
   return Status::Ok();
 }
 
+Span span(const char* name, const void* data, DType dtype, const Shape& shape) {
+  Span s;
+  s.name = name;
+  s.begin = s.end = reinterpret_cast<uintptr_t>(data);
+  if (data == nullptr) return s;
+  const auto bytes = static_cast<uintptr_t>(shape.numel()) * dtype_size(dtype);
+  s.end = bytes > std::numeric_limits<uintptr_t>::max() - s.begin ? std::numeric_limits<uintptr_t>::max()
+                                                                   : s.begin + bytes;
+  return s;
+}
+Span span(const char* name, const TensorView& t) { return span(name, t.data, t.dtype, t.shape); }
+Span span(const char* name, const std::optional<TensorView>& t) {
+  return t ? span(name, *t) : Span{name, 0, 0};
+}
+Span span(const char* name, const MutableTensorView& t) { return span(name, t.data, t.dtype, t.shape); }
+
+Status disjoint(const Span& written, const Span* others, size_t count) {
+  if (written.begin == written.end) return Status::Ok();
+  for (size_t i = 0; i < count; ++i) {
+    const Span& o = others[i];
+    if (o.begin == o.end || o.end <= written.begin || written.end <= o.begin) continue;
+    return invalid(std::string(written.name) + ": overlaps " + o.name +
+                   "; an operator's output must not share memory with its inputs, other "
+                   "outputs or workspace");
+  }
+  return Status::Ok();
+}
+Status disjoint(const Span& written, std::initializer_list<Span> others) {
+  return disjoint(written, others.begin(), others.size());
+}
+
 Status scratch_bytes(int64_t bytes) {
   return int_in_range("options.dequant_scratch_bytes", bytes, 1, INT64_MAX, "> 0");
 }

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 
 #include "bqmm/device.h"
@@ -59,6 +60,27 @@ Status int_in_range(const char* name, int64_t got, int64_t lo, int64_t hi, const
 
 // The dequant scratch bound both operators' options hold: > 0.
 Status scratch_bytes(int64_t bytes);
+
+// The device bytes [begin, end) of one tensor, named for messages; empty (begin == end)
+// for an absent tensor or one without elements.
+struct Span {
+  const char* name = "";
+  uintptr_t begin = 0, end = 0;
+};
+// The bytes of a tensor of `shape` elements of `dtype` at `data` (validated before: no
+// overflow; the end saturates at the top of the address space).
+Span span(const char* name, const void* data, DType dtype, const Shape& shape);
+Span span(const char* name, const TensorView& t);
+Span span(const char* name, const std::optional<TensorView>& t);
+Span span(const char* name, const MutableTensorView& t);
+
+// Memory an operator writes (`written`: an output or the workspace) shares no byte with
+// any of `others` (what it reads or also writes): kernels read inputs while other blocks
+// already write, so an overlap would be a silent wrong answer. Empty spans overlap nothing.
+// "y: overlaps a; an operator's output must not share memory with its inputs, other
+// outputs or workspace"
+Status disjoint(const Span& written, const Span* others, size_t count);
+Status disjoint(const Span& written, std::initializer_list<Span> others);
 
 // a * b without overflow (both >= 0); "<what> overflows int64" otherwise.
 Status mul_no_overflow(const char* what, int64_t a, int64_t b, int64_t* out);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "bqmm/fp8_matmul.h"
+#include "core/arg_spans.h"
 #include "core/check.h"
 #include "core/prepack.h"
 
@@ -33,9 +34,22 @@ Status validate_fp8_prepack(const TensorView& b_scale, const MutableTensorView& 
   int64_t numel = 0;
   BQMM_RETURN_IF_ERROR(check::numel("b_scale", b_scale.shape, DType::kFloat32, &numel));
   BQMM_RETURN_IF_ERROR(check::data("b_scale", b_scale.data, numel, DType::kFloat32));
-  return check::prepacked(TensorView{prepacked.data, prepacked.dtype, prepacked.shape}, DType::kFloat32,
-                          fp8_matmul_prepacked_shape(*n, *k_blocks),
-                          "ceil(K/block_size), N: b_scale's shape transposed");
+  BQMM_RETURN_IF_ERROR(check::prepacked(TensorView{prepacked.data, prepacked.dtype, prepacked.shape},
+                                        DType::kFloat32, fp8_matmul_prepacked_shape(*n, *k_blocks),
+                                        "ceil(K/block_size), N: b_scale's shape transposed"));
+  return check::disjoint(check::span("prepacked", prepacked), {check::span("b_scale", b_scale)});
+}
+
+ArgSpans arg_spans(const Fp8MatMulArgs& args) {
+  using check::span;
+  return {span("a", args.a),
+          span("b", args.b),
+          span("b_scale", args.b_scale),
+          span("a_scale", args.a_scale),
+          span("bias", args.bias),
+          span("prepacked", args.prepacked),
+          check::Span{},
+          span("y", args.y)};
 }
 
 Status fp8_matmul_output_shape(const Shape& a_shape, int64_t n, Shape* y_shape) {
@@ -117,6 +131,7 @@ Status validate_fp8_matmul(const Fp8MatMulArgs& args, const Fp8MatMulAttrs& attr
   int64_t y_numel = 0;
   BQMM_RETURN_IF_ERROR(check::numel("y", y_shape, t, &y_numel));
   BQMM_RETURN_IF_ERROR(check::data("y", args.y.data, y_numel, t));
+  BQMM_RETURN_IF_ERROR(check_output_apart(arg_spans(args)));
 
   Fp8MatMulProblem p;
   p.dtype = t;

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "bqmm/nbits_matmul.h"
+#include "core/arg_spans.h"
 #include "core/check.h"
 #include "core/gemm_plan.h"
 #include "core/prepack.h"
@@ -87,6 +88,8 @@ Status validate_nbits_prepack(const NBitsMatMulAttrs& attrs, const TensorView& s
                                         nbits_matmul_prepacked_dtype(t, attrs.bits),
                                         nbits_matmul_prepacked_shape(attrs.n, k_blocks),
                                         "2, ceil(K/block_size), N: scales and zeros transposed"));
+  BQMM_RETURN_IF_ERROR(check::disjoint(check::span("prepacked", prepacked),
+                                       {check::span("scales", scales), check::span("zero_points", zero_points)}));
   NBitsMatMulProblem p;
   p.dtype = t;
   p.n = attrs.n;
@@ -105,6 +108,18 @@ const char* nbits_zero_points_name(NBitsZeroPoints zp) {
     case NBitsZeroPoints::kTyped: return "typed";
   }
   return "unknown";
+}
+
+ArgSpans arg_spans(const NBitsMatMulArgs& args) {
+  using check::span;
+  return {span("a", args.a),
+          span("b", args.b),
+          span("scales", args.scales),
+          span("zero_points", args.zero_points),
+          span("g_idx", args.g_idx),
+          span("bias", args.bias),
+          span("prepacked", args.prepacked),
+          span("y", args.y)};
 }
 
 Status nbits_matmul_output_shape(const Shape& a_shape, int64_t n, Shape* y_shape) {
@@ -164,6 +179,7 @@ Status validate_nbits_matmul(const NBitsMatMulArgs& args, const NBitsMatMulAttrs
   BQMM_RETURN_IF_ERROR(nbits_matmul_output_shape(args.a.shape, n, &y_shape));
   const TensorView y{args.y.data, args.y.dtype, args.y.shape};
   BQMM_RETURN_IF_ERROR(check::tensor("y", y, t, y_shape, "A's shape with K replaced by N"));
+  BQMM_RETURN_IF_ERROR(check_output_apart(arg_spans(args)));
 
   NBitsMatMulProblem p;
   p.dtype = t;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "bqmm/status.h"
+#include "core/arg_spans.h"
 #include "core/check.h"
 #include "core/env.h"
 
@@ -51,13 +52,17 @@ void print_plan_if_asked(const Plan& plan) {
 }
 
 // The start of every run(): `matches` is the operator's check that the arguments are the
-// plan's problem (check_plan_matches), then the workspace must hold the plan's bytes, then
-// BQMM_PRINT_PLAN.
-template <typename Plan>
-Status begin_run(const Plan& plan, const Status& matches, const void* workspace,
+// plan's problem (check_plan_matches), then the workspace must hold the plan's bytes, which
+// the run writes, apart from every tensor of the call; then BQMM_PRINT_PLAN.
+template <typename Plan, typename Args>
+Status begin_run(const Plan& plan, const Args& args, const Status& matches, const void* workspace,
                  size_t workspace_bytes) {
   BQMM_RETURN_IF_ERROR(matches);
   BQMM_RETURN_IF_ERROR(check::workspace(workspace, workspace_bytes, plan.workspace_bytes));
+  const ArgSpans spans = arg_spans(args);
+  const auto ws = reinterpret_cast<uintptr_t>(workspace);
+  BQMM_RETURN_IF_ERROR(check::disjoint(check::Span{"workspace", ws, ws + plan.workspace_bytes},
+                                       spans.data(), spans.size()));
   print_plan_if_asked(plan);
   return Status::Ok();
 }

@@ -22,7 +22,7 @@ namespace bqmm::cuda {
 template <typename Plan, typename Args, typename Own>
 Status run_plan(const Plan& plan, const Args& args, const Status& matches, const void* workspace,
                 size_t workspace_bytes, cudaStream_t stream, Own&& own) {
-  BQMM_RETURN_IF_ERROR(begin_run(plan, matches, workspace, workspace_bytes));
+  BQMM_RETURN_IF_ERROR(begin_run(plan, args, matches, workspace, workspace_bytes));
   using Path = decltype(plan.path);
   if (plan.path == Path::kEmpty) return Status::Ok();
   if (plan.path == Path::kBiasOnly)

@@ -10,12 +10,12 @@
 #include <vector>
 
 #include "bqmm/fp8_matmul.h"
+#include "common/fake_pointers.h"
 
 namespace bqmm {
 namespace {
 
-alignas(256) unsigned char g_fake[4096];
-void* fake(size_t offset = 0) { return g_fake + offset; }
+using testing::fake_pointer;
 
 // A valid W8A16 problem with bias: A [2, 4096] float16, N = 4096, block 128.
 struct Fp8ValidateTest : ::testing::Test {
@@ -24,14 +24,14 @@ struct Fp8ValidateTest : ::testing::Test {
   Fp8MatMulProblem problem;
 
   void SetUp() override {
-    args.a = TensorView{fake(), DType::kFloat16, Shape{2, 4096}};
-    args.b = TensorView{fake(), DType::kFloat8E4M3, Shape{4096, 4096}};
-    args.b_scale = TensorView{fake(), DType::kFloat32, Shape{4096, 32}};
-    args.bias = TensorView{fake(), DType::kFloat16, Shape{4096}};
-    args.y = MutableTensorView{fake(), DType::kFloat16, Shape{2, 4096}};
+    args.a = TensorView{fake_pointer(), DType::kFloat16, Shape{2, 4096}};
+    args.b = TensorView{fake_pointer(), DType::kFloat8E4M3, Shape{4096, 4096}};
+    args.b_scale = TensorView{fake_pointer(), DType::kFloat32, Shape{4096, 32}};
+    args.bias = TensorView{fake_pointer(), DType::kFloat16, Shape{4096}};
+    args.y = MutableTensorView{fake_pointer(), DType::kFloat16, Shape{2, 4096}};
   }
   TensorView scalar_a_scale(Shape shape = Shape{}) {
-    return TensorView{fake(), DType::kFloat32, shape};
+    return TensorView{fake_pointer(), DType::kFloat32, shape};
   }
   Status validate() { return validate_fp8_matmul(args, attrs, &problem); }
   // The error message; fails the test when validation passes or the code is not
@@ -104,7 +104,7 @@ TEST_F(Fp8ValidateTest, WrongDtypeOfBScale) {
 }
 
 TEST_F(Fp8ValidateTest, WrongDtypeOfAScale) {
-  args.a_scale = TensorView{fake(), DType::kFloat16, Shape{}};
+  args.a_scale = TensorView{fake_pointer(), DType::kFloat16, Shape{}};
   EXPECT_EQ(error(), "a_scale: expected dtype float32 but got float16");
 }
 
@@ -261,36 +261,36 @@ TEST_F(Fp8ValidateTest, NullPointersWithElements) {
 }
 
 TEST_F(Fp8ValidateTest, MisalignedPointers) {
-  args.a.data = fake(1);
+  args.a.data = fake_pointer(1);
   EXPECT_EQ(error(), "a: expected a pointer aligned to 2 bytes (float16) but got alignment 1");
   SetUp();
-  args.b_scale.data = fake(2);
+  args.b_scale.data = fake_pointer(2);
   EXPECT_EQ(error(), "b_scale: expected a pointer aligned to 4 bytes (float32) but got alignment 2");
   SetUp();
-  args.bias->data = fake(3);
+  args.bias->data = fake_pointer(3);
   EXPECT_EQ(error(), "bias: expected a pointer aligned to 2 bytes (float16) but got alignment 1");
   SetUp();
-  args.y.data = fake(1);
+  args.y.data = fake_pointer(1);
   EXPECT_EQ(error(), "y: expected a pointer aligned to 2 bytes (float16) but got alignment 1");
   SetUp();
-  args.a_scale = TensorView{fake(1), DType::kFloat32, Shape{}};
+  args.a_scale = TensorView{fake_pointer(1), DType::kFloat32, Shape{}};
   EXPECT_EQ(error(), "a_scale: expected a pointer aligned to 4 bytes (float32) but got alignment 1");
 }
 
 TEST_F(Fp8ValidateTest, ElementAlignedPointersReportTheirAlignment) {
   // Valid, but below the 16 bytes the vector kernels need: the planner must fall back.
-  args.a.data = fake(8);
+  args.a.data = fake_pointer(8);
   ASSERT_TRUE(validate().ok());
   EXPECT_EQ(problem.alignment, 8);
-  args.b.data = fake(1);
+  args.b.data = fake_pointer(1);
   ASSERT_TRUE(validate().ok());
   EXPECT_EQ(problem.alignment, 1);
   SetUp();
-  args.y.data = fake(2);
+  args.y.data = fake_pointer(2);
   ASSERT_TRUE(validate().ok());
   EXPECT_EQ(problem.alignment, 2);
   SetUp();
-  args.bias->data = fake(4);
+  args.bias->data = fake_pointer(4);
   ASSERT_TRUE(validate().ok());
   EXPECT_EQ(problem.alignment, 4);
 }
@@ -399,37 +399,77 @@ TEST_F(Fp8ValidateTest, PrepackedScales) {
   ASSERT_TRUE(validate().ok());
   EXPECT_FALSE(problem.has_prepacked);
   EXPECT_EQ(fp8_matmul_prepacked_shape(4096, 32), (Shape{32, 4096}));
-  args.prepacked = TensorView{fake(), DType::kFloat32, Shape{32, 4096}};
+  args.prepacked = TensorView{fake_pointer(), DType::kFloat32, Shape{32, 4096}};
   ASSERT_TRUE(validate().ok()) << validate().to_string();
   EXPECT_TRUE(problem.has_prepacked);
   std::ostringstream os;
   os << problem;
   EXPECT_NE(os.str().find(" prepacked"), std::string::npos) << os.str();
-  args.prepacked = TensorView{fake(), DType::kFloat32, Shape{4096, 32}};
+  args.prepacked = TensorView{fake_pointer(), DType::kFloat32, Shape{4096, 32}};
   EXPECT_EQ(error(),
             "prepacked: expected shape [32, 4096] (ceil(K/block_size), N: b_scale transposed "
             "(prepack_fp8_matmul)) but got [4096, 32]");
-  args.prepacked = TensorView{fake(), DType::kFloat16, Shape{32, 4096}};
+  args.prepacked = TensorView{fake_pointer(), DType::kFloat16, Shape{32, 4096}};
   EXPECT_NE(error().find("prepacked"), std::string::npos);
-  args.prepacked = TensorView{fake(4), DType::kFloat32, Shape{32, 4096}};
+  args.prepacked = TensorView{fake_pointer(4), DType::kFloat32, Shape{32, 4096}};
   EXPECT_EQ(error(), "prepacked: expected a 16-byte aligned pointer but got one aligned to 4 bytes");
   args.prepacked = TensorView{nullptr, DType::kFloat32, Shape{32, 4096}};
   EXPECT_NE(error().find("prepacked"), std::string::npos);
 }
 
+// Y must not share memory with an input (kernels read the inputs while other blocks
+// already write Y): any overlap is refused, naming both; touching buffers are not an overlap.
+TEST_F(Fp8ValidateTest, OutputOverlappingAnInput) {
+  args.a_scale = scalar_a_scale();
+  args.prepacked = TensorView{fake_pointer(), DType::kFloat32, Shape{32, 4096}};
+  ASSERT_TRUE(validate().ok()) << validate().to_string();
+  const auto at = [](const void* p, int64_t bytes) { return static_cast<uint8_t*>(const_cast<void*>(p)) + bytes; };
+  // Y inside a, in place of a, or ending one byte into b.
+  args.y.data = at(args.a.data, 0);
+  EXPECT_EQ(error(),
+            "y: overlaps a; an operator's output must not share memory with its inputs, other "
+            "outputs or workspace");
+  args.y.data = at(args.b.data, -2 * 4096 * 2 + 2);
+  EXPECT_EQ(error().rfind("y: overlaps b;", 0), 0u);
+  args.y.data = at(args.b_scale.data, 4096 * 32 * 4 - 2);
+  EXPECT_EQ(error().rfind("y: overlaps b_scale;", 0), 0u);
+  args.y.data = at(args.a_scale->data, -16);
+  EXPECT_EQ(error().rfind("y: overlaps a_scale;", 0), 0u);
+  args.y.data = at(args.bias->data, 4096);
+  EXPECT_EQ(error().rfind("y: overlaps bias;", 0), 0u);
+  args.y.data = at(args.prepacked->data, 64);
+  EXPECT_EQ(error().rfind("y: overlaps prepacked;", 0), 0u);
+  // Right before b and right after it: apart.
+  args.y.data = at(args.b.data, -2 * 4096 * 2);
+  EXPECT_TRUE(validate().ok()) << validate().to_string();
+  args.y.data = at(args.b.data, int64_t{4096} * 4096);
+  EXPECT_TRUE(validate().ok()) << validate().to_string();
+  // Inputs may share memory with each other (they are only read).
+  args.bias->data = args.a.data;
+  EXPECT_TRUE(validate().ok()) << validate().to_string();
+  // An empty Y overlaps nothing.
+  args.a.shape = Shape{0, 4096};
+  args.y = MutableTensorView{const_cast<void*>(args.a.data), DType::kFloat16, Shape{0, 4096}};
+  EXPECT_TRUE(validate().ok()) << validate().to_string();
+}
+
 // prepack_fp8_matmul checks its tensors before it enqueues anything (no GPU needed).
 TEST(Fp8Prepack, ChecksItsTensors) {
-  const TensorView b_scale{fake(), DType::kFloat32, Shape{64, 3}};
-  MutableTensorView out{fake(), DType::kFloat32, Shape{64, 3}};
+  const TensorView b_scale{fake_pointer(), DType::kFloat32, Shape{64, 3}};
+  MutableTensorView out{fake_pointer(), DType::kFloat32, Shape{64, 3}};
   Status s = prepack_fp8_matmul(b_scale, out, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(),
             "prepacked: expected shape [3, 64] (ceil(K/block_size), N: b_scale's shape transposed) but got [64, 3]");
-  s = prepack_fp8_matmul(TensorView{fake(), DType::kFloat32, Shape{64 * 3}}, MutableTensorView{fake(), DType::kFloat32, Shape{3, 64}}, nullptr);
+  s = prepack_fp8_matmul(TensorView{fake_pointer(), DType::kFloat32, Shape{64 * 3}}, MutableTensorView{fake_pointer(), DType::kFloat32, Shape{3, 64}}, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("b_scale: expected rank 2"), std::string::npos) << s.message();
-  s = prepack_fp8_matmul(TensorView{fake(), DType::kFloat16, Shape{64, 3}}, MutableTensorView{fake(), DType::kFloat32, Shape{3, 64}}, nullptr);
+  s = prepack_fp8_matmul(TensorView{fake_pointer(), DType::kFloat16, Shape{64, 3}}, MutableTensorView{fake_pointer(), DType::kFloat32, Shape{3, 64}}, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  // The prepacked output over its own input.
+  s = prepack_fp8_matmul(b_scale, MutableTensorView{const_cast<void*>(b_scale.data), DType::kFloat32, Shape{3, 64}}, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message().rfind("prepacked: overlaps b_scale;", 0), 0u) << s.message();
   // Nothing to write: OK without a launch.
   EXPECT_TRUE(prepack_fp8_matmul(TensorView{nullptr, DType::kFloat32, Shape{0, 3}},
                                  MutableTensorView{nullptr, DType::kFloat32, Shape{3, 0}}, nullptr)

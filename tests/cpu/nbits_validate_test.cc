@@ -10,13 +10,13 @@
 
 #include "bqmm/nbits_matmul.h"
 #include "core/run_prologue.h"
+#include "common/fake_pointers.h"
 #include "common/plan_testing.h"
 
 namespace bqmm {
 namespace {
 
-alignas(256) unsigned char g_fake[4096];
-void* fake(size_t offset = 0) { return g_fake + offset; }
+using testing::fake_pointer;
 
 // A valid 4-bit problem with packed zero points, g_idx and bias: A [2, 3, 4096] float16,
 // N = 1024, block 32 (k_blocks 128, 16-byte blobs, 64 zero-point bytes per row).
@@ -30,13 +30,13 @@ struct NBitsValidateTest : ::testing::Test {
     attrs.n = 1024;
     attrs.bits = 4;
     attrs.block_size = 32;
-    args.a = TensorView{fake(), DType::kFloat16, Shape{2, 3, 4096}};
-    args.b = TensorView{fake(), DType::kUInt8, Shape{1024, 128, 16}};
-    args.scales = TensorView{fake(), DType::kFloat16, Shape{1024, 128}};
-    args.zero_points = TensorView{fake(), DType::kUInt8, Shape{1024, 64}};
-    args.g_idx = TensorView{fake(), DType::kInt32, Shape{4096}};
-    args.bias = TensorView{fake(), DType::kFloat16, Shape{1024}};
-    args.y = MutableTensorView{fake(), DType::kFloat16, Shape{2, 3, 1024}};
+    args.a = TensorView{fake_pointer(), DType::kFloat16, Shape{2, 3, 4096}};
+    args.b = TensorView{fake_pointer(), DType::kUInt8, Shape{1024, 128, 16}};
+    args.scales = TensorView{fake_pointer(), DType::kFloat16, Shape{1024, 128}};
+    args.zero_points = TensorView{fake_pointer(), DType::kUInt8, Shape{1024, 64}};
+    args.g_idx = TensorView{fake_pointer(), DType::kInt32, Shape{4096}};
+    args.bias = TensorView{fake_pointer(), DType::kFloat16, Shape{1024}};
+    args.y = MutableTensorView{fake_pointer(), DType::kFloat16, Shape{2, 3, 1024}};
   }
   Status validate() { return validate_nbits_matmul(args, attrs, &problem); }
   // The message of an InvalidArgument error; fails the test on any other outcome.
@@ -98,7 +98,7 @@ TEST_F(NBitsValidateTest, EightBitLayout) {
 }
 
 TEST_F(NBitsValidateTest, TypedZeroPoints) {
-  args.zero_points = TensorView{fake(), DType::kFloat16, Shape{1024, 128}};
+  args.zero_points = TensorView{fake_pointer(), DType::kFloat16, Shape{1024, 128}};
   ASSERT_TRUE(validate().ok()) << validate().to_string();
   EXPECT_EQ(problem.zero_points, NBitsZeroPoints::kTyped);
   args.zero_points->shape = Shape{1024 * 128};  // flat
@@ -269,16 +269,16 @@ TEST_F(NBitsValidateTest, WrongShapeOfBiasAndY) {
 TEST_F(NBitsValidateTest, NullPointersWithElements) {
   args.b.data = nullptr;
   EXPECT_EQ(error(), "b: null data pointer for 2097152 elements");
-  args.b.data = fake();
+  args.b.data = fake_pointer();
   args.scales.data = nullptr;
   EXPECT_EQ(error(), "scales: null data pointer for 131072 elements");
-  args.scales.data = fake();
+  args.scales.data = fake_pointer();
   args.zero_points->data = nullptr;
   EXPECT_EQ(error(), "zero_points: null data pointer for 65536 elements");
-  args.zero_points->data = fake();
+  args.zero_points->data = fake_pointer();
   args.g_idx->data = nullptr;
   EXPECT_EQ(error(), "g_idx: null data pointer for 4096 elements");
-  args.g_idx->data = fake();
+  args.g_idx->data = fake_pointer();
   args.y.data = nullptr;
   EXPECT_EQ(error(), "y: null data pointer for 6144 elements");
 }
@@ -306,30 +306,30 @@ TEST_F(NBitsValidateTest, EmptyTensorsMayBeNull) {
 }
 
 TEST_F(NBitsValidateTest, MisalignedElementPointers) {
-  args.scales.data = fake(1);
+  args.scales.data = fake_pointer(1);
   EXPECT_EQ(error(), "scales: expected a pointer aligned to 2 bytes (float16) but got alignment 1");
-  args.scales.data = fake();
-  args.g_idx->data = fake(2);
+  args.scales.data = fake_pointer();
+  args.g_idx->data = fake_pointer(2);
   EXPECT_EQ(error(), "g_idx: expected a pointer aligned to 4 bytes (int32) but got alignment 2");
 }
 
 TEST_F(NBitsValidateTest, AlignmentOfVectorizedInputs) {
-  args.b.data = fake(8);  // uint8: any address is valid, but 16-byte loads need 16
+  args.b.data = fake_pointer(8);  // uint8: any address is valid, but 16-byte loads need 16
   ASSERT_TRUE(validate().ok());
   EXPECT_EQ(problem.alignment, 8);
-  args.b.data = fake();
-  args.a.data = fake(4);
+  args.b.data = fake_pointer();
+  args.a.data = fake_pointer(4);
   ASSERT_TRUE(validate().ok());
   EXPECT_EQ(problem.alignment, 4);
-  args.a.data = fake();
-  args.scales.data = fake(2);  // not among the vectorized inputs: its own field
+  args.a.data = fake_pointer();
+  args.scales.data = fake_pointer(2);  // not among the vectorized inputs: its own field
   ASSERT_TRUE(validate().ok());
   EXPECT_EQ(problem.alignment, 16);
   EXPECT_EQ(problem.scale_alignment, 2);
-  args.scales.data = fake(4);
+  args.scales.data = fake_pointer(4);
   ASSERT_TRUE(validate().ok());
   EXPECT_EQ(problem.scale_alignment, 4);
-  args.scales.data = fake();
+  args.scales.data = fake_pointer();
   ASSERT_TRUE(validate().ok());
   EXPECT_EQ(problem.scale_alignment, 16);
 }
@@ -376,46 +376,68 @@ TEST_F(NBitsValidateTest, PrepackedScalesAndZeros) {
   }
   EXPECT_EQ(nbits_matmul_prepacked_dtype(DType::kBFloat16, 4), DType::kBFloat16);
   EXPECT_EQ(nbits_matmul_prepacked_dtype(DType::kBFloat16, 8), DType::kFloat32);
-  args.prepacked = TensorView{fake(), DType::kFloat16, Shape{2, 128, 1024}};
+  args.prepacked = TensorView{fake_pointer(), DType::kFloat16, Shape{2, 128, 1024}};
   ASSERT_TRUE(validate().ok()) << validate().to_string();
   EXPECT_TRUE(problem.has_prepacked);
-  args.prepacked = TensorView{fake(), DType::kFloat32, Shape{2, 128, 1024}};
+  args.prepacked = TensorView{fake_pointer(), DType::kFloat32, Shape{2, 128, 1024}};
   EXPECT_EQ(error(), "prepacked: expected dtype float16 but got float32");
-  args.prepacked = TensorView{fake(), DType::kFloat16, Shape{128, 1024}};
+  args.prepacked = TensorView{fake_pointer(), DType::kFloat16, Shape{128, 1024}};
   EXPECT_EQ(error(),
             "prepacked: expected shape [2, 128, 1024] (2, ceil(K/block_size), N: scales and zeros "
             "transposed (prepack_nbits_matmul)) but got [128, 1024]");
-  args.prepacked = TensorView{fake(8), DType::kFloat16, Shape{2, 128, 1024}};
+  args.prepacked = TensorView{fake_pointer(8), DType::kFloat16, Shape{2, 128, 1024}};
   EXPECT_EQ(error(), "prepacked: expected a 16-byte aligned pointer but got one aligned to 8 bytes");
   // bfloat16 with 8-bit codes: float32.
   set_t1(DType::kBFloat16);
   attrs.bits = 8;
-  args.b = TensorView{fake(), DType::kUInt8, Shape{1024, 128, 32}};
-  args.zero_points = TensorView{fake(), DType::kUInt8, Shape{1024, 128}};
-  args.prepacked = TensorView{fake(), DType::kFloat32, Shape{2, 128, 1024}};
+  args.b = TensorView{fake_pointer(), DType::kUInt8, Shape{1024, 128, 32}};
+  args.zero_points = TensorView{fake_pointer(), DType::kUInt8, Shape{1024, 128}};
+  args.prepacked = TensorView{fake_pointer(), DType::kFloat32, Shape{2, 128, 1024}};
   ASSERT_TRUE(validate().ok()) << validate().to_string();
-  args.prepacked = TensorView{fake(), DType::kBFloat16, Shape{2, 128, 1024}};
+  args.prepacked = TensorView{fake_pointer(), DType::kBFloat16, Shape{2, 128, 1024}};
   EXPECT_EQ(error(), "prepacked: expected dtype float32 but got bfloat16");
+}
+
+// Y must not share memory with an input: each optional input is checked too.
+TEST_F(NBitsValidateTest, OutputOverlappingAnInput) {
+  ASSERT_TRUE(validate().ok()) << validate().to_string();
+  const auto inside = [](const std::optional<TensorView>& t) { return static_cast<uint8_t*>(const_cast<void*>(t->data)) + 2; };
+  args.y.data = inside(args.zero_points);
+  EXPECT_EQ(error(),
+            "y: overlaps zero_points; an operator's output must not share memory with its inputs, "
+            "other outputs or workspace");
+  args.y.data = inside(args.g_idx);
+  EXPECT_EQ(error().rfind("y: overlaps g_idx;", 0), 0u);
+  args.y.data = static_cast<uint8_t*>(const_cast<void*>(args.scales.data)) + 1024 * 128 * 2 - 2;
+  EXPECT_EQ(error().rfind("y: overlaps scales;", 0), 0u);
+  args.y.data = static_cast<uint8_t*>(const_cast<void*>(args.scales.data)) + 1024 * 128 * 2;
+  EXPECT_TRUE(validate().ok()) << validate().to_string();
 }
 
 // prepack_nbits_matmul checks the attributes, scales, zero points and its output as
 // validate does, before it enqueues anything (no GPU needed).
 TEST_F(NBitsValidateTest, PrepackChecksItsTensors) {
-  MutableTensorView out{fake(), DType::kFloat16, Shape{2, 128, 1024}};
+  MutableTensorView out{fake_pointer(), DType::kFloat16, Shape{2, 128, 1024}};
   auto prepack = [&] { return prepack_nbits_matmul(attrs, args.scales, args.zero_points, out, nullptr); };
   out.shape = Shape{128, 1024};
   Status s = prepack();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("prepacked: expected shape [2, 128, 1024]"), std::string::npos) << s.message();
   out.shape = Shape{2, 128, 1024};
-  args.zero_points = TensorView{fake(), DType::kUInt8, Shape{1024, 63}};
+  args.zero_points = TensorView{fake_pointer(), DType::kUInt8, Shape{1024, 63}};
   s = prepack();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("zero_points"), std::string::npos) << s.message();
-  args.zero_points = TensorView{fake(), DType::kBFloat16, Shape{1024, 128}};  // typed, not the scales' T1
+  args.zero_points = TensorView{fake_pointer(), DType::kBFloat16, Shape{1024, 128}};  // typed, not the scales' T1
   s = prepack();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("zero_points"), std::string::npos) << s.message();
+  // The output over the zero points it reads.
+  args.zero_points = TensorView{fake_pointer(), DType::kUInt8, Shape{1024, 64}};
+  out.data = const_cast<void*>(args.zero_points->data);
+  s = prepack();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message().rfind("prepacked: overlaps zero_points;", 0), 0u) << s.message();
   attrs.bits = 2;
   EXPECT_EQ(prepack().code(), StatusCode::kNotSupported);
 }
@@ -431,6 +453,30 @@ TEST(RunPrologue, AlignmentAtLeastThePlans) {
   EXPECT_EQ(st.message(),
             "plan: made for 16-byte aligned scales but the arguments are only 2-byte aligned; "
             "plan again for them");
+}
+
+// run() writes the plan's bytes of the workspace: they must not overlap any tensor of the
+// call (the prologue checks it before anything is enqueued); bytes past the plan's are free.
+TEST(RunPrologue, WorkspaceApartFromTheTensors) {
+  NBitsMatMulArgs args;
+  args.a = TensorView{testing::fake_pointer(), DType::kFloat16, Shape{300, 256}};
+  args.b = TensorView{testing::fake_pointer(), DType::kUInt8, Shape{256, 2, 64}};
+  args.scales = TensorView{testing::fake_pointer(), DType::kFloat16, Shape{256, 2}};
+  args.y = MutableTensorView{testing::fake_pointer(), DType::kFloat16, Shape{300, 256}};
+  NBitsMatMulPlan plan;
+  plan.workspace_bytes = 4096;
+  const auto from = [](const void* p, int64_t bytes) { return static_cast<const uint8_t*>(p) + bytes; };
+  const auto run = [&](const void* ws) { return begin_run(plan, args, Status::Ok(), ws, plan.workspace_bytes); };
+  EXPECT_TRUE(run(testing::fake_pointer()).ok());
+  Status st = run(from(args.y.data, 256));
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message().rfind("workspace: overlaps y;", 0), 0u) << st.message();
+  st = run(from(args.a.data, -2048));
+  EXPECT_EQ(st.message().rfind("workspace: overlaps a;", 0), 0u) << st.message();
+  EXPECT_TRUE(run(from(args.b.data, -4096)).ok());
+  // A plan without a workspace writes none.
+  plan.workspace_bytes = 0;
+  EXPECT_TRUE(run(args.y.data).ok());
 }
 
 // BQMM_PRINT_PLAN=1: a run prints its plan to stderr when the plan differs from the last one

@@ -413,6 +413,10 @@ TEST(Fp8RunContract, RejectsBadWorkspaceAndMismatchedArgs) {
   EXPECT_EQ(s.code(), StatusCode::kWorkspaceTooSmall) << s.to_string();
   s = run_fp8_matmul(*handle, d.plan, d.args, nullptr, d.plan.workspace_bytes, nullptr);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  // A workspace over Y (which the run would overwrite while it reads the workspace).
+  s = run_fp8_matmul(*handle, d.plan, d.args, d.y.data(), d.plan.workspace_bytes, nullptr);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_EQ(s.message().rfind("workspace: overlaps ", 0), 0u) << s.message();
 
   Fp8MatMulArgs with_bias = d.args;
   with_bias.bias = TensorView{d.a.data(), DType::kFloat16, Shape{64}};

@@ -736,6 +736,10 @@ TEST(NBitsRunContract, RejectsBadWorkspaceAndMismatchedArgs) {
   st = run_nbits_matmul(*handle, d.plan, d.args, static_cast<uint8_t*>(d.workspace.data()) + 16,
                         d.plan.workspace_bytes, nullptr);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+  // A workspace over Y (which the run would overwrite while it reads the workspace).
+  st = run_nbits_matmul(*handle, d.plan, d.args, d.y.data(), d.plan.workspace_bytes, nullptr);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.to_string();
+  EXPECT_EQ(st.message().rfind("workspace: overlaps ", 0), 0u) << st.message();
 
   NBitsMatMulArgs no_zp = d.args;
   no_zp.zero_points.reset();
