@@ -32,8 +32,9 @@
 // pieces of a chunk (P = 2 or 4 of them, 4 pairs each): logical piece i holds physical
 // pairs i, i + P, i + 2P, i + 3P. A pass before the GEMM (ActOrderKernel) writes A in this
 // order into the workspace, once for all blocks, so that the GEMM copies whole panels by
-// TMA. (Four-byte cp.async of each pair, the earlier form, were the producer's limit;
-// the blocks permuting the same tile in shared memory, each for itself, slower still.)
+// TMA. (Measured alternatives: a four-byte cp.async of each pair makes the producer the
+// limit; the blocks permuting the same tile in shared memory, each for itself, are slower
+// still.)
 //
 // Pipeline: a ring of kStages stages, each with two mbarriers (WgmmaRing). One producer
 // thread copies slab i into stage i % kStages by TMA once the consumers released the
