@@ -7,7 +7,8 @@
 //   dequantize + cuBLAS.
 // The QDQ of a W8A8 activation is fused into the GEMV kernels' activation load, and is a
 // separate kernel into the workspace on the fused GEMM and dequant + cuBLAS paths. Each
-// choice below is one small function; the numbers behind them are in docs/PERF.md.
+// choice below is one small function, its comment the reason (an H200 measurement where
+// one decided it).
 #include <algorithm>
 #include <ostream>
 #include <string>
@@ -324,7 +325,7 @@ void plan_fused_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanO
 // the codes, the dynamic scales and the partial sums in the workspace. The GEMM is a
 // programmatic dependent of the quantize pass on tiles of 32 rows (M <= 32), where it
 // measured 3-4 % faster (its first stages' weights stream while the pass runs); on larger
-// tiles it measured within 1.2 % either way (H200, docs/PERF.md), so they launch plainly.
+// tiles it measured within 1.2 % either way (H200), so they launch plainly.
 void plan_w8a8_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o,
                     Fp8MatMulPlan* plan) {
   GemmConfig& g = plan->gemm;

@@ -32,7 +32,7 @@ constexpr int kGemmWarps = 8;                // warps per block, every tile
 // The W8A8 GEMM sums a K split of 2 in a thread-block cluster of the tile's two blocks
 // (GemmConfig::cluster_reduce); larger splits in planes: clusters of four SMs did not all
 // fit at once on the H200 (the fused GEMM's cluster form, 4096 x 14336 M = 64 at split 4:
-// 41.1 us against 26.9 with planes; docs/PERF.md). The fused GEMM sums its split in planes:
+// 41.1 us against 26.9 with planes; H200). The fused GEMM sums its split in planes:
 // a cluster measured no faster there.
 constexpr int kW8a8ClusterSplit = 2;
 constexpr int kGemmMaxKSplit = 16;

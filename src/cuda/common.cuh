@@ -107,7 +107,7 @@ __device__ __forceinline__ uint4 load_stream_u4(const void* p) {
 // load_stream_u4 with L2 fetching the whole 256-byte block around the 16 bytes
 // (.L2::256B, as the TMA tiles' tensor maps do). FP8's register-load tensor-core tile
 // reads 8 rows x 64 bytes per warp instruction and the rows' next bytes soon after: 2-4 %
-// faster with it at M = 2..8 (H200, docs/PERF.md). The N-bit tiles measured up to 17 %
+// faster with it at M = 2..8 (H200). The N-bit tiles measured up to 17 %
 // slower with it, and keep load_stream_u4.
 __device__ __forceinline__ uint4 load_stream_u4_l2_256(const void* p) {
   uint4 v;

@@ -73,7 +73,7 @@ TEST(Fp8Plan, DecodeRowsTakeTheGemv) {
   EXPECT_EQ(pl.workspace_bytes, 0u);
 }
 
-// M = 1 streams faster on CUDA cores (docs/PERF.md): the tensor cores start at M = 2 by
+// M = 1 streams faster on CUDA cores (H200; choose_tensor_cores' comment): the tensor cores start at M = 2 by
 // default; fma=0 takes them from M = 1 (the original design's rule), fma=1 never.
 TEST(Fp8Plan, GemvMmaStartsAtTwoRows) {
   for (const DeviceInfo& d : {kHopper, kAmpere}) {
@@ -220,7 +220,7 @@ TEST(Fp8Plan, GemvLinesWhereMeasuredFasterOrWhenAsked) {
 }
 
 // Two 16-column tiles per warp: by default where line loads run on weights of 128 Mi codes
-// and more (measured faster there, docs/PERF.md), or as forced; never without line loads.
+// and more (measured faster there on the H200), or as forced; never without line loads.
 TEST(Fp8Plan, GemvTwoTilesPerWarpOnLargeWeights) {
   const int64_t n_at_limit = (int64_t{128} << 20) / 8192;  // 16384
   EXPECT_EQ(plan(problem(2, n_at_limit, 8192)).gemv.tiles, 2);

@@ -417,7 +417,7 @@ TEST(NBitsPlan, GemvZeroForcesDequantGemm) {
                                    "gemv", {1, -2});
 }
 
-// The measured defaults (docs/PERF.md): the unrolled loop for both widths at every block
+// The measured defaults (H200; choose_algo's comment): the unrolled loop for both widths at every block
 // size (and above 256). M = 2: at M = 1 8-bit takes the CUDA-core kernel by default.
 TEST(NBitsPlan, GemvAlgoDefaultsAndOverride) {
   for (int bits : {4, 8})
@@ -439,7 +439,7 @@ TEST(NBitsPlan, GemvAlgoDefaultsAndOverride) {
 
 // The CUDA-core kernel: 8-bit codes, float16 / bfloat16, M <= 2 where it applies; by
 // default at M = 1, and at M = 2 in bfloat16 below 128 Mi codes or where line loads do
-// not apply (measured faster there, docs/PERF.md), and
+// not apply (measured faster there; choose_fma's comment), and
 // not when algo or tma (forced) choose a tensor-core kernel. Its plan has no K split or
 // TMA.
 TEST(NBitsPlan, GemvFmaAtOneRowOfEightBitCodes) {

@@ -14,7 +14,7 @@ SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "s
                       "perf_report.py")
 
 BEFORE = "# Title\n\nHand-written method text.\n\n"
-AFTER = "\n## Tried and rejected\n\n* an idea: 5 % slower\n"
+AFTER = "\n## Next steps\n\n* an idea not yet tried\n"
 STALE = "<!-- perf-report:begin -->\nOLD TABLE ROW\n<!-- perf-report:end -->\n"
 
 

@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
   // its first two stages of weights into L2 while the kernel before it finishes, and
   // reads A and writes Y only after wait_for_prior_grid (below). A separate instance:
   // compiled into the plain kernel, these calls changed its code and slowed its plain
-  // launches by up to 5 % (docs/PERF.md).
+  // launches by up to 5 % (H200).
   if constexpr (kDependent) allow_dependent_launch();
 
   // Chunk `chunk` (< p.chunks) of both rows into slot u of a stage and, with
