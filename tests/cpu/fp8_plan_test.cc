@@ -640,10 +640,27 @@ TEST(Fp8Plan, FusedGemmW8A8QdqsIntoTheWorkspaceFirst) {
   }
 }
 
+// The W8A8 GEMMs (FP8 tensor cores: the W8A8 GEMM, cuBLASLt's and CUTLASS's block-scaled
+// GEMMs) need SM90 in the build: without it, checks that the planner refuses them for that
+// reason and skips the test, saying so.
+#define SKIP_WITHOUT_W8A8_GEMMS()                                                               \
+  if (!wgmma_built()) {                                                                        \
+    Fp8MatMulProblem w8a8_probe = problem(1024, 8192, 8192);                                   \
+    w8a8_probe.has_a_scale = true;                                                              \
+    EXPECT_STREQ(fp8_w8a8_gemm_refusal(w8a8_probe, kHopper, {}),                               \
+                 "this build has no SM90 in CUDA_ARCHITECTURES");                              \
+    EXPECT_NE(fp8_w8a8_cublaslt_refusal(w8a8_probe, kHopper, {}), nullptr);                     \
+    const Fp8Path w8a8_path = plan(w8a8_probe).path;                                            \
+    EXPECT_TRUE(w8a8_path != Fp8Path::kW8a8Gemm && w8a8_path != Fp8Path::kW8a8Cublaslt &&       \
+                w8a8_path != Fp8Path::kW8a8Groupwise);                                          \
+    GTEST_SKIP() << "this build has no SM90: checked that the W8A8 GEMMs are refused";          \
+  }
+
 // The W8A8 GEMM on FP8 tensor cores: M > 8 with A quantized (static or dynamic) on SM90,
 // block_size % 128 == 0, K % 16 == 0; tiles 128 x 128, the K split in whole scale blocks
 // by the wave model with the partial planes priced in; codes, dynamic scales, partial sums.
 TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
+  SKIP_WITHOUT_W8A8_GEMMS();
   for (const bool dynamic : {false, true})
     for (const int64_t m : {9, 16, 32, 33, 65, 100, 129, 256, 512, 513, 4096}) {
       Fp8MatMulProblem p = problem(m, 8192, 8192);
@@ -748,6 +765,7 @@ TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
 // Dynamic W8A8 on CUTLASS's groupwise GEMM from 256 rows where its 128 x 128 tiles fill
 // 3/4 of the SMs (132 on kHopper: 99 tiles); static keeps the W8A8 GEMM unless forced.
 TEST(Fp8Plan, W8A8GroupwiseDynamicFrom256Rows) {
+  SKIP_WITHOUT_W8A8_GEMMS();
   const PlanOverride no_lt = parsed("w8a8_cublaslt=0");  // the groupwise GEMM's rules
   const auto groupwise_why = [](const Fp8MatMulProblem& p, const char* ov = "") {
     const char* why = fp8_w8a8_groupwise_refusal(p, kHopper, parsed(ov));
@@ -855,6 +873,7 @@ TEST(Fp8Plan, W8A8GroupwiseScalesPer128Rows) {
 // layout (128 x 128 blocks, or per row unless prepacked), Y's padded rows where M % 4 != 0
 // and cuBLASLt's own workspace.
 TEST(Fp8Plan, W8A8CublasltFrom128Rows) {
+  SKIP_WITHOUT_W8A8_GEMMS();
   const auto w8a8 = [](int64_t m, int64_t n, int64_t k, bool dynamic, int64_t rows, int64_t bs = 128) {
     Fp8MatMulProblem p = problem(m, n, k, bs);
     p.has_a_scale = !dynamic;
@@ -940,6 +959,7 @@ TEST(Fp8Plan, W8A8CublasltFrom128Rows) {
 
 // Where the W8A8 GEMM is not taken, and why (fp8_w8a8_gemm_refusal, printed by --explain).
 TEST(Fp8Plan, W8A8GemmRefusals) {
+  SKIP_WITHOUT_W8A8_GEMMS();
   const auto refusal = [](Fp8MatMulProblem p, const DeviceInfo& d, const char* ov = "") {
     if (!p.dynamic_act_quant) p.has_a_scale = true;
     const char* why = fp8_w8a8_gemm_refusal(p, d, parsed(ov));
