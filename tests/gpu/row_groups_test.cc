@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "bqmm/status.h"
 #include "common/fp8_runner.h"
@@ -254,6 +255,34 @@ TEST(GemvRowGroups, LaunchersRefuseWhatHasNoRowGroups) {
   ng.m = kGemvMaxGroupRows + 1;
   EXPECT_EQ(code(cuda::launch_nbits_gemv(ng, 0, 8, 1, false, true, true, 1, 0, nullptr)),
             StatusCode::kInternal);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
+// A dependent launch (NBitsGemvArgs::dependent) of any GEMV but the 4-bit tensor-core
+// register tile's algorithm 0 in float16 / bfloat16: kInternal before anything is
+// launched; that tile itself launches.
+TEST(GemvRowGroups, NBitsLauncherRefusesADependentLaunchOfAnyOtherKernel) {
+  BQMM_REQUIRE_GPU();
+  auto code = [](const Status& s) { return s.code(); };
+  for (const auto& [t, bits] : {std::pair{DType::kFloat16, 4}, std::pair{DType::kFloat16, 8},
+                                std::pair{DType::kFloat32, 4}}) {
+    SCOPED_TRACE(::testing::Message() << dtype_name(t) << " " << bits << "-bit");
+    const NBitsCase nc = reference::make_random_nbits_case(
+        nbits_spec(t, bits, 8, 32, 256, 64, false, false), 3);
+    testing::NBitsDeviceCase nd;
+    BQMM_ASSERT_OK(testing::upload_nbits_case(nc, &nd));
+    cuda::NBitsGemvArgs ng = nbits_gemv_args(nc, nd);
+    ng.dependent = true;
+    const bool the_tile = bits == 4 && t != DType::kFloat32;
+    EXPECT_EQ(code(cuda::launch_nbits_gemv(ng, 0, 8, 1, false, false, false, 1, 0, nullptr)),
+              the_tile ? StatusCode::kOk : StatusCode::kInternal);
+    EXPECT_EQ(code(cuda::launch_nbits_gemv(ng, 1, 8, 1, false, false, false, 1, 0, nullptr)),
+              StatusCode::kInternal);
+    EXPECT_EQ(code(cuda::launch_nbits_gemv(ng, 0, 8, 1, false, true, true, 1, 0, nullptr)),
+              StatusCode::kInternal);
+    EXPECT_EQ(code(cuda::launch_nbits_gemv(ng, 0, 8, 1, true, false, false, 1, 0, nullptr)),
+              StatusCode::kInternal);
+  }
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 

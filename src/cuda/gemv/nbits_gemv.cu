@@ -261,9 +261,6 @@ Status launch_register_tile(const NBitsGemvArgs& args, int algo, int rows, int k
         return launch_kernel(NBitsGemvKernel<T_, B, A, R, RS, true>, grid, block, 0, stream, \
                              true, "NBitsGemvKernel", p);                                    \
     }                                                                                        \
-    if (args.dependent)                                                                      \
-      return Status(StatusCode::kInternal, "launch_nbits_gemv: a dependent launch only of "  \
-                                           "the 4-bit tensor-core tile's algorithm 0");     \
     NBitsGemvKernel<T_, B, A, R, RS><<<grid, block, 0, stream>>>(p);                         \
     return check_launch("NBitsGemvKernel");                                                  \
   }
@@ -295,10 +292,18 @@ Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_sp
                       "not " + (window ? "the window kernel without line loads"
                                        : tma ? "TMA tiles" : "the register tile"));
   BQMM_RETURN_IF_ERROR(check_nbits_gemv_args(args, rows, k_split, row_groups));
-  if (args.dependent && (window || tma))
+  // The one kernel with a dependent-launch instance (kDependent): the 4-bit tensor-core
+  // register tile, algorithm 0, float16 / bfloat16.
+  if (args.dependent && (window || tma || args.bits != 4 || algo != kNBitsGemvAlgoUnrolled ||
+                         args.dtype == DType::kFloat32))
     return Status(StatusCode::kInternal,
-                  "launch_nbits_gemv: a dependent launch only of the register tile, not " +
-                      std::string(window ? "the window kernel" : "TMA tiles"));
+                  "launch_nbits_gemv: a dependent launch only of the 4-bit tensor-core register "
+                  "tile's algorithm 0 (float16 / bfloat16), not " +
+                      std::string(window ? "the window kernel"
+                                  : tma  ? "TMA tiles"
+                                         : std::to_string(args.bits) + "-bit, algo " +
+                                               std::to_string(algo) + ", " +
+                                               dtype_name(args.dtype)));
   if (window) return launch_nbits_gemv_window(args, k_split, lines, tiles_per_warp, registers, stream);
   if (k_split > kMaxKSplit)
     return Status(StatusCode::kInternal, "launch_nbits_gemv: k_split " + std::to_string(k_split) +
