@@ -67,6 +67,7 @@ struct Settings {
   int64_t block_size = 128;
   bool bias = false;
   bool prepack = false;  // --prepack: every case passes the weight's prepacked input
+  bool between_kernel = false;  // --between-kernel: a kernel of its own before each timed call
   std::string suite;  // "smoke", "decode", "prefill"; empty for the single case
   int warmup = 10;
   int repeat = 100;
@@ -177,7 +178,8 @@ std::string to_text(const T& value) {
 // timing needs and the copy bandwidth measured once per process.
 class Gpu {
  public:
-  static Status open(int warmup, int repeat, std::unique_ptr<Gpu>* out);  // device 0
+  // Device 0. between_kernel: time() puts launch_between_kernel before each run.
+  static Status open(int warmup, int repeat, bool between_kernel, std::unique_ptr<Gpu>* out);
   ~Gpu();
   Gpu(const Gpu&) = delete;
   Gpu& operator=(const Gpu&) = delete;
@@ -194,7 +196,8 @@ class Gpu {
 
   // Copies of a `bytes` working set to rotate through for cold-L2 timing.
   int copies_for(size_t bytes) const { return harness::cold_l2_copy_count(bytes, l2_bytes_); }
-  // Times `run` on stream() with the process's warm-up and repeat counts.
+  // Times `run` on stream() with the process's warm-up and repeat counts (each run behind
+  // launch_between_kernel where the process asked for it).
   Status time(const harness::TimedRun& run, harness::TimingStats* out) const;
   Status synchronize() const;
 
@@ -207,6 +210,7 @@ class Gpu {
   double copy_bandwidth_ = 0;
   size_t copy_probe_bytes_ = 0;
   int warmup_ = 0, repeat_ = 0;
+  harness::DeviceBuffer between_;  // launch_between_kernel's output; empty without it
 };
 
 // A host tensor and the name of its dump file; null for an absent optional input.
@@ -299,6 +303,11 @@ Status dump_tensors(const std::string& dir, const std::vector<NamedTensor>& tens
 // memory it could write, practically never does).
 Status launch_stream_read(const void* bytes_in, size_t bytes, int num_sms, uint32_t* sink,
                           cudaStream_t stream);
+
+// --between-kernel's kernel (tools/profile_between.cu): writes `bytes` at `out` (kBetweenBytes
+// in the profiler), launched plainly and never letting the next kernel launch early.
+constexpr size_t kBetweenBytes = 64 << 10;
+Status launch_between_kernel(void* out, size_t bytes, cudaStream_t stream);
 
 // ------------------------------------------------------------------ operators
 // What a case run measured.

@@ -64,6 +64,10 @@ std::vector<FlagSpec> common_flags() {
        "pass the weight's prepacked scales (the layout of prepack_fp8_matmul / "
        "prepack_nbits_matmul, rotated with the weight's copies): the mixed-input GEMM reads "
        "them instead of writing them each run; other paths ignore them"},
+      {"--between-kernel", nullptr,
+       "put a small kernel of the profiler's own (launched plainly, 64 KiB written) before "
+       "every timed run, as a model's norm before a GEMV: what a programmatic dependent "
+       "launch gains or costs after another library's kernel; every time includes it"},
       {"--suite", "NAME",
        "smoke (small, every path), decode (M <= 8) or prefill (M >= 16), "
        "instead of --m/--n/--k"},
@@ -178,6 +182,7 @@ Status read_settings(const Flags& flags, Settings* out) {
   BQMM_RETURN_IF_ERROR(flags.get_int("--block-size", 1, kMaxBlockSize, &s.block_size));
   s.bias = flags.has("--bias");
   s.prepack = flags.has("--prepack");
+  s.between_kernel = flags.has("--between-kernel");
 
   s.suite = flags.get("--suite");
   const bool any_dim = s.m.has_value() || s.n.has_value() || s.k.has_value();

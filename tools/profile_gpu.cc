@@ -39,12 +39,13 @@ Status find_machine(const Settings& settings, Machine* out) {
   return Status::Ok();
 }
 
-Status Gpu::open(int warmup, int repeat, std::unique_ptr<Gpu>* out) {
+Status Gpu::open(int warmup, int repeat, bool between_kernel, std::unique_ptr<Gpu>* out) {
   constexpr int kDevice = 0;
   std::unique_ptr<Gpu> gpu(new Gpu());
   gpu->warmup_ = warmup;
   gpu->repeat_ = repeat;
   BQMM_CUDA_RETURN(cudaSetDevice(kDevice));
+  if (between_kernel) BQMM_RETURN_IF_ERROR(harness::DeviceBuffer::allocate(kBetweenBytes, &gpu->between_));
   BQMM_RETURN_IF_ERROR(Handle::create(kDevice, &gpu->handle_));
   // A blocking stream: the harness's uploads, poisoning and downloads run on the legacy
   // default stream, and a blocking stream is ordered with it.
@@ -70,7 +71,14 @@ Gpu::~Gpu() {
 }
 
 Status Gpu::time(const harness::TimedRun& run, harness::TimingStats* out) const {
-  return harness::time_with_events(stream_, warmup_, repeat_, run, out);
+  if (between_.size() == 0) return harness::time_with_events(stream_, warmup_, repeat_, run, out);
+  return harness::time_with_events(
+      stream_, warmup_, repeat_,
+      [&](int iteration) {
+        BQMM_RETURN_IF_ERROR(launch_between_kernel(between_.data(), between_.size(), stream_));
+        return run(iteration);
+      },
+      out);
 }
 
 Status Gpu::synchronize() const {

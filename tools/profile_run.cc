@@ -179,6 +179,7 @@ std::string json_row(const std::string& op, const CaseSpec& c, const CaseResult&
   j.add_int("block_size", c.block_size);
   j.add_bool("bias", c.bias);
   j.add_bool("prepacked", c.prepack);
+  j.add_bool("between_kernel", info.settings->between_kernel);
   c.write_json(&j);
   if (r.path.empty()) {
     j.add_null("path");
@@ -314,7 +315,7 @@ std::string run_title(const std::vector<OpCases>& runs, size_t total) {
 
 // Prints how the GPU times the cases. Exit code 0, or 1 when it cannot be opened.
 int open_gpu(const Settings& settings, std::unique_ptr<Gpu>* gpu) {
-  const Status s = Gpu::open(settings.warmup, settings.repeat, gpu);
+  const Status s = Gpu::open(settings.warmup, settings.repeat, settings.between_kernel, gpu);
   if (!s.ok()) {
     std::fprintf(stderr, "bqmm-profile: %s\n", s.to_string().c_str());
     return 1;
@@ -333,6 +334,11 @@ int open_gpu(const Settings& settings, std::unique_ptr<Gpu>* gpu) {
       "inside a chain, the median chain's total / runs; 'floor' (JSON floor_*): a pure read "
       "of the case's weight bytes, timed the same ways\n",
       settings.warmup, settings.repeat, harness::kBackToBackChains, settings.repeat);
+  if (settings.between_kernel)
+    std::printf(
+        "--between-kernel: every timed run (the operator's, cuBLAS's, the floor's) follows a "
+        "kernel of its own writing %zu KiB, launched plainly (JSON between_kernel)\n",
+        kBetweenBytes >> 10);
   return 0;
 }
 

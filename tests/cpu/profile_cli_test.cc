@@ -354,6 +354,7 @@ TEST(ProfileCli, EveryFlagErrorNamesTheFlag) {
       {"--m 1 --m 2 --n 1 --k 1", "--m"},            // twice
       {"--frobnicate" + one, "--frobnicate"},        // unknown
       {"--bias=yes" + one, "--bias"},                // a switch with a value
+      {"--between-kernel=1" + one, "--between-kernel"},
       {"--op fp9" + one, "--op"},
       {"--activation-dtype fp64" + one, "--activation-dtype"},
       {"--activation-dtype fp32" + one, "--activation-dtype"},  // fp8 has no fp32
@@ -401,6 +402,30 @@ TEST(ProfileCli, EveryFlagErrorNamesTheFlag) {
   const CliResult stray = run_cli("--m 5 6 --n 1 --k 1");
   EXPECT_EQ(stray.exit_code, 2);
   EXPECT_NE(stray.output.find("\"6\" after --m 5"), std::string::npos) << stray.output;
+}
+
+// --between-kernel is recorded in each case's JSON (false without it); the timing it
+// changes needs a GPU (docs/PERF.md uses it).
+TEST(ProfileCli, BetweenKernelIsInTheJson) {
+  SKIP_WITHOUT_CLI();
+  const std::string path = ::testing::TempDir() + "bqmm_between_kernel.jsonl";
+  for (const bool between : {false, true}) {
+    SCOPED_TRACE(between);
+    std::remove(path.c_str());
+    const CliResult r = run_cli(std::string(between ? "--between-kernel " : "") +
+                                "--op nbits --m 1 --n 64 --k 64 --device cpu --json " + path);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    std::FILE* f = std::fopen(path.c_str(), "r");
+    ASSERT_NE(f, nullptr);
+    char buf[8192] = {};
+    const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+    std::fclose(f);
+    const std::string json(buf, n);
+    EXPECT_NE(json.find(std::string("\"between_kernel\": ") + (between ? "true" : "false")),
+              std::string::npos)
+        << json;
+  }
+  std::remove(path.c_str());
 }
 
 // ------------------------------------------------------------------ memory
