@@ -5,7 +5,7 @@
 # Logs and JSON go to $OUT (default ./out); the bench step also packs its JSON into
 # $OUT/bench_jsonl.tgz.
 #
-#   scripts/gpu_check.sh [steps]     steps: comma list of build,test,sanitize,bench,variants,ab,sweep
+#   scripts/gpu_check.sh [steps]     steps: comma list of build,test,sanitize,bench,variants,ab,sweep,ncu
 #                                    (default: the first four); BENCH_SUITES="decode prefill"
 #                                    (fp8); BENCH_ACT_QUANT="static dynamic" (fp8 prefill
 #                                    with the activation quantized), BENCH_SCALE_ROWS="1 128"
@@ -51,6 +51,15 @@
 #   build: scripts/sweep_overrides.py's table in $OUT/sweep.txt, marking each variant at
 #   least 3 % faster than the planner. Where a planner rule may leave speed behind
 #   (scripts/sweep_cases/ has the sets swept so far).
+#   ncu: Nsight Compute on single cases, where a kernel's time goes: each line of NCU_CASES
+#   (`NAME KERNEL-REGEX [VAR=VALUE ...] PROFILER-ARGS`, # starts a comment; keep --repeat
+#   small, every run is profiled through) runs this tree's profiler under `ncu
+#   --clock-control none`, which profiles one launch of the kernels whose name matches
+#   KERNEL-REGEX, past the first NCU_SKIP (default 5: the accuracy check's and warm-up's),
+#   with the sections of NCU_SECTIONS (default below; caches flushed before it, so cold).
+#   Every case's report goes to $OUT/ncu.txt; the summary gives each case's duration,
+#   throughputs, hit rates, occupancy and issue rate (scripts/ncu_cases/ has the sets
+#   profiled so far).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -330,6 +339,50 @@ if has sweep; then
     sweep_rc=$?
     summary+=("sweep: rc=$sweep_rc ($(( $(stamp) - t0 ))s), table in sweep.txt")
     summary+=("$(tail -n 1 "$OUT/sweep.txt")")
+  fi
+fi
+
+if has ncu; then
+  t0=$(stamp)
+  if [ -z "${NCU_CASES:-}" ]; then
+    summary+=("ncu: needs NCU_CASES (a case file)")
+  elif [ ! -x "$build/bqmm-profile" ]; then
+    summary+=("ncu: no $build/bqmm-profile (run the build step first)")
+  elif ! command -v ncu >/dev/null; then
+    summary+=("ncu: no ncu on PATH")
+  else
+    sections=()
+    for s in ${NCU_SECTIONS:-SpeedOfLight MemoryWorkloadAnalysis MemoryWorkloadAnalysis_Tables Occupancy SchedulerStats WarpStateStats SourceCounters}; do
+      sections+=(--section "$s")
+    done
+    # The metrics of the summary line, as ncu's details page names them.
+    picked='^ +(Duration|DRAM Throughput|L2 Cache Throughput|L1/TEX Cache Throughput|L1/TEX Hit Rate|L2 Hit Rate|Achieved Occupancy|Issued Warp Per Scheduler|Eligible Warps Per Scheduler|Warp Cycles Per Issued Instruction) {2,}'
+    : >"$OUT/ncu.txt"
+    ncu_failed=0
+    while read -r name kernel rest; do
+      case_env=()
+      case_args=()
+      for word in $rest; do
+        if [ ${#case_args[@]} -eq 0 ] && [[ $word == *=* && $word != -* ]]; then
+          case_env+=("$word")
+        else
+          case_args+=("$word")
+        fi
+      done
+      report=$(env "${case_env[@]}" ncu --clock-control none --kernel-name "regex:$kernel" \
+        --launch-skip "${NCU_SKIP:-5}" --launch-count 1 "${sections[@]}" \
+        "$build/bqmm-profile" "${case_args[@]}" </dev/null 2>&1)
+      rc=$?
+      { echo "==== ncu $name: kernel ~ $kernel, ${case_env[*]} ${case_args[*]} (rc=$rc)"; echo "$report"; } >>"$OUT/ncu.txt"
+      metrics=$(grep -E "$picked" <<<"$report" | sed -E 's/^ +//; s/ {2,}/ /g' | paste -sd ';' -)
+      if [ "$rc" -ne 0 ] || [ -z "$metrics" ]; then
+        ncu_failed=1
+        summary+=("ncu $name: no report (rc=$rc; see ncu.txt)")
+      else
+        summary+=("ncu $name: ${metrics//;/; }")
+      fi
+    done < <(grep -vE '^[[:space:]]*(#|$)' "$NCU_CASES")
+    summary+=("ncu: rc=$ncu_failed ($(( $(stamp) - t0 ))s), reports in ncu.txt")
   fi
 fi
 

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""gpu_check.sh's `ncu` step run as a program, on a stand-in `ncu` (no GPU, no Nsight
+Compute): the bash that reads the case file, passes each case's environment and
+arguments, and summarizes each report is what these tests pin. A temporary root holds a
+copy of gpu_check.sh, an empty CMakeLists.txt, build-gpu/bqmm-profile (never run: the
+stand-in only names it) and bin/ncu, a script that prints its arguments, the case's
+BQMM_PLAN_OVERRIDE and a details page as Nsight Compute writes one. Registered with CTest
+(tests/CMakeLists.txt) where python3 and bash exist."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts")
+
+# The stand-in: exits 3 for a case whose arguments hold --fail, prints no metrics for one
+# that holds --empty (as ncu when no kernel matched), else a details page.
+NCU = r'''#!/usr/bin/env python3
+import os, sys
+args = sys.argv[1:]
+print("args: " + " ".join(args))
+print("override: " + os.environ.get("BQMM_PLAN_OVERRIDE", "(none)"))
+if "--fail" in args:
+    sys.exit(3)
+if "--empty" in args:
+    print("==WARNING== No kernels were profiled.")
+    sys.exit(0)
+print("""  NBitsGemvWindowKernel (64, 1, 1)x(256, 1, 1), Context 1, Stream 13, Device 0, CC 9.0
+    Section: GPU Speed Of Light Throughput
+    ----------------------- ----------- ------------
+    Metric Name             Metric Unit Metric Value
+    ----------------------- ----------- ------------
+    DRAM Throughput                   %        61.08
+    Duration                         us        14.37
+    L1/TEX Cache Throughput           %        40.12
+    L2 Cache Throughput               %        35.50
+    Section: Memory Workload Analysis
+    L1/TEX Hit Rate                   %        43.10
+    L2 Hit Rate                       %        20.70
+    Section: Occupancy
+    Achieved Occupancy                %        81.90
+""")
+'''
+
+
+class GpuCheckNcuTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.root = self.tmp.name
+        os.makedirs(os.path.join(self.root, "scripts"))
+        shutil.copy(os.path.join(SCRIPTS, "gpu_check.sh"), os.path.join(self.root, "scripts"))
+        open(os.path.join(self.root, "CMakeLists.txt"), "w").close()
+        os.makedirs(os.path.join(self.root, "build-gpu"))
+        profiler = os.path.join(self.root, "build-gpu", "bqmm-profile")
+        with open(profiler, "w") as f:
+            f.write("#!/bin/sh\nexit 1\n")
+        os.chmod(profiler, 0o755)
+        os.makedirs(os.path.join(self.root, "bin"))
+        ncu = os.path.join(self.root, "bin", "ncu")
+        with open(ncu, "w") as f:
+            f.write(NCU.replace("/usr/bin/env python3", "/usr/bin/env " + os.path.basename(sys.executable)))
+        os.chmod(ncu, 0o755)
+        # nvidia-smi, which the script queries first, absent here: a stand-in too.
+        smi = os.path.join(self.root, "bin", "nvidia-smi")
+        with open(smi, "w") as f:
+            f.write("#!/bin/sh\necho 'stand-in GPU'\n")
+        os.chmod(smi, 0o755)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def run_ncu(self, cases, **env):
+        with open(os.path.join(self.root, "cases.txt"), "w") as f:
+            f.write(cases)
+        out = os.path.join(self.root, "out")
+        full = dict(os.environ, OUT=out, NCU_CASES="cases.txt",
+                    PATH=os.path.join(self.root, "bin") + os.pathsep +
+                    os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+        for name in [k for k in full if k.startswith("NCU_") and k != "NCU_CASES"]:
+            full.pop(name)
+        full.pop("BQMM_PLAN_OVERRIDE", None)
+        full.update(env)
+        p = subprocess.run(["bash", os.path.join(self.root, "scripts", "gpu_check.sh"), "ncu"],
+                           cwd=self.root, env=full, capture_output=True, text=True, check=False)
+        with open(os.path.join(out, "ncu.txt")) as f:
+            reports = f.read()
+        return p.returncode, p.stdout + p.stderr, reports
+
+    def test_cases_environment_arguments_and_summary(self):
+        rc, log, reports = self.run_ncu(
+            "# two cases\n"
+            "plain NBitsGemvWindowKernel --op nbits --bits 4 --m 1 --n 8192 --k 8192\n"
+            "\n"
+            "forced Fp8GemvMmaKernel BQMM_PLAN_OVERRIDE=tiles=2 --op fp8 --m 16 --n 8192 --k 8192\n")
+        self.assertEqual(rc, 0, log)
+        self.assertIn("ncu plain: DRAM Throughput % 61.08; Duration us 14.37; L1/TEX Cache "
+                      "Throughput % 40.12; L2 Cache Throughput % 35.50; L1/TEX Hit Rate % 43.10; "
+                      "L2 Hit Rate % 20.70; Achieved Occupancy % 81.90\n", log)
+        self.assertIn("ncu forced: DRAM Throughput % 61.08;", log)
+        self.assertIn("ncu: rc=0", log)
+        self.assertIn("==== ncu plain: kernel ~ NBitsGemvWindowKernel,  --op nbits --bits 4", reports)
+        self.assertIn("==== ncu forced: kernel ~ Fp8GemvMmaKernel, BQMM_PLAN_OVERRIDE=tiles=2 --op fp8", reports)
+        self.assertIn("override: tiles=2", reports)
+        self.assertIn("override: (none)", reports)
+        self.assertIn("args: --clock-control none --kernel-name regex:NBitsGemvWindowKernel "
+                      "--launch-skip 5 --launch-count 1 --section SpeedOfLight", reports)
+        self.assertIn("build-gpu/bqmm-profile --op nbits --bits 4 --m 1 --n 8192 --k 8192", reports)
+
+    def test_skip_and_sections(self):
+        rc, log, reports = self.run_ncu("a K --op fp8 --m 1 --n 64 --k 64\n", NCU_SKIP="9",
+                                        NCU_SECTIONS="Occupancy")
+        self.assertEqual(rc, 0, log)
+        self.assertIn("--launch-skip 9 --launch-count 1 --section Occupancy " +
+                      os.path.join("build-gpu", "bqmm-profile"), reports)
+        self.assertIn("ncu a: DRAM Throughput % 61.08; Duration us 14.37;", log)
+
+    def test_failures_are_reported(self):
+        rc, log, _ = self.run_ncu("bad K --op fp8 --fail\nnone K --op fp8 --empty\n")
+        self.assertEqual(rc, 0, log)  # the step reports them in the summary
+        self.assertIn("ncu bad: no report (rc=3; see ncu.txt)", log)
+        self.assertIn("ncu none: no report (rc=0; see ncu.txt)", log)
+        self.assertIn("ncu: rc=1", log)
+
+
+if __name__ == "__main__":
+    unittest.main()
