@@ -21,9 +21,10 @@ struct GemvConfig {
   int tiles = 0;        // 16-column tiles per warp (2 only with line loads)
   int registers = 0;    // two tiles: the kernel's register bound (128 or 168), else 0
   int row_groups = 1;   // M > 8: groups of 16 activation rows, one block each per column block
-  bool dependent_launch = false;  // NBitsMatMul's 4-bit register tile (SM90): a programmatic
-                                  // dependent launch, its first weights pulled into L2
-                                  // while the kernel before it finishes
+  bool dependent_launch = false;  // SM90, NBitsMatMul's 4-bit register tile or FP8's one tile
+                                  // of line loads: a programmatic dependent launch, its
+                                  // first weights pulled into L2 while the kernel before
+                                  // it finishes
 };
 
 // The fused GEMM (M above the decode GEMV's rows): blocks of tile_m activation rows x

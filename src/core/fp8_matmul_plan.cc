@@ -261,6 +261,16 @@ Status choose_registers(const Fp8MatMulProblem& p, const DeviceInfo& d, const Pl
                                kFp8WideMinKSplit);
 }
 
+// A programmatic dependent launch of the kernel before it (gemv_pdl=1; unmeasured, so
+// only where forced): one tile of line loads without static W8A8 at M <= 8 on SM90, its
+// first pairs pulled into L2 while that kernel finishes, as NBitsMatMul's 4-bit register
+// tile launches (nbits_matmul_plan.cc has its measurements).
+bool dependent_launch_applies(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o,
+                              const GemvConfig& g) {
+  return o.gemv_pdl == 1 && d.sm >= 90 && g.lines && !g.tma && g.tiles == 1 && !p.has_a_scale &&
+         p.m <= kGemvMaxRows;
+}
+
 Status plan_tensor_core_gemv(const Fp8MatMulProblem& p, const DeviceInfo& d,
                              const PlanOverride& o, GemvConfig* g) {
   g->lines = choose_lines(p, o);
@@ -279,6 +289,7 @@ Status plan_tensor_core_gemv(const Fp8MatMulProblem& p, const DeviceInfo& d,
                   "plan override: the FP8 GEMVs take k_split up to " +
                       std::to_string(kGemvMaxKSplit) + ", not " + std::to_string(o.k_split));
   if (o.k_split > 0) g->k_split = o.k_split;
+  g->dependent_launch = dependent_launch_applies(p, d, o, *g);
   return Status::Ok();
 }
 
@@ -492,7 +503,7 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
     return Status(StatusCode::kInvalidArgument,
                   "problem: expected M, N, K >= 0 and block_size > 0");
   BQMM_RETURN_IF_ERROR(check::scratch_bytes(options.dequant_scratch_bytes));
-  BQMM_RETURN_IF_ERROR(check_plan_override(o, "Fp8WeightMatMul", {"algo", "window", "gemv_pdl"}));
+  BQMM_RETURN_IF_ERROR(check_plan_override(o, "Fp8WeightMatMul", {"algo", "window"}));
 
   Fp8MatMulPlan plan;
   plan.problem = p;

@@ -56,8 +56,10 @@
 //                            thread-block cluster through distributed shared memory (1,
 //                            the planner's), or in planes of partial sums added by a
 //                            second kernel (0)
-//   gemv_pdl=0|1      nbits  the 4-bit register tile's programmatic dependent launch
-//                            (SM90; the planner's: on): 0 a plain launch
+//   gemv_pdl=0|1      both   the decode GEMV's programmatic dependent launch (SM90):
+//                            NBitsMatMul's 4-bit register tile (the planner's: on; 0 a
+//                            plain launch); FP8's one tile of line loads without static
+//                            W8A8 (the planner's: off; 1 turns it on)
 // Unset keys leave the planner's choice. A forced choice that does not apply to a problem
 // is ignored where the planner's rules say so (as for its own choices), except the
 // conflicts the planner reports (registers=168 with k_split=8).
@@ -97,7 +99,7 @@ struct PlanOverride {
   int lt_algo = -1;         // -1: planner; 0..3: cuBLASLt's heuristic list's index
   int w8a8_pdl = -1;        // -1: planner; 0 / 1: the W8A8 GEMM's dependent launch
   int cluster_sum = -1;     // -1: planner; 0 / 1: the W8A8 GEMM's K split summed in a cluster
-  int gemv_pdl = -1;        // -1: planner; 0 / 1: the N-bit register tile's dependent launch
+  int gemv_pdl = -1;        // -1: planner; 0 / 1: the decode GEMV's dependent launch
 
   bool empty() const;
 };

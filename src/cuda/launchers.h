@@ -53,6 +53,9 @@ struct Fp8KernelArgs {
   const void* bias = nullptr;     // [N] or nullptr
   void* y = nullptr;              // [M, N]
   int64_t m = 0, n = 0, k = 0, block_size = 0;
+  // Launched as a programmatic dependent of the kernel before it (GemvConfig::
+  // dependent_launch): only one tile of line loads without W8A8 at M <= 8 (else kInternal).
+  bool dependent = false;
 };
 // CUDA cores: a warp per output column, `rows_per_warp` (1, 2, 4, 8) rows of A per warp.
 Status launch_fp8_gemv_fma(const Fp8KernelArgs& args, int rows_per_warp, cudaStream_t stream);

@@ -14,6 +14,7 @@
 #include "bqmm/device.h"
 #include "bqmm/status.h"
 #include "harness/device_buffer.h"
+#include "harness/host_tensor.h"
 
 #define BQMM_REQUIRE_GPU()                                                        \
   do {                                                                            \
@@ -48,6 +49,20 @@ Status run_on_fresh_stream(const Enqueue& enqueue);
 // `enqueue` breaks the capture, so OK shows that it only enqueues (the run() contract);
 // more than one replay shows that a run leaves nothing the next one depends on.
 Status run_in_graph(const Enqueue& enqueue, int replays = 1);
+
+// Two layers in a row on one fresh stream (either operator's device cases: run(handle,
+// stream) and a device y), then both outputs downloaded: the second may read the first's
+// y (a test of a dependent launch points its A there).
+template <typename DeviceCase>
+Status run_two_layers(const Handle& handle, const DeviceCase& first, const DeviceCase& second,
+                      harness::HostTensor* y1, harness::HostTensor* y2) {
+  BQMM_RETURN_IF_ERROR(run_on_fresh_stream([&](cudaStream_t stream) -> Status {
+    BQMM_RETURN_IF_ERROR(first.run(handle, stream));
+    return second.run(handle, stream);
+  }));
+  BQMM_RETURN_IF_ERROR(first.y.download(y1));
+  return second.y.download(y2);
+}
 
 // A device output of `dtype` and `shape` with every byte 0xFF (NaN in every float type):
 // an output element that no kernel writes stays NaN, which the accuracy check reports.

@@ -251,6 +251,36 @@ TEST(Fp8Plan, GemvTwoTilesPerWarpOnLargeWeights) {
                                    {-2, 0, 3});
 }
 
+// The dependent launch (gemv_pdl=1 only, unmeasured): one tile of line loads without
+// static W8A8 at M = 2..8 on SM90; never by default, on Ampere, with two tiles, TMA tiles,
+// fragment loads, W8A8, row groups or the CUDA-core kernel.
+TEST(Fp8Plan, GemvDependentLaunchOnlyWhereForced) {
+  const PlanOverride on = parsed("gemv_pdl=1");
+  for (const int64_t m : {2, 4, 8}) {
+    SCOPED_TRACE(::testing::Message() << "M=" << m);
+    EXPECT_FALSE(plan(problem(m, 4096, 4096)).gemv.dependent_launch);
+    EXPECT_FALSE(plan(problem(m, 4096, 4096), kHopper, parsed("gemv_pdl=0")).gemv.dependent_launch);
+    const Fp8MatMulPlan dep = plan(problem(m, 4096, 4096), kHopper, on);
+    EXPECT_TRUE(dep.gemv.dependent_launch) << dep;
+    EXPECT_NE(printed(dep).find("lines=1; tiles=1; dependent_launch=yes"), std::string::npos) << dep;
+    EXPECT_FALSE(plan(problem(m, 4096, 4096), kAmpere, on).gemv.dependent_launch);
+    EXPECT_FALSE(plan(problem(m, 28672, 8192), kHopper, on).gemv.dependent_launch);  // two tiles
+    EXPECT_FALSE(plan(problem(m, 4096, 4096), kHopper, parsed("gemv_pdl=1,lines=0")).gemv.dependent_launch);
+    EXPECT_FALSE(plan(problem(m, 4096, 4096), kHopper, parsed("gemv_pdl=1,tma=1")).gemv.dependent_launch);
+    Fp8MatMulProblem w8a8 = problem(m, 4096, 4096);
+    w8a8.has_a_scale = true;
+    EXPECT_FALSE(plan(w8a8, kHopper, on).gemv.dependent_launch);
+    Fp8MatMulProblem dynamic = problem(m, 4096, 4096);
+    dynamic.dynamic_act_quant = true;
+    EXPECT_TRUE(plan(dynamic, kHopper, on).gemv.dependent_launch);  // after its QDQ pass
+  }
+  const Fp8MatMulPlan fma = plan(problem(1, 4096, 4096), kHopper, on);
+  ASSERT_EQ(fma.path, Fp8Path::kGemvFma);
+  EXPECT_FALSE(fma.gemv.dependent_launch);
+  const Fp8MatMulPlan groups = plan(problem(16, 4096, 4096), kHopper, parsed("gemv_pdl=1,gemm=0"));
+  EXPECT_FALSE(groups.gemv.dependent_launch) << groups;
+}
+
 // Two tiles at 168 registers (12 warps per SM): where the wave model (as NBitsMatMul's,
 // both forms with a start of 6 line pairs, the 12-warp cost weighed by 90 %) prefers it at
 // k_split 2 or 4, in float16 only; bfloat16 keeps 128 unless forced.
@@ -1218,15 +1248,12 @@ TEST(Fp8Plan, RejectsBadProblemsAndOptions) {
 // The keys of NBitsMatMul's kernels do not apply: the planner rejects them, naming the key
 // and the operator, even on problems that take no GEMV.
 TEST(Fp8Plan, RejectsOverrideKeysOfNBitsMatMul) {
-  for (const char* text : {"algo=0", "algo=2", "window=1", "window=0", "k_split=4,window=1",
-                           "gemv_pdl=1", "gemv_pdl=0"}) {
+  for (const char* text : {"algo=0", "algo=2", "window=1", "window=0", "k_split=4,window=1"}) {
     SCOPED_TRACE(text);
     PlanOverride o;
     ASSERT_TRUE(parse_plan_override(text, &o).ok());
     const std::string t = text;
-    const std::string key = t.find("algo") != std::string::npos       ? "algo"
-                            : t.find("gemv_pdl") != std::string::npos ? "gemv_pdl"
-                                                                      : "window";
+    const std::string key = t.find("algo") != std::string::npos ? "algo" : "window";
     for (const auto& p : {problem(2, 4096, 4096), problem(100, 4096, 4096), problem(0, 64, 64)})
       testing::expect_rejected(p, o, "plan override: " + key + " does not apply to Fp8WeightMatMul");
   }

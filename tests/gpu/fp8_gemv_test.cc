@@ -365,6 +365,45 @@ TEST(Fp8GemvMma, GraphCapturable) {
   }
 }
 
+// Two layers in a row on one stream, the second's A the first's Y (NaN-poisoned until the
+// first writes it), the second forced to the dependent launch of one tile of line loads
+// (gemv_pdl=1) at every K split: it may start while the first still runs, so the result
+// is right only if it reads A after waiting for that kernel. K of 4 line pairs (warps of
+// k_split 8 with none) and of 11 (pairs that do not divide among the warps); small enough
+// for compute-sanitizer.
+TEST(Fp8GemvLines, DependentLaunchReadsWhatTheKernelBeforeWrote) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  if (handle->device_info().sm < 80) GTEST_SKIP() << "the tensor-core GEMV needs SM80+";
+  uint64_t seed = 0x6e37000;
+  for (const DType t : kDTypes)
+    for (const int64_t m : {2, 8})
+      for (const int64_t k : {512, 1408})
+        for (const int k_split : {1, 2, 4, 8}) {
+          SCOPED_TRACE(::testing::Message() << dtype_name(t) << " M=" << m << " K=" << k
+                                            << " k_split=" << k_split);
+          const Fp8Case first = make_random_fp8_case(t, m, k, 256, 128, true, false, seed++);
+          Fp8Case second = make_random_fp8_case(t, m, 45, k, 128, true, false, seed++);
+          testing::Fp8DeviceCase d1, d2;
+          BQMM_ASSERT_OK(testing::upload_fp8_case(first, &d1));
+          BQMM_ASSERT_OK(testing::upload_fp8_case(second, &d2));
+          d2.args.a.data = d1.y.data();  // the first layer's output, [m, k]
+          testing::Fp8Knobs knobs = gemv_options(/*allow_mma=*/true, Stream::kLines);
+          knobs.force.k_split = k_split;
+          knobs.force.gemv_pdl = 1;
+          BQMM_ASSERT_OK(testing::plan_fp8_case(*handle, first, knobs, &d1));
+          BQMM_ASSERT_OK(testing::plan_fp8_case(*handle, second, knobs, &d2));
+          expect_stream(*handle, d2.plan, Stream::kLines);
+          EXPECT_EQ(d2.plan.gemv.dependent_launch, handle->device_info().sm >= 90) << d2.plan;
+          HostTensor y1, y2;
+          BQMM_ASSERT_OK(testing::run_two_layers(*handle, d1, d2, &y1, &y2));
+          EXPECT_TRUE(matches_reference(first, y1));
+          second.a = y1;
+          EXPECT_TRUE(matches_reference(second, y2)) << d2.plan;
+        }
+}
+
 // Small, tail-heavy cases for compute-sanitizer (memcheck, racecheck on the K-split
 // reduction): N not a multiple of any tile, M leaving rows of the row group and the mma
 // masked, K ending mid-iteration, W8A8 and bias on.

@@ -453,13 +453,8 @@ TEST(NBitsGemv, DependentLaunchReadsWhatTheKernelBeforeWrote) {
         ASSERT_FALSE(d2.plan.gemv.window || d2.plan.gemv.tma || d2.plan.gemv.fma) << d2.plan;
         EXPECT_EQ(d2.plan.gemv.dependent_launch, handle->device_info().sm >= 90 && *force == '\0')
             << d2.plan;
-        BQMM_ASSERT_OK(testing::run_on_fresh_stream([&](cudaStream_t stream) -> Status {
-          BQMM_RETURN_IF_ERROR(d1.run(*handle, stream));
-          return d2.run(*handle, stream);
-        }));
         HostTensor y1, y2;
-        BQMM_ASSERT_OK(d1.y.download(&y1));
-        BQMM_ASSERT_OK(d2.y.download(&y2));
+        BQMM_ASSERT_OK(testing::run_two_layers(*handle, d1, d2, &y1, &y2));
         EXPECT_TRUE(matches_reference(first, y1));
         second.a = y1;
         EXPECT_TRUE(matches_reference(second, y2)) << d2.plan;

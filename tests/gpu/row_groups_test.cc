@@ -286,5 +286,33 @@ TEST(GemvRowGroups, NBitsLauncherRefusesADependentLaunchOfAnyOtherKernel) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
+// FP8's one configuration with a dependent-launch instance is one tile of line loads
+// without W8A8 at M <= 8: the launcher refuses the flag anywhere else (kInternal) rather
+// than launch a kernel that does not wait for the one before it.
+TEST(GemvRowGroups, Fp8LauncherRefusesADependentLaunchOfAnyOtherConfiguration) {
+  BQMM_REQUIRE_GPU();
+  if (!tensor_cores_available()) GTEST_SKIP() << "the tensor-core GEMV needs SM80+";
+  auto code = [](const Status& s) { return s.code(); };
+  for (const bool w8a8 : {false, true})
+    for (const int64_t m : {int64_t{8}, int64_t{16}}) {
+      SCOPED_TRACE(::testing::Message() << "M=" << m << (w8a8 ? " W8A8" : ""));
+      const Fp8Case c = reference::make_random_fp8_case(DType::kFloat16, m, 32, 256, 128, false, w8a8, 5);
+      testing::Fp8DeviceCase d;
+      BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
+      cuda::Fp8KernelArgs g = fp8_gemv_args(c, d);
+      g.dependent = true;
+      const bool the_tile = !w8a8 && m <= 8;
+      EXPECT_EQ(code(cuda::launch_fp8_gemv_mma(g, 2, false, true, 1, 0, nullptr)),
+                the_tile ? StatusCode::kOk : StatusCode::kInternal);
+      EXPECT_EQ(code(cuda::launch_fp8_gemv_mma(g, 2, false, true, 2, 0, nullptr)), StatusCode::kInternal);
+      EXPECT_EQ(code(cuda::launch_fp8_gemv_mma(g, 2, false, false, 1, 0, nullptr)), StatusCode::kInternal);
+      if (m <= 8) {
+        EXPECT_EQ(code(cuda::launch_fp8_gemv_mma(g, 2, true, false, 1, 0, nullptr)), StatusCode::kInternal);
+        EXPECT_EQ(code(cuda::launch_fp8_gemv_fma(g, 8, nullptr)), StatusCode::kInternal);
+      }
+    }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
 }  // namespace
 }  // namespace bqmm

@@ -125,6 +125,8 @@ Status launch_fp8_gemv_fma(const Fp8KernelArgs& args, int rows_per_warp, cudaStr
   if (args.m > kMmaRows)
     return Status(StatusCode::kInternal,
                   "launch_fp8_gemv_fma: M = " + std::to_string(args.m) + " exceeds 8 rows");
+  if (args.dependent)
+    return Status(StatusCode::kInternal, "launch_fp8_gemv_fma: the CUDA-core GEMV launches plainly");
   BQMM_RETURN_IF_ERROR(check_fp8_k_range(args, "launch_fp8_gemv_fma"));
   return dispatch_half_types(args.dtype, "launch_fp8_gemv_fma", [&](auto tag) -> Status {
     using T = decltype(tag);

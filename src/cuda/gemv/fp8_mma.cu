@@ -112,7 +112,14 @@ __device__ __forceinline__ void multiply_window(const uint32_t (&frag)[4][4],
 // two 8-row halves of activations (rows g and g + 8 of the group, two mma and two sets of
 // sums per fragment), so a group of 16 rows costs one decode of the weights; the
 // accumulators of half r are acc[r * kTiles + j].
-template <int kKSplit, int kTiles, int kHalves, typename T, typename Qdq>
+//
+// kDependent (one tile, no W8A8, no row groups; GemvConfig::dependent_launch): launched as
+// a programmatic dependent of the kernel before it, as NBitsMatMul's 4-bit register tile
+// (nbits_gemv.cu): the next kernel may launch once every block has started, and the
+// warp's first two pairs are pulled into L2 before griddepcontrol.wait, after which it
+// reads everything. The weights are the call's inputs, but a kernel before could still
+// write them, so only prefetches (never register loads) precede the wait.
+template <int kKSplit, int kTiles, int kHalves, bool kDependent, typename T, typename Qdq>
 __device__ __forceinline__ void lines_k_loop(const Fp8Params<T>& p, const Qdq& qdq, int warp,
                                              int lane, int64_t n0,
                                              const int64_t (&col_lo)[kTiles],
@@ -125,6 +132,17 @@ __device__ __forceinline__ void lines_k_loop(const Fp8Params<T>& p, const Qdq& q
   const int count = warp < static_cast<int>(pairs)
                         ? static_cast<int>((pairs - warp + kKSplit - 1) / kKSplit)
                         : 0;
+  if constexpr (kDependent) {
+    // The first two pairs' lines into L2 while the kernel before finishes, then the wait:
+    // the weights' registers, A and Y only after it.
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+      if (i < count)
+#pragma unroll
+        for (int j = 0; j < kTiles; ++j)
+          lines[j].prefetch(static_cast<size_t>(warp + i * kKSplit) * kLinePairBytes);
+    wait_for_prior_grid();
+  }
   if (count == 0) return;
   const int g = lane / 4, t = lane % 4;
   bool row_ok[kHalves];
@@ -261,6 +279,9 @@ __device__ __forceinline__ void lines_k_loop(const Fp8Params<T>& p, const Qdq& q
 //            index (RowGroup, gemv/common.cuh), the tile below on the group's up to 16
 //            rows (kHalves = 2: lines_k_loop multiplies each decoded window with rows g
 //            and g + 8 of the group).
+//   kDependent  a programmatic dependent launch (lines_k_loop says how; one tile of line
+//            loads without W8A8 or row groups): a separate instance, so that the plain
+//            kernel's code does not change.
 // Launch bounds: 16 warps per SM at least (128 registers per thread at most; kWide: 12,
 // 168), the residency the planner's wave model assumes (kGemvTensorCoreWarpsPerSm,
 // kGemvWideWarpsPerSm); a row-group instantiation keeps its decode twin's.
@@ -269,8 +290,11 @@ __device__ __forceinline__ void lines_k_loop(const Fp8Params<T>& p, const Qdq& q
 // column_block; inlined into each kernel, so the decode instantiations compile as if it
 // were the kernel.
 template <typename T, int kKSplit, bool kW8A8, bool kLines, int kTiles, bool kWide,
-          int kHalves = 1>
+          int kHalves = 1, bool kDependent = false>
 __device__ __forceinline__ void fp8_mma_tile(const Fp8Params<T>& p, uint32_t column_block) {
+  static_assert(!kDependent || (kLines && kTiles == 1 && !kW8A8 && kHalves == 1),
+                "the dependent launch: one tile of line loads, no W8A8, no row groups");
+  if constexpr (kDependent) allow_dependent_launch();
   static_assert(kLines || kTiles == 1, "two tiles per warp only with line loads");
   static_assert(kLines || kHalves == 1, "16-row groups only with line loads");
   static_assert(!kWide || (kTiles == 2 && kKSplit <= kGemvWideMaxKSplit),
@@ -297,7 +321,7 @@ __device__ __forceinline__ void fp8_mma_tile(const Fp8Params<T>& p, uint32_t col
   const bool row_ok = g < p.m;
   float accs[kHalves * kTiles][4] = {};
   if constexpr (kLines) {
-    lines_k_loop<kKSplit, kTiles, kHalves>(p, qdq, warp, lane, n0, cols_lo, cols_hi, accs);
+    lines_k_loop<kKSplit, kTiles, kHalves, kDependent>(p, qdq, warp, lane, n0, cols_lo, cols_hi, accs);
   } else {
     const int64_t col_lo = cols_lo[0], col_hi = cols_hi[0];
     float (&acc)[4] = accs[0];
@@ -374,17 +398,17 @@ __device__ __forceinline__ void fp8_mma_tile(const Fp8Params<T>& p, uint32_t col
 }
 
 template <typename T, int kKSplit, bool kW8A8, bool kLines, int kTiles, bool kWide = false,
-          bool kRowGroups = false>
+          bool kRowGroups = false, bool kDependent = false>
 __global__ void __launch_bounds__(kKSplit * kWarpSize,
                                   (kWide ? kWideWarpsPerSm : kMmaWarpsPerSm) / kKSplit)
     Fp8GemvMmaKernel(const Fp8Params<T> p) {
   if constexpr (kRowGroups) {
-    static_assert(kLines, "row groups only with line loads");
+    static_assert(kLines && !kDependent, "row groups only with line loads, launched plainly");
     const RowGroup<T, float> group(p);
     fp8_mma_tile<T, kKSplit, kW8A8, kLines, kTiles, kWide, kGroupHalves>(group.p,
                                                                           group.column_block);
   } else {
-    fp8_mma_tile<T, kKSplit, kW8A8, kLines, kTiles, kWide>(p, blockIdx.x);
+    fp8_mma_tile<T, kKSplit, kW8A8, kLines, kTiles, kWide, 1, kDependent>(p, blockIdx.x);
   }
 }
 
@@ -404,10 +428,18 @@ __global__ void __launch_bounds__(kKSplit * kWarpSize,
 
 // One configuration of the table: its decode kernel, or (row_groups, M > 8) its row-group
 // twin, instantiated for the line-load configurations only (the launcher refuses M > 8
-// without line loads before it gets here).
+// without line loads before it gets here), or (dependent) its dependent-launch instance,
+// instantiated for one tile of line loads without W8A8 (the launcher refuses the others).
 template <typename T, int kKSplit, bool kW8A8, bool kLines, int kTiles, bool kWide>
-Status launch_mma_config(const Fp8Params<T>& p, dim3 grid, int smem, bool row_groups,
+Status launch_mma_config(const Fp8Params<T>& p, dim3 grid, int smem, bool row_groups, bool dependent,
                          cudaStream_t stream) {
+  if constexpr (kLines && kTiles == 1 && !kW8A8) {
+    if (dependent)
+      return launch_kernel(Fp8GemvMmaKernel<T, kKSplit, false, true, 1, false, false, true>, grid,
+                           dim3(kKSplit * kWarpSize), smem, stream, true, "Fp8GemvMmaKernel (dependent)", p);
+  }
+  if (dependent)
+    return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: no dependent instance of this configuration");
   if constexpr (kLines) {
     if (row_groups) {
       Fp8GemvMmaKernel<T, kKSplit, kW8A8, kLines, kTiles, kWide, true>
@@ -427,6 +459,12 @@ Status launch_mma(const Fp8KernelArgs& args, int k_split, bool tma, bool lines, 
   bool wide = false;
   BQMM_RETURN_IF_ERROR(check_line_tiles_registers("launch_fp8_gemv_mma", registers,
                                                   lines && tiles == 2, k_split, &wide));
+  // The one configuration with a dependent-launch instance (kDependent): one tile of line
+  // loads, no W8A8, M <= 8.
+  if (args.dependent && (tma || !lines || tiles != 1 || args.a_scale != nullptr || args.m > kMmaRows))
+    return Status(StatusCode::kInternal,
+                  "launch_fp8_gemv_mma: a dependent launch only of one tile of line loads without "
+                  "W8A8 at M <= 8");
   if (tma) return launch_fp8_gemv_tma(args, k_split, stream);
   if (lines && args.k % kLinePairBytes != 0)
     return Status(StatusCode::kInternal, "launch_fp8_gemv_mma: line loads need K % 128 == 0, got K = " +
@@ -447,7 +485,7 @@ Status launch_mma(const Fp8KernelArgs& args, int k_split, bool tma, bool lines, 
   const bool w8a8 = args.a_scale != nullptr;
 #define BQMM_LAUNCH_IF(T_, KS, W, LINES, TILES, WIDE)                                    \
   if (k_split == KS && w8a8 == W && lines == LINES && tiles == TILES && wide == WIDE)   \
-    return launch_mma_config<T_, KS, W, LINES, TILES, WIDE>(p, grid, smem, row_groups, stream);
+    return launch_mma_config<T_, KS, W, LINES, TILES, WIDE>(p, grid, smem, row_groups, args.dependent, stream);
   BQMM_FP8_MMA_CONFIGS(BQMM_LAUNCH_IF, T)
 #undef BQMM_LAUNCH_IF
   return Status(StatusCode::kInternal,

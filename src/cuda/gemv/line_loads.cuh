@@ -86,7 +86,13 @@ class LinePairs {
 #pragma unroll
     for (int i = 0; i < 4; ++i) raw[i] = load_stream_u4(src_[i] + offset);
   }
-  // Stores a loaded pair; after it every lane may read the pair.
+  // The lines load() at `offset` reads, pulled into L2 (prefetch_l2: safe before a
+  // dependent launch's wait).
+  __device__ __forceinline__ void prefetch(size_t offset) const {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) prefetch_l2(src_[i] + offset);
+  }
+    // Stores a loaded pair; after it every lane may read the pair.
   __device__ __forceinline__ void stage(const uint4 (&raw)[4]) const {
 #pragma unroll
     for (int i = 0; i < 4; ++i) st_[32 * i] = raw[i];
