@@ -44,6 +44,7 @@ struct GemvFacts {
   bool fp16 = false;
   bool bf16 = false;
   bool zp = false;          // packed zero points (asymmetric checkpoints)
+  bool typed_zp = false;    // typed (fractional) zero points: the register tile only
   bool large = false;       // N x K >= 128 Mi codes (gemv_tma_pays)
   bool many_tiles = false;  // more 16-column tiles than 16 warps per SM hold at k_split 8
   bool many_tile_pairs = false;  // the same of two-tile (32-column) blocks
@@ -56,6 +57,7 @@ GemvFacts gemv_facts(const NBitsMatMulProblem& p, const DeviceInfo& d) {
   f.fp16 = p.dtype == DType::kFloat16;
   f.bf16 = p.dtype == DType::kBFloat16;
   f.zp = p.zero_points == NBitsZeroPoints::kPacked;
+  f.typed_zp = p.zero_points == NBitsZeroPoints::kTyped;
   f.large = gemv_tma_pays(p.n, p.k);
   const int64_t tiles = (p.n + kGemvTileCols - 1) / kGemvTileCols;
   // More column blocks than 16 warps per SM hold at k_split 8.
@@ -68,12 +70,14 @@ GemvFacts gemv_facts(const NBitsMatMulProblem& p, const DeviceInfo& d) {
   return f;
 }
 
-// The fused GEMV applies: integer zero points, blocks by position (no g_idx), whole blocks,
-// rows of B that take 16-byte loads, 16-byte aligned A and B, 32-bit K counters; the
-// tensor cores (float16 / bfloat16) need SM80.
+// The fused GEMV applies: blocks by position (no g_idx), whole blocks, rows of B that take
+// 16-byte loads, 16-byte aligned A and B, 32-bit K counters; the tensor cores (float16 /
+// bfloat16) need SM80. Typed (fractional) zero points only at decode rows on the tensor
+// cores (the register tile, which scales each weight: q * scale - zp * scale).
 bool gemv_applies(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
+  const bool typed_ok = p.dtype != DType::kFloat32 && p.m <= kGemvMaxRows;
   return o.gemv != 0 && p.m <= kGemvFusedMaxRows && !p.has_g_idx &&
-         p.zero_points != NBitsZeroPoints::kTyped && p.k % p.block_size == 0 &&
+         (p.zero_points != NBitsZeroPoints::kTyped || typed_ok) && p.k % p.block_size == 0 &&
          p.row_bytes() % kGemvChunkBytes == 0 && p.alignment >= 16 &&
          p.k <= std::numeric_limits<int32_t>::max() &&
          (p.dtype == DType::kFloat32 || d.sm >= 80);
@@ -110,7 +114,7 @@ bool split12_faster(const NBitsMatMulProblem& p, const GemvFacts& f) {
 // long rows on small grids, in blocks of 12 warps: 9 %). Not when the
 // algorithm or TMA tiles are forced: those choose among the tensor-core kernels.
 bool choose_fma(const NBitsMatMulProblem& p, const GemvFacts& f, const PlanOverride& o) {
-  const bool applies = f.half && p.bits == 8 && p.m <= kGemvFmaMaxRows;
+  const bool applies = f.half && p.bits == 8 && p.m <= kGemvFmaMaxRows && !f.typed_zp;
   const bool bf16_lines_at_two_rows = f.bf16 && p.m == 2 &&
                                       (f.zp || f.large || f.many_tiles || split12_faster(p, f)) &&
                                       p.row_bytes() % kGemvTmaTileBytes == 0 &&
@@ -255,9 +259,11 @@ bool fused_gemm_applies(const NBitsMatMulProblem& p, const DeviceInfo& d,
 
 // The weight stream of the tensor-core GEMV: window kernel (with or without line loads,
 // one or two tiles) or the register-load tile, and TMA tiles for the latter. Row groups
-// (M > 8) take line loads, with two tiles by the same rule.
+// (M > 8) take line loads, with two tiles by the same rule. Typed zero points: the
+// register-load tile only.
 void choose_stream(const NBitsMatMulProblem& p, const DeviceInfo& d, const GemvFacts& f,
                    const PlanOverride& o, GemvConfig* g) {
+  if (f.typed_zp) return;  // the register tile (fields 0)
   if (p.m > kGemvMaxRows) {
     g->lines = g->window = true;
     g->tiles = o.tiles > 0 ? o.tiles : row_group_tiles(p, f);
@@ -291,7 +297,7 @@ void choose_stream(const NBitsMatMulProblem& p, const DeviceInfo& d, const GemvF
 bool dependent_launch_applies(const NBitsMatMulProblem& p, const DeviceInfo& d,
                               const GemvFacts& f, const GemvConfig& g) {
   return d.sm >= 90 && p.bits == 4 && f.half && g.algo == kNBitsGemvAlgoUnrolled && !g.fma &&
-         !g.tma && !g.window;
+         !g.tma && !g.window && !f.typed_zp;
 }
 
 // Warps of the chosen kernel an SM holds (its launch bounds).
@@ -355,7 +361,7 @@ Status plan_gemv(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOve
     g->rows = static_cast<int>(p.m);
     return Status::Ok();
   }
-  g->algo = choose_algo(o);
+  g->algo = f.typed_zp ? kNBitsGemvAlgoUnrolled : choose_algo(o);  // typed: algorithm 0 only
   g->rows = choose_rows(p, f);
   g->row_groups = static_cast<int>(gemv_row_groups(p.m));
   choose_stream(p, d, f, o, g);

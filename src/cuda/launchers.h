@@ -101,6 +101,9 @@ struct NBitsGemvArgs {
   const uint8_t* b = nullptr;          // [N, k_blocks * block_size * bits / 8]
   const void* scales = nullptr;        // [N, k_blocks]
   const uint8_t* zp_packed = nullptr;  // [N, ceil(k_blocks * bits / 8)] or nullptr
+  // Typed (fractional) zero points, [N, k_blocks] of T1 (float16 / bfloat16), or nullptr:
+  // only the register tile's algorithm 0 takes them (else kInternal).
+  const void* zp_typed = nullptr;
   const void* bias = nullptr;          // [N] or nullptr
   void* y = nullptr;                   // [M, N]
   int64_t m = 0, n = 0, k = 0, block_size = 0;

@@ -92,7 +92,8 @@ Status run_gemv(const NBitsMatMulPlan& plan, const NBitsMatMulArgs& args, cudaSt
   g.a = args.a.data;
   g.b = static_cast<const uint8_t*>(args.b.data);
   g.scales = args.scales.data;
-  g.zp_packed = args.zero_points ? static_cast<const uint8_t*>(args.zero_points->data) : nullptr;
+  if (p.zero_points == NBitsZeroPoints::kPacked) g.zp_packed = static_cast<const uint8_t*>(args.zero_points->data);
+  if (p.zero_points == NBitsZeroPoints::kTyped) g.zp_typed = args.zero_points->data;
   g.bias = args.bias ? args.bias->data : nullptr;
   g.y = args.y.data;
   g.m = p.m;

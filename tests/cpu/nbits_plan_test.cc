@@ -331,14 +331,50 @@ TEST(NBitsPlan, GemvRowsPerWarp) {
   }
 }
 
+// Typed (fractional) zero points: the GEMV's register tile (algorithm 0, each weight
+// q * scale - zp * scale) at decode rows in float16 / bfloat16, whatever the shape or the
+// forced stream; float32, row groups (M > 8) and the GEMM sizes dequantize (on SM90 the
+// mixed-input GEMM above 64 rows).
+TEST(NBitsPlan, TypedZeroPointsOnTheRegisterTile) {
+  for (const DType t : {DType::kFloat16, DType::kBFloat16})
+    for (const int bits : {4, 8})
+      for (const int64_t m : {1, 2, 8})
+        for (const auto& [n, k] : {std::pair<int64_t, int64_t>{4096, 4096}, {28672, 8192}, {4096, 14336}}) {
+          SCOPED_TRACE(::testing::Message() << dtype_name(t) << " " << bits << "-bit M=" << m << " "
+                                            << n << " x " << k);
+          NBitsMatMulProblem p = problem(m, n, k, bits, 128, t);
+          p.zero_points = NBitsZeroPoints::kTyped;
+          for (const char* force : {"", "window=1,lines=1,tiles=2", "tma=1", "algo=2", "fma=1", "gemv_pdl=1"}) {
+            const NBitsMatMulPlan pl = plan(p, kHopper, parsed(force));
+            ASSERT_EQ(pl.path, NBitsPath::kGemv) << force << " " << pl;
+            EXPECT_FALSE(pl.gemv.fma || pl.gemv.window || pl.gemv.lines || pl.gemv.tma ||
+                         pl.gemv.dependent_launch) << force << " " << pl;
+            EXPECT_EQ(pl.gemv.algo, kNBitsGemvAlgoUnrolled) << force;
+            EXPECT_EQ(pl.gemv.tiles, 1) << force;
+            EXPECT_EQ(pl.gemv.rows, 8) << force;
+          }
+          EXPECT_NE(printed(plan(p)).find("zero_points=typed"), std::string::npos);
+        }
+  NBitsMatMulProblem p = problem(4, 4096, 4096, 4, 32, DType::kFloat32);
+  p.zero_points = NBitsZeroPoints::kTyped;
+  EXPECT_EQ(path(p), NBitsPath::kDequantGemm);
+  p = problem(16, 4096, 4096, 4, 128);
+  p.zero_points = NBitsZeroPoints::kTyped;
+  EXPECT_EQ(path(p), NBitsPath::kDequantGemm);
+  EXPECT_EQ(path(p, kHopper, parsed("gemm=0")), NBitsPath::kDequantGemm);  // no typed row groups
+  p = problem(2, 4096, 4096, 4, 16);  // blocks of half a chunk
+  p.zero_points = NBitsZeroPoints::kTyped;
+  EXPECT_EQ(path(p), NBitsPath::kGemv);
+  EXPECT_EQ(path(p, kAmpere), NBitsPath::kGemv);
+  EXPECT_EQ(path(p, kTuring), NBitsPath::kDequantGemm);
+}
+
 TEST(NBitsPlan, GemvNeedsWholeBlocksByPosition) {
-  // g_idx and typed zero points go through dequant + GEMM.
+  // g_idx goes through dequant + GEMM.
   NBitsMatMulProblem p = problem(1, 4096, 4096);
   p.has_g_idx = true;
   EXPECT_EQ(path(p), NBitsPath::kDequantGemm);
   p = problem(1, 4096, 4096);
-  p.zero_points = NBitsZeroPoints::kTyped;
-  EXPECT_EQ(path(p), NBitsPath::kDequantGemm);
   p.zero_points = NBitsZeroPoints::kPacked;
   EXPECT_EQ(path(p), NBitsPath::kGemv);
   // A partial last block.
@@ -498,8 +534,9 @@ TEST(NBitsPlan, GemvFmaAtOneRowOfEightBitCodes) {
   NBitsMatMulProblem zp = problem(1, 8192, 8192, 8, 128);
   zp.zero_points = NBitsZeroPoints::kPacked;
   EXPECT_TRUE(plan(zp).gemv.fma);
-  zp.zero_points = NBitsZeroPoints::kTyped;  // the dequant path's only
-  EXPECT_EQ(path(zp), NBitsPath::kDequantGemm);
+  zp.zero_points = NBitsZeroPoints::kTyped;  // the register tile's only
+  EXPECT_EQ(path(zp), NBitsPath::kGemv);
+  EXPECT_FALSE(plan(zp).gemv.fma);
   // A forced weight stream of the tensor-core kernel keeps it, on or off.
   for (int tma : {0, 1}) {
     o.tma = tma;
@@ -1435,8 +1472,8 @@ TEST(NBitsOverride, Gemm) {
   EXPECT_EQ(path(problem(4, 4096, 4096, 4, 32, DType::kFloat32), kHopper, parsed("gemm=1")),
             NBitsPath::kGemv);
   NBitsMatMulProblem typed = problem(4, 4096, 4096);
-  typed.zero_points = NBitsZeroPoints::kTyped;
-  EXPECT_EQ(path(typed, kHopper, parsed("gemm=1")), NBitsPath::kDequantGemm);
+  typed.zero_points = NBitsZeroPoints::kTyped;  // the fused GEMM takes no typed zero points
+  EXPECT_EQ(path(typed, kHopper, parsed("gemm=1")), NBitsPath::kGemv);
   testing::expect_switch_rejects_out_of_range(problem(16, 4096, 4096), PlanOverride{},
                                               &PlanOverride::gemm, "gemm");
 }

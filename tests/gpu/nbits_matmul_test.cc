@@ -122,6 +122,34 @@ TEST(NBitsGemv, EveryAlgorithmBitsBlockSizeAndDtype) {
         }
 }
 
+// Typed (fractional) zero points on the register tile, the plan's one GEMV for them (each
+// weight q * scale - zp * scale): every width, block size and half dtype, M over 1..8, N
+// over odd and partial-tile values, K over one block pair, a few blocks and 4096 (the K
+// split), bias and weight init cycling; the default plan.
+TEST(NBitsGemv, TypedZeroPointsEveryBitsBlockSizeAndDtype) {
+  BQMM_REQUIRE_GPU();
+  const int64_t ns[] = {1, 17, 40, 300};
+  int index = 0;
+  for (int bits : kBits)
+    for (int64_t bs : kBlockSizes)
+      for (DType t : {DType::kFloat16, DType::kBFloat16})
+        for (int j = 0; j < 2; ++j) {
+          const int64_t n = ns[index % 4];
+          const int64_t ks[] = {2 * bs, 6 * bs, 4096};
+          NBitsCaseSpec s = nbits_spec(t, bits, n == 1 ? kSingleColumnRows : 1 + index % 8, n,
+                                       ks[(index / 4) % 3], bs);
+          s.zero_points = NBitsZeroPoints::kTyped;
+          s.bias = index % 3 != 0;
+          s.init = index % 2 == 0 ? WeightInit::kAllCodes : WeightInit::kQuantizedNormal;
+          SCOPED_TRACE(describe(s));
+          NBitsRun run;
+          run_and_check(s, 11000 + index, testing::NBitsKnobs{}, NBitsPath::kGemv, &run);
+          EXPECT_FALSE(run.plan.gemv.fma || run.plan.gemv.window || run.plan.gemv.tma)
+              << run.plan;
+          ++index;
+        }
+}
+
 // The TMA weight stream (testing::NBitsKnobs::gemv_tma = 1; SM90+, float16 / bfloat16,
 // blocks of at least half a 128-byte tile's codes): every width, applicable block size and
 // dtype, M cycling over 1..8, N over odd and partial-tile values, K over short rows, rows
@@ -818,6 +846,16 @@ TEST(NBitsGemv, SanitizeSmall) {
         SCOPED_TRACE(describe(s) << " algo=" << algo);
         run_and_check(s, 9500 + index++, gemv_algo(algo), NBitsPath::kGemv);
       }
+  // Typed zero points on the register tile: blocks of half a 4-bit chunk and of two
+  // windows, a partial column tile.
+  for (int bits : kBits)
+    for (int64_t bs : {int64_t{16}, int64_t{128}}) {
+      NBitsCaseSpec s = nbits_spec(kDTypes[1 + index % 2], bits, 1 + index % 8, 19, 4 * bs, bs);
+      s.zero_points = NBitsZeroPoints::kTyped;
+      s.bias = true;
+      SCOPED_TRACE(describe(s) << " typed");
+      run_and_check(s, 9500 + index++, testing::NBitsKnobs{}, NBitsPath::kGemv);
+    }
   for (int64_t k : {96, 101})
     for (auto zp : {NBitsZeroPoints::kPacked, NBitsZeroPoints::kTyped}) {
       NBitsCaseSpec s = nbits_spec(kDTypes[index % 3], index % 2 == 0 ? 4 : 8, 10, 7, k, 32);

@@ -286,6 +286,38 @@ TEST(GemvRowGroups, NBitsLauncherRefusesADependentLaunchOfAnyOtherKernel) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
+// Typed zero points: only the register tile's algorithm 0 on float16 / bfloat16, launched
+// plainly, takes them; the launcher refuses them on every other kernel (kInternal).
+TEST(GemvRowGroups, NBitsLauncherTakesTypedZeroPointsOnlyOnTheRegisterTile) {
+  BQMM_REQUIRE_GPU();
+  auto code = [](const Status& s) { return s.code(); };
+  for (const auto& [t, bits] : {std::pair{DType::kFloat16, 4}, std::pair{DType::kBFloat16, 8},
+                                std::pair{DType::kFloat32, 4}}) {
+    SCOPED_TRACE(::testing::Message() << dtype_name(t) << " " << bits << "-bit");
+    reference::NBitsCaseSpec spec = nbits_spec(t, bits, 8, 32, 256, 64, false, false);
+    spec.zero_points = NBitsZeroPoints::kTyped;
+    const NBitsCase nc = reference::make_random_nbits_case(spec, 4);
+    testing::NBitsDeviceCase nd;
+    BQMM_ASSERT_OK(testing::upload_nbits_case(nc, &nd));
+    cuda::NBitsGemvArgs ng = nbits_gemv_args(nc, nd);
+    ng.zp_packed = nullptr;
+    ng.zp_typed = nd.zero_points.data();
+    const bool half = t != DType::kFloat32;
+    EXPECT_EQ(code(cuda::launch_nbits_gemv(ng, 0, 8, 2, false, false, false, 1, 0, nullptr)),
+              half ? StatusCode::kOk : StatusCode::kInternal);
+    EXPECT_EQ(code(cuda::launch_nbits_gemv(ng, 1, 8, 2, false, false, false, 1, 0, nullptr)),
+              StatusCode::kInternal);
+    EXPECT_EQ(code(cuda::launch_nbits_gemv(ng, 0, 8, 2, false, true, false, 1, 0, nullptr)),
+              StatusCode::kInternal);
+    EXPECT_EQ(code(cuda::launch_nbits_gemv(ng, 0, 8, 2, true, false, false, 1, 0, nullptr)),
+              StatusCode::kInternal);
+    ng.dependent = true;
+    EXPECT_EQ(code(cuda::launch_nbits_gemv(ng, 0, 8, 2, false, false, false, 1, 0, nullptr)),
+              StatusCode::kInternal);
+  }
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+}
+
 // FP8's one configuration with a dependent-launch instance is one tile of line loads
 // without W8A8 at M <= 8: the launcher refuses the flag anywhere else (kInternal) rather
 // than launch a kernel that does not wait for the one before it.

@@ -66,7 +66,7 @@ struct GemvParams {
   const T* a;               // [M, K]
   const uint8_t* b;         // [N, row_bytes]: packed codes or e4m3
   const S* scales;          // [N, k_blocks]
-  const uint8_t* zp;        // N-bit: [N, zp_row_bytes] packed, or nullptr (default zero point)
+  const uint8_t* zp;        // N-bit: [N, zp_row_bytes] packed, or typed T (as bytes), or nullptr (default)
   const T* bias;            // [N] or nullptr
   T* y;                     // [M, N]
   int m;

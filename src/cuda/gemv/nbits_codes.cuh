@@ -68,30 +68,44 @@ template <typename T, int kBits>
 struct RawQuant {
   T scale[Codes<kBits>::kGroups];
   uint32_t zp_byte;
+  T zp[Codes<kBits>::kGroups];  // typed zero points (load_quant<.., kTyped>) only
 };
 
 // The constants of one (row, block) in the form the word decoder takes (bit patterns):
 //   scale: T pair (float16 / bfloat16) or float32;
-//   zero:  magic + zp as a T pair (float16; bfloat16 4-bit), or float32 2^23 + zp.
+//   zero:  magic + zp as a T pair (float16; bfloat16 4-bit), or float32 2^23 + zp; with
+//          typed zero points the magic alone (the decode subtracts it exactly to q);
+//   offset: typed zero points only, -zp * scale rounded to T (a T pair; bfloat16 8-bit:
+//          float32), added to q * scale by one multiply-add (decode_word_pairs_typed).
 struct BlockConsts {
   uint32_t scale;
   uint32_t zero;
   uint32_t zero_hi;  // float16 4-bit, scale-on-result decode: (0x6400 | zp << 4) pairs
+  uint32_t offset;
 };
 
 // Row `row`'s scales and zero point of the block `blk` (and, when `split`, blk + 1: the
 // second half of a 4-bit chunk). Every address is valid (the caller clamps rows and
 // chunks), so the loads need no predicate and no branch.
-template <typename T, int kBits>
+// kTyped: zp_row is the row's typed zero points ([k_blocks] of T, as bytes), loaded as the
+// scales are.
+template <typename T, int kBits, bool kTyped = false>
 __device__ __forceinline__ RawQuant<T, kBits> load_quant(const T* s_row, const uint8_t* zp_row,
                                                          uint32_t blk, bool split) {
   RawQuant<T, kBits> r;
   r.scale[0] = __ldg(s_row + blk);
   if constexpr (Codes<kBits>::kGroups == 2) r.scale[1] = __ldg(s_row + blk + (split ? 1 : 0));
-  // Packed zero points: one byte per block (8-bit), two blocks per byte (4-bit), even
-  // block in the low nibble: blocks blk and blk + 1 of a split chunk share the byte.
-  r.zp_byte = zp_row == nullptr ? Codes<kBits>::kDefaultZeroPoint * (kBits == 4 ? 0x11u : 1u)
-                                : __ldg(zp_row + (kBits == 8 ? blk : blk >> 1));
+  if constexpr (kTyped) {
+    const T* zp_typed = reinterpret_cast<const T*>(zp_row);
+    r.zp[0] = __ldg(zp_typed + blk);
+    if constexpr (Codes<kBits>::kGroups == 2) r.zp[1] = __ldg(zp_typed + blk + (split ? 1 : 0));
+    r.zp_byte = 0;
+  } else {
+    // Packed zero points: one byte per block (8-bit), two blocks per byte (4-bit), even
+    // block in the low nibble: blocks blk and blk + 1 of a split chunk share the byte.
+    r.zp_byte = zp_row == nullptr ? Codes<kBits>::kDefaultZeroPoint * (kBits == 4 ? 0x11u : 1u)
+                                  : __ldg(zp_row + (kBits == 8 ? blk : blk >> 1));
+  }
   return r;
 }
 
@@ -111,11 +125,34 @@ __device__ __forceinline__ uint32_t pack_pair(T v) {
   return static_cast<uint32_t>(bits) * 0x10001u;
 }
 
-// Group `group` of a chunk whose first block is `blk` (split: the group is its own block).
+// Typed zero points (float16 / bfloat16): w = q * scale + offset, offset = -zp * scale
+// rounded to T (float32 for bfloat16 8-bit), as the mixed-input GEMM takes a typed zero
+// point (rounded to T first; within the contract's bounds), and the magic the decode
+// subtracts to get q exactly.
 template <typename T, int kBits>
+__device__ __forceinline__ BlockConsts make_typed_consts(T scale, T zp) {
+  static_assert(!std::is_same_v<T, float>, "typed zero points on the tensor-core tiles");
+  const float offset = -to_float(zp) * to_float(scale);
+  BlockConsts c{};
+  c.scale = pack_pair(scale);
+  if constexpr (kBits == 8 && std::is_same_v<T, __nv_bfloat16>) {
+    c.zero = 0x4B000000u;  // 2^23
+    c.offset = __float_as_uint(offset);
+  } else {
+    c.zero = std::is_same_v<T, __half> ? 0x64006400u : 0x43004300u;
+    c.offset = pack_pair(from_float<T>(offset));
+  }
+  return c;
+}
+
+// Group `group` of a chunk whose first block is `blk` (split: the group is its own block).
+template <typename T, int kBits, bool kTyped = false>
 __device__ __forceinline__ BlockConsts make_consts(const RawQuant<T, kBits>& r, uint32_t blk,
                                                    int group, bool split) {
   const bool second = Codes<kBits>::kGroups == 2 && group == 1 && split;
+  if constexpr (kTyped)
+    return make_typed_consts<T, kBits>(second ? r.scale[Codes<kBits>::kGroups - 1] : r.scale[0],
+                                       second ? r.zp[Codes<kBits>::kGroups - 1] : r.zp[0]);
   const uint32_t zp_shift = kBits == 8 ? 0 : ((blk + (second ? 1 : 0)) & 1) * 4;
   const uint32_t zp = (r.zp_byte >> zp_shift) & Codes<kBits>::kMask;
   const T scale = second ? r.scale[Codes<kBits>::kGroups - 1] : r.scale[0];
@@ -207,6 +244,33 @@ __device__ __forceinline__ void decode_word_pairs(uint32_t q, const BlockConsts&
                                                      magic_byte_float(q, 2 * h + 1) - zero);
       out[h] = mul_pair<T>(pair_bits<T>(d), c.scale);
     }
+  }
+}
+
+// As decode_word_pairs with typed zero points (make_typed_consts): q exactly (the magic
+// subtracted), then q * scale + offset rounded to T once (float16 / bfloat16; bfloat16
+// 8-bit in float32, then rounded). Same pair order as decode_word_pairs.
+template <typename T, int kBits>
+__device__ __forceinline__ void decode_word_pairs_typed(uint32_t q, const BlockConsts& c,
+                                                        uint32_t (&out)[Codes<kBits>::kPerWord / 2]) {
+  const auto fma_pair = [&](uint32_t biased) {
+    return pair_bits<T>(__hfma2(__hsub2(as_pair<T>(biased), as_pair<T>(c.zero)), as_pair<T>(c.scale),
+                                as_pair<T>(c.offset)));
+  };
+  if constexpr (kBits == 4) {
+    constexpr uint32_t kMagic = std::is_same_v<T, __half> ? 0x64006400u : 0x43004300u;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) out[i] = fma_pair(and_or<0x000F000Fu, kMagic>(q >> (4 * i)));
+  } else if constexpr (std::is_same_v<T, __half>) {
+    out[0] = fma_pair(__byte_perm(q, 0x64646464u, 0x4140u));
+    out[1] = fma_pair(__byte_perm(q, 0x64646464u, 0x4342u));
+  } else {
+    const float zero = __uint_as_float(c.zero), offset = __uint_as_float(c.offset);
+    const float scale = to_float(as_pair<T>(c.scale).x);
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+      out[h] = float2_to_packed2<T>(fmaf(magic_byte_float(q, 2 * h) - zero, scale, offset),
+                                    fmaf(magic_byte_float(q, 2 * h + 1) - zero, scale, offset));
   }
 }
 
@@ -322,18 +386,23 @@ __device__ __forceinline__ void mma_pairs_scaled(const uint32_t (&pl)[Codes<kBit
   }
 }
 
-// Blocks smaller than a window (no scale on the result): one 32-bit word of codes of rows
-// lo and hi decoded with their block constants, scaled and rounded to T
-// (decode_word_pairs), times the matching activation pairs `pa`, into acc. Shared by
-// MmaTile and the window kernel's line loads.
-template <typename T, int kBits>
+// Blocks smaller than a window (no scale on the result), and typed zero points (kTyped):
+// one 32-bit word of codes of rows lo and hi decoded with their block constants, scaled
+// and rounded to T (decode_word_pairs, decode_word_pairs_typed), times the matching
+// activation pairs `pa`, into acc. Shared by MmaTile and the window kernel's line loads.
+template <typename T, int kBits, bool kTyped = false>
 __device__ __forceinline__ void mma_word_scaled(uint32_t lo, uint32_t hi, const BlockConsts& c_lo,
                                                 const BlockConsts& c_hi,
                                                 const uint32_t (&pa)[Codes<kBits>::kPerWord / 2],
                                                 float (&acc)[4]) {
   uint32_t pl[Codes<kBits>::kPerWord / 2], ph[Codes<kBits>::kPerWord / 2];
-  decode_word_pairs<T, kBits>(lo, c_lo, pl);
-  decode_word_pairs<T, kBits>(hi, c_hi, ph);
+  if constexpr (kTyped) {
+    decode_word_pairs_typed<T, kBits>(lo, c_lo, pl);
+    decode_word_pairs_typed<T, kBits>(hi, c_hi, ph);
+  } else {
+    decode_word_pairs<T, kBits>(lo, c_lo, pl);
+    decode_word_pairs<T, kBits>(hi, c_hi, ph);
+  }
   mma_pairs_scaled<T, kBits>(pl, ph, pa, acc);
 }
 

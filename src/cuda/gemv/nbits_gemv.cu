@@ -72,15 +72,21 @@ constexpr int kStage = std::is_same_v<T, float> ? 1 : 2;
 //                 applied to the mma result (MmaTile); false for float32.
 //   kDependent    launched as a programmatic dependent of the kernel before it (the
 //                 4-bit tensor-core tile, algorithm 0 only; NBitsGemvArgs::dependent).
+//   kTypedZp      typed (fractional, T) zero points: each weight q * scale - zp * scale
+//                 (MmaTile's kTyped; the tensor-core tile, algorithm 0, no kResultScale,
+//                 plain launches only).
 // Block: k_split = blockDim.x / 32 warps on one 16-column tile, warp w taking the
 // windows w, w + k_split, ...; grid.x: the column tiles.
 template <typename T, int kBits, int kAlgo, int kRows, bool kResultScale = false,
-          bool kDependent = false>
+          bool kDependent = false, bool kTypedZp = false>
 __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
     NBitsGemvKernel(const GemvParams<T> p) {
   using C = Codes<kBits>;
   using Tile = std::conditional_t<std::is_same_v<T, float>, FmaTile<kBits, kRows>,
-                                  MmaTile<T, kBits, kResultScale>>;
+                                  MmaTile<T, kBits, kResultScale, kTypedZp>>;
+  static_assert(!kTypedZp || (kAlgo == kNBitsGemvAlgoUnrolled && !kDependent && !kResultScale &&
+                              !std::is_same_v<T, float>),
+                "typed zero points: the tensor-core tile's algorithm 0, each weight scaled");
   const uint32_t k_split = blockDim.x / kWarpSize;
   const uint32_t warp = threadIdx.x / kWarpSize;
   const int lane = threadIdx.x % kWarpSize;
@@ -109,7 +115,7 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
     for (int r = 0; r < 2; ++r) {
       l.w[u][r] = load_stream_u4(rows.w[r] + static_cast<size_t>(chunk) * kChunkBytes);
       if (per_chunk_quant)
-        l.q[u][r] = load_quant<T, kBits>(rows.s[r], rows.zp[r], (chunk * C::kPerChunk) >> p.block_shift, split);
+        l.q[u][r] = load_quant<T, kBits, kTypedZp>(rows.s[r], rows.zp[r], (chunk * C::kPerChunk) >> p.block_shift, split);
     }
   };
   // Multiplies slot u of a stage (chunk `chunk`) with the block constants of q: the
@@ -120,7 +126,7 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
 #pragma unroll
     for (int r = 0; r < 2; ++r)
 #pragma unroll
-      for (int grp = 0; grp < C::kGroups; ++grp) c[r][grp] = make_consts<T, kBits>(q[r], blk, grp, split);
+      for (int grp = 0; grp < C::kGroups; ++grp) c[r][grp] = make_consts<T, kBits, kTypedZp>(q[r], blk, grp, split);
     tile.multiply(l.w[u], chunk, masked, ok, c);
   };
   auto first_block = [&](uint32_t chunk) { return (chunk * C::kPerChunk) >> p.block_shift; };
@@ -254,6 +260,18 @@ Status launch_register_tile(const NBitsGemvArgs& args, int algo, int rows, int k
   // Scale on the mma result when a window's chunks share one block.
   const int window_codes = args.bits == 4 ? Codes<4>::kPerWindow : Codes<8>::kPerWindow;
   const bool result_scale = !std::is_same_v<T, float> && args.block_size >= window_codes;
+  // Typed zero points: algorithm 0 of the tensor-core tile, each weight scaled, instances of
+  // their own (launch_nbits_gemv has refused every other configuration).
+  if constexpr (!std::is_same_v<T, float>) {
+    if (args.zp_typed != nullptr) {
+      if (args.bits == 4) {
+        NBitsGemvKernel<T, 4, kNBitsGemvAlgoUnrolled, kMmaRows, false, false, true><<<grid, block, 0, stream>>>(p);
+      } else {
+        NBitsGemvKernel<T, 8, kNBitsGemvAlgoUnrolled, kMmaRows, false, false, true><<<grid, block, 0, stream>>>(p);
+      }
+      return check_launch("NBitsGemvKernel (typed zero points)");
+    }
+  }
 #define BQMM_LAUNCH_IF(T_, B, A, R, RS)                                                      \
   if (args.bits == B && algo == A && rows == R && result_scale == RS) {                      \
     if constexpr (B == 4 && A == kNBitsGemvAlgoUnrolled && !std::is_same_v<T_, float>) {     \
@@ -304,6 +322,14 @@ Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_sp
                                          : std::to_string(args.bits) + "-bit, algo " +
                                                std::to_string(algo) + ", " +
                                                dtype_name(args.dtype)));
+  // Typed zero points: only the tensor-core register tile's algorithm 0 (float16 /
+  // bfloat16), launched plainly.
+  if (args.zp_typed != nullptr &&
+      (window || tma || algo != kNBitsGemvAlgoUnrolled || args.dtype == DType::kFloat32 ||
+       args.dependent || args.zp_packed != nullptr))
+    return Status(StatusCode::kInternal,
+                  "launch_nbits_gemv: typed zero points only on the tensor-core register tile's "
+                  "algorithm 0 (float16 / bfloat16), launched plainly, without packed ones");
   if (window) return launch_nbits_gemv_window(args, k_split, lines, tiles_per_warp, registers, stream);
   if (k_split > kMaxKSplit)
     return Status(StatusCode::kInternal, "launch_nbits_gemv: k_split " + std::to_string(k_split) +

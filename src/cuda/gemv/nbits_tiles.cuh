@@ -33,8 +33,11 @@ constexpr int kMinBlocksPerSm = std::is_same_v<T, float> ? 1 : kTensorCoreBlocks
 // and the block scale multiply its float32 result: fewer instructions per code (the
 // decode was the 4-bit kernel's limit) and exact products of the unrounded weights.
 // Otherwise each weight is scaled (and rounded to T) before the mma.
-template <typename T, int kBits, bool kResultScale>
+// kTyped: typed (fractional) zero points, each weight decoded as q * scale - zp * scale
+// (decode_word_pairs_typed); never with kResultScale (q - zp is not exact in T).
+template <typename T, int kBits, bool kResultScale, bool kTyped = false>
 struct MmaTile {
+  static_assert(!(kTyped && kResultScale), "typed zero points scale each weight");
   using C = Codes<kBits>;
   static constexpr int kActVecs = C::kPerChunk * static_cast<int>(sizeof(T)) / 16;
   static constexpr int kValues = 4;
@@ -87,7 +90,7 @@ struct MmaTile {
       if constexpr (kResultScale)
         mma_word_unscaled<T, kBits>(lo[j], hi[j], q[0][0], q[1][0], pa, part, part16);
       else
-        mma_word_scaled<T, kBits>(lo[j], hi[j], q[0][group], q[1][group], pa, acc);
+        mma_word_scaled<T, kBits, kTyped>(lo[j], hi[j], q[0][group], q[1][group], pa, acc);
     }
     if constexpr (kResultScale) apply_block_scales<T, kBits>(acc, part, part16, q[0][0], q[1][0]);
   }
@@ -275,9 +278,14 @@ GemvParams<T> make_nbits_params(const NBitsGemvArgs& args) {
   const int64_t k_blocks = args.k / args.block_size;
   GemvParams<T> p = make_gemv_params<T>(args.a, args.b, static_cast<const T*>(args.scales),
                                         args.bias, args.y, args.m, args.n, args.k, k_blocks);
-  p.zp = args.zp_packed;
   p.row_bytes = k_blocks * args.block_size * args.bits / 8;
-  p.zp_row_bytes = (k_blocks * args.bits + 7) / 8;
+  if (args.zp_typed != nullptr) {  // [N, k_blocks] of T, read as the scales are
+    p.zp = static_cast<const uint8_t*>(args.zp_typed);
+    p.zp_row_bytes = k_blocks * static_cast<int64_t>(sizeof(T));
+  } else {
+    p.zp = args.zp_packed;
+    p.zp_row_bytes = (k_blocks * args.bits + 7) / 8;
+  }
   p.chunks = static_cast<uint32_t>(p.row_bytes / kChunkBytes);
   p.windows = (p.chunks + kWindowChunks - 1) / kWindowChunks;
   p.block_shift = 0;
