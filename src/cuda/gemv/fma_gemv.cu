@@ -146,6 +146,8 @@ Status launch_nbits_gemv_fma(const NBitsGemvArgs& args, int rows, cudaStream_t s
   if (args.bits != 8)
     return Status(StatusCode::kInternal, "launch_nbits_gemv_fma: 8-bit codes only, not " +
                                              std::to_string(args.bits));
+  if (args.zp_typed != nullptr)
+    return Status(StatusCode::kInternal, "launch_nbits_gemv_fma: no typed zero points (the register tile's)");
   return dispatch_half_types(args.dtype, "launch_nbits_gemv_fma", [&](auto tag) -> Status {
     using T = decltype(tag);
 #define BQMM_LAUNCH_IF(R) \
