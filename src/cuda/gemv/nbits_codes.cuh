@@ -21,6 +21,10 @@
 //     kResultScale): every chunk an mma takes shares one block, so the mma multiplies the
 //     exact q - zp and the block scale multiplies each chunk's FP32 partial sum (float16
 //     4-bit decodes the high nibbles in place as 16 (q - zp), scaled by scale / 16).
+//     Typed (fractional) zero points: q - zp is not exact in T, so each weight is
+//     q * scale + zero, zero = -zp * scale rounded to T (exact q by the magic number, one
+//     multiply-add; bfloat16 8-bit in float32, then rounded), as the mixed-input GEMM
+//     takes a typed zero point (decode_word_pairs_typed).
 //   float32: CUDA cores, w = (q - zp) * scale in float32 (one rounding), FMA into FP32 sums;
 //     float32 must stay true FP32 (the contract's tolerance 1e-5), which TF32 mma would not be.
 //
