@@ -293,6 +293,13 @@ Status plan_tensor_core_gemv(const Fp8MatMulProblem& p, const DeviceInfo& d,
   return Status::Ok();
 }
 
+// The CUDA-core kernel likewise (gemv_pdl=1 only, unmeasured): at one row per warp without
+// static W8A8 on SM90, its first iteration's weights pulled into L2 before the wait.
+bool fma_dependent_launch_applies(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o,
+                                  const GemvConfig& g) {
+  return o.gemv_pdl == 1 && d.sm >= 90 && g.rows == 1 && !p.has_a_scale;
+}
+
 // The CUDA-core kernel's activation rows per warp: the smallest of 1, 2, 4, 8 >= M.
 int fma_rows(int64_t m) { return m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8; }
 
@@ -420,7 +427,10 @@ std::ostream& operator<<(std::ostream& os, const Fp8MatMulPlan& plan) {
     os << "; qdq_activation=" << (plan.dequant.qdq_activation ? "yes" : "no");
     print_dequant(os, plan.dequant, "vec16");
   }
-  if (plan.path == Fp8Path::kGemvFma) os << "; rows_per_warp=" << plan.gemv.rows;
+  if (plan.path == Fp8Path::kGemvFma) {
+    os << "; rows_per_warp=" << plan.gemv.rows;
+    if (plan.gemv.dependent_launch) os << "; dependent_launch=yes";
+  }
   if (plan.path == Fp8Path::kGemvMma)
     print_tensor_core_gemv(os, plan.gemv, false, plan.problem.m > kGemvMaxRows);
   if (plan.path == Fp8Path::kFusedGemm) {
@@ -538,6 +548,7 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
     plan.path = Fp8Path::kGemvFma;
     plan.gemv.fma = true;
     plan.gemv.rows = fma_rows(p.m);
+    plan.gemv.dependent_launch = fma_dependent_launch_applies(p, device, o, plan.gemv);
     plan_gemv_workspace(p, &plan);
   }
   *out = plan;

@@ -199,6 +199,7 @@ Status run_fp8_matmul(const Handle& handle, const Fp8MatMulPlan& plan,
             break;  // run by run_plan
           case Fp8Path::kGemvFma:
             BQMM_RETURN_IF_ERROR(gemv_args(plan, args, ws, stream, &g));
+            g.dependent = plan.gemv.dependent_launch;
             return cuda::launch_fp8_gemv_fma(g, plan.gemv.rows, stream);
           case Fp8Path::kGemvMma:
             BQMM_RETURN_IF_ERROR(gemv_args(plan, args, ws, stream, &g));

@@ -54,7 +54,8 @@ struct Fp8KernelArgs {
   void* y = nullptr;              // [M, N]
   int64_t m = 0, n = 0, k = 0, block_size = 0;
   // Launched as a programmatic dependent of the kernel before it (GemvConfig::
-  // dependent_launch): only one tile of line loads without W8A8 at M <= 8 (else kInternal).
+  // dependent_launch), without W8A8 only: the tensor-core GEMV's one tile of line loads at
+  // M <= 8, the CUDA-core GEMV at one row per warp (else kInternal).
   bool dependent = false;
 };
 // CUDA cores: a warp per output column, `rows_per_warp` (1, 2, 4, 8) rows of A per warp.

@@ -252,8 +252,9 @@ TEST(Fp8Plan, GemvTwoTilesPerWarpOnLargeWeights) {
 }
 
 // The dependent launch (gemv_pdl=1 only, unmeasured): one tile of line loads without
-// static W8A8 at M = 2..8 on SM90; never by default, on Ampere, with two tiles, TMA tiles,
-// fragment loads, W8A8, row groups or the CUDA-core kernel.
+// static W8A8 at M = 2..8 on SM90, and the CUDA-core kernel at M = 1; never by default, on
+// Ampere, with two tiles, TMA tiles, fragment loads, W8A8, row groups or the CUDA-core
+// kernel above one row.
 TEST(Fp8Plan, GemvDependentLaunchOnlyWhereForced) {
   const PlanOverride on = parsed("gemv_pdl=1");
   for (const int64_t m : {2, 4, 8}) {
@@ -274,9 +275,19 @@ TEST(Fp8Plan, GemvDependentLaunchOnlyWhereForced) {
     dynamic.dynamic_act_quant = true;
     EXPECT_TRUE(plan(dynamic, kHopper, on).gemv.dependent_launch);  // after its QDQ pass
   }
+  // The CUDA-core kernel at one row (M = 1), without static W8A8, on SM90.
   const Fp8MatMulPlan fma = plan(problem(1, 4096, 4096), kHopper, on);
   ASSERT_EQ(fma.path, Fp8Path::kGemvFma);
-  EXPECT_FALSE(fma.gemv.dependent_launch);
+  EXPECT_TRUE(fma.gemv.dependent_launch) << fma;
+  EXPECT_NE(printed(fma).find("rows_per_warp=1; dependent_launch=yes"), std::string::npos) << fma;
+  EXPECT_FALSE(plan(problem(1, 4096, 4096)).gemv.dependent_launch);
+  EXPECT_FALSE(plan(problem(1, 4096, 4096), kAmpere, on).gemv.dependent_launch);
+  Fp8MatMulProblem fma_w8a8 = problem(1, 4096, 4096);
+  fma_w8a8.has_a_scale = true;
+  EXPECT_FALSE(plan(fma_w8a8, kHopper, on).gemv.dependent_launch);
+  const Fp8MatMulPlan fma2 = plan(problem(2, 4096, 4096), kHopper, parsed("gemv_pdl=1,fma=1"));
+  ASSERT_EQ(fma2.path, Fp8Path::kGemvFma);
+  EXPECT_FALSE(fma2.gemv.dependent_launch) << fma2;  // two rows per warp
   const Fp8MatMulPlan groups = plan(problem(16, 4096, 4096), kHopper, parsed("gemv_pdl=1,gemm=0"));
   EXPECT_FALSE(groups.gemv.dependent_launch) << groups;
 }

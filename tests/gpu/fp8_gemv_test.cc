@@ -404,6 +404,37 @@ TEST(Fp8GemvLines, DependentLaunchReadsWhatTheKernelBeforeWrote) {
         }
 }
 
+// The CUDA-core kernel's dependent launch (M = 1, gemv_pdl=1) likewise: two layers in a
+// row, the second's A the first's NaN-poisoned Y; N not a multiple of a block's columns,
+// K with a partial last iteration.
+TEST(Fp8GemvFma, DependentLaunchReadsWhatTheKernelBeforeWrote) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  uint64_t seed = 0x6e38000;
+  for (const DType t : kDTypes)
+    for (const int64_t k : {512, 1408}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(t) << " K=" << k);
+      const Fp8Case first = make_random_fp8_case(t, 1, k, 256, 128, true, false, seed++);
+      Fp8Case second = make_random_fp8_case(t, 1, 45, k, 128, true, false, seed++);
+      testing::Fp8DeviceCase d1, d2;
+      BQMM_ASSERT_OK(testing::upload_fp8_case(first, &d1));
+      BQMM_ASSERT_OK(testing::upload_fp8_case(second, &d2));
+      d2.args.a.data = d1.y.data();  // the first layer's output, [1, k]
+      testing::Fp8Knobs knobs = gemv_options(/*allow_mma=*/false);
+      knobs.force.gemv_pdl = 1;
+      BQMM_ASSERT_OK(testing::plan_fp8_case(*handle, first, knobs, &d1));
+      BQMM_ASSERT_OK(testing::plan_fp8_case(*handle, second, knobs, &d2));
+      ASSERT_EQ(d2.plan.path, Fp8Path::kGemvFma) << d2.plan;
+      EXPECT_EQ(d2.plan.gemv.dependent_launch, handle->device_info().sm >= 90) << d2.plan;
+      HostTensor y1, y2;
+      BQMM_ASSERT_OK(testing::run_two_layers(*handle, d1, d2, &y1, &y2));
+      EXPECT_TRUE(matches_reference(first, y1));
+      second.a = y1;
+      EXPECT_TRUE(matches_reference(second, y2)) << d2.plan;
+    }
+}
+
 // Small, tail-heavy cases for compute-sanitizer (memcheck, racecheck on the K-split
 // reduction): N not a multiple of any tile, M leaving rows of the row group and the mma
 // masked, K ending mid-iteration, W8A8 and bias on.

@@ -320,9 +320,10 @@ TEST(GemvRowGroups, NBitsLauncherTakesTypedZeroPointsOnlyOnTheRegisterTile) {
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 
-// FP8's one configuration with a dependent-launch instance is one tile of line loads
-// without W8A8 at M <= 8: the launcher refuses the flag anywhere else (kInternal) rather
-// than launch a kernel that does not wait for the one before it.
+// FP8's configurations with a dependent-launch instance are one tile of line loads without
+// W8A8 at M <= 8 and the CUDA-core kernel at one row without W8A8: the launchers refuse the
+// flag anywhere else (kInternal) rather than launch a kernel that does not wait for the
+// one before it.
 TEST(GemvRowGroups, Fp8LauncherRefusesADependentLaunchOfAnyOtherConfiguration) {
   BQMM_REQUIRE_GPU();
   if (!tensor_cores_available()) GTEST_SKIP() << "the tensor-core GEMV needs SM80+";
@@ -344,6 +345,11 @@ TEST(GemvRowGroups, Fp8LauncherRefusesADependentLaunchOfAnyOtherConfiguration) {
         EXPECT_EQ(code(cuda::launch_fp8_gemv_mma(g, 2, true, false, 1, 0, nullptr)), StatusCode::kInternal);
         EXPECT_EQ(code(cuda::launch_fp8_gemv_fma(g, 8, nullptr)), StatusCode::kInternal);
       }
+      // The CUDA-core kernel's instance: one row per warp, no W8A8.
+      cuda::Fp8KernelArgs one_row = g;
+      one_row.m = 1;
+      EXPECT_EQ(code(cuda::launch_fp8_gemv_fma(one_row, 1, nullptr)),
+                w8a8 ? StatusCode::kInternal : StatusCode::kOk);
     }
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }

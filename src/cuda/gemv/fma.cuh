@@ -79,15 +79,33 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
 // kMinBlocks: blocks per SM the registers must allow (GemvFmaConfig says why per row
 // group); at 1, ptxas uses the registers it needs (without an explicit minimum it aimed
 // lower and spilled: FP8 R4 W8A8, 8 bytes at 80 registers).
-template <class Codec, int kRows, int kCols, int kUnroll, int kMinBlocks>
+// kDependent: launched as a programmatic dependent of the kernel before it (FP8 at one
+// row; GemvConfig::dependent_launch): the next kernel may launch once every block has
+// started, and the lane's first iteration of weights is pulled into L2 before
+// griddepcontrol.wait, after which it reads everything (the weights too: a kernel before
+// could write them; prefetch_l2 says why a prefetch is safe). A separate instance, so
+// that the plain kernel's code does not change.
+template <class Codec, int kRows, int kCols, int kUnroll, int kMinBlocks, bool kDependent = false>
 __global__ void __launch_bounds__(kFmaThreads, kMinBlocks)
     GemvFmaKernel(const typename Codec::Params p) {
   using T = typename Codec::T;
   static_assert(kRows * kCols <= kWarpSize, "one reduced value per lane group");
+  if constexpr (kDependent) allow_dependent_launch();
   const int lane = threadIdx.x % kWarpSize;
   const int64_t n0 =
       (static_cast<int64_t>(blockIdx.x) * kFmaWarps + threadIdx.x / kWarpSize) * kCols;
   if (n0 >= p.n) return;  // whole warp: no block-level synchronization in this kernel
+  if constexpr (kDependent) {
+    const uint32_t k_chunks = static_cast<uint32_t>(p.k / kFmaChunk);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int c = 0; c < kCols; ++c) {
+        const uint32_t chunk = u * kWarpSize + lane;
+        if (n0 + c < p.n && chunk < k_chunks) prefetch_l2(p.b + (n0 + c) * p.k + chunk * kFmaChunk);
+      }
+    wait_for_prior_grid();
+  }
   const int row0 = blockIdx.y * kRows;
   const typename Codec::Act act_transform(p);  // device-side constants, loaded once
 
@@ -211,9 +229,9 @@ template <> struct GemvFmaConfig<8> {
   static constexpr int kCols = 4, kUnroll = 1, kMinBlocks = 1;
 };
 
-// Launches GemvFmaKernel<Codec, kRows> over M rows and N columns; `kernel_name` names it
-// in a launch error.
-template <class Codec, int kRows>
+// Launches GemvFmaKernel<Codec, kRows> over M rows and N columns (kDependent: its
+// dependent-launch instance); `kernel_name` names it in a launch error.
+template <class Codec, int kRows, bool kDependent = false>
 Status launch_gemv_fma(const typename Codec::Params& p, int64_t m, int64_t n,
                        cudaStream_t stream, const char* kernel_name) {
   using Config = GemvFmaConfig<kRows>;
@@ -224,9 +242,14 @@ Status launch_gemv_fma(const typename Codec::Params& p, int64_t m, int64_t n,
     return Status(StatusCode::kInternal, std::string(kernel_name) + ": grid too large for M = " +
                                              std::to_string(m) + ", N = " + std::to_string(n));
   const dim3 grid(static_cast<unsigned>(blocks_x), static_cast<unsigned>(blocks_y));
-  GemvFmaKernel<Codec, kRows, Config::kCols, Config::kUnroll, Config::kMinBlocks>
-      <<<grid, kFmaThreads, 0, stream>>>(p);
-  return check_launch(kernel_name);
+  if constexpr (kDependent) {
+    return launch_kernel(GemvFmaKernel<Codec, kRows, Config::kCols, Config::kUnroll, Config::kMinBlocks, true>,
+                         grid, dim3(kFmaThreads), 0, stream, true, kernel_name, p);
+  } else {
+    GemvFmaKernel<Codec, kRows, Config::kCols, Config::kUnroll, Config::kMinBlocks>
+        <<<grid, kFmaThreads, 0, stream>>>(p);
+    return check_launch(kernel_name);
+  }
 }
 
 }  // namespace bqmm::cuda

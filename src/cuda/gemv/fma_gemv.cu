@@ -101,6 +101,11 @@ struct NBits8FmaCodec {
 template <typename T, int kRows>
 Status launch_fp8_rows(const Fp8KernelArgs& args, cudaStream_t stream) {
   const GemvParams<T, float> p = make_fp8_params<T>(args, kFmaChunk);
+  if constexpr (kRows == 1) {  // the one dependent-launch instance: one row, no W8A8
+    if (args.dependent)
+      return launch_gemv_fma<Fp8FmaCodec<T, false>, 1, true>(p, args.m, args.n, stream,
+                                                             "GemvFmaKernel<fp8> (dependent)");
+  }
   return args.a_scale != nullptr
              ? launch_gemv_fma<Fp8FmaCodec<T, true>, kRows>(p, args.m, args.n, stream,
                                                             "GemvFmaKernel<fp8>")
@@ -125,8 +130,9 @@ Status launch_fp8_gemv_fma(const Fp8KernelArgs& args, int rows_per_warp, cudaStr
   if (args.m > kMmaRows)
     return Status(StatusCode::kInternal,
                   "launch_fp8_gemv_fma: M = " + std::to_string(args.m) + " exceeds 8 rows");
-  if (args.dependent)
-    return Status(StatusCode::kInternal, "launch_fp8_gemv_fma: the CUDA-core GEMV launches plainly");
+  if (args.dependent && (rows_per_warp != 1 || args.a_scale != nullptr))
+    return Status(StatusCode::kInternal,
+                  "launch_fp8_gemv_fma: a dependent launch only at one row per warp without W8A8");
   BQMM_RETURN_IF_ERROR(check_fp8_k_range(args, "launch_fp8_gemv_fma"));
   return dispatch_half_types(args.dtype, "launch_fp8_gemv_fma", [&](auto tag) -> Status {
     using T = decltype(tag);
