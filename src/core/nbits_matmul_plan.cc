@@ -4,9 +4,9 @@
 //   for M >= 128 (SM90) -> fused GEMM for 8 < M <= kGemmMaxRows
 //   -> dequantize + cuBLAS.
 // The GEMV streams the packed weight once for all M <= 8 rows, the fused GEMM once per
-// block column of up to 64 rows; everything they do not take (g_idx, typed zero points, float32
-// above 8 rows, unaligned rows; the GEMV also a partial last block) goes through the
-// dequant + cuBLAS path, which handles every valid input.
+// block column of up to 64 rows; everything they do not take (g_idx, float32 above 8 rows
+// and float32 with typed zero points, unaligned rows; the GEMV also a partial last block)
+// goes through the dequant + cuBLAS path, which handles every valid input.
 //
 // The GEMV has four kernels (DESIGN.md): the CUDA-core kernel (8-bit, M <= 2), the
 // register-load tensor-core tile (three K-loop algorithms; float32 on CUDA cores), the
@@ -237,9 +237,10 @@ int row_group_tiles(const NBitsMatMulProblem& p, const GemvFacts& f) {
 // The fused GEMM's conditions (both operators' in gemm_common_refusal: M > 8, SM80+,
 // float16 / bfloat16, aligned rows of whole 8-element chunks), then the N-bit weight
 // layout it decodes: blocks by position (g_idx's act order needs a gather of scales per k:
-// dequant + cuBLAS), integer zero points (typed (fractional) zero points: dequant + cuBLAS,
-// whose weights round (q - zp) * scale as given), and rows of B of whole 16-byte chunks
-// (its cp.async loads). A partial last block is within the launcher's contract
+// dequant + cuBLAS) and rows of B of whole 16-byte chunks (its cp.async loads). Every
+// zero-point form: packed and default ones decode as round_T((q - zp) * scale), typed
+// (fractional) ones as round_T(q * scale + round_T(-zp * scale)), the decode GEMV's and the
+// mixed-input GEMM's form. A partial last block is within the launcher's contract
 // (cuda/launchers.h: K % 8 == 0 and rows of whole 16-byte chunks, padding included).
 const char* fused_gemm_refusal(const NBitsMatMulProblem& p, const DeviceInfo& d,
                                const PlanOverride& o) {
@@ -247,7 +248,6 @@ const char* fused_gemm_refusal(const NBitsMatMulProblem& p, const DeviceInfo& d,
   static_assert(kGemvGroupRows == 16, "the reason below names the bound");
   if (row_group_preferred(p, d, o)) return "M <= 16: the GEMV's row group of 16 is faster there";
   if (p.has_g_idx) return "g_idx (act order)";
-  if (p.zero_points == NBitsZeroPoints::kTyped) return "typed (fractional) zero points";
   if (p.row_bytes() % 16 != 0) return "rows of B not a multiple of 16 bytes";
   return nullptr;
 }

@@ -137,7 +137,8 @@ Status launch_nbits_gemv_fma(const NBitsGemvArgs& args, int rows, cudaStream_t s
 // gemm/fused_gemm.cu: the fused GEMM of both operators for M above the decode GEMV (SM80+,
 // float16 / bfloat16): Y = A * W^T + bias with W decoded from its stored form in registers
 // (FP8: e4m3 * b_scale in float32 on each block's partial sums; N-bit: w = round_T((q - zp)
-// * scale), the dequant kernel's weights), float32 sums, Y rounded to T once. Needs
+// * scale), the dequant kernel's weights; typed zero points round_T(q * scale +
+// round_T(-zp * scale))), float32 sums, Y rounded to T once. Needs
 // K % 8 == 0, 16-byte aligned a and b, rows of B of a multiple of 16 bytes, FP8
 // block_size % 16 == 0 (N-bit block sizes are powers of two >= 16).
 enum class GemmWeights { kFp8, kInt8, kInt4 };
@@ -149,7 +150,7 @@ struct FusedGemmArgs {
   const uint8_t* b = nullptr;          // [N, row_bytes]: e4m3 or packed codes
   const void* scales = nullptr;        // [N, k_blocks]: float32 (FP8) or T (N-bit)
   const uint8_t* zp_packed = nullptr;  // N-bit: [N, zp_row_bytes] or nullptr (default)
-  const void* zp_typed = nullptr;      // N-bit typed zero points, [N, k_blocks] of T (mixed GEMM only)
+  const void* zp_typed = nullptr;      // N-bit typed zero points, [N, k_blocks] of T, or nullptr
   const void* bias = nullptr;          // [N] or nullptr
   void* y = nullptr;                   // [M, N]
   int64_t m = 0, n = 0, k = 0, block_size = 0;

@@ -65,8 +65,8 @@ Status run_dequant_gemm(const Handle& handle, const NBitsMatMulPlan& plan,
 }
 
 // The fused GEMM or the mixed-input GEMM (plan.path) on the packed codes: rows of
-// row_bytes() bytes (padded blocks included), T1 scales, packed or default zero points
-// (typed ones the mixed-input GEMM only: the fused GEMM never takes them).
+// row_bytes() bytes (padded blocks included), T1 scales, packed, typed or default zero
+// points.
 Status run_gemm(const NBitsMatMulPlan& plan, const NBitsMatMulArgs& args, uint8_t* ws,
                 cudaStream_t stream) {
   const NBitsMatMulProblem& p = plan.problem;

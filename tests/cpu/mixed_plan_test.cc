@@ -208,13 +208,15 @@ TEST(MixedPlan, RowsTheFusedGemmKeeps) {
     EXPECT_FALSE(fused_gemm_keeps_rows(shape(100, 8192, 8, true, 128, true), kHopper));
   }
   EXPECT_TRUE(fused_gemm_keeps_rows(shape(100, 8192, 8, true, 64), kHopper));
-  // Where the fused GEMM does not apply (typed zero points), the mixed-input GEMM takes
-  // the rows it would keep.
-  if (mixed_gemm_built() && wgmma_built()) {
-    NBitsMatMulProblem typed = nbits_problem(100, 8192, 8192, 4, 128);
-    typed.zero_points = NBitsZeroPoints::kTyped;
-    EXPECT_EQ(plan(typed).path, NBitsPath::kMixedGemm);
-  }
+  // Every zero-point form splits the rows between the two GEMMs alike.
+  for (const int64_t m : {64, 100, 128, 256})
+    for (const int bits : {4, 8}) {
+      NBitsMatMulProblem packed = nbits_problem(m, 8192, 8192, bits, 128);
+      packed.zero_points = NBitsZeroPoints::kPacked;
+      NBitsMatMulProblem typed = packed;
+      typed.zero_points = NBitsZeroPoints::kTyped;
+      EXPECT_EQ(plan(typed).path, plan(packed).path) << m << " " << bits;
+    }
 }
 
 // From 128 rows on SM90 both operators take it, every format and activation type, blocks

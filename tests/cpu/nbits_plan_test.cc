@@ -180,9 +180,10 @@ TEST(NBitsPlan, FusedGemmAboveTheDecodeRows) {
   EXPECT_EQ(pl.dequant.n_tile, 0);
 }
 
-// What sends M > 8 to dequant + cuBLAS instead: g_idx, typed (fractional) zero points,
-// float32, below SM80, K % 8 != 0, rows of B not a multiple of 16 bytes, pointers not
-// 16-byte aligned; nbits_fused_gemm_refusal names the first condition that fails.
+// What sends M > 8 to dequant + cuBLAS instead: g_idx, float32, below SM80, K % 8 != 0,
+// rows of B not a multiple of 16 bytes, pointers not 16-byte aligned;
+// nbits_fused_gemm_refusal names the first condition that fails. Every zero-point form
+// applies (typed ones on both mainloops).
 TEST(NBitsPlan, FusedGemmConditions) {
   const auto refusal = [](const NBitsMatMulProblem& p, const DeviceInfo& d = kHopper,
                           const PlanOverride& o = {}) -> std::string {
@@ -198,9 +199,13 @@ TEST(NBitsPlan, FusedGemmConditions) {
   NBitsMatMulProblem p = problem(17, 4096, 4096, 4, 128);
   p.has_g_idx = true;
   expect_dequant(p, "g_idx (act order)");
-  p = problem(17, 4096, 4096, 8, 128);
-  p.zero_points = NBitsZeroPoints::kTyped;
-  expect_dequant(p, "typed (fractional) zero points");
+  for (const auto zp : {NBitsZeroPoints::kPacked, NBitsZeroPoints::kTyped})
+    for (const DeviceInfo& d : {kHopper, kAmpere}) {
+      p = problem(17, 4096, 4096, 8, 128);
+      p.zero_points = zp;
+      EXPECT_EQ(refusal(p, d), "") << printed(plan(p, d));
+      EXPECT_EQ(path(p, d), NBitsPath::kFusedGemm) << printed(plan(p, d));
+    }
   for (int bits : {4, 8})
     expect_dequant(problem(17, 4096, 4096, bits, 32, DType::kFloat32),
                    "float32 activations (tensor cores take float16 / bfloat16)");
@@ -333,8 +338,8 @@ TEST(NBitsPlan, GemvRowsPerWarp) {
 
 // Typed (fractional) zero points: the GEMV's register tile (algorithm 0, each weight
 // q * scale - zp * scale) at decode rows in float16 / bfloat16, whatever the shape or the
-// forced stream; float32, row groups (M > 8) and the GEMM sizes dequantize (on SM90 the
-// mixed-input GEMM above 64 rows).
+// forced stream; float32 dequantizes; above 8 rows the GEMMs take them as the other forms
+// (no row groups: M = 9..16 the fused GEMM; with it forced off, dequant + cuBLAS).
 TEST(NBitsPlan, TypedZeroPointsOnTheRegisterTile) {
   for (const DType t : {DType::kFloat16, DType::kBFloat16})
     for (const int bits : {4, 8})
@@ -360,8 +365,8 @@ TEST(NBitsPlan, TypedZeroPointsOnTheRegisterTile) {
   EXPECT_EQ(path(p), NBitsPath::kDequantGemm);
   p = problem(16, 4096, 4096, 4, 128);
   p.zero_points = NBitsZeroPoints::kTyped;
-  EXPECT_EQ(path(p), NBitsPath::kDequantGemm);
-  EXPECT_EQ(path(p, kHopper, parsed("gemm=0")), NBitsPath::kDequantGemm);  // no typed row groups
+  EXPECT_EQ(path(p), NBitsPath::kFusedGemm);  // no typed row groups: the fused GEMM
+  EXPECT_EQ(path(p, kHopper, parsed("gemm=0")), NBitsPath::kDequantGemm);
   p = problem(2, 4096, 4096, 4, 16);  // blocks of half a chunk
   p.zero_points = NBitsZeroPoints::kTyped;
   EXPECT_EQ(path(p), NBitsPath::kGemv);
@@ -1454,7 +1459,7 @@ TEST(NBitsOverride, GemvSwitchOverrides) {
 
 // gemm: 0 never the fused GEMM (the plans before it: row groups to 32 rows, then dequant
 // + cuBLAS), 1 wherever it applies, the decode rows included (in the CUDA-core kernel's
-// place at M = 1 too); float32 and typed zero points keep their paths.
+// place at M = 1 too, typed zero points included); float32 keeps its path.
 TEST(NBitsOverride, Gemm) {
   testing::expect_switch_parses("gemm", &PlanOverride::gemm);
   const NBitsMatMulPlan groups = plan(problem(16, 4096, 4096, 4, 128), kHopper, parsed("gemm=0"));
@@ -1472,8 +1477,8 @@ TEST(NBitsOverride, Gemm) {
   EXPECT_EQ(path(problem(4, 4096, 4096, 4, 32, DType::kFloat32), kHopper, parsed("gemm=1")),
             NBitsPath::kGemv);
   NBitsMatMulProblem typed = problem(4, 4096, 4096);
-  typed.zero_points = NBitsZeroPoints::kTyped;  // the fused GEMM takes no typed zero points
-  EXPECT_EQ(path(typed, kHopper, parsed("gemm=1")), NBitsPath::kGemv);
+  typed.zero_points = NBitsZeroPoints::kTyped;
+  EXPECT_EQ(path(typed, kHopper, parsed("gemm=1")), NBitsPath::kFusedGemm);
   testing::expect_switch_rejects_out_of_range(problem(16, 4096, 4096), PlanOverride{},
                                               &PlanOverride::gemm, "gemm");
 }

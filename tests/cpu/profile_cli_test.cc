@@ -136,7 +136,8 @@ TEST(ProfileCli, CpuModePlansForTheDefaultOrGivenDevice) {
 }
 
 // --explain prints the fused GEMM's plan above the decode rows (where the GEMV's row group
-// does not fit: 4-bit rows of 288 bytes, not whole 128-byte lines) and, under any other
+// does not fit: 4-bit rows of 288 bytes, not whole 128-byte lines; typed zero points,
+// which the row groups do not take) and, under any other
 // plan, the planner's reason for not taking it.
 TEST(ProfileCli, ExplainSaysWhyNotTheFusedGemm) {
   SKIP_WITHOUT_CLI();
@@ -146,13 +147,15 @@ TEST(ProfileCli, ExplainSaysWhyNotTheFusedGemm) {
   EXPECT_NE(fused.output.find("path=fused_gemm"), std::string::npos) << fused.output;
   EXPECT_NE(fused.output.find("; tile_m=16; tile_n=128; "), std::string::npos) << fused.output;
   EXPECT_EQ(fused.output.find("not taken"), std::string::npos) << fused.output;
+  const CliResult typed =
+      run_cli("--op nbits --zero-points typed --m 16 --n 256 --k 512 --explain --device cpu");
+  EXPECT_EQ(typed.exit_code, 0) << typed.output;
+  EXPECT_NE(typed.output.find("path=fused_gemm"), std::string::npos) << typed.output;
 
   const struct {
     const char* args;
     const char* line;
   } refused[] = {
-      {"--op nbits --zero-points typed --m 16 --n 256 --k 512",
-       "  fused_gemm: not taken: typed (fractional) zero points\n"},
       {"--op nbits --g-idx --m 16 --n 256 --k 512", "  fused_gemm: not taken: g_idx (act order)\n"},
       {"--op nbits --m 16 --n 256 --k 512",
        "  fused_gemm: not taken: M <= 16: the GEMV's row group of 16 is faster there\n"},

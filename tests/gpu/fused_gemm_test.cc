@@ -1,7 +1,8 @@
 // The fused GEMM kernels (cuda/gemm/) launched through launch_fused_gemm with every tile
 // height (16, 32, 64 rows), K splits of 1 (Y written by the kernel) and more (float32
 // partials added by the reduction), against the float64 reference: FP8 and 8-bit / 4-bit
-// weights, both activation types, default and packed zero points, bias, odd N (masked
+// weights, both activation types, default, packed and typed (fractional) zero points,
+// bias, odd N (masked
 // columns in the last block column), M not a multiple of the tile (zero-filled rows), K
 // not a multiple of block_size (a partial last block, and for N-bit its padding codes in
 // the stored row), and every scale-block decode (blocks of a slab or more, half a slab,
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include "bqmm/nbits_matmul.h"
 #include "bqmm/status.h"
 #include "common/fp8_runner.h"
 #include "common/gpu.h"
@@ -150,7 +152,9 @@ void check_nbits(const NBitsCase& c, const GemmConfig& config) {
   g.a = d.a.data();
   g.b = static_cast<const uint8_t*>(d.b.data());
   g.scales = d.scales.data();
-  g.zp_packed = c.zero_points ? static_cast<const uint8_t*>(d.zero_points.data()) : nullptr;
+  const NBitsZeroPoints zp = c.zero_point_kind();
+  if (zp == NBitsZeroPoints::kPacked) g.zp_packed = static_cast<const uint8_t*>(d.zero_points.data());
+  if (zp == NBitsZeroPoints::kTyped) g.zp_typed = d.zero_points.data();
   g.bias = c.bias ? d.bias.data() : nullptr;
   g.y = d.y.data();
   g.m = c.m();
@@ -172,12 +176,12 @@ using testing::nbits_spec;
 // covers one block per slab, two, and one per lane word. K = 1000 leaves a partial last
 // block everywhere (its padding codes are random in the stored row); 4-bit block 16 needs
 // an even block count for 16-byte rows, K = 992. Each tile of `tiles` the mainloop has
-// (wgmma: wgmma_tile_supported), with and without zero points; M, N, the type, the K
-// split and the bias cycle with the case's seed.
+// (wgmma: wgmma_tile_supported), with each zero-point form (none, packed, typed); M, N,
+// the type, the K split and the bias cycle with the case's seed.
 void check_every_nbits_block(uint64_t seed, bool wgmma, std::initializer_list<int> tiles) {
   for (const int bits : {4, 8})
     for (const int64_t block : {int64_t{16}, int64_t{32}, int64_t{64}, int64_t{128}, int64_t{256}})
-      for (const bool zero_points : {false, true})
+      for (const NBitsZeroPoints zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked, NBitsZeroPoints::kTyped})
         for (const int tile_m : tiles) {
           if (wgmma && !wgmma_tile_supported(tile_m, bits, false, block)) continue;
           const DType t = kDTypes[seed % 2];
@@ -187,10 +191,10 @@ void check_every_nbits_block(uint64_t seed, bool wgmma, std::initializer_list<in
           const int k_split = 1 + static_cast<int>(seed % 3);
           SCOPED_TRACE(::testing::Message()
                        << bits << "-bit M=" << m << " N=" << n << " K=" << k << " block="
-                       << block << " " << dtype_name(t) << (zero_points ? " zero points" : "")
+                       << block << " " << dtype_name(t) << " zero points " << nbits_zero_points_name(zp)
                        << " tile_m=" << tile_m << " k_split=" << k_split);
           const NBitsCase c = reference::make_random_nbits_case(
-              nbits_spec(t, bits, m, n, k, block, zero_points, /*bias=*/seed % 3 != 0), seed);
+              nbits_spec(t, bits, m, n, k, block, zp, /*bias=*/seed % 3 != 0), seed);
           ++seed;
           check_nbits(c, wgmma ? wgmma_config(tile_m, k_split) : config_for(tile_m, k_split));
         }
@@ -204,18 +208,20 @@ TEST(FusedGemmNBits, EveryBlockAndTileAgainstReference) {
 }
 
 // Every weight value the codes can take (uniform codes over the whole range, fractional
-// scales, uniform zero points): the decode of each code against the reference.
+// scales, uniform zero points, packed and typed): the decode of each code against the
+// reference.
 TEST(FusedGemmNBits, AllCodes) {
   BQMM_REQUIRE_GPU();
   if (!tensor_cores_available()) GTEST_SKIP() << "the fused GEMM needs SM80+";
   uint64_t seed = 200;
   for (const int bits : {4, 8})
-    for (const DType t : kDTypes) {
-      reference::NBitsCaseSpec spec = nbits_spec(t, bits, 40, 250, 2048, 128, true, true);
-      spec.init = reference::WeightInit::kAllCodes;
-      SCOPED_TRACE(::testing::Message() << bits << "-bit " << dtype_name(t));
-      check_nbits(reference::make_random_nbits_case(spec, seed++), config_for(64, 1));
-    }
+    for (const DType t : kDTypes)
+      for (const NBitsZeroPoints zp : {NBitsZeroPoints::kPacked, NBitsZeroPoints::kTyped}) {
+        reference::NBitsCaseSpec spec = nbits_spec(t, bits, 40, 250, 2048, 128, zp, true);
+        spec.init = reference::WeightInit::kAllCodes;
+        SCOPED_TRACE(::testing::Message() << bits << "-bit " << dtype_name(t) << " " << nbits_zero_points_name(zp));
+        check_nbits(reference::make_random_nbits_case(spec, seed++), config_for(64, 1));
+      }
 }
 
 // Small shapes for compute-sanitizer: every tile height, a K split, masked rows and
@@ -231,6 +237,9 @@ TEST(FusedGemm, SanitizeSmall) {
               config_for(tile_m, 2));
     check_nbits(reference::make_random_nbits_case(nbits_spec(t, 4, 21, 37, 264, 32, true, true),
                                                   seed),
+                config_for(tile_m, 2));
+    check_nbits(reference::make_random_nbits_case(
+                    nbits_spec(t, 8, 21, 37, 264, 32, NBitsZeroPoints::kTyped, true), seed),
                 config_for(tile_m, 2));
     ++seed;
   }
@@ -281,12 +290,14 @@ TEST(FusedWgmmaNBits, AllCodesAndEveryRowCount) {
   BQMM_REQUIRE_WGMMA();
   uint64_t seed = 600;
   for (const int bits : {4, 8})
-    for (const DType t : kDTypes) {
-      reference::NBitsCaseSpec spec = nbits_spec(t, bits, 40, 250, 2048, 128, true, true);
-      spec.init = reference::WeightInit::kAllCodes;
-      SCOPED_TRACE(::testing::Message() << bits << "-bit all codes " << dtype_name(t));
-      check_nbits(reference::make_random_nbits_case(spec, seed++), wgmma_config(64, 1));
-    }
+    for (const DType t : kDTypes)
+      for (const NBitsZeroPoints zp : {NBitsZeroPoints::kPacked, NBitsZeroPoints::kTyped}) {
+        reference::NBitsCaseSpec spec = nbits_spec(t, bits, 40, 250, 2048, 128, zp, true);
+        spec.init = reference::WeightInit::kAllCodes;
+        SCOPED_TRACE(::testing::Message() << bits << "-bit all codes " << dtype_name(t) << " "
+                                          << nbits_zero_points_name(zp));
+        check_nbits(reference::make_random_nbits_case(spec, seed++), wgmma_config(64, 1));
+      }
   for (const int64_t m : kRows) {
     const DType t = kDTypes[seed % 2];
     const int bits = seed % 2 == 0 ? 8 : 4;
@@ -312,6 +323,10 @@ TEST(FusedWgmma, SanitizeSmall) {
       SCOPED_TRACE(::testing::Message() << bits << "-bit tile_m=" << tile_m);
       check_nbits(reference::make_random_nbits_case(
                       nbits_spec(kDTypes[seed % 2], bits, 70, 37, 264, 64, true, true), seed),
+                  wgmma_config(tile_m, 2));
+      check_nbits(reference::make_random_nbits_case(
+                      nbits_spec(kDTypes[(seed + 1) % 2], bits, 70, 37, 264, 64, NBitsZeroPoints::kTyped, true),
+                      seed),
                   wgmma_config(tile_m, 2));
       ++seed;
     }

@@ -515,10 +515,50 @@ TEST(NBitsGemv, NanActivationPropagatesToItsRowOnly) {
     }
 }
 
+// ------------------------------------------------------------------ the GEMMs (M > 8)
+// Typed (fractional) zero points above the decode rows through the planner: the fused
+// GEMM's mainloops (on SM90 wgmma from 17 rows, mma.sync at 9..16 and where forced with
+// wgmma=0, the Ampere kernel) and, from 65 rows where the planner takes it, the mixed-input
+// GEMM; never dequant + cuBLAS. Both widths and half types, odd N, K not a multiple of the
+// block (a partial last block), blocks of 32 to 128, bias and weight init cycling.
+TEST(NBitsGemm, TypedZeroPointsEveryRowCount) {
+  BQMM_REQUIRE_GPU();
+  const Handle* handle = testing::shared_handle();
+  ASSERT_NE(handle, nullptr);
+  if (handle->device_info().sm < 80) GTEST_SKIP() << "the GEMMs need SM80+";
+  const int64_t block_sizes[] = {32, 64, 128};
+  int index = 0;
+  for (const int64_t m : {9, 16, 17, 33, 64, 100, 128})
+    for (const int bits : kBits)
+      for (const int wgmma : {-1, 0}) {
+        if (wgmma == 0 && (m % 2 == 0 || handle->device_info().sm != 90)) continue;  // mma.sync forced: odd M
+        const int64_t bs = block_sizes[index % 3];
+        NBitsCaseSpec s = nbits_spec(kDTypes[1 + index % 2], bits, m, index % 2 == 0 ? 517 : 300,
+                                     7 * bs + bs / 2, bs);
+        s.zero_points = NBitsZeroPoints::kTyped;
+        s.bias = index % 3 != 0;
+        s.init = index % 4 == 0 ? WeightInit::kAllCodes : WeightInit::kQuantizedNormal;
+        testing::NBitsKnobs o;
+        o.force.wgmma = wgmma;
+        SCOPED_TRACE(describe(s) << " wgmma=" << wgmma);
+        const NBitsCase c = make_random_nbits_case(s, 12000 + index);
+        NBitsRun run;
+        BQMM_ASSERT_OK(run_nbits_on_device(*handle, c, o, &run));
+        EXPECT_TRUE(run.plan.path == NBitsPath::kFusedGemm || run.plan.path == NBitsPath::kMixedGemm)
+            << run.plan;
+        if (wgmma == 0) {
+          EXPECT_EQ(run.plan.path, NBitsPath::kFusedGemm) << run.plan;
+          EXPECT_FALSE(run.plan.gemm.wgmma) << run.plan;
+        }
+        EXPECT_TRUE(matches_reference(c, run.y)) << run.plan;
+        ++index;
+      }
+}
+
 // ------------------------------------------------------------------ dequant + cuBLAS
 // Every (bits, block size, dtype) through the default path with what only it takes:
-// typed zero points, g_idx, K not a multiple of the block size, K % 8 != 0 (scalar
-// kernel), M > 8; and forced for M <= 8. Zero points, bias and init cycle.
+// g_idx, K not a multiple of the block size, K % 8 != 0 (scalar kernel), M > 8; and
+// forced for M <= 8. Zero points (typed ones too), bias and init cycle.
 TEST(NBitsDequantGemm, EveryBitsBlockSizeAndDtype) {
   BQMM_REQUIRE_GPU();
   const int64_t ms[] = {1, 9, 33, 4};
@@ -548,8 +588,8 @@ TEST(NBitsDequantGemm, EveryBitsBlockSizeAndDtype) {
 }
 
 // The full product of zero-point kind x g_idx x bias x width on one vector and one
-// scalar dequant shape, the fused GEMM forced off (it takes the cases without g_idx or
-// typed zero points by default): every option combination runs.
+// scalar dequant shape, the fused GEMM forced off (it takes the cases without g_idx by
+// default): every option combination runs.
 TEST(NBitsDequantGemm, EveryOptionCombination) {
   BQMM_REQUIRE_GPU();
   int seed = 0;

@@ -7,7 +7,7 @@ namespace bqmm::cuda {
 Status launch_fused_gemm_fp8(const FusedGemmArgs& args, const GemmConfig& config,
                              float* partials, cudaStream_t stream) {
   return dispatch_half_types(args.dtype, "launch_fused_gemm", [&](auto tag) -> Status {
-    return launch_gemm_format<decltype(tag), GemmWeights::kFp8>(args, config, partials, stream);
+    return launch_gemm_format<decltype(tag), GemmWeights::kFp8, false>(args, config, partials, stream);
   });
 }
 

@@ -31,6 +31,8 @@ Status check_args(const FusedGemmArgs& a, const GemmConfig& c, const float* part
   if (!aligned16(a.a) || !aligned16(a.b)) return refuse("A and B must be 16-byte aligned");
   if (c.wgmma && (a.a_ordered == nullptr || !aligned16(a.a_ordered)))
     return refuse("the wgmma mainloop needs 16-byte aligned room for A in its K order");
+  if (a.zp_typed != nullptr && (a.weights == GemmWeights::kFp8 || a.zp_packed != nullptr))
+    return refuse("typed zero points: N-bit weights only, and not with packed ones");
   if (a.weights == GemmWeights::kFp8 && a.block_size % 16 != 0)
     return refuse("FP8 block_size " + std::to_string(a.block_size) + " % 16 != 0");
   if (a.weights != GemmWeights::kFp8 &&

@@ -4,11 +4,14 @@
 //
 //   FP8:    Y[m, n] = sum_b (sum_{k in block b} A[m, k] * e4m3(W[n, k])) * scale[n, b] + bias[n]
 //   N-bit:  Y[m, n] = sum_k A[m, k] * round_T((q[n, k] - zp[n, b]) * scale[n, b]) + bias[n]
+//           typed (fractional) zero points: round_T(q * scale + round_T(-zp * scale))
 //
 // Numerics. FP8: e4m3 -> T is exact, so every product is exact and the block scale is
 // applied in float32 to each block's float32 partial sum (the decode GEMV's numerics).
 // N-bit: each weight is rounded to T once, exactly as the dequant kernel writes it (the
-// magic-number decode of gemv/nbits_codes.cuh), then exact products. Sums are float32; the
+// magic-number decode of gemv/nbits_codes.cuh), then exact products; typed zero points
+// (kTypedZp) as the decode GEMV and the mixed-input GEMM take them: -zp * scale rounded to
+// T per block, added to the exact q * scale by one multiply-add (decode_word_pairs_typed). Sums are float32; the
 // bias is added in float32 and Y rounded to T once (or, with a K split, after the split's
 // float32 partial sums are added by FusedGemmReduceKernel).
 //
@@ -93,7 +96,8 @@ struct GemmParams {
   T* a_ordered;       // the Hopper mainloop: A in its K order (workspace, gemm_act_order_bytes)
   const uint8_t* b;
   const S* scales;
-  const uint8_t* zp;  // N-bit packed zero points or nullptr (the default zero point)
+  const uint8_t* zp;  // N-bit zero points: packed bytes, typed T values (kTypedZp) or nullptr
+                      // (the default zero point); zp_row_bytes per weight row
   const T* bias;
   T* y;
   float* partials;    // k_split > 1: [k_split, M, N]
@@ -137,12 +141,13 @@ __device__ __forceinline__ void gemm_mma(float (&d)[4], const uint32_t (&a)[4], 
 
 // ----------------------------------------------------------------- block constants
 // What one weight row needs per scale block to decode a word: FP8 the float32 scale; N-bit
-// the raw scale (T bits) and zero-point byte, turned into BlockConsts where used. Which
-// block a word falls in: FP8 by division (any multiple of 16), N-bit by shift.
+// the raw scale (T bits) and zero point (its byte, or a typed one's T bits), turned into
+// BlockConsts where used. Which block a word falls in: FP8 by division (any multiple of
+// 16), N-bit by shift.
 template <GemmWeights kW, typename T>
 struct RawConsts {
   float scale;      // FP8
-  uint32_t bits;    // N-bit: scale's T bits | zp byte << 16
+  uint32_t bits;    // N-bit: scale's T bits | (zp byte or typed zp's T bits) << 16
 };
 
 template <typename T, typename S>
@@ -164,8 +169,8 @@ __device__ __forceinline__ uint32_t block_of(const GemmParams<T, S>& p, int64_t 
   }
 }
 
-// A weight row's constants: its row of scales and of packed zero points (nullptr: the
-// default zero point). Loops that load a row's constants on every slab keep these rather
+// A weight row's constants: its row of scales and of zero points (nullptr: the default
+// zero point). Loops that load a row's constants on every slab keep these rather
 // than the row (a 64-bit multiply per row and load).
 template <typename S>
 struct ConstRow {
@@ -178,11 +183,15 @@ __device__ __forceinline__ ConstRow<S> const_row(const GemmParams<T, S>& p, int6
   return {p.scales + row * p.k_blocks, p.zp == nullptr ? nullptr : p.zp + row * p.zp_row_bytes};
 }
 
-template <GemmWeights kW, typename T, typename S>
+// kTypedZp: r.zp is the row's typed zero points (k_blocks values of T).
+template <GemmWeights kW, typename T, bool kTypedZp, typename S>
 __device__ __forceinline__ RawConsts<kW, T> load_consts(const ConstRow<S>& r, uint32_t blk) {
   RawConsts<kW, T> c{};
   if constexpr (kW == GemmWeights::kFp8) {
     c.scale = __ldg(r.scales + blk);
+  } else if constexpr (kTypedZp) {
+    const uint32_t s = half_bits_of(__ldg(r.scales + blk));
+    c.bits = s | (half_bits_of(__ldg(reinterpret_cast<const T*>(r.zp) + blk)) << 16);
   } else {
     constexpr int kBits = GemmFormat<kW>::kBits;
     uint16_t s;
@@ -195,15 +204,19 @@ __device__ __forceinline__ RawConsts<kW, T> load_consts(const ConstRow<S>& r, ui
   return c;
 }
 
-// N-bit: the decoder's constants of a raw (row, block) pair.
-template <GemmWeights kW, typename T>
+// N-bit: the decoder's constants of a raw (row, block) pair (kTypedZp: make_typed_consts).
+template <GemmWeights kW, typename T, bool kTypedZp>
 __device__ __forceinline__ BlockConsts nbits_consts(const RawConsts<kW, T>& c, uint32_t blk) {
   constexpr int kBits = GemmFormat<kW>::kBits;
-  RawQuant<T, kBits> r;
-  r.scale[0] = half_bits_as<T>(c.bits);
-  if constexpr (Codes<kBits>::kGroups == 2) r.scale[1] = r.scale[0];
-  r.zp_byte = c.bits >> 16;
-  return make_consts<T, kBits>(r, blk, 0, false);
+  if constexpr (kTypedZp) {
+    return make_typed_consts<T, kBits>(half_bits_as<T>(c.bits), half_bits_as<T>(c.bits >> 16));
+  } else {
+    RawQuant<T, kBits> r;
+    r.scale[0] = half_bits_as<T>(c.bits);
+    if constexpr (Codes<kBits>::kGroups == 2) r.scale[1] = r.scale[0];
+    r.zp_byte = c.bits >> 16;
+    return make_consts<T, kBits>(r, blk, 0, false);
+  }
 }
 
 // ================================================================= the kernel
@@ -214,7 +227,9 @@ __device__ __forceinline__ BlockConsts nbits_consts(const RawConsts<kW, T>& c, u
 //   kConsts  scale blocks per weight row per slab as the lane sees them: 1 (block_size >=
 //            slab K), 2 (= slab K / 2), 8 (smaller: one per word). 1 and 2 are loaded a
 //            slab ahead into registers; 8 are loaded where used (L1 hits after the first).
-template <typename T, GemmWeights kW, int kTileM, int kConsts>
+//   kTypedZp N-bit typed (fractional) zero points (p.zp: T values), else packed or the
+//            default.
+template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp>
 struct FusedGemmTile {
   using F = GemmFormat<kW>;
   using Warps = GemmWarps<kTileM>;
@@ -234,6 +249,7 @@ struct FusedGemmTile {
   static constexpr int kFoldWords = kWordsPerConst < kWordsPerWarp ? kWordsPerConst : kWordsPerWarp;
   static constexpr int kGroups = Warps::kGroups;
   static_assert(kConsts == 1 || kConsts == 2 || kConsts == 8, "consts per slab");
+  static_assert(!kFp8 || !kTypedZp, "typed zero points are N-bit's");
   static_assert(kStages >= 3, "the ring refills a stage one iteration after it is consumed");
   static_assert(kWeightBytes + kTileM * F::kActPitch == kStageBytes, "host stage size");
 
@@ -365,7 +381,7 @@ struct FusedGemmTile {
 #pragma unroll
         for (int j = 0; j < 2; ++j)
 #pragma unroll
-          for (int h = 0; h < 2; ++h) c[j][h][ci] = load_consts<kW, T>(crow[j][h], blk);
+          for (int h = 0; h < 2; ++h) c[j][h][ci] = load_consts<kW, T, kTypedZp>(crow[j][h], blk);
       }
     }
   }
@@ -421,8 +437,13 @@ struct FusedGemmTile {
     } else {
       constexpr int kBits = F::kBits;
       uint32_t pl[Codes<kBits>::kPerWord / 2], ph[Codes<kBits>::kPerWord / 2];
-      decode_word_pairs<T, kBits>(lo, nbits_consts<kW, T>(c_lo, blk), pl);
-      decode_word_pairs<T, kBits>(hi, nbits_consts<kW, T>(c_hi, blk), ph);
+      if constexpr (kTypedZp) {
+        decode_word_pairs_typed<T, kBits>(lo, nbits_consts<kW, T, true>(c_lo, blk), pl);
+        decode_word_pairs_typed<T, kBits>(hi, nbits_consts<kW, T, true>(c_hi, blk), ph);
+      } else {
+        decode_word_pairs<T, kBits>(lo, nbits_consts<kW, T, false>(c_lo, blk), pl);
+        decode_word_pairs<T, kBits>(hi, nbits_consts<kW, T, false>(c_hi, blk), ph);
+      }
 #pragma unroll
       for (int s = 0; s < F::kSteps; ++s) {
         a[s][0] = pl[2 * s];
@@ -460,7 +481,7 @@ struct FusedGemmTile {
             if constexpr (kPrefetch) {
               c[j][h] = pre[j][h][wl / kWordsPerWarpConst];
             } else {
-              c[j][h] = load_consts<kW, T>(crow[j][h], blk_or_word(slab, w, blk));
+              c[j][h] = load_consts<kW, T, kTypedZp>(crow[j][h], blk_or_word(slab, w, blk));
             }
           }
         uint32_t a[2][F::kSteps][4];
@@ -637,13 +658,13 @@ __device__ __forceinline__ GemmBlockTile gemm_block_tile(const Params& p) {
 
 // Launch bounds: two blocks per SM (128 registers) where the stages fit twice
 // (core/gemm_plan.h, gemm_two_block_stages), else one.
-template <typename T, GemmWeights kW, int kTileM, int kConsts>
+template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp>
 __global__ void __launch_bounds__(GemmWarps<kTileM>::kThreads,
                                   gemm_two_block_stages(kTileM, GemmFormat<kW>::kBits) > 0 ? 2 : 1)
     FusedGemmKernel(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>> p) {
   extern __shared__ __align__(128) uint8_t gemm_smem[];
   const GemmBlockTile b = gemm_block_tile<kTileM>(p);
-  const FusedGemmTile<T, kW, kTileM, kConsts> tile(p, gemm_smem, b.n0, b.m0);
+  const FusedGemmTile<T, kW, kTileM, kConsts, kTypedZp> tile(p, gemm_smem, b.n0, b.m0);
   tile.run(b.slab_begin, b.slab_end);
 }
 
@@ -709,10 +730,10 @@ int gemm_consts(int64_t block_size) {
   return block_size % kSlabK == 0 ? 1 : block_size % (kSlabK / 2) == 0 ? 2 : 8;
 }
 
-template <typename T, GemmWeights kW, int kTileM, int kConsts, typename Params>
+template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp, typename Params>
 Status launch_gemm_tile(const Params& p, dim3 grid, cudaStream_t stream) {
   constexpr int kSmem = static_cast<int>(gemm_smem_bytes(kTileM, GemmFormat<kW>::kBits));
-  const auto kernel = FusedGemmKernel<T, kW, kTileM, kConsts>;
+  const auto kernel = FusedGemmKernel<T, kW, kTileM, kConsts, kTypedZp>;
   BQMM_RETURN_IF_ERROR(allow_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmem));
   kernel<<<grid, GemmWarps<kTileM>::kThreads, kSmem, stream>>>(p);
   return check_launch("FusedGemmKernel");
@@ -720,13 +741,14 @@ Status launch_gemm_tile(const Params& p, dim3 grid, cudaStream_t stream) {
 
 // The Hopper mainloop's launch of one format (fused_wgmma.cuh; defined and instantiated in
 // fp8_wgmma.cu / nbits_wgmma.cu, built for sm_90a).
-template <typename T, GemmWeights kW>
+template <typename T, GemmWeights kW, bool kTypedZp>
 Status launch_wgmma_tile(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>>& p,
                          int tile_m, int consts, dim3 grid, cudaStream_t stream);
 
-// One format's launch (T, kW fixed): the parameters, the grid, the mainloop's (tile_m,
-// kConsts) instantiation, then the K split's reduction. The caller checked the arguments.
-template <typename T, GemmWeights kW>
+// One format's launch (T, kW and the zero points' form fixed): the parameters, the grid,
+// the mainloop's (tile_m, kConsts) instantiation, then the K split's reduction. The caller
+// checked the arguments.
+template <typename T, GemmWeights kW, bool kTypedZp>
 Status launch_gemm_format(const FusedGemmArgs& args, const GemmConfig& config, float* partials,
                           cudaStream_t stream) {
   using S = std::conditional_t<kW == GemmWeights::kFp8, float, T>;
@@ -735,7 +757,7 @@ Status launch_gemm_format(const FusedGemmArgs& args, const GemmConfig& config, f
   p.a_ordered = static_cast<T*>(args.a_ordered);
   p.b = args.b;
   p.scales = static_cast<const S*>(args.scales);
-  p.zp = args.zp_packed;
+  p.zp = kTypedZp ? static_cast<const uint8_t*>(args.zp_typed) : args.zp_packed;
   p.bias = static_cast<const T*>(args.bias);
   p.y = static_cast<T*>(args.y);
   p.partials = config.k_split > 1 ? partials : nullptr;
@@ -744,7 +766,7 @@ Status launch_gemm_format(const FusedGemmArgs& args, const GemmConfig& config, f
   p.k = args.k;
   p.row_bytes = args.row_bytes;
   p.k_blocks = args.k_blocks;
-  p.zp_row_bytes = args.zp_row_bytes;
+  p.zp_row_bytes = kTypedZp ? args.k_blocks * static_cast<int64_t>(sizeof(T)) : args.zp_row_bytes;
   uint32_t shift = 0;
   while ((int64_t{1} << shift) < args.block_size) ++shift;
   p.block_shift = shift;
@@ -757,9 +779,9 @@ Status launch_gemm_format(const FusedGemmArgs& args, const GemmConfig& config, f
   const dim3 grid(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(config.k_split));
   const int consts = gemm_consts<kW>(args.block_size);
   const Status launched = [&]() -> Status {
-    if (config.wgmma) return launch_wgmma_tile<T, kW>(p, config.tile_m, consts, grid, stream);
+    if (config.wgmma) return launch_wgmma_tile<T, kW, kTypedZp>(p, config.tile_m, consts, grid, stream);
 #define BQMM_GEMM_TILE_IF(TM, C) \
-  if (config.tile_m == TM && consts == C) return launch_gemm_tile<T, kW, TM, C>(p, grid, stream);
+  if (config.tile_m == TM && consts == C) return launch_gemm_tile<T, kW, TM, C, kTypedZp>(p, grid, stream);
     BQMM_GEMM_TILE_IF(16, 1) BQMM_GEMM_TILE_IF(16, 2) BQMM_GEMM_TILE_IF(16, 8)
     BQMM_GEMM_TILE_IF(32, 1) BQMM_GEMM_TILE_IF(32, 2) BQMM_GEMM_TILE_IF(32, 8)
     BQMM_GEMM_TILE_IF(64, 1) BQMM_GEMM_TILE_IF(64, 2) BQMM_GEMM_TILE_IF(64, 8)

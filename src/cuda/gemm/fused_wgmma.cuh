@@ -117,16 +117,21 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)
 
 // 4-bit: one word of codes -> its adjacent pairs (2j, 2j + 1), j = 0..3, as T pairs
 // round_T((q - zp) * scale) (byte j of q holds both codes; the second is the low nibble of
-// byte j of q >> 4). The same single rounding as decode_word_pairs, another pairing.
-template <typename T>
+// byte j of q >> 4). The same single rounding as decode_word_pairs, another pairing; with
+// typed zero points (kTypedZp) decode_word_pairs_typed's q * scale + offset.
+template <typename T, bool kTypedZp>
 __device__ __forceinline__ void decode_word_adjacent4(uint32_t q, const BlockConsts& c,
                                                       uint32_t (&out)[4]) {
   constexpr uint32_t kMagic = std::is_same_v<T, __half> ? 0x64006400u : 0x43004300u;
   const uint32_t q4 = q >> 4;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    const uint32_t x = __byte_perm(q, q4, j * 0x11u + (4 + j) * 0x1100u);
-    out[j] = sub_mul_pair<T>(and_or<0x000F000Fu, kMagic>(x), c.zero, c.scale);
+    const uint32_t x = and_or<0x000F000Fu, kMagic>(__byte_perm(q, q4, j * 0x11u + (4 + j) * 0x1100u));
+    if constexpr (kTypedZp) {
+      out[j] = sub_fma_pair<T>(x, c.zero, c.scale, c.offset);
+    } else {
+      out[j] = sub_mul_pair<T>(x, c.zero, c.scale);
+    }
   }
 }
 
@@ -172,7 +177,7 @@ struct FusedWgmmaParams : GemmParams<T, S> {
 
 // ================================================================= the kernel
 // Template parameters as FusedGemmTile's; kTileM is 64 or 128; FP8 only with kConsts 1.
-template <typename T, GemmWeights kW, int kTileM, int kConsts>
+template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp>
 struct FusedWgmmaTile {
   using F = GemmFormat<kW>;
   using S = std::conditional_t<kW == GemmWeights::kFp8, float, T>;
@@ -200,6 +205,7 @@ struct FusedWgmmaTile {
   static_assert(kWeightBytes % kWgmmaAlignBytes == 0 && kStageBytes % kWgmmaAlignBytes == 0,
                 "activation panels on swizzle-atom boundaries");
   static_assert(!kFp8 || kConsts == 1, "FP8: one scale block per slab");
+  static_assert(!kFp8 || !kTypedZp, "typed zero points are N-bit's");
   static_assert(kGroupChunks % 2 == 0, "ldmatrix takes chunk pairs");
   static_assert(kConstsAhead == 1 || kConstsAhead == 2, "constant slots by the slab's parity");
 
@@ -286,7 +292,7 @@ struct FusedWgmmaTile {
       for (int ci = 0; ci < kConsts; ++ci) {
         const uint32_t blk = chunk_block(slab, ci * (F::kChunks / kConsts));
 #pragma unroll
-        for (int h = 0; h < 2; ++h) c[h][ci] = load_consts<kW, T>(crow[h], blk);
+        for (int h = 0; h < 2; ++h) c[h][ci] = load_consts<kW, T, kTypedZp>(crow[h], blk);
       }
     }
   }
@@ -320,22 +326,28 @@ struct FusedWgmmaTile {
             cl = pre[0][c * kConsts / F::kChunks];
             ch = pre[1][c * kConsts / F::kChunks];
           } else {
-            cl = load_consts<kW, T>(crow[0], blk);
-            ch = load_consts<kW, T>(crow[1], blk);
+            cl = load_consts<kW, T, kTypedZp>(crow[0], blk);
+            ch = load_consts<kW, T, kTypedZp>(crow[1], blk);
           }
-          const BlockConsts bl = nbits_consts<kW, T>(cl, blk), bh = nbits_consts<kW, T>(ch, blk);
+          const BlockConsts bl = nbits_consts<kW, T, kTypedZp>(cl, blk);
+          const BlockConsts bh = nbits_consts<kW, T, kTypedZp>(ch, blk);
           if constexpr (F::kBits == 8) {
             uint32_t pl[2], ph[2];
-            decode_word_pairs<T, 8>(lo, bl, pl);
-            decode_word_pairs<T, 8>(hi, bh, ph);
+            if constexpr (kTypedZp) {
+              decode_word_pairs_typed<T, 8>(lo, bl, pl);
+              decode_word_pairs_typed<T, 8>(hi, bh, ph);
+            } else {
+              decode_word_pairs<T, 8>(lo, bl, pl);
+              decode_word_pairs<T, 8>(hi, bh, ph);
+            }
             a[step][0] = pl[0];
             a[step][1] = ph[0];
             a[step][2] = pl[1];
             a[step][3] = ph[1];
           } else {
             uint32_t pl[4], ph[4];
-            decode_word_adjacent4<T>(lo, bl, pl);
-            decode_word_adjacent4<T>(hi, bh, ph);
+            decode_word_adjacent4<T, kTypedZp>(lo, bl, pl);
+            decode_word_adjacent4<T, kTypedZp>(hi, bh, ph);
 #pragma unroll
             for (int s = 0; s < 2; ++s) {
               a[step + s][0] = pl[2 * s];
@@ -478,12 +490,12 @@ struct FusedWgmmaTile {
 
 // Grid as FusedGemmKernel's (M tiles fastest, then N tiles; z the K split); one block of
 // three warpgroups per SM: warpgroup 0 loads (the producer), 1 and 2 multiply.
-template <typename T, GemmWeights kW, int kTileM, int kConsts>
+template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp>
 __global__ void __launch_bounds__(kWgmmaThreads, 1)
     FusedWgmmaKernel(const __grid_constant__ FusedWgmmaParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>> p) {
 #if BQMM_WGMMA_ENABLED
   allow_dependent_launch();  // the K split's reduction may be scheduled (it waits for this grid)
-  using Tile = FusedWgmmaTile<T, kW, kTileM, kConsts>;
+  using Tile = FusedWgmmaTile<T, kW, kTileM, kConsts, kTypedZp>;
   extern __shared__ __align__(1024) uint8_t wgmma_smem_raw[];
   __shared__ typename Tile::Ring ring;
   const GemmBlockTile b = gemm_block_tile<kTileM>(p);
@@ -495,7 +507,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
 
 // ================================================================= launch
 // The order pass, then the GEMM as its programmatic dependent (where the device takes it).
-template <typename T, GemmWeights kW, int kTileM, int kConsts, typename S>
+template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp, typename S>
 Status launch_wgmma_instance(const GemmParams<T, S>& p, dim3 grid, cudaStream_t stream) {
   constexpr int kSmem = static_cast<int>(wgmma_smem_bytes(kTileM, GemmFormat<kW>::kBits));
   constexpr int64_t kElem = static_cast<int64_t>(sizeof(T));
@@ -513,19 +525,19 @@ Status launch_wgmma_instance(const GemmParams<T, S>& p, dim3 grid, cudaStream_t 
   ActOrderKernel<T, kChunkK><<<grid_for(chunks, 256), 256, 0, stream>>>(p.a, p.a_ordered, p.m, a_rows, p.k);
   BQMM_RETURN_IF_ERROR(check_launch("ActOrderKernel"));
 
-  const auto kernel = FusedWgmmaKernel<T, kW, kTileM, kConsts>;
+  const auto kernel = FusedWgmmaKernel<T, kW, kTileM, kConsts, kTypedZp>;
   BQMM_RETURN_IF_ERROR(allow_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmem));
   return launch_kernel(kernel, grid, dim3(kWgmmaThreads), kSmem, stream, true, "FusedWgmmaKernel", wp);
 }
 
 // The instantiations (core/gemm_plan.h, wgmma_tile_supported, says which the planner asks
 // for): FP8 tile 64 with one scale block per slab; 8-bit tiles 64 (every block size) and
-// 128 (blocks of half a slab or more); 4-bit tile 64.
-template <typename T, GemmWeights kW>
+// 128 (blocks of half a slab or more); 4-bit tile 64; N-bit with each zero-point form.
+template <typename T, GemmWeights kW, bool kTypedZp>
 Status launch_wgmma_tile(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>>& p,
                          int tile_m, int consts, dim3 grid, cudaStream_t stream) {
 #define BQMM_WGMMA_TILE_IF(TM, C) \
-  if (tile_m == TM && consts == C) return launch_wgmma_instance<T, kW, TM, C>(p, grid, stream);
+  if (tile_m == TM && consts == C) return launch_wgmma_instance<T, kW, TM, C, kTypedZp>(p, grid, stream);
   if constexpr (kW == GemmWeights::kFp8) {
     BQMM_WGMMA_TILE_IF(64, 1)
   } else if constexpr (kW == GemmWeights::kInt8) {

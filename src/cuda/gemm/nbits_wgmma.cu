@@ -1,15 +1,20 @@
-// NBitsMatMul's Hopper mainloop instantiations (gemm/fused_wgmma.cuh), built for sm_90a.
+// NBitsMatMul's Hopper mainloop instantiations (gemm/fused_wgmma.cuh), built for sm_90a:
+// packed or default zero points, and typed ones.
 #include "cuda/gemm/fused_wgmma.cuh"
 
 namespace bqmm::cuda {
 
-#define BQMM_NBITS_WGMMA(T, W)                                                              \
-  template Status launch_wgmma_tile<T, GemmWeights::W>(const GemmParams<T, T>&, int, int, dim3, \
-                                                       cudaStream_t);
-BQMM_NBITS_WGMMA(__half, kInt8)
-BQMM_NBITS_WGMMA(__nv_bfloat16, kInt8)
-BQMM_NBITS_WGMMA(__half, kInt4)
-BQMM_NBITS_WGMMA(__nv_bfloat16, kInt4)
+#define BQMM_NBITS_WGMMA(T, W, TYPED)                                                        \
+  template Status launch_wgmma_tile<T, GemmWeights::W, TYPED>(const GemmParams<T, T>&, int, int, \
+                                                              dim3, cudaStream_t);
+BQMM_NBITS_WGMMA(__half, kInt8, false)
+BQMM_NBITS_WGMMA(__nv_bfloat16, kInt8, false)
+BQMM_NBITS_WGMMA(__half, kInt4, false)
+BQMM_NBITS_WGMMA(__nv_bfloat16, kInt4, false)
+BQMM_NBITS_WGMMA(__half, kInt8, true)
+BQMM_NBITS_WGMMA(__nv_bfloat16, kInt8, true)
+BQMM_NBITS_WGMMA(__half, kInt4, true)
+BQMM_NBITS_WGMMA(__nv_bfloat16, kInt4, true)
 #undef BQMM_NBITS_WGMMA
 
 }  // namespace bqmm::cuda

@@ -4,25 +4,27 @@
 
 namespace bqmm::cuda {
 
-template <typename T, GemmWeights kW>
+template <typename T, GemmWeights kW, bool kTypedZp>
 Status launch_wgmma_tile(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>>&,
                          int, int, dim3, cudaStream_t) {
   return Status(StatusCode::kInternal,
                 "launch_fused_gemm: the wgmma mainloop is not built (no SM90 in CUDA_ARCHITECTURES)");
 }
 
-template Status launch_wgmma_tile<__half, GemmWeights::kFp8>(const GemmParams<__half, float>&, int,
-                                                             int, dim3, cudaStream_t);
-template Status launch_wgmma_tile<__nv_bfloat16, GemmWeights::kFp8>(
-    const GemmParams<__nv_bfloat16, float>&, int, int, dim3, cudaStream_t);
-template Status launch_wgmma_tile<__half, GemmWeights::kInt8>(const GemmParams<__half, __half>&, int,
-                                                              int, dim3, cudaStream_t);
-template Status launch_wgmma_tile<__nv_bfloat16, GemmWeights::kInt8>(
-    const GemmParams<__nv_bfloat16, __nv_bfloat16>&, int, int, dim3, cudaStream_t);
-template Status launch_wgmma_tile<__half, GemmWeights::kInt4>(const GemmParams<__half, __half>&, int,
-                                                              int, dim3, cudaStream_t);
-template Status launch_wgmma_tile<__nv_bfloat16, GemmWeights::kInt4>(
-    const GemmParams<__nv_bfloat16, __nv_bfloat16>&, int, int, dim3, cudaStream_t);
+#define BQMM_NO_WGMMA(T, S, W, TYPED)                                                             \
+  template Status launch_wgmma_tile<T, GemmWeights::W, TYPED>(const GemmParams<T, S>&, int, int, dim3, \
+                                                              cudaStream_t);
+BQMM_NO_WGMMA(__half, float, kFp8, false)
+BQMM_NO_WGMMA(__nv_bfloat16, float, kFp8, false)
+BQMM_NO_WGMMA(__half, __half, kInt8, false)
+BQMM_NO_WGMMA(__nv_bfloat16, __nv_bfloat16, kInt8, false)
+BQMM_NO_WGMMA(__half, __half, kInt4, false)
+BQMM_NO_WGMMA(__nv_bfloat16, __nv_bfloat16, kInt4, false)
+BQMM_NO_WGMMA(__half, __half, kInt8, true)
+BQMM_NO_WGMMA(__nv_bfloat16, __nv_bfloat16, kInt8, true)
+BQMM_NO_WGMMA(__half, __half, kInt4, true)
+BQMM_NO_WGMMA(__nv_bfloat16, __nv_bfloat16, kInt4, true)
+#undef BQMM_NO_WGMMA
 
 Status launch_w8a8_gemm(const Fp8KernelArgs&, bool, const GemmConfig&, const W8A8Workspace&, cudaStream_t) {
   return Status(StatusCode::kInternal, "launch_w8a8_gemm: not built (no SM90 in CUDA_ARCHITECTURES)");

@@ -122,11 +122,17 @@ __device__ __forceinline__ T half_bits_as(uint32_t bits) {
   return v;
 }
 
+// The bit pattern of a T (float16 / bfloat16) in the low 16 bits (half_bits_as's inverse).
 template <typename T>
-__device__ __forceinline__ uint32_t pack_pair(T v) {
+__device__ __forceinline__ uint32_t half_bits_of(T v) {
   uint16_t bits;
   memcpy(&bits, &v, sizeof(bits));
-  return static_cast<uint32_t>(bits) * 0x10001u;
+  return bits;
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack_pair(T v) {
+  return half_bits_of(v) * 0x10001u;
 }
 
 // Typed zero points (float16 / bfloat16): w = q * scale + offset, offset = -zp * scale
@@ -210,6 +216,14 @@ template <typename T>
 __device__ __forceinline__ uint32_t sub_mul_pair(uint32_t x, uint32_t zero, uint32_t scale) {
   return pair_bits<T>(__hmul2(__hsub2(as_pair<T>(x), as_pair<T>(zero)), as_pair<T>(scale)));
 }
+// Typed zero points: (x - zero) * scale + offset, x - zero the exact code (zero the magic
+// alone), one multiply-add rounding once.
+template <typename T>
+__device__ __forceinline__ uint32_t sub_fma_pair(uint32_t x, uint32_t zero, uint32_t scale,
+                                                 uint32_t offset) {
+  return pair_bits<T>(__hfma2(__hsub2(as_pair<T>(x), as_pair<T>(zero)), as_pair<T>(scale),
+                              as_pair<T>(offset)));
+}
 
 // 2^23 + c (c < 256 in the low byte of the word's byte `i`) as float32.
 __device__ __forceinline__ float magic_byte_float(uint32_t word, int i) {
@@ -257,10 +271,7 @@ __device__ __forceinline__ void decode_word_pairs(uint32_t q, const BlockConsts&
 template <typename T, int kBits>
 __device__ __forceinline__ void decode_word_pairs_typed(uint32_t q, const BlockConsts& c,
                                                         uint32_t (&out)[Codes<kBits>::kPerWord / 2]) {
-  const auto fma_pair = [&](uint32_t biased) {
-    return pair_bits<T>(__hfma2(__hsub2(as_pair<T>(biased), as_pair<T>(c.zero)), as_pair<T>(c.scale),
-                                as_pair<T>(c.offset)));
-  };
+  const auto fma_pair = [&](uint32_t biased) { return sub_fma_pair<T>(biased, c.zero, c.scale, c.offset); };
   if constexpr (kBits == 4) {
     constexpr uint32_t kMagic = std::is_same_v<T, __half> ? 0x64006400u : 0x43004300u;
 #pragma unroll
