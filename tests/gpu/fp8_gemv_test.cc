@@ -365,8 +365,28 @@ TEST(Fp8GemvMma, GraphCapturable) {
   }
 }
 
-// Two layers in a row on one stream, the second's A the first's Y (NaN-poisoned until the
-// first writes it), the second forced to the dependent launch of one tile of line loads
+// Two layers of M x K -> 256 -> 45 columns in a row on one stream with `knobs`, the
+// second's A the first's Y (NaN-poisoned until the first writes it), both checked against
+// the reference; the second's plan in `*second_plan`.
+void check_two_layers(const Handle& handle, DType t, int64_t m, int64_t k,
+                      const testing::Fp8Knobs& knobs, uint64_t seed, Fp8MatMulPlan* second_plan) {
+  const Fp8Case first = make_random_fp8_case(t, m, k, 256, 128, true, false, seed);
+  Fp8Case second = make_random_fp8_case(t, m, 45, k, 128, true, false, seed + 1);
+  testing::Fp8DeviceCase d1, d2;
+  BQMM_ASSERT_OK(testing::upload_fp8_case(first, &d1));
+  BQMM_ASSERT_OK(testing::upload_fp8_case(second, &d2));
+  d2.args.a.data = d1.y.data();  // the first layer's output, [m, k]
+  BQMM_ASSERT_OK(testing::plan_fp8_case(handle, first, knobs, &d1));
+  BQMM_ASSERT_OK(testing::plan_fp8_case(handle, second, knobs, &d2));
+  *second_plan = d2.plan;
+  HostTensor y1, y2;
+  BQMM_ASSERT_OK(testing::run_two_layers(handle, d1, d2, &y1, &y2));
+  EXPECT_TRUE(matches_reference(first, y1));
+  second.a = y1;
+  EXPECT_TRUE(matches_reference(second, y2)) << d2.plan;
+}
+
+// Two layers in a row (check_two_layers), the second forced to the dependent launch of one tile of line loads
 // (gemv_pdl=1) at every K split: it may start while the first still runs, so the result
 // is right only if it reads A after waiting for that kernel. K of 4 line pairs (warps of
 // k_split 8 with none) and of 11 (pairs that do not divide among the warps); small enough
@@ -383,30 +403,19 @@ TEST(Fp8GemvLines, DependentLaunchReadsWhatTheKernelBeforeWrote) {
         for (const int k_split : {1, 2, 4, 8}) {
           SCOPED_TRACE(::testing::Message() << dtype_name(t) << " M=" << m << " K=" << k
                                             << " k_split=" << k_split);
-          const Fp8Case first = make_random_fp8_case(t, m, k, 256, 128, true, false, seed++);
-          Fp8Case second = make_random_fp8_case(t, m, 45, k, 128, true, false, seed++);
-          testing::Fp8DeviceCase d1, d2;
-          BQMM_ASSERT_OK(testing::upload_fp8_case(first, &d1));
-          BQMM_ASSERT_OK(testing::upload_fp8_case(second, &d2));
-          d2.args.a.data = d1.y.data();  // the first layer's output, [m, k]
           testing::Fp8Knobs knobs = gemv_options(/*allow_mma=*/true, Stream::kLines);
           knobs.force.k_split = k_split;
           knobs.force.gemv_pdl = 1;
-          BQMM_ASSERT_OK(testing::plan_fp8_case(*handle, first, knobs, &d1));
-          BQMM_ASSERT_OK(testing::plan_fp8_case(*handle, second, knobs, &d2));
-          expect_stream(*handle, d2.plan, Stream::kLines);
-          EXPECT_EQ(d2.plan.gemv.dependent_launch, handle->device_info().sm >= 90) << d2.plan;
-          HostTensor y1, y2;
-          BQMM_ASSERT_OK(testing::run_two_layers(*handle, d1, d2, &y1, &y2));
-          EXPECT_TRUE(matches_reference(first, y1));
-          second.a = y1;
-          EXPECT_TRUE(matches_reference(second, y2)) << d2.plan;
+          Fp8MatMulPlan plan;
+          check_two_layers(*handle, t, m, k, knobs, seed, &plan);
+          seed += 2;
+          expect_stream(*handle, plan, Stream::kLines);
+          EXPECT_EQ(plan.gemv.dependent_launch, handle->device_info().sm >= 90) << plan;
         }
 }
 
-// The CUDA-core kernel's dependent launch (M = 1, gemv_pdl=1) likewise: two layers in a
-// row, the second's A the first's NaN-poisoned Y; N not a multiple of a block's columns,
-// K with a partial last iteration.
+// The CUDA-core kernel's dependent launch (M = 1, gemv_pdl=1) likewise (check_two_layers):
+// N not a multiple of a block's columns, K with a partial last iteration.
 TEST(Fp8GemvFma, DependentLaunchReadsWhatTheKernelBeforeWrote) {
   BQMM_REQUIRE_GPU();
   const Handle* handle = testing::shared_handle();
@@ -415,23 +424,13 @@ TEST(Fp8GemvFma, DependentLaunchReadsWhatTheKernelBeforeWrote) {
   for (const DType t : kDTypes)
     for (const int64_t k : {512, 1408}) {
       SCOPED_TRACE(::testing::Message() << dtype_name(t) << " K=" << k);
-      const Fp8Case first = make_random_fp8_case(t, 1, k, 256, 128, true, false, seed++);
-      Fp8Case second = make_random_fp8_case(t, 1, 45, k, 128, true, false, seed++);
-      testing::Fp8DeviceCase d1, d2;
-      BQMM_ASSERT_OK(testing::upload_fp8_case(first, &d1));
-      BQMM_ASSERT_OK(testing::upload_fp8_case(second, &d2));
-      d2.args.a.data = d1.y.data();  // the first layer's output, [1, k]
       testing::Fp8Knobs knobs = gemv_options(/*allow_mma=*/false);
       knobs.force.gemv_pdl = 1;
-      BQMM_ASSERT_OK(testing::plan_fp8_case(*handle, first, knobs, &d1));
-      BQMM_ASSERT_OK(testing::plan_fp8_case(*handle, second, knobs, &d2));
-      ASSERT_EQ(d2.plan.path, Fp8Path::kGemvFma) << d2.plan;
-      EXPECT_EQ(d2.plan.gemv.dependent_launch, handle->device_info().sm >= 90) << d2.plan;
-      HostTensor y1, y2;
-      BQMM_ASSERT_OK(testing::run_two_layers(*handle, d1, d2, &y1, &y2));
-      EXPECT_TRUE(matches_reference(first, y1));
-      second.a = y1;
-      EXPECT_TRUE(matches_reference(second, y2)) << d2.plan;
+      Fp8MatMulPlan plan;
+      check_two_layers(*handle, t, 1, k, knobs, seed, &plan);
+      seed += 2;
+      EXPECT_EQ(plan.path, Fp8Path::kGemvFma) << plan;
+      EXPECT_EQ(plan.gemv.dependent_launch, handle->device_info().sm >= 90) << plan;
     }
 }
 
