@@ -214,7 +214,7 @@ __device__ __forceinline__ BlockConsts nbits_consts(const RawConsts<kW, T>& c, u
     RawQuant<T, kBits> r;
     r.scale[0] = half_bits_as<T>(c.bits);
     if constexpr (Codes<kBits>::kGroups == 2) r.scale[1] = r.scale[0];
-    r.zp_byte = c.bits >> 16;
+    r.zp_bits = c.bits >> 16;
     return make_consts<T, kBits>(r, blk, 0, false);
   }
 }

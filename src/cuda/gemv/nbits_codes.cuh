@@ -64,15 +64,34 @@ struct Codes {
   static constexpr int kGroups = kPerChunk / 16;
 };
 
+// The T (float16 / bfloat16) whose bit pattern is the low 16 bits of `bits`.
+template <typename T>
+__device__ __forceinline__ T half_bits_as(uint32_t bits) {
+  const uint16_t low = static_cast<uint16_t>(bits);
+  T v;
+  memcpy(&v, &low, sizeof(v));
+  return v;
+}
+
+// The bit pattern of a T (float16 / bfloat16) in the low 16 bits (half_bits_as's inverse).
+template <typename T>
+__device__ __forceinline__ uint32_t half_bits_of(T v) {
+  uint16_t bits;
+  memcpy(&bits, &v, sizeof(bits));
+  return bits;
+}
+
 // ----------------------------------------------------------------- code decoding
-// The scales and zero-point byte of one chunk of one row as loaded, decoded only where
-// used so that a stage's loads never wait on each other. scale[1] is the second half of
-// a 4-bit chunk (another block only for block_size 16).
+// The scales and zero points of one chunk of one row as loaded, decoded only where used so
+// that a stage's loads never wait on each other. scale[1] is the second half of a 4-bit
+// chunk (another block only for block_size 16). zp_bits: the packed zero-point byte (or
+// the default zero point's), or typed zero points' T bits, the second group's in the high
+// half (one 32-bit field either way: a wider struct changed the window kernel's register
+// allocation).
 template <typename T, int kBits>
 struct RawQuant {
   T scale[Codes<kBits>::kGroups];
-  uint32_t zp_byte;
-  T zp[Codes<kBits>::kGroups];  // typed zero points (load_quant<.., kTyped>) only
+  uint32_t zp_bits;
 };
 
 // The constants of one (row, block) in the form the word decoder takes (bit patterns):
@@ -101,33 +120,16 @@ __device__ __forceinline__ RawQuant<T, kBits> load_quant(const T* s_row, const u
   if constexpr (Codes<kBits>::kGroups == 2) r.scale[1] = __ldg(s_row + blk + (split ? 1 : 0));
   if constexpr (kTyped) {
     const T* zp_typed = reinterpret_cast<const T*>(zp_row);
-    r.zp[0] = __ldg(zp_typed + blk);
-    if constexpr (Codes<kBits>::kGroups == 2) r.zp[1] = __ldg(zp_typed + blk + (split ? 1 : 0));
-    r.zp_byte = 0;
+    r.zp_bits = half_bits_of(__ldg(zp_typed + blk));
+    if constexpr (Codes<kBits>::kGroups == 2)
+      r.zp_bits |= half_bits_of(__ldg(zp_typed + blk + (split ? 1 : 0))) << 16;
   } else {
     // Packed zero points: one byte per block (8-bit), two blocks per byte (4-bit), even
     // block in the low nibble: blocks blk and blk + 1 of a split chunk share the byte.
-    r.zp_byte = zp_row == nullptr ? Codes<kBits>::kDefaultZeroPoint * (kBits == 4 ? 0x11u : 1u)
+    r.zp_bits = zp_row == nullptr ? Codes<kBits>::kDefaultZeroPoint * (kBits == 4 ? 0x11u : 1u)
                                   : __ldg(zp_row + (kBits == 8 ? blk : blk >> 1));
   }
   return r;
-}
-
-// The T (float16 / bfloat16) whose bit pattern is the low 16 bits of `bits`.
-template <typename T>
-__device__ __forceinline__ T half_bits_as(uint32_t bits) {
-  const uint16_t low = static_cast<uint16_t>(bits);
-  T v;
-  memcpy(&v, &low, sizeof(v));
-  return v;
-}
-
-// The bit pattern of a T (float16 / bfloat16) in the low 16 bits (half_bits_as's inverse).
-template <typename T>
-__device__ __forceinline__ uint32_t half_bits_of(T v) {
-  uint16_t bits;
-  memcpy(&bits, &v, sizeof(bits));
-  return bits;
 }
 
 template <typename T>
@@ -162,9 +164,9 @@ __device__ __forceinline__ BlockConsts make_consts(const RawQuant<T, kBits>& r, 
   const bool second = Codes<kBits>::kGroups == 2 && group == 1 && split;
   if constexpr (kTyped)
     return make_typed_consts<T, kBits>(second ? r.scale[Codes<kBits>::kGroups - 1] : r.scale[0],
-                                       second ? r.zp[Codes<kBits>::kGroups - 1] : r.zp[0]);
+                                       half_bits_as<T>(second ? r.zp_bits >> 16 : r.zp_bits));
   const uint32_t zp_shift = kBits == 8 ? 0 : ((blk + (second ? 1 : 0)) & 1) * 4;
-  const uint32_t zp = (r.zp_byte >> zp_shift) & Codes<kBits>::kMask;
+  const uint32_t zp = (r.zp_bits >> zp_shift) & Codes<kBits>::kMask;
   const T scale = second ? r.scale[Codes<kBits>::kGroups - 1] : r.scale[0];
   // T pair constants as one multiply-add each (zp < 16 or 256: no carry between the
   // halves), in C so that the default zero point folds to constants.

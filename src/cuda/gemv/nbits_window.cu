@@ -202,9 +202,9 @@ __device__ __forceinline__ void window_tile(const GemvParams<T>& p, uint32_t col
         if constexpr (C::kGroups == 2) q[r].scale[1] = q[r].scale[0];  // one block
       }
       if (!kZeroPoints)
-        q[r].zp_byte = C::kDefaultZeroPoint * (kBits == 4 ? 0x11u : 1u);
+        q[r].zp_bits = C::kDefaultZeroPoint * (kBits == 4 ? 0x11u : 1u);
       else if (!kPairByte || first_of_pair)  // else: load_pair copies the first's
-        q[r].zp_byte = __ldg(tr.zp[r] + (kBits == 8 ? blk : blk >> 1));
+        q[r].zp_bits = __ldg(tr.zp[r] + (kBits == 8 ? blk : blk >> 1));
     }
   };
   auto load_quant = [&](uint32_t u, RawQuant<T, kBits> (&q)[2]) {
@@ -308,7 +308,7 @@ __device__ __forceinline__ void window_tile(const GemvParams<T>& p, uint32_t col
             load_quant_of(tile_rows(j), 2 * v + 1, q[j][1], false, !kScalePair);
             if constexpr (kPairByte) {
 #pragma unroll
-              for (int r = 0; r < 2; ++r) q[j][1][r].zp_byte = q[j][0][r].zp_byte;
+              for (int r = 0; r < 2; ++r) q[j][1][r].zp_bits = q[j][0][r].zp_bits;
             }
           }
           if constexpr (kScalePair) {
