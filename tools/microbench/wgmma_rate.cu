@@ -1,0 +1,224 @@
+// Tensor-core rate micro-benchmark: what the wgmma shapes of the fused GEMM's Hopper
+// mainloop (src/cuda/gemm/fused_wgmma.cuh) sustain on a whole GPU, with nothing else in
+// the loop: the flops floor of the fused GEMM at the rows where the multiply, not the
+// weight stream, sets its time (M = 64..128). Standalone (not built by CMake):
+//
+//   nvcc -O3 -std=c++17 --expt-relaxed-constexpr -arch=sm_90a -Iinclude -Isrc \
+//     -o /tmp/wgmma_rate tools/microbench/wgmma_rate.cu && /tmp/wgmma_rate
+//
+// One block per SM (200 KB of dynamic shared memory keeps a second one out), grid = the
+// SM count, C consumer warpgroups per block (1 or 2, the fused GEMM's 2). Each warpgroup
+// issues groups of 8 wgmma m64nNk16 (float16 or bfloat16, float32 accumulators, one
+// 128-K slab of the activation tile: two 64-K panels of N rows x 128 bytes, swizzled as
+// the kernel's), commits, and waits until one group is pending, as the kernel's 8-bit
+// slab step does. A comes from registers (RS, the fused GEMM's form: the decoded weight)
+// or from shared memory (SS, a dense GEMM's form). ALU: after issuing a group, each
+// thread runs that many dependent half2 multiply-adds on other registers before the wait,
+// standing in for the next slab's decode (about 150 instructions a warp a slab in the
+// kernel, ~70 of them the conversions), to see whether the warpgroups' alternation hides
+// it. Operands are random (the tensor cores' power, hence the clock, depends on the
+// data). Reports per variant: TFLOP/s, the SM clock the kernel saw (clock64 over
+// globaltimer), and flops per SM per clock against the tensor cores' 4096 (dense
+// float16 / bfloat16 on SM90: 1024 per sub-partition per clock). docs/PERF.md ("The
+// tensor-core rate") has the H200's numbers.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <type_traits>
+#include <vector>
+
+#include "cuda/gemm/fused_wgmma.cuh"  // wgmma_rs, wgmma.cuh's fences and descriptors
+
+using namespace bqmm::cuda;
+
+#define CK(x)                                                                   \
+  do {                                                                          \
+    cudaError_t err_ = (x);                                                     \
+    if (err_ != cudaSuccess) {                                                  \
+      printf("CUDA %s at line %d\n", cudaGetErrorString(err_), __LINE__);      \
+      exit(1);                                                                  \
+    }                                                                           \
+  } while (0)
+
+constexpr int kSmemBytes = 200 * 1024;  // one block per SM
+constexpr int kGroupSteps = 8;          // wgmma per commit group (a 128-K slab)
+
+// m64nNk16 with A from shared memory too (SS), N = 64 or 128.
+#define WR_SS_N64(TY)                                                                      \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"                               \
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " {" BQMM_WGMMA_REGS32 \
+               "}, %32, %33, p, 1, 1, 0, 0;\n}\n"                                          \
+               : BQMM_WGMMA_D32                                                            \
+               : "l"(adesc), "l"(bdesc), "r"(accumulate))
+#define WR_SS_N128(TY)                                                                      \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"                                \
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {" BQMM_WGMMA_REGS64 \
+               "}, %64, %65, p, 1, 1, 0, 0;\n}\n"                                           \
+               : BQMM_WGMMA_D64                                                             \
+               : "l"(adesc), "l"(bdesc), "r"(accumulate))
+template <typename T, int kN>
+__device__ __forceinline__ void wgmma_ss(float (&d)[kN / 2], uint64_t adesc, uint64_t bdesc,
+                                         uint32_t accumulate) {
+#if BQMM_WGMMA_ENABLED
+  if constexpr (kN == 64) {
+    if constexpr (std::is_same_v<T, __half>) {
+      WR_SS_N64("f16");
+    } else {
+      WR_SS_N64("bf16");
+    }
+  } else {
+    if constexpr (std::is_same_v<T, __half>) {
+      WR_SS_N128("f16");
+    } else {
+      WR_SS_N128("bf16");
+    }
+  }
+#endif
+}
+
+// smem: [B: 2 panels of kN rows x 128 B][A: 2 panels of 64 rows x 128 B] (SS reads A
+// there; RS ignores it), filled from `src` (random bytes).
+template <typename T, int kN, int kConsumers, bool kSs, int kAlu>
+__global__ void __launch_bounds__(128 * kConsumers, 1)
+    rate_kernel(const uint32_t* __restrict__ src, int iters, float* out, long long* cycles,
+                unsigned long long* nanos) {
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  constexpr int kBBytes = 2 * kN * 128, kABytes = 2 * 64 * 128;
+  for (int i = threadIdx.x; i < (kBBytes + kABytes) / 4; i += blockDim.x)
+    reinterpret_cast<uint32_t*>(smem)[i] = src[i];
+  __syncthreads();
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // generic writes -> wgmma reads
+  __syncthreads();
+
+  const int lane = threadIdx.x % 128;
+  uint32_t a[kGroupSteps][4];
+#pragma unroll
+  for (int s = 0; s < kGroupSteps; ++s)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) a[s][j] = src[(kBBytes + kABytes) / 4 + (lane * 32 + s * 4 + j) % 4096];
+  uint32_t x = src[lane], y = src[lane + 128];  // the ALU chain's operands
+  float d[kN / 2];
+#pragma unroll
+  for (int i = 0; i < kN / 2; ++i) d[i] = 0.0f;
+  uint64_t bdesc[kGroupSteps], adesc[kGroupSteps];
+  const uint64_t b0 = sw128_desc(smem_addr(smem)), a0 = sw128_desc(smem_addr(smem + kBBytes));
+#pragma unroll
+  for (int s = 0; s < kGroupSteps; ++s) {
+    bdesc[s] = sw128_desc_step(b0, (s / 4) * kN * 128 + (s % 4) * 32);
+    adesc[s] = sw128_desc_step(a0, (s / 4) * 64 * 128 + (s % 4) * 32);
+  }
+
+  __syncthreads();
+  const long long c0 = clock64();
+  unsigned long long t0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+#pragma unroll 1
+  for (int it = 0; it < iters; ++it) {
+    fence_operands(a);
+    fence_operands(d);
+    wgmma_fence();
+#pragma unroll
+    for (int s = 0; s < kGroupSteps; ++s) {
+      if constexpr (kSs) {
+        wgmma_ss<T, kN>(d, adesc[s], bdesc[s], 1u);
+      } else {
+        wgmma_rs<T, kN>(d, a[s], bdesc[s], 1u);
+      }
+    }
+    wgmma_commit();
+    fence_operands(d);
+#pragma unroll
+    for (int i = 0; i < kAlu; ++i) asm volatile("fma.rn.f16x2 %0, %0, %1, %1;" : "+r"(x) : "r"(y));
+    wgmma_wait<1>();
+  }
+  wgmma_wait<0>();
+  fence_operands(d);
+  const long long c1 = clock64();
+  unsigned long long t1;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+  float sum = __uint_as_float(x);
+#pragma unroll
+  for (int i = 0; i < kN / 2; ++i) sum += d[i];
+  out[blockIdx.x * blockDim.x + threadIdx.x] = sum;  // keeps the work alive
+  if (threadIdx.x == 0) {
+    cycles[blockIdx.x] = c1 - c0;
+    nanos[blockIdx.x] = t1 - t0;
+  }
+}
+
+struct Buffers {
+  uint32_t* src;
+  float* out;
+  long long* cycles;
+  unsigned long long* nanos;
+  int sms;
+};
+
+template <typename T, int kN, int kConsumers, bool kSs, int kAlu>
+void run(const Buffers& b, const char* name) {
+  auto kernel = rate_kernel<T, kN, kConsumers, kSs, kAlu>;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes + 1024));
+  const int iters = 20000;
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  kernel<<<b.sms, 128 * kConsumers, kSmemBytes + 1024>>>(b.src, iters / 10, b.out, b.cycles, b.nanos);  // warm-up
+  CK(cudaGetLastError());
+  float best_ms = 1e30f;
+  long long cyc = 0;
+  unsigned long long ns = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    CK(cudaEventRecord(e0));
+    kernel<<<b.sms, 128 * kConsumers, kSmemBytes + 1024>>>(b.src, iters, b.out, b.cycles, b.nanos);
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (ms < best_ms) {
+      best_ms = ms;
+      CK(cudaMemcpy(&cyc, b.cycles, sizeof(cyc), cudaMemcpyDeviceToHost));
+      CK(cudaMemcpy(&ns, b.nanos, sizeof(ns), cudaMemcpyDeviceToHost));
+    }
+  }
+  const double flops = 2.0 * 64 * kN * 16 * kGroupSteps * double(iters) * kConsumers * b.sms;
+  const double tflops = flops / (best_ms * 1e-3) / 1e12;
+  const double mhz = double(cyc) / double(ns) * 1e3;
+  const double per_clk = flops / b.sms / double(cyc);
+  printf("%-34s %7.1f TFLOP/s  %5.0f MHz  %6.0f flops/SM/clk (%4.1f %% of 4096)\n", name, tflops, mhz, per_clk,
+         100.0 * per_clk / 4096.0);
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+}
+
+int main() {
+  Buffers b;
+  CK(cudaDeviceGetAttribute(&b.sms, cudaDevAttrMultiProcessorCount, 0));
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  printf("%s, %d SMs; wgmma m64nNk16, groups of 8, wait until one group pends\n", prop.name, b.sms);
+  // Random float16 / bfloat16 bit patterns in [-1, 1)-ish: sign, small exponents.
+  std::vector<uint32_t> host(64 * 1024);
+  std::mt19937 rng(7);
+  for (auto& v : host) v = (rng() & 0xBBFFBBFFu);  // float16: exponents <= 0b01110, finite
+  CK(cudaMalloc(&b.src, host.size() * 4));
+  CK(cudaMemcpy(b.src, host.data(), host.size() * 4, cudaMemcpyHostToDevice));
+  CK(cudaMalloc(&b.out, static_cast<size_t>(b.sms) * 256 * sizeof(float)));
+  CK(cudaMalloc(&b.cycles, static_cast<size_t>(b.sms) * sizeof(long long)));
+  CK(cudaMalloc(&b.nanos, static_cast<size_t>(b.sms) * sizeof(unsigned long long)));
+
+  run<__half, 64, 2, false, 0>(b, "RS n64  f16 2 warpgroups");
+  run<__half, 128, 2, false, 0>(b, "RS n128 f16 2 warpgroups");
+  run<__nv_bfloat16, 128, 2, false, 0>(b, "RS n128 bf16 2 warpgroups");
+  run<__half, 128, 1, false, 0>(b, "RS n128 f16 1 warpgroup");
+  run<__half, 64, 2, true, 0>(b, "SS n64  f16 2 warpgroups");
+  run<__half, 128, 2, true, 0>(b, "SS n128 f16 2 warpgroups");
+  run<__half, 64, 2, false, 70>(b, "RS n64  f16 2 wg + 70 ALU/group");
+  run<__half, 128, 2, false, 70>(b, "RS n128 f16 2 wg + 70 ALU/group");
+  run<__half, 128, 2, false, 150>(b, "RS n128 f16 2 wg + 150 ALU/group");
+  run<__half, 128, 2, false, 300>(b, "RS n128 f16 2 wg + 300 ALU/group");
+  return 0;
+}
