@@ -116,9 +116,20 @@ struct Fp8MatMulOptions {
   // The weight is dequantized and multiplied in N tiles of at most this size (at least
   // one row per tile).
   int64_t dequant_scratch_bytes = int64_t{256} << 20;
+  // Launch the decode GEMV (M <= 8) as a programmatic dependent of the kernel before it
+  // on the stream (SM90 and later): its first weights are read while that kernel drains.
+  // It gains only where that kernel lets its dependents start early (it executes
+  // griddepcontrol.launch_dependents, as bqmm's decode GEMVs do): in a chain of bqmm
+  // calls 0-6 % less time on the H200. After a kernel that does not (most other
+  // libraries' kernels, e.g. a norm before the GEMV), it costs time instead: 7-17 % on
+  // 4096 x 4096 weights (about 1 us). Taken by the tensor-core GEMV's one tile of
+  // line loads (M = 2..8, no static W8A8) (the plan prints
+  // `dependent_launch=yes`).
+  bool gemv_dependent_launch = false;
 };
-// Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB). A malformed
-// value is an error that names the variable.
+// Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB) and
+// BQMM_GEMV_DEPENDENT_LAUNCH (0 or 1). A malformed value is an error that names the
+// variable.
 Status fp8_matmul_options_from_env(Fp8MatMulOptions* opts);
 
 // The planner's decision: which path, which kernels, the tiling and the workspace layout.

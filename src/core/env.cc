@@ -30,6 +30,13 @@ Status read_scratch_bytes(int64_t* scratch_bytes) {
   return Status::Ok();
 }
 
+Status read_gemv_dependent_launch(bool* on) {
+  int64_t v = -1;
+  BQMM_RETURN_IF_ERROR(read_int("BQMM_GEMV_DEPENDENT_LAUNCH", 0, 1, &v));
+  if (v >= 0) *on = v == 1;
+  return Status::Ok();
+}
+
 bool flag(const char* name) {
   const char* text = std::getenv(name);
   return text != nullptr && *text != '\0' && std::string(text) != "0";

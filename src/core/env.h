@@ -15,6 +15,9 @@ Status read_int(const char* name, int64_t min, int64_t max, int64_t* value);
 // BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB) into *scratch_bytes; unset leaves it.
 Status read_scratch_bytes(int64_t* scratch_bytes);
 
+// BQMM_GEMV_DEPENDENT_LAUNCH (0 or 1) into *on; unset leaves it.
+Status read_gemv_dependent_launch(bool* on);
+
 // true when `name` is set to a non-empty value other than "0".
 bool flag(const char* name);
 

@@ -261,18 +261,23 @@ Status choose_registers(const Fp8MatMulProblem& p, const DeviceInfo& d, const Pl
                                kFp8WideMinKSplit);
 }
 
-// A programmatic dependent launch of the kernel before it (gemv_pdl=1; unmeasured, so
-// only where forced): one tile of line loads without static W8A8 at M <= 8 on SM90, its
-// first pairs pulled into L2 while that kernel finishes, as NBitsMatMul's 4-bit register
-// tile launches (nbits_matmul_plan.cc has its measurements).
-bool dependent_launch_applies(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o,
+// A programmatic dependent launch of the kernel before it where the caller allows it
+// (Fp8MatMulOptions::gemv_dependent_launch, or gemv_pdl=1): one tile of line loads without
+// static W8A8 at M <= 8 on SM90, its first pairs pulled into L2 while that kernel
+// finishes, as NBitsMatMul's 4-bit register tile launches (nbits_matmul_plan.cc). Measured
+// on the H200 (scripts/ab_cases/fp8_gemv_pdl.txt, gemv_pdl=1 against plain launches, one
+// build): in chains of the operator alone 0.937-1.000x (4096 x 14336 M = 4 17.0 -> 15.9
+// us), after a kernel that does not let it start early 0.99-1.13x (4096 x 4096 M = 2
+// and 8: +1 us).
+bool dependent_launch_applies(const Fp8MatMulProblem& p, const DeviceInfo& d, bool dependent,
                               const GemvConfig& g) {
-  return o.gemv_pdl == 1 && d.sm >= 90 && g.lines && !g.tma && g.tiles == 1 && !p.has_a_scale &&
+  return dependent && d.sm >= 90 && g.lines && !g.tma && g.tiles == 1 && !p.has_a_scale &&
          p.m <= kGemvMaxRows;
 }
 
+// `dependent`: the caller allows a dependent launch (dependent_launch_applies).
 Status plan_tensor_core_gemv(const Fp8MatMulProblem& p, const DeviceInfo& d,
-                             const PlanOverride& o, GemvConfig* g) {
+                             const PlanOverride& o, bool dependent, GemvConfig* g) {
   g->lines = choose_lines(p, o);
   g->tma = choose_tma(p, d, o, g->lines);
   g->tiles = choose_tiles(p, o, g->lines);
@@ -289,12 +294,15 @@ Status plan_tensor_core_gemv(const Fp8MatMulProblem& p, const DeviceInfo& d,
                   "plan override: the FP8 GEMVs take k_split up to " +
                       std::to_string(kGemvMaxKSplit) + ", not " + std::to_string(o.k_split));
   if (o.k_split > 0) g->k_split = o.k_split;
-  g->dependent_launch = dependent_launch_applies(p, d, o, *g);
+  g->dependent_launch = dependent_launch_applies(p, d, dependent, *g);
   return Status::Ok();
 }
 
-// The CUDA-core kernel likewise (gemv_pdl=1 only, unmeasured): at one row per warp without
-// static W8A8 on SM90, its first iteration's weights pulled into L2 before the wait.
+// The CUDA-core kernel likewise, only where forced (gemv_pdl=1): at one row per warp
+// without static W8A8 on SM90, its first iteration's weights pulled into L2 before the
+// wait. In chains of the operator alone it was not a gain (H200, M = 1: 4096 x 4096 6.4
+// -> 6.6 us, 28672 x 8192 56.0 -> 56.0, 8192 x 8192 bfloat16 17.5 -> 16.9), so the
+// caller's option leaves it plain.
 bool fma_dependent_launch_applies(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o,
                                   const GemvConfig& g) {
   return o.gemv_pdl == 1 && d.sm >= 90 && g.rows == 1 && !p.has_a_scale;
@@ -494,7 +502,8 @@ const char* fp8_wgmma_refusal(const Fp8MatMulProblem& p, const DeviceInfo& devic
 }
 
 Status fp8_matmul_options_from_env(Fp8MatMulOptions* opts) {
-  return env::read_scratch_bytes(&opts->dequant_scratch_bytes);
+  BQMM_RETURN_IF_ERROR(env::read_scratch_bytes(&opts->dequant_scratch_bytes));
+  return env::read_gemv_dependent_launch(&opts->gemv_dependent_launch);
 }
 
 Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
@@ -542,7 +551,8 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
     plan_dequant_gemm(p, device, options, &plan);
   } else if (choose_tensor_cores(p, device, o)) {
     plan.path = Fp8Path::kGemvMma;
-    BQMM_RETURN_IF_ERROR(plan_tensor_core_gemv(p, device, o, &plan.gemv));
+    const bool dependent = o.gemv_pdl == 1 || (o.gemv_pdl < 0 && options.gemv_dependent_launch);
+    BQMM_RETURN_IF_ERROR(plan_tensor_core_gemv(p, device, o, dependent, &plan.gemv));
     plan_gemv_workspace(p, &plan);
   } else {
     plan.path = Fp8Path::kGemvFma;

@@ -285,12 +285,16 @@ void choose_stream(const NBitsMatMulProblem& p, const DeviceInfo& d, const GemvF
 }
 
 // The 4-bit register tile on float16 / bfloat16 (algorithm 0) launches as a programmatic
-// dependent of the kernel before it (SM90 and later; gemv_pdl=0 turns it off): its first
+// dependent of the kernel before it where the caller allows it
+// (NBitsMatMulOptions::gemv_dependent_launch, or gemv_pdl=1; SM90 and later): its first
 // weights are pulled into L2 while that kernel finishes. Measured on the H200 (one build,
 // the 4-bit decode suites without and with packed zero points, gemv_pdl=1 against 0, the
-// plain kernel's code unchanged): its 32 cases 0.949-1.009x (4096 x 4096 float16 M = 1
-// 6.0 -> 5.8 us; packed 8192 x 8192 bfloat16 M = 4 16.2 -> 15.4) back to back, but
-// 0.6-1.4 us slower per run between events (docs/PERF.md). The window kernel
+// plain kernel's code unchanged): in chains of the operator alone its 32 cases
+// 0.949-1.009x (4096 x 4096 float16 M = 1 6.0 -> 5.8 us; packed 8192 x 8192 bfloat16 M =
+// 4 16.2 -> 15.4), but after a kernel that does not let it start early (bqmm-profile
+// --between-kernel, scripts/ab_cases/gemv_pdl_between.txt) 1.07-1.17x (4096 x 4096
+// float16 M = 1 6.9 -> 7.9 us), and 0.6-1.4 us slower per run between events: so only
+// where the caller knows what runs before it. The window kernel
 // without line loads was up to 17 % slower as a dependent (14336 x 4096 at k_split 4),
 // with line loads -4 to +6 %: it and TMA tiles keep plain launches, as 8-bit does (its
 // decode plans never take the register tile).
@@ -352,8 +356,9 @@ Status choose_k_split(const NBitsMatMulProblem& p, const DeviceInfo& d, const Ge
   return Status::Ok();
 }
 
+// `dependent`: the caller allows a dependent launch (dependent_launch_applies).
 Status plan_gemv(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o,
-                 GemvConfig* g) {
+                 bool dependent, GemvConfig* g) {
   const GemvFacts f = gemv_facts(p, d);
   g->tiles = 1;
   if (choose_fma(p, f, o)) {
@@ -366,7 +371,7 @@ Status plan_gemv(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOve
   g->row_groups = static_cast<int>(gemv_row_groups(p.m));
   choose_stream(p, d, f, o, g);
   BQMM_RETURN_IF_ERROR(choose_k_split(p, d, f, o, g));
-  g->dependent_launch = dependent_launch_applies(p, d, f, *g) && o.gemv_pdl != 0;
+  g->dependent_launch = dependent && dependent_launch_applies(p, d, f, *g);
   return Status::Ok();
 }
 
@@ -465,7 +470,8 @@ const char* nbits_wgmma_refusal(const NBitsMatMulProblem& p, const DeviceInfo& d
 }
 
 Status nbits_matmul_options_from_env(NBitsMatMulOptions* opts) {
-  return env::read_scratch_bytes(&opts->dequant_scratch_bytes);
+  BQMM_RETURN_IF_ERROR(env::read_scratch_bytes(&opts->dequant_scratch_bytes));
+  return env::read_gemv_dependent_launch(&opts->gemv_dependent_launch);
 }
 
 Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
@@ -505,7 +511,8 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
   } else if (gemv_applies(p, device, o) &&
              (p.m <= kGemvMaxRows || row_groups_apply(p, device, o))) {
     plan.path = NBitsPath::kGemv;
-    BQMM_RETURN_IF_ERROR(plan_gemv(p, device, o, &plan.gemv));
+    const bool dependent = o.gemv_pdl == 1 || (o.gemv_pdl < 0 && options.gemv_dependent_launch);
+    BQMM_RETURN_IF_ERROR(plan_gemv(p, device, o, dependent, &plan.gemv));
   } else {
     plan.path = NBitsPath::kDequantGemm;
     plan_dequant_gemm(p, device, options, &plan);

@@ -56,10 +56,11 @@
 //                            thread-block cluster through distributed shared memory (1,
 //                            the planner's), or in planes of partial sums added by a
 //                            second kernel (0)
-//   gemv_pdl=0|1      both   the decode GEMV's programmatic dependent launch (SM90):
-//                            NBitsMatMul's 4-bit register tile (the planner's: on; 0 a
-//                            plain launch); FP8's one tile of line loads without static
-//                            W8A8 (the planner's: off; 1 turns it on)
+//   gemv_pdl=0|1      both   the decode GEMV's programmatic dependent launch (SM90),
+//                            whatever the options' gemv_dependent_launch says: on (1) for
+//                            NBitsMatMul's 4-bit register tile, FP8's one tile of line
+//                            loads and its CUDA-core kernel at M = 1, without static W8A8;
+//                            off (0) for all
 // Unset keys leave the planner's choice. A forced choice that does not apply to a problem
 // is ignored where the planner's rules say so (as for its own choices), except the
 // conflicts the planner reports (registers=168 with k_split=8).

@@ -324,6 +324,42 @@ void expect_scratch_mib_from_env(Status (*from_env)(Options*), const char* var) 
   unsetenv(var);
 }
 
+// BQMM_GEMV_DEPENDENT_LAUNCH for `from_env`: "1" turns gemv_dependent_launch on, "0" off,
+// unset or empty leaves the caller's value; anything else is InvalidArgument naming the
+// variable and the value. The variable is left unset.
+template <typename Options>
+void expect_dependent_launch_from_env(Status (*from_env)(Options*)) {
+  const char* var = "BQMM_GEMV_DEPENDENT_LAUNCH";
+  unsetenv(var);
+  for (const bool kept : {false, true}) {
+    Options o;
+    o.gemv_dependent_launch = kept;
+    ASSERT_TRUE(from_env(&o).ok());
+    EXPECT_EQ(o.gemv_dependent_launch, kept);  // unset: the caller's value
+    setenv(var, "", 1);
+    ASSERT_TRUE(from_env(&o).ok());
+    EXPECT_EQ(o.gemv_dependent_launch, kept);  // empty: as unset
+    unsetenv(var);
+  }
+  for (const auto& [value, on] : {std::pair<const char*, bool>{"1", true}, {"0", false}}) {
+    setenv(var, value, 1);
+    Options o;
+    o.gemv_dependent_launch = !on;
+    const Status s = from_env(&o);
+    ASSERT_TRUE(s.ok()) << var << "=" << value << ": " << s.to_string();
+    EXPECT_EQ(o.gemv_dependent_launch, on) << var << "=" << value;
+  }
+  for (const char* bad : {"2", "-1", "yes", "on", "1x"}) {
+    setenv(var, bad, 1);
+    Options o;
+    const Status s = from_env(&o);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << var << "=" << bad;
+    EXPECT_NE(s.message().find(var), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(std::string("\"") + bad + "\""), std::string::npos) << s.message();
+  }
+  unsetenv(var);
+}
+
 // Unsets the named variables for its lifetime, then restores what they were.
 class EnvGuard {
  public:

@@ -251,16 +251,21 @@ TEST(Fp8Plan, GemvTwoTilesPerWarpOnLargeWeights) {
                                    {-2, 0, 3});
 }
 
-// The dependent launch (gemv_pdl=1 only, unmeasured): one tile of line loads without
-// static W8A8 at M = 2..8 on SM90, and the CUDA-core kernel at M = 1; never by default, on
-// Ampere, with two tiles, TMA tiles, fragment loads, W8A8, row groups or the CUDA-core
-// kernel above one row.
-TEST(Fp8Plan, GemvDependentLaunchOnlyWhereForced) {
+// The dependent launch: one tile of line loads without static W8A8 at M = 2..8 on SM90
+// where the caller's option gemv_dependent_launch allows it or where forced (gemv_pdl=1),
+// and the CUDA-core kernel at M = 1 only where forced; never by default, on Ampere, with
+// two tiles, TMA tiles, fragment loads, W8A8, row groups or the CUDA-core kernel above one
+// row.
+TEST(Fp8Plan, GemvDependentLaunchWhereAllowed) {
   const PlanOverride on = parsed("gemv_pdl=1");
+  Fp8MatMulOptions option;
+  option.gemv_dependent_launch = true;
   for (const int64_t m : {2, 4, 8}) {
     SCOPED_TRACE(::testing::Message() << "M=" << m);
     EXPECT_FALSE(plan(problem(m, 4096, 4096)).gemv.dependent_launch);
     EXPECT_FALSE(plan(problem(m, 4096, 4096), kHopper, parsed("gemv_pdl=0")).gemv.dependent_launch);
+    EXPECT_FALSE(plan(problem(m, 4096, 4096), kHopper, option, parsed("gemv_pdl=0")).gemv.dependent_launch);
+    EXPECT_TRUE(plan(problem(m, 4096, 4096), kHopper, option).gemv.dependent_launch);
     const Fp8MatMulPlan dep = plan(problem(m, 4096, 4096), kHopper, on);
     EXPECT_TRUE(dep.gemv.dependent_launch) << dep;
     EXPECT_NE(printed(dep).find("lines=1; tiles=1; dependent_launch=yes"), std::string::npos) << dep;
@@ -281,6 +286,7 @@ TEST(Fp8Plan, GemvDependentLaunchOnlyWhereForced) {
   EXPECT_TRUE(fma.gemv.dependent_launch) << fma;
   EXPECT_NE(printed(fma).find("rows_per_warp=1; dependent_launch=yes"), std::string::npos) << fma;
   EXPECT_FALSE(plan(problem(1, 4096, 4096)).gemv.dependent_launch);
+  EXPECT_FALSE(plan(problem(1, 4096, 4096), kHopper, option).gemv.dependent_launch);  // forced only
   EXPECT_FALSE(plan(problem(1, 4096, 4096), kAmpere, on).gemv.dependent_launch);
   Fp8MatMulProblem fma_w8a8 = problem(1, 4096, 4096);
   fma_w8a8.has_a_scale = true;
@@ -1436,8 +1442,13 @@ TEST(Fp8Override, GemvRegisters) {
 // ------------------------------------------------------------------ environment
 class Fp8EnvTest : public ::testing::Test {
  protected:
-  testing::EnvGuard env_{"BQMM_DEQUANT_SCRATCH_MIB"};
+  testing::EnvGuard env_{"BQMM_DEQUANT_SCRATCH_MIB", "BQMM_GEMV_DEPENDENT_LAUNCH"};
 };
+
+// BQMM_GEMV_DEPENDENT_LAUNCH sets the option gemv_dependent_launch; malformed values name it.
+TEST_F(Fp8EnvTest, GemvDependentLaunch) {
+  testing::expect_dependent_launch_from_env(fp8_matmul_options_from_env);
+}
 
 // BQMM_DEQUANT_SCRATCH_MIB bounds the dequant scratch; malformed values name it.
 TEST_F(Fp8EnvTest, ScratchMib) {

@@ -680,37 +680,44 @@ TEST(NBitsPlan, GemvTmaWhereItPaysOrWhenAsked) {
 }
 
 // The 4-bit register tile (algorithm 0) launches as a programmatic dependent of the kernel
-// before it on SM90 (gemv_pdl=0: plainly); the other GEMV kernels and algorithms, 8-bit and
-// Ampere launch plainly.
+// before it on SM90 where the caller's option gemv_dependent_launch allows it, or where
+// forced (gemv_pdl=1; gemv_pdl=0 keeps it plain whatever the option); by default, the
+// other GEMV kernels and algorithms, 8-bit and Ampere launch plainly.
 TEST(NBitsPlan, DependentLaunchOfTheFourBitRegisterTile) {
   expect_switch_parses("gemv_pdl", &PlanOverride::gemv_pdl);
+  NBitsMatMulOptions on;
+  on.gemv_dependent_launch = true;
   for (DType t : {DType::kFloat16, DType::kBFloat16})
     for (int64_t m : {1, 4, 8}) {
       SCOPED_TRACE(::testing::Message() << dtype_name(t) << " M=" << m);
-      const NBitsMatMulPlan regs = plan(problem(m, 4096, 4096, 4, 128, t));
-      ASSERT_EQ(regs.path, NBitsPath::kGemv);
-      ASSERT_FALSE(regs.gemv.window || regs.gemv.tma || regs.gemv.fma);
+      const NBitsMatMulProblem p = problem(m, 4096, 4096, 4, 128, t);
+      const NBitsMatMulPlan plain = plan(p);
+      ASSERT_EQ(plain.path, NBitsPath::kGemv);
+      ASSERT_FALSE(plain.gemv.window || plain.gemv.tma || plain.gemv.fma);
+      EXPECT_FALSE(plain.gemv.dependent_launch);
+      EXPECT_EQ(printed(plain).find("dependent_launch"), std::string::npos) << printed(plain);
+      const NBitsMatMulPlan regs = plan(p, kHopper, on);
       EXPECT_TRUE(regs.gemv.dependent_launch);
       EXPECT_NE(printed(regs).find("tiles=1; dependent_launch=yes; workspace="), std::string::npos)
           << printed(regs);
-      EXPECT_FALSE(plan(problem(m, 4096, 4096, 4, 128, t), kHopper, parsed("gemv_pdl=0"))
-                       .gemv.dependent_launch);
-      EXPECT_FALSE(plan(problem(m, 4096, 4096, 4, 128, t), kAmpere).gemv.dependent_launch);
+      EXPECT_TRUE(plan(p, kHopper, parsed("gemv_pdl=1")).gemv.dependent_launch);
+      EXPECT_FALSE(plan(p, kHopper, on, parsed("gemv_pdl=0")).gemv.dependent_launch);
+      EXPECT_FALSE(plan(p, kAmpere, on).gemv.dependent_launch);
       // Algorithms 1 and 2 (forced) have no dependent instance.
-      EXPECT_FALSE(plan(problem(m, 4096, 4096, 4, 128, t), kHopper, parsed("algo=1")).gemv.dependent_launch);
-      EXPECT_FALSE(plan(problem(m, 4096, 4096, 4, 128, t), kHopper, parsed("algo=2")).gemv.dependent_launch);
+      EXPECT_FALSE(plan(p, kHopper, on, parsed("algo=1")).gemv.dependent_launch);
+      EXPECT_FALSE(plan(p, kHopper, on, parsed("algo=2")).gemv.dependent_launch);
       // The window kernel (8192 x 8192), TMA tiles and 8-bit stay plain, forced or not.
-      const NBitsMatMulPlan window = plan(problem(m, 8192, 8192, 4, 128, t), kHopper, parsed("gemv_pdl=1"));
+      const NBitsMatMulPlan window = plan(problem(m, 8192, 8192, 4, 128, t), kHopper, on, parsed("gemv_pdl=1"));
       EXPECT_TRUE(window.gemv.window);
       EXPECT_FALSE(window.gemv.dependent_launch);
       EXPECT_EQ(printed(window).find("dependent_launch"), std::string::npos);
-      const NBitsMatMulPlan tma = plan(problem(m, 4096, 4096, 4, 128, t), kHopper, parsed("tma=1"));
+      const NBitsMatMulPlan tma = plan(p, kHopper, on, parsed("tma=1"));
       EXPECT_TRUE(tma.gemv.tma);
       EXPECT_FALSE(tma.gemv.dependent_launch);
-      EXPECT_FALSE(plan(problem(m, 4096, 4096, 8, 128, t), kHopper, parsed("window=0,gemv_pdl=1"))
+      EXPECT_FALSE(plan(problem(m, 4096, 4096, 8, 128, t), kHopper, on, parsed("window=0,gemv_pdl=1"))
                        .gemv.dependent_launch);
     }
-  EXPECT_FALSE(plan(problem(1, 4096, 4096, 4, 128, DType::kFloat32)).gemv.dependent_launch);
+  EXPECT_FALSE(plan(problem(1, 4096, 4096, 4, 128, DType::kFloat32), kHopper, on).gemv.dependent_launch);
 }
 
 // The window kernel (float16 / bfloat16, algorithm 0, blocks of a window or more, rows of
@@ -1528,8 +1535,13 @@ TEST(NBitsOverride, TilesOnGemvPlansOnly) {
 // ------------------------------------------------------------------ environment
 class NBitsEnvTest : public ::testing::Test {
  protected:
-  testing::EnvGuard env_{"BQMM_DEQUANT_SCRATCH_MIB"};
+  testing::EnvGuard env_{"BQMM_DEQUANT_SCRATCH_MIB", "BQMM_GEMV_DEPENDENT_LAUNCH"};
 };
+
+// BQMM_GEMV_DEPENDENT_LAUNCH sets the option gemv_dependent_launch; malformed values name it.
+TEST_F(NBitsEnvTest, GemvDependentLaunch) {
+  testing::expect_dependent_launch_from_env(nbits_matmul_options_from_env);
+}
 
 // BQMM_DEQUANT_SCRATCH_MIB bounds the dequant scratch; malformed values name it.
 TEST_F(NBitsEnvTest, ScratchMib) {

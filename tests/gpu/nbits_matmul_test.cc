@@ -454,21 +454,25 @@ TEST(NBitsGemv, HandExampleExactOnEveryPath) {
 }
 
 // Two 4-bit layers in a row on one stream, the second's A the first's Y (NaN-poisoned
-// until the first writes it), both on the planner's register tile, which on SM90 is a
-// programmatic dependent launch: it may start while the first still runs, so the result
-// is right only if it reads A after waiting for that kernel. Checked against the reference
-// on the first's downloaded output; also with the dependent launch off (gemv_pdl=0).
+// until the first writes it), both on the planner's register tile, which on SM90 with
+// the option gemv_dependent_launch is a programmatic dependent launch: it may start while
+// the first still runs, so the result is right only if it reads A after waiting for that
+// kernel. Checked against the reference on the first's downloaded output; also with the
+// option off (the default) and with it on but the launch forced plain (gemv_pdl=0).
 TEST(NBitsGemv, DependentLaunchReadsWhatTheKernelBeforeWrote) {
   BQMM_REQUIRE_GPU();
   const Handle* handle = testing::shared_handle();
   ASSERT_NE(handle, nullptr);
   if (handle->device_info().sm < 80) GTEST_SKIP() << "the tensor-core GEMV needs SM80+";
   uint64_t seed = 900;
+  const std::pair<bool, const char*> settings[] = {{true, ""}, {false, ""}, {true, "gemv_pdl=0"}};
   for (DType t : {DType::kFloat16, DType::kBFloat16})
     for (int64_t m : {1, 8})
-      for (const char* force : {"", "gemv_pdl=0"}) {
-        SCOPED_TRACE(::testing::Message() << dtype_name(t) << " M=" << m << " " << force);
+      for (const auto& [option, force] : settings) {
+        SCOPED_TRACE(::testing::Message() << dtype_name(t) << " M=" << m << " option " << option << " "
+                                          << force);
         testing::NBitsKnobs knobs;
+        knobs.options.gemv_dependent_launch = option;
         BQMM_ASSERT_OK(parse_plan_override(force, &knobs.force));
         const NBitsCase first = make_random_nbits_case(nbits_spec(t, 4, m, 4096, 4096, 128), seed++);
         NBitsCase second = make_random_nbits_case(nbits_spec(t, 4, m, 1000, 4096, 128, false, true), seed++);
@@ -479,7 +483,7 @@ TEST(NBitsGemv, DependentLaunchReadsWhatTheKernelBeforeWrote) {
         BQMM_ASSERT_OK(testing::plan_nbits_case(*handle, first, knobs, &d1));
         BQMM_ASSERT_OK(testing::plan_nbits_case(*handle, second, knobs, &d2));
         ASSERT_FALSE(d2.plan.gemv.window || d2.plan.gemv.tma || d2.plan.gemv.fma) << d2.plan;
-        EXPECT_EQ(d2.plan.gemv.dependent_launch, handle->device_info().sm >= 90 && *force == '\0')
+        EXPECT_EQ(d2.plan.gemv.dependent_launch, handle->device_info().sm >= 90 && option && *force == '\0')
             << d2.plan;
         HostTensor y1, y2;
         BQMM_ASSERT_OK(testing::run_two_layers(*handle, d1, d2, &y1, &y2));
