@@ -37,11 +37,10 @@ Status check_plan_matches(const Problem& planned, const Problem& got, bool same)
   return check_alignment_at_least("data pointers", planned.alignment, got.alignment);
 }
 
-// BQMM_PRINT_PLAN=1: each plan to stderr once per thread when it changes, not once per call
+// Where `asked`: each plan to stderr once per thread when it changes, not once per call
 // (a timing loop would otherwise print, and pay for printing, every run).
 template <typename Plan>
-void print_plan_if_asked(const Plan& plan) {
-  static const bool asked = env::flag("BQMM_PRINT_PLAN");
+void print_plan_if(bool asked, const Plan& plan) {
   if (!asked) return;
   thread_local std::string last_printed;
   std::ostringstream os;
@@ -49,6 +48,13 @@ void print_plan_if_asked(const Plan& plan) {
   if (os.str() == last_printed) return;
   last_printed = os.str();
   std::cerr << "bqmm: " << last_printed << "\n";
+}
+
+// print_plan_if, asked by BQMM_PRINT_PLAN=1 (read once per process).
+template <typename Plan>
+void print_plan_if_asked(const Plan& plan) {
+  static const bool asked = env::flag("BQMM_PRINT_PLAN");
+  print_plan_if(asked, plan);
 }
 
 // The start of every run(): `matches` is the operator's check that the arguments are the
