@@ -291,6 +291,24 @@ void expect_k_split_forced(const Problem& p) {
   expect_parse_rejects("k_split", {"0", "3", "6", "32", "-1", "x", ""});
 }
 
+// Each of `bad` as `var` makes `from_env` fail with InvalidArgument naming the variable
+// and the value, leaving the options at their defaults. `var` is left unset.
+template <typename Options>
+void expect_env_rejects(Status (*from_env)(Options*), const char* var,
+                        std::initializer_list<const char*> bad) {
+  for (const char* value : bad) {
+    setenv(var, value, 1);
+    Options o;
+    const Status s = from_env(&o);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << var << "=" << value;
+    EXPECT_NE(s.message().find(var), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find(std::string("\"") + value + "\""), std::string::npos) << s.message();
+    EXPECT_EQ(o.dequant_scratch_bytes, Options{}.dequant_scratch_bytes) << var << "=" << value;
+    EXPECT_EQ(o.gemv_dependent_launch, Options{}.gemv_dependent_launch) << var << "=" << value;
+  }
+  unsetenv(var);
+}
+
 // Sets `var` for `from_env`: "64" is 64 MiB of scratch, an empty value leaves the
 // options as they were; malformed values are InvalidArgument naming the variable and the
 // value, and leave the options at their defaults. `var` is left unset.
@@ -312,16 +330,7 @@ void expect_scratch_mib_from_env(Status (*from_env)(Options*), const char* var) 
     ASSERT_TRUE(s.ok()) << var << "=" << value << ": " << s.to_string();
     EXPECT_EQ(o.dequant_scratch_bytes, bytes) << var << "=" << value;
   }
-  for (const char* bad : {"abc", "0", "-5", "12x", "1.5"}) {
-    setenv(var, bad, 1);
-    Options o;
-    const Status s = from_env(&o);
-    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << var << "=" << bad;
-    EXPECT_NE(s.message().find(var), std::string::npos) << s.message();
-    EXPECT_NE(s.message().find(std::string("\"") + bad + "\""), std::string::npos) << s.message();
-    EXPECT_EQ(o.dequant_scratch_bytes, Options{}.dequant_scratch_bytes) << var << "=" << bad;
-  }
-  unsetenv(var);
+  expect_env_rejects(from_env, var, {"abc", "0", "-5", "12x", "1.5"});
 }
 
 // BQMM_GEMV_DEPENDENT_LAUNCH for `from_env`: "1" turns gemv_dependent_launch on, "0" off,
@@ -349,15 +358,7 @@ void expect_dependent_launch_from_env(Status (*from_env)(Options*)) {
     ASSERT_TRUE(s.ok()) << var << "=" << value << ": " << s.to_string();
     EXPECT_EQ(o.gemv_dependent_launch, on) << var << "=" << value;
   }
-  for (const char* bad : {"2", "-1", "yes", "on", "1x"}) {
-    setenv(var, bad, 1);
-    Options o;
-    const Status s = from_env(&o);
-    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << var << "=" << bad;
-    EXPECT_NE(s.message().find(var), std::string::npos) << s.message();
-    EXPECT_NE(s.message().find(std::string("\"") + bad + "\""), std::string::npos) << s.message();
-  }
-  unsetenv(var);
+  expect_env_rejects(from_env, var, {"2", "-1", "yes", "on", "1x"});
 }
 
 // Unsets the named variables for its lifetime, then restores what they were.
