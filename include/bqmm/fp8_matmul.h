@@ -121,10 +121,9 @@ struct Fp8MatMulOptions {
   // It gains only where that kernel lets its dependents start early (it executes
   // griddepcontrol.launch_dependents, as bqmm's decode GEMVs do): in a chain of bqmm
   // calls 0-6 % less time on the H200. After a kernel that does not (most other
-  // libraries' kernels, e.g. a norm before the GEMV), it costs time instead: 7-17 % on
-  // 4096 x 4096 weights (about 1 us). Taken by the tensor-core GEMV's one tile of
-  // line loads (M = 2..8, no static W8A8) (the plan prints
-  // `dependent_launch=yes`).
+  // libraries' kernels, e.g. a norm before the GEMV), it costs time instead: up to 13 %
+  // on 4096 x 4096 weights (about 1 us). Taken by the tensor-core GEMV's one tile of
+  // line loads (M = 2..8, no static W8A8); the plan prints `dependent_launch=yes`.
   bool gemv_dependent_launch = false;
 };
 // Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB) and

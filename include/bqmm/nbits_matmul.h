@@ -132,8 +132,7 @@ struct NBitsMatMulOptions {
   // calls 0-6 % less time on the H200. After a kernel that does not (most other
   // libraries' kernels, e.g. a norm before the GEMV), it costs time instead: 7-17 % on
   // 4096 x 4096 weights (about 1 us). Taken by the 4-bit register tile on float16 /
-  // bfloat16 (the plan prints
-  // `dependent_launch=yes`).
+  // bfloat16; the plan prints `dependent_launch=yes`.
   bool gemv_dependent_launch = false;
 };
 // Overrides `opts` from BQMM_DEQUANT_SCRATCH_MIB (a positive integer, MiB) and
