@@ -551,7 +551,7 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
     plan_dequant_gemm(p, device, options, &plan);
   } else if (choose_tensor_cores(p, device, o)) {
     plan.path = Fp8Path::kGemvMma;
-    const bool dependent = o.gemv_pdl == 1 || (o.gemv_pdl < 0 && options.gemv_dependent_launch);
+    const bool dependent = gemv_dependent_allowed(o, options.gemv_dependent_launch);
     BQMM_RETURN_IF_ERROR(plan_tensor_core_gemv(p, device, o, dependent, &plan.gemv));
     plan_gemv_workspace(p, &plan);
   } else {

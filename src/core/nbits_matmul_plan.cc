@@ -511,7 +511,7 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
   } else if (gemv_applies(p, device, o) &&
              (p.m <= kGemvMaxRows || row_groups_apply(p, device, o))) {
     plan.path = NBitsPath::kGemv;
-    const bool dependent = o.gemv_pdl == 1 || (o.gemv_pdl < 0 && options.gemv_dependent_launch);
+    const bool dependent = gemv_dependent_allowed(o, options.gemv_dependent_launch);
     BQMM_RETURN_IF_ERROR(plan_gemv(p, device, o, dependent, &plan.gemv));
   } else {
     plan.path = NBitsPath::kDequantGemm;

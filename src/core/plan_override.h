@@ -115,6 +115,11 @@ inline bool fused_gemm_forced(const PlanOverride& o) {
 }
 // The mixed-input GEMM's (core/gemm_plan.h).
 inline MixedForced mixed_forced(const PlanOverride& o) { return {o.mixed_sk, o.mixed_tile, o.mixed_swizzle}; }
+// Whether the decode GEMV may launch as a programmatic dependent: gemv_pdl where set, else
+// the caller's option (the operators' gemv_dependent_launch).
+inline bool gemv_dependent_allowed(const PlanOverride& o, bool option) {
+  return o.gemv_pdl == 1 || (o.gemv_pdl < 0 && option);
+}
 
 // Parses the grammar above. An unknown key, a malformed or out-of-range value, or a key
 // given twice is InvalidArgument naming it (`source` prefixes the message, e.g. the
