@@ -311,8 +311,9 @@ TEST(GemvRowGroups, NBitsLauncherTakesTypedZeroPointsOnlyOnTheRegisterTile) {
               StatusCode::kInternal);
     EXPECT_EQ(code(cuda::launch_nbits_gemv(ng, 0, 8, 2, true, false, false, 1, 0, nullptr)),
               StatusCode::kInternal);
-    if (bits == 8 && half)
+    if (bits == 8 && half) {
       EXPECT_EQ(code(cuda::launch_nbits_gemv_fma(ng, 8, nullptr)), StatusCode::kInternal);
+    }
     ng.dependent = true;
     EXPECT_EQ(code(cuda::launch_nbits_gemv(ng, 0, 8, 2, false, false, false, 1, 0, nullptr)),
               StatusCode::kInternal);
