@@ -5,7 +5,7 @@
 # Logs and JSON go to $OUT (default ./out); the bench step also packs its JSON into
 # $OUT/bench_jsonl.tgz.
 #
-#   scripts/gpu_check.sh [steps]     steps: comma list of build,test,sanitize,bench,variants,ab,sweep,ncu
+#   scripts/gpu_check.sh [steps]     steps: comma list of build,test,sanitize,bench,variants,ab,sweep,ncu,micro
 #                                    (default: the first four); BENCH_SUITES="decode prefill"
 #                                    (fp8); BENCH_ACT_QUANT="static dynamic" (fp8 prefill
 #                                    with the activation quantized), BENCH_SCALE_ROWS="1 128"
@@ -60,6 +60,10 @@
 #   Every case's report goes to $OUT/ncu.txt; the summary gives each case's duration,
 #   throughputs, hit rates, occupancy and issue rate (scripts/ncu_cases/ has the sets
 #   profiled so far).
+#   micro: the standalone microbenches named in MICRO (default "wgmma_rate"; each a file
+#   tools/microbench/NAME.cu), each built alone by nvcc for this GPU (sm_90a on SM90: the
+#   wgmma and TMA ones need it) and run once, stopped after MICRO_TIMEOUT seconds (default
+#   300); its build and output in $OUT/micro_NAME.txt, the summary its exit status.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -384,6 +388,30 @@ if has ncu; then
     done < <(grep -vE '^[[:space:]]*(#|$)' "$NCU_CASES")
     summary+=("ncu: rc=$ncu_failed ($(( $(stamp) - t0 ))s), reports in ncu.txt")
   fi
+fi
+
+if has micro; then
+  march=sm_$arch
+  [ "$arch" = 90 ] && march=sm_90a
+  bin_dir=$(mktemp -d)  # the binaries stay out of $OUT (it comes back from the GPU machine)
+  for name in ${MICRO:-wgmma_rate}; do
+    t0=$(stamp)
+    src=tools/microbench/$name.cu
+    log="$OUT/micro_$name.txt"
+    if [ ! -f "$src" ]; then
+      summary+=("micro $name: no $src")
+      continue
+    fi
+    if nvcc -O3 -std=c++17 --expt-relaxed-constexpr -arch="$march" -Iinclude -Isrc -o "$bin_dir/$name" "$src" \
+      >"$log" 2>&1; then
+      timeout --kill-after=10 "${MICRO_TIMEOUT:-300}" "$bin_dir/$name" >>"$log" 2>&1
+      rc=$?
+      summary+=("micro $name: rc=$rc ($(( $(stamp) - t0 ))s), output in micro_$name.txt")
+    else
+      summary+=("micro $name: build failed ($(( $(stamp) - t0 ))s, see micro_$name.txt)")
+    fi
+  done
+  rm -rf "$bin_dir"
 fi
 
 echo
