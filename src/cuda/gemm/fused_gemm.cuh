@@ -219,6 +219,41 @@ __device__ __forceinline__ BlockConsts nbits_consts(const RawConsts<kW, T>& c, u
   }
 }
 
+// One word of a 16-row tile's rows lo and hi -> the A fragments of its kSteps k16 steps
+// (both mainloops' register A operand: a[s][0..3] = rows (g, g + 8) x logical k (2t,
+// 2t + 1) and (2t + 8, 2t + 9)). FP8: bytes (0, 1) and (2, 3) of the word. N-bit: the
+// word's pairs (decode_word_pairs: 8-bit (0, 1), (2, 3); 4-bit (i, i + 4)), pair 2s + h
+// to step s, k half h. blk: the block the constants belong to (it picks a packed 4-bit
+// zero point's nibble).
+template <typename T, GemmWeights kW, bool kTypedZp>
+__device__ __forceinline__ void decode_word_fragments(uint32_t lo, uint32_t hi, const RawConsts<kW, T>& c_lo,
+                                                      const RawConsts<kW, T>& c_hi, uint32_t blk,
+                                                      uint32_t (&a)[GemmFormat<kW>::kSteps][4]) {
+  if constexpr (kW == GemmWeights::kFp8) {
+    a[0][0] = e4m3x2_to_packed2<T>(lo);
+    a[0][1] = e4m3x2_to_packed2<T>(hi);
+    a[0][2] = e4m3x2_hi_to_packed2<T>(lo);
+    a[0][3] = e4m3x2_hi_to_packed2<T>(hi);
+  } else {
+    constexpr int kBits = GemmFormat<kW>::kBits;
+    uint32_t pl[Codes<kBits>::kPerWord / 2], ph[Codes<kBits>::kPerWord / 2];
+    if constexpr (kTypedZp) {
+      decode_word_pairs_typed<T, kBits>(lo, nbits_consts<kW, T, true>(c_lo, blk), pl);
+      decode_word_pairs_typed<T, kBits>(hi, nbits_consts<kW, T, true>(c_hi, blk), ph);
+    } else {
+      decode_word_pairs<T, kBits>(lo, nbits_consts<kW, T, false>(c_lo, blk), pl);
+      decode_word_pairs<T, kBits>(hi, nbits_consts<kW, T, false>(c_hi, blk), ph);
+    }
+#pragma unroll
+    for (int s = 0; s < GemmFormat<kW>::kSteps; ++s) {
+      a[s][0] = pl[2 * s];
+      a[s][1] = ph[2 * s];
+      a[s][2] = pl[2 * s + 1];
+      a[s][3] = ph[2 * s + 1];
+    }
+  }
+}
+
 // ================================================================= the kernel
 // Template parameters:
 //   T        float16 / bfloat16 (activations, bias, Y; N-bit scales).
@@ -372,12 +407,19 @@ struct FusedGemmTile {
   __device__ __forceinline__ uint32_t word_block(int64_t slab, int w) const {
     return block_of<kW>(p, slab * F::kSlabK + w * F::kChunkK + t * F::kWordK);
   }
+  // Prefetched constants (kConsts 1, 2): slot ci holds the block of the warp's word
+  // ci * kWordsPerWarpConst, which all the slot's words share. Decoding each word with that
+  // block (the same expression for all of them) lets the compiler make the decoder's
+  // constants once a slot rather than once a word (4-bit: the zero point's nibble).
+  __device__ __forceinline__ uint32_t slot_block(int64_t slab, int wl) const {
+    return word_block(slab, warp_k * kWordsPerWarp + wl / kWordsPerWarpConst * kWordsPerWarpConst);
+  }
   __device__ __forceinline__ void prefetch_consts(int64_t slab,
                                                   RawConsts<kW, T> (&c)[2][2][kWarpConsts]) const {
     if constexpr (kPrefetch) {
 #pragma unroll
       for (int ci = 0; ci < kWarpConsts; ++ci) {
-        const uint32_t blk = word_block(slab, warp_k * kWordsPerWarp + ci * kWordsPerWarpConst);
+        const uint32_t blk = slot_block(slab, ci * kWordsPerWarpConst);
 #pragma unroll
         for (int j = 0; j < 2; ++j)
 #pragma unroll
@@ -425,35 +467,6 @@ struct FusedGemmTile {
     }
   }
 
-  // One word of a tile's rows lo and hi -> the A fragments of its kSteps mma steps.
-  __device__ __forceinline__ void decode(uint32_t lo, uint32_t hi, const RawConsts<kW, T>& c_lo,
-                                         const RawConsts<kW, T>& c_hi, uint32_t blk,
-                                         uint32_t (&a)[F::kSteps][4]) const {
-    if constexpr (kFp8) {
-      a[0][0] = e4m3x2_to_packed2<T>(lo);
-      a[0][1] = e4m3x2_to_packed2<T>(hi);
-      a[0][2] = e4m3x2_hi_to_packed2<T>(lo);
-      a[0][3] = e4m3x2_hi_to_packed2<T>(hi);
-    } else {
-      constexpr int kBits = F::kBits;
-      uint32_t pl[Codes<kBits>::kPerWord / 2], ph[Codes<kBits>::kPerWord / 2];
-      if constexpr (kTypedZp) {
-        decode_word_pairs_typed<T, kBits>(lo, nbits_consts<kW, T, true>(c_lo, blk), pl);
-        decode_word_pairs_typed<T, kBits>(hi, nbits_consts<kW, T, true>(c_hi, blk), ph);
-      } else {
-        decode_word_pairs<T, kBits>(lo, nbits_consts<kW, T, false>(c_lo, blk), pl);
-        decode_word_pairs<T, kBits>(hi, nbits_consts<kW, T, false>(c_hi, blk), ph);
-      }
-#pragma unroll
-      for (int s = 0; s < F::kSteps; ++s) {
-        a[s][0] = pl[2 * s];
-        a[s][1] = ph[2 * s];
-        a[s][2] = pl[2 * s + 1];
-        a[s][3] = ph[2 * s + 1];
-      }
-    }
-  }
-
   // The slab in stage `stage`: every word of both tiles times every activation group.
   // FP8 sums each scale block's products in `part` and folds them into acc, scaled, at the
   // block's last word of the slab (blocks never straddle a word: block_size % 16 == 0).
@@ -472,7 +485,8 @@ struct FusedGemmTile {
       for (int i = 0; i < 2; ++i) {
         const int wl = 2 * qq + i;  // the word within the warp's part (compile time)
         const int w = warp_k * kWordsPerWarp + wl;
-        const uint32_t blk = kFp8 ? 0u : word_block(slab, w);
+        // N-bit: the block the word decodes with (prefetched: its slot's, slot_block).
+        const uint32_t blk = kFp8 ? 0u : kPrefetch ? slot_block(slab, wl) : word_block(slab, w);
         RawConsts<kW, T> c[2][2];
 #pragma unroll
         for (int j = 0; j < 2; ++j)
@@ -486,7 +500,8 @@ struct FusedGemmTile {
           }
         uint32_t a[2][F::kSteps][4];
 #pragma unroll
-        for (int j = 0; j < 2; ++j) decode(words[j][i][0], words[j][i][1], c[j][0], c[j][1], blk, a[j]);
+        for (int j = 0; j < 2; ++j)
+          decode_word_fragments<T, kW, kTypedZp>(words[j][i][0], words[j][i][1], c[j][0], c[j][1], blk, a[j]);
 #pragma unroll
         for (int gi = 0; gi < kGroups; ++gi) {
           uint32_t b[F::kSteps][2];

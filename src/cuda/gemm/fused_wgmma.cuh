@@ -15,18 +15,21 @@
 // moves registers from the producer (40) to the consumers (232).
 //
 // Operands. A: each lane decodes its 4-byte words of the staged weight (ldmatrix, as in
-// fused_gemm.cuh) straight into the A fragment, registers a[0..3] = rows (g, g + 8) x
-// logical k (2t, 2t + 1) and (2t + 8, 2t + 9). B: the activation tile in shared memory in
-// the wgmma's K-major, 128-byte-swizzled layout: panels of 64 K, each [kTileM rows][128
-// bytes], 16-byte piece c of row r at 16 (c ^ (r % 8)), 8-row groups 1024 bytes apart.
+// fused_gemm.cuh) straight into the A fragment (decode_word_fragments, as the mma.sync
+// mainloop), registers a[0..3] = rows (g, g + 8) x logical k (2t, 2t + 1) and (2t + 8,
+// 2t + 9). B: the activation tile in shared memory in the wgmma's K-major,
+// 128-byte-swizzled layout: panels of 64 K, each [kTileM rows][128 bytes], 16-byte piece
+// c of row r at 16 (c ^ (r % 8)), 8-row groups 1024 bytes apart.
 // K permutation: a lane's word holds physically consecutive codes, and the logical k
 // the A fragment gives them is fixed by the fragment layout, so the activations are
 // multiplied permuted to match, at the granularity of pairs (two activations, 4 bytes):
 //   8-bit (FP8, int8): word t of a 16-K chunk = codes 4t .. 4t + 3, decoded as pairs
 //     (4t, 4t + 1) -> logical (2t, 2t + 1) and (4t + 2, 4t + 3) -> (2t + 8, 2t + 9).
-//   4-bit: word t of a 32-K chunk = codes 8t .. 8t + 7, decoded as adjacent pairs
-//     (decode_word_adjacent4) 8t + 2j, j = 0..3: pair j goes to mma step j / 2 of the
-//     chunk, logical (2t, 2t + 1) + 8 (j % 2).
+//   4-bit: word t of a 32-K chunk = codes 8t .. 8t + 7, decoded as pairs (8t + j,
+//     8t + j + 4), j = 0..3 (decode_word_pairs): pair j goes to mma step j / 2 of the
+//     chunk, logical (2t, 2t + 1) + 8 (j % 2). Each 8 activations are first interleaved
+//     the same way, (x0, x4), (x1, x5), (x2, x6), (x3, x7) (pair_act4), so that their
+//     pair j is weight pair j's; "physical pair" below means these interleaved pairs.
 // Physical pair p of a chunk (2 kSteps pairs per word) thus lands at logical k
 // 16 s + 2 t + 8 h, t = p / (2 kSteps), s = (p / 2) % kSteps, h = p % 2. In 16-byte
 // pieces of a chunk (P = 2 or 4 of them, 4 pairs each): logical piece i holds physical
@@ -115,33 +118,14 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)
 #undef BQMM_WGMMA_N64
 #undef BQMM_WGMMA_N128
 
-// 4-bit: one word of codes -> its adjacent pairs (2j, 2j + 1), j = 0..3, as T pairs
-// round_T((q - zp) * scale) (byte j of q holds both codes; the second is the low nibble of
-// byte j of q >> 4). The same single rounding as decode_word_pairs, another pairing; with
-// typed zero points (kTypedZp) decode_word_pairs_typed's q * scale + offset.
-template <typename T, bool kTypedZp>
-__device__ __forceinline__ void decode_word_adjacent4(uint32_t q, const BlockConsts& c,
-                                                      uint32_t (&out)[4]) {
-  constexpr uint32_t kMagic = std::is_same_v<T, __half> ? 0x64006400u : 0x43004300u;
-  const uint32_t q4 = q >> 4;
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const uint32_t x = and_or<0x000F000Fu, kMagic>(__byte_perm(q, q4, j * 0x11u + (4 + j) * 0x1100u));
-    if constexpr (kTypedZp) {
-      out[j] = sub_fma_pair<T>(x, c.zero, c.scale, c.offset);
-    } else {
-      out[j] = sub_mul_pair<T>(x, c.zero, c.scale);
-    }
-  }
-}
-
 // ================================================================= the order pass
 // A [M, K] -> out [rows, gemm_act_order_k(K)] (rows = M rounded up to the tile,
 // gemm_act_order_rows) in the K order above, chunks of kChunkK (16 or 32): piece i of a
-// chunk = its physical pairs i, i + P, i + 2P, i + 3P (P = kChunkK / 8 pieces); rows past
-// M and K past its end as zeros (K % 8 == 0: a piece is whole or past it). One chunk per
-// thread and step. Its blocks let the GEMM launch at once (allow_dependent_launch):
-// the GEMM waits for the pass to complete before copying what it wrote.
+// chunk = its physical pairs i, i + P, i + 2P, i + 3P (P = kChunkK / 8 pieces; 4-bit's
+// pairs interleaved first); rows past M and K past its end as zeros (K % 8 == 0: a piece
+// is whole or past it). One chunk per thread and step. Its blocks let the GEMM launch at
+// once (allow_dependent_launch): the GEMM waits for the pass to complete before copying
+// what it wrote.
 template <typename T, int kChunkK>
 __global__ void __launch_bounds__(256) ActOrderKernel(const T* __restrict__ a, T* __restrict__ out, int64_t m,
                                                       int64_t rows, int64_t k) {
@@ -158,7 +142,14 @@ __global__ void __launch_bounds__(256) ActOrderKernel(const T* __restrict__ a, T
     for (int i = 0; i < kPieces; ++i)
       in[i] = row < m && k0 + 8 * (i + 1) <= k ? *reinterpret_cast<const uint4*>(a + row * k + k0 + 8 * i)
                                     : make_uint4(0, 0, 0, 0);
-    const uint32_t* w = reinterpret_cast<const uint32_t*>(in);  // physical pair q = w[q]
+    uint32_t w[4 * kPieces];  // physical pair q = w[q]
+#pragma unroll
+    for (int i = 0; i < kPieces; ++i) {
+      uint32_t pairs[4] = {in[i].x, in[i].y, in[i].z, in[i].w};
+      if constexpr (kChunkK == 32) pair_act4(in[i], pairs);  // 4-bit: (x0, x4), (x1, x5), ...
+#pragma unroll
+      for (int j = 0; j < 4; ++j) w[4 * i + j] = pairs[j];
+    }
     uint4* dst = reinterpret_cast<uint4*>(out + row * k_pad + k0);
 #pragma unroll
     for (int i = 0; i < kPieces; ++i)
@@ -286,6 +277,14 @@ struct FusedWgmmaTile {
       return block_of<kW>(p, slab * F::kSlabK + c * F::kChunkK + t * F::kWordK);
     }
   }
+  // N-bit: the block chunk c decodes with. Prefetched constants (kConsts 1, 2) are one block
+  // a slot, which all the slot's chunks share: the slot's first chunk's, the same
+  // expression for all of them, so the decoder's constants are made once a slot rather
+  // than once a chunk (4-bit: the zero point's nibble).
+  __device__ __forceinline__ uint32_t decode_block(int64_t slab, int c) const {
+    constexpr int kSlotChunks = F::kChunks / kConsts;
+    return chunk_block(slab, kPrefetch ? c / kSlotChunks * kSlotChunks : c);
+  }
   __device__ __forceinline__ void prefetch_consts(int64_t slab, RawConsts<kW, T> (&c)[2][kConsts]) const {
     if constexpr (kPrefetch) {
 #pragma unroll
@@ -312,16 +311,11 @@ struct FusedWgmmaTile {
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         const int c = c0 + i;
-        const uint32_t lo = r[2 * i], hi = r[2 * i + 1];
         const int step = (c - grp * kGroupChunks) * F::kSteps;
-        if constexpr (kFp8) {
-          a[step][0] = e4m3x2_to_packed2<T>(lo);
-          a[step][1] = e4m3x2_to_packed2<T>(hi);
-          a[step][2] = e4m3x2_hi_to_packed2<T>(lo);
-          a[step][3] = e4m3x2_hi_to_packed2<T>(hi);
-        } else {
-          const uint32_t blk = chunk_block(slab, c);
-          RawConsts<kW, T> cl, ch;
+        RawConsts<kW, T> cl{}, ch{};
+        uint32_t blk = 0;
+        if constexpr (!kFp8) {
+          blk = decode_block(slab, c);
           if constexpr (kPrefetch) {
             cl = pre[0][c * kConsts / F::kChunks];
             ch = pre[1][c * kConsts / F::kChunks];
@@ -329,34 +323,13 @@ struct FusedWgmmaTile {
             cl = load_consts<kW, T, kTypedZp>(crow[0], blk);
             ch = load_consts<kW, T, kTypedZp>(crow[1], blk);
           }
-          const BlockConsts bl = nbits_consts<kW, T, kTypedZp>(cl, blk);
-          const BlockConsts bh = nbits_consts<kW, T, kTypedZp>(ch, blk);
-          if constexpr (F::kBits == 8) {
-            uint32_t pl[2], ph[2];
-            if constexpr (kTypedZp) {
-              decode_word_pairs_typed<T, 8>(lo, bl, pl);
-              decode_word_pairs_typed<T, 8>(hi, bh, ph);
-            } else {
-              decode_word_pairs<T, 8>(lo, bl, pl);
-              decode_word_pairs<T, 8>(hi, bh, ph);
-            }
-            a[step][0] = pl[0];
-            a[step][1] = ph[0];
-            a[step][2] = pl[1];
-            a[step][3] = ph[1];
-          } else {
-            uint32_t pl[4], ph[4];
-            decode_word_adjacent4<T, kTypedZp>(lo, bl, pl);
-            decode_word_adjacent4<T, kTypedZp>(hi, bh, ph);
-#pragma unroll
-            for (int s = 0; s < 2; ++s) {
-              a[step + s][0] = pl[2 * s];
-              a[step + s][1] = ph[2 * s];
-              a[step + s][2] = pl[2 * s + 1];
-              a[step + s][3] = ph[2 * s + 1];
-            }
-          }
         }
+        uint32_t frag[F::kSteps][4];
+        decode_word_fragments<T, kW, kTypedZp>(r[2 * i], r[2 * i + 1], cl, ch, blk, frag);
+#pragma unroll
+        for (int s = 0; s < F::kSteps; ++s)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) a[step + s][e] = frag[s][e];
       }
     }
   }

@@ -15,12 +15,17 @@
 //       bfloat16, 8-bit: bfloat16 has 8 significant bits, too few for 128 + c, c < 256:
 //                 float(0x4B000000 | c) = 2^23 + c, minus 2^23 + zp in float32, packs
 //                 exactly to bfloat16 (|q - zp| <= 255), then one bfloat16 multiply.
+//       float16, 4-bit high nibbles: taken where they lie (one shift a word, not three,
+//                 as in Marlin's dequantization), half(0x6400 | c << 4) = 1024 + 16 c, and
+//                 one multiply-add makes them exact too: (1024 + 16 q) / 16 - (64 + zp)
+//                 = q - zp (division by 16 exact: a power of two); (1024 + 16 q) -
+//                 (1024 + 16 zp) = 16 (q - zp) where the scale is applied later.
 //     Blocks smaller than a window (8-bit: 64 codes, 4-bit: 128): w = round_T((q - zp) *
 //     scale), the same single rounding as the dequant + cuBLAS path's weights, then
 //     exact products and FP32 sums in the mma. Blocks of a window or more (MmaTile's
 //     kResultScale): every chunk an mma takes shares one block, so the mma multiplies the
 //     exact q - zp and the block scale multiplies each chunk's FP32 partial sum (float16
-//     4-bit decodes the high nibbles in place as 16 (q - zp), scaled by scale / 16).
+//     4-bit's high nibbles decoded as 16 (q - zp), that sum scaled by scale / 16).
 //     Typed (fractional) zero points: q - zp is not exact in T, so each weight is
 //     q * scale + zero, zero = -zp * scale rounded to T (exact q by the magic number, one
 //     multiply-add; bfloat16 8-bit in float32, then rounded), as the mixed-input GEMM
@@ -103,7 +108,8 @@ struct RawQuant {
 struct BlockConsts {
   uint32_t scale;
   uint32_t zero;
-  uint32_t zero_hi;  // float16 4-bit, scale-on-result decode: (0x6400 | zp << 4) pairs
+  uint32_t zero_hi;  // float16 4-bit, for the high nibbles: (0x6400 | zp << 4) pairs, 1024 + 16 zp
+                     // (typed: 1024)
   uint32_t offset;
 };
 
@@ -152,6 +158,7 @@ __device__ __forceinline__ BlockConsts make_typed_consts(T scale, T zp) {
     c.offset = __float_as_uint(offset);
   } else {
     c.zero = std::is_same_v<T, __half> ? 0x64006400u : 0x43004300u;
+    if constexpr (kBits == 4 && std::is_same_v<T, __half>) c.zero_hi = c.zero;
     c.offset = pack_pair(from_float<T>(offset));
   }
   return c;
@@ -242,17 +249,43 @@ __device__ __forceinline__ uint32_t and_or(uint32_t x) {
   return r;
 }
 
+// float16 4-bit: one word's pairs (i, i + 4), i = 0..3, as exact q - zero in float16 (zero:
+// the zero point, or 0 with typed zero points' constants). Pairs 0 and 2 from the low
+// nibbles (1024 + q) - (1024 + zp); pairs 1 and 3 from the high nibbles where they lie,
+// (1024 + 16 q) / 16 - (64 + zp), one multiply-add; q >> 8 once for pairs 2 and 3.
+__device__ __forceinline__ void f16_nibble_pairs(uint32_t q, const BlockConsts& c, uint32_t (&d)[4]) {
+  const __half2 sixteenth = as_pair<__half>(0x2C002C00u);  // 1/16
+  // -(64 + zp) = half(0xD400 | zp << 4): zero_hi's sign and exponent moved (no carry
+  // between the halves), once per constant where the constants are shared.
+  const uint32_t neg_zero16 = c.zero_hi + 0x70007000u;
+  const uint32_t q_hi = q >> 8;
+  const auto low = [&](uint32_t x) {
+    return pair_bits<__half>(__hsub2(as_pair<__half>(and_or<0x000F000Fu, 0x64006400u>(x)), as_pair<__half>(c.zero)));
+  };
+  const auto high = [&](uint32_t x) {
+    return pair_bits<__half>(
+        __hfma2(as_pair<__half>(and_or<0x00F000F0u, 0x64006400u>(x)), sixteenth, as_pair<__half>(neg_zero16)));
+  };
+  d[0] = low(q);
+  d[1] = high(q);
+  d[2] = low(q_hi);
+  d[3] = high(q_hi);
+}
+
 // One 32-bit word of codes -> packed T pairs of weights (float16 / bfloat16):
 //   8-bit: pairs (0, 1), (2, 3) of the word's 4 codes;
 //   4-bit: pairs (i, i + 4), i = 0..3, of its 8 codes.
 template <typename T, int kBits>
 __device__ __forceinline__ void decode_word_pairs(uint32_t q, const BlockConsts& c,
                                                   uint32_t (&out)[Codes<kBits>::kPerWord / 2]) {
-  if constexpr (kBits == 4) {
-    constexpr uint32_t kMagic = std::is_same_v<T, __half> ? 0x64006400u : 0x43004300u;
+  if constexpr (kBits == 4 && std::is_same_v<T, __half>) {
+    f16_nibble_pairs(q, c, out);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) out[i] = mul_pair<T>(out[i], c.scale);
+  } else if constexpr (kBits == 4) {  // bfloat16: 16 q does not fit its 8 significant bits
 #pragma unroll
     for (int i = 0; i < 4; ++i)
-      out[i] = sub_mul_pair<T>(and_or<0x000F000Fu, kMagic>(q >> (4 * i)), c.zero, c.scale);
+      out[i] = sub_mul_pair<T>(and_or<0x000F000Fu, 0x43004300u>(q >> (4 * i)), c.zero, c.scale);
   } else if constexpr (std::is_same_v<T, __half>) {
     out[0] = sub_mul_pair<T>(__byte_perm(q, 0x64646464u, 0x4140u), c.zero, c.scale);
     out[1] = sub_mul_pair<T>(__byte_perm(q, 0x64646464u, 0x4342u), c.zero, c.scale);
@@ -274,10 +307,14 @@ template <typename T, int kBits>
 __device__ __forceinline__ void decode_word_pairs_typed(uint32_t q, const BlockConsts& c,
                                                         uint32_t (&out)[Codes<kBits>::kPerWord / 2]) {
   const auto fma_pair = [&](uint32_t biased) { return sub_fma_pair<T>(biased, c.zero, c.scale, c.offset); };
-  if constexpr (kBits == 4) {
-    constexpr uint32_t kMagic = std::is_same_v<T, __half> ? 0x64006400u : 0x43004300u;
+  if constexpr (kBits == 4 && std::is_same_v<T, __half>) {
+    f16_nibble_pairs(q, c, out);  // q exactly (typed constants: zero the magic, zero_hi -64)
 #pragma unroll
-    for (int i = 0; i < 4; ++i) out[i] = fma_pair(and_or<0x000F000Fu, kMagic>(q >> (4 * i)));
+    for (int i = 0; i < 4; ++i)
+      out[i] = pair_bits<T>(__hfma2(as_pair<T>(out[i]), as_pair<T>(c.scale), as_pair<T>(c.offset)));
+  } else if constexpr (kBits == 4) {  // bfloat16
+#pragma unroll
+    for (int i = 0; i < 4; ++i) out[i] = fma_pair(and_or<0x000F000Fu, 0x43004300u>(q >> (4 * i)));
   } else if constexpr (std::is_same_v<T, __half>) {
     out[0] = fma_pair(__byte_perm(q, 0x64646464u, 0x4140u));
     out[1] = fma_pair(__byte_perm(q, 0x64646464u, 0x4342u));
@@ -294,9 +331,9 @@ __device__ __forceinline__ void decode_word_pairs_typed(uint32_t q, const BlockC
 // As decode_word_pairs without the scale, for the scale-on-result tile: q - zp exactly,
 // packed in T, the block scale applied to the float32 mma result instead. Same pair order
 // (i, i + 4) for 4-bit. float16 4-bit takes the high nibbles where they lie (one lop3 per
-// pair, one shift per word, as in Marlin's dequantization): pairs 1 and 3 come out as
-// 16 (q - zp), exact in float16 (|16 (q - zp)| <= 240), and the caller scales their mma
-// by scale / 16 (exact: a power of two in float32).
+// pair, one shift per word): pairs 1 and 3 come out as 16 (q - zp), exact in float16
+// (|16 (q - zp)| <= 240), and the caller scales their mma by scale / 16 (exact: a power
+// of two in float32).
 template <typename T, int kBits>
 __device__ __forceinline__ void decode_word_pairs_unscaled(uint32_t q, const BlockConsts& c,
                                                            uint32_t (&out)[Codes<kBits>::kPerWord / 2]) {
