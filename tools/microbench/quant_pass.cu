@@ -1,8 +1,7 @@
 // The W8A8 quantize pass (src/cuda/gemm/act_quant_e4m3.cuh) at 1, 2 and 4 rows per thread
 // and as the library launches it. Standalone (not built by CMake):
 //
-//   nvcc -O3 -std=c++17 --expt-relaxed-constexpr -arch=sm_90 -Iinclude -Isrc \
-//     -o /tmp/quant_pass tools/microbench/quant_pass.cu && /tmp/quant_pass
+//   nvcc -O3 -std=c++17 --expt-relaxed-constexpr -arch=sm_90 -Iinclude -Isrc -o /tmp/quant_pass tools/microbench/quant_pass.cu && /tmp/quant_pass
 //
 // First every variant's codes and scales against one row per thread's, bit for bit (float16
 // and bfloat16, static and dynamic, blocks of 128 / 256 / 512, short last blocks, padding

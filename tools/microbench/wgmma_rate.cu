@@ -3,8 +3,7 @@
 // the loop: the flops floor of the fused GEMM at the rows where the multiply, not the
 // weight stream, sets its time (M = 64..128). Standalone (not built by CMake):
 //
-//   nvcc -O3 -std=c++17 --expt-relaxed-constexpr -arch=sm_90a -Iinclude -Isrc \
-//     -o /tmp/wgmma_rate tools/microbench/wgmma_rate.cu && /tmp/wgmma_rate
+//   nvcc -O3 -std=c++17 --expt-relaxed-constexpr -arch=sm_90a -Iinclude -Isrc -o /tmp/wgmma_rate tools/microbench/wgmma_rate.cu && /tmp/wgmma_rate
 //
 // One block per SM (200 KB of dynamic shared memory keeps a second one out), grid = the
 // SM count, C consumer warpgroups per block (1 or 2, the fused GEMM's 2). Each warpgroup
