@@ -32,18 +32,10 @@
 #include <vector>
 
 #include "cuda/gemm/fused_wgmma.cuh"
+#include "microbench.cuh"
 
 using namespace bqmm;
 using namespace bqmm::cuda;
-
-#define CK(x)                                                              \
-  do {                                                                     \
-    cudaError_t err_ = (x);                                                \
-    if (err_ != cudaSuccess) {                                             \
-      printf("CUDA %s at line %d\n", cudaGetErrorString(err_), __LINE__); \
-      exit(1);                                                             \
-    }                                                                      \
-  } while (0)
 
 template <typename T, GemmWeights kW>
 using Scale = std::conditional_t<kW == GemmWeights::kFp8, float, T>;
@@ -67,6 +59,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   // Every stage's bytes once: the weights and activations every slab decodes and multiplies.
   constexpr int kWords = Tile::kStages * Tile::kStageBytes / 4;
   for (int i = threadIdx.x; i < kWords; i += blockDim.x) reinterpret_cast<uint32_t*>(smem)[i] = fill[i % 65536];
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // these writes -> wgmma's reads
   if (threadIdx.x == 0) ring.init();
   __syncthreads();
   const int64_t n0 = int64_t{blockIdx.x} * kGemmTileN;
@@ -82,16 +75,12 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
     set_max_registers_inc<kWgmmaConsumerRegs>();
     const int thread = threadIdx.x - kWgmmaProducerThreads;
     const Tile tile(p, smem, ring, thread, n0, 0);
-    const long long c0 = clock64();
-    unsigned long long t0;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    const ClockStamp start = clock_stamp();
     tile.consume(0, slabs);
-    const long long c1 = clock64();
-    unsigned long long t1;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+    const ClockStamp end = clock_stamp();
     if (thread == 0) {
-      clocks.cycles[blockIdx.x] = c1 - c0;
-      clocks.nanos[blockIdx.x] = t1 - t0;
+      clocks.cycles[blockIdx.x] = end.cycles - start.cycles;
+      clocks.nanos[blockIdx.x] = end.ns - start.ns;
     }
   }
 #else
@@ -144,36 +133,23 @@ void run(const Buffers& b, int block_size, bool packed_zp, const char* name) {
     while ((int64_t{1} << p.block_shift) < (hot ? k : block_size)) ++p.block_shift;
     p.block_div = FastDivU32(static_cast<uint32_t>((hot ? k : block_size) / 16));
     p.slabs_per_split = static_cast<int>(b.slabs);
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
     kernel<<<b.sms, kWgmmaThreads, kSmem>>>(p, b.slabs / 10, b.fill, b.clocks);  // warm-up
     CK(cudaGetLastError());
-    float best_ms = 1e30f;
     long long cyc = 0;
     unsigned long long ns = 0;
-    for (int rep = 0; rep < 3; ++rep) {
-      CK(cudaEventRecord(e0));
-      kernel<<<b.sms, kWgmmaThreads, kSmem>>>(p, b.slabs, b.fill, b.clocks);
-      CK(cudaEventRecord(e1));
-      CK(cudaEventSynchronize(e1));
-      float ms = 0;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      if (ms < best_ms) {
-        best_ms = ms;
-        CK(cudaMemcpy(&cyc, b.clocks.cycles, sizeof(cyc), cudaMemcpyDeviceToHost));
-        CK(cudaMemcpy(&ns, b.clocks.nanos, sizeof(ns), cudaMemcpyDeviceToHost));
-      }
-    }
+    const float ms = best_ms(
+        3, [&] { kernel<<<b.sms, kWgmmaThreads, kSmem>>>(p, b.slabs, b.fill, b.clocks); },
+        [&] {
+          CK(cudaMemcpy(&cyc, b.clocks.cycles, sizeof(cyc), cudaMemcpyDeviceToHost));
+          CK(cudaMemcpy(&ns, b.clocks.nanos, sizeof(ns), cudaMemcpyDeviceToHost));
+        });
     const double slab_flops = 2.0 * kTileM * kGemmTileN * F::kSlabK;
     const double flops = slab_flops * double(b.slabs) * b.sms;
     const double tensor_cycles = slab_flops / 4096.0;  // a slab at the tensor cores' rate
     const double slab_cycles = double(cyc) / double(b.slabs);
     printf("%-32s %-4s %7.1f TFLOP/s  %5.0f MHz  %6.0f cycles/slab (tensor %5.0f: %5.1f %%)  stages %d\n",
-           name, hot ? "hot" : "cold", flops / (best_ms * 1e-3) / 1e12, double(cyc) / double(ns) * 1e3,
+           name, hot ? "hot" : "cold", flops / (ms * 1e-3) / 1e12, double(cyc) / double(ns) * 1e3,
            slab_cycles, tensor_cycles, 100.0 * tensor_cycles / slab_cycles, Tile::kStages);
-    CK(cudaEventDestroy(e0));
-    CK(cudaEventDestroy(e1));
   }
 }
 

@@ -30,15 +30,8 @@
 #include <vector>
 
 #include "../stream_read.cuh"
+#include "microbench.cuh"  // CK
 
-#define CK(x)                                                                   \
-  do {                                                                          \
-    cudaError_t err_ = (x);                                                     \
-    if (err_ != cudaSuccess) {                                                  \
-      printf("CUDA %s at line %d\n", cudaGetErrorString(err_), __LINE__);      \
-      exit(1);                                                                  \
-    }                                                                           \
-  } while (0)
 
 constexpr int kThreads = 256;
 

@@ -18,8 +18,8 @@
 #include <type_traits>
 #include <vector>
 #include "cuda/gemm/act_quant_e4m3.cuh"
+#include "microbench.cuh"  // CK
 using namespace bqmm::cuda;
-#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("CUDA %s at %d\n", cudaGetErrorString(e), __LINE__); exit(1);} } while (0)
 
 static const char* kName[4] = {"rows1", "rows2", "rows4", "library"};
 

@@ -24,8 +24,8 @@
 #include <cstdint>
 #include <vector>
 #include <algorithm>
+#include "microbench.cuh"  // CK
 
-#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("CUDA %s at %d\n", cudaGetErrorString(e), __LINE__); exit(1);} } while (0)
 
 __device__ __forceinline__ uint4 lds(const void* p) {
   uint4 v;

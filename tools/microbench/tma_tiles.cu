@@ -14,8 +14,8 @@
 #include <cstdio>
 #include <cstdint>
 #include <algorithm>
+#include "microbench.cuh"  // CK
 
-#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { printf("CUDA %s at %d\n", cudaGetErrorString(e), __LINE__); exit(1);} } while (0)
 
 __device__ __forceinline__ uint32_t sa(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
 

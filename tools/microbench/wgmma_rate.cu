@@ -30,17 +30,9 @@
 #include <vector>
 
 #include "cuda/gemm/fused_wgmma.cuh"  // wgmma_rs, wgmma.cuh's fences and descriptors
+#include "microbench.cuh"
 
 using namespace bqmm::cuda;
-
-#define CK(x)                                                                   \
-  do {                                                                          \
-    cudaError_t err_ = (x);                                                     \
-    if (err_ != cudaSuccess) {                                                  \
-      printf("CUDA %s at line %d\n", cudaGetErrorString(err_), __LINE__);      \
-      exit(1);                                                                  \
-    }                                                                           \
-  } while (0)
 
 constexpr int kSmemBytes = 200 * 1024;  // one block per SM
 constexpr int kGroupSteps = 8;          // wgmma per commit group (a 128-K slab)
@@ -112,9 +104,7 @@ __global__ void __launch_bounds__(128 * kConsumers, 1)
   }
 
   __syncthreads();
-  const long long c0 = clock64();
-  unsigned long long t0;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  const ClockStamp start = clock_stamp();
 #pragma unroll 1
   for (int it = 0; it < iters; ++it) {
     fence_operands(a);
@@ -136,16 +126,14 @@ __global__ void __launch_bounds__(128 * kConsumers, 1)
   }
   wgmma_wait<0>();
   fence_operands(d);
-  const long long c1 = clock64();
-  unsigned long long t1;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+  const ClockStamp end = clock_stamp();
   float sum = __uint_as_float(x);
 #pragma unroll
   for (int i = 0; i < kN / 2; ++i) sum += d[i];
   out[blockIdx.x * blockDim.x + threadIdx.x] = sum;  // keeps the work alive
   if (threadIdx.x == 0) {
-    cycles[blockIdx.x] = c1 - c0;
-    nanos[blockIdx.x] = t1 - t0;
+    cycles[blockIdx.x] = end.cycles - start.cycles;
+    nanos[blockIdx.x] = end.ns - start.ns;
   }
 }
 
@@ -162,35 +150,22 @@ void run(const Buffers& b, const char* name) {
   auto kernel = rate_kernel<T, kN, kConsumers, kSs, kAlu>;
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes + 1024));
   const int iters = 20000;
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
   kernel<<<b.sms, 128 * kConsumers, kSmemBytes + 1024>>>(b.src, iters / 10, b.out, b.cycles, b.nanos);  // warm-up
   CK(cudaGetLastError());
-  float best_ms = 1e30f;
   long long cyc = 0;
   unsigned long long ns = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    CK(cudaEventRecord(e0));
-    kernel<<<b.sms, 128 * kConsumers, kSmemBytes + 1024>>>(b.src, iters, b.out, b.cycles, b.nanos);
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    if (ms < best_ms) {
-      best_ms = ms;
-      CK(cudaMemcpy(&cyc, b.cycles, sizeof(cyc), cudaMemcpyDeviceToHost));
-      CK(cudaMemcpy(&ns, b.nanos, sizeof(ns), cudaMemcpyDeviceToHost));
-    }
-  }
+  const float ms = best_ms(
+      3, [&] { kernel<<<b.sms, 128 * kConsumers, kSmemBytes + 1024>>>(b.src, iters, b.out, b.cycles, b.nanos); },
+      [&] {
+        CK(cudaMemcpy(&cyc, b.cycles, sizeof(cyc), cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(&ns, b.nanos, sizeof(ns), cudaMemcpyDeviceToHost));
+      });
   const double flops = 2.0 * 64 * kN * 16 * kGroupSteps * double(iters) * kConsumers * b.sms;
-  const double tflops = flops / (best_ms * 1e-3) / 1e12;
+  const double tflops = flops / (ms * 1e-3) / 1e12;
   const double mhz = double(cyc) / double(ns) * 1e3;
   const double per_clk = flops / b.sms / double(cyc);
   printf("%-34s %7.1f TFLOP/s  %5.0f MHz  %6.0f flops/SM/clk (%4.1f %% of 4096)\n", name, tflops, mhz, per_clk,
          100.0 * per_clk / 4096.0);
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
 }
 
 int main() {
