@@ -393,9 +393,10 @@ struct FusedWgmmaTile {
   __device__ __forceinline__ void slab_step(State& st, int64_t begin, int64_t count, int64_t i,
                                             const RingPos& at) const {
     ring.wait_full(at);  // TMA's writes, visible to ldmatrix and wgmma once it completes
-    // Constants in slots: slab j's in slot j % kConstsAhead (kPos % kConstsAhead: the unroll
-    // is a multiple of kConstsAhead), loaded kConstsAhead slabs before they are read. No slot is copied
-    // while its load may be in flight (the copy would wait for it): N-bit, which decodes
+    // Constants in slots: slab j's in slot j % kConstsAhead (kPos % kConstsAhead: the
+    // unroll is a multiple of kConstsAhead), loaded kConstsAhead slabs before they are
+    // read. No slot is copied while its load may be in flight (the copy would wait for
+    // it): N-bit, which decodes
     // with slab i's constants, copies them (`cur`) and refills the slot with slab
     // i + kConstsAhead's; FP8, which reads them only in the fold a slab later, folds
     // slab i - 1 straight from its slot and then refills that slot. The loads are
@@ -432,13 +433,14 @@ struct FusedWgmmaTile {
       } else {
         issue_group(abase, grp, st.a[buf], st.acc, false);
         // Until kBuffers - 1 groups pend: group d = g - (kBuffers - 1) is done, and the next
-        // group's buffer (d's) free. Where d is its slab's last group, that slab (kBack
-        // before i) is done with: its stage released.
+        // group's buffer (d's) free. Where d is its slab's last group, that slab (`back`
+        // before i) is done with: its stage released. All of it is compile-time once the
+        // loops unroll.
         wgmma_wait<kBuffers - 1>();
         const int done = grp - (kBuffers - 1);             // d - i kGroups (< 0)
         const int back = (kGroups - 1 - done) / kGroups;  // d's slab is i - back
         if ((done % kGroups + kGroups) % kGroups == kGroups - 1) {
-          if (back == 1) {
+          if (back == 1) {  // two buffers: the slab before
             if (i > 0) release(at.previous_stage());
           } else if (i >= back) {
             release(at.stage_before(back));
