@@ -21,7 +21,7 @@
 // what the constants' latency costs. Reports per variant: TFLOP/s, the SM clock (clock64
 // over globaltimer), consumer cycles a slab against the tensor cores' (the slab's flops /
 // 4096 per SM and clock), and that share. The numbers are the kernel's at its best case
-// for memory: docs/PERF.md says what the H200 gave.
+// for memory: docs/PERF.md (Next steps) has what the GPU gave.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -46,12 +46,12 @@ struct Clocks {
   unsigned long long* nanos;
 };
 
-template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp, int kBuffers>
+template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp>
 __global__ void __launch_bounds__(kWgmmaThreads, 1)
     MainloopKernel(const __grid_constant__ FusedWgmmaParams<T, Scale<T, kW>> p, int64_t slabs,
                    const uint32_t* __restrict__ fill, Clocks clocks) {
 #if BQMM_WGMMA_ENABLED
-  using Tile = FusedWgmmaTile<T, kW, kTileM, kConsts, kTypedZp, kBuffers>;
+  using Tile = FusedWgmmaTile<T, kW, kTileM, kConsts, kTypedZp>;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   __shared__ typename Tile::Ring ring;
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + kWgmmaAlignBytes - 1) &
@@ -102,14 +102,14 @@ struct Buffers {
 
 constexpr int64_t kMaxKBlocks = 8192;  // cold constants: K / block_size, at most this
 
-template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp, int kBuffers = 2>
+template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp>
 void run(const Buffers& b, int block_size, bool packed_zp, const char* name) {
   using F = GemmFormat<kW>;
   using S = Scale<T, kW>;
-  using Tile = FusedWgmmaTile<T, kW, kTileM, kConsts, kTypedZp, kBuffers>;
+  using Tile = FusedWgmmaTile<T, kW, kTileM, kConsts, kTypedZp>;
   const int64_t k = b.slabs * F::kSlabK;
   const int64_t rows = int64_t{b.sms} * kGemmTileN;
-  const auto kernel = MainloopKernel<T, kW, kTileM, kConsts, kTypedZp, kBuffers>;
+  const auto kernel = MainloopKernel<T, kW, kTileM, kConsts, kTypedZp>;
   constexpr int kSmem = static_cast<int>(wgmma_smem_bytes(kTileM, F::kBits));
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   for (const bool hot : {false, true}) {
@@ -204,21 +204,16 @@ int main() {
   scales_as(__half{});
   CK(cudaMemcpy(b.zp, zp.data(), zp.size(), cudaMemcpyHostToDevice));
   run<__half, GW::kInt8, 64, 1, false>(b, 128, false, "int8 f16 tile 64 block 128");
-  run<__half, GW::kInt8, 64, 1, false, 3>(b, 128, false, "int8 f16 tile 64 block 128 3 buf");
   run<__half, GW::kInt8, 128, 1, false>(b, 128, false, "int8 f16 tile 128 block 128");
-  run<__half, GW::kInt8, 128, 1, false, 3>(b, 128, false, "int8 f16 tile 128 block 128 3 buf");
   run<__half, GW::kInt4, 64, 2, false>(b, 128, false, "int4 f16 tile 64 block 128");
-  run<__half, GW::kInt4, 64, 2, false, 3>(b, 128, false, "int4 f16 tile 64 block 128 3 buf");
   run<__half, GW::kInt4, 64, 2, false>(b, 128, true, "int4 f16 tile 64 block 128 zp");
   run<__half, GW::kInt4, 64, 1, false>(b, 256, false, "int4 f16 tile 64 block 256");
   run<__half, GW::kInt4, 64, 8, false>(b, 32, false, "int4 f16 tile 64 block 32");
-  run<__half, GW::kInt4, 64, 8, false, 3>(b, 32, false, "int4 f16 tile 64 block 32 3 buf");
   typed_zp_as(__half{});
   run<__half, GW::kInt4, 64, 2, true>(b, 128, false, "int4 f16 tile 64 block 128 typed");
   scales_as(__nv_bfloat16{});
   CK(cudaMemcpy(b.zp, zp.data(), zp.size(), cudaMemcpyHostToDevice));
   run<__nv_bfloat16, GW::kInt8, 64, 1, false>(b, 128, false, "int8 bf16 tile 64 block 128");
   run<__nv_bfloat16, GW::kInt4, 64, 2, false>(b, 128, false, "int4 bf16 tile 64 block 128");
-  run<__nv_bfloat16, GW::kInt4, 64, 2, false, 3>(b, 128, false, "int4 bf16 tile 64 block 128 3 buf");
   return 0;
 }

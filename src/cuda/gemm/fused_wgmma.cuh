@@ -168,12 +168,7 @@ struct FusedWgmmaParams : GemmParams<T, S> {
 
 // ================================================================= the kernel
 // Template parameters as FusedGemmTile's; kTileM is 64 or 128; FP8 only with kConsts 1.
-// kBuffers: register buffers of decoded A that groups take in turn, 2 (the kernel's) or,
-// N-bit only, 3: a warpgroup then waits until two groups pend, not one, so the decode of
-// a group has two groups' wgmma to run beside instead of one (the slab loop unrolled by
-// three; a slab's stage is released a group later). Only tools/microbench/
-// fused_mainloop.cu instantiates 3 so far: whether the consumers' path gains from it.
-template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp, int kBuffers = 2>
+template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp>
 struct FusedWgmmaTile {
   using F = GemmFormat<kW>;
   using S = std::conditional_t<kW == GemmWeights::kFp8, float, T>;
@@ -204,11 +199,6 @@ struct FusedWgmmaTile {
   static_assert(!kFp8 || !kTypedZp, "typed zero points are N-bit's");
   static_assert(kGroupChunks % 2 == 0, "ldmatrix takes chunk pairs");
   static_assert(kConstsAhead == 1 || kConstsAhead == 2, "constant slots by the slab's parity");
-  static_assert(kBuffers == 2 || (kBuffers == 3 && !kFp8), "FP8 folds each group before the next: 2");
-  // The slab loop's unroll: slab i's buffers and constant slot are then compile-time.
-  static constexpr int kUnroll = kBuffers;
-  static_assert(kUnroll % kConstsAhead == 0, "constant slots by the slab's place in the unroll");
-  static_assert(kStages >= kWgmmaMinStages + kBuffers - 2, "one slab more in the wgmma with 3 buffers");
 
   using Ring = WgmmaRing<kStages, 1>;  // `full`: the copying thread's arrival and the bytes
   using RingPos = typename Ring::Pos;
@@ -379,7 +369,7 @@ struct FusedWgmmaTile {
   struct State {
     float acc[kAcc];
     float part[kAcc];                        // FP8: one slab's sums
-    uint32_t a[kBuffers][kGroupSteps][4];    // decoded A, groups taking them in turn
+    uint32_t a[2][kGroupSteps][4];           // decoded A, alternating per group
     RawConsts<kW, T> pre[kConstsAhead][2][kConsts];  // slots of constants ahead (slab_step)
     RawConsts<kW, T> cur[2][kConsts];        // N-bit: this slab's
   };
@@ -387,16 +377,15 @@ struct FusedWgmmaTile {
   // The slab in `stage` is done with (its wgmma finished): this thread's share of releasing it.
   __device__ __forceinline__ void release(int stage) const { ring.arrive_empty(stage); }
 
-  // Slab i, at ring position `at`; kPos = i % kUnroll. Group g of the block's sequence
-  // (i kGroups + grp) decodes into buffer g % kBuffers.
-  template <int kPos>
+  // Slab i, at ring position `at` (its register buffers B: the slab's parity for 8-bit;
+  // 4-bit uses 0 and 1).
+  template <int kB>
   __device__ __forceinline__ void slab_step(State& st, int64_t begin, int64_t count, int64_t i,
                                             const RingPos& at) const {
     ring.wait_full(at);  // TMA's writes, visible to ldmatrix and wgmma once it completes
-    // Constants in slots: slab j's in slot j % kConstsAhead (kPos % kConstsAhead: the
-    // unroll is a multiple of kConstsAhead), loaded kConstsAhead slabs before they are
-    // read. No slot is copied while its load may be in flight (the copy would wait for
-    // it): N-bit, which decodes
+    // Constants in slots: slab j's in slot j % kConstsAhead (kB is i's parity: the loop is
+    // unrolled by two), loaded kConstsAhead slabs before they are read. No slot is copied
+    // while its load may be in flight (the copy would wait for it): N-bit, which decodes
     // with slab i's constants, copies them (`cur`) and refills the slot with slab
     // i + kConstsAhead's; FP8, which reads them only in the fold a slab later, folds
     // slab i - 1 straight from its slot and then refills that slot. The loads are
@@ -404,7 +393,7 @@ struct FusedWgmmaTile {
     // at i = 0 FP8 reloads the slot it has): a predicated load keeps the slot's old value
     // live across the loop, which the compiler then copies every iteration.
     if constexpr (!kFp8) {
-      constexpr int kSlot = kPos % kConstsAhead;
+      constexpr int kSlot = kB % kConstsAhead;
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
@@ -415,14 +404,14 @@ struct FusedWgmmaTile {
     const uint32_t abase = wbase + kWeightBytes;
 #pragma unroll
     for (int grp = 0; grp < kGroups; ++grp) {
-      const int buf = (kPos * kGroups + grp) % kBuffers;
+      const int buf = kGroups == 1 ? kB : grp;
       decode_group(wbase, begin + i, grp, st.cur, st.a[buf]);  // FP8: no constants used
       if constexpr (kFp8) {
         // The previous slab's group done, its stage released and its sums folded, then
         // this slab's into `part`.
         wgmma_wait<0>();
         fence_operands(st.part);
-        constexpr int kPrevSlot = (kPos + kConstsAhead - 1) % kConstsAhead;  // slab i - 1's
+        constexpr int kPrevSlot = (kB + kConstsAhead - 1) % kConstsAhead;  // slab i - 1's
         if (i > 0) {
           release(at.previous_stage());
           fold(st.pre[kPrevSlot], st.acc, st.part);
@@ -432,20 +421,8 @@ struct FusedWgmmaTile {
         issue_group(abase, grp, st.a[buf], st.part, true);
       } else {
         issue_group(abase, grp, st.a[buf], st.acc, false);
-        // Until kBuffers - 1 groups pend: group d = g - (kBuffers - 1) is done, and the next
-        // group's buffer (d's) free. Where d is its slab's last group, that slab (`back`
-        // before i) is done with: its stage released. All of it is compile-time once the
-        // loops unroll.
-        wgmma_wait<kBuffers - 1>();
-        const int done = grp - (kBuffers - 1);             // d - i kGroups (< 0)
-        const int back = (kGroups - 1 - done) / kGroups;  // d's slab is i - back
-        if ((done % kGroups + kGroups) % kGroups == kGroups - 1) {
-          if (back == 1) {  // two buffers: the slab before
-            if (i > 0) release(at.previous_stage());
-          } else if (i >= back) {
-            release(at.stage_before(back));
-          }
-        }
+        wgmma_wait<1>();  // the previous group done: its registers (and stage) are free
+        if (grp == 0 && i > 0) release(at.previous_stage());
       }
     }
   }
@@ -461,25 +438,13 @@ struct FusedWgmmaTile {
     int64_t i = 0;
     RingPos at;
 #pragma unroll 1
-    for (; i + kUnroll - 1 < count; i += kUnroll) {
+    for (; i + 1 < count; i += 2) {
       slab_step<0>(st, slab_begin, count, i, at);
       at.advance();
       slab_step<1>(st, slab_begin, count, i + 1, at);
       at.advance();
-      if constexpr (kUnroll == 3) {
-        slab_step<2>(st, slab_begin, count, i + 2, at);
-        at.advance();
-      }
     }
-    if constexpr (kUnroll == 2) {
-      if (i < count) slab_step<0>(st, slab_begin, count, i, at);
-    } else {
-      if (i < count) {
-        slab_step<0>(st, slab_begin, count, i, at);
-        at.advance();
-      }
-      if (i + 1 < count) slab_step<1>(st, slab_begin, count, i + 1, at);
-    }
+    if (i < count) slab_step<0>(st, slab_begin, count, i, at);
     wgmma_wait<0>();
     if constexpr (kFp8) {  // the last slab's fold, from its slot (count - 1) % kConstsAhead
       fence_operands(st.part);

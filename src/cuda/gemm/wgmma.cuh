@@ -162,10 +162,6 @@ struct WgmmaRingPos {
     }
   }
   __device__ __forceinline__ int previous_stage() const { return stage == 0 ? kStages - 1 : stage - 1; }
-  // The stage of slab i - back (0 <= back < kStages).
-  __device__ __forceinline__ int stage_before(int back) const {
-    return stage >= back ? stage - back : stage + kStages - back;
-  }
 };
 
 // The ring's two barriers per stage: `full` completes when a slab is ready for the
