@@ -252,10 +252,7 @@ struct WgmmaEpilogue {
   // FusedGemmReduceKernel's, so the same Y bit for bit. Release: each lane's fence orders
   // its plane stores before the warp's arrival (lane 0's atomic, after __syncwarp);
   // acquire: the last warp's fences after it order its reads of the other planes after
-  // every arrival. Those reads go to L2 (ld.cg): L1 is not coherent across SMs. Each
-  // plane's values are loaded all at once, then added: one L2 round trip a plane, where a
-  // loop over the planes per value (a round trip a value) made the split 1.2-2.3x slower
-  // than the reduce kernel (H200).
+  // every arrival. Those reads go to L2 (ld.cg): L1 is not coherent across SMs.
   template <int kAcc>
   __device__ __forceinline__ void store_split_summed(const float (&acc)[kAcc], float factor,
                                                      uint32_t* counter) const {
@@ -267,39 +264,23 @@ struct WgmmaEpilogue {
     arrived = __shfl_sync(0xFFFFFFFFu, arrived, 0);
     if (arrived + 1 < gridDim.z) return;
     __threadfence();
-    // A column (h) at a time, its kAcc / 2 values: accumulator 4 j + 2 h + e is
-    // Y[row(j, e), col(h)] (the halves keep the sums' registers within the tile 128's).
     const int64_t plane = static_cast<int64_t>(p.m) * p.n;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t c = col(h);
       if (c >= p.n) continue;
-      constexpr int kHalf = kAcc / 2;  // value q = 2 j + e
-      const auto valid = [&](int q) { return row(q / 2, q % 2) < p.m; };
-      const auto offset = [&](int q) { return row(q / 2, q % 2) * p.n + c; };
-      float v[kHalf];
 #pragma unroll
-      for (int q = 0; q < kHalf; ++q) v[q] = 0.0f;
-      for (uint32_t s = 0; s < gridDim.z; ++s) {
-        float x[kHalf];
-        if (s == blockIdx.z) {
+      for (int j = 0; j < kAcc / 4; ++j)
 #pragma unroll
-          for (int q = 0; q < kHalf; ++q) x[q] = acc[4 * (q / 2) + 2 * h + q % 2] * factor;
-        } else {
-          const float* src = p.partials + s * plane;
-#pragma unroll
-          for (int q = 0; q < kHalf; ++q) x[q] = valid(q) ? __ldcg(src + offset(q)) : 0.0f;
+        for (int e = 0; e < 2; ++e) {
+          const int64_t r = row(j, e);
+          if (r >= p.m) continue;
+          float v = 0.0f;
+          for (uint32_t s = 0; s < gridDim.z; ++s)
+            v += s == blockIdx.z ? acc[4 * j + 2 * h + e] * factor : __ldcg(p.partials + s * plane + r * p.n + c);
+          if (p.bias != nullptr) v += to_float(p.bias[c]);
+          p.y[r * p.n + c] = from_float<T>(v);
         }
-#pragma unroll
-        for (int q = 0; q < kHalf; ++q) v[q] += x[q];
-      }
-      const float b = p.bias != nullptr ? to_float(p.bias[c]) : 0.0f;
-#pragma unroll
-      for (int q = 0; q < kHalf; ++q) {
-        if (!valid(q)) continue;
-        if (p.bias != nullptr) v[q] += b;
-        p.y[offset(q)] = from_float<T>(v[q]);
-      }
     }
   }
 };
