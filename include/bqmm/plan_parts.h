@@ -57,9 +57,6 @@ struct GemmConfig {
                                 // one thread-block cluster and add their partial sums through
                                 // distributed shared memory (no partial sums in the
                                 // workspace, no second kernel)
-  bool last_block_reduce = false;  // the fused GEMM's wgmma mainloop with k_split > 1: the
-                                   // last of a tile's blocks to finish adds the partial sums
-                                   // and stores Y (no second kernel)
 };
 
 // The dequant + cuBLAS path: the weight dequantized in N tiles into the scratch.
@@ -83,8 +80,7 @@ struct WorkspaceRegions {
   // copies want, [M rounded up to its tile, K rounded up to 32] of T, written by a pass
   // before it.
   size_t act_order_offset = 0, act_order_bytes = 0;
-  size_t partial_offset = 0, partial_bytes = 0;  // fused / W8A8 GEMM k_split > 1: [k_split, M, N] float32
-                                                 // (fused on wgmma: then the tiles' arrival counters);
+  size_t partial_offset = 0, partial_bytes = 0;  // fused / W8A8 GEMM k_split > 1: [k_split, M, N] float32;
                                                  // the stream-K mixed-input GEMM's partial tiles and flags
   // Fp8WeightMatMul's W8A8 GEMMs: the activation quantized to e4m3, [M, K] bytes, and its
   // float32 scales [k_blocks, M padded] (M padded to a multiple of 128; on cuBLASLt both

@@ -32,10 +32,8 @@ constexpr int kGemmWarps = 8;                // warps per block, every tile
 // The W8A8 GEMM sums a K split of 2 in a thread-block cluster of the tile's two blocks
 // (GemmConfig::cluster_reduce); larger splits in planes: clusters of four SMs did not all
 // fit at once on the H200 (the fused GEMM's cluster form, 4096 x 14336 M = 64 at split 4:
-// 41.1 us against 26.9 with planes; H200). The fused GEMM's wgmma mainloop writes planes
-// and the last of a tile's blocks to finish adds them (GemmConfig::last_block_reduce,
-// below; a cluster measured no faster there); its mma.sync mainloop leaves them to a
-// second kernel.
+// 41.1 us against 26.9 with planes; H200). The fused GEMM sums its split in planes:
+// a cluster measured no faster there.
 constexpr int kW8a8ClusterSplit = 2;
 constexpr int kGemmMaxKSplit = 16;
 constexpr int kGemmMaxStages = 4;
@@ -275,7 +273,6 @@ struct GemmForced {
   int tile_m = 0;
   int k_split = 0;
   int cluster_sum = -1;  // 0: the W8A8 GEMM's K split in planes even where a cluster can sum it
-  int last_block_sum = -1;  // 0: the fused wgmma GEMM's K split summed by the reduce kernel
 };
 
 // Why the fused GEMM of `s` does not take the wgmma mainloop on `device` under `forced`,
@@ -335,17 +332,7 @@ inline GemmConfig plan_gemm_tiles(const GemmShape& s, const DeviceInfo& device,
   const int per_sm = g.wgmma ? 1 : gemm_blocks_per_sm(g.tile_m, s.bits, device.sm);
   const int64_t resident = std::max(1, device.num_sms) * static_cast<int64_t>(per_sm);
   g.k_split = forced.k_split > 0 ? forced.k_split : choose_gemm_k_split(tiles, slabs, resident, g.stages);
-  g.last_block_reduce = g.wgmma && g.k_split > 1 && forced.last_block_sum != 0;
   return g;
-}
-
-// The fused GEMM's K split summed in the GEMM (GemmConfig::last_block_reduce): one arrival
-// counter per output tile and consumer warp (the wgmma tile's 8), after the planes of
-// partial sums in the workspace's partial region; the pass before the GEMM zeroes them.
-constexpr int kGemmSplitCountersPerTile = 8;
-constexpr int64_t gemm_split_counter_bytes(int64_t m, int64_t n, int tile_m) {
-  return (m + tile_m - 1) / tile_m * ((n + kGemmTileN - 1) / kGemmTileN) * kGemmSplitCountersPerTile *
-         static_cast<int64_t>(sizeof(uint32_t));
 }
 
 // The mixed-input GEMM (cuda/gemm/mixed_gemm.cuh: CUTLASS 4.2's SM90 mixed-input

@@ -42,7 +42,6 @@ const Key kKeys[] = {
     {"lt_algo", &PlanOverride::lt_algo, {0, 1, 2, 3}},
     {"w8a8_pdl", &PlanOverride::w8a8_pdl, {0, 1}},
     {"cluster_sum", &PlanOverride::cluster_sum, {0, 1}},
-    {"last_block_sum", &PlanOverride::last_block_sum, {0, 1}},
     {"gemv_pdl", &PlanOverride::gemv_pdl, {0, 1}},
 };
 static_assert(kGemmMaxKSplit == 16, "gemm_k_split's values go up to kGemmMaxKSplit");

@@ -56,10 +56,6 @@
 //                            thread-block cluster through distributed shared memory (1,
 //                            the planner's), or in planes of partial sums added by a
 //                            second kernel (0)
-//   last_block_sum=0|1
-//                     both   the fused GEMM's wgmma K split summed by the last of each
-//                            tile's blocks to finish (1, the planner's), or by a second
-//                            kernel (0)
 //   gemv_pdl=0|1      both   the decode GEMV's programmatic dependent launch (SM90),
 //                            whatever the options' gemv_dependent_launch says: on (1) for
 //                            NBitsMatMul's 4-bit register tile, FP8's one tile of line
@@ -104,16 +100,13 @@ struct PlanOverride {
   int lt_algo = -1;         // -1: planner; 0..3: cuBLASLt's heuristic list's index
   int w8a8_pdl = -1;        // -1: planner; 0 / 1: the W8A8 GEMM's dependent launch
   int cluster_sum = -1;     // -1: planner; 0 / 1: the W8A8 GEMM's K split summed in a cluster
-  int last_block_sum = -1;  // -1: planner; 0 / 1: the fused wgmma GEMM's K split summed by a tile's last block
   int gemv_pdl = -1;        // -1: planner; 0 / 1: the decode GEMV's dependent launch
 
   bool empty() const;
 };
 
 // The fused GEMM's forced choices of an override (core/gemm_plan.h).
-inline GemmForced gemm_forced(const PlanOverride& o) {
-  return {o.wgmma, o.tile_m, o.gemm_k_split, o.cluster_sum, o.last_block_sum};
-}
+inline GemmForced gemm_forced(const PlanOverride& o) { return {o.wgmma, o.tile_m, o.gemm_k_split, o.cluster_sum}; }
 
 // gemm=1 or any of the fused GEMM's own keys: the fused GEMM wherever it applies, also at
 // M = 9..16 where the planners prefer the GEMV's row group.

@@ -48,8 +48,7 @@ inline std::ostream& print_mixed_scales(std::ostream& os, bool prepacked) {
 
 inline std::ostream& print_gemm(std::ostream& os, const GemmConfig& g) {
   return os << "; mainloop=" << (g.wgmma ? "wgmma" : "mma") << "; tile_m=" << g.tile_m << "; tile_n=" << g.tile_n << "; stages=" << g.stages
-            << "; k_split=" << g.k_split
-            << (g.cluster_reduce ? "; k_reduce=cluster" : g.last_block_reduce ? "; k_reduce=last_block" : "");
+            << "; k_split=" << g.k_split << (g.cluster_reduce ? "; k_reduce=cluster" : "");
 }
 
 // "; workspace=<total>B (act <bytes>@<offset>, cublas .., scratch .., codes .., act_scales ..,

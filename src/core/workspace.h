@@ -72,26 +72,20 @@ void plan_dequant_gemm_workspace(int64_t row_bytes, int64_t scratch_bytes, int s
 }
 
 // The float32 partial sums [k_split, M, N] of a K split > 1 (the fused and W8A8 GEMMs;
-// none where the W8A8 GEMM sums its split in a cluster), and after them, where the fused
-// GEMM sums its split itself, the tiles' arrival counters (gemm_split_counter_bytes);
-// then the workspace total.
+// none where the W8A8 GEMM sums its split in a cluster); then the workspace total.
 template <typename Plan>
 void plan_gemm_partials(WorkspaceLayout& layout, Plan& plan) {
-  const GemmConfig& g = plan.gemm;
-  const int64_t split = g.k_split;
-  const int64_t partials = split > 1 && !g.cluster_reduce ? split * plan.problem.m * plan.problem.n : 0;
-  plan.regions.partial_bytes =
-      static_cast<size_t>(partials) * sizeof(float) +
-      (g.last_block_reduce ? static_cast<size_t>(gemm_split_counter_bytes(plan.problem.m, plan.problem.n, g.tile_m))
-                           : 0);
+  const int64_t split = plan.gemm.k_split;
+  const int64_t partials = split > 1 && !plan.gemm.cluster_reduce ? split * plan.problem.m * plan.problem.n : 0;
+  plan.regions.partial_bytes = static_cast<size_t>(partials) * sizeof(float);
   plan.regions.partial_offset = layout.take(plan.regions.partial_bytes);
   plan.workspace_bytes = layout.total();
 }
 
 // The fused GEMM part of either operator's plan: on the Hopper mainloop
 // (plan.gemm.wgmma) the activation in its K order (gemm_act_order_bytes), with a K split
-// (plan.gemm.k_split > 1) the float32 partial sums [k_split, M, N] (plan_gemm_partials),
-// taken from `layout` (after whatever the operator took before); then the workspace
+// (plan.gemm.k_split > 1) the float32 partial sums [k_split, M, N] that the second kernel
+// adds, taken from `layout` (after whatever the operator took before); then the workspace
 // total.
 template <typename Plan>
 void plan_fused_gemm_workspace(WorkspaceLayout& layout, Plan& plan) {

@@ -162,9 +162,7 @@ struct FusedGemmArgs {
   void* a_ordered = nullptr;
 };
 // `config`: the plan's tiling (bqmm/plan_parts.h, core/gemm_plan.h). With k_split > 1,
-// `partials` holds k_split * M * N floats (the plan's partial region), and where the GEMM
-// sums the split (config.last_block_reduce) gemm_split_counter_bytes more after them,
-// 4-byte aligned.
+// `partials` holds k_split * M * N floats (the plan's partial region).
 Status launch_fused_gemm(const FusedGemmArgs& args, const GemmConfig& config, float* partials,
                          cudaStream_t stream);
 

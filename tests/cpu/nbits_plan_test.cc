@@ -323,7 +323,7 @@ TEST(NBitsPlan, FusedGemmWorkspace) {
     ASSERT_TRUE(tail.gemm.wgmma) << tail;
     EXPECT_EQ(tail.regions.act_order_bytes, size_t{64} * 2080 * 2);  // M 40 -> 64, K 2056 -> 2080
     EXPECT_EQ(tail.regions.partial_offset, 266240u);                 // 266240: whole 256-byte units
-    EXPECT_EQ(tail.regions.partial_bytes, size_t{2} * 40 * 1000 * 4 + 8 * 8 * 4);  // + 8 tiles' counters
+    EXPECT_EQ(tail.regions.partial_bytes, size_t{2} * 40 * 1000 * 4);
   }
 }
 
@@ -1502,43 +1502,14 @@ TEST(NBitsOverride, GemmTileMAndKSplit) {
   EXPECT_EQ(std::make_tuple(t16.gemm.tile_m, t16.gemm.stages, t16.gemm.k_split),
             std::make_tuple(16, 4, 2));
   EXPECT_EQ(t16.workspace_bytes, size_t{2} * 64 * 4096 * 4);
-  // wgmma (where built) at k_split 8: the planes, then a counter per tile (32) and
-  // consumer warp (8).
   const NBitsMatMulPlan k8 = plan(p, kHopper, parsed("gemm_k_split=8"));
   EXPECT_EQ(k8.gemm.k_split, 8);
-  EXPECT_EQ(k8.gemm.last_block_reduce, k8.gemm.wgmma);
-  EXPECT_EQ(k8.regions.partial_bytes, size_t{8} * 64 * 4096 * 4 + (k8.gemm.wgmma ? 32 * 8 * 4 : 0));
+  EXPECT_EQ(k8.regions.partial_bytes, size_t{8} * 64 * 4096 * 4);
   EXPECT_EQ(plan(problem(2, 4096, 4096), kHopper, parsed("tile_m=64")).path, NBitsPath::kGemv);
   testing::expect_override_rejects(p, PlanOverride{}, &PlanOverride::tile_m, "tile_m",
                                    {-1, 8, 48, 256});
   testing::expect_override_rejects(p, PlanOverride{}, &PlanOverride::gemm_k_split,
                                    "gemm_k_split", {-1, 3, 32});
-}
-
-// The wgmma mainloop's K split is summed by each tile's last block (k_reduce=last_block;
-// counters after the planes), or with last_block_sum=0 by the reduce kernel (planes only);
-// mma.sync's always by the reduce kernel, and an unsplit GEMM has neither.
-TEST(NBitsOverride, LastBlockSum) {
-  if (!wgmma_built()) GTEST_SKIP() << "this build has no wgmma mainloop (no SM90 in CUDA_ARCHITECTURES)";
-  const NBitsMatMulProblem p = problem(64, 8192, 8192, 4, 128);
-  const NBitsMatMulPlan last = plan(p, kHopper);
-  ASSERT_TRUE(last.gemm.wgmma);
-  ASSERT_EQ(last.gemm.k_split, 2);
-  EXPECT_TRUE(last.gemm.last_block_reduce);
-  EXPECT_EQ(last.regions.partial_bytes, size_t{2} * 64 * 8192 * 4 + 64 * 8 * 4);
-  EXPECT_NE(printed(last).find("; k_split=2; k_reduce=last_block; workspace="), std::string::npos)
-      << printed(last);
-  const NBitsMatMulPlan planes = plan(p, kHopper, parsed("last_block_sum=0"));
-  EXPECT_FALSE(planes.gemm.last_block_reduce);
-  EXPECT_EQ(planes.gemm.k_split, 2);
-  EXPECT_EQ(planes.regions.partial_bytes, size_t{2} * 64 * 8192 * 4);
-  EXPECT_NE(printed(planes).find("; k_split=2; workspace="), std::string::npos) << printed(planes);
-  const NBitsMatMulPlan mma = plan(p, kHopper, parsed("wgmma=0,last_block_sum=1"));
-  EXPECT_GT(mma.gemm.k_split, 1);
-  EXPECT_FALSE(mma.gemm.last_block_reduce);
-  EXPECT_FALSE(plan(problem(128, 8192, 8192, 4, 128), kHopper).gemm.last_block_reduce);  // unsplit
-  testing::expect_switch_rejects_out_of_range(p, PlanOverride{}, &PlanOverride::last_block_sum,
-                                              "last_block_sum");
 }
 
 // tiles: 1 or 2 tiles per warp of line loads, as FP8's.

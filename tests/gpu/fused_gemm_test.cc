@@ -1,7 +1,6 @@
 // The fused GEMM kernels (cuda/gemm/) launched through launch_fused_gemm with every tile
 // height (16, 32, 64 rows), K splits of 1 (Y written by the kernel) and more (float32
-// partials added by the reduce kernel or, on the wgmma mainloop, by each tile's last
-// block), against the float64 reference: FP8 and 8-bit / 4-bit
+// partials added by the reduction), against the float64 reference: FP8 and 8-bit / 4-bit
 // weights, both activation types, default, packed and typed (fractional) zero points,
 // bias, odd N (masked
 // columns in the last block column), M not a multiple of the tile (zero-filled rows), K
@@ -51,32 +50,21 @@ GemmConfig config_for(int tile_m, int k_split) {
   return g;
 }
 
-// The Hopper mainloop's configuration of a tile (cuda/gemm/fused_wgmma.cuh); a K split is
-// summed by each tile's last block (the planner's) or, last_block = false, by the reduce
-// kernel.
-GemmConfig wgmma_config(int tile_m, int k_split, bool last_block = true) {
+// The Hopper mainloop's configuration of a tile (cuda/gemm/fused_wgmma.cuh).
+GemmConfig wgmma_config(int tile_m, int k_split) {
   GemmConfig g = config_for(tile_m, k_split);
   g.wgmma = true;
-  g.last_block_reduce = k_split > 1 && last_block;
   return g;
 }
 
-// Launches on a fresh stream, with a partials buffer when k_split > 1 (and the split's
-// arrival counters after it, filled with ones: the order pass must zero them; such a GEMM
-// runs twice, Y NaN-poisoned again between, so the second call must find its counters
-// zeroed after the first left them counted) and, for the Hopper mainloop, room for A in its
-// K order, filled with NaN first (every element the GEMM copies must be written by its
-// order pass).
+// Launches on a fresh stream, with a partials buffer when k_split > 1 and, for the Hopper
+// mainloop, room for A in its K order, filled with NaN first (every element the GEMM
+// copies must be written by its order pass).
 Status launch(cuda::FusedGemmArgs args, const GemmConfig& config) {
   harness::DeviceBuffer partials, ordered;
-  if (config.k_split > 1) {
-    const auto plane_bytes = static_cast<size_t>(config.k_split * args.m * args.n) * sizeof(float);
-    const auto counter_bytes =
-        config.last_block_reduce ? static_cast<size_t>(gemm_split_counter_bytes(args.m, args.n, config.tile_m)) : 0;
-    BQMM_RETURN_IF_ERROR(harness::DeviceBuffer::allocate(plane_bytes + counter_bytes, &partials));
-    if (cudaMemset(static_cast<char*>(partials.data()) + plane_bytes, 0x01, counter_bytes) != cudaSuccess)
-      return Status(StatusCode::kCudaError, "cudaMemset of the split's counters");
-  }
+  if (config.k_split > 1)
+    BQMM_RETURN_IF_ERROR(harness::DeviceBuffer::allocate(
+        static_cast<size_t>(config.k_split * args.m * args.n) * sizeof(float), &partials));
   if (config.wgmma) {
     const auto bytes = static_cast<size_t>(gemm_act_order_bytes(args.m, args.k, config.tile_m, dtype_size(args.dtype)));
     BQMM_RETURN_IF_ERROR(harness::DeviceBuffer::allocate(bytes, &ordered));
@@ -85,13 +73,7 @@ Status launch(cuda::FusedGemmArgs args, const GemmConfig& config) {
     args.a_ordered = ordered.data();
   }
   return testing::run_on_fresh_stream([&](cudaStream_t stream) {
-    auto* planes = static_cast<float*>(partials.data());
-    if (!config.last_block_reduce) return cuda::launch_fused_gemm(args, config, planes, stream);
-    BQMM_RETURN_IF_ERROR(cuda::launch_fused_gemm(args, config, planes, stream));
-    const auto y_bytes = static_cast<size_t>(args.m * args.n) * dtype_size(args.dtype);
-    if (cudaMemsetAsync(args.y, 0xFF, y_bytes, stream) != cudaSuccess)
-      return Status(StatusCode::kCudaError, "cudaMemsetAsync of Y between the calls");
-    return cuda::launch_fused_gemm(args, config, planes, stream);
+    return cuda::launch_fused_gemm(args, config, static_cast<float*>(partials.data()), stream);
   });
 }
 
@@ -207,15 +189,14 @@ void check_every_nbits_block(uint64_t seed, bool wgmma, std::initializer_list<in
           const int64_t n = seed % 2 == 0 ? 1000 : 333;
           const int64_t k = bits == 4 && block == 16 ? 992 : 1000;
           const int k_split = 1 + static_cast<int>(seed % 3);
-          const bool last_block = wgmma && seed / 2 % 2 == 0;  // the split's sum, wgmma: both ways
           SCOPED_TRACE(::testing::Message()
                        << bits << "-bit M=" << m << " N=" << n << " K=" << k << " block="
                        << block << " " << dtype_name(t) << " zero points " << nbits_zero_points_name(zp)
-                       << " tile_m=" << tile_m << " k_split=" << k_split << (last_block ? " last block" : ""));
+                       << " tile_m=" << tile_m << " k_split=" << k_split);
           const NBitsCase c = reference::make_random_nbits_case(
               nbits_spec(t, bits, m, n, k, block, zp, /*bias=*/seed % 3 != 0), seed);
           ++seed;
-          check_nbits(c, wgmma ? wgmma_config(tile_m, k_split, last_block) : config_for(tile_m, k_split));
+          check_nbits(c, wgmma ? wgmma_config(tile_m, k_split) : config_for(tile_m, k_split));
         }
 }
 
@@ -287,16 +268,15 @@ TEST(FusedWgmmaFp8, EveryRowCountAndSplitAgainstReference) {
     for (const int64_t m : kRows)
       for (const int k_split : {1, 3}) {
         const DType t = kDTypes[seed % 2];
-        const bool last_block = seed / 2 % 2 == 0;  // the split's sum: each type both ways
         SCOPED_TRACE(::testing::Message() << "M=" << m << " N=" << sh.n << " K=" << sh.k
                                           << " block=" << sh.block << " " << dtype_name(t)
-                                          << " k_split=" << k_split << (last_block ? " last block" : ""));
+                                          << " k_split=" << k_split);
         ASSERT_TRUE(wgmma_tile_supported(64, 8, true, sh.block));
         const Fp8Case c = reference::make_random_fp8_case(t, m, sh.n, sh.k, sh.block,
                                                           /*bias=*/seed % 3 != 0,
                                                           /*w8a8=*/false, seed);
         ++seed;
-        check_fp8(c, wgmma_config(64, k_split, last_block));
+        check_fp8(c, wgmma_config(64, k_split));
       }
 }
 

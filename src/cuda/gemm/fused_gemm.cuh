@@ -13,8 +13,7 @@
 // (kTypedZp) as the decode GEMV and the mixed-input GEMM take them: -zp * scale rounded to
 // T per block, added to the exact q * scale by one multiply-add (decode_word_pairs_typed). Sums are float32; the
 // bias is added in float32 and Y rounded to T once (or, with a K split, after the split's
-// float32 partial sums are added in split order: by FusedGemmReduceKernel after this
-// mainloop, by each tile's last block on the wgmma mainloop, with the same operations).
+// float32 partial sums are added by FusedGemmReduceKernel).
 //
 // Tiling (core/gemm_plan.h holds the host's copy of every constant). A block owns kTileN =
 // 128 weight rows (output columns) x kTileM activation rows (16, 32 or 64) and a range of
@@ -102,9 +101,6 @@ struct GemmParams {
   const T* bias;
   T* y;
   float* partials;    // k_split > 1: [k_split, M, N]
-  uint32_t* split_counters;  // the wgmma mainloop's split summed in the GEMM (last_block_reduce):
-                             // kGemmSplitCountersPerTile per tile, zeroed by the order pass;
-                             // nullptr: FusedGemmReduceKernel adds the planes
   int m;
   int64_t n, k;
   int64_t row_bytes, k_blocks, zp_row_bytes;
@@ -765,8 +761,8 @@ Status launch_wgmma_tile(const GemmParams<T, std::conditional_t<kW == GemmWeight
                          int tile_m, int consts, dim3 grid, cudaStream_t stream);
 
 // One format's launch (T, kW and the zero points' form fixed): the parameters, the grid,
-// the mainloop's (tile_m, kConsts) instantiation, then the K split's reduction (unless the
-// GEMM sums it, last_block_reduce). The caller checked the arguments.
+// the mainloop's (tile_m, kConsts) instantiation, then the K split's reduction. The caller
+// checked the arguments.
 template <typename T, GemmWeights kW, bool kTypedZp>
 Status launch_gemm_format(const FusedGemmArgs& args, const GemmConfig& config, float* partials,
                           cudaStream_t stream) {
@@ -780,9 +776,6 @@ Status launch_gemm_format(const FusedGemmArgs& args, const GemmConfig& config, f
   p.bias = static_cast<const T*>(args.bias);
   p.y = static_cast<T*>(args.y);
   p.partials = config.k_split > 1 ? partials : nullptr;
-  p.split_counters = config.last_block_reduce
-                         ? reinterpret_cast<uint32_t*>(partials + config.k_split * args.m * args.n)
-                         : nullptr;
   p.m = static_cast<int>(args.m);
   p.n = args.n;
   p.k = args.k;
@@ -813,7 +806,7 @@ Status launch_gemm_format(const FusedGemmArgs& args, const GemmConfig& config, f
                                              std::to_string(consts) + " scale blocks per slab");
   }();
   BQMM_RETURN_IF_ERROR(launched);
-  if (config.k_split == 1 || config.last_block_reduce) return Status::Ok();
+  if (config.k_split == 1) return Status::Ok();
   return launch_k_split_reduce<T>(partials, p.bias, p.y, args.m, args.n, config.k_split,
                                   /*dependent=*/config.wgmma, stream);
 }

@@ -58,11 +58,6 @@
 // only for FP8 block_size % 128 == 0). Two alternating parts would let that group run on,
 // but ptxas then serializes every wgmma (C7514: the fold reads one part's registers while
 // a group on the other is in flight, which it treats as reading a pending accumulator).
-// K split (gridDim.z > 1): each consumer warp writes its sums into its split's plane and
-// the last of the split's warps to arrive on the tile's counter for that warp adds the
-// planes and stores Y (WgmmaEpilogue::store_split_summed); the order pass zeroes the
-// counters, which the consumers touch only after wait_for_prior_grid. With the override
-// last_block_sum=0 FusedGemmReduceKernel adds them instead (p.split_counters null).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -131,16 +126,10 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)
 // is whole or past it). One chunk per thread and step. Its blocks let the GEMM launch at
 // once (allow_dependent_launch): the GEMM waits for the pass to complete before copying
 // what it wrote.
-// It also zeroes the GEMM's `counters` (counter_count of them; the K split summed in the
-// GEMM), which the GEMM touches only after waiting for this pass.
 template <typename T, int kChunkK>
 __global__ void __launch_bounds__(256) ActOrderKernel(const T* __restrict__ a, T* __restrict__ out, int64_t m,
-                                                      int64_t rows, int64_t k, uint32_t* counters,
-                                                      int64_t counter_count) {
+                                                      int64_t rows, int64_t k) {
   allow_dependent_launch();
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < counter_count;
-       i += int64_t{gridDim.x} * blockDim.x)
-    counters[i] = 0;
   constexpr int kPieces = kChunkK / 8;
   const int64_t k_pad = gemm_act_order_k(k);
   const int64_t row_chunks = k_pad / kChunkK;
@@ -210,7 +199,6 @@ struct FusedWgmmaTile {
   static_assert(!kFp8 || !kTypedZp, "typed zero points are N-bit's");
   static_assert(kGroupChunks % 2 == 0, "ldmatrix takes chunk pairs");
   static_assert(kConstsAhead == 1 || kConstsAhead == 2, "constant slots by the slab's parity");
-  static_assert(kWgmmaConsumerThreads / 32 == kGemmSplitCountersPerTile, "a split counter per consumer warp");
 
   using Ring = WgmmaRing<kStages, 1>;  // `full`: the copying thread's arrival and the bytes
   using RingPos = typename Ring::Pos;
@@ -469,13 +457,7 @@ struct FusedWgmmaTile {
       }
     }
     fence_operands(st.acc);
-    const WgmmaEpilogue<T, Params> out(p, n0, m0, warp * 32 + lane);
-    if (p.split_counters == nullptr) {
-      out.store(st.acc, 1.0f);
-    } else {
-      wait_for_prior_grid();  // the order pass zeroed the counters (a no-op once it has completed)
-      out.store_split_summed(st.acc, 1.0f, p.split_counters + blockIdx.x * kGemmSplitCountersPerTile + warp);
-    }
+    WgmmaEpilogue<T, Params>(p, n0, m0, warp * 32 + lane).store(st.acc, 1.0f);
   }
 };
 
@@ -513,9 +495,7 @@ Status launch_wgmma_instance(const GemmParams<T, S>& p, dim3 grid, cudaStream_t 
 
   constexpr int kChunkK = GemmFormat<kW>::kChunkK;
   const int64_t chunks = a_rows * (gemm_act_order_k(p.k) / kChunkK);
-  const int64_t counters = p.split_counters != nullptr ? int64_t{grid.x} * kGemmSplitCountersPerTile : 0;
-  ActOrderKernel<T, kChunkK><<<grid_for(chunks, 256), 256, 0, stream>>>(p.a, p.a_ordered, p.m, a_rows, p.k,
-                                                                        p.split_counters, counters);
+  ActOrderKernel<T, kChunkK><<<grid_for(chunks, 256), 256, 0, stream>>>(p.a, p.a_ordered, p.m, a_rows, p.k);
   BQMM_RETURN_IF_ERROR(check_launch("ActOrderKernel"));
 
   const auto kernel = FusedWgmmaKernel<T, kW, kTileM, kConsts, kTypedZp>;

@@ -243,46 +243,6 @@ struct WgmmaEpilogue {
     const int64_t c = col(i / 2 % 2), r = row(i / 4, i % 2);
     if (c < p.n && r < p.m) write(r, c, v, bias(c));
   }
-
-  // A K split summed by its last block (p.partials set): the values into plane
-  // blockIdx.z as store() writes them, then the warp's arrival on `counter` (one per tile
-  // and consumer warp: the outputs this warp owns, zero before the split's first arrival).
-  // The last of the gridDim.z warps to arrive adds every plane in split order, its own
-  // values for its own plane, then the bias, and stores Y: the same float32 operations as
-  // FusedGemmReduceKernel's, so the same Y bit for bit. Release: each lane's fence orders
-  // its plane stores before the warp's arrival (lane 0's atomic, after __syncwarp);
-  // acquire: the last warp's fences after it order its reads of the other planes after
-  // every arrival. Those reads go to L2 (ld.cg): L1 is not coherent across SMs.
-  template <int kAcc>
-  __device__ __forceinline__ void store_split_summed(const float (&acc)[kAcc], float factor,
-                                                     uint32_t* counter) const {
-    store(acc, factor);
-    __threadfence();
-    __syncwarp();
-    uint32_t arrived = 0;
-    if (g == 0 && t == 0) arrived = atomicAdd(counter, 1u);
-    arrived = __shfl_sync(0xFFFFFFFFu, arrived, 0);
-    if (arrived + 1 < gridDim.z) return;
-    __threadfence();
-    const int64_t plane = static_cast<int64_t>(p.m) * p.n;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t c = col(h);
-      if (c >= p.n) continue;
-#pragma unroll
-      for (int j = 0; j < kAcc / 4; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int64_t r = row(j, e);
-          if (r >= p.m) continue;
-          float v = 0.0f;
-          for (uint32_t s = 0; s < gridDim.z; ++s)
-            v += s == blockIdx.z ? acc[4 * j + 2 * h + e] * factor : __ldcg(p.partials + s * plane + r * p.n + c);
-          if (p.bias != nullptr) v += to_float(p.bias[c]);
-          p.y[r * p.n + c] = from_float<T>(v);
-        }
-    }
-  }
 };
 
 // A warp-specialized block's body, for both wgmma kernels: thread 0 initializes the ring,
