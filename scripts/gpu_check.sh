@@ -59,7 +59,11 @@
 #   with the sections of NCU_SECTIONS (default below; caches flushed before it, so cold).
 #   Every case's report goes to $OUT/ncu.txt; the summary gives each case's duration,
 #   throughputs, hit rates, occupancy and issue rate (scripts/ncu_cases/ has the sets
-#   profiled so far).
+#   profiled so far). NCU_SOURCE=1 profiles the same launch a second time with warp-state
+#   sampling per SASS instruction (ncu's source page, CSV in $OUT/ncu_source_NAME.csv):
+#   scripts/ncu_stalls.py puts where the warps wait (the share by stall reason, the
+#   NCU_SOURCE_TOP instructions with most samples, default 20) in ncu.txt and a line of it
+#   in the summary.
 #   micro: the standalone microbenches named in MICRO (default "wgmma_rate"; each a file
 #   tools/microbench/NAME.cu), each built alone by nvcc for this GPU (sm_90a on SM90: the
 #   wgmma and TMA ones need it) and run once, stopped after MICRO_TIMEOUT seconds (default
@@ -384,6 +388,21 @@ if has ncu; then
         summary+=("ncu $name: no report (rc=$rc; see ncu.txt)")
       else
         summary+=("ncu $name: ${metrics//;/; }")
+      fi
+      if [ "${NCU_SOURCE:-0}" = 1 ]; then
+        csv="$OUT/ncu_source_$name.csv"
+        env "${case_env[@]}" ncu --clock-control none --kernel-name "regex:$kernel" \
+          --launch-skip "${NCU_SKIP:-5}" --launch-count 1 --section SourceCounters --section WarpStateStats \
+          --metrics group:smsp__pcsamp_warp_stall_reasons --page source --print-source sass --csv \
+          "$build/bqmm-profile" "${case_args[@]}" </dev/null >"$csv" 2>&1
+        { echo "==== ncu $name: where the warps wait (ncu_source_$name.csv)";
+          python3 scripts/ncu_stalls.py "$csv" --top "${NCU_SOURCE_TOP:-20}"; } >>"$OUT/ncu.txt" 2>&1
+        if stalls=$(python3 scripts/ncu_stalls.py "$csv" --summary 2>&1); then
+          summary+=("ncu $name stalls: $stalls")
+        else
+          ncu_failed=1
+          summary+=("ncu $name stalls: none ($stalls)")
+        fi
       fi
     done < <(grep -vE '^[[:space:]]*(#|$)' "$NCU_CASES")
     summary+=("ncu: rc=$ncu_failed ($(( $(stamp) - t0 ))s), reports in ncu.txt")
