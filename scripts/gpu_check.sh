@@ -377,8 +377,9 @@ if has ncu; then
           case_args+=("$word")
         fi
       done
-      report=$(env "${case_env[@]}" ncu --clock-control none --kernel-name "regex:$kernel" \
-        --launch-skip "${NCU_SKIP:-5}" --launch-count 1 "${sections[@]}" \
+      # One launch of the case's kernel, past the accuracy check's and warm-up's.
+      launch=(--clock-control none --kernel-name "regex:$kernel" --launch-skip "${NCU_SKIP:-5}" --launch-count 1)
+      report=$(env "${case_env[@]}" ncu "${launch[@]}" "${sections[@]}" \
         "$build/bqmm-profile" "${case_args[@]}" </dev/null 2>&1)
       rc=$?
       { echo "==== ncu $name: kernel ~ $kernel, ${case_env[*]} ${case_args[*]} (rc=$rc)"; echo "$report"; } >>"$OUT/ncu.txt"
@@ -391,8 +392,7 @@ if has ncu; then
       fi
       if [ "${NCU_SOURCE:-0}" = 1 ]; then
         csv="$OUT/ncu_source_$name.csv"
-        env "${case_env[@]}" ncu --clock-control none --kernel-name "regex:$kernel" \
-          --launch-skip "${NCU_SKIP:-5}" --launch-count 1 --section SourceCounters --section WarpStateStats \
+        env "${case_env[@]}" ncu "${launch[@]}" --section SourceCounters --section WarpStateStats \
           --metrics group:smsp__pcsamp_warp_stall_reasons --page source --print-source sass --csv \
           "$build/bqmm-profile" "${case_args[@]}" </dev/null >"$csv" 2>&1
         { echo "==== ncu $name: where the warps wait (ncu_source_$name.csv)";
