@@ -92,8 +92,16 @@ constexpr int kWgmmaMaxStages = 6;
 constexpr int kWgmmaMinStages = 3;  // one slab in the wgmma, one decoded, one in flight
 constexpr int64_t kWgmmaSmemBytes = 200 * 1024;
 constexpr int64_t kWgmmaAlignBytes = 1024;  // the swizzle atom: stage bases aligned to it
+// A stage holds wgmma_slab_bytes of each weight row: a slab, or half of one for 4-bit
+// codes at tile 128 (a whole slab's 256 K of 128 activation rows is 64 KB a stage, and
+// kWgmmaMinStages of those do not fit; half-slab stages fit five). Plans and the K split
+// count whole slabs either way.
+constexpr int64_t wgmma_slab_bytes(int tile_m, int bits) {
+  return tile_m == 128 && bits == 4 ? kGemmSlabBytes / 2 : kGemmSlabBytes;
+}
+constexpr int64_t wgmma_slab_k(int tile_m, int bits) { return wgmma_slab_bytes(tile_m, bits) * 8 / bits; }
 constexpr int64_t wgmma_stage_bytes(int tile_m, int bits) {
-  return kGemmTileN * kGemmSlabBytes + tile_m * gemm_slab_k(bits) * 2;
+  return kGemmTileN * wgmma_slab_bytes(tile_m, bits) + tile_m * wgmma_slab_k(tile_m, bits) * 2;
 }
 constexpr int wgmma_stages(int tile_m, int bits) {
   return static_cast<int>(std::min<int64_t>(kWgmmaMaxStages,
@@ -218,13 +226,12 @@ bool wgmma_built();
 
 // The Hopper mainloop's instantiated tiles (cuda/gemm/fused_wgmma.cuh, launch_wgmma_tile):
 // tile 64 for every format (FP8: one scale block per slab, block_size % 128 == 0, whose
-// partial sums it scales per slab); tile 128 for 8-bit codes with blocks of half a slab
-// or more (its 64 accumulators leave no room for FP8's partial sums or the per-word
-// constants of smaller blocks; 4-bit: two 64 KB activation stages would not fit).
+// partial sums it scales per slab); tile 128 for N-bit codes with blocks of half a stage
+// (64 K) or more (its 64 accumulators leave no room for FP8's partial sums or the
+// per-word constants of smaller blocks).
 inline bool wgmma_tile_supported(int tile_m, int bits, bool fp8, int64_t block_size) {
-  const int64_t slab_k = gemm_slab_k(bits);
-  if (tile_m == 64) return !fp8 || block_size % slab_k == 0;
-  if (tile_m == 128) return bits == 8 && !fp8 && block_size % (slab_k / 2) == 0;
+  if (tile_m == 64) return !fp8 || block_size % gemm_slab_k(bits) == 0;
+  if (tile_m == 128) return !fp8 && block_size % (wgmma_slab_k(tile_m, bits) / 2) == 0;
   return false;
 }
 
@@ -331,7 +338,9 @@ inline GemmConfig plan_gemm_tiles(const GemmShape& s, const DeviceInfo& device,
   const int64_t slabs = (s.row_bytes + kGemmSlabBytes - 1) / kGemmSlabBytes;
   const int per_sm = g.wgmma ? 1 : gemm_blocks_per_sm(g.tile_m, s.bits, device.sm);
   const int64_t resident = std::max(1, device.num_sms) * static_cast<int64_t>(per_sm);
-  g.k_split = forced.k_split > 0 ? forced.k_split : choose_gemm_k_split(tiles, slabs, resident, g.stages);
+  const int64_t stage_bytes = g.wgmma ? wgmma_slab_bytes(g.tile_m, s.bits) : kGemmSlabBytes;
+  const int fill_slabs = static_cast<int>((g.stages * stage_bytes + kGemmSlabBytes - 1) / kGemmSlabBytes);
+  g.k_split = forced.k_split > 0 ? forced.k_split : choose_gemm_k_split(tiles, slabs, resident, fill_slabs);
   return g;
 }
 
@@ -350,7 +359,7 @@ constexpr int kMixedTileK = 64;   // K per stage: its scale groups (block_size) 
 // FP8 119.4 against 133.4 us, 14336 x 4096 33.3 against 39.0).
 constexpr int64_t kMixedMinRows = 65;
 // From 65 to 128 rows both apply; the fused GEMM keeps the rows where it was the faster
-// (fused_gemm_keeps_rows). Its Hopper tile (64 rows; 8-bit 128) decides: where the tile
+// (fused_gemm_keeps_rows). Its Hopper tile (64 rows; N-bit 128) decides: where the tile
 // holds fewer rows than M, each weight strip is decoded once per tile row, and where the
 // grid of unsplit tiles is more than one wave of SMs, it runs in two. Measured on the
 // H200 (float16 unless said, block 128, back to back, both GEMMs in one run, the prefill
@@ -367,7 +376,10 @@ constexpr int64_t kMixedMinRows = 65;
 //   38.5, 4-bit 51.6 / 41.9; 28672 x 8192 FP8 181.0 / 142.4, 4-bit 188.7 / 148.4; with A
 //   copied in its K order by TMA, M = 96: FP8 154.6 / 126.2, 4-bit 167.7 / 147.5, 14336
 //   x 4096 FP8 40.7 / 33.8); 8-bit's 128-row tile at every M to 128 (28672 x 8192 M = 65
-//   126.3 / 148.6; with A by TMA M = 96 117.7 / 140.4, 128 122.5 / 137.6).
+//   126.3 / 148.6; with A by TMA M = 96 117.7 / 140.4, 128 122.5 / 137.6), and 4-bit's
+//   (half-slab stages; NVIDIA H100, 2026-12-05, same build: 28672 x 8192 M = 128 110.5 /
+//   130.8; 8192 x 8192 M = 128 37.3 / 47.6; against the 64-row tiles 0.70-0.96x the time
+//   on the four shapes at M = 65 to 128).
 constexpr int64_t kFusedKeepsRowsBelow = 96;
 // Why the fused GEMM keeps the rows of `s` from the mixed-input GEMM (the reason --explain
 // prints), or nullptr where it does not. Its mainloop and tile are the planner's own

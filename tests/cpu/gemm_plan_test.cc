@@ -84,14 +84,21 @@ TEST(GemmPlan, Tiles) {
   EXPECT_EQ(forced.k_split, 2);
 }
 
-// The Hopper mainloop's stages: as many of its unpadded stages as 200 KB holds, up to 6.
+// The Hopper mainloop's stages: as many of its unpadded stages as 200 KB holds, up to 6;
+// 4-bit at tile 128 in half slabs (64 bytes of each weight row, 128 K).
 TEST(GemmPlan, WgmmaStages) {
+  EXPECT_EQ(wgmma_slab_bytes(64, 4), 128);
+  EXPECT_EQ(wgmma_slab_bytes(128, 8), 128);
+  EXPECT_EQ(wgmma_slab_bytes(128, 4), 64);
+  EXPECT_EQ(wgmma_slab_k(128, 4), 128);
   EXPECT_EQ(wgmma_stage_bytes(64, 8), 16384 + 64 * 256);
   EXPECT_EQ(wgmma_stage_bytes(128, 8), 16384 + 128 * 256);
   EXPECT_EQ(wgmma_stage_bytes(64, 4), 16384 + 64 * 512);
+  EXPECT_EQ(wgmma_stage_bytes(128, 4), 8192 + 128 * 256);
   EXPECT_EQ(wgmma_stages(64, 8), 6);
   EXPECT_EQ(wgmma_stages(128, 8), 4);
   EXPECT_EQ(wgmma_stages(64, 4), 4);
+  EXPECT_EQ(wgmma_stages(128, 4), 5);
   for (const int bits : {4, 8})
     for (const int tile_m : {64, 128})
       if (wgmma_tile_supported(tile_m, bits, false, 128)) {
@@ -110,7 +117,9 @@ TEST(GemmPlan, WgmmaTiles) {
   EXPECT_TRUE(wgmma_tile_supported(128, 8, false, 64));
   EXPECT_FALSE(wgmma_tile_supported(128, 8, false, 32));
   EXPECT_TRUE(wgmma_tile_supported(64, 4, false, 16));
-  EXPECT_FALSE(wgmma_tile_supported(128, 4, false, 256));
+  EXPECT_TRUE(wgmma_tile_supported(128, 4, false, 256));
+  EXPECT_TRUE(wgmma_tile_supported(128, 4, false, 64));   // two blocks per half-slab stage
+  EXPECT_FALSE(wgmma_tile_supported(128, 4, false, 32));
   EXPECT_FALSE(wgmma_tile_supported(32, 8, false, 128));
 }
 
@@ -160,7 +169,9 @@ TEST(GemmPlan, WgmmaMainloop) {
   EXPECT_EQ(plan(65, 8, false, 128).stages, 4);
   EXPECT_EQ(plan(64, 8, false, 128).tile_m, 64);
   EXPECT_EQ(plan(128, 8, false, 32).tile_m, 64);    // blocks under half a slab
-  EXPECT_EQ(plan(128, 4, false, 128).tile_m, 64);
+  EXPECT_EQ(plan(128, 4, false, 128).tile_m, 128);
+  EXPECT_EQ(plan(128, 4, false, 128).stages, 5);
+  EXPECT_EQ(plan(128, 4, false, 32).tile_m, 64);
   EXPECT_FALSE(plan(64, 8, true, 64).wgmma);        // FP8 block 64: mma.sync
   EXPECT_EQ(plan(64, 8, true, 64).tile_m, 64);
   EXPECT_FALSE(plan(64, 8, false, 128, kAmpere).wgmma);
@@ -171,7 +182,7 @@ TEST(GemmPlan, WgmmaMainloop) {
   EXPECT_EQ(plan(64, 8, false, 128, kHopper, GemmForced{-1, 128, 0}).tile_m, 128);
   // tile_m 128 where there is none: the rule's own choice (wgmma tile 64; mma.sync's 64 on
   // SM80).
-  const GemmConfig no_tall = plan(100, 4, false, 128, kHopper, GemmForced{-1, 128, 0});
+  const GemmConfig no_tall = plan(100, 4, false, 32, kHopper, GemmForced{-1, 128, 0});
   EXPECT_TRUE(no_tall.wgmma);
   EXPECT_EQ(no_tall.tile_m, 64);
   const GemmConfig ampere = plan(100, 8, false, 128, kAmpere, GemmForced{-1, 128, 0});
@@ -180,6 +191,9 @@ TEST(GemmPlan, WgmmaMainloop) {
   // One block per SM: M = 64 x N = 8192 is 64 blocks of 64 slabs on 132 SMs, split 2
   // (one wave of 32 + 6 against 64 + 6).
   EXPECT_EQ(plan(64, 8, true, 128).k_split, 2);
+  // 4-bit tile 128: 64 blocks of 32 slabs (8192 x 4096 bytes), split 2 (one wave of 16 +
+  // 3 slabs of fill, five half-slab stages, against 32 + 3).
+  EXPECT_EQ(plan(128, 4, false, 128).k_split, 2);
 }
 
 }  // namespace

@@ -147,8 +147,8 @@ TEST(MixedPlan, TileOrderRule) {
 
 // Between 65 and 128 rows the fused GEMM keeps the rows where it was measured faster
 // (fused_gemm_keeps_rows, core/gemm_plan.h): one wave of its unsplit Hopper tiles (64 rows;
-// 8-bit 128), for FP8 with bfloat16 activations below 96 rows; more than one wave, only
-// 8-bit's 128-row tile. The prefill suite's shapes at the measured M (H200,
+// N-bit 128), for FP8 with bfloat16 activations below 96 rows; more than one wave, only
+// N-bit's 128-row tile. The prefill suite's shapes at the measured M (H200,
 // 132 SMs).
 // The fused GEMM's view of an M x N weight of 8192 K (row_bytes: K at `bits`).
 GemmShape shape(int64_t m, int64_t n, int bits, bool fp8, int64_t block_size, bool bf16 = false) {
@@ -161,10 +161,10 @@ TEST(MixedPlan, RowsTheFusedGemmKeeps) {
   // Per format (FP8 float16, FP8 bfloat16, 4-bit, 8-bit): M = 65, 96, 127, 128.
   struct Case { int64_t n, k; const char* fused; };
   const Case cases[] = {
-      {8192, 8192, "FFFF F--- FFFF FFFF"},   // 128 tiles of 64 rows (8-bit: 64 of 128)
-      {4096, 14336, "FFFF F--- FFFF FFFF"},  // 64 (8-bit 32)
-      {14336, 4096, "---- ---- ---- FFFF"},  // 224 (8-bit 112)
-      {28672, 8192, "---- ---- ---- FFFF"},  // 448 (8-bit 224)
+      {8192, 8192, "FFFF F--- FFFF FFFF"},   // 128 tiles of 64 rows (N-bit: 64 of 128)
+      {4096, 14336, "FFFF F--- FFFF FFFF"},  // 64 (N-bit 32)
+      {14336, 4096, "---- ---- FFFF FFFF"},  // 224 (N-bit 112)
+      {28672, 8192, "---- ---- FFFF FFFF"},  // 448 (N-bit 224)
   };
   const int64_t ms[] = {65, 96, 127, 128};
   for (const Case& c : cases)
@@ -191,7 +191,7 @@ TEST(MixedPlan, RowsTheFusedGemmKeeps) {
   if (wgmma_built()) {
     EXPECT_STREQ(fused_gemm_keeps_rows_why(shape(128, 28672, 8, false, 128), kHopper),
                  "M within the fused GEMM's 128-row tile: it is faster there");
-    EXPECT_STREQ(fused_gemm_keeps_rows_why(shape(128, 8192, 4, false, 128), kHopper),
+    EXPECT_STREQ(fused_gemm_keeps_rows_why(shape(128, 8192, 4, false, 32), kHopper),
                  "N-bit M <= 128 and the fused GEMM's tiles one wave of SMs: it is faster there");
     EXPECT_STREQ(fused_gemm_keeps_rows_why(shape(96, 8192, 8, true, 128), kHopper),
                  "FP8 float16 M <= 128 and the fused GEMM's tiles one wave of SMs: it is faster there");
@@ -253,7 +253,7 @@ TEST(MixedPlan, TakenAbove128RowsOnHopper) {
   // 8192 (64 tiles) and 4096 x 14336 at M = 128 and 256 (32, 64) stream-K; forced
   // (mixed=1) it takes every M above 8.
   EXPECT_EQ(plan(fp8_problem(128, 28672, 8192)).path, Fp8Path::kMixedGemm);
-  EXPECT_EQ(plan(nbits_problem(128, 14336, 4096, 4, 128)).path, NBitsPath::kMixedGemm);
+  EXPECT_EQ(plan(nbits_problem(129, 14336, 4096, 4, 128)).path, NBitsPath::kMixedGemm);
   for (const Fp8MatMulProblem& p : {fp8_problem(128, 8192, 8192, 128, DType::kBFloat16),
                                     fp8_problem(128, 4096, 14336, 128, DType::kBFloat16),
                                     fp8_problem(256, 4096, 14336)}) {

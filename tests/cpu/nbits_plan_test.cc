@@ -271,8 +271,8 @@ TEST(NBitsPlan, FusedGemmTiling) {
 }
 
 // The wgmma mainloop (SM90 builds on SM90) from 17 rows: tile 64 (4 stages 4-bit, 6
-// 8-bit), 8-bit tile 128 above 64 rows where blocks are half a slab or more; every block
-// size; mma.sync on SM80.
+// 8-bit), tile 128 above 64 rows where blocks are 64 codes or more (4 stages 8-bit, 5
+// half-slab stages 4-bit); every block size; mma.sync on SM80.
 TEST(NBitsPlan, FusedGemmWgmma) {
   if (!wgmma_built()) GTEST_SKIP() << "this build has no SM90 (no wgmma mainloop)";
   for (const int bits : {4, 8}) {
@@ -283,12 +283,12 @@ TEST(NBitsPlan, FusedGemmWgmma) {
     EXPECT_TRUE(pl.gemm.wgmma);
     EXPECT_EQ(pl.gemm.tile_m, 64);
     EXPECT_EQ(pl.gemm.stages, bits == 4 ? 4 : 6);
-    EXPECT_EQ(plan(problem(100, 4096, 4096, bits, 128)).gemm.tile_m, bits == 8 ? 128 : 64);
+    EXPECT_EQ(plan(problem(100, 4096, 4096, bits, 128)).gemm.tile_m, 128);
+    EXPECT_EQ(plan(problem(100, 4096, 4096, bits, 128)).gemm.stages, bits == 4 ? 5 : 4);
+    EXPECT_EQ(plan(problem(100, 4096, 4096, bits, 32)).gemm.tile_m, 64);
     EXPECT_TRUE(plan(problem(64, 4096, 4096, bits, 16)).gemm.wgmma);
     EXPECT_FALSE(plan(problem(64, 4096, 4096, bits, 128), kAmpere).gemm.wgmma);
   }
-  EXPECT_EQ(plan(problem(100, 4096, 4096, 8, 32)).gemm.tile_m, 64);
-  EXPECT_EQ(plan(problem(100, 4096, 4096, 8, 128)).gemm.stages, 4);
 }
 
 // The workspace: the float32 partial sums [k_split, M, N] with a K split (256-byte

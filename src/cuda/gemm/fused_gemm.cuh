@@ -183,6 +183,31 @@ __device__ __forceinline__ ConstRow<S> const_row(const GemmParams<T, S>& p, int6
   return {p.scales + row * p.k_blocks, p.zp == nullptr ? nullptr : p.zp + row * p.zp_row_bytes};
 }
 
+// Pulls into L2 the 32-byte sectors of weight row `row`'s constants for K in [k_begin,
+// k_end): its scales and, where stored, zero points (typed: T values; packed: bytes of
+// 8 / bits codes' zero points each). Nothing is loaded into registers.
+template <GemmWeights kW, bool kTypedZp, typename T, typename S>
+__device__ __forceinline__ void prefetch_row_consts(const GemmParams<T, S>& p, int64_t row, int64_t k_begin,
+                                                    int64_t k_end) {
+  if (k_end <= k_begin) return;
+  const int64_t b0 = block_of<kW>(p, k_begin), b1 = block_of<kW>(p, k_end - 1);
+  const auto sectors = [](const uint8_t* first, const uint8_t* last) {
+    const auto lo = reinterpret_cast<uintptr_t>(first) & ~uintptr_t{31};
+    for (uintptr_t a = lo; a <= reinterpret_cast<uintptr_t>(last); a += 32)
+      prefetch_l2(reinterpret_cast<const void*>(a));
+  };
+  const auto* scales = reinterpret_cast<const uint8_t*>(p.scales + row * p.k_blocks);
+  sectors(scales + b0 * sizeof(S), scales + b1 * sizeof(S));
+  if (p.zp == nullptr) return;
+  const uint8_t* zp = p.zp + row * p.zp_row_bytes;
+  if constexpr (kTypedZp) {
+    sectors(zp + b0 * sizeof(T), zp + b1 * sizeof(T));
+  } else {
+    constexpr int kShift = GemmFormat<kW>::kBits == 4 ? 1 : 0;  // two 4-bit zero points a byte
+    sectors(zp + (b0 >> kShift), zp + (b1 >> kShift));
+  }
+}
+
 // kTypedZp: r.zp is the row's typed zero points (k_blocks values of T).
 template <GemmWeights kW, typename T, bool kTypedZp, typename S>
 __device__ __forceinline__ RawConsts<kW, T> load_consts(const ConstRow<S>& r, uint32_t blk) {
@@ -738,11 +763,10 @@ Status launch_k_split_reduce(const float* partials, const T* bias, T* y, int64_t
 }
 
 // ================================================================= launch
-// Scale blocks per weight row per slab as a lane sees them (FusedGemmTile's kConsts).
-template <GemmWeights kW>
-int gemm_consts(int64_t block_size) {
-  constexpr int64_t kSlabK = GemmFormat<kW>::kSlabK;
-  return block_size % kSlabK == 0 ? 1 : block_size % (kSlabK / 2) == 0 ? 2 : 8;
+// Scale blocks per weight row per stage of slab_k of K as a lane sees them (the tiles'
+// kConsts).
+inline int gemm_consts(int64_t block_size, int64_t slab_k) {
+  return block_size % slab_k == 0 ? 1 : block_size % (slab_k / 2) == 0 ? 2 : 8;
 }
 
 template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp, typename Params>
@@ -792,7 +816,9 @@ Status launch_gemm_format(const FusedGemmArgs& args, const GemmConfig& config, f
   const int64_t tiles = (args.m + config.tile_m - 1) / config.tile_m *
                         ((args.n + kGemmTileN - 1) / kGemmTileN);
   const dim3 grid(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(config.k_split));
-  const int consts = gemm_consts<kW>(args.block_size);
+  constexpr int kBits = GemmFormat<kW>::kBits;
+  const int consts = gemm_consts(args.block_size, config.wgmma ? wgmma_slab_k(config.tile_m, kBits)
+                                                               : gemm_slab_k(kBits));
   const Status launched = [&]() -> Status {
     if (config.wgmma) return launch_wgmma_tile<T, kW, kTypedZp>(p, config.tile_m, consts, grid, stream);
 #define BQMM_GEMM_TILE_IF(TM, C) \

@@ -10,7 +10,9 @@
 // warpgroup c owns weight rows 64 c .. 64 c + 63 of the block's kGemmTileN = 128 (its
 // warp i rows 16 i .. 16 i + 15, the wgmma's register A fragment), all kTileM activation
 // rows (64 or 128: the wgmma's N), and the block's range of K slabs (128 bytes of each
-// weight row, as in fused_gemm.cuh). One wgmma m64n{kTileM}k16 does the work of
+// weight row, as in fused_gemm.cuh; 4-bit at tile 128 takes them as half slabs of 64
+// bytes, one stage each, since a whole slab's 256 K of 128 activation rows would leave
+// room for two stages only: "slab" below means a stage's K). One wgmma m64n{kTileM}k16 does the work of
 // kTileM / 8 mma.sync per warp, so the consumers' issue slots go to decoding. setmaxnreg
 // moves registers from the producer (40) to the consumers (232).
 //
@@ -46,13 +48,13 @@
 // M and bytes past a row arrive as zeros), its bytes counted on `full`. The GEMM is a
 // programmatic dependent launch of the order pass: its first stages' weight copies start
 // while the pass runs, the activation copies after wait_for_prior_grid. Each consumer
-// warp, per slab i: wait on `full`; per group of 8 k16 steps (8-bit: the slab; 4-bit:
+// warp, per slab i: wait on `full`; per group of 8 k16 steps (the slab; 4-bit at tile 64:
 // each half) decode into register buffer b, issue the group's 8 wgmma, commit, wait until
 // one group is pending (the previous group done: its buffer is free, and slab i - 1's
 // stage is released on `empty`). No block-wide barrier: the two consumer warpgroups run
 // apart, so one's decode overlaps the other's wgmma.
-// Register buffers alternate between groups (8-bit: between slabs, so the slab loop is
-// unrolled by two). FP8: each slab's wgmma sums into a fresh `part`; before the next
+// Register buffers alternate between groups (one group a slab: between slabs, so the slab
+// loop is unrolled by two). FP8: each slab's wgmma sums into a fresh `part`; before the next
 // slab's group is issued, the previous one is waited for and its part folded into acc
 // with that slab's block scales (a slab is one scale block: the planner takes this kernel
 // only for FP8 block_size % 128 == 0). Two alternating parts would let that group run on,
@@ -175,14 +177,20 @@ struct FusedWgmmaTile {
   using Params = FusedWgmmaParams<T, S>;
   static constexpr bool kFp8 = kW == GemmWeights::kFp8;
   static constexpr int kStages = wgmma_stages(kTileM, F::kBits);
-  static constexpr int kWeightBytes = kGemmTileN * static_cast<int>(kGemmSlabBytes);
+  // A slab here is one stage's K (wgmma_slab_bytes: 128 bytes of each weight row, 64 for
+  // 4-bit at tile 128); the block's range of whole slabs (gemm_block_tile) is converted
+  // to these in FusedWgmmaKernel.
+  static constexpr int kSlabBytes = static_cast<int>(wgmma_slab_bytes(kTileM, F::kBits));
+  static constexpr int kSlabK = kSlabBytes * 8 / F::kBits;
+  static constexpr int kChunks = kSlabBytes / 16;  // 16-byte chunks of a row per slab
+  static constexpr int kWeightBytes = kGemmTileN * kSlabBytes;
   static constexpr int kStageBytes = static_cast<int>(wgmma_stage_bytes(kTileM, F::kBits));
-  static constexpr int kPanels = F::kSlabK / 64;       // 64-K panels of the activation tile
+  static constexpr int kPanels = kSlabK / 64;       // 64-K panels of the activation tile
   static constexpr int kPanelBytes = kTileM * 128;
-  static constexpr int kSlabSteps = F::kSlabK / 16;    // k16 steps per slab
+  static constexpr int kSlabSteps = kSlabK / 16;       // k16 steps per slab
   static constexpr int kGroupSteps = 8;                // wgmma per commit group
-  static constexpr int kGroups = kSlabSteps / kGroupSteps;  // per slab: 1 (8-bit), 2 (4-bit)
-  static constexpr int kGroupChunks = F::kChunks / kGroups;
+  static constexpr int kGroups = kSlabSteps / kGroupSteps;  // per slab: 2 for 4-bit at tile 64, else 1
+  static constexpr int kGroupChunks = kChunks / kGroups;
   static constexpr int kAcc = kTileM / 2;
   static constexpr bool kPrefetch = kConsts <= 2;
   // Slabs whose block constants are in flight ahead of the one decoded. FP8 reads them
@@ -235,22 +243,33 @@ struct FusedWgmmaTile {
   __device__ __forceinline__ void copy_weights(int stage, int64_t slab) const {
     uint64_t* full = &ring.full[stage];
     mbarrier_arrive_expect_tx(full, kStageBytes);  // both operands' bytes
-    tma_copy_box(&p.w_map, stage_base(stage), full, static_cast<int32_t>(slab * kGemmSlabBytes),
+    tma_copy_box(&p.w_map, stage_base(stage), full, static_cast<int32_t>(slab * kSlabBytes),
                  static_cast<int32_t>(n0));
   }
   __device__ __forceinline__ void copy_activations(int stage, int64_t slab) const {
-    const auto x0 = static_cast<int32_t>(slab * F::kSlabK * static_cast<int64_t>(sizeof(T)));
+    const auto x0 = static_cast<int32_t>(slab * kSlabK * static_cast<int64_t>(sizeof(T)));
 #pragma unroll
     for (int panel = 0; panel < kPanels; ++panel)
       tma_copy_box(&p.a_map, stage_base(stage) + kWeightBytes + panel * kPanelBytes, &ring.full[stage],
                    x0 + 128 * panel, static_cast<int32_t>(m0));
   }
 
-  // The first stages' weights before waiting for the order pass (the weights are the
-  // kernel's inputs, complete before the pass began), their activations after it; from
-  // then on a slab at a time, as the consumers free stages.
+  // 4-bit: first the block's constants into L2, a row a lane of warp 0 (the consumers'
+  // first loads of them would otherwise queue behind the first stages' weight copies, and
+  // the loop's loads, issued about half a slab ahead, come from HBM once a sector).
+  // Against the tree before it (H100): 4-bit 0.95-1.00x the time at M = 32 and 64 (block
+  // 32 0.95x), 8-bit 1.01x, FP8 1.02x: not taken there. Then the first stages' weights before waiting for
+  // the order pass (the weights are the kernel's inputs, complete before the pass began),
+  // their activations after it; from then on a slab at a time, as the consumers free
+  // stages.
   __device__ __forceinline__ void produce(int64_t slab_begin, int64_t slab_end) const {
-    if (warp != 0 || lane != 0) return;
+    if (warp != 0) return;
+    if constexpr (F::kBits == 4) {
+      const int64_t k_begin = slab_begin * kSlabK, k_end = slab_end * kSlabK;
+      for (int r = lane; r < kGemmTileN; r += 32)
+        if (n0 + r < p.n) prefetch_row_consts<kW, kTypedZp>(p, n0 + r, k_begin, k_end < p.k ? k_end : p.k);
+    }
+    if (lane != 0) return;
     tma_prefetch_map(&p.w_map);
     tma_prefetch_map(&p.a_map);
     const int64_t count = slab_end - slab_begin;
@@ -272,9 +291,9 @@ struct FusedWgmmaTile {
   // As FusedGemmTile's: kConsts 1 and 2 are loaded kConstsAhead slabs ahead, 8 where used.
   __device__ __forceinline__ uint32_t chunk_block(int64_t slab, int c) const {
     if constexpr (kFp8) {  // the chunk index in 32 bits
-      return fp8_chunk_block(p, static_cast<uint32_t>(slab) * F::kChunks + c);
+      return fp8_chunk_block(p, static_cast<uint32_t>(slab) * kChunks + c);
     } else {
-      return block_of<kW>(p, slab * F::kSlabK + c * F::kChunkK + t * F::kWordK);
+      return block_of<kW>(p, slab * kSlabK + c * F::kChunkK + t * F::kWordK);
     }
   }
   // N-bit: the block chunk c decodes with. Prefetched constants (kConsts 1, 2) are one block
@@ -282,14 +301,14 @@ struct FusedWgmmaTile {
   // expression for all of them, so the decoder's constants are made once a slot rather
   // than once a chunk (4-bit: the zero point's nibble).
   __device__ __forceinline__ uint32_t decode_block(int64_t slab, int c) const {
-    constexpr int kSlotChunks = F::kChunks / kConsts;
+    constexpr int kSlotChunks = kChunks / kConsts;
     return chunk_block(slab, kPrefetch ? c / kSlotChunks * kSlotChunks : c);
   }
   __device__ __forceinline__ void prefetch_consts(int64_t slab, RawConsts<kW, T> (&c)[2][kConsts]) const {
     if constexpr (kPrefetch) {
 #pragma unroll
       for (int ci = 0; ci < kConsts; ++ci) {
-        const uint32_t blk = chunk_block(slab, ci * (F::kChunks / kConsts));
+        const uint32_t blk = chunk_block(slab, ci * (kChunks / kConsts));
 #pragma unroll
         for (int h = 0; h < 2; ++h) c[h][ci] = load_consts<kW, T, kTypedZp>(crow[h], blk);
       }
@@ -297,6 +316,13 @@ struct FusedWgmmaTile {
   }
 
   // ---------------------------------------------------------------- consumer
+  // Where TMA's swizzle put 16-byte chunk c of weight row r within the row's kSlabBytes:
+  // 128-byte rows, piece c ^ (r % 8); 64-byte rows (two a 128-byte bank row), piece
+  // c ^ ((r / 2) % 4). Either way the 8 rows of an ldmatrix matrix hit 8 different
+  // 16-byte bank groups.
+  __device__ __forceinline__ static int weight_piece(int row, int chunk) {
+    return kSlabBytes == 128 ? chunk ^ (row % 8) : chunk ^ ((row / 2) % 4);
+  }
   // Group `grp` of the slab in `stage` -> the A fragments of its 8 k16 steps.
   __device__ __forceinline__ void decode_group(uint32_t wbase, int64_t slab, int grp,
                                                const RawConsts<kW, T> (&pre)[2][kConsts],
@@ -307,7 +333,7 @@ struct FusedWgmmaTile {
       const int row = 16 * warp + (lane % 8) + 8 * ((lane / 8) % 2);
       const int chunk = c0 + lane / 16;
       uint32_t r[4];
-      ldmatrix_x4(wbase + row * kGemmSlabBytes + 16 * (chunk ^ (row % 8)), r);
+      ldmatrix_x4(wbase + row * kSlabBytes + 16 * weight_piece(row, chunk), r);
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         const int c = c0 + i;
@@ -317,8 +343,8 @@ struct FusedWgmmaTile {
         if constexpr (!kFp8) {
           blk = decode_block(slab, c);
           if constexpr (kPrefetch) {
-            cl = pre[0][c * kConsts / F::kChunks];
-            ch = pre[1][c * kConsts / F::kChunks];
+            cl = pre[0][c * kConsts / kChunks];
+            ch = pre[1][c * kConsts / kChunks];
           } else {
             cl = load_consts<kW, T, kTypedZp>(crow[0], blk);
             ch = load_consts<kW, T, kTypedZp>(crow[1], blk);
@@ -472,7 +498,11 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   extern __shared__ __align__(1024) uint8_t wgmma_smem_raw[];
   __shared__ typename Tile::Ring ring;
   const GemmBlockTile b = gemm_block_tile<kTileM>(p);
-  run_wgmma_roles<Tile>(p, wgmma_smem_raw, ring, b.n0, b.m0, b.slab_begin, b.slab_end, /*cluster_sum=*/false);
+  // Whole slabs -> the tile's (half slabs at 64 bytes a row; the last ends with the row).
+  constexpr int64_t kPer = kGemmSlabBytes / Tile::kSlabBytes;
+  const int64_t slabs = (p.row_bytes + Tile::kSlabBytes - 1) / Tile::kSlabBytes;
+  const int64_t end = b.slab_end * kPer < slabs ? b.slab_end * kPer : slabs;
+  run_wgmma_roles<Tile>(p, wgmma_smem_raw, ring, b.n0, b.m0, b.slab_begin * kPer, end, /*cluster_sum=*/false);
 #else
   __trap();
 #endif
@@ -489,7 +519,8 @@ Status launch_wgmma_instance(const GemmParams<T, S>& p, dim3 grid, cudaStream_t 
     return Status(StatusCode::kInternal, "launch_fused_gemm: rows beyond TMA's 32-bit coordinates");
   FusedWgmmaParams<T, S> wp;
   static_cast<GemmParams<T, S>&>(wp) = p;
-  BQMM_RETURN_IF_ERROR(make_tile_tensor_map(p.b, p.n, p.row_bytes, &wp.w_map, kGemmTileN));
+  constexpr int kSlabBytes = static_cast<int>(wgmma_slab_bytes(kTileM, GemmFormat<kW>::kBits));
+  BQMM_RETURN_IF_ERROR(make_tile_tensor_map(p.b, p.n, p.row_bytes, &wp.w_map, kGemmTileN, kSlabBytes));
   const int64_t a_rows = gemm_act_order_rows(p.m, kTileM);
   BQMM_RETURN_IF_ERROR(make_tile_tensor_map(p.a_ordered, a_rows, a_row_bytes, &wp.a_map, kTileM));
 
@@ -504,8 +535,8 @@ Status launch_wgmma_instance(const GemmParams<T, S>& p, dim3 grid, cudaStream_t 
 }
 
 // The instantiations (core/gemm_plan.h, wgmma_tile_supported, says which the planner asks
-// for): FP8 tile 64 with one scale block per slab; 8-bit tiles 64 (every block size) and
-// 128 (blocks of half a slab or more); 4-bit tile 64; N-bit with each zero-point form.
+// for): FP8 tile 64 with one scale block per slab; N-bit tiles 64 (every block size) and
+// 128 (blocks of half a stage, 64 K, or more), each zero-point form.
 template <typename T, GemmWeights kW, bool kTypedZp>
 Status launch_wgmma_tile(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>>& p,
                          int tile_m, int consts, dim3 grid, cudaStream_t stream) {
@@ -513,11 +544,9 @@ Status launch_wgmma_tile(const GemmParams<T, std::conditional_t<kW == GemmWeight
   if (tile_m == TM && consts == C) return launch_wgmma_instance<T, kW, TM, C, kTypedZp>(p, grid, stream);
   if constexpr (kW == GemmWeights::kFp8) {
     BQMM_WGMMA_TILE_IF(64, 1)
-  } else if constexpr (kW == GemmWeights::kInt8) {
-    BQMM_WGMMA_TILE_IF(64, 1) BQMM_WGMMA_TILE_IF(64, 2) BQMM_WGMMA_TILE_IF(64, 8)
-    BQMM_WGMMA_TILE_IF(128, 1) BQMM_WGMMA_TILE_IF(128, 2)
   } else {
     BQMM_WGMMA_TILE_IF(64, 1) BQMM_WGMMA_TILE_IF(64, 2) BQMM_WGMMA_TILE_IF(64, 8)
+    BQMM_WGMMA_TILE_IF(128, 1) BQMM_WGMMA_TILE_IF(128, 2)
   }
 #undef BQMM_WGMMA_TILE_IF
   return Status(StatusCode::kInternal, "launch_fused_gemm: no wgmma kernel for tile_m " +

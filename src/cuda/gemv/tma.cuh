@@ -37,11 +37,13 @@ constexpr int kTmaSlotBytes = kTmaBoxRows * kTmaBoxBytes;  // 2 KB
 constexpr int kTmaSlotAlign = 1024;  // SWIZZLE_128B's shared-memory alignment
 
 // Host: the tensor map of a row-major [rows, row_bytes] byte matrix at `base` with boxes
-// of `box_rows` (16 for the GEMVs' tiles, 128 for the W8A8 GEMM's; at most 256) rows x
-// 128 bytes. Needs a 16-byte aligned base and row_bytes % 16 == 0 (the planners guarantee
-// both). Host-only work (no device call, graph-capture safe).
+// of `box_rows` (16 for the GEMVs' tiles, 128 for the GEMMs'; at most 256) rows x
+// `box_bytes` (128, swizzled in 128-byte spans, or 64, in 64-byte spans: 16-byte piece c of
+// box row r at 16 (c ^ ((r / 2) % 4)) within its row). Needs a 16-byte aligned base and
+// row_bytes % 16 == 0 (the planners guarantee both). Host-only work (no device call,
+// graph-capture safe).
 Status make_tile_tensor_map(const void* base, int64_t rows, int64_t row_bytes, CUtensorMap* out,
-                            int box_rows = kTmaBoxRows);
+                            int box_rows = kTmaBoxRows, int box_bytes = kTmaBoxBytes);
 
 // Dynamic shared memory of a block whose `warps` warps each own a ring of `depth` slots
 // (TmaTileRing), with room to align the first slot.
