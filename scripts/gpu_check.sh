@@ -86,6 +86,9 @@ build_tree() {
   shift 3
   local extra=()
   [ -d .deps/googletest ] && extra+=(-DBQMM_GTEST_SOURCE_DIR="$PWD/.deps/googletest")
+  # The CUTLASS headers of this checkout for every tree built (an A/B baseline exported by
+  # ab_prepare.sh has none of its own and would build without the mixed-input GEMM).
+  [ -f .deps/cutlass/include/cutlass/cutlass.h ] && extra+=(-DBQMM_CUTLASS_DIR="$PWD/.deps/cutlass/include")
   cmake -S "$src" -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
     "${extra[@]}" >"$log" 2>&1 &&
     cmake --build "$dir" -j "$(nproc)" "$@" >>"$log" 2>&1

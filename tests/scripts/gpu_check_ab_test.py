@@ -86,6 +86,33 @@ class GpuCheckAbTest(unittest.TestCase):
         self.assertIn("head with BQMM_PLAN_OVERRIDE=gemm=1", log)
         self.assertIn("ab g16: 2 cases, head/base b2b_us median 1.111", log)
 
+    def test_baseline_built_with_this_checkouts_cutlass(self):
+        # A baseline exported by ab_prepare.sh has no .deps of its own: its build is given
+        # this checkout's CUTLASS headers (else it has no mixed-input GEMM). A stand-in cmake
+        # records its arguments and, building, copies the stand-in profiler.
+        os.makedirs(os.path.join(self.root, "ab-base"))
+        open(os.path.join(self.root, "ab-base", "CMakeLists.txt"), "w").close()
+        cutlass = os.path.join(self.root, ".deps", "cutlass", "include", "cutlass")
+        os.makedirs(cutlass)
+        open(os.path.join(cutlass, "cutlass.h"), "w").close()
+        bin_dir = os.path.join(self.root, "bin")
+        os.makedirs(bin_dir)
+        with open(os.path.join(bin_dir, "cmake"), "w") as f:
+            f.write("#!/usr/bin/env bash\n"
+                    'echo "$@" >> "$CMAKE_ARGS_LOG"\n'
+                    'if [ "$1" = --build ]; then cp build-gpu/bqmm-profile "$2/bqmm-profile"; '
+                    'else mkdir -p "$4"; fi\n')
+        os.chmod(os.path.join(bin_dir, "cmake"), 0o755)
+        args_log = os.path.join(self.root, "cmake_args.txt")
+        rc, log, _ = self.run_ab(PATH=bin_dir + os.pathsep + os.path.dirname(sys.executable) + os.pathsep +
+                                 os.environ.get("PATH", ""), CMAKE_ARGS_LOG=args_log)
+        self.assertEqual(rc, 0, log)
+        with open(args_log) as f:
+            configure = f.readline()
+        self.assertIn("-S ab-base -B build-ab", configure)
+        self.assertIn("-DBQMM_CUTLASS_DIR=" + os.path.join(self.root, ".deps", "cutlass", "include"), configure)
+        self.assertIn("ab g16: 2 cases", log)
+
     def test_no_baseline_tree(self):
         rc, log, _ = self.run_ab(AB_TREE="missing")
         self.assertEqual(rc, 0, log)  # the step reports it in the summary
