@@ -12,8 +12,8 @@
 // rows (64 or 128: the wgmma's N), and the block's range of K slabs (128 bytes of each
 // weight row, as in fused_gemm.cuh; 4-bit at tile 128 takes them as half slabs of 64
 // bytes, one stage each, since a whole slab's 256 K of 128 activation rows would leave
-// room for two stages only: "slab" below means a stage's K). One wgmma m64n{kTileM}k16 does the work of
-// kTileM / 8 mma.sync per warp, so the consumers' issue slots go to decoding. setmaxnreg
+// room for two stages only: "slab" below means a stage's K). One wgmma m64n{kTileM}k16
+// does the work of kTileM / 8 mma.sync per warp, so the consumers' issue slots go to decoding. setmaxnreg
 // moves registers from the producer (40) to the consumers (232).
 //
 // Operands. A: each lane decodes its 4-byte words of the staged weight (ldmatrix, as in
@@ -54,8 +54,8 @@
 // stage is released on `empty`). No block-wide barrier: the two consumer warpgroups run
 // apart, so one's decode overlaps the other's wgmma.
 // Register buffers alternate between groups (one group a slab: between slabs, so the slab
-// loop is unrolled by two). FP8: each slab's wgmma sums into a fresh `part`; before the next
-// slab's group is issued, the previous one is waited for and its part folded into acc
+// loop is unrolled by two). FP8: each slab's wgmma sums into a fresh `part`; before the
+// next slab's group is issued, the previous one is waited for and its part folded into acc
 // with that slab's block scales (a slab is one scale block: the planner takes this kernel
 // only for FP8 block_size % 128 == 0). Two alternating parts would let that group run on,
 // but ptxas then serializes every wgmma (C7514: the fold reads one part's registers while
@@ -185,7 +185,7 @@ struct FusedWgmmaTile {
   static constexpr int kChunks = kSlabBytes / 16;  // 16-byte chunks of a row per slab
   static constexpr int kWeightBytes = kGemmTileN * kSlabBytes;
   static constexpr int kStageBytes = static_cast<int>(wgmma_stage_bytes(kTileM, F::kBits));
-  static constexpr int kPanels = kSlabK / 64;       // 64-K panels of the activation tile
+  static constexpr int kPanels = kSlabK / 64;          // 64-K panels of the activation tile
   static constexpr int kPanelBytes = kTileM * 128;
   static constexpr int kSlabSteps = kSlabK / 16;       // k16 steps per slab
   static constexpr int kGroupSteps = 8;                // wgmma per commit group
@@ -258,10 +258,10 @@ struct FusedWgmmaTile {
   // first loads of them would otherwise queue behind the first stages' weight copies, and
   // the loop's loads, issued about half a slab ahead, come from HBM once a sector).
   // Against the tree before it (H100): 4-bit 0.95-1.00x the time at M = 32 and 64 (block
-  // 32 0.95x), 8-bit 1.01x, FP8 1.02x: not taken there. Then the first stages' weights before waiting for
-  // the order pass (the weights are the kernel's inputs, complete before the pass began),
-  // their activations after it; from then on a slab at a time, as the consumers free
-  // stages.
+  // 32 0.95x), 8-bit 1.01x, FP8 1.02x: not taken there. Then the first stages' weights
+  // before waiting for the order pass (the weights are the kernel's inputs, complete
+  // before the pass began), their activations after it; from then on a slab at a time,
+  // as the consumers free stages.
   __device__ __forceinline__ void produce(int64_t slab_begin, int64_t slab_end) const {
     if (warp != 0) return;
     if constexpr (F::kBits == 4) {
