@@ -227,8 +227,8 @@ bool wgmma_built();
 // The Hopper mainloop's instantiated tiles (cuda/gemm/fused_wgmma.cuh, launch_wgmma_tile):
 // tile 64 for every format (FP8: one scale block per slab, block_size % 128 == 0, whose
 // partial sums it scales per slab); tile 128 for N-bit codes with blocks of half a stage
-// (64 K) or more (its 64 accumulators leave no room for FP8's partial sums or the
-// per-word constants of smaller blocks).
+// (64 K) or more (beside its 64 accumulators the per-word constants of smaller blocks do
+// not fit; FP8's compiles without spills but has not been run, so it is not taken).
 inline bool wgmma_tile_supported(int tile_m, int bits, bool fp8, int64_t block_size) {
   if (tile_m == 64) return !fp8 || block_size % gemm_slab_k(bits) == 0;
   if (tile_m == 128) return !fp8 && block_size % (wgmma_slab_k(tile_m, bits) / 2) == 0;
@@ -327,6 +327,12 @@ inline bool w8a8_cluster_sums(const GemmConfig& g, const GemmForced& forced) {
   return g.wgmma && g.k_split == kW8a8ClusterSplit && forced.cluster_sum != 0;
 }
 
+// Weight bytes of each row per pipeline stage of `g`'s mainloop: mma.sync's slab, or the
+// wgmma tile's (wgmma_slab_bytes).
+inline int64_t gemm_stage_row_bytes(const GemmConfig& g, int bits) {
+  return g.wgmma ? wgmma_slab_bytes(g.tile_m, bits) : kGemmSlabBytes;
+}
+
 // The whole tiling for problem `s` on `device`: the mainloop and tile, then the K split
 // (forced values kept; the stages and the K split follow a forced tile_m).
 inline GemmConfig plan_gemm_tiles(const GemmShape& s, const DeviceInfo& device,
@@ -338,8 +344,8 @@ inline GemmConfig plan_gemm_tiles(const GemmShape& s, const DeviceInfo& device,
   const int64_t slabs = (s.row_bytes + kGemmSlabBytes - 1) / kGemmSlabBytes;
   const int per_sm = g.wgmma ? 1 : gemm_blocks_per_sm(g.tile_m, s.bits, device.sm);
   const int64_t resident = std::max(1, device.num_sms) * static_cast<int64_t>(per_sm);
-  const int64_t stage_bytes = g.wgmma ? wgmma_slab_bytes(g.tile_m, s.bits) : kGemmSlabBytes;
-  const int fill_slabs = static_cast<int>((g.stages * stage_bytes + kGemmSlabBytes - 1) / kGemmSlabBytes);
+  const int fill_slabs =
+      static_cast<int>((g.stages * gemm_stage_row_bytes(g, s.bits) + kGemmSlabBytes - 1) / kGemmSlabBytes);
   g.k_split = forced.k_split > 0 ? forced.k_split : choose_gemm_k_split(tiles, slabs, resident, fill_slabs);
   return g;
 }
@@ -377,9 +383,9 @@ constexpr int64_t kMixedMinRows = 65;
 //   copied in its K order by TMA, M = 96: FP8 154.6 / 126.2, 4-bit 167.7 / 147.5, 14336
 //   x 4096 FP8 40.7 / 33.8); 8-bit's 128-row tile at every M to 128 (28672 x 8192 M = 65
 //   126.3 / 148.6; with A by TMA M = 96 117.7 / 140.4, 128 122.5 / 137.6), and 4-bit's
-//   (half-slab stages; NVIDIA H100, 2026-12-05, same build: 28672 x 8192 M = 128 110.5 /
-//   130.8; 8192 x 8192 M = 128 37.3 / 47.6; against the 64-row tiles 0.70-0.96x the time
-//   on the four shapes at M = 65 to 128).
+//   (half-slab stages; on an H100, one build: 28672 x 8192 M = 128 110.5 / 130.8;
+//   8192 x 8192 M = 128 37.3 / 47.6; against the 64-row tiles 0.70-0.96x the time on
+//   the four shapes at M = 65 to 128).
 constexpr int64_t kFusedKeepsRowsBelow = 96;
 // Why the fused GEMM keeps the rows of `s` from the mixed-input GEMM (the reason --explain
 // prints), or nullptr where it does not. Its mainloop and tile are the planner's own

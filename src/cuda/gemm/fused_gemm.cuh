@@ -817,8 +817,7 @@ Status launch_gemm_format(const FusedGemmArgs& args, const GemmConfig& config, f
                         ((args.n + kGemmTileN - 1) / kGemmTileN);
   const dim3 grid(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(config.k_split));
   constexpr int kBits = GemmFormat<kW>::kBits;
-  const int consts = gemm_consts(args.block_size, config.wgmma ? wgmma_slab_k(config.tile_m, kBits)
-                                                               : gemm_slab_k(kBits));
+  const int consts = gemm_consts(args.block_size, gemm_stage_row_bytes(config, kBits) * 8 / kBits);
   const Status launched = [&]() -> Status {
     if (config.wgmma) return launch_wgmma_tile<T, kW, kTypedZp>(p, config.tile_m, consts, grid, stream);
 #define BQMM_GEMM_TILE_IF(TM, C) \
