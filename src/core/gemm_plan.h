@@ -225,14 +225,14 @@ inline int choose_gemm_k_split(int64_t tiles, int64_t units, int64_t resident, i
 bool wgmma_built();
 
 // The Hopper mainloop's instantiated tiles (cuda/gemm/fused_wgmma.cuh, launch_wgmma_tile):
-// tile 64 for every format (FP8: one scale block per slab, block_size % 128 == 0, whose
-// partial sums it scales per slab); tile 128 for N-bit codes with blocks of half a stage
-// (64 K) or more (beside its 64 accumulators the per-word constants of smaller blocks do
-// not fit; FP8's compiles without spills but has not been run, so it is not taken).
+// tiles 64 and 128. FP8 takes one scale block per slab (block_size % 128 == 0), whose
+// partial sums it scales per slab; N-bit codes take every block at tile 64 and blocks of
+// half a stage (64 K) or more at tile 128 (beside its 64 accumulators the per-word
+// constants of smaller blocks do not fit).
 inline bool wgmma_tile_supported(int tile_m, int bits, bool fp8, int64_t block_size) {
-  if (tile_m == 64) return !fp8 || block_size % gemm_slab_k(bits) == 0;
-  if (tile_m == 128) return !fp8 && block_size % (wgmma_slab_k(tile_m, bits) / 2) == 0;
-  return false;
+  if (tile_m != 64 && tile_m != 128) return false;
+  if (fp8) return block_size % gemm_slab_k(bits) == 0;
+  return tile_m == 64 || block_size % (wgmma_slab_k(tile_m, bits) / 2) == 0;
 }
 
 // Below kWgmmaMinRows the fused GEMM streams its weight nearest the memory bound on
@@ -302,8 +302,21 @@ inline const char* wgmma_refusal(const GemmShape& s, const DeviceInfo& device,
   return nullptr;
 }
 
+// Whether the wgmma mainloop takes `s` (above 64 rows) on its 128-row tile rather than two
+// rows of 64-row ones, which decode every weight strip twice: wherever instantiated, but
+// for FP8 with float16 activations (the shortest decode) where the 64-row tiles are one
+// wave of SMs. Measured on an H100 (one run, back to back, the prefill suite's shapes at
+// M = 65, 96, 128, tile 128 / tile 64): FP8 float16 8192 x 8192 (128 tiles of 64 rows)
+// 1.02, 1.05, 1.08x the time, 4096 x 14336 (64) 0.99-1.02x; two waves 0.76-0.83x;
+// bfloat16 0.72-0.99x on every shape.
+inline bool wgmma_takes_tall_tile(const GemmShape& s, const DeviceInfo& device) {
+  if (s.m <= 64 || !wgmma_tile_supported(128, s.bits, s.fp8, s.block_size)) return false;
+  const int64_t tiles64 = (s.m + 63) / 64 * ((s.n + kGemmTileN - 1) / kGemmTileN);
+  return !(s.fp8 && !s.bf16 && tiles64 <= std::max(1, device.num_sms));
+}
+
 // The mainloop and tile height: wgmma where wgmma_refusal has no reason against it, tile
-// 128 above 64 rows where instantiated; else mma.sync's smallest tile holding M. A forced
+// 128 where wgmma_takes_tall_tile; else mma.sync's smallest tile holding M. A forced
 // tile_m picks the mainloop that has it (16, 32: mma.sync; 64 either, by the rule); a
 // forced 128 where no wgmma tile 128 exists is ignored (the rule's own choice).
 inline void choose_gemm_mainloop(const GemmShape& s, const DeviceInfo& device,
@@ -313,7 +326,7 @@ inline void choose_gemm_mainloop(const GemmShape& s, const DeviceInfo& device,
   if (f.tile_m == 128 && !tall_ok) f.tile_m = 0;
   g->wgmma = wgmma_refusal(s, device, f) == nullptr;
   if (g->wgmma) {
-    g->tile_m = f.tile_m == 128 || (f.tile_m == 0 && s.m > 64 && tall_ok) ? 128 : 64;
+    g->tile_m = f.tile_m == 128 || (f.tile_m == 0 && wgmma_takes_tall_tile(s, device)) ? 128 : 64;
     g->stages = wgmma_stages(g->tile_m, s.bits);
   } else {
     g->tile_m = f.tile_m > 0 && f.tile_m <= 64 ? f.tile_m : gemm_tile_m(s.m);
@@ -365,27 +378,29 @@ constexpr int kMixedTileK = 64;   // K per stage: its scale groups (block_size) 
 // FP8 119.4 against 133.4 us, 14336 x 4096 33.3 against 39.0).
 constexpr int64_t kMixedMinRows = 65;
 // From 65 to 128 rows both apply; the fused GEMM keeps the rows where it was the faster
-// (fused_gemm_keeps_rows). Its Hopper tile (64 rows; N-bit 128) decides: where the tile
-// holds fewer rows than M, each weight strip is decoded once per tile row, and where the
-// grid of unsplit tiles is more than one wave of SMs, it runs in two. Measured on the
-// H200 (float16 unless said, block 128, back to back, both GEMMs in one run, the prefill
-// suite's shapes at M = 65 to 128; fused / mixed us):
-// * one wave (8192 x 8192 and 4096 x 14336; 8-bit also 14336 x 4096): 4-bit and 8-bit are
-//   faster fused at every M to 128 (4-bit 8192 x 8192 M = 128 50.9 / 54.8, 4096 x 14336
-//   48.2 / 54.1; 8-bit 8192 x 8192 45.6 / 48.8, 14336 x 4096 37.4 / 40.4, 4096 x 14336
-//   40.0 / 49.4); FP8 (two 64-row tile rows) with float16 activations too (8192 x 8192
-//   M = 96 42.2 / 45.5, 112 42.9 / 44.3, 128 43.0 / 44.7; 4096 x 14336 M = 96 40.2 /
-//   45.9, 128 41.5 / 45.5), with bfloat16 ones (a longer decode) below
-//   kFusedKeepsRowsBelow (8192 x 8192 M = 65 50.5 / 52.7, 96 48.9 / 45.6, 128 48.9 /
-//   44.3; 4096 x 14336 M = 96 45.9 / 45.1);
-// * more than one wave: 64-row tiles lose from 65 rows (14336 x 4096 FP8 M = 65 50.1 /
-//   38.5, 4-bit 51.6 / 41.9; 28672 x 8192 FP8 181.0 / 142.4, 4-bit 188.7 / 148.4; with A
-//   copied in its K order by TMA, M = 96: FP8 154.6 / 126.2, 4-bit 167.7 / 147.5, 14336
-//   x 4096 FP8 40.7 / 33.8); 8-bit's 128-row tile at every M to 128 (28672 x 8192 M = 65
-//   126.3 / 148.6; with A by TMA M = 96 117.7 / 140.4, 128 122.5 / 137.6), and 4-bit's
-//   (half-slab stages; on an H100, one build: 28672 x 8192 M = 128 110.5 / 130.8;
-//   8192 x 8192 M = 128 37.3 / 47.6; against the 64-row tiles 0.70-0.96x the time on
-//   the four shapes at M = 65 to 128).
+// (fused_gemm_keeps_rows). Its Hopper tile decides: where the tile holds fewer rows than
+// M, each weight strip is decoded once per tile row, and where the grid of unsplit tiles
+// is more than one wave of SMs, it runs in two. Measured back to back, block 128, both
+// GEMMs in one run, the prefill suite's shapes at M = 65 to 128 (fused / mixed us):
+// * the 128-row tile (wgmma_takes_tall_tile) is the faster at every M to 128, one wave or
+//   two: H200 8-bit 8192 x 8192 M = 128 45.6 / 48.8, 4096 x 14336
+//   40.0 / 49.4, 28672 x 8192 M = 65 126.3 / 148.6 (with A by TMA M = 96 117.7 / 140.4,
+//   128 122.5 / 137.6); H100 4-bit (half-slab stages) 28672 x 8192 M = 128 110.5 /
+//   130.8, 8192 x 8192 37.3 / 47.6; H100 FP8 float16 28672 x 8192 M = 65 114.3 / 142.9,
+//   128 120.1 / 128.9, 8192 x 8192 M = 128 42.7 / 45.4, 4096 x 14336 40.8 / 45.9
+//   (14336 x 4096 M = 128 35.0 / 34.5, the one float16 case within 2 %);
+// * but FP8 with bfloat16 activations (a longer decode) from kFusedKeepsRowsBelow rows
+//   where the tiles fill 3/4 of the SMs or more (H100: 14336 x 4096, 112 tiles, M = 96
+//   37.5 / 34.2, 128 38.1 / 34.2; 28672 x 8192 130.2 / 126.7, 132.6 / 127.0); with fewer
+//   tiles the fused GEMM's K split fills the SMs the mixed-input GEMM leaves idle (8192 x
+//   8192 M = 96 44.0 / 47.9, 4096 x 14336 M = 128 43.5 / 45.4; 8192 x 8192 M = 128 46.7 /
+//   45.3 the one case that loses, by 3 %), and below 96 rows fused is faster on every shape
+//   (14336 x 4096 M = 65 37.3 / 39.5, 28672 x 8192 128.5 / 142.9);
+// * 64-row tiles (N-bit blocks of 16 and 32; FP8 float16 where they are one wave) in one
+//   wave are the faster to 128 rows (H200: FP8 float16 8192 x 8192 M = 128 43.0 / 44.7,
+//   4096 x 14336 41.5 / 45.5); in two waves they lose from 65 rows (H200, before the
+//   128-row tiles: 14336 x 4096 4-bit M = 65 51.6 / 41.9, 28672 x 8192 188.7 / 148.4;
+//   FP8 181.0 / 142.4).
 constexpr int64_t kFusedKeepsRowsBelow = 96;
 // Why the fused GEMM keeps the rows of `s` from the mixed-input GEMM (the reason --explain
 // prints), or nullptr where it does not. Its mainloop and tile are the planner's own
@@ -402,14 +417,14 @@ inline const char* fused_gemm_keeps_rows_why(const GemmShape& s, const DeviceInf
     return s.m < kGemmMaxRows ? "M < 128 on the fused GEMM's mma.sync tiles: it is faster there"
                               : nullptr;
   const int64_t tiles = (s.m + g.tile_m - 1) / g.tile_m * ((s.n + kGemmTileN - 1) / kGemmTileN);
-  const bool one_wave = tiles <= std::max(1, d.num_sms);
+  const int sms = std::max(1, d.num_sms);
+  const bool one_wave = tiles <= sms;
   if (s.m < kFusedKeepsRowsBelow && one_wave)
     return "M < 96 and the fused GEMM's tiles one wave of SMs: it is faster there";
+  if (s.fp8 && s.bf16 && s.m >= kFusedKeepsRowsBelow && 4 * tiles >= 3 * int64_t{sms})
+    return nullptr;  // FP8 bfloat16 from 96 rows on 3/4 of the SMs or more: mixed is faster
   if (g.tile_m >= s.m) return "M within the fused GEMM's 128-row tile: it is faster there";
-  if (one_wave && !s.fp8)
-    return "N-bit M <= 128 and the fused GEMM's tiles one wave of SMs: it is faster there";
-  if (one_wave && !s.bf16)
-    return "FP8 float16 M <= 128 and the fused GEMM's tiles one wave of SMs: it is faster there";
+  if (one_wave) return "M <= 128 and the fused GEMM's 64-row tiles one wave of SMs: it is faster there";
   return nullptr;
 }
 inline bool fused_gemm_keeps_rows(const GemmShape& s, const DeviceInfo& d) {

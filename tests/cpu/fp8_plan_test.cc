@@ -413,9 +413,9 @@ TEST(Fp8Plan, RowGroupInTheFusedGemmsPlaceToSixteenRows) {
 
 // ------------------------------------------------------------------ fused GEMM
 // M <= 8 is the decode GEMV's, 8 < M <= kGemmMaxRows (128) the fused GEMM's, on every
-// SM80+ device, but with bfloat16 activations from 96 rows (with either, from 65 where its
-// grid is more than one wave) the mixed-input GEMM's where it is built on SM90; above 128 rows,
-// without it, dequant + cuBLAS. It needs none of the GEMV's K or block multiples of 64 or
+// SM80+ device, but with bfloat16 activations from 96 rows where its tiles fill 3/4 of the
+// SMs the mixed-input GEMM's where it is built on SM90; above 128 rows, without it,
+// dequant + cuBLAS. It needs none of the GEMV's K or block multiples of 64 or
 // 128, so the GEMV's keys leave it alone.
 TEST(Fp8Plan, FusedGemmAboveTheDecodeRows) {
   EXPECT_EQ(kGemmMaxRows, 128);
@@ -426,11 +426,14 @@ TEST(Fp8Plan, FusedGemmAboveTheDecodeRows) {
       EXPECT_EQ(path(problem(m, 4096, 4096), d), Fp8Path::kFusedGemm) << m;
       EXPECT_EQ(path(problem(m, 4096, 4096, 128, DType::kBFloat16), d), Fp8Path::kFusedGemm) << m;
     }
-    // From 96 rows (two 64-row tile rows), with bfloat16 activations, the mixed-input GEMM
-    // where built (tests/cpu/mixed_plan_test.cc), else the fused GEMM to 128 rows.
+    // From 96 rows, with bfloat16 activations and 112 tiles of 128 weight rows (N = 14336),
+    // the mixed-input GEMM where built (tests/cpu/mixed_plan_test.cc), else the fused GEMM
+    // to 128 rows; with 32 tiles (N = 4096) the fused GEMM.
     for (int64_t m : {100, 128}) {
       EXPECT_EQ(path(problem(m, 4096, 4096), d), Fp8Path::kFusedGemm) << m;
-      EXPECT_EQ(path(problem(m, 4096, 4096, 128, DType::kBFloat16), d),
+      EXPECT_EQ(path(problem(m, 4096, 4096, 128, DType::kBFloat16), d), Fp8Path::kFusedGemm) << m;
+      EXPECT_EQ(path(problem(m, 14336, 4096), d), Fp8Path::kFusedGemm) << m;
+      EXPECT_EQ(path(problem(m, 14336, 4096, 128, DType::kBFloat16), d),
                 mixed ? Fp8Path::kMixedGemm : Fp8Path::kFusedGemm)
           << m;
     }
@@ -515,18 +518,24 @@ TEST(Fp8Plan, FusedGemmTileM) {
   }
 }
 
-// The wgmma mainloop (SM90 builds on SM90): from 17 rows, tile 64 (FP8 has no tile 128),
-// block_size a multiple of 128 (one scale block per slab); mma.sync for FP8 block 64.
+// The wgmma mainloop (SM90 builds on SM90): from 17 rows, tile 64 to 64 rows, tile 128
+// above (float16 activations: where 64-row tiles are more than one wave), block_size a
+// multiple of 128 (one scale block per slab); mma.sync for FP8 block 64.
 TEST(Fp8Plan, FusedGemmWgmma) {
   if (!wgmma_built()) GTEST_SKIP() << "this build has no SM90 (no wgmma mainloop)";
   EXPECT_FALSE(plan(problem(16, 4096, 4096)).gemm.wgmma);
-  for (const int64_t m : {17, 32, 33, 64, 100, 128}) {
-    const Fp8MatMulPlan pl = plan(problem(m, 4096, 4096), kHopper, parsed("mixed=0"));
+  for (const int64_t m : {17, 32, 33, 64, 65, 100, 128}) {
+    const Fp8MatMulPlan pl = plan(problem(m, 4096, 4096, 128, DType::kBFloat16), kHopper, parsed("mixed=0"));
     ASSERT_EQ(pl.path, Fp8Path::kFusedGemm) << m;
     EXPECT_TRUE(pl.gemm.wgmma) << m;
-    EXPECT_EQ(pl.gemm.tile_m, 64) << m;
-    EXPECT_EQ(pl.gemm.stages, 6) << m;
+    EXPECT_EQ(pl.gemm.tile_m, m > 64 ? 128 : 64) << m;
+    EXPECT_EQ(pl.gemm.stages, m > 64 ? 4 : 6) << m;
+    // float16: 64 rows of 4096 are 32 tiles of 64 rows, 28672 are 224 (two waves).
+    EXPECT_EQ(plan(problem(m, 4096, 4096), kHopper, parsed("mixed=0")).gemm.tile_m, 64) << m;
+    EXPECT_EQ(plan(problem(m, 28672, 4096), kHopper, parsed("mixed=0")).gemm.tile_m, m > 64 ? 128 : 64) << m;
   }
+  EXPECT_EQ(plan(problem(100, 4096, 4096), kHopper, parsed("mixed=0,tile_m=128")).gemm.tile_m, 128);
+  EXPECT_EQ(plan(problem(100, 28672, 4096), kHopper, parsed("mixed=0,tile_m=64")).gemm.tile_m, 64);
   EXPECT_TRUE(plan(problem(64, 4096, 4096, 256)).gemm.wgmma);
   EXPECT_FALSE(plan(problem(64, 4096, 4096, 64)).gemm.wgmma);
   EXPECT_FALSE(plan(problem(64, 4096, 4096), kAmpere).gemm.wgmma);

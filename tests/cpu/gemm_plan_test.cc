@@ -112,7 +112,9 @@ TEST(GemmPlan, WgmmaTiles) {
   EXPECT_TRUE(wgmma_tile_supported(64, 8, true, 128));
   EXPECT_TRUE(wgmma_tile_supported(64, 8, true, 384));
   EXPECT_FALSE(wgmma_tile_supported(64, 8, true, 64));   // FP8: one scale block per slab
-  EXPECT_FALSE(wgmma_tile_supported(128, 8, true, 128));  // FP8: tile 64 only
+  EXPECT_TRUE(wgmma_tile_supported(128, 8, true, 128));
+  EXPECT_TRUE(wgmma_tile_supported(128, 8, true, 256));
+  EXPECT_FALSE(wgmma_tile_supported(128, 8, true, 64));  // FP8: one scale block per slab
   EXPECT_TRUE(wgmma_tile_supported(64, 8, false, 16));
   EXPECT_TRUE(wgmma_tile_supported(128, 8, false, 64));
   EXPECT_FALSE(wgmma_tile_supported(128, 8, false, 32));
@@ -164,7 +166,16 @@ TEST(GemmPlan, WgmmaMainloop) {
   EXPECT_EQ(plan(17, 8, true, 128).tile_m, 64);
   EXPECT_EQ(plan(17, 8, true, 128).stages, 6);
   EXPECT_EQ(plan(32, 8, true, 128).tile_m, 64);
-  EXPECT_EQ(plan(128, 8, true, 128).tile_m, 64);    // FP8: tile 64 only
+  // FP8: float16 on 8192 rows (128 tiles of 64 rows, one wave) tile 64, bfloat16 128.
+  EXPECT_EQ(plan(128, 8, true, 128).tile_m, 64);
+  const auto fp8_bf16 = [](int64_t m, int64_t n) {
+    return plan_gemm_tiles(GemmShape{m, n, 8192, 8, true, 128, /*bf16=*/true}, kHopper, {});
+  };
+  EXPECT_EQ(fp8_bf16(64, 8192).tile_m, 64);
+  EXPECT_EQ(fp8_bf16(65, 8192).tile_m, 128);
+  EXPECT_EQ(fp8_bf16(128, 8192).tile_m, 128);
+  EXPECT_EQ(fp8_bf16(128, 8192).stages, 4);
+  EXPECT_EQ(plan_gemm_tiles(GemmShape{65, 14336, 8192, 8, true, 128}, kHopper, {}).tile_m, 128);
   EXPECT_EQ(plan(65, 8, false, 128).tile_m, 128);
   EXPECT_EQ(plan(65, 8, false, 128).stages, 4);
   EXPECT_EQ(plan(64, 8, false, 128).tile_m, 64);

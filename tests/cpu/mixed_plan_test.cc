@@ -91,19 +91,18 @@ TEST(MixedPlan, StreamKWorkspace) {
   const Fp8MatMulPlan f = plan(fp8_problem(1024, 8192, 8192));
   EXPECT_FALSE(f.gemm.stream_k);
   EXPECT_EQ(f.regions.partial_bytes, 0u);
-  // FP8 at M = 128 on 8192 x 8192 is the mixed-input GEMM's with bfloat16 activations (with
-  // float16 the fused GEMM keeps it: RowsTheFusedGemmKeeps).
-  const Fp8MatMulProblem bf16_128 = fp8_problem(128, 8192, 8192, 128, DType::kBFloat16);
-  EXPECT_EQ(plan(bf16_128, kHopper, parsed("mixed_sk=0")).path, Fp8Path::kMixedGemm);
-  EXPECT_FALSE(plan(bf16_128, kHopper, parsed("mixed_sk=0")).gemm.stream_k);
+  // FP8 at M = 256 on 4096 x 14336 (64 tiles) is stream-K's.
+  const Fp8MatMulProblem sk_256 = fp8_problem(256, 4096, 14336);
+  EXPECT_EQ(plan(sk_256, kHopper, parsed("mixed_sk=0")).path, Fp8Path::kMixedGemm);
+  EXPECT_FALSE(plan(sk_256, kHopper, parsed("mixed_sk=0")).gemm.stream_k);
   const Fp8MatMulPlan forced = plan(fp8_problem(1024, 8192, 8192), kHopper, parsed("mixed_sk=1,mixed_tile=256"));
   EXPECT_TRUE(forced.gemm.stream_k);
   EXPECT_EQ(forced.gemm.tile_m, 256);
   EXPECT_EQ(forced.regions.partial_bytes, static_cast<size_t>(mixed_stream_k_bytes(1024, 8192, 256)));
   std::ostringstream os;
-  os << plan(bf16_128);
-  EXPECT_NE(os.str().find("tile_m=128; tile_n=128; schedule=stream_k"), std::string::npos) << os.str();
-  EXPECT_NE(os.str().find(", partial " + std::to_string(mixed_stream_k_bytes(128, 8192, 128)) + "@"),
+  os << plan(sk_256);
+  EXPECT_NE(os.str().find("tile_m=256; tile_n=128; schedule=stream_k"), std::string::npos) << os.str();
+  EXPECT_NE(os.str().find(", partial " + std::to_string(mixed_stream_k_bytes(256, 4096, 256)) + "@"),
             std::string::npos)
       << os.str();
 }
@@ -146,10 +145,11 @@ TEST(MixedPlan, TileOrderRule) {
 }
 
 // Between 65 and 128 rows the fused GEMM keeps the rows where it was measured faster
-// (fused_gemm_keeps_rows, core/gemm_plan.h): one wave of its unsplit Hopper tiles (64 rows;
-// N-bit 128), for FP8 with bfloat16 activations below 96 rows; more than one wave, only
-// N-bit's 128-row tile. The prefill suite's shapes at the measured M (H200,
-// 132 SMs).
+// (fused_gemm_keeps_rows, core/gemm_plan.h): on its 128-row Hopper tile every M to 128,
+// but FP8 with bfloat16 activations from 96 rows where the tiles fill 3/4 of the SMs; on
+// 64-row tiles (N-bit blocks under 64; FP8 float16 where they are one wave) one wave of
+// them. The prefill suite's shapes at the
+// measured M (132 SMs).
 // The fused GEMM's view of an M x N weight of 8192 K (row_bytes: K at `bits`).
 GemmShape shape(int64_t m, int64_t n, int bits, bool fp8, int64_t block_size, bool bf16 = false) {
   return GemmShape{m, n, 8192 * bits / 8, bits, fp8, block_size, bf16};
@@ -161,10 +161,10 @@ TEST(MixedPlan, RowsTheFusedGemmKeeps) {
   // Per format (FP8 float16, FP8 bfloat16, 4-bit, 8-bit): M = 65, 96, 127, 128.
   struct Case { int64_t n, k; const char* fused; };
   const Case cases[] = {
-      {8192, 8192, "FFFF F--- FFFF FFFF"},   // 128 tiles of 64 rows (N-bit: 64 of 128)
-      {4096, 14336, "FFFF F--- FFFF FFFF"},  // 64 (N-bit 32)
-      {14336, 4096, "---- ---- FFFF FFFF"},  // 224 (N-bit 112)
-      {28672, 8192, "---- ---- FFFF FFFF"},  // 448 (N-bit 224)
+      {8192, 8192, "FFFF FFFF FFFF FFFF"},   // 64 tiles of 128 rows
+      {4096, 14336, "FFFF FFFF FFFF FFFF"},  // 32
+      {14336, 4096, "FFFF F--- FFFF FFFF"},  // 112
+      {28672, 8192, "FFFF F--- FFFF FFFF"},  // 224
   };
   const int64_t ms[] = {65, 96, 127, 128};
   for (const Case& c : cases)
@@ -192,10 +192,17 @@ TEST(MixedPlan, RowsTheFusedGemmKeeps) {
     EXPECT_STREQ(fused_gemm_keeps_rows_why(shape(128, 28672, 8, false, 128), kHopper),
                  "M within the fused GEMM's 128-row tile: it is faster there");
     EXPECT_STREQ(fused_gemm_keeps_rows_why(shape(128, 8192, 4, false, 32), kHopper),
-                 "N-bit M <= 128 and the fused GEMM's tiles one wave of SMs: it is faster there");
-    EXPECT_STREQ(fused_gemm_keeps_rows_why(shape(96, 8192, 8, true, 128), kHopper),
-                 "FP8 float16 M <= 128 and the fused GEMM's tiles one wave of SMs: it is faster there");
-    EXPECT_EQ(fused_gemm_keeps_rows_why(shape(96, 8192, 8, true, 128, true), kHopper), nullptr);
+                 "M <= 128 and the fused GEMM's 64-row tiles one wave of SMs: it is faster there");
+    EXPECT_STREQ(fused_gemm_keeps_rows_why(shape(128, 8192, 8, true, 128), kHopper),
+                 "M <= 128 and the fused GEMM's 64-row tiles one wave of SMs: it is faster there");
+    EXPECT_STREQ(fused_gemm_keeps_rows_why(shape(96, 8192, 8, true, 128, true), kHopper),
+                 "M within the fused GEMM's 128-row tile: it is faster there");
+    EXPECT_STREQ(fused_gemm_keeps_rows_why(shape(65, 28672, 8, true, 128, true), kHopper),
+                 "M within the fused GEMM's 128-row tile: it is faster there");
+    EXPECT_STREQ(fused_gemm_keeps_rows_why(shape(65, 8192, 4, false, 32), kHopper),
+                 "M < 96 and the fused GEMM's tiles one wave of SMs: it is faster there");
+    EXPECT_EQ(fused_gemm_keeps_rows_why(shape(96, 14336, 8, true, 128, true), kHopper), nullptr);
+    EXPECT_EQ(fused_gemm_keeps_rows_why(shape(65, 28672, 4, false, 32), kHopper), nullptr);
   }
   EXPECT_STREQ(fused_gemm_keeps_rows_why(shape(100, 8192, 4, false, 128), kAmpere),
                "M < 128 on the fused GEMM's mma.sync tiles: it is faster there");
@@ -205,7 +212,8 @@ TEST(MixedPlan, RowsTheFusedGemmKeeps) {
   EXPECT_TRUE(fused_gemm_keeps_rows(shape(127, 28672, 4, false, 128), kAmpere));
   EXPECT_FALSE(fused_gemm_keeps_rows(shape(128, 8192, 4, false, 128), kAmpere));
   if (wgmma_built()) {
-    EXPECT_FALSE(fused_gemm_keeps_rows(shape(100, 8192, 8, true, 128, true), kHopper));
+    EXPECT_FALSE(fused_gemm_keeps_rows(shape(100, 14336, 8, true, 128, true), kHopper));
+    EXPECT_TRUE(fused_gemm_keeps_rows(shape(100, 8192, 8, true, 128, true), kHopper));
   }
   EXPECT_TRUE(fused_gemm_keeps_rows(shape(100, 8192, 8, true, 64), kHopper));
   // Every zero-point form splits the rows between the two GEMMs alike.
@@ -248,19 +256,17 @@ TEST(MixedPlan, TakenAbove128RowsOnHopper) {
           EXPECT_EQ(q.regions.scales_bytes, 2 * 8192 * static_cast<size_t>(8192 / block) * scale_bytes);
         }
       }
-  // From 128 rows on every prefill shape (at M = 128 where the fused GEMM does not keep
-  // it): 28672 x 8192 (224 tiles) and 14336 x 4096 (112) on the persistent grid, 8192 x
-  // 8192 (64 tiles) and 4096 x 14336 at M = 128 and 256 (32, 64) stream-K; forced
-  // (mixed=1) it takes every M above 8.
-  EXPECT_EQ(plan(fp8_problem(128, 28672, 8192)).path, Fp8Path::kMixedGemm);
+  // From 129 rows on every prefill shape (and at 128 where the fused GEMM does not keep
+  // it: FP8 bfloat16 on 28672 x 8192, 224 tiles, stream-K, and 14336 x 4096, 112 tiles,
+  // persistent); forced (mixed=1) it takes every M above 8.
+  EXPECT_EQ(plan(fp8_problem(128, 28672, 8192, 128, DType::kBFloat16)).path, Fp8Path::kMixedGemm);
+  EXPECT_TRUE(plan(fp8_problem(128, 28672, 8192, 128, DType::kBFloat16)).gemm.stream_k);
+  EXPECT_EQ(plan(fp8_problem(128, 14336, 4096, 128, DType::kBFloat16)).path, Fp8Path::kMixedGemm);
+  EXPECT_FALSE(plan(fp8_problem(128, 14336, 4096, 128, DType::kBFloat16)).gemm.stream_k);
   EXPECT_EQ(plan(nbits_problem(129, 14336, 4096, 4, 128)).path, NBitsPath::kMixedGemm);
-  for (const Fp8MatMulProblem& p : {fp8_problem(128, 8192, 8192, 128, DType::kBFloat16),
-                                    fp8_problem(128, 4096, 14336, 128, DType::kBFloat16),
-                                    fp8_problem(256, 4096, 14336)}) {
-    const Fp8MatMulPlan sk = plan(p);
-    EXPECT_EQ(sk.path, Fp8Path::kMixedGemm);
-    EXPECT_TRUE(sk.gemm.stream_k);
-  }
+  const Fp8MatMulPlan sk = plan(fp8_problem(256, 4096, 14336));
+  EXPECT_EQ(sk.path, Fp8Path::kMixedGemm);
+  EXPECT_TRUE(sk.gemm.stream_k);
   EXPECT_EQ(plan(fp8_problem(512, 4096, 14336)).path, Fp8Path::kMixedGemm);
   EXPECT_EQ(plan(fp8_problem(9, 8192, 8192), kHopper, parsed("mixed=1")).path, Fp8Path::kMixedGemm);
   EXPECT_EQ(plan(fp8_problem(8, 8192, 8192), kHopper, parsed("mixed=1")).path, Fp8Path::kGemvMma);

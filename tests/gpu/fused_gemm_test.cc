@@ -258,7 +258,8 @@ bool wgmma_available() {
   GTEST_SKIP() << "the wgmma mainloop needs an SM90 device and a build with SM90 (" \
                << (wgmma_built() ? "built" : "not built") << ")"
 
-// FP8 takes blocks of a whole slab (128) or more; K % block != 0 in the second and third.
+// FP8 takes blocks of a whole slab (128) or more; K % block != 0 in the second and third;
+// tile 128 above 64 rows (and tile 64 there too).
 TEST(FusedWgmmaFp8, EveryRowCountAndSplitAgainstReference) {
   BQMM_REQUIRE_WGMMA();
   struct Shape3 { int64_t n, k, block; };
@@ -271,12 +272,15 @@ TEST(FusedWgmmaFp8, EveryRowCountAndSplitAgainstReference) {
         SCOPED_TRACE(::testing::Message() << "M=" << m << " N=" << sh.n << " K=" << sh.k
                                           << " block=" << sh.block << " " << dtype_name(t)
                                           << " k_split=" << k_split);
-        ASSERT_TRUE(wgmma_tile_supported(64, 8, true, sh.block));
+        const int tile_m = m > 64 ? 128 : 64;
+        ASSERT_TRUE(wgmma_tile_supported(tile_m, 8, true, sh.block));
         const Fp8Case c = reference::make_random_fp8_case(t, m, sh.n, sh.k, sh.block,
                                                           /*bias=*/seed % 3 != 0,
                                                           /*w8a8=*/false, seed);
         ++seed;
-        check_fp8(c, wgmma_config(64, k_split));
+        check_fp8(c, wgmma_config(tile_m, k_split));
+        // Rows beyond one tile: each tile 64 as well (M = 100, 128 take two of them).
+        if (m > 64 && m <= 128) check_fp8(c, wgmma_config(64, k_split));
       }
 }
 
@@ -317,6 +321,7 @@ TEST(FusedWgmma, SanitizeSmall) {
   uint64_t seed = 700;
   const DType t = kDTypes[seed % 2];
   check_fp8(reference::make_random_fp8_case(t, 21, 37, 400, 128, true, false, seed), wgmma_config(64, 2));
+  check_fp8(reference::make_random_fp8_case(t, 70, 37, 400, 128, true, false, seed), wgmma_config(128, 2));
   for (const int bits : {4, 8})
     for (const int tile_m : {64, 128}) {
       if (!wgmma_tile_supported(tile_m, bits, false, 64)) continue;

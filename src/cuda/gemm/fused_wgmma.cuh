@@ -535,15 +535,15 @@ Status launch_wgmma_instance(const GemmParams<T, S>& p, dim3 grid, cudaStream_t 
 }
 
 // The instantiations (core/gemm_plan.h, wgmma_tile_supported, says which the planner asks
-// for): FP8 tile 64 with one scale block per slab; N-bit tiles 64 (every block size) and
-// 128 (blocks of half a stage, 64 K, or more), each zero-point form.
+// for): FP8 tiles 64 and 128 with one scale block per slab; N-bit tiles 64 (every block
+// size) and 128 (blocks of half a stage, 64 K, or more), each zero-point form.
 template <typename T, GemmWeights kW, bool kTypedZp>
 Status launch_wgmma_tile(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>>& p,
                          int tile_m, int consts, dim3 grid, cudaStream_t stream) {
 #define BQMM_WGMMA_TILE_IF(TM, C) \
   if (tile_m == TM && consts == C) return launch_wgmma_instance<T, kW, TM, C, kTypedZp>(p, grid, stream);
   if constexpr (kW == GemmWeights::kFp8) {
-    BQMM_WGMMA_TILE_IF(64, 1)
+    BQMM_WGMMA_TILE_IF(64, 1) BQMM_WGMMA_TILE_IF(128, 1)
   } else {
     BQMM_WGMMA_TILE_IF(64, 1) BQMM_WGMMA_TILE_IF(64, 2) BQMM_WGMMA_TILE_IF(64, 8)
     BQMM_WGMMA_TILE_IF(128, 1) BQMM_WGMMA_TILE_IF(128, 2)
