@@ -417,6 +417,9 @@ struct CaseCheck {
   // On the fused GEMM: why not its wgmma mainloop (core/gemm_plan.h, wgmma_refusal), or
   // empty where it runs there.
   std::string wgmma_refusal;
+  // On the wgmma mainloop above 64 rows: why on 64-row tiles rather than the 128-row one
+  // (core/gemm_plan.h, wgmma_tile_128_refusal), or empty where it runs tile 128.
+  std::string wgmma_tile_128_refusal;
   // Fp8WeightMatMul with A quantized: why not the W8A8 GEMM on FP8 tensor cores, or empty
   // where the plan is it.
   std::string w8a8_gemm_refusal;

@@ -283,6 +283,9 @@ Status Fp8Profiler::check_case(const CaseSpec& c, const DeviceInfo& device, Case
   if (const char* why = fp8_wgmma_refusal(problem, device, force_);
       why != nullptr && plan.path == Fp8Path::kFusedGemm)
     out->wgmma_refusal = why;
+  if (const char* why = fp8_wgmma_tile_128_refusal(problem, device, force_);
+      why != nullptr && plan.path == Fp8Path::kFusedGemm && plan.gemm.wgmma && problem.m > 64)
+    out->wgmma_tile_128_refusal = why;
   return Status::Ok();
 }
 

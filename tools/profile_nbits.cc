@@ -360,6 +360,9 @@ Status NBitsProfiler::check_case(const CaseSpec& spec, const DeviceInfo& device,
   if (const char* why = nbits_wgmma_refusal(problem, device, force);
       why != nullptr && plan.path == NBitsPath::kFusedGemm)
     out->wgmma_refusal = why;
+  if (const char* why = nbits_wgmma_tile_128_refusal(problem, device, force);
+      why != nullptr && plan.path == NBitsPath::kFusedGemm && plan.gemm.wgmma && problem.m > 64)
+    out->wgmma_tile_128_refusal = why;
   return Status::Ok();
 }
 

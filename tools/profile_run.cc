@@ -394,6 +394,8 @@ int explain_cases(const std::vector<OpCases>& runs, const Machine& machine) {
         std::printf("  fused_gemm: not taken: %s\n", check.fused_gemm_refusal.c_str());
       if (!check.wgmma_refusal.empty())
         std::printf("  fused_gemm: mma.sync, not wgmma: %s\n", check.wgmma_refusal.c_str());
+      if (!check.wgmma_tile_128_refusal.empty())
+        std::printf("  fused_gemm: wgmma tile 64, not 128: %s\n", check.wgmma_tile_128_refusal.c_str());
     }
   }
   return 0;

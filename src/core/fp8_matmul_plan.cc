@@ -501,6 +501,11 @@ const char* fp8_wgmma_refusal(const Fp8MatMulProblem& p, const DeviceInfo& devic
   return wgmma_refusal(gemm_shape(p), device, gemm_forced(o));
 }
 
+const char* fp8_wgmma_tile_128_refusal(const Fp8MatMulProblem& p, const DeviceInfo& device,
+                                       const PlanOverride& o) {
+  return wgmma_tile_128_refusal(gemm_shape(p), device, gemm_forced(o));
+}
+
 Status fp8_matmul_options_from_env(Fp8MatMulOptions* opts) {
   BQMM_RETURN_IF_ERROR(env::read_scratch_bytes(&opts->dequant_scratch_bytes));
   return env::read_gemv_dependent_launch(&opts->gemv_dependent_launch);

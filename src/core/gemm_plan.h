@@ -302,23 +302,31 @@ inline const char* wgmma_refusal(const GemmShape& s, const DeviceInfo& device,
   return nullptr;
 }
 
-// Whether the wgmma mainloop takes `s` (above 64 rows) on its 128-row tile rather than two
-// rows of 64-row ones, which decode every weight strip twice: wherever instantiated, but
-// for FP8 with float16 activations (the shortest decode) where the 64-row tiles are one
-// wave of SMs. Measured on an H100 (one run, back to back, the prefill suite's shapes at
-// M = 65, 96, 128, tile 128 / tile 64): FP8 float16 8192 x 8192 (128 tiles of 64 rows)
-// 1.02, 1.05, 1.08x the time, 4096 x 14336 (64) 0.99-1.02x; two waves 0.76-0.83x;
-// bfloat16 0.72-0.99x on every shape.
-inline bool wgmma_takes_tall_tile(const GemmShape& s, const DeviceInfo& device) {
-  if (s.m <= 64 || !wgmma_tile_supported(128, s.bits, s.fp8, s.block_size)) return false;
+// Why the wgmma mainloop runs `s` on 64-row tiles rather than its 128-row one under
+// `forced`, or nullptr where it takes tile 128 (choose_gemm_mainloop; --explain prints it
+// above 64 rows). Tile 128 above 64 rows wherever instantiated, since two rows of 64-row
+// tiles decode every weight strip twice, but for FP8 with float16 activations (the
+// shortest decode) where the 64-row tiles are one wave of SMs. Measured on an H100 (one
+// run, back to back, the prefill suite's shapes at M = 65, 96, 128, tile 128 / tile 64):
+// FP8 float16 8192 x 8192 (128 tiles of 64 rows) 1.02, 1.05, 1.08x the time, 4096 x 14336
+// (64) 0.99-1.02x; two waves 0.76-0.83x; bfloat16 0.72-0.99x on every shape.
+inline const char* wgmma_tile_128_refusal(const GemmShape& s, const DeviceInfo& device,
+                                          const GemmForced& forced) {
+  if (forced.tile_m == 64) return "tile_m 64 (plan override)";
+  if (!wgmma_tile_supported(128, s.bits, s.fp8, s.block_size))
+    return "N-bit blocks under 64 codes (beside tile 128's accumulators their per-word constants do not fit)";
+  if (forced.tile_m == 128) return nullptr;
+  if (s.m <= 64) return "M <= 64: one 64-row tile holds it";
   const int64_t tiles64 = (s.m + 63) / 64 * ((s.n + kGemmTileN - 1) / kGemmTileN);
-  return !(s.fp8 && !s.bf16 && tiles64 <= std::max(1, device.num_sms));
+  if (s.fp8 && !s.bf16 && tiles64 <= std::max(1, device.num_sms))
+    return "FP8 float16 and the 64-row tiles one wave of SMs: they are faster there";
+  return nullptr;
 }
 
 // The mainloop and tile height: wgmma where wgmma_refusal has no reason against it, tile
-// 128 where wgmma_takes_tall_tile; else mma.sync's smallest tile holding M. A forced
-// tile_m picks the mainloop that has it (16, 32: mma.sync; 64 either, by the rule); a
-// forced 128 where no wgmma tile 128 exists is ignored (the rule's own choice).
+// 128 where wgmma_tile_128_refusal has none; else mma.sync's smallest tile holding M. A
+// forced tile_m picks the mainloop that has it (16, 32: mma.sync; 64 either, by the
+// rule); a forced 128 where no wgmma tile 128 exists is ignored (the rule's own choice).
 inline void choose_gemm_mainloop(const GemmShape& s, const DeviceInfo& device,
                                  const GemmForced& forced, GemmConfig* g) {
   const bool tall_ok = wgmma_tile_supported(128, s.bits, s.fp8, s.block_size);
@@ -326,7 +334,7 @@ inline void choose_gemm_mainloop(const GemmShape& s, const DeviceInfo& device,
   if (f.tile_m == 128 && !tall_ok) f.tile_m = 0;
   g->wgmma = wgmma_refusal(s, device, f) == nullptr;
   if (g->wgmma) {
-    g->tile_m = f.tile_m == 128 || (f.tile_m == 0 && wgmma_takes_tall_tile(s, device)) ? 128 : 64;
+    g->tile_m = wgmma_tile_128_refusal(s, device, f) == nullptr ? 128 : 64;
     g->stages = wgmma_stages(g->tile_m, s.bits);
   } else {
     g->tile_m = f.tile_m > 0 && f.tile_m <= 64 ? f.tile_m : gemm_tile_m(s.m);
@@ -382,7 +390,7 @@ constexpr int64_t kMixedMinRows = 65;
 // M, each weight strip is decoded once per tile row, and where the grid of unsplit tiles
 // is more than one wave of SMs, it runs in two. Measured back to back, block 128, both
 // GEMMs in one run, the prefill suite's shapes at M = 65 to 128 (fused / mixed us):
-// * the 128-row tile (wgmma_takes_tall_tile) is the faster at every M to 128, one wave or
+// * the 128-row tile (wgmma_tile_128_refusal) is the faster at every M to 128, one wave or
 //   two: H200 8-bit 8192 x 8192 M = 128 45.6 / 48.8, 4096 x 14336
 //   40.0 / 49.4, 28672 x 8192 M = 65 126.3 / 148.6 (with A by TMA M = 96 117.7 / 140.4,
 //   128 122.5 / 137.6); H100 4-bit (half-slab stages) 28672 x 8192 M = 128 110.5 /

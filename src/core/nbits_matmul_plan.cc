@@ -469,6 +469,11 @@ const char* nbits_wgmma_refusal(const NBitsMatMulProblem& p, const DeviceInfo& d
   return wgmma_refusal(gemm_shape(p), device, gemm_forced(o));
 }
 
+const char* nbits_wgmma_tile_128_refusal(const NBitsMatMulProblem& p, const DeviceInfo& device,
+                                         const PlanOverride& o) {
+  return wgmma_tile_128_refusal(gemm_shape(p), device, gemm_forced(o));
+}
+
 Status nbits_matmul_options_from_env(NBitsMatMulOptions* opts) {
   BQMM_RETURN_IF_ERROR(env::read_scratch_bytes(&opts->dequant_scratch_bytes));
   return env::read_gemv_dependent_launch(&opts->gemv_dependent_launch);

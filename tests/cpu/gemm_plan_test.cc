@@ -176,6 +176,19 @@ TEST(GemmPlan, WgmmaMainloop) {
   EXPECT_EQ(fp8_bf16(128, 8192).tile_m, 128);
   EXPECT_EQ(fp8_bf16(128, 8192).stages, 4);
   EXPECT_EQ(plan_gemm_tiles(GemmShape{65, 14336, 8192, 8, true, 128}, kHopper, {}).tile_m, 128);
+  // The reasons --explain prints (wgmma_tile_128_refusal), in order.
+  const GemmShape fp8_f16{100, 8192, 8192, 8, true, 128};
+  EXPECT_STREQ(wgmma_tile_128_refusal(fp8_f16, kHopper, {}),
+               "FP8 float16 and the 64-row tiles one wave of SMs: they are faster there");
+  EXPECT_EQ(wgmma_tile_128_refusal(fp8_f16, kHopper, GemmForced{-1, 128, 0}), nullptr);
+  EXPECT_STREQ(wgmma_tile_128_refusal(GemmShape{100, 8192, 8192, 8, true, 128, true}, kHopper,
+                                      GemmForced{-1, 64, 0}),
+               "tile_m 64 (plan override)");
+  EXPECT_EQ(wgmma_tile_128_refusal(GemmShape{100, 8192, 8192, 8, true, 128, true}, kHopper, {}), nullptr);
+  EXPECT_STREQ(wgmma_tile_128_refusal(GemmShape{100, 8192, 4096, 4, false, 32}, kHopper, GemmForced{-1, 128, 0}),
+               "N-bit blocks under 64 codes (beside tile 128's accumulators their per-word constants do not fit)");
+  EXPECT_STREQ(wgmma_tile_128_refusal(GemmShape{64, 8192, 4096, 4, false, 128}, kHopper, {}),
+               "M <= 64: one 64-row tile holds it");
   EXPECT_EQ(plan(65, 8, false, 128).tile_m, 128);
   EXPECT_EQ(plan(65, 8, false, 128).stages, 4);
   EXPECT_EQ(plan(64, 8, false, 128).tile_m, 64);

@@ -338,6 +338,38 @@ TEST(ProfileCli, ExplainSaysWhyNotWgmma) {
   }
 }
 
+// Above 64 rows on the wgmma mainloop, why 64-row tiles rather than the 128-row one
+// (wgmma_tile_128_refusal), and nothing where it takes tile 128.
+TEST(ProfileCli, ExplainSaysWhyNotTheTallWgmmaTile) {
+  SKIP_WITHOUT_CLI();
+  if (!bqmm::wgmma_built()) GTEST_SKIP() << "this build has no SM90 (no wgmma mainloop)";
+  const struct {
+    const char* args;
+    const char* line;  // nullptr: tile 128
+  } cases[] = {
+      {"--op fp8 --m 100 --n 8192 --activation-dtype fp16",
+       "  fused_gemm: wgmma tile 64, not 128: FP8 float16 and the 64-row tiles one wave of SMs: "
+       "they are faster there\n"},
+      {"--op nbits --m 100 --n 8192 --block-size 32",
+       "  fused_gemm: wgmma tile 64, not 128: N-bit blocks under 64 codes"},
+      {"--op fp8 --m 100 --n 8192 --activation-dtype bf16", nullptr},
+      {"--op fp8 --m 100 --n 28672 --activation-dtype fp16", nullptr},
+      {"--op nbits --m 100 --n 8192 --block-size 64", nullptr},
+  };
+  for (const auto& r : cases) {
+    SCOPED_TRACE(r.args);
+    const CliResult c = run_cli(std::string(r.args) + " --k 8192 --explain --device cpu");
+    EXPECT_EQ(c.exit_code, 0) << c.output;
+    EXPECT_NE(c.output.find("path=fused_gemm; "), std::string::npos) << c.output;
+    EXPECT_NE(c.output.find(r.line != nullptr ? "; tile_m=64; " : "; tile_m=128; "), std::string::npos)
+        << c.output;
+    if (r.line != nullptr)
+      EXPECT_NE(c.output.find(r.line), std::string::npos) << c.output;
+    else
+      EXPECT_EQ(c.output.find("wgmma tile 64"), std::string::npos) << c.output;
+  }
+}
+
 // ------------------------------------------------------------------ flag errors
 TEST(ProfileCli, EveryFlagErrorNamesTheFlag) {
   SKIP_WITHOUT_CLI();
