@@ -1,4 +1,5 @@
 #include "core/gemm_plan.h"
+#include "core/mixed_plan.h"
 
 namespace bqmm {
 

@@ -23,6 +23,7 @@
 #include "core/check.h"
 #include "core/env.h"
 #include "core/gemm_plan.h"
+#include "core/mixed_plan.h"
 #include "core/gemv_split.h"
 #include "core/plan_explain.h"
 #include "core/plan_override.h"

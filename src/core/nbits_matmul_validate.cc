@@ -6,6 +6,7 @@
 #include "core/arg_spans.h"
 #include "core/check.h"
 #include "core/gemm_plan.h"
+#include "core/mixed_plan.h"
 #include "core/prepack.h"
 
 namespace bqmm {

@@ -34,7 +34,7 @@ const char* fp8_w8a8_groupwise_refusal(const Fp8MatMulProblem& problem, const De
 const char* fp8_w8a8_cublaslt_refusal(const Fp8MatMulProblem& problem, const DeviceInfo& device,
                                       const PlanOverride& override_);
 
-// Why the mixed-input GEMM (CUTLASS, SM90; core/gemm_plan.h, mixed_gemm_refusal) is not
+// Why the mixed-input GEMM (CUTLASS, SM90; core/mixed_plan.h, mixed_gemm_refusal) is not
 // taken ("M <= 64: ...", "block_size % 64 != 0 ...", "g_idx ..."), or nullptr where it is.
 const char* fp8_mixed_gemm_refusal(const Fp8MatMulProblem& problem, const DeviceInfo& device,
                                    const PlanOverride& override_);

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/gemm_plan.h"
+#include "core/mixed_plan.h"
 #include "core/gemv_split.h"
 
 namespace bqmm {

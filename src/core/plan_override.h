@@ -73,6 +73,7 @@
 #include "bqmm/nbits_matmul.h"
 #include "bqmm/status.h"
 #include "core/gemm_plan.h"
+#include "core/mixed_plan.h"
 
 namespace bqmm {
 

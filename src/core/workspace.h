@@ -9,6 +9,7 @@
 
 #include "bqmm/tensor.h"
 #include "core/gemm_plan.h"
+#include "core/mixed_plan.h"
 
 namespace bqmm {
 
@@ -97,7 +98,7 @@ void plan_fused_gemm_workspace(WorkspaceLayout& layout, Plan& plan) {
 }
 
 // The mixed-input GEMM part of either operator's plan: its tile, schedule and tile order
-// (the rules of core/gemm_plan.h, among the candidates `forced` leaves), then the scales
+// (the rules of core/mixed_plan.h, among the candidates `forced` leaves), then the scales
 // [k_blocks, N] of `scales_dtype` (`zeros`: and as many zeros after them; none where the
 // problem has them prepacked) and stream-K's partial tiles taken from `layout` (after
 // whatever the operator took before); then the workspace total.

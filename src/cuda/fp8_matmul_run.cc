@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "core/prepack.h"
 #include "core/gemm_plan.h"
+#include "core/mixed_plan.h"
 #include "core/run_prologue.h"
 #include "cuda/cublas_gemm.h"
 #include "cuda/cuda_check.h"

@@ -171,7 +171,7 @@ Status launch_fused_gemm(const FusedGemmArgs& args, const GemmConfig& config, fl
 // activation rows on a persistent grid of num_sms blocks, or stream-K: the K tiles dealt
 // out over the SMs, float32 partial tiles in `partials`. It reads the scales (and,
 // N-bit, the zeros -zp * scale) as [k_blocks, N], float32 for FP8, N-bit's of
-// mixed_nbits_scales_dtype (core/gemm_plan.h, as mixed_scales_bytes): the operator's
+// mixed_nbits_scales_dtype (core/mixed_plan.h, as mixed_scales_bytes): the operator's
 // prepacked input, or where there is none a first pass
 // (launch_mixed_scales) writes them into `scales`. Needs block_size % 64 == 0, N % 8 == 0,
 // 16-byte rows of W and A and 16-byte aligned pointers.

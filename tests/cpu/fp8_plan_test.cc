@@ -12,6 +12,7 @@
 #include "bqmm/fp8_matmul.h"
 #include "common/plan_testing.h"
 #include "core/gemm_plan.h"
+#include "core/mixed_plan.h"
 #include "core/gemv_split.h"
 #include "core/plan_explain.h"
 #include "core/plan_override.h"

@@ -14,6 +14,7 @@
 #include "bqmm/nbits_matmul.h"
 #include "common/plan_testing.h"
 #include "core/gemm_plan.h"
+#include "core/mixed_plan.h"
 #include "core/plan_explain.h"
 #include "core/plan_override.h"
 #include "core/workspace.h"
@@ -145,7 +146,7 @@ TEST(MixedPlan, TileOrderRule) {
 }
 
 // Between 65 and 128 rows the fused GEMM keeps the rows where it was measured faster
-// (fused_gemm_keeps_rows, core/gemm_plan.h): on its 128-row Hopper tile every M to 128,
+// (fused_gemm_keeps_rows, core/mixed_plan.h): on its 128-row Hopper tile every M to 128,
 // but FP8 with bfloat16 activations from 96 rows where the tiles fill 3/4 of the SMs; on
 // 64-row tiles (N-bit blocks under 64; FP8 float16 where they are one wave) one wave of
 // them. The prefill suite's shapes at the

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/gemm_plan.h"
+#include "core/mixed_plan.h"
 
 namespace {
 

@@ -26,6 +26,7 @@
 #include "common/gpu.h"
 #include "common/nbits_runner.h"
 #include "core/gemm_plan.h"
+#include "core/mixed_plan.h"
 #include "harness/host_tensor.h"
 #include "reference/fp8_reference.h"
 #include "reference/nbits_reference.h"

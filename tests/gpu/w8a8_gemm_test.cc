@@ -20,6 +20,7 @@
 #include "common/fp8_runner.h"
 #include "common/gpu.h"
 #include "core/gemm_plan.h"
+#include "core/mixed_plan.h"
 #include "cuda/launchers.h"
 #include "harness/device_buffer.h"
 #include "harness/host_tensor.h"

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/gemm_plan.h"
+#include "core/mixed_plan.h"
 #include "cuda/common.cuh"
 #include "cuda/cuda_check.h"
 #include "cuda/launchers.h"

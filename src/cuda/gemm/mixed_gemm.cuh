@@ -1,7 +1,7 @@
 // The mixed-input GEMM (SM90, sm_90a; CUTLASS 4.2's mixed-input collective): both
 // operators' weights multiplied with float16 / bfloat16 activations from 128 rows (where
 // the multiply, not the weight stream, sets the time), near a dense GEMM's tensor-core
-// rate; the planner's rule is core/gemm_plan.h's mixed_gemm_refusal.
+// rate; the planner's rule is core/mixed_plan.h's mixed_gemm_refusal.
 //
 //   FP8:    Y[m, n] = sum_k A[m, k] * round_T(e4m3(W[n, k]) * scale[n, k / bs]) + bias[n]
 //   N-bit:  Y[m, n] = sum_k A[m, k] * round_T(q[n, k] * scale[n, b] + zero[n, b]) + bias[n],
@@ -11,7 +11,7 @@
 // register operand; float32 accumulation; the bias added in float32 in the epilogue, Y
 // rounded to T once. FP8 as the dequant + cuBLAS path dequantizes it, bit for bit: e4m3
 // times the float32 scale, rounded to T once. N-bit: the code converted to S, then one
-// multiply-add in S (S = T, or float32 for bfloat16 with 8-bit codes: core/gemm_plan.h,
+// multiply-add in S (S = T, or float32 for bfloat16 with 8-bit codes: core/mixed_plan.h,
 // mixed_nbits_scales_dtype); with the default zero point 2^(bits - 1) the zero is exact
 // in S and the weight is round_T((q - zp) * scale), the dequant path's bit for bit; a
 // packed or typed zero point in T is rounded to T first (within the contract's bounds).
@@ -21,9 +21,9 @@
 // (128 or 256) activation rows x 64 K, two consumer warpgroups of 64 weight rows each
 // (the cooperative schedule), a producer warp loading every operand by TMA, a persistent
 // grid of one block per SM walking the tiles in CUTLASS's order or, where the plan says
-// (core/gemm_plan.h, mixed_swizzle), weight tiles first in bands of activation tiles.
+// (core/mixed_plan.h, mixed_swizzle), weight tiles first in bands of activation tiles.
 // Where the last wave of output tiles would leave SMs idle the plan takes stream-K instead
-// (CUTLASS's stream-K tile scheduler; core/gemm_plan.h's schedule model): every block
+// (CUTLASS's stream-K tile scheduler; core/mixed_plan.h's schedule model): every block
 // takes an even share of all K tiles; blocks sharing an output tile add their float32
 // partial sums in K order into one tile of the workspace (each waits on a flag for its
 // predecessor; the flags zeroed by a memset before each GEMM), and the block with the
@@ -32,7 +32,7 @@
 // rows contiguous: the operator's prepacked input, or a small pass (gemm/mixed_scales.cu)
 // writes them into the workspace from the operator's [N, k_blocks] layout before each
 // GEMM. Its group (the block size) must be whole 64-K tiles; rows of W, A and Y must be
-// whole 16-byte TMA lines (core/gemm_plan.h, mixed_gemm_refusal).
+// whole 16-byte TMA lines (core/mixed_plan.h, mixed_gemm_refusal).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -52,6 +52,7 @@
 #include "cutlass/gemm/dispatch_policy.hpp"
 #include "cutlass/gemm/kernel/gemm_universal.hpp"
 #include "core/gemm_plan.h"
+#include "core/mixed_plan.h"
 #include "cuda/common.cuh"
 #include "cuda/cuda_check.h"
 #include "cuda/gemm/cutlass_types.cuh"
@@ -135,7 +136,7 @@ struct MixedGemm {
     args.hw_info.sm_count = launch.num_sms;
     if (launch.swizzle > 0) {
       // Weight tiles (the swapped problem's M) first, in bands of `swizzle` activation
-      // tiles (core/gemm_plan.h, mixed_swizzle).
+      // tiles (core/mixed_plan.h, mixed_swizzle).
       args.scheduler.raster_order = decltype(args.scheduler.raster_order)::AlongM;
       args.scheduler.max_swizzle_size = launch.swizzle;
     }

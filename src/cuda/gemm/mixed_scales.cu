@@ -1,6 +1,6 @@
 // The mixed-input GEMM's weight scales in the layout CUTLASS's collective reads ([k_blocks,
 // N], weight rows contiguous; float32 for FP8, N-bit's of mixed_nbits_scales_dtype in
-// core/gemm_plan.h) from the operators' [N, k_blocks]; for N-bit weights the zeros
+// core/mixed_plan.h) from the operators' [N, k_blocks]; for N-bit weights the zeros
 // -zp * scale (the product in float32, then rounded to that type) after them. Built for
 // every architecture: the prepack functions (prepack_fp8_matmul, prepack_nbits_matmul)
 // write the same data once per weight that the mixed-input GEMM's per-run pass writes
@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "core/gemm_plan.h"
+#include "core/mixed_plan.h"
 #include "cuda/common.cuh"
 #include "cuda/cuda_check.h"
 #include "cuda/launchers.h"

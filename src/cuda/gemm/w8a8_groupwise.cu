@@ -17,7 +17,7 @@
 // weight rows x 128 K, two consumer warpgroups, a TMA producer, a 1 x 2 cluster that
 // multicasts the activation tile to the two blocks of neighbouring weight tiles, a
 // persistent grid. Needs K % 16 == 0, N % 8 == 0 and 16-byte aligned pointers
-// (core/gemm_plan.h, w8a8_groupwise_refusal).
+// (core/fp8_matmul_plan.cc, w8a8_groupwise_refusal).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
