@@ -191,6 +191,10 @@ constexpr int64_t w8a8_cublaslt_block_scales(int64_t n, int64_t k_blocks) {
 
 // The smallest instantiated tile_m (16, 32, 64) holding M rows; 64 above.
 constexpr int gemm_tile_m(int64_t m) { return m <= 16 ? 16 : m <= 32 ? 32 : 64; }
+// Output tiles of tile_m activation rows x kGemmTileN weight rows for M x N (unsplit).
+constexpr int64_t gemm_tiles(int64_t m, int64_t n, int64_t tile_m) {
+  return (m + tile_m - 1) / tile_m * ((n + kGemmTileN - 1) / kGemmTileN);
+}
 
 // The K split. A block's time is about (its slabs + the pipeline's fill of `stages`
 // slabs); the grid runs in waves of (SMs x resident blocks), and a partial last wave costs
@@ -317,8 +321,7 @@ inline const char* wgmma_tile_128_refusal(const GemmShape& s, const DeviceInfo& 
     return "N-bit blocks under 64 codes (beside tile 128's accumulators their per-word constants do not fit)";
   if (forced.tile_m == 128) return nullptr;
   if (s.m <= 64) return "M <= 64: one 64-row tile holds it";
-  const int64_t tiles64 = (s.m + 63) / 64 * ((s.n + kGemmTileN - 1) / kGemmTileN);
-  if (s.fp8 && !s.bf16 && tiles64 <= std::max(1, device.num_sms))
+  if (s.fp8 && !s.bf16 && gemm_tiles(s.m, s.n, 64) <= std::max(1, device.num_sms))
     return "FP8 float16 and the 64-row tiles one wave of SMs: they are faster there";
   return nullptr;
 }

@@ -66,7 +66,7 @@ inline const char* fused_gemm_keeps_rows_why(const GemmShape& s, const DeviceInf
   if (!g.wgmma)
     return s.m < kGemmMaxRows ? "M < 128 on the fused GEMM's mma.sync tiles: it is faster there"
                               : nullptr;
-  const int64_t tiles = (s.m + g.tile_m - 1) / g.tile_m * ((s.n + kGemmTileN - 1) / kGemmTileN);
+  const int64_t tiles = gemm_tiles(s.m, s.n, g.tile_m);
   const int sms = std::max(1, d.num_sms);
   const bool one_wave = tiles <= sms;
   if (s.m < kFusedKeepsRowsBelow && one_wave)

@@ -40,7 +40,7 @@ Status check_args(const FusedGemmArgs& a, const GemmConfig& c, const float* part
     return refuse("N-bit block_size " + std::to_string(a.block_size));
   if (a.m >= (int64_t{1} << 31) || a.k / 16 >= (int64_t{1} << 31))
     return refuse("M or K beyond the kernel's 32-bit counters");
-  const int64_t tiles = (a.m + c.tile_m - 1) / c.tile_m * ((a.n + kGemmTileN - 1) / kGemmTileN);
+  const int64_t tiles = gemm_tiles(a.m, a.n, c.tile_m);
   if (tiles >= (int64_t{1} << 31)) return refuse("grid too large");
   return Status::Ok();
 }
