@@ -128,7 +128,8 @@ const char* w8a8_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& d,
   if (p.k % 16 != 0) return "K % 16 != 0 (rows of B not whole 16-byte chunks)";
   if (p.alignment < 16) return "pointers not 16-byte aligned";
   if (p.m >= (int64_t{1} << 31)) return "M beyond 2^31";
-  if (o.tile_m == 16) return "tile_m=16 (plan override): its tiles are 32, 64 and 128 rows";
+  if (o.tile_m == 16 || o.tile_m == 256)
+    return "tile_m=16 or 256 (plan override): its tiles are 32, 64 and 128 rows";
   return nullptr;
 }
 

@@ -23,8 +23,10 @@ namespace bqmm {
 // 8192 x 8192): the fused GEMM's mma.sync tiles run at 170-220 TFLOP/s, so they win while
 // the weight stream weighs most: M = 128 FP8 79 us against 91 for dequant + cuBLAS, 8-bit
 // 89 against 110, 4-bit 100 against 109; at M = 256 they would take about twice that
-// against 100-120. On SM90 the wgmma mainloop runs M = 128 in 58-64 us.
+// against 100-120. On SM90 the wgmma mainloop runs M = 128 in 58-64 us, and N-bit codes
+// to kWgmmaTallMaxRows on its 256-row tile (gemm_max_rows).
 constexpr int64_t kGemmMaxRows = 128;
+constexpr int64_t kWgmmaTallMaxRows = 256;
 
 constexpr int kGemmTileN = 128;              // output columns per block
 constexpr int64_t kGemmSlabBytes = 128;      // weight bytes per row per stage
@@ -92,11 +94,14 @@ constexpr int kWgmmaMaxStages = 6;
 constexpr int kWgmmaMinStages = 3;  // one slab in the wgmma, one decoded, one in flight
 constexpr int64_t kWgmmaSmemBytes = 200 * 1024;
 constexpr int64_t kWgmmaAlignBytes = 1024;  // the swizzle atom: stage bases aligned to it
-// A stage holds wgmma_slab_bytes of each weight row: a slab, or half of one for 4-bit
-// codes at tile 128 (a whole slab's 256 K of 128 activation rows is 64 KB a stage, and
-// kWgmmaMinStages of those do not fit; half-slab stages fit five). Plans and the K split
-// count whole slabs either way.
+// A stage holds wgmma_slab_bytes of each weight row: a slab, or part of one where a whole
+// slab's activation rows leave room for fewer than kWgmmaMinStages stages: 4-bit codes at
+// tile 128 half a slab (256 K of 128 rows would be 64 KB a stage; 128 K fit five stages of
+// 40 KB), tile 256 64 K, one 128-byte panel of activation rows (4-bit 32 bytes of each
+// weight row, 8-bit 64: five stages of 36 / 40 KB). Plans and the K split count whole
+// slabs either way.
 constexpr int64_t wgmma_slab_bytes(int tile_m, int bits) {
+  if (tile_m == 256) return 64 * bits / 8;
   return tile_m == 128 && bits == 4 ? kGemmSlabBytes / 2 : kGemmSlabBytes;
 }
 constexpr int64_t wgmma_slab_k(int tile_m, int bits) { return wgmma_slab_bytes(tile_m, bits) * 8 / bits; }
@@ -229,11 +234,13 @@ inline int choose_gemm_k_split(int64_t tiles, int64_t units, int64_t resident, i
 bool wgmma_built();
 
 // The Hopper mainloop's instantiated tiles (cuda/gemm/fused_wgmma.cuh, launch_wgmma_tile):
-// tiles 64 and 128. FP8 takes one scale block per slab (block_size % 128 == 0), whose
-// partial sums it scales per slab; N-bit codes take every block at tile 64 and blocks of
-// half a stage (64 K) or more at tile 128 (beside its 64 accumulators the per-word
-// constants of smaller blocks do not fit).
+// tiles 64 and 128, and for N-bit codes 256. FP8 takes one scale block per slab
+// (block_size % 128 == 0), whose partial sums it scales per slab (beside tile 256's 128
+// accumulators they do not fit); N-bit codes take every block at tile 64, blocks of half
+// a stage (64 K) or more at tile 128 and of a stage (64 K) or more at tile 256 (beside
+// their 64 and 128 accumulators the per-word constants of smaller blocks do not fit).
 inline bool wgmma_tile_supported(int tile_m, int bits, bool fp8, int64_t block_size) {
+  if (tile_m == 256) return !fp8 && block_size % wgmma_slab_k(256, bits) == 0;
   if (tile_m != 64 && tile_m != 128) return false;
   if (fp8) return block_size % gemm_slab_k(bits) == 0;
   return tile_m == 64 || block_size % (wgmma_slab_k(tile_m, bits) / 2) == 0;
@@ -326,18 +333,40 @@ inline const char* wgmma_tile_128_refusal(const GemmShape& s, const DeviceInfo& 
   return nullptr;
 }
 
+// Whether the wgmma mainloop runs `s` on its 256-row tile (N-bit codes in blocks of 64 K
+// or more): above kGemmMaxRows rows (the 128-row tile would decode each weight strip once
+// per tile row), or forced.
+inline bool wgmma_takes_tile_256(const GemmShape& s, const GemmForced& forced) {
+  if (!wgmma_tile_supported(256, s.bits, s.fp8, s.block_size)) return false;
+  return forced.tile_m == 256 || (forced.tile_m == 0 && s.m > kGemmMaxRows);
+}
+
+// The most activation rows the fused GEMM takes of `s` on `device`: kWgmmaTallMaxRows
+// where the wgmma mainloop's 256-row tile would run them (no smaller tile forced), else
+// kGemmMaxRows.
+inline int64_t gemm_max_rows(const GemmShape& s, const DeviceInfo& device, const GemmForced& forced) {
+  GemmShape tall = s;
+  tall.m = kWgmmaTallMaxRows;
+  return wgmma_takes_tile_256(tall, forced) && wgmma_refusal(tall, device, forced) == nullptr
+             ? kWgmmaTallMaxRows
+             : kGemmMaxRows;
+}
+
 // The mainloop and tile height: wgmma where wgmma_refusal has no reason against it, tile
-// 128 where wgmma_tile_128_refusal has none; else mma.sync's smallest tile holding M. A
-// forced tile_m picks the mainloop that has it (16, 32: mma.sync; 64 either, by the
-// rule); a forced 128 where no wgmma tile 128 exists is ignored (the rule's own choice).
+// 256 where wgmma_takes_tile_256, else tile 128 where wgmma_tile_128_refusal has no
+// reason against it; else mma.sync's smallest tile holding M. A forced tile_m picks the
+// mainloop that has it (16, 32: mma.sync; 64 either, by the rule); a forced 128 or 256
+// where no such wgmma tile exists is ignored (the rule's own choice).
 inline void choose_gemm_mainloop(const GemmShape& s, const DeviceInfo& device,
                                  const GemmForced& forced, GemmConfig* g) {
-  const bool tall_ok = wgmma_tile_supported(128, s.bits, s.fp8, s.block_size);
   GemmForced f = forced;
-  if (f.tile_m == 128 && !tall_ok) f.tile_m = 0;
+  if ((f.tile_m == 128 || f.tile_m == 256) && !wgmma_tile_supported(f.tile_m, s.bits, s.fp8, s.block_size))
+    f.tile_m = 0;
   g->wgmma = wgmma_refusal(s, device, f) == nullptr;
   if (g->wgmma) {
-    g->tile_m = wgmma_tile_128_refusal(s, device, f) == nullptr ? 128 : 64;
+    g->tile_m = wgmma_takes_tile_256(s, f)                      ? 256
+                : wgmma_tile_128_refusal(s, device, f) == nullptr ? 128
+                                                                  : 64;
     g->stages = wgmma_stages(g->tile_m, s.bits);
   } else {
     g->tile_m = f.tile_m > 0 && f.tile_m <= 64 ? f.tile_m : gemm_tile_m(s.m);
@@ -364,7 +393,7 @@ inline GemmConfig plan_gemm_tiles(const GemmShape& s, const DeviceInfo& device,
   GemmConfig g;
   g.tile_n = kGemmTileN;
   choose_gemm_mainloop(s, device, forced, &g);
-  const int64_t tiles = ((s.m + g.tile_m - 1) / g.tile_m) * ((s.n + g.tile_n - 1) / g.tile_n);
+  const int64_t tiles = gemm_tiles(s.m, s.n, g.tile_m);
   const int64_t slabs = (s.row_bytes + kGemmSlabBytes - 1) / kGemmSlabBytes;
   const int per_sm = g.wgmma ? 1 : gemm_blocks_per_sm(g.tile_m, s.bits, device.sm);
   const int64_t resident = std::max(1, device.num_sms) * static_cast<int64_t>(per_sm);
@@ -377,17 +406,22 @@ inline GemmConfig plan_gemm_tiles(const GemmShape& s, const DeviceInfo& device,
 // What the fused GEMM needs of either operator's problem (Fp8MatMulProblem,
 // NBitsMatMulProblem) besides its weight layout, which each planner checks itself: why it
 // does not take `p` on `d`, or nullptr. `forced`: the plan override's gemm key (-1 unset,
-// 0 never, 1 wherever it applies, M <= 8 included). Reasons in the planner's order:
+// 0 never, 1 wherever it applies, M <= 8 included); `max_rows`: gemm_max_rows of the
+// problem (kGemmMaxRows or kWgmmaTallMaxRows). Reasons in the planner's order:
 template <typename Problem>
-const char* gemm_common_refusal(const Problem& p, const DeviceInfo& d, int forced) {
+const char* gemm_common_refusal(const Problem& p, const DeviceInfo& d, int forced,
+                                int64_t max_rows = kGemmMaxRows) {
   if (p.m == 0 || p.n == 0) return "empty output";
   if (p.k == 0) return "K == 0: Y = bias";
   if (forced == 0) return "gemm=0 (plan override)";
   // The decode GEMV streams each weight row once for M <= 8 rows, at the mma's N extent.
   if (p.m <= kGemvMaxRows && forced != 1) return "M <= 8 (the decode GEMV's rows)";
-  // Above kGemmMaxRows the mma.sync tiles' compute loses to dequant + cuBLAS (measured).
-  static_assert(kGemmMaxRows == 128, "the reason below names the bound");
-  if (p.m > kGemmMaxRows) return "M > 128 (kGemmMaxRows): dequant + cuBLAS is faster there";
+  // Above kGemmMaxRows the mma.sync tiles' compute loses to dequant + cuBLAS (measured);
+  // the wgmma mainloop's 256-row tile goes to kWgmmaTallMaxRows.
+  static_assert(kGemmMaxRows == 128 && kWgmmaTallMaxRows == 256, "the reasons below name the bounds");
+  if (p.m > max_rows)
+    return max_rows == kGemmMaxRows ? "M > 128 (kGemmMaxRows): dequant + cuBLAS is faster there"
+                                    : "M > 256: beyond the wgmma mainloop's 256-row tile";
   // mma.m16n8k16 on float16 / bfloat16 and cp.async: SM80's tensor cores.
   if (d.sm < 80) return "tensor cores need SM80+";
   if (p.dtype != DType::kFloat16 && p.dtype != DType::kBFloat16)

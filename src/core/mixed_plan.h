@@ -52,6 +52,24 @@ constexpr int64_t kMixedMinRows = 65;
 //   128-row tiles: 14336 x 4096 4-bit M = 65 51.6 / 41.9, 28672 x 8192 188.7 / 148.4;
 //   FP8 181.0 / 142.4).
 constexpr int64_t kFusedKeepsRowsBelow = 96;
+// Above 128 rows, on the fused GEMM's 256-row tile (N-bit codes in blocks of 64 or more;
+// wgmma_takes_tile_256): measured on the H200 (float16 unless said, block 128, back to
+// back, one run; fused / mixed us):
+// * at M = 129 the tile is faster on all four shapes (4-bit 8192 x 8192 55.8 / 73.0,
+//   14336 x 4096 50.9 / 52.7, 4096 x 14336 53.2 / 80.3, 28672 x 8192 178.9 / 215.2;
+//   8-bit 54.8 / 76.1, 50.1 / 61.1, 51.8 / 80.8, 218.1 / 224.7), where the mixed-input
+//   GEMM multiplies a second, nearly empty row of tiles;
+// * from 192 rows only where its tiles are at most half the SMs, which its K split then
+//   fills (N <= 8192 on 132 SMs: 4-bit 8192 x 8192 M = 192 57.8 / 66.3, 256 62.1 / 66.6,
+//   bfloat16 60.7 / 64.4; 4096 x 14336 54.6 / 69.6, 57.8 / 67.6; 8-bit 8192 x 8192 M =
+//   192 57.8 / 60.2, bfloat16 M = 256 62.7 / 71.1; 4096 x 14336 53.8 / 61.7, 58.1 / 65.5);
+//   on more tiles the mixed-input GEMM is (14336 x 4096 4-bit M = 192 52.0 / 49.9, 8-bit
+//   51.6 / 47.4; 28672 x 8192 4-bit 183.5 / 179.7, 8-bit 236.1 / 173.6);
+// * but 8-bit codes with float16 activations (the shortest decode) at M = 256 on 8192 x
+//   8192 (62.9 / 59.0): above kTallKeepsRows8BitF16 rows they keep the mixed-input GEMM.
+// M = 130..191 was not measured: the bound below is the one measured row count.
+constexpr int64_t kTallKeepsRowsBelow = 130;
+constexpr int64_t kTallKeepsRows8BitF16 = 192;
 // Why the fused GEMM keeps the rows of `s` from the mixed-input GEMM (the reason --explain
 // prints), or nullptr where it does not. Its mainloop and tile are the planner's own
 // (choose_gemm_mainloop).
@@ -73,6 +91,14 @@ inline const char* fused_gemm_keeps_rows_why(const GemmShape& s, const DeviceInf
     return "M < 96 and the fused GEMM's tiles one wave of SMs: it is faster there";
   if (s.fp8 && s.bf16 && s.m >= kFusedKeepsRowsBelow && 4 * tiles >= 3 * int64_t{sms})
     return nullptr;  // FP8 bfloat16 from 96 rows on 3/4 of the SMs or more: mixed is faster
+  if (g.tile_m == 256) {
+    static_assert(kTallKeepsRowsBelow == 130 && kTallKeepsRows8BitF16 == 192, "the reasons below name the bounds");
+    if (s.m < kTallKeepsRowsBelow) return "M = 129 on the fused GEMM's 256-row tile: it is faster there";
+    if (2 * tiles > sms) return nullptr;  // more 256-row tiles than half the SMs: mixed is faster
+    if (s.bits == 8 && !s.bf16 && s.m > kTallKeepsRows8BitF16) return nullptr;
+    return "M <= 256 and the fused GEMM's 256-row tiles at most half the SMs (its K split fills them): it is "
+           "faster there";
+  }
   if (g.tile_m >= s.m) return "M within the fused GEMM's 128-row tile: it is faster there";
   if (one_wave) return "M <= 128 and the fused GEMM's 64-row tiles one wave of SMs: it is faster there";
   return nullptr;
@@ -213,7 +239,7 @@ const char* mixed_gemm_refusal(const Problem& p, int bits, int64_t row_bytes, co
   if (p.m <= kGemvMaxRows) return "M <= 8 (the decode GEMV's rows)";
   static_assert(kMixedMinRows == 65, "the reason below names the bound");
   if (p.m < kMixedMinRows && forced != 1) return "M <= 64: the fused GEMM is faster there";
-  if (fused != nullptr && p.m <= kGemmMaxRows && forced != 1)
+  if (fused != nullptr && forced != 1)
     if (const char* why = fused_gemm_keeps_rows_why(*fused, d)) return why;
   if (d.sm != 90) return "not an SM90 device (CUTLASS's mixed-input collective is sm_90a)";
   if (!mixed_gemm_built()) return "not built (no CUTLASS headers or no SM90 in CUDA_ARCHITECTURES)";

@@ -235,6 +235,11 @@ int row_group_tiles(const NBitsMatMulProblem& p, const GemvFacts& f) {
   return p.bits == 4 || f.large || p.m > kGemvGroupRows ? 2 : 1;
 }
 
+// The fused GEMM's view of the problem: rows of `bits`-bit codes.
+GemmShape gemm_shape(const NBitsMatMulProblem& p) {
+  return {p.m, p.n, p.row_bytes(), static_cast<int>(p.bits), false, p.block_size, p.dtype == DType::kBFloat16};
+}
+
 // The fused GEMM's conditions (both operators' in gemm_common_refusal: M > 8, SM80+,
 // float16 / bfloat16, aligned rows of whole 8-element chunks), then the N-bit weight
 // layout it decodes: blocks by position (g_idx's act order needs a gather of scales per k:
@@ -245,7 +250,8 @@ int row_group_tiles(const NBitsMatMulProblem& p, const GemvFacts& f) {
 // (cuda/launchers.h: K % 8 == 0 and rows of whole 16-byte chunks, padding included).
 const char* fused_gemm_refusal(const NBitsMatMulProblem& p, const DeviceInfo& d,
                                const PlanOverride& o) {
-  if (const char* why = gemm_common_refusal(p, d, o.gemm)) return why;
+  const int64_t max_rows = gemm_max_rows(gemm_shape(p), d, gemm_forced(o));
+  if (const char* why = gemm_common_refusal(p, d, o.gemm, max_rows)) return why;
   static_assert(kGemvGroupRows == 16, "the reason below names the bound");
   if (row_group_preferred(p, d, o)) return "M <= 16: the GEMV's row group of 16 is faster there";
   if (p.has_g_idx) return "g_idx (act order)";
@@ -374,11 +380,6 @@ Status plan_gemv(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOve
   BQMM_RETURN_IF_ERROR(choose_k_split(p, d, f, o, g));
   g->dependent_launch = dependent && dependent_launch_applies(p, d, f, *g);
   return Status::Ok();
-}
-
-// The fused GEMM's view of the problem: rows of `bits`-bit codes.
-GemmShape gemm_shape(const NBitsMatMulProblem& p) {
-  return {p.m, p.n, p.row_bytes(), static_cast<int>(p.bits), false, p.block_size, p.dtype == DType::kBFloat16};
 }
 
 // The fused GEMM: the tiling rule of core/gemm_plan.h for `bits`-bit rows, as the override

@@ -31,7 +31,7 @@ const Key kKeys[] = {
     {"registers", &PlanOverride::registers, {kGemvTwoTileRegisters, kGemvWideRegisters}},
     {"gemm", &PlanOverride::gemm, {0, 1}},
     {"wgmma", &PlanOverride::wgmma, {0, 1}},
-    {"tile_m", &PlanOverride::tile_m, {16, 32, 64, 128}},  // the kernels' instantiations
+    {"tile_m", &PlanOverride::tile_m, {16, 32, 64, 128, 256}},  // the kernels' instantiations
     {"gemm_k_split", &PlanOverride::gemm_k_split, {1, 2, 4, 8, 16}},
     {"w8a8", &PlanOverride::w8a8, {0, 1}},
     {"mixed", &PlanOverride::mixed, {0, 1}},

@@ -22,9 +22,9 @@
 //                            do wgmma, tile_m and gemm_k_split)
 //   wgmma=0|1         both   the fused GEMM's Hopper mainloop: 0 never (mma.sync), 1 at
 //                            every M where it has the tile (SM90 builds and devices)
-//   tile_m=16|32|64|128
+//   tile_m=16|32|64|128|256
 //                     both   the fused GEMM's activation rows per block (16, 32: mma.sync;
-//                            128: wgmma, 8-bit codes)
+//                            128, 256: wgmma; 256 N-bit codes, blocks of 64 or more)
 //   gemm_k_split=1|2|4|8|16
 //                     both   the fused GEMM's K split (> 1: float32 partial sums in the
 //                            workspace)
@@ -89,7 +89,7 @@ struct PlanOverride {
   int registers = -1;  // -1: planner; kGemvTwoTileRegisters / kGemvWideRegisters
   int gemm = -1;       // -1: planner; 0: never the fused GEMM; 1: wherever it applies
   int wgmma = -1;      // -1: planner; 0 / 1
-  int tile_m = 0;      // 0: planner; 16, 32, 64, 128
+  int tile_m = 0;      // 0: planner; 16, 32, 64, 128, 256
   int gemm_k_split = 0;  // 0: planner; 1, 2, 4, 8, 16 (up to kGemmMaxKSplit)
   int w8a8 = -1;       // -1: planner; 0: never the W8A8 GEMM; 1: wherever it applies
   int mixed = -1;      // -1: planner; 0: never the mixed-input GEMM; 1: wherever it applies

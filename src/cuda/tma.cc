@@ -35,7 +35,7 @@ Status encode_function(PFN_cuTensorMapEncodeTiled_v12000* out) {
 
 Status make_tile_tensor_map(const void* base, int64_t rows, int64_t row_bytes, CUtensorMap* out,
                             int box_rows, int box_bytes) {
-  if (box_bytes != 128 && box_bytes != 64)
+  if (box_bytes != 128 && box_bytes != 64 && box_bytes != 32)
     return Status(StatusCode::kInternal, "make_tile_tensor_map: box of " + std::to_string(box_bytes) + " bytes");
   PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
   BQMM_RETURN_IF_ERROR(encode_function(&encode));
@@ -45,7 +45,9 @@ Status make_tile_tensor_map(const void* base, int64_t rows, int64_t row_bytes, C
   const cuuint32_t element_strides[2] = {1, 1};
   const CUresult r = encode(out, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(base), dims,
                             strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            box_bytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
+                            box_bytes == 128  ? CU_TENSOR_MAP_SWIZZLE_128B
+                            : box_bytes == 64 ? CU_TENSOR_MAP_SWIZZLE_64B
+                                              : CU_TENSOR_MAP_SWIZZLE_32B,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)

@@ -1034,7 +1034,7 @@ TEST(Fp8Plan, W8A8GemmRefusals) {
   EXPECT_EQ(refusal(problem(4096, 8192, 8192), kHopper), "");
   EXPECT_EQ(refusal(problem(100, 8192, 8192), kHopper, "w8a8=0"), "w8a8=0 (plan override)");
   EXPECT_EQ(refusal(problem(100, 8192, 8192), kHopper, "tile_m=16"),
-            "tile_m=16 (plan override): its tiles are 32, 64 and 128 rows");
+            "tile_m=16 or 256 (plan override): its tiles are 32, 64 and 128 rows");
   EXPECT_EQ(refusal(problem(100, 8192, 8192), kAmpere), "not an SM90 device (wgmma code is sm_90a only)");
   EXPECT_EQ(refusal(problem(100, 8192, 8192, 64), kHopper),
             "block_size % 128 != 0 (a 128-K slab would span two scales)");
@@ -1431,10 +1431,10 @@ TEST(Fp8Override, GemmTileMAndKSplit) {
   EXPECT_EQ(decode.path, Fp8Path::kGemvMma);
   EXPECT_EQ(decode.gemv.k_split, plan(problem(4, 4096, 4096)).gemv.k_split);
   EXPECT_EQ(decode.gemm.tile_m, 0);
-  testing::expect_parse_rejects("tile_m", {"0", "8", "48", "256", "-1", "x", ""});
+  testing::expect_parse_rejects("tile_m", {"0", "8", "48", "512", "-1", "x", ""});
   testing::expect_parse_rejects("gemm_k_split", {"0", "3", "32", "-1", "x", ""});
   testing::expect_override_rejects(problem(16, 4096, 4096), PlanOverride{}, &PlanOverride::tile_m,
-                                   "tile_m", {-1, 8, 48, 256});
+                                   "tile_m", {-1, 8, 48, 512});
   testing::expect_override_rejects(problem(16, 4096, 4096), PlanOverride{},
                                    &PlanOverride::gemm_k_split, "gemm_k_split", {-1, 3, 32});
 }

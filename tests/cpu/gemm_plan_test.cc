@@ -99,8 +99,17 @@ TEST(GemmPlan, WgmmaStages) {
   EXPECT_EQ(wgmma_stages(128, 8), 4);
   EXPECT_EQ(wgmma_stages(64, 4), 4);
   EXPECT_EQ(wgmma_stages(128, 4), 5);
+  // Tile 256: 64 K a stage, one 32 KB panel of activation rows.
+  EXPECT_EQ(wgmma_slab_bytes(256, 4), 32);
+  EXPECT_EQ(wgmma_slab_bytes(256, 8), 64);
+  EXPECT_EQ(wgmma_slab_k(256, 4), 64);
+  EXPECT_EQ(wgmma_slab_k(256, 8), 64);
+  EXPECT_EQ(wgmma_stage_bytes(256, 4), 4096 + 256 * 128);
+  EXPECT_EQ(wgmma_stage_bytes(256, 8), 8192 + 256 * 128);
+  EXPECT_EQ(wgmma_stages(256, 4), 5);
+  EXPECT_EQ(wgmma_stages(256, 8), 5);
   for (const int bits : {4, 8})
-    for (const int tile_m : {64, 128})
+    for (const int tile_m : {64, 128, 256})
       if (wgmma_tile_supported(tile_m, bits, false, 128)) {
         EXPECT_GE(wgmma_stages(tile_m, bits), kWgmmaMinStages);
         EXPECT_LE(wgmma_smem_bytes(tile_m, bits), 227 * 1024);  // SM90's per-block limit
@@ -123,6 +132,13 @@ TEST(GemmPlan, WgmmaTiles) {
   EXPECT_TRUE(wgmma_tile_supported(128, 4, false, 64));   // two blocks per half-slab stage
   EXPECT_FALSE(wgmma_tile_supported(128, 4, false, 32));
   EXPECT_FALSE(wgmma_tile_supported(32, 8, false, 128));
+  // Tile 256: N-bit codes in blocks of a stage's 64 K or more.
+  EXPECT_FALSE(wgmma_tile_supported(256, 8, true, 128));  // FP8's partial sums do not fit
+  EXPECT_TRUE(wgmma_tile_supported(256, 8, false, 64));
+  EXPECT_TRUE(wgmma_tile_supported(256, 4, false, 64));
+  EXPECT_TRUE(wgmma_tile_supported(256, 4, false, 256));
+  EXPECT_FALSE(wgmma_tile_supported(256, 8, false, 32));
+  EXPECT_FALSE(wgmma_tile_supported(256, 4, false, 32));
 }
 
 // wgmma_refusal: the reasons in order, nullptr where wgmma is taken.
@@ -218,6 +234,43 @@ TEST(GemmPlan, WgmmaMainloop) {
   // 4-bit tile 128: 64 blocks of 32 slabs (8192 x 4096 bytes), split 2 (one wave of 16 +
   // 3 slabs of fill, five half-slab stages, against 32 + 3).
   EXPECT_EQ(plan(128, 4, false, 128).k_split, 2);
+}
+
+// The 256-row tile: N-bit codes in blocks of 64 or more above 128 rows (and forced at any
+// M), which gemm_max_rows lets the fused GEMM take to 256 rows; FP8 and smaller blocks
+// stop at 128.
+TEST(GemmPlan, WgmmaTile256) {
+  if (!wgmma_built()) GTEST_SKIP() << "this build has no SM90 (no wgmma mainloop)";
+  const auto shape = [](int64_t m, int bits, bool fp8, int64_t block) {
+    return GemmShape{m, 8192, 8192 * bits / 8, bits, fp8, block};
+  };
+  for (const int bits : {4, 8}) {
+    EXPECT_EQ(gemm_max_rows(shape(200, bits, false, 128), kHopper, {}), 256);
+    EXPECT_EQ(gemm_max_rows(shape(200, bits, false, 64), kHopper, {}), 256);
+    EXPECT_EQ(gemm_max_rows(shape(200, bits, false, 32), kHopper, {}), 128);
+    EXPECT_EQ(gemm_max_rows(shape(200, bits, false, 128), kAmpere, {}), 128);
+    EXPECT_EQ(gemm_max_rows(shape(200, bits, false, 128), kHopper, GemmForced{0, 0, 0}), 128);
+    EXPECT_EQ(gemm_max_rows(shape(200, bits, false, 128), kHopper, GemmForced{-1, 128, 0}), 128);
+    EXPECT_EQ(gemm_max_rows(shape(200, bits, false, 128), kHopper, GemmForced{-1, 256, 0}), 256);
+    EXPECT_TRUE(wgmma_takes_tile_256(shape(129, bits, false, 128), {}));
+    EXPECT_FALSE(wgmma_takes_tile_256(shape(128, bits, false, 128), {}));
+    EXPECT_TRUE(wgmma_takes_tile_256(shape(100, bits, false, 128), GemmForced{-1, 256, 0}));
+    const GemmConfig g = plan_gemm_tiles(shape(256, bits, false, 128), kHopper, {});
+    EXPECT_TRUE(g.wgmma);
+    EXPECT_EQ(g.tile_m, 256);
+    EXPECT_EQ(g.stages, 5);
+    // 64 blocks on 132 SMs: split 2 (the fill counts 5 stages of a quarter or half slab).
+    EXPECT_EQ(g.k_split, 2);
+    EXPECT_EQ(plan_gemm_tiles(shape(160, bits, false, 128), kHopper, {}).tile_m, 256);
+    EXPECT_EQ(plan_gemm_tiles(shape(128, bits, false, 128), kHopper, {}).tile_m, 128);
+    EXPECT_EQ(plan_gemm_tiles(shape(100, bits, false, 128), kHopper, GemmForced{-1, 256, 0}).tile_m, 256);
+    // Forced where it does not exist: the rule's own tile.
+    EXPECT_EQ(plan_gemm_tiles(shape(100, bits, false, 32), kHopper, GemmForced{-1, 256, 0}).tile_m, 64);
+  }
+  EXPECT_EQ(gemm_max_rows(shape(200, 8, true, 128), kHopper, {}), 128);
+  EXPECT_EQ(plan_gemm_tiles(GemmShape{100, 8192, 8192, 8, true, 128, /*bf16=*/true}, kHopper,
+                            GemmForced{-1, 256, 0}).tile_m,
+            128);
 }
 
 }  // namespace

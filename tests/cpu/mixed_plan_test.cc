@@ -145,17 +145,51 @@ TEST(MixedPlan, TileOrderRule) {
   EXPECT_EQ(none.str().find("swizzle="), std::string::npos) << none.str();
 }
 
+// The fused GEMM's view of an M x N weight of 8192 K (row_bytes: K at `bits`).
+GemmShape shape(int64_t m, int64_t n, int bits, bool fp8, int64_t block_size, bool bf16 = false) {
+  return GemmShape{m, n, 8192 * bits / 8, bits, fp8, block_size, bf16};
+}
+
+// Above 128 rows, N-bit codes on the fused GEMM's 256-row tile: at M = 129 on every
+// shape, to 256 where its tiles are at most half the SMs, but 8-bit float16 above 192.
+TEST(MixedPlan, RowsTheTallTileKeeps) {
+  if (!wgmma_built()) GTEST_SKIP() << "this build has no SM90 (no wgmma mainloop)";
+  EXPECT_EQ(kTallKeepsRowsBelow, 130);
+  EXPECT_EQ(kTallKeepsRows8BitF16, 192);
+  // Per format (4-bit float16, 4-bit bfloat16, 8-bit float16, 8-bit bfloat16): M = 129,
+  // 130, 192, 193, 256.
+  struct Case { int64_t n; const char* fused; };
+  const Case cases[] = {
+      {8192, "FFFFF FFFFF FFF-- FFFFF"},   // 64 tiles of 256 rows
+      {4096, "FFFFF FFFFF FFF-- FFFFF"},   // 32
+      {14336, "F---- F---- F---- F----"},  // 112
+      {28672, "F---- F---- F---- F----"},  // 224
+  };
+  const int64_t ms[] = {129, 130, 192, 193, 256};
+  for (const Case& c : cases)
+    for (int f = 0; f < 4; ++f)
+      for (int i = 0; i < 5; ++i) {
+        SCOPED_TRACE(::testing::Message() << "format " << f << " M=" << ms[i] << " N=" << c.n);
+        const int bits = f < 2 ? 4 : 8;
+        const bool bf16 = f % 2 == 1;
+        EXPECT_EQ(fused_gemm_keeps_rows(shape(ms[i], c.n, bits, false, 128, bf16), kHopper),
+                  c.fused[6 * f + i] == 'F');
+      }
+  EXPECT_STREQ(fused_gemm_keeps_rows_why(shape(129, 28672, 8, false, 128), kHopper),
+               "M = 129 on the fused GEMM's 256-row tile: it is faster there");
+  EXPECT_STREQ(fused_gemm_keeps_rows_why(shape(256, 8192, 4, false, 64), kHopper),
+               "M <= 256 and the fused GEMM's 256-row tiles at most half the SMs (its K split fills "
+               "them): it is faster there");
+  EXPECT_EQ(fused_gemm_keeps_rows_why(shape(200, 8192, 8, false, 128), kHopper), nullptr);
+  EXPECT_EQ(fused_gemm_keeps_rows_why(shape(200, 14336, 4, false, 128, true), kHopper), nullptr);
+}
+
 // Between 65 and 128 rows the fused GEMM keeps the rows where it was measured faster
 // (fused_gemm_keeps_rows, core/mixed_plan.h): on its 128-row Hopper tile every M to 128,
 // but FP8 with bfloat16 activations from 96 rows where the tiles fill 3/4 of the SMs; on
 // 64-row tiles (N-bit blocks under 64; FP8 float16 where they are one wave) one wave of
 // them. The prefill suite's shapes at the
 // measured M (132 SMs).
-// The fused GEMM's view of an M x N weight of 8192 K (row_bytes: K at `bits`).
-GemmShape shape(int64_t m, int64_t n, int bits, bool fp8, int64_t block_size, bool bf16 = false) {
-  return GemmShape{m, n, 8192 * bits / 8, bits, fp8, block_size, bf16};
-}
-
 TEST(MixedPlan, RowsTheFusedGemmKeeps) {
   EXPECT_EQ(kMixedMinRows, 65);
   EXPECT_EQ(kFusedKeepsRowsBelow, 96);
@@ -251,20 +285,31 @@ TEST(MixedPlan, TakenAbove128RowsOnHopper) {
         EXPECT_EQ(f.workspace_bytes, align_up(end, kWorkspaceAlign));
         for (const int bits : {4, 8}) {
           const NBitsMatMulPlan q = plan(nbits_problem(m, 8192, 8192, bits, block, t));
-          EXPECT_EQ(q.path, NBitsPath::kMixedGemm);
+          // To 256 rows the fused GEMM's 256-row tile keeps N-bit codes (64 tiles, at most
+          // half the SMs; fused_gemm_keeps_rows), but 8-bit float16 above 192 rows.
+          const bool fused = m <= 256 && wgmma_built() && !(bits == 8 && t == DType::kFloat16 && m > 192);
+          EXPECT_EQ(q.path, fused ? NBitsPath::kFusedGemm : NBitsPath::kMixedGemm);
+          if (fused) {
+            EXPECT_EQ(q.gemm.tile_m, 256);
+            continue;
+          }
           // Scales and zeros of T (2 bytes), float32 for bfloat16 with 8-bit codes.
           const size_t scale_bytes = t == DType::kBFloat16 && bits == 8 ? 4 : 2;
           EXPECT_EQ(q.regions.scales_bytes, 2 * 8192 * static_cast<size_t>(8192 / block) * scale_bytes);
         }
       }
-  // From 129 rows on every prefill shape (and at 128 where the fused GEMM does not keep
-  // it: FP8 bfloat16 on 28672 x 8192, 224 tiles, stream-K, and 14336 x 4096, 112 tiles,
-  // persistent); forced (mixed=1) it takes every M above 8.
+  // FP8 from 129 rows on every prefill shape (and at 128 where the fused GEMM does not
+  // keep it: FP8 bfloat16 on 28672 x 8192, 224 tiles, stream-K, and 14336 x 4096, 112
+  // tiles, persistent); N-bit codes from 130 rows where the fused GEMM's 256-row tiles are
+  // more than half the SMs; forced (mixed=1) it takes every M above 8.
   EXPECT_EQ(plan(fp8_problem(128, 28672, 8192, 128, DType::kBFloat16)).path, Fp8Path::kMixedGemm);
   EXPECT_TRUE(plan(fp8_problem(128, 28672, 8192, 128, DType::kBFloat16)).gemm.stream_k);
   EXPECT_EQ(plan(fp8_problem(128, 14336, 4096, 128, DType::kBFloat16)).path, Fp8Path::kMixedGemm);
   EXPECT_FALSE(plan(fp8_problem(128, 14336, 4096, 128, DType::kBFloat16)).gemm.stream_k);
-  EXPECT_EQ(plan(nbits_problem(129, 14336, 4096, 4, 128)).path, NBitsPath::kMixedGemm);
+  EXPECT_EQ(plan(nbits_problem(130, 14336, 4096, 4, 128)).path, NBitsPath::kMixedGemm);
+  EXPECT_EQ(plan(nbits_problem(256, 28672, 8192, 8, 128)).path, NBitsPath::kMixedGemm);
+  EXPECT_EQ(plan(nbits_problem(129, 14336, 4096, 4, 128)).path,
+            wgmma_built() ? NBitsPath::kFusedGemm : NBitsPath::kMixedGemm);
   const Fp8MatMulPlan sk = plan(fp8_problem(256, 4096, 14336));
   EXPECT_EQ(sk.path, Fp8Path::kMixedGemm);
   EXPECT_TRUE(sk.gemm.stream_k);
@@ -311,7 +356,8 @@ TEST(MixedPlan, PrepackedScalesNeedNoRegion) {
     EXPECT_NE(os.str().find("; scales=prepacked"), std::string::npos) << os.str();
     EXPECT_EQ(os.str().find("scales 0@"), std::string::npos) << os.str();
     for (const int bits : {4, 8}) {
-      NBitsMatMulProblem q = nbits_problem(m, 8192, 8192, bits, 128, DType::kFloat16);
+      // 28672 x 8192: 224 tiles, the mixed-input GEMM's at M = 256 (fused_gemm_keeps_rows).
+      NBitsMatMulProblem q = nbits_problem(m, 28672, 8192, bits, 128, DType::kFloat16);
       q.has_prepacked = true;
       const NBitsMatMulPlan qp = plan(q);
       EXPECT_EQ(qp.path, NBitsPath::kMixedGemm);

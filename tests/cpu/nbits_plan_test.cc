@@ -155,12 +155,26 @@ TEST(NBitsPlan, FusedGemmAboveTheDecodeRows) {
             EXPECT_EQ(path(p, d), NBitsPath::kFusedGemm) << m;
           }
           // At 128 rows, too, where the fused GEMM's grid is one wave (its rule and the
-          // larger shapes: tests/cpu/mixed_plan_test.cc); above, the mixed-input GEMM where
-          // built on SM90, else dequant + cuBLAS.
+          // larger shapes: tests/cpu/mixed_plan_test.cc); to 256 rows on SM90's 256-row
+          // tile (4096 x 4096: 32 tiles, at most half the SMs); above, the mixed-input GEMM
+          // where built on SM90, else dequant + cuBLAS.
           p.m = 128;
           EXPECT_EQ(path(p, d), NBitsPath::kFusedGemm);
           EXPECT_EQ(path(p, d, parsed("mixed=0")), NBitsPath::kFusedGemm);
-          for (int64_t m : {129, 256, 4096, 65536}) {
+          // (8-bit float16 keeps the mixed-input GEMM above 192 rows.)
+          const bool tall = d.sm == 90 && wgmma_built();
+          for (int64_t m : {129, 200, 256}) {
+            p.m = m;
+            const bool mixed = d.sm == 90 && mixed_gemm_built();
+            const bool fused = tall && !(mixed && bits == 8 && t == DType::kFloat16 && m > 192);
+            EXPECT_EQ(path(p, d), fused   ? NBitsPath::kFusedGemm
+                                  : mixed ? NBitsPath::kMixedGemm
+                                          : NBitsPath::kDequantGemm)
+                << m;
+            EXPECT_EQ(path(p, d, parsed("mixed=0")), tall ? NBitsPath::kFusedGemm : NBitsPath::kDequantGemm) << m;
+            if (tall) EXPECT_EQ(plan(p, d, parsed("mixed=0")).gemm.tile_m, 256) << m;
+          }
+          for (int64_t m : {257, 4096, 65536}) {
             p.m = m;
             const bool mixed = d.sm == 90 && mixed_gemm_built();
             EXPECT_EQ(nbits_mixed_gemm_refusal(p, d, {}) == nullptr, mixed) << m;
@@ -1508,7 +1522,7 @@ TEST(NBitsOverride, GemmTileMAndKSplit) {
   EXPECT_EQ(k8.regions.partial_bytes, size_t{8} * 64 * 4096 * 4);
   EXPECT_EQ(plan(problem(2, 4096, 4096), kHopper, parsed("tile_m=64")).path, NBitsPath::kGemv);
   testing::expect_override_rejects(p, PlanOverride{}, &PlanOverride::tile_m, "tile_m",
-                                   {-1, 8, 48, 256});
+                                   {-1, 8, 48, 512});
   testing::expect_override_rejects(p, PlanOverride{}, &PlanOverride::gemm_k_split,
                                    "gemm_k_split", {-1, 3, 32});
 }

@@ -43,8 +43,8 @@ const std::vector<KeyCase>& keys() {
        "128 or 168"},
       {"gemm", &PlanOverride::gemm, {0, 1}, {"2", "-1"}, "0 or 1"},
       {"wgmma", &PlanOverride::wgmma, {0, 1}, {"2", "-1"}, "0 or 1"},
-      {"tile_m", &PlanOverride::tile_m, {16, 32, 64, 128}, {"0", "8", "48", "256", "-1"},
-       "16, 32, 64 or 128"},
+      {"tile_m", &PlanOverride::tile_m, {16, 32, 64, 128, 256}, {"0", "8", "48", "512", "-1"},
+       "16, 32, 64, 128 or 256"},
       {"gemm_k_split", &PlanOverride::gemm_k_split, {1, 2, 4, 8, 16}, {"0", "3", "32", "-1"},
        "1, 2, 4, 8 or 16"},
   };
@@ -401,7 +401,7 @@ TEST(CheckPlanOverride, RejectsBadStructValues) {
       {&PlanOverride::registers, 160,
        "plan override: registers: expected 128 or 168 but got 160"},
       {&PlanOverride::gemm, 2, "plan override: gemm: expected 0 or 1 but got 2"},
-      {&PlanOverride::tile_m, 48, "plan override: tile_m: expected 16, 32, 64 or 128 but got 48"},
+      {&PlanOverride::tile_m, 48, "plan override: tile_m: expected 16, 32, 64, 128 or 256 but got 48"},
       {&PlanOverride::gemm_k_split, 32,
        "plan override: gemm_k_split: expected 1, 2, 4, 8 or 16 but got 32"},
   };

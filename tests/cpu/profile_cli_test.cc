@@ -291,7 +291,7 @@ TEST(ProfileCli, BScaleBlockRows) {
 TEST(ProfileCli, Prepack) {
   SKIP_WITHOUT_CLI();
   for (const char* op : {"--op fp8", "--op nbits --bits 4 --zero-points packed"}) {
-    const CliResult r = run_cli(std::string(op) + " --prepack --m 256 --n 8192 --k 8192 --explain --sm 90 --num-sms 132");
+    const CliResult r = run_cli(std::string(op) + " --prepack --m 512 --n 8192 --k 8192 --explain --sm 90 --num-sms 132");
     EXPECT_EQ(r.exit_code, 0) << r.output;
     EXPECT_NE(r.output.find("K=8192 bs=128 prepacked"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find(" prepacked align=16"), std::string::npos) << r.output;

@@ -287,7 +287,32 @@ TEST(FusedWgmmaFp8, EveryRowCountAndSplitAgainstReference) {
 // Every block size and wgmma tile (check_every_nbits_block).
 TEST(FusedWgmmaNBits, EveryBlockAndTileAgainstReference) {
   BQMM_REQUIRE_WGMMA();
-  check_every_nbits_block(500, /*wgmma=*/true, {64, 128});
+  check_every_nbits_block(500, /*wgmma=*/true, {64, 128, 256});
+}
+
+// The 256-row tile (N-bit codes, blocks of 64 or more) at every M of the contract's list,
+// within one tile (M <= 256, its rows past M zero-filled) and beyond it: odd N, K % block
+// != 0, both widths, every zero-point form, K splits 1 and 3.
+TEST(FusedWgmmaNBits, Tile256EveryRowCount) {
+  BQMM_REQUIRE_WGMMA();
+  uint64_t seed = 550;
+  for (const int64_t m : kRows)
+    for (const int bits : {4, 8}) {
+      const DType t = kDTypes[seed % 2];
+      const int64_t block = seed % 3 == 0 ? 64 : 128;
+      const NBitsZeroPoints zp = seed % 3 == 0   ? NBitsZeroPoints::kNone
+                                 : seed % 3 == 1 ? NBitsZeroPoints::kPacked
+                                                 : NBitsZeroPoints::kTyped;
+      const int k_split = seed % 2 == 0 ? 1 : 3;
+      SCOPED_TRACE(::testing::Message() << bits << "-bit M=" << m << " block=" << block << " "
+                                        << dtype_name(t) << " zero points " << nbits_zero_points_name(zp)
+                                        << " k_split=" << k_split);
+      ASSERT_TRUE(wgmma_tile_supported(256, bits, false, block));
+      check_nbits(reference::make_random_nbits_case(nbits_spec(t, bits, m, 517, 1000, block, zp, seed % 4 != 0),
+                                                    seed),
+                  wgmma_config(256, k_split));
+      ++seed;
+    }
 }
 
 TEST(FusedWgmmaNBits, AllCodesAndEveryRowCount) {
@@ -323,7 +348,7 @@ TEST(FusedWgmma, SanitizeSmall) {
   check_fp8(reference::make_random_fp8_case(t, 21, 37, 400, 128, true, false, seed), wgmma_config(64, 2));
   check_fp8(reference::make_random_fp8_case(t, 70, 37, 400, 128, true, false, seed), wgmma_config(128, 2));
   for (const int bits : {4, 8})
-    for (const int tile_m : {64, 128}) {
+    for (const int tile_m : {64, 128, 256}) {
       if (!wgmma_tile_supported(tile_m, bits, false, 64)) continue;
       SCOPED_TRACE(::testing::Message() << bits << "-bit tile_m=" << tile_m);
       check_nbits(reference::make_random_nbits_case(

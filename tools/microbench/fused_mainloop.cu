@@ -96,7 +96,7 @@ struct Buffers {
   uint32_t* fill = nullptr;   // 65536 random words
   void* scales = nullptr;     // [rows, k_blocks] of float or T (random, 0.01 .. 0.02)
   uint8_t* zp = nullptr;      // [rows, k_blocks] bytes: packed zero points or typed T
-  void* y = nullptr;          // [kTileM <= 128, rows] of T
+  void* y = nullptr;          // [kTileM <= 256, rows] of T
   Clocks clocks{};
 };
 
@@ -107,7 +107,7 @@ void run(const Buffers& b, int block_size, bool packed_zp, const char* name) {
   using F = GemmFormat<kW>;
   using S = Scale<T, kW>;
   using Tile = FusedWgmmaTile<T, kW, kTileM, kConsts, kTypedZp>;
-  const int64_t k = b.slabs * F::kSlabK;
+  const int64_t k = b.slabs * Tile::kSlabK;  // the tile's slabs (a stage's K)
   const int64_t rows = int64_t{b.sms} * kGemmTileN;
   const auto kernel = MainloopKernel<T, kW, kTileM, kConsts, kTypedZp>;
   constexpr int kSmem = static_cast<int>(wgmma_smem_bytes(kTileM, F::kBits));
@@ -125,7 +125,7 @@ void run(const Buffers& b, int block_size, bool packed_zp, const char* name) {
     p.m = kTileM;
     p.n = rows;
     p.k = k;
-    p.row_bytes = b.slabs * kGemmSlabBytes;
+    p.row_bytes = b.slabs * Tile::kSlabBytes;
     p.k_blocks = k_blocks;
     p.zp_row_bytes = kTypedZp ? k_blocks * static_cast<int64_t>(sizeof(T))
                               : (F::kBits == 8 ? k_blocks : (k_blocks + 1) / 2);
@@ -143,7 +143,7 @@ void run(const Buffers& b, int block_size, bool packed_zp, const char* name) {
           CK(cudaMemcpy(&cyc, b.clocks.cycles, sizeof(cyc), cudaMemcpyDeviceToHost));
           CK(cudaMemcpy(&ns, b.clocks.nanos, sizeof(ns), cudaMemcpyDeviceToHost));
         });
-    const double slab_flops = 2.0 * kTileM * kGemmTileN * F::kSlabK;
+    const double slab_flops = 2.0 * kTileM * kGemmTileN * Tile::kSlabK;
     const double flops = slab_flops * double(b.slabs) * b.sms;
     const double tensor_cycles = slab_flops / 4096.0;  // a slab at the tensor cores' rate
     const double slab_cycles = double(cyc) / double(b.slabs);
@@ -180,7 +180,7 @@ int main() {
   CK(cudaMalloc(&b.scales, scales_f.size() * 4));
   CK(cudaMalloc(&b.zp, zp.size()));
   CK(cudaMemcpy(b.zp, zp.data(), zp.size(), cudaMemcpyHostToDevice));
-  CK(cudaMalloc(&b.y, static_cast<size_t>(128) * rows * 2));
+  CK(cudaMalloc(&b.y, static_cast<size_t>(256) * rows * 2));
   CK(cudaMalloc(&b.clocks.cycles, static_cast<size_t>(b.sms) * sizeof(long long)));
   CK(cudaMalloc(&b.clocks.nanos, static_cast<size_t>(b.sms) * sizeof(unsigned long long)));
   const auto scales_as = [&](auto tag) {
@@ -205,7 +205,10 @@ int main() {
   CK(cudaMemcpy(b.zp, zp.data(), zp.size(), cudaMemcpyHostToDevice));
   run<__half, GW::kInt8, 64, 1, false>(b, 128, false, "int8 f16 tile 64 block 128");
   run<__half, GW::kInt8, 128, 1, false>(b, 128, false, "int8 f16 tile 128 block 128");
+  run<__half, GW::kInt8, 256, 1, false>(b, 128, false, "int8 f16 tile 256 block 128");
   run<__half, GW::kInt4, 64, 2, false>(b, 128, false, "int4 f16 tile 64 block 128");
+  run<__half, GW::kInt4, 128, 1, false>(b, 128, false, "int4 f16 tile 128 block 128");
+  run<__half, GW::kInt4, 256, 1, false>(b, 128, false, "int4 f16 tile 256 block 128");
   run<__half, GW::kInt4, 64, 2, false>(b, 128, true, "int4 f16 tile 64 block 128 zp");
   run<__half, GW::kInt4, 64, 1, false>(b, 256, false, "int4 f16 tile 64 block 256");
   run<__half, GW::kInt4, 64, 8, false>(b, 32, false, "int4 f16 tile 64 block 32");

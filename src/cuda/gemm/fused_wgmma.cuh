@@ -9,12 +9,15 @@
 // slabs into a ring of shared-memory stages), warpgroups 1 and 2 the consumers. Consumer
 // warpgroup c owns weight rows 64 c .. 64 c + 63 of the block's kGemmTileN = 128 (its
 // warp i rows 16 i .. 16 i + 15, the wgmma's register A fragment), all kTileM activation
-// rows (64 or 128: the wgmma's N), and the block's range of K slabs (128 bytes of each
-// weight row, as in fused_gemm.cuh; 4-bit at tile 128 takes them as half slabs of 64
-// bytes, one stage each, since a whole slab's 256 K of 128 activation rows would leave
-// room for two stages only: "slab" below means a stage's K). One wgmma m64n{kTileM}k16
-// does the work of kTileM / 8 mma.sync per warp, so the consumers' issue slots go to decoding. setmaxnreg
-// moves registers from the producer (40) to the consumers (232).
+// rows (64, 128 or, N-bit only, 256: the wgmma's N), and the block's range of K slabs (128
+// bytes of each weight row, as in fused_gemm.cuh). Where a whole slab's activation rows
+// would leave room for two stages only, a stage holds part of a slab: 4-bit at tile 128
+// half slabs (64 bytes a row, 128 K), tile 256 64 K (4-bit 32 bytes a row, 8-bit 64);
+// "slab" below means a stage's K. One wgmma m64n{kTileM}k16 does the work of kTileM / 8
+// mma.sync per warp, so the consumers' issue slots go to decoding; the 256-row tile
+// decodes each weight strip once for up to 256 rows (FP8's partial sums beside its 128
+// accumulators do not fit). setmaxnreg moves registers from the producer (40) to the
+// consumers (232).
 //
 // Operands. A: each lane decodes its 4-byte words of the staged weight (ldmatrix, as in
 // fused_gemm.cuh) straight into the A fragment (decode_word_fragments, as the mma.sync
@@ -49,7 +52,7 @@
 // programmatic dependent launch of the order pass: its first stages' weight copies start
 // while the pass runs, the activation copies after wait_for_prior_grid. Each consumer
 // warp, per slab i: wait on `full`; per group of 8 k16 steps (the slab; 4-bit at tile 64:
-// each half) decode into register buffer b, issue the group's 8 wgmma, commit, wait until
+// each half; tile 256: the slab's 4) decode into register buffer b, issue the group's 8 wgmma, commit, wait until
 // one group is pending (the previous group done: its buffer is free, and slab i - 1's
 // stage is released on `empty`). No block-wide barrier: the two consumer warpgroups run
 // apart, so one's decode overlaps the other's wgmma.
@@ -92,6 +95,15 @@ namespace bqmm::cuda {
       : BQMM_WGMMA_D64                                                               \
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate))
 
+// m64n256k16: 128 accumulators per thread.
+#define BQMM_WGMMA_N256(TY)                                                           \
+  asm volatile(                                                                       \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"                                  \
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " {" BQMM_WGMMA_REGS128 \
+      "}, {%128, %129, %130, %131}, %132, p, 1, 1, 0;\n}\n"                            \
+      : BQMM_WGMMA_D128                                                               \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate))
+
 // D (64 weight rows x kN activation rows, float32) += A (registers) * B (descriptor);
 // accumulate = 0 overwrites D. D fragment per warp: d[4 j + e] = row g, activation rows
 // 8 j + 2t + e (e < 2); d[4 j + 2 + e] = row g + 8, the same activation rows.
@@ -99,18 +111,25 @@ template <typename T, int kN>
 __device__ __forceinline__ void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t desc,
                                          uint32_t accumulate) {
 #if BQMM_WGMMA_ENABLED
-  static_assert(kN == 64 || kN == 128, "the instantiated wgmma shapes");
+  static_assert(kN == 64 || kN == 128 || kN == 256, "the instantiated wgmma shapes");
+  constexpr bool kF16 = std::is_same_v<T, __half>;
   if constexpr (kN == 64) {
-    if constexpr (std::is_same_v<T, __half>) {
+    if constexpr (kF16) {
       BQMM_WGMMA_N64("f16");
     } else {
       BQMM_WGMMA_N64("bf16");
     }
-  } else {
-    if constexpr (std::is_same_v<T, __half>) {
+  } else if constexpr (kN == 128) {
+    if constexpr (kF16) {
       BQMM_WGMMA_N128("f16");
     } else {
       BQMM_WGMMA_N128("bf16");
+    }
+  } else {
+    if constexpr (kF16) {
+      BQMM_WGMMA_N256("f16");
+    } else {
+      BQMM_WGMMA_N256("bf16");
     }
   }
 #else
@@ -119,6 +138,7 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)
 }
 #undef BQMM_WGMMA_N64
 #undef BQMM_WGMMA_N128
+#undef BQMM_WGMMA_N256
 
 // ================================================================= the order pass
 // A [M, K] -> out [rows, gemm_act_order_k(K)] (rows = M rounded up to the tile,
@@ -169,7 +189,8 @@ struct FusedWgmmaParams : GemmParams<T, S> {
 };
 
 // ================================================================= the kernel
-// Template parameters as FusedGemmTile's; kTileM is 64 or 128; FP8 only with kConsts 1.
+// Template parameters as FusedGemmTile's; kTileM is 64, 128 or 256 (N-bit); FP8 only with
+// kConsts 1.
 template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp>
 struct FusedWgmmaTile {
   using F = GemmFormat<kW>;
@@ -188,7 +209,8 @@ struct FusedWgmmaTile {
   static constexpr int kPanels = kSlabK / 64;          // 64-K panels of the activation tile
   static constexpr int kPanelBytes = kTileM * 128;
   static constexpr int kSlabSteps = kSlabK / 16;       // k16 steps per slab
-  static constexpr int kGroupSteps = 8;                // wgmma per commit group
+  // wgmma per commit group: 8, or the slab's 4 at tile 256 (each wgmma twice the work).
+  static constexpr int kGroupSteps = kSlabSteps < 8 ? kSlabSteps : 8;
   static constexpr int kGroups = kSlabSteps / kGroupSteps;  // per slab: 2 for 4-bit at tile 64, else 1
   static constexpr int kGroupChunks = kChunks / kGroups;
   static constexpr int kAcc = kTileM / 2;
@@ -204,6 +226,7 @@ struct FusedWgmmaTile {
   static_assert(kWeightBytes % kWgmmaAlignBytes == 0 && kStageBytes % kWgmmaAlignBytes == 0,
                 "activation panels on swizzle-atom boundaries");
   static_assert(!kFp8 || kConsts == 1, "FP8: one scale block per slab");
+  static_assert(!kFp8 || kTileM <= 128, "FP8's partial sums beside 128 accumulators do not fit");
   static_assert(!kFp8 || !kTypedZp, "typed zero points are N-bit's");
   static_assert(kGroupChunks % 2 == 0, "ldmatrix takes chunk pairs");
   static_assert(kConstsAhead == 1 || kConstsAhead == 2, "constant slots by the slab's parity");
@@ -316,12 +339,15 @@ struct FusedWgmmaTile {
   }
 
   // ---------------------------------------------------------------- consumer
-  // Where TMA's swizzle put 16-byte chunk c of weight row r within the row's kSlabBytes:
-  // 128-byte rows, piece c ^ (r % 8); 64-byte rows (two a 128-byte bank row), piece
-  // c ^ ((r / 2) % 4). Either way the 8 rows of an ldmatrix matrix hit 8 different
+  // Where TMA's swizzle put 16-byte chunk c of weight row r within the row's kSlabBytes
+  // (the swizzle XORs the chunk with address bits 7 and up): 128-byte rows, piece
+  // c ^ (r % 8); 64-byte rows (two a 128-byte bank row), c ^ ((r / 2) % 4); 32-byte rows
+  // (four), c ^ ((r / 4) % 2). Each way the 8 rows of an ldmatrix matrix hit 8 different
   // 16-byte bank groups.
   __device__ __forceinline__ static int weight_piece(int row, int chunk) {
-    return kSlabBytes == 128 ? chunk ^ (row % 8) : chunk ^ ((row / 2) % 4);
+    if constexpr (kSlabBytes == 128) return chunk ^ (row % 8);
+    if constexpr (kSlabBytes == 64) return chunk ^ ((row / 2) % 4);
+    return chunk ^ ((row / 4) % 2);
   }
   // Group `grp` of the slab in `stage` -> the A fragments of its 8 k16 steps.
   __device__ __forceinline__ void decode_group(uint32_t wbase, int64_t slab, int grp,
@@ -536,7 +562,8 @@ Status launch_wgmma_instance(const GemmParams<T, S>& p, dim3 grid, cudaStream_t 
 
 // The instantiations (core/gemm_plan.h, wgmma_tile_supported, says which the planner asks
 // for): FP8 tiles 64 and 128 with one scale block per slab; N-bit tiles 64 (every block
-// size) and 128 (blocks of half a stage, 64 K, or more), each zero-point form.
+// size), 128 (blocks of half a stage, 64 K, or more) and 256 (blocks of a stage, 64 K, or
+// more), each zero-point form.
 template <typename T, GemmWeights kW, bool kTypedZp>
 Status launch_wgmma_tile(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>>& p,
                          int tile_m, int consts, dim3 grid, cudaStream_t stream) {
@@ -546,7 +573,7 @@ Status launch_wgmma_tile(const GemmParams<T, std::conditional_t<kW == GemmWeight
     BQMM_WGMMA_TILE_IF(64, 1) BQMM_WGMMA_TILE_IF(128, 1)
   } else {
     BQMM_WGMMA_TILE_IF(64, 1) BQMM_WGMMA_TILE_IF(64, 2) BQMM_WGMMA_TILE_IF(64, 8)
-    BQMM_WGMMA_TILE_IF(128, 1) BQMM_WGMMA_TILE_IF(128, 2)
+    BQMM_WGMMA_TILE_IF(128, 1) BQMM_WGMMA_TILE_IF(128, 2) BQMM_WGMMA_TILE_IF(256, 1)
   }
 #undef BQMM_WGMMA_TILE_IF
   return Status(StatusCode::kInternal, "launch_fused_gemm: no wgmma kernel for tile_m " +

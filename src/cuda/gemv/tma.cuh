@@ -38,8 +38,9 @@ constexpr int kTmaSlotAlign = 1024;  // SWIZZLE_128B's shared-memory alignment
 
 // Host: the tensor map of a row-major [rows, row_bytes] byte matrix at `base` with boxes
 // of `box_rows` (16 for the GEMVs' tiles, 128 for the GEMMs'; at most 256) rows x
-// `box_bytes` (128, swizzled in 128-byte spans, or 64, in 64-byte spans: 16-byte piece c of
-// box row r at 16 (c ^ ((r / 2) % 4)) within its row). Needs a 16-byte aligned base and
+// `box_bytes` (128, swizzled in 128-byte spans; 64, in 64-byte spans: 16-byte piece c of
+// box row r at 16 (c ^ ((r / 2) % 4)) within its row; or 32, in 32-byte spans: piece c at
+// 16 (c ^ ((r / 4) % 2))). Needs a 16-byte aligned base and
 // row_bytes % 16 == 0 (the planners guarantee both). Host-only work (no device call,
 // graph-capture safe).
 Status make_tile_tensor_map(const void* base, int64_t rows, int64_t row_bytes, CUtensorMap* out,
