@@ -92,7 +92,8 @@ inline const char* fused_gemm_keeps_rows_why(const GemmShape& s, const DeviceInf
   if (s.fp8 && s.bf16 && s.m >= kFusedKeepsRowsBelow && 4 * tiles >= 3 * int64_t{sms})
     return nullptr;  // FP8 bfloat16 from 96 rows on 3/4 of the SMs or more: mixed is faster
   if (g.tile_m == 256) {
-    static_assert(kTallKeepsRowsBelow == 130 && kTallKeepsRows8BitF16 == 192, "the reasons below name the bounds");
+    static_assert(kTallKeepsRowsBelow == 130 && kTallKeepsRows8BitF16 == 192,
+                  "the reasons below name the bounds");
     if (s.m < kTallKeepsRowsBelow) return "M = 129 on the fused GEMM's 256-row tile: it is faster there";
     if (2 * tiles > sms) return nullptr;  // more 256-row tiles than half the SMs: mixed is faster
     if (s.bits == 8 && !s.bf16 && s.m > kTallKeepsRows8BitF16) return nullptr;

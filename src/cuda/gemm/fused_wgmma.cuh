@@ -52,9 +52,9 @@
 // programmatic dependent launch of the order pass: its first stages' weight copies start
 // while the pass runs, the activation copies after wait_for_prior_grid. Each consumer
 // warp, per slab i: wait on `full`; per group of 8 k16 steps (the slab; 4-bit at tile 64:
-// each half; tile 256: the slab's 4) decode into register buffer b, issue the group's 8 wgmma, commit, wait until
-// one group is pending (the previous group done: its buffer is free, and slab i - 1's
-// stage is released on `empty`). No block-wide barrier: the two consumer warpgroups run
+// each half; tile 256: the slab's 4) decode into register buffer b, issue the group's
+// wgmma, commit, wait until one group is pending (the previous group done: its buffer is
+// free, and slab i - 1's stage is released on `empty`). No block-wide barrier: the two consumer warpgroups run
 // apart, so one's decode overlaps the other's wgmma.
 // Register buffers alternate between groups (one group a slab: between slabs, so the slab
 // loop is unrolled by two). FP8: each slab's wgmma sums into a fresh `part`; before the
