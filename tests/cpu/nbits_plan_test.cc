@@ -172,7 +172,9 @@ TEST(NBitsPlan, FusedGemmAboveTheDecodeRows) {
                                           : NBitsPath::kDequantGemm)
                 << m;
             EXPECT_EQ(path(p, d, parsed("mixed=0")), tall ? NBitsPath::kFusedGemm : NBitsPath::kDequantGemm) << m;
-            if (tall) EXPECT_EQ(plan(p, d, parsed("mixed=0")).gemm.tile_m, 256) << m;
+            if (tall) {
+              EXPECT_EQ(plan(p, d, parsed("mixed=0")).gemm.tile_m, 256) << m;
+            }
           }
           for (int64_t m : {257, 4096, 65536}) {
             p.m = m;
