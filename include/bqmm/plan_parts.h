@@ -41,7 +41,7 @@ struct GemmConfig {
   int tile_n = 0;    // output columns (weight rows) per block
   int stages = 0;    // shared-memory pipeline depth (K slabs in flight)
   int k_split = 1;   // blocks splitting K; > 1: float32 partial sums in the workspace,
-                     // added (with the bias) by a second kernel
+                     // added (with the bias) by a second kernel, or cluster_reduce
   bool stream_k = false;  // the mixed-input GEMM's K tiles dealt out evenly over the SMs,
                           // float32 partial tiles in the workspace
   int swizzle = 0;  // the mixed-input GEMM's tile order on its persistent grid: 0 CUTLASS's
@@ -54,8 +54,9 @@ struct GemmConfig {
   bool dependent_launch = false;  // the W8A8 GEMM: a programmatic dependent launch after its
                                   // quantize pass (the first stages' weights copied while
                                   // the pass runs)
-  bool cluster_reduce = false;  // the W8A8 GEMM with k_split > 1: a tile's splits run as
-                                // one thread-block cluster and add their partial sums through
+  bool cluster_reduce = false;  // a wgmma GEMM (the W8A8 GEMM, the fused GEMM's Hopper
+                                // mainloop) with k_split 2: a tile's two splits run as one
+                                // thread-block cluster and add their partial sums through
                                 // distributed shared memory (no partial sums in the
                                 // workspace, no second kernel)
 };

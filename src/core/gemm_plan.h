@@ -34,9 +34,9 @@ constexpr int kGemmWarps = 8;                // warps per block, every tile
 // The W8A8 GEMM sums a K split of 2 in a thread-block cluster of the tile's two blocks
 // (GemmConfig::cluster_reduce); larger splits in planes: clusters of four SMs did not all
 // fit at once on the H200 (the fused GEMM's cluster form, 4096 x 14336 M = 64 at split 4:
-// 41.1 us against 26.9 with planes; H200). The fused GEMM sums its split in planes:
-// a cluster measured no faster there.
-constexpr int kW8a8ClusterSplit = 2;
+// 41.1 us against 26.9 with planes; H200). The fused GEMM's wgmma mainloop sums a split of
+// 2 the same way where that measured faster (fused_gemm_cluster_sums).
+constexpr int kClusterSumSplit = 2;
 constexpr int kGemmMaxKSplit = 16;
 constexpr int kGemmMaxStages = 4;
 constexpr int kGemmMinStages = 3;            // a stage refills one iteration after its use
@@ -290,7 +290,7 @@ struct GemmForced {
   int wgmma = -1;
   int tile_m = 0;
   int k_split = 0;
-  int cluster_sum = -1;  // 0: the W8A8 GEMM's K split in planes even where a cluster can sum it
+  int cluster_sum = -1;  // 0 / 1: the wgmma GEMMs' K split of 2 in planes / summed in a cluster
 };
 
 // Why the fused GEMM of `s` does not take the wgmma mainloop on `device` under `forced`,
@@ -375,9 +375,21 @@ inline void choose_gemm_mainloop(const GemmShape& s, const DeviceInfo& device,
 }
 
 // Whether the W8A8 GEMM sums the K split of `g` in a thread-block cluster of its blocks (no
-// planes, no reduce kernel): a split of kW8a8ClusterSplit, unless forced off.
+// planes, no reduce kernel): a split of kClusterSumSplit, unless forced off.
 inline bool w8a8_cluster_sums(const GemmConfig& g, const GemmForced& forced) {
-  return g.wgmma && g.k_split == kW8a8ClusterSplit && forced.cluster_sum != 0;
+  return g.wgmma && g.k_split == kClusterSumSplit && forced.cluster_sum != 0;
+}
+
+// Whether the fused GEMM's wgmma mainloop sums the K split of `g` in a thread-block cluster
+// of the tile's two blocks (cluster_pair_store) rather than in planes and a reduce kernel:
+// a split of kClusterSumSplit, unless forced off, but for 4-bit codes on the 64-row tile.
+// Against the planes, in one build (NVIDIA H100, 8192 x 8192, float16 unless said,
+// scripts/ab_cases/fused_cluster_sum.txt): FP8 tile 64 M = 64 0.962x the time (bfloat16
+// 0.958x), 8-bit 0.962x; tile 128 M = 128 4-bit 0.982x, 8-bit 0.954x; tile 256 0.977-0.988x
+// (M = 129 1.001x); 4-bit tile 64 M = 64 1.011x, M = 32 1.027x.
+inline bool fused_gemm_cluster_sums(const GemmShape& s, const GemmConfig& g, const GemmForced& forced) {
+  if (!g.wgmma || g.k_split != kClusterSumSplit || forced.cluster_sum == 0) return false;
+  return forced.cluster_sum == 1 || !(s.bits == 4 && g.tile_m == 64);
 }
 
 // Weight bytes of each row per pipeline stage of `g`'s mainloop: mma.sync's slab, or the
@@ -400,6 +412,7 @@ inline GemmConfig plan_gemm_tiles(const GemmShape& s, const DeviceInfo& device,
   const int fill_slabs =
       static_cast<int>((g.stages * gemm_stage_row_bytes(g, s.bits) + kGemmSlabBytes - 1) / kGemmSlabBytes);
   g.k_split = forced.k_split > 0 ? forced.k_split : choose_gemm_k_split(tiles, slabs, resident, fill_slabs);
+  g.cluster_reduce = fused_gemm_cluster_sums(s, g, forced);
   return g;
 }
 

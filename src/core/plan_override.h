@@ -52,10 +52,10 @@
 //   w8a8_pdl=0|1      fp8    the W8A8 GEMM as a programmatic dependent launch of its
 //                            quantize pass: 1 on, 0 off (the planner's: on for tiles
 //                            of 32 rows, M <= 32)
-//   cluster_sum=0|1   fp8    the W8A8 GEMM's K split of 2 summed within the tile's
-//                            thread-block cluster through distributed shared memory (1,
-//                            the planner's), or in planes of partial sums added by a
-//                            second kernel (0)
+//   cluster_sum=0|1   both   a wgmma GEMM's K split of 2 summed within the tile's
+//                            thread-block cluster through distributed shared memory (1),
+//                            or in planes of partial sums added by a second kernel (0);
+//                            the planner's: the W8A8 GEMM 1, the fused GEMM 0
 //   gemv_pdl=0|1      both   the decode GEMV's programmatic dependent launch (SM90),
 //                            whatever the options' gemv_dependent_launch says: on (1) for
 //                            NBitsMatMul's 4-bit register tile, FP8's one tile of line
@@ -100,7 +100,7 @@ struct PlanOverride {
   int w8a8_cublaslt = -1;   // -1: planner; 0: never cuBLASLt's W8A8 GEMM; 1: wherever it applies
   int lt_algo = -1;         // -1: planner; 0..3: cuBLASLt's heuristic list's index
   int w8a8_pdl = -1;        // -1: planner; 0 / 1: the W8A8 GEMM's dependent launch
-  int cluster_sum = -1;     // -1: planner; 0 / 1: the W8A8 GEMM's K split summed in a cluster
+  int cluster_sum = -1;     // -1: planner; 0 / 1: a wgmma GEMM's K split summed in a cluster
   int gemv_pdl = -1;        // -1: planner; 0 / 1: the decode GEMV's dependent launch
 
   bool empty() const;

@@ -629,10 +629,10 @@ TEST(Fp8Plan, DynamicQuantizationQdqsIntoTheWorkspaceOnEveryPath) {
   EXPECT_EQ(plan(w8a8).workspace_bytes, 0u);
   EXPECT_EQ(plan(w8a8).regions.act_bytes, 0u);
   // The fused GEMM (where the W8A8 GEMM is not taken): A' first, then the partial sums
-  // (M = 17: K split 2).
+  // (M = 17: K split 2, in planes where no cluster sums it).
   p = problem(17, 8192, 8192);
   p.dynamic_act_quant = true;
-  const Fp8MatMulPlan fused = plan(p, kHopper, parsed("w8a8=0"));
+  const Fp8MatMulPlan fused = plan(p, kHopper, parsed("w8a8=0,cluster_sum=0"));
   ASSERT_EQ(fused.path, Fp8Path::kFusedGemm);
   EXPECT_GT(fused.gemm.k_split, 1);
   EXPECT_EQ(fused.regions.act_bytes, size_t{17} * 8192 * 2);

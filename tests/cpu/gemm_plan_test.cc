@@ -273,5 +273,33 @@ TEST(GemmPlan, WgmmaTile256) {
             128);
 }
 
+// The wgmma mainloop's K split of 2 summed in the tile's cluster: every format and tile but
+// 4-bit codes on the 64-row tile (measured slower there), unless forced; never another
+// split or mma.sync.
+TEST(GemmPlan, ClusterSumsTheSplitOfTwo) {
+  const auto shape = [](int64_t m, int bits, bool fp8) { return GemmShape{m, 8192, 8192 * bits / 8, bits, fp8, 128}; };
+  GemmConfig g;
+  g.wgmma = true;
+  g.k_split = 2;
+  for (const int tile_m : {64, 128, 256}) {
+    g.tile_m = tile_m;
+    EXPECT_EQ(fused_gemm_cluster_sums(shape(64, 4, false), g, {}), tile_m != 64) << tile_m;
+    EXPECT_TRUE(fused_gemm_cluster_sums(shape(64, 8, false), g, {})) << tile_m;
+    EXPECT_TRUE(fused_gemm_cluster_sums(shape(64, 8, true), g, {})) << tile_m;
+    EXPECT_TRUE(fused_gemm_cluster_sums(shape(64, 4, false), g, GemmForced{-1, 0, 0, 1})) << tile_m;
+    EXPECT_FALSE(fused_gemm_cluster_sums(shape(64, 8, false), g, GemmForced{-1, 0, 0, 0})) << tile_m;
+  }
+  g.k_split = 3;
+  EXPECT_FALSE(fused_gemm_cluster_sums(shape(64, 8, false), g, GemmForced{-1, 0, 0, 1}));
+  g.k_split = 2;
+  g.wgmma = false;
+  EXPECT_FALSE(fused_gemm_cluster_sums(shape(64, 8, false), g, GemmForced{-1, 0, 0, 1}));
+  if (!wgmma_built()) return;
+  // Through the planner: 8192 x 8192 M = 256 (tile 256, split 2) and 4-bit M = 64 (tile 64).
+  EXPECT_TRUE(plan_gemm_tiles(shape(256, 4, false), kHopper, {}).cluster_reduce);
+  EXPECT_FALSE(plan_gemm_tiles(shape(64, 4, false), kHopper, {}).cluster_reduce);
+  EXPECT_TRUE(plan_gemm_tiles(shape(64, 8, true), kHopper, {}).cluster_reduce);
+}
+
 }  // namespace
 }  // namespace bqmm

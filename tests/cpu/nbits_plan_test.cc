@@ -336,11 +336,16 @@ TEST(NBitsPlan, FusedGemmWorkspace) {
     ASSERT_TRUE(hopper.gemm.wgmma) << hopper;
     EXPECT_EQ(hopper.regions.act_order_bytes, size_t{64} * 8192 * 2);
     EXPECT_EQ(hopper.workspace_bytes, size_t{64} * 8192 * 2);
-    const NBitsMatMulPlan tail = plan(problem(40, 1000, 2056, 8, 64), kHopper, parsed("gemm_k_split=2"));
+    const NBitsMatMulPlan tail = plan(problem(40, 1000, 2056, 8, 64), kHopper, parsed("gemm_k_split=2,cluster_sum=0"));
     ASSERT_TRUE(tail.gemm.wgmma) << tail;
     EXPECT_EQ(tail.regions.act_order_bytes, size_t{64} * 2080 * 2);  // M 40 -> 64, K 2056 -> 2080
     EXPECT_EQ(tail.regions.partial_offset, 266240u);                 // 266240: whole 256-byte units
     EXPECT_EQ(tail.regions.partial_bytes, size_t{2} * 40 * 1000 * 4);
+    // The same split summed in the tile's cluster (the planner's for 8-bit): no planes.
+    const NBitsMatMulPlan cluster = plan(problem(40, 1000, 2056, 8, 64), kHopper, parsed("gemm_k_split=2"));
+    ASSERT_TRUE(cluster.gemm.cluster_reduce) << cluster;
+    EXPECT_EQ(cluster.regions.partial_bytes, 0u);
+    EXPECT_EQ(cluster.workspace_bytes, size_t{64} * 2080 * 2);
   }
 }
 

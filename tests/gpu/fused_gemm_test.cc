@@ -57,12 +57,20 @@ GemmConfig wgmma_config(int tile_m, int k_split) {
   return g;
 }
 
-// Launches on a fresh stream, with a partials buffer when k_split > 1 and, for the Hopper
+// The Hopper mainloop's K split of kClusterSumSplit summed in the tile's thread-block
+// cluster (cluster_pair_store): no planes, no reduce kernel.
+GemmConfig wgmma_cluster_config(int tile_m) {
+  GemmConfig g = wgmma_config(tile_m, kClusterSumSplit);
+  g.cluster_reduce = true;
+  return g;
+}
+
+// Launches on a fresh stream, with a partials buffer when the K split needs one and, for the Hopper
 // mainloop, room for A in its K order, filled with NaN first (every element the GEMM
 // copies must be written by its order pass).
 Status launch(cuda::FusedGemmArgs args, const GemmConfig& config) {
   harness::DeviceBuffer partials, ordered;
-  if (config.k_split > 1)
+  if (config.k_split > 1 && !config.cluster_reduce)
     BQMM_RETURN_IF_ERROR(harness::DeviceBuffer::allocate(
         static_cast<size_t>(config.k_split * args.m * args.n) * sizeof(float), &partials));
   if (config.wgmma) {
@@ -315,6 +323,37 @@ TEST(FusedWgmmaNBits, Tile256EveryRowCount) {
     }
 }
 
+// The K split summed in a cluster of the tile's two blocks, every tile of every format:
+// M within one tile and beyond it, odd N, K % block != 0, both widths, every zero-point
+// form, bias or none.
+TEST(FusedWgmma, ClusterSumEveryTile) {
+  BQMM_REQUIRE_WGMMA();
+  uint64_t seed = 650;
+  for (const int tile_m : {64, 128})
+    for (const int64_t m : {int64_t{9}, int64_t{tile_m}, int64_t{tile_m + 37}}) {
+      const DType t = kDTypes[seed % 2];
+      SCOPED_TRACE(::testing::Message() << "FP8 tile_m=" << tile_m << " M=" << m << " " << dtype_name(t));
+      check_fp8(reference::make_random_fp8_case(t, m, 517, 1040, 128, seed % 3 != 0, false, seed),
+                wgmma_cluster_config(tile_m));
+      ++seed;
+    }
+  for (const int bits : {4, 8})
+    for (const int tile_m : {64, 128, 256})
+      for (const int64_t m : {int64_t{9}, int64_t{tile_m}, int64_t{tile_m + 37}}) {
+        const DType t = kDTypes[seed % 2];
+        const NBitsZeroPoints zp = seed % 3 == 0   ? NBitsZeroPoints::kNone
+                                   : seed % 3 == 1 ? NBitsZeroPoints::kPacked
+                                                   : NBitsZeroPoints::kTyped;
+        SCOPED_TRACE(::testing::Message() << bits << "-bit tile_m=" << tile_m << " M=" << m << " "
+                                          << dtype_name(t) << " zero points " << nbits_zero_points_name(zp));
+        ASSERT_TRUE(wgmma_tile_supported(tile_m, bits, false, 128));
+        check_nbits(reference::make_random_nbits_case(nbits_spec(t, bits, m, 517, 1000, 128, zp, seed % 4 != 0),
+                                                      seed),
+                    wgmma_cluster_config(tile_m));
+        ++seed;
+      }
+}
+
 TEST(FusedWgmmaNBits, AllCodesAndEveryRowCount) {
   BQMM_REQUIRE_WGMMA();
   uint64_t seed = 600;
@@ -347,6 +386,7 @@ TEST(FusedWgmma, SanitizeSmall) {
   const DType t = kDTypes[seed % 2];
   check_fp8(reference::make_random_fp8_case(t, 21, 37, 400, 128, true, false, seed), wgmma_config(64, 2));
   check_fp8(reference::make_random_fp8_case(t, 70, 37, 400, 128, true, false, seed), wgmma_config(128, 2));
+  check_fp8(reference::make_random_fp8_case(t, 70, 37, 400, 128, true, false, seed), wgmma_cluster_config(128));
   for (const int bits : {4, 8})
     for (const int tile_m : {64, 128, 256}) {
       if (!wgmma_tile_supported(tile_m, bits, false, 64)) continue;
@@ -358,6 +398,9 @@ TEST(FusedWgmma, SanitizeSmall) {
                       nbits_spec(kDTypes[(seed + 1) % 2], bits, 70, 37, 264, 64, NBitsZeroPoints::kTyped, true),
                       seed),
                   wgmma_config(tile_m, 2));
+      check_nbits(reference::make_random_nbits_case(
+                      nbits_spec(kDTypes[seed % 2], bits, 70, 37, 264, 64, true, true), seed),
+                  wgmma_cluster_config(tile_m));
       ++seed;
     }
 }

@@ -24,8 +24,9 @@ Status check_args(const FusedGemmArgs& a, const GemmConfig& c, const float* part
   if (c.tile_n != kGemmTileN) return refuse("tile_n " + std::to_string(c.tile_n));
   if (c.k_split < 1 || c.k_split > kGemmMaxKSplit)
     return refuse("k_split " + std::to_string(c.k_split));
-  if (c.k_split > 1 && partials == nullptr) return refuse("k_split > 1 without partials");
-  if (c.cluster_reduce) return refuse("cluster_reduce (the fused GEMM sums its split in planes)");
+  if (c.cluster_reduce && !(c.wgmma && c.k_split == kClusterSumSplit))
+    return refuse("cluster_reduce: the wgmma mainloop's K split of " + std::to_string(kClusterSumSplit) + " only");
+  if (c.k_split > 1 && !c.cluster_reduce && partials == nullptr) return refuse("k_split > 1 without partials");
   if (a.k % 8 != 0) return refuse("K = " + std::to_string(a.k) + " is not a multiple of 8");
   if (a.row_bytes % 16 != 0) return refuse("rows of B are not whole 16-byte chunks");
   if (!aligned16(a.a) || !aligned16(a.b)) return refuse("A and B must be 16-byte aligned");

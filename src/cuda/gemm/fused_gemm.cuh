@@ -782,7 +782,7 @@ Status launch_gemm_tile(const Params& p, dim3 grid, cudaStream_t stream) {
 // fp8_wgmma.cu / nbits_wgmma.cu, built for sm_90a).
 template <typename T, GemmWeights kW, bool kTypedZp>
 Status launch_wgmma_tile(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>>& p,
-                         int tile_m, int consts, dim3 grid, cudaStream_t stream);
+                         int tile_m, int consts, dim3 grid, bool cluster_sum, cudaStream_t stream);
 
 // One format's launch (T, kW and the zero points' form fixed): the parameters, the grid,
 // the mainloop's (tile_m, kConsts) instantiation, then the K split's reduction. The caller
@@ -799,7 +799,7 @@ Status launch_gemm_format(const FusedGemmArgs& args, const GemmConfig& config, f
   p.zp = kTypedZp ? static_cast<const uint8_t*>(args.zp_typed) : args.zp_packed;
   p.bias = static_cast<const T*>(args.bias);
   p.y = static_cast<T*>(args.y);
-  p.partials = config.k_split > 1 ? partials : nullptr;
+  p.partials = config.k_split > 1 && !config.cluster_reduce ? partials : nullptr;
   p.m = static_cast<int>(args.m);
   p.n = args.n;
   p.k = args.k;
@@ -819,7 +819,8 @@ Status launch_gemm_format(const FusedGemmArgs& args, const GemmConfig& config, f
   constexpr int kBits = GemmFormat<kW>::kBits;
   const int consts = gemm_consts(args.block_size, gemm_stage_row_bytes(config, kBits) * 8 / kBits);
   const Status launched = [&]() -> Status {
-    if (config.wgmma) return launch_wgmma_tile<T, kW, kTypedZp>(p, config.tile_m, consts, grid, stream);
+    if (config.wgmma)
+      return launch_wgmma_tile<T, kW, kTypedZp>(p, config.tile_m, consts, grid, config.cluster_reduce, stream);
 #define BQMM_GEMM_TILE_IF(TM, C) \
   if (config.tile_m == TM && consts == C) return launch_gemm_tile<T, kW, TM, C, kTypedZp>(p, grid, stream);
     BQMM_GEMM_TILE_IF(16, 1) BQMM_GEMM_TILE_IF(16, 2) BQMM_GEMM_TILE_IF(16, 8)
@@ -831,7 +832,7 @@ Status launch_gemm_format(const FusedGemmArgs& args, const GemmConfig& config, f
                                              std::to_string(consts) + " scale blocks per slab");
   }();
   BQMM_RETURN_IF_ERROR(launched);
-  if (config.k_split == 1) return Status::Ok();
+  if (config.k_split == 1 || config.cluster_reduce) return Status::Ok();
   return launch_k_split_reduce<T>(partials, p.bias, p.y, args.m, args.n, config.k_split,
                                   /*dependent=*/config.wgmma, stream);
 }

@@ -186,6 +186,8 @@ struct FusedWgmmaParams : GemmParams<T, S> {
   CUtensorMap w_map;  // B: [N, row_bytes] bytes, boxes of kGemmTileN rows x 128 bytes
   CUtensorMap a_map;  // ordered A: [gemm_act_order_rows(M, kTileM), gemm_act_order_k(K) x sizeof(T)] bytes,
                       // boxes of kTileM rows x 128
+  bool cluster_sum;   // the K split of kClusterSumSplit summed in the tile's cluster of that
+                      // many blocks along z (cluster_pair_store; no planes)
 };
 
 // ================================================================= the kernel
@@ -509,11 +511,21 @@ struct FusedWgmmaTile {
       }
     }
     fence_operands(st.acc);
-    WgmmaEpilogue<T, Params>(p, n0, m0, warp * 32 + lane).store(st.acc, 1.0f);
+    const WgmmaEpilogue<T, Params> out(p, n0, m0, warp * 32 + lane);
+    if (p.cluster_sum) {
+      // The sender regions from the start of the ring: every stage's copies have landed
+      // (each slab was waited for) and been read (the wgmma waited for above).
+      static_assert(kAcc * kClusterSumRowBytes <= kStages * kStageBytes, "both sender regions fit the ring");
+      cluster_pair_store(st.acc, 1.0f, out, smem_addr(smem) + 4 * (warp * 32 + lane),
+                         kAcc / 2 * kClusterSumRowBytes);
+    } else {
+      out.store(st.acc, 1.0f);
+    }
   }
 };
 
-// Grid as FusedGemmKernel's (M tiles fastest, then N tiles; z the K split); one block of
+// Grid as FusedGemmKernel's (M tiles fastest, then N tiles; z the K split, in clusters of
+// the tile's two blocks along z where p.cluster_sum, else in planes); one block of
 // three warpgroups per SM: warpgroup 0 loads (the producer), 1 and 2 multiply.
 template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp>
 __global__ void __launch_bounds__(kWgmmaThreads, 1)
@@ -528,7 +540,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
   constexpr int64_t kPer = kGemmSlabBytes / Tile::kSlabBytes;
   const int64_t slabs = (p.row_bytes + Tile::kSlabBytes - 1) / Tile::kSlabBytes;
   const int64_t end = b.slab_end * kPer < slabs ? b.slab_end * kPer : slabs;
-  run_wgmma_roles<Tile>(p, wgmma_smem_raw, ring, b.n0, b.m0, b.slab_begin * kPer, end, /*cluster_sum=*/false);
+  run_wgmma_roles<Tile>(p, wgmma_smem_raw, ring, b.n0, b.m0, b.slab_begin * kPer, end, p.cluster_sum);
 #else
   __trap();
 #endif
@@ -537,7 +549,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
 // ================================================================= launch
 // The order pass, then the GEMM as its programmatic dependent (where the device takes it).
 template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp, typename S>
-Status launch_wgmma_instance(const GemmParams<T, S>& p, dim3 grid, cudaStream_t stream) {
+Status launch_wgmma_instance(const GemmParams<T, S>& p, dim3 grid, bool cluster_sum, cudaStream_t stream) {
   constexpr int kSmem = static_cast<int>(wgmma_smem_bytes(kTileM, GemmFormat<kW>::kBits));
   constexpr int64_t kElem = static_cast<int64_t>(sizeof(T));
   const int64_t a_row_bytes = gemm_act_order_k(p.k) * kElem;
@@ -545,6 +557,7 @@ Status launch_wgmma_instance(const GemmParams<T, S>& p, dim3 grid, cudaStream_t 
     return Status(StatusCode::kInternal, "launch_fused_gemm: rows beyond TMA's 32-bit coordinates");
   FusedWgmmaParams<T, S> wp;
   static_cast<GemmParams<T, S>&>(wp) = p;
+  wp.cluster_sum = cluster_sum;
   constexpr int kSlabBytes = static_cast<int>(wgmma_slab_bytes(kTileM, GemmFormat<kW>::kBits));
   BQMM_RETURN_IF_ERROR(make_tile_tensor_map(p.b, p.n, p.row_bytes, &wp.w_map, kGemmTileN, kSlabBytes));
   const int64_t a_rows = gemm_act_order_rows(p.m, kTileM);
@@ -557,7 +570,8 @@ Status launch_wgmma_instance(const GemmParams<T, S>& p, dim3 grid, cudaStream_t 
 
   const auto kernel = FusedWgmmaKernel<T, kW, kTileM, kConsts, kTypedZp>;
   BQMM_RETURN_IF_ERROR(allow_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmem));
-  return launch_kernel(kernel, grid, dim3(kWgmmaThreads), kSmem, stream, true, "FusedWgmmaKernel", wp);
+  return launch_kernel_ex(kernel, grid, dim3(kWgmmaThreads), kSmem, stream, true,
+                          cluster_sum ? unsigned{kClusterSumSplit} : 1u, "FusedWgmmaKernel", wp);
 }
 
 // The instantiations (core/gemm_plan.h, wgmma_tile_supported, says which the planner asks
@@ -566,9 +580,9 @@ Status launch_wgmma_instance(const GemmParams<T, S>& p, dim3 grid, cudaStream_t 
 // more), each zero-point form.
 template <typename T, GemmWeights kW, bool kTypedZp>
 Status launch_wgmma_tile(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>>& p,
-                         int tile_m, int consts, dim3 grid, cudaStream_t stream) {
+                         int tile_m, int consts, dim3 grid, bool cluster_sum, cudaStream_t stream) {
 #define BQMM_WGMMA_TILE_IF(TM, C) \
-  if (tile_m == TM && consts == C) return launch_wgmma_instance<T, kW, TM, C, kTypedZp>(p, grid, stream);
+  if (tile_m == TM && consts == C) return launch_wgmma_instance<T, kW, TM, C, kTypedZp>(p, grid, cluster_sum, stream);
   if constexpr (kW == GemmWeights::kFp8) {
     BQMM_WGMMA_TILE_IF(64, 1) BQMM_WGMMA_TILE_IF(128, 1)
   } else {

@@ -16,7 +16,7 @@ template <typename T, bool kDynamic, int kTileM>
 Status launch_typed(const Fp8KernelArgs& args, const GemmConfig& config, const W8A8Workspace& ws,
                     cudaStream_t stream) {
   const int k_split = config.k_split;
-  const bool cluster = config.cluster_reduce;  // k_split == kW8a8ClusterSplit (checked)
+  const bool cluster = config.cluster_reduce;  // k_split == kClusterSumSplit (checked)
   const int64_t k_blocks = (args.k + args.block_size - 1) / args.block_size;
   // One block covering K is K rounded up to a slab, whatever block_size says (it may be
   // beyond int); every other block_size is at most K.
@@ -55,7 +55,7 @@ Status launch_typed(const Fp8KernelArgs& args, const GemmConfig& config, const W
   constexpr int kSmem = static_cast<int>(w8a8_smem_bytes(kTileM));
   BQMM_RETURN_IF_ERROR(allow_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmem));
   BQMM_RETURN_IF_ERROR(launch_kernel_ex(kernel, grid, dim3(kWgmmaThreads), kSmem, stream, config.dependent_launch,
-                                        cluster ? unsigned{kW8a8ClusterSplit} : 1u, "W8A8WgmmaKernel", p));
+                                        cluster ? unsigned{kClusterSumSplit} : 1u, "W8A8WgmmaKernel", p));
   if (k_split == 1 || cluster) return Status::Ok();
   return launch_k_split_reduce<T>(ws.partials, p.bias, p.y, args.m, args.n, k_split,
                                   /*dependent=*/true, stream);
@@ -82,7 +82,7 @@ Status launch_w8a8_gemm(const Fp8KernelArgs& args, bool dynamic, const GemmConfi
   const int tile_m = config.tile_m, k_split = config.k_split;
   if (args.block_size % kW8a8SlabK != 0 || args.k % 16 != 0 || k_split < 1 ||
       (tile_m != 32 && tile_m != 64 && tile_m != kW8a8TileM) ||
-      (config.cluster_reduce && k_split != kW8a8ClusterSplit))
+      (config.cluster_reduce && k_split != kClusterSumSplit))
     return Status(StatusCode::kInternal,
                   "launch_w8a8_gemm: block_size % 128, K % 16, k_split >= 1 (2 summed in a cluster) and "
                   "tile_m 32, 64 or 128");

@@ -82,7 +82,7 @@ struct W8A8Params {
   int block_slabs;         // block_size / 128
   int slabs_per_split;     // a multiple of block_slabs
   bool dependent;          // launched as the quantize pass's programmatic dependent
-  bool cluster_sum;        // the K split of kW8a8ClusterSplit summed in the tile's cluster of
+  bool cluster_sum;        // the K split of kClusterSumSplit summed in the tile's cluster of
                            // that many blocks along z (cluster_pair_store; no planes)
 };
 
@@ -363,52 +363,22 @@ struct W8A8Tile {
     fence_operands(acc);
     const WgmmaEpilogue<T, W8A8Params<T>> out(p, n0, m0, warp * 32 + lane);
     if (p.cluster_sum) {
-      cluster_pair_store(acc, a_scale_factor(), out);
+      cluster_store(acc, a_scale_factor(), out);
     } else {
       out.store(acc, a_scale_factor());
     }
   }
 
-  // The K split of 2 summed in the tile's cluster of its two blocks (p.cluster_sum), in
-  // place of the planes and the reduce kernel. Accumulator i = 2 q + o belongs to rank o,
-  // which adds both splits' values in split order (as the reduce kernel adds planes: the
-  // same sums) and stores it, so the two share the adds and the stores. Each block writes
-  // its values (times `factor`) into row q of its sender stage (stage `rank`) of the
-  // owner's shared memory: its own by a local store, the peer's through distributed shared
-  // memory, one mapped base and constant offsets. A row is a float per consumer thread in
-  // the stage's slab bytes, free once both blocks are past their main loops (the first
-  // barrier; the producers join both, run_wgmma_roles); never in the stage's scales,
-  // which cp.async filled: the consumers have waited for those copies (`full`), but
-  // compute-sanitizer's racecheck does not follow that through the cluster barrier.
-  __device__ __forceinline__ void cluster_pair_store(const float (&acc)[kAcc], float factor,
-                                                     const WgmmaEpilogue<T, W8A8Params<T>>& out) const {
-    constexpr uint32_t kRowBytes = kWgmmaConsumerThreads * 4;
-    static_assert(kW8a8ClusterSplit == 2 && kStages >= 2, "a sender stage for each of the two blocks");
-    static_assert(kAcc / 2 * kRowBytes <= Stage::kWeightBytes + Stage::kActBytes,
+  // The K split summed in the tile's cluster (p.cluster_sum, cluster_pair_store): sender
+  // region r is stage r's slab bytes, never its scales, which cp.async filled: the
+  // consumers have waited for those copies (`full`), but compute-sanitizer's racecheck
+  // does not follow that through the cluster barrier.
+  __device__ __forceinline__ void cluster_store(const float (&acc)[kAcc], float factor,
+                                                const WgmmaEpilogue<T, W8A8Params<T>>& out) const {
+    static_assert(kStages >= kClusterSumSplit, "a sender stage for each of the two blocks");
+    static_assert(kAcc / 2 * kClusterSumRowBytes <= Stage::kWeightBytes + Stage::kActBytes,
                   "a sender's rows fit its stage's slab bytes");
-    const uint32_t rank = cluster_block_rank();
-    const uint32_t rows = stage_base(0) + 4 * (warp * 32 + lane);  // sender 0's; sender 1's a stage on
-    const uint32_t mine = rows + rank * Stage::kBytes;              // this block's sender rows
-    const uint32_t peer = map_cluster_addr(mine, rank ^ 1u);
-    cluster_sync();
-#pragma unroll
-    for (int i = 0; i < kAcc; ++i) {
-      const float v = acc[i] * factor;
-      const uint32_t row = (i / 2) * kRowBytes;
-      if (static_cast<uint32_t>(i % 2) == rank) {
-        asm volatile("st.shared.f32 [%0], %1;" ::"r"(mine + row), "f"(v) : "memory");
-      } else {
-        store_cluster_f32(peer + row, v);
-      }
-    }
-    cluster_sync();
-#pragma unroll 1
-    for (int q = 0; q < kAcc / 2; ++q) {
-      float first, second;
-      asm volatile("ld.shared.f32 %0, [%1];" : "=f"(first) : "r"(rows + q * kRowBytes));
-      asm volatile("ld.shared.f32 %0, [%1];" : "=f"(second) : "r"(rows + Stage::kBytes + q * kRowBytes));
-      out.store_one(2 * q + static_cast<int>(rank), first + second);
-    }
+    cluster_pair_store(acc, factor, out, stage_base(0) + 4 * (warp * 32 + lane), Stage::kBytes);
   }
 
   // Blocks of several slabs: a block's slabs summed into `part`, folded at its last.

@@ -260,6 +260,46 @@ struct WgmmaEpilogue {
   }
 };
 
+// A K split of kClusterSumSplit summed in the tile's thread-block cluster of its two blocks
+// (along z), in place of the planes and the reduce kernel; both wgmma GEMMs. Accumulator
+// i = 2 q + o belongs to rank o, which adds both splits' values in split order (as the
+// reduce kernel adds planes: the same sums) and stores it, so the two share the adds and
+// the stores. Each block writes its values (times `factor`) into row q of its sender
+// region (region `rank`) of the owner's shared memory: its own by a local store, the
+// peer's through distributed shared memory, one mapped base and constant offsets. A row
+// is a float per consumer thread; `rows` is this thread's float in region 0's first row,
+// region 1 starts `region_bytes` on. The regions are free once both blocks are past their
+// main loops (the first barrier; the producers join both, run_wgmma_roles); the caller
+// places them where nothing is copied after that.
+constexpr uint32_t kClusterSumRowBytes = kWgmmaConsumerThreads * 4;
+template <int kAcc, typename Epilogue>
+__device__ __forceinline__ void cluster_pair_store(const float (&acc)[kAcc], float factor, const Epilogue& out,
+                                                   uint32_t rows, uint32_t region_bytes) {
+  static_assert(kClusterSumSplit == 2, "a sender region for each of the two blocks");
+  const uint32_t rank = cluster_block_rank();
+  const uint32_t mine = rows + rank * region_bytes;  // this block's sender rows
+  const uint32_t peer = map_cluster_addr(mine, rank ^ 1u);
+  cluster_sync();
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) {
+    const float v = acc[i] * factor;
+    const uint32_t row = (i / 2) * kClusterSumRowBytes;
+    if (static_cast<uint32_t>(i % 2) == rank) {
+      asm volatile("st.shared.f32 [%0], %1;" ::"r"(mine + row), "f"(v) : "memory");
+    } else {
+      store_cluster_f32(peer + row, v);
+    }
+  }
+  cluster_sync();
+#pragma unroll 1
+  for (int q = 0; q < kAcc / 2; ++q) {
+    float first, second;
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(first) : "r"(rows + q * kClusterSumRowBytes));
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(second) : "r"(rows + region_bytes + q * kClusterSumRowBytes));
+    out.store_one(2 * q + static_cast<int>(rank), first + second);
+  }
+}
+
 // A warp-specialized block's body, for both wgmma kernels: thread 0 initializes the ring,
 // then the roles part (the block's only barrier): warpgroup 0 gives registers away and
 // produces, warpgroups 1 and 2 take them and consume the block's tile [n0, m0] over slabs
