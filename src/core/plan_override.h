@@ -55,7 +55,8 @@
 //   cluster_sum=0|1   both   a wgmma GEMM's K split of 2 summed within the tile's
 //                            thread-block cluster through distributed shared memory (1),
 //                            or in planes of partial sums added by a second kernel (0);
-//                            the planner's: the W8A8 GEMM 1, the fused GEMM 0
+//                            the planner's: the W8A8 GEMM 1, the fused GEMM 1 but for
+//                            4-bit codes on the 64-row tile
 //   gemv_pdl=0|1      both   the decode GEMV's programmatic dependent launch (SM90),
 //                            whatever the options' gemv_dependent_launch says: on (1) for
 //                            NBitsMatMul's 4-bit register tile, FP8's one tile of line
