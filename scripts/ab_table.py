@@ -24,13 +24,26 @@ import sys
 
 from bench_table import kernel_of
 
+# case_env: the environment words of a case file's line (gpu_check.sh's ab_cases adds them,
+# e.g. "BQMM_PLAN_OVERRIDE=tiles=1"), so that one shape under two overrides is two cases.
 KEY_FIELDS = ("op", "activation_dtype", "bits", "zero_points", "act_quant", "b_scale_block_rows",
-              "block_size", "bias", "m", "n", "k")
+              "block_size", "bias", "m", "n", "k", "case_env")
 FILE_RE = re.compile(r"^(?P<suite>.+)\.(?P<side>base|head)\.(?P<rep>\d+)\.jsonl$")
 
 
 def case_key(row):
     return tuple(row.get(f) for f in KEY_FIELDS)
+
+
+def keyed(rows):
+    """(key, row) of one run's rows, the key case_key and the row's occurrence among the
+    run's rows of that case_key (cases run in file order, so the n-th occurrence is the
+    same case file line in every repeat): no two lines merge into one case."""
+    seen = collections.Counter()
+    for r in rows:
+        k = case_key(r)
+        yield k + (seen[k],), r
+        seen[k] += 1
 
 
 def case_label(row):
@@ -48,6 +61,8 @@ def case_label(row):
         parts.append("scale_rows=%s" % row.get("b_scale_block_rows"))
     parts.append("bs=%s" % row.get("block_size"))
     parts.append("M=%s N=%s K=%s" % (row.get("m"), row.get("n"), row.get("k")))
+    if row.get("case_env"):
+        parts.append("[%s]" % row["case_env"])
     return " ".join(str(p) for p in parts)
 
 
@@ -77,8 +92,8 @@ def compare(suite, sides, metric, stat="fastest"):
     for side, repeats in sides.items():
         cases = collections.OrderedDict()
         for rows in repeats:
-            for r in rows:
-                cases.setdefault(case_key(r), []).append(r)
+            for key, r in keyed(rows):
+                cases.setdefault(key, []).append(r)
         best[side] = cases
     keys = list(best["head"].keys())
     missing = set(best["base"]) ^ set(best["head"])
@@ -110,7 +125,8 @@ def compare(suite, sides, metric, stat="fastest"):
             cells = ("%.1f" % b, "%.1f" % h, "%.3f" % ratio)
         else:  # no GPU timing (CPU fallback): accuracy only
             cells = ("-", "-", "-")
-        table.append((case_label(h_rows[0]) + ("" if passed else "  FAILED"),) + cells +
+        label = case_label(h_rows[0]) + (" #%d" % (key[-1] + 1) if key[-1] else "")
+        table.append((label + ("" if passed else "  FAILED"),) + cells +
                      (" ".join("%.1f" % t for t in b_times) or "-",
                       " ".join("%.1f" % t for t in h_times) or "-", plan))
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]

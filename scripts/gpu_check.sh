@@ -36,8 +36,9 @@
 #   the repeats' median, head / base). Needs this tree's build (the build step, or build-gpu/ from an earlier one). AB_CASES_FILE=F runs
 #   single cases instead of the suites (the suites too if AB_SUITES is also set): one case
 #   per line of F, `NAME [VAR=VALUE ...] PROFILER-ARGS` (VAR=VALUE words, such as
-#   BQMM_PLAN_OVERRIDE=mixed=0, go to the profiler's environment; # starts a comment); the
-#   cases of one NAME make one table (scripts/ab_cases/ has the sets used so far).
+#   BQMM_PLAN_OVERRIDE=mixed=0, go to the profiler's environment and the case's label; #
+#   starts a comment); the cases of one NAME make one table, a row per line (scripts/ab_cases/
+#   has the sets used so far).
 #   AB_TREE=. compares this tree with itself: no second build, and AB_BASE_ENV /
 #   AB_HEAD_ENV ("VAR=VALUE ...", either side, also with another tree) go to that side's
 #   profiler runs before a case's own words, e.g. AB_BASE_ENV=BQMM_PLAN_OVERRIDE=gemm=1 to
@@ -271,7 +272,16 @@ ab_cases() {
       rm -f "$OUT/ab/case.jsonl"
       if env "${side_env[@]}" "${envs[@]}" "$bin" "${words[@]}" --json "$OUT/ab/case.jsonl" </dev/null \
         >>"$OUT/ab/$name.$side.$rep.log" 2>&1; then
-        cat "$OUT/ab/case.jsonl" >>"$OUT/ab/$name.$side.$rep.jsonl"
+        # The line's environment words go into its JSON (case_env): ab_table.py keys cases
+        # on them, so one shape under two overrides makes two rows, not one merged.
+        python3 -c 'import json, sys
+for line in open(sys.argv[2]):
+    if line.strip():
+        row = json.loads(line)
+        if sys.argv[1]:
+            row["case_env"] = sys.argv[1]
+        print(json.dumps(row))' "${envs[*]}" "$OUT/ab/case.jsonl" </dev/null \
+          >>"$OUT/ab/$name.$side.$rep.jsonl"
       else
         echo "gpu_check: ab case '$name ${rest}' failed on $side (see ab/$name.$side.$rep.log)"
         ab_failed=1

@@ -57,6 +57,22 @@ class AbTableTest(unittest.TestCase):
         self.assertIn("act=static", out)
         self.assertIn("1.050", out)
 
+    def test_case_environment_and_repeated_lines_are_cases_of_their_own(self):
+        # One shape under the planner, under an override (case_env) and its line again: three
+        # rows, never the fastest of them merged into one.
+        forced = dict(case_env="BQMM_PLAN_OVERRIDE=tiles=1")
+        for side, times in (("base", (20.0, 30.0, 21.0)), ("head", (21.0, 27.0, 21.0))):
+            self.write("o.%s.1.jsonl" % side,
+                       [row(16, times[0]), row(16, times[1], **forced), row(16, times[2])])
+        rc, out = self.run_script()
+        self.assertEqual(rc, 0, out)
+        self.assertIn("ab o: 3 cases", out)
+        self.assertIn("M=16 N=28672 K=8192 [BQMM_PLAN_OVERRIDE=tiles=1]", out)
+        self.assertIn("M=16 N=28672 K=8192 #2", out)
+        self.assertIn("0.900", out)  # the override's 27 / 30
+        self.assertIn("1.050", out)  # the planner's first line, 21 / 20
+        self.assertIn("1.000", out)  # its second
+
     def test_fastest_repeat_ratio_and_plan_changes(self):
         self.write("s.base.1.jsonl", [row(1, 50.0), row(2, 40.0)])
         self.write("s.base.2.jsonl", [row(1, 48.0), row(2, 41.0)])

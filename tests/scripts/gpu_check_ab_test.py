@@ -80,6 +80,20 @@ class GpuCheckAbTest(unittest.TestCase):
         self.assertIn("M=16 N=8192 K=8192", table)
         self.assertIn("0.900", table)
 
+    def test_a_case_lines_environment_makes_its_own_case(self):
+        # The same shape under the planner and under an override in one NAME: two rows, the
+        # override's labelled with it.
+        with open(os.path.join(self.root, "cases.txt"), "w") as f:
+            f.write("g16 --op nbits --bits 4 --m 16 --n 8192 --k 8192\n")
+            f.write("g16 BQMM_PLAN_OVERRIDE=gemm=1 --op nbits --bits 4 --m 16 --n 8192 --k 8192\n")
+        rc, log, out = self.run_ab(AB_TREE=".")
+        self.assertEqual(rc, 0, log)
+        self.assertIn("ab g16: 2 cases, head/base b2b_us median 1.000", log)
+        with open(os.path.join(out, "ab_table.txt")) as f:
+            table = f.read()
+        self.assertIn("M=16 N=8192 K=8192 [BQMM_PLAN_OVERRIDE=gemm=1]", table)
+        self.assertIn("fused_gemm", table)
+
     def test_head_environment(self):
         rc, log, _ = self.run_ab(AB_TREE=".", AB_HEAD_ENV="BQMM_PLAN_OVERRIDE=gemm=1")
         self.assertEqual(rc, 0, log)
