@@ -2,6 +2,8 @@
 # Builds bqmm and runs every test (the CPU suite and the script tests; the GPU suite runs
 # too and each GPU test skips itself, saying so, where there is no CUDA device).
 #   scripts/test.sh [build-dir]      (default: build)
+# BQMM_CMAKE_ARGS: more configure arguments; BQMM_CTEST_ARGS: more ctest arguments (e.g.
+# -LE same_every_build, as .ci/run's second build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -10,4 +12,4 @@ jobs=$(nproc)
 bash scripts/fetch_cutlass.sh  # the mixed-input GEMM's CUTLASS headers, once
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${BQMM_CMAKE_ARGS:-}
 cmake --build "$build" -j "$jobs"
-ctest --test-dir "$build" --output-on-failure -j "$jobs"
+ctest --test-dir "$build" --output-on-failure -j "$jobs" ${BQMM_CTEST_ARGS:-}

@@ -66,17 +66,47 @@ Status dispatch_float_types(DType dtype, const char* what, F&& f) {
 
 // ----------------------------------------------------------------- e4m3 decoding
 // Every e4m3 value is exact in float16 (and in bfloat16 and float32), so decoding goes
-// through the hardware fp8x2 -> half2 conversion and widens from there.
-__device__ __forceinline__ float e4m3_to_float(uint8_t code) {
-  const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);
-  return __half2float(__half(h));
+// through an fp8x2 -> half2 conversion and widens from there: the hardware's on SM89+,
+// arithmetic below it (e4m3x2_to_half2_bits_arith; CUDA's own fallback normalizes
+// subnormals in a loop, which quadruples the compile of every FP8 kernel for SM80).
+
+// Two e4m3 codes (bits 0-7 and 8-15) -> two float16 (bits 0-15 and 16-31), exactly, in
+// integer and float16 arithmetic any GPU has. A code's 7 magnitude bits eeee.mmm placed
+// at bits 13-7 of a float16 read as 2^(e - 15) (1 + m / 8) (e = 0: the subnormal
+// 2^-14 (m / 8)), which is the e4m3 value (bias 7) times 2^-8: one multiply by 256 (exact,
+// float16 keeps subnormals) rebiases it. The largest finite magnitude, 448, lands on
+// 0x5f00; 0x7f (NaN) alone lands at or above 480 (0x5f80) and becomes the canonical
+// 0x7fff, its sign dropped, as the hardware conversion returns.
+__device__ __forceinline__ uint32_t e4m3x2_to_half2_bits_arith(uint32_t codes) {
+  const uint32_t magnitudes = ((codes & 0x7fu) << 7) | ((codes & 0x7f00u) << 15);
+  uint32_t scaled;
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(scaled) : "r"(magnitudes), "r"(0x5c005c00u));  // x 256
+  const uint32_t signs = ((codes & 0x80u) << 8) | ((codes & 0x8000u) << 16);
+  const uint32_t nan = __vcmpgeu2(scaled, 0x5f805f80u);  // 0xffff in each NaN half
+  return ((scaled | signs) & ~nan) | (nan & 0x7fff7fffu);
+}
+
+// The same through the hardware conversion where there is one.
+__device__ __forceinline__ uint32_t e4m3x2_to_half2_bits(uint32_t codes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  const __half2_raw h2 =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes & 0xffffu), __NV_E4M3);
+  return static_cast<uint32_t>(h2.x) | (static_cast<uint32_t>(h2.y) << 16);
+#else
+  return e4m3x2_to_half2_bits_arith(codes & 0xffffu);
+#endif
 }
 
 // Two codes packed in the low 16 bits (element 0 in the low byte) -> two floats.
 __device__ __forceinline__ float2 e4m3x2_to_float2(uint16_t codes) {
-  const __half2_raw h2 = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes), __NV_E4M3);
+  const uint32_t bits = e4m3x2_to_half2_bits(codes);
+  __half2_raw h2;
+  h2.x = static_cast<unsigned short>(bits & 0xffffu);
+  h2.y = static_cast<unsigned short>(bits >> 16);
   return __half22float2(__half2(h2));
 }
+
+__device__ __forceinline__ float e4m3_to_float(uint8_t code) { return e4m3x2_to_float2(code).x; }
 
 // ----------------------------------------------------------------- W8A8 activation
 // q = e4m3_satfinite_rne(a * inv); a' = round_T(float(q) * a_scale). inv is computed once
@@ -224,14 +254,12 @@ __device__ __forceinline__ uint32_t float2_to_packed2(float lo, float hi) {
 }
 
 // Two e4m3 codes (element 0 in the low byte) -> two T packed, exactly: every e4m3 value is
-// a float16 and a bfloat16. float16 takes one hardware fp8x2 -> f16x2 conversion (SM89+);
-// bfloat16 has none, so it widens to float32 and packs (cvt.rn.bf16x2.f32, exact here).
+// a float16 and a bfloat16. float16 takes one fp8x2 -> f16x2 conversion (hardware on
+// SM89+); bfloat16 has none, so it widens to float32 and packs (cvt.rn.bf16x2.f32, exact here).
 template <typename T>
 __device__ __forceinline__ uint32_t e4m3x2_to_packed2(uint32_t codes) {
   if constexpr (std::is_same_v<T, __half>) {
-    const __half2_raw h2 = __nv_cvt_fp8x2_to_halfraw2(
-        static_cast<__nv_fp8x2_storage_t>(codes & 0xffffu), __NV_E4M3);
-    return static_cast<uint32_t>(h2.x) | (static_cast<uint32_t>(h2.y) << 16);
+    return e4m3x2_to_half2_bits(codes);
   } else {
     const float2 f = e4m3x2_to_float2(static_cast<uint16_t>(codes & 0xffffu));
     return float2_to_packed2<T>(f.x, f.y);
