@@ -427,10 +427,16 @@ inline unsigned int grid_for(int64_t work_items, int threads_per_block, int64_t 
   return static_cast<unsigned int>(blocks);
 }
 
-// Whether the current device takes programmatic dependent launches (SM90 and later).
+// Whether the current device takes programmatic dependent launches (SM90 and later) and
+// the kernels wait for them: built with SM90 device code (BQMM_SM90_CODE, CMakeLists.txt;
+// the SM90-only objects, which do not see it, have it). A build for older GPUs alone
+// runs on an SM90 GPU from PTX without wait_for_prior_grid, so it launches plainly.
+#ifndef BQMM_SM90_CODE
+#define BQMM_SM90_CODE 1
+#endif
 inline bool dependent_launch_supported() {
   int device = 0, major = 0;
-  return cudaGetDevice(&device) == cudaSuccess &&
+  return BQMM_SM90_CODE != 0 && cudaGetDevice(&device) == cudaSuccess &&
          cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
          major >= 9;
 }

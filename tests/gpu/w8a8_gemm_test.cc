@@ -32,9 +32,11 @@ namespace {
 using harness::HostTensor;
 using reference::Fp8Case;
 
+// An SM90 device and a build with SM90 code (a build for SM80 alone, run on an SM90 GPU
+// from its PTX, has no W8A8 GEMM: the planner refuses it there).
 bool sm90() {
   const Handle* handle = testing::shared_handle();
-  return handle != nullptr && handle->device_info().sm == 90;
+  return handle != nullptr && handle->device_info().sm == 90 && wgmma_built();
 }
 
 // Scales row m's K block kb of A by 2^((m + 3 kb) % 7 - 3) (exact in float16 and bfloat16):
@@ -119,7 +121,7 @@ void check_w8a8(const Fp8Case& c, const GemmConfig& config) {
 
 TEST(W8A8Wgmma, BothModesAgainstReference) {
   BQMM_REQUIRE_GPU();
-  if (!sm90()) GTEST_SKIP() << "the W8A8 wgmma GEMM needs SM90";
+  if (!sm90()) GTEST_SKIP() << "the W8A8 wgmma GEMM needs SM90 (device and build)";
   struct Shape3 { int64_t m, n, k, block; };
   // {256, 512, 8192} and {130, 384, 8320}: K of 64 and 65 slabs, ten trips round each
   // block's ring of 6 stages; blocks of 512: each quantize lane two chunks, the last block 128.
@@ -158,7 +160,7 @@ TEST(W8A8Wgmma, BothModesAgainstReference) {
 // four slabs, each tile, a K split, both modes.
 TEST(W8A8Wgmma, SanitizeSmall) {
   BQMM_REQUIRE_GPU();
-  if (!sm90()) GTEST_SKIP() << "the W8A8 wgmma GEMM needs SM90";
+  if (!sm90()) GTEST_SKIP() << "the W8A8 wgmma GEMM needs SM90 (device and build)";
   struct Shape3 { int64_t m, n, k, block; int tile_m, k_split; bool cluster; };
   const Shape3 shapes[] = {{33, 130, 272, 128, 64, 1, false},
                            {129, 64, 528, 256, 32, 2, false},
@@ -207,7 +209,7 @@ void check_groupwise(const Fp8Case& c) {
 
 #define BQMM_REQUIRE_GROUPWISE()                                                             \
   BQMM_REQUIRE_GPU();                                                                        \
-  if (!sm90()) GTEST_SKIP() << "the groupwise W8A8 GEMM needs SM90";                          \
+  if (!sm90()) GTEST_SKIP() << "the groupwise W8A8 GEMM needs SM90 (device and build)";      \
   if (!mixed_gemm_built()) GTEST_SKIP() << "this build has no CUTLASS GEMMs (no CUTLASS headers)"
 
 // Both modes, both types, bias, M not a multiple of 128, K % 128 != 0, N not a multiple of
@@ -322,7 +324,7 @@ void check_cublaslt(const Fp8Case& c, HostTensor* y) {
 
 #define BQMM_REQUIRE_CUBLASLT() \
   BQMM_REQUIRE_GPU();           \
-  if (!sm90()) GTEST_SKIP() << "cuBLASLt's block-scaled FP8 GEMM is SM90 only"
+  if (!sm90()) GTEST_SKIP() << "cuBLASLt's block-scaled FP8 GEMM is SM90 only (device and build)"
 
 // Both modes, both types, bias, per-row and 128-row weight scales (groups differing by up
 // to 4x), M not a multiple of 4 (Y through the scratch) and of 128, K % 128 != 0, N not a
