@@ -3,7 +3,10 @@
 # and GPU test suites, run compute-sanitizer (memcheck on a short GPU subset, racecheck on
 # the shared-memory kernels), run the benchmark suites, and print a short summary last.
 # Logs and JSON go to $OUT (default ./out); the bench step also packs its JSON into
-# $OUT/bench_jsonl.tgz.
+# $OUT/bench_jsonl.tgz. BQMM_CUDA_ARCH (default 90) is the build's architectures:
+# BQMM_CUDA_ARCH=80 builds for Ampere alone, whose kernels an SM90 GPU runs from their PTX
+# (the Ampere code paths, e4m3 decoded without SM89's conversion, tested on the H200; the
+# tests of SM90-only kernels skip, saying so).
 #
 #   scripts/gpu_check.sh [steps]     steps: comma list of build,test,sanitize,bench,variants,ab,sweep,ncu,micro
 #                                    (default: the first four); BENCH_SUITES="decode prefill"
