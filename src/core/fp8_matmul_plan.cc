@@ -273,8 +273,8 @@ Status choose_registers(const Fp8MatMulProblem& p, const DeviceInfo& d, const Pl
 // and 8: +1 us).
 bool dependent_launch_applies(const Fp8MatMulProblem& p, const DeviceInfo& d, bool dependent,
                               const GemvConfig& g) {
-  return dependent && d.sm >= 90 && g.lines && !g.tma && g.tiles == 1 && !p.has_a_scale &&
-         p.m <= kGemvMaxRows;
+  return dependent && gemv_dependent_launch_possible(d) && g.lines && !g.tma && g.tiles == 1 &&
+         !p.has_a_scale && p.m <= kGemvMaxRows;
 }
 
 // `dependent`: the caller allows a dependent launch (dependent_launch_applies).
@@ -307,7 +307,7 @@ Status plan_tensor_core_gemv(const Fp8MatMulProblem& p, const DeviceInfo& d,
 // caller's option leaves it plain.
 bool fma_dependent_launch_applies(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o,
                                   const GemvConfig& g) {
-  return o.gemv_pdl == 1 && d.sm >= 90 && g.rows == 1 && !p.has_a_scale;
+  return o.gemv_pdl == 1 && gemv_dependent_launch_possible(d) && g.rows == 1 && !p.has_a_scale;
 }
 
 // The CUDA-core kernel's activation rows per warp: the smallest of 1, 2, 4, 8 >= M.

@@ -15,4 +15,10 @@ bool wgmma_built() { return BQMM_WGMMA_BUILT != 0; }
 
 bool mixed_gemm_built() { return BQMM_MIXED_BUILT != 0; }
 
+#ifndef BQMM_SM90_CODE
+#error "CMakeLists.txt defines BQMM_SM90_CODE (1: the kernels have SM90 device code)"
+#endif
+
+bool sm90_code_built() { return BQMM_SM90_CODE != 0; }
+
 }  // namespace bqmm

@@ -233,6 +233,15 @@ inline int choose_gemm_k_split(int64_t tiles, int64_t units, int64_t resident, i
 // CUDA_ARCHITECTURES; gemm_plan.cc).
 bool wgmma_built();
 
+// Whether this build's kernels have SM90 device code (an SM90+ entry in
+// CUDA_ARCHITECTURES; gemm_plan.cc). A build for SM80 alone runs on SM90 GPUs from its
+// PTX, which has no griddepcontrol: its launches stay plain (cuda/common.cuh).
+bool sm90_code_built();
+
+// A decode GEMV may be launched as a programmatic dependent: the device takes it (SM90)
+// and the kernel waits for the one before (sm90_code_built).
+inline bool gemv_dependent_launch_possible(const DeviceInfo& d) { return d.sm >= 90 && sm90_code_built(); }
+
 // The Hopper mainloop's instantiated tiles (cuda/gemm/fused_wgmma.cuh, launch_wgmma_tile):
 // tiles 64 and 128, and for N-bit codes 256. FP8 takes one scale block per slab
 // (block_size % 128 == 0), whose partial sums it scales per slab (beside tile 256's 128

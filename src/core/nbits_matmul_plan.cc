@@ -307,8 +307,8 @@ void choose_stream(const NBitsMatMulProblem& p, const DeviceInfo& d, const GemvF
 // decode plans never take the register tile).
 bool dependent_launch_applies(const NBitsMatMulProblem& p, const DeviceInfo& d,
                               const GemvFacts& f, const GemvConfig& g) {
-  return d.sm >= 90 && p.bits == 4 && f.half && g.algo == kNBitsGemvAlgoUnrolled && !g.fma &&
-         !g.tma && !g.window && !f.typed_zp;
+  return gemv_dependent_launch_possible(d) && p.bits == 4 && f.half &&
+         g.algo == kNBitsGemvAlgoUnrolled && !g.fma && !g.tma && !g.window && !f.typed_zp;
 }
 
 // Warps of the chosen kernel an SM holds (its launch bounds).

@@ -430,7 +430,8 @@ inline unsigned int grid_for(int64_t work_items, int threads_per_block, int64_t 
 // Whether the current device takes programmatic dependent launches (SM90 and later) and
 // the kernels wait for them: built with SM90 device code (BQMM_SM90_CODE, CMakeLists.txt;
 // the SM90-only objects, which do not see it, have it). A build for older GPUs alone
-// runs on an SM90 GPU from PTX without wait_for_prior_grid, so it launches plainly.
+// runs on an SM90 GPU from PTX without wait_for_prior_grid, so it launches plainly (and
+// its plans take no dependent GEMV: core/gemm_plan.h, gemv_dependent_launch_possible).
 #ifndef BQMM_SM90_CODE
 #define BQMM_SM90_CODE 1
 #endif

@@ -258,6 +258,8 @@ TEST(Fp8Plan, GemvTwoTilesPerWarpOnLargeWeights) {
 // two tiles, TMA tiles, fragment loads, W8A8, row groups or the CUDA-core kernel above one
 // row.
 TEST(Fp8Plan, GemvDependentLaunchWhereAllowed) {
+  if (!sm90_code_built())
+    GTEST_SKIP() << "this build has no SM90 code: its GEMVs launch plainly (see GemvDependentLaunchNeedsSm90Code)";
   const PlanOverride on = parsed("gemv_pdl=1");
   Fp8MatMulOptions option;
   option.gemv_dependent_launch = true;
@@ -297,6 +299,16 @@ TEST(Fp8Plan, GemvDependentLaunchWhereAllowed) {
   EXPECT_FALSE(fma2.gemv.dependent_launch) << fma2;  // two rows per warp
   const Fp8MatMulPlan groups = plan(problem(16, 4096, 4096), kHopper, parsed("gemv_pdl=1,gemm=0"));
   EXPECT_FALSE(groups.gemv.dependent_launch) << groups;
+}
+
+// A build without SM90 code (CUDA_ARCHITECTURES 80 alone) runs on an SM90 GPU from PTX
+// that has no griddepcontrol.wait: no GEMV plan launches as a dependent there.
+TEST(Fp8Plan, GemvDependentLaunchNeedsSm90Code) {
+  const PlanOverride on = parsed("gemv_pdl=1");
+  EXPECT_EQ(plan(problem(4, 4096, 4096), kHopper, on).gemv.dependent_launch, sm90_code_built());
+  const Fp8MatMulPlan fma = plan(problem(1, 4096, 4096), kHopper, on);
+  ASSERT_EQ(fma.path, Fp8Path::kGemvFma);
+  EXPECT_EQ(fma.gemv.dependent_launch, sm90_code_built()) << fma;
 }
 
 // Two tiles at 168 registers (12 warps per SM): where the wave model (as NBitsMatMul's,

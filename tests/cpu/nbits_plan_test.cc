@@ -707,6 +707,8 @@ TEST(NBitsPlan, GemvTmaWhereItPaysOrWhenAsked) {
 // other GEMV kernels and algorithms, 8-bit and Ampere launch plainly.
 TEST(NBitsPlan, DependentLaunchOfTheFourBitRegisterTile) {
   expect_switch_parses("gemv_pdl", &PlanOverride::gemv_pdl);
+  if (!sm90_code_built())
+    GTEST_SKIP() << "this build has no SM90 code: its GEMVs launch plainly (see DependentLaunchNeedsSm90Code)";
   NBitsMatMulOptions on;
   on.gemv_dependent_launch = true;
   for (DType t : {DType::kFloat16, DType::kBFloat16})
@@ -740,6 +742,15 @@ TEST(NBitsPlan, DependentLaunchOfTheFourBitRegisterTile) {
                        .gemv.dependent_launch);
     }
   EXPECT_FALSE(plan(problem(1, 4096, 4096, 4, 128, DType::kFloat32), kHopper, on).gemv.dependent_launch);
+}
+
+// A build without SM90 code (CUDA_ARCHITECTURES 80 alone) runs on an SM90 GPU from PTX
+// that has no griddepcontrol.wait: no GEMV plan launches as a dependent there.
+TEST(NBitsPlan, DependentLaunchNeedsSm90Code) {
+  NBitsMatMulOptions on;
+  on.gemv_dependent_launch = true;
+  EXPECT_EQ(plan(problem(4, 4096, 4096, 4, 128, DType::kFloat16), kHopper, on).gemv.dependent_launch,
+            sm90_code_built());
 }
 
 // The window kernel (float16 / bfloat16, algorithm 0, blocks of a window or more, rows of

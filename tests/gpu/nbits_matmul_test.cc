@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "bqmm/nbits_matmul.h"
+#include "core/gemm_plan.h"
 #include "core/gemv_split.h"
 #include "common/gpu.h"
 #include "common/nbits_runner.h"
@@ -483,7 +484,8 @@ TEST(NBitsGemv, DependentLaunchReadsWhatTheKernelBeforeWrote) {
         BQMM_ASSERT_OK(testing::plan_nbits_case(*handle, first, knobs, &d1));
         BQMM_ASSERT_OK(testing::plan_nbits_case(*handle, second, knobs, &d2));
         ASSERT_FALSE(d2.plan.gemv.window || d2.plan.gemv.tma || d2.plan.gemv.fma) << d2.plan;
-        EXPECT_EQ(d2.plan.gemv.dependent_launch, handle->device_info().sm >= 90 && option && *force == '\0')
+        EXPECT_EQ(d2.plan.gemv.dependent_launch,
+                  gemv_dependent_launch_possible(handle->device_info()) && option && *force == '\0')
             << d2.plan;
         HostTensor y1, y2;
         BQMM_ASSERT_OK(testing::run_two_layers(*handle, d1, d2, &y1, &y2));
