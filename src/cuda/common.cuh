@@ -68,7 +68,8 @@ Status dispatch_float_types(DType dtype, const char* what, F&& f) {
 // Every e4m3 value is exact in float16 (and in bfloat16 and float32), so decoding goes
 // through an fp8x2 -> half2 conversion and widens from there: the hardware's on SM89+,
 // arithmetic below it (e4m3x2_to_half2_bits_arith; CUDA's own fallback normalizes
-// subnormals in a loop, which quadruples the compile of every FP8 kernel for SM80).
+// subnormals in a loop, which makes the FP8 kernels' SM80 compile about 2.7x longer and
+// their code slower).
 
 // Two e4m3 codes (bits 0-7 and 8-15) -> two float16 (bits 0-15 and 16-31), exactly, in
 // integer and float16 arithmetic any GPU has. A code's 7 magnitude bits eeee.mmm placed
