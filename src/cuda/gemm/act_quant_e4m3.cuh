@@ -16,12 +16,26 @@ namespace act_quant {
 
 constexpr int kQuantThreads = 256;
 
-// Lanes per (row, K block) group: 16 for blocks of 128 (one 16-byte chunk each), 32 for
-// larger ones.
-__host__ __device__ constexpr int group_lanes(int64_t block_size) { return block_size == 128 ? 16 : 32; }
+// Lanes per (row, K block) group when each lane holds `chunks` 16-byte chunks (8
+// activations each): the largest power of two up to block_size / (8 chunks), at most a
+// warp, so that a group never straddles two warps (shuffles stay inside it).
+// Its log2, in a few integer instructions: the kernel divides by it.
+__host__ __device__ inline int group_lanes_log2(int64_t block_size, int chunks) {
+  const int64_t most = std::max<int64_t>(1, std::min<int64_t>(32, block_size / (8 * chunks)));
+#ifdef __CUDA_ARCH__
+  return 31 - __clz(static_cast<int>(most));
+#else
+  int log2 = 0;
+  while ((int64_t{2} << log2) <= most) ++log2;
+  return log2;
+#endif
+}
+__host__ __device__ inline int group_lanes(int64_t block_size, int chunks) {
+  return 1 << group_lanes_log2(block_size, chunks);
+}
 // Blocks of the grid along a row: a group per K block.
-inline int64_t blocks_per_row(int64_t block_size, int64_t k_blocks) {
-  return (k_blocks * group_lanes(block_size) + kQuantThreads - 1) / kQuantThreads;
+inline int64_t blocks_per_row(int64_t block_size, int chunks, int64_t k_blocks) {
+  return (k_blocks * group_lanes(block_size, chunks) + kQuantThreads - 1) / kQuantThreads;
 }
 
 // 16 bytes (8 activations) of row `row` at element i; zeros for a GEMM's padding rows
@@ -83,65 +97,68 @@ __device__ __forceinline__ uint2 chunk_codes(const uint4 v, float inv) {
   return make_uint2(q[0], q[1]);
 }
 
-// A group of lanes per (row, K block): 16 for blocks of 128, 32 for larger ones; lane l
-// takes activations 8 l .. 8 l + 7 of each 8 x lanes chunk of the block (one 16-byte load,
-// one 8-byte store of codes: K % 16 == 0 and 16-byte aligned rows, the planner's
-// conditions), in kRows rows at once. The pass is a stream of A, so what paces it is the
-// loads in flight: each thread issues its rows' first chunks together and keeps them in
-// registers until their codes are written (blocks of 128 and 256 have one chunk per lane:
-// A is read once; larger blocks reload their further chunks, from L1 or L2).
+// A group of lanes per (row, K block) (group_lanes), lane l holding the block's chunks l,
+// l + lanes, .. (kChunks of them) in each of kRows rows at once, each chunk loaded once by
+// one 16-byte load and written as 8 bytes of codes (K % 16 == 0 and 16-byte aligned rows,
+// the planner's conditions). The pass is a stream of A, so what paces it is the loads in
+// flight and the instructions a byte: a thread issues all its chunks' loads together and
+// keeps them in registers until their codes are written; more chunks a lane also pay the
+// group's reduction and the scale's divisions once for more bytes. A block longer than the
+// lanes' held chunks (8 x lanes x kChunks) reloads its further chunks, from L1 or L2.
 // Its scale: dynamic amax / 448 (NaN where the block holds one; the amax reduced over the
 // group), static a_scale; codes e4m3_satfinite_rne(a * inv), bit for bit the QDQ's. The
 // scales (static: a_scale in every entry) go to column `blk` of [k_blocks, m_pad] where
 // `scales` is given. Rows m .. rows - 1 (a GEMM's padding) get codes and scales 0 (their
 // chunks read as zeros: amax 0; static: scale 0, inverse 0). Grid: x the row's groups, y
 // groups of kRows rows (striding by gridDim.y).
-template <typename T, bool kDynamic, int kRows>
+template <typename T, bool kDynamic, int kRows, int kChunks>
 __global__ void __launch_bounds__(kQuantThreads)
     ActQuantE4m3Kernel(const T* __restrict__ a, const float* __restrict__ a_scale, int64_t m, int64_t rows,
                        int64_t k, int block_size, int k_blocks, int64_t m_pad, uint8_t* __restrict__ codes,
                        float* __restrict__ scales) {
   allow_dependent_launch();  // a GEMM launched as its dependent waits for it before reading A's codes
-  const int lanes = group_lanes(block_size);
-  const int lane = threadIdx.x % lanes;
-  const int blk = static_cast<int>((blockIdx.x * kQuantThreads + threadIdx.x) / lanes);
+  const int lanes_log2 = group_lanes_log2(block_size, kChunks);
+  const int lanes = 1 << lanes_log2;
+  const int lane = threadIdx.x & (lanes - 1);
+  const int blk = static_cast<int>((blockIdx.x * kQuantThreads + threadIdx.x) >> lanes_log2);
   if (blk >= k_blocks) return;  // whole groups leave together
   // The group's lanes: shuffles stay inside them.
-  const unsigned mask = lanes == 32 ? 0xffffffffu : 0xffffu << (threadIdx.x % 32 - lane);
+  const unsigned mask = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1) << (threadIdx.x % 32 - lane);
   const int64_t begin = static_cast<int64_t>(blk) * block_size;
   const int64_t end = blk + 1 < k_blocks ? begin + block_size : k;
-  const int64_t first = begin + 8 * lane;  // the lane's first chunk; >= end in a short last block
+  const int64_t first = begin + 8 * lane;  // the lane's first chunk; chunks at or past `end` are not read
   const int64_t step = 8 * lanes;
+  const int64_t further = first + kChunks * step;  // the lane's first chunk not held in registers
   float static_scale = 0.0f;
   if constexpr (!kDynamic) static_scale = *a_scale;
   for (int64_t row0 = static_cast<int64_t>(blockIdx.y) * kRows; row0 < rows;
        row0 += static_cast<int64_t>(gridDim.y) * kRows) {
-    uint4 head[kRows];
+    uint4 held[kRows][kChunks];
 #pragma unroll
     for (int r = 0; r < kRows; ++r)
-      head[r] = first < end ? load_chunk(a, m, k, row0 + r, first) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c)
+        held[r][c] =
+            first + c * step < end ? load_chunk(a, m, k, row0 + r, first + c * step) : make_uint4(0, 0, 0, 0);
     float scale[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) scale[r] = row0 + r < m ? static_scale : 0.0f;
     if constexpr (kDynamic) {
-      uint32_t bits[kRows];
-#pragma unroll
-      for (int r = 0; r < kRows; ++r) bits[r] = chunk_abs_max_bits(head[r], 0u);
-      for (int64_t i = first + step; i < end; i += step) {
-#pragma unroll
-        for (int r = 0; r < kRows; ++r) bits[r] = chunk_abs_max_bits(load_chunk(a, m, k, row0 + r, i), bits[r]);
-      }
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
-        for (int o = lanes / 2; o > 0; o /= 2) bits[r] = __vmaxu2(bits[r], __shfl_xor_sync(mask, bits[r], o));
-        scale[r] = scale_of_abs_max_bits<T>(bits[r]);
+        uint32_t bits = 0;
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c) bits = chunk_abs_max_bits(held[r][c], bits);
+        for (int64_t i = further; i < end; i += step)
+          bits = chunk_abs_max_bits(load_chunk(a, m, k, row0 + r, i), bits);
+        for (int o = lanes / 2; o > 0; o /= 2) bits = __vmaxu2(bits, __shfl_xor_sync(mask, bits, o));
+        scale[r] = scale_of_abs_max_bits<T>(bits);
       }
     }
-    if (scales != nullptr && lane < kRows && row0 + lane < rows) {
-      float s = scale[0];  // scale[lane], without indexing registers at run time
+    if (scales != nullptr) {
 #pragma unroll
-      for (int r = 1; r < kRows; ++r) s = lane == r ? scale[r] : s;
-      scales[blk * m_pad + row0 + lane] = s;
+      for (int r = 0; r < kRows; ++r)  // row r's scale from lane r % lanes
+        if ((r & (lanes - 1)) == lane && row0 + r < rows) scales[blk * m_pad + row0 + r] = scale[r];
     }
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
@@ -149,30 +166,32 @@ __global__ void __launch_bounds__(kQuantThreads)
       if (row >= rows) break;
       const float inv = qdq_inv_scale(scale[r]);
       uint8_t* dst = codes + row * k;
-      if (first < end) *reinterpret_cast<uint2*>(dst + first) = chunk_codes<T>(head[r], inv);
-      for (int64_t i = first + step; i < end; i += step)
+#pragma unroll
+      for (int c = 0; c < kChunks; ++c)
+        if (first + c * step < end)
+          *reinterpret_cast<uint2*>(dst + first + c * step) = chunk_codes<T>(held[r][c], inv);
+      for (int64_t i = further; i < end; i += step)
         *reinterpret_cast<uint2*>(dst + i) = chunk_codes<T>(load_chunk(a, m, k, row, i), inv);
     }
   }
 }
 
-// Rows per thread. Static: two from this many blocks of one row per thread on, their
-// loads issued together (1-12 % faster there on the H200, at 256 blocks 6-7 % slower: the
-// halved grid leaves SMs idle). Dynamic: one; its threads wait on their group's amax
-// reduction between load and store, and two or four rows a thread were slower up to
-// M = 1024, at most 6 % faster at 4096 (docs/PERF.md, "The quantize pass").
-constexpr int64_t kStaticTwoRowsFromBlocks = 512;
-
-template <typename T, bool kDynamic, int kRows>
-Status launch_act_quant_rows(const Fp8KernelArgs& args, int64_t rows, int64_t block, int64_t k_blocks,
-                             int64_t m_pad, uint8_t* codes, float* scales, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(blocks_per_row(block, k_blocks)),
+template <typename T, bool kDynamic, int kRows, int kChunks>
+Status launch_act_quant(const Fp8KernelArgs& args, int64_t rows, int64_t block, int64_t k_blocks, int64_t m_pad,
+                        uint8_t* codes, float* scales, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(blocks_per_row(block, kChunks, k_blocks)),
                   static_cast<unsigned>(std::min<int64_t>((rows + kRows - 1) / kRows, 65535)));
-  act_quant::ActQuantE4m3Kernel<T, kDynamic, kRows><<<grid, kQuantThreads, 0, stream>>>(
+  act_quant::ActQuantE4m3Kernel<T, kDynamic, kRows, kChunks><<<grid, kQuantThreads, 0, stream>>>(
       static_cast<const T*>(args.a), args.a_scale, args.m, rows, args.k, static_cast<int>(block),
       static_cast<int>(k_blocks), m_pad, codes, scales);
   return check_launch("ActQuantE4m3Kernel");
 }
+
+// Two rows a thread by two chunks a lane from this many blocks of that form on (A of 256
+// rows by K = 8192 at block 128), one by one below: measured on an H100 (docs/PERF.md, "The
+// quantize pass"), the larger form 0.67-0.99x the time of one row a thread from 256 rows
+// with A in L2 and up to 0.90x from HBM; on smaller grids it leaves SMs idle.
+constexpr int64_t kTwoByTwoFromBlocks = 256;
 
 }  // namespace act_quant
 
@@ -182,12 +201,10 @@ Status launch_act_quant_rows(const Fp8KernelArgs& args, int64_t rows, int64_t bl
 template <typename T, bool kDynamic>
 Status launch_act_quant_e4m3(const Fp8KernelArgs& args, int64_t rows, int64_t block, int64_t k_blocks,
                              int64_t m_pad, uint8_t* codes, float* scales, cudaStream_t stream) {
-  if constexpr (!kDynamic) {
-    if (act_quant::blocks_per_row(block, k_blocks) * rows >= act_quant::kStaticTwoRowsFromBlocks)
-      return act_quant::launch_act_quant_rows<T, kDynamic, 2>(args, rows, block, k_blocks, m_pad, codes, scales,
-                                                              stream);
-  }
-  return act_quant::launch_act_quant_rows<T, kDynamic, 1>(args, rows, block, k_blocks, m_pad, codes, scales, stream);
+  using namespace act_quant;
+  if (blocks_per_row(block, 2, k_blocks) * ((rows + 1) / 2) >= kTwoByTwoFromBlocks)
+    return launch_act_quant<T, kDynamic, 2, 2>(args, rows, block, k_blocks, m_pad, codes, scales, stream);
+  return launch_act_quant<T, kDynamic, 1, 1>(args, rows, block, k_blocks, m_pad, codes, scales, stream);
 }
 
 }  // namespace bqmm::cuda
