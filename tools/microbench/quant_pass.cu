@@ -3,12 +3,12 @@
 //
 //   nvcc -O3 -std=c++17 --expt-relaxed-constexpr -arch=sm_90 -Iinclude -Isrc -o /tmp/quant_pass tools/microbench/quant_pass.cu && /tmp/quant_pass
 //
-// First every variant's codes and scales against one row and chunk a thread's, bit for bit (float16
-// and bfloat16, static and dynamic, blocks of 128 / 256 / 512, short last blocks, padding
-// rows, NaN and zero blocks); then the time per call, float16, block 128: each variant
-// captured 20 (hot: one A, L2-resident where it fits) or up to 40 times (cold: rotating
-// copies of A over 400 MB) in one CUDA graph, median of 7 replays. docs/PERF.md ("The
-// quantize pass") has the H200's numbers and the rule they gave.
+// First every variant's codes and scales against one row and one chunk a thread's, bit for
+// bit (float16 and bfloat16, static and dynamic, blocks of 128 / 256 / 512, short last
+// blocks, padding rows, NaN and zero blocks); then the time per call, float16, block 128:
+// each variant captured 20 (hot: one A, L2-resident where it fits) or up to 40 times (cold:
+// rotating copies of A over 400 MB) in one CUDA graph, median of 7 replays. docs/PERF.md
+// ("The quantize pass") has the numbers behind the library's rule.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <algorithm>

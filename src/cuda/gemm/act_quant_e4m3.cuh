@@ -188,9 +188,10 @@ Status launch_act_quant(const Fp8KernelArgs& args, int64_t rows, int64_t block, 
 }
 
 // Two rows a thread by two chunks a lane from this many blocks of that form on (A of 256
-// rows by K = 8192 at block 128), one by one below: measured on an H100 (docs/PERF.md, "The
-// quantize pass"), the larger form 0.67-0.99x the time of one row a thread from 256 rows
-// with A in L2 and up to 0.90x from HBM; on smaller grids it leaves SMs idle.
+// rows by K = 8192 at block 128), one by one below, both modes: measured on an H100
+// (docs/PERF.md, "The quantize pass"), the rule takes 0.67-0.95x the time of one row a
+// thread in dynamic mode where the larger form runs with A in L2, 0.90-0.98x from HBM at
+// 1024 rows or more; on smaller grids the larger form leaves SMs idle.
 constexpr int64_t kTwoByTwoFromBlocks = 256;
 
 }  // namespace act_quant
