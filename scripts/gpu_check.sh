@@ -71,7 +71,10 @@
 #   micro: the standalone microbenches named in MICRO (default "wgmma_rate"; each a file
 #   tools/microbench/NAME.cu), each built alone by nvcc for this GPU (sm_90a on SM90: the
 #   wgmma and TMA ones need it) and run once, stopped after MICRO_TIMEOUT seconds (default
-#   300); its build and output in $OUT/micro_NAME.txt, the summary its exit status.
+#   300); its build and output in $OUT/micro_NAME.txt, the summary its exit status. With
+#   MICRO_AB=1 each is also built from AB_TREE (default ab-base/, scripts/ab_prepare.sh REV,
+#   carried) against that tree's headers, and run base, this tree, base again into the
+#   same file (a kernel change timed against its baseline on one machine state).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -437,11 +440,39 @@ if has micro; then
       summary+=("micro $name: no $src")
       continue
     fi
-    if nvcc -O3 -std=c++17 --expt-relaxed-constexpr -arch="$march" -Iinclude -Isrc -o "$bin_dir/$name" "$src" \
-      >"$log" 2>&1; then
-      timeout --kill-after=10 "${MICRO_TIMEOUT:-300}" "$bin_dir/$name" >>"$log" 2>&1
-      rc=$?
-      summary+=("micro $name: rc=$rc ($(( $(stamp) - t0 ))s), output in micro_$name.txt")
+    # Each side's microbench against its own tree's headers: this tree's, and with
+    # MICRO_AB=1 the one of AB_TREE (default ab-base/, scripts/ab_prepare.sh REV), run base,
+    # this tree, base again, so that a change is timed against its baseline in one run.
+    sides=(head)
+    if [ "${MICRO_AB:-0}" = 1 ]; then
+      base_tree=${AB_TREE:-ab-base}
+      if [ ! -f "$base_tree/$src" ]; then
+        summary+=("micro $name: MICRO_AB=1 but no $base_tree/$src (scripts/ab_prepare.sh REV, carried)")
+        continue
+      fi
+      sides=(base head base)
+    fi
+    : >"$log"
+    built=1
+    for side in $(printf '%s\n' "${sides[@]}" | sort -u); do
+      prefix=
+      [ "$side" = base ] && prefix=$base_tree/
+      nvcc -O3 -std=c++17 --expt-relaxed-constexpr -arch="$march" -I"${prefix}include" -I"${prefix}src" \
+        -o "$bin_dir/${name}_$side" "$prefix$src" >>"$log" 2>&1 || built=0
+    done
+    if [ "$built" = 1 ]; then
+      rc=0
+      for side in "${sides[@]}"; do
+        if [ "${#sides[@]}" -gt 1 ]; then
+          label="this tree"
+          [ "$side" = base ] && label="$base_tree $(cat "$base_tree/AB_COMMIT" 2>/dev/null)"
+          echo "== $side ($label)" >>"$log"
+        fi
+        timeout --kill-after=10 "${MICRO_TIMEOUT:-300}" "$bin_dir/${name}_$side" >>"$log" 2>&1 || rc=$?
+      done
+      what=
+      [ "${#sides[@]}" -gt 1 ] && what=", ${sides[*]}"
+      summary+=("micro $name: rc=$rc ($(( $(stamp) - t0 ))s$what), output in micro_$name.txt")
     else
       summary+=("micro $name: build failed ($(( $(stamp) - t0 ))s, see micro_$name.txt)")
     fi

@@ -6,7 +6,8 @@ summarizes each is what these tests pin. A temporary root holds a copy of gpu_ch
 tools/microbench/ sources written by each test and bin/nvcc, a script that logs its
 arguments and writes an executable that prints its name and exits with the status the
 source asks for (`EXIT=N`), or fails like a compile error where the source says
-`BUILD_FAIL`. Registered with CTest (tests/CMakeLists.txt) where python3 and bash exist."""
+`BUILD_FAIL`. With MICRO_AB=1 an ab-base/ tree beside it holds the baseline's source.
+Registered with CTest (tests/CMakeLists.txt) where python3 and bash exist."""
 import os
 import shutil
 import subprocess
@@ -62,7 +63,7 @@ class GpuCheckMicroTest(unittest.TestCase):
         full = dict(os.environ, OUT=out,
                     PATH=os.path.join(self.root, "bin") + os.pathsep +
                     os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-        for name in ("MICRO", "MICRO_TIMEOUT", "BQMM_CUDA_ARCH"):
+        for name in ("MICRO", "MICRO_TIMEOUT", "MICRO_AB", "AB_TREE", "BQMM_CUDA_ARCH"):
             full.pop(name, None)
         full.update(env)
         p = subprocess.run(["bash", os.path.join(self.root, "scripts", "gpu_check.sh"), "micro"],
@@ -103,6 +104,40 @@ class GpuCheckMicroTest(unittest.TestCase):
         rc, log, out = self.run_micro(MICRO="stream_shapes", BQMM_CUDA_ARCH="80")
         self.assertEqual(rc, 0, log)
         self.assertIn(" -arch=sm_80 ", self.read(out, "micro_stream_shapes.txt"))
+
+    def base_tree(self, text):
+        """A baseline tree as scripts/ab_prepare.sh writes it: the microbench and AB_COMMIT."""
+        base = os.path.join(self.root, "ab-base")
+        os.makedirs(os.path.join(base, "tools", "microbench"))
+        with open(os.path.join(base, "tools", "microbench", "quant_pass.cu"), "w") as f:
+            f.write(text)
+        with open(os.path.join(base, "AB_COMMIT"), "w") as f:
+            f.write("0123abcd\n")
+
+    def test_ab_runs_base_head_base_each_on_its_own_headers(self):
+        self.source("quant_pass", "// head EXIT=0\n")
+        self.base_tree("// base EXIT=0\n")
+        rc, log, out = self.run_micro(MICRO="quant_pass", MICRO_AB="1")
+        self.assertEqual(rc, 0, log)
+        self.assertRegex(log, r"micro quant_pass: rc=0 \(\d+s, base head base\), output in micro_quant_pass.txt")
+        text = self.read(out, "micro_quant_pass.txt")
+        self.assertIn("-Iab-base/include -Iab-base/src -o ", text)
+        self.assertIn(" ab-base/tools/microbench/quant_pass.cu", text)
+        self.assertIn("-Iinclude -Isrc -o ", text)
+        runs = [line for line in text.splitlines() if line.startswith("== ")]
+        self.assertEqual(runs, ["== base (ab-base 0123abcd)", "== head (this tree)", "== base (ab-base 0123abcd)"])
+        self.assertEqual(text.count("ran quant_pass.cu"), 3)
+        self.assertEqual(sorted(os.listdir(out)), ["gpu.txt", "micro_quant_pass.txt"])
+
+    def test_ab_reports_a_failing_side_and_a_missing_base(self):
+        self.source("quant_pass", "// EXIT=0\n")
+        self.base_tree("// EXIT=4\n")
+        rc, log, _ = self.run_micro(MICRO="quant_pass", MICRO_AB="1")
+        self.assertEqual(rc, 0, log)
+        self.assertRegex(log, r"micro quant_pass: rc=4 \(\d+s, base head base\)")
+        self.source("wgmma_rate", "\n")
+        rc, log, _ = self.run_micro(MICRO="wgmma_rate", MICRO_AB="1")
+        self.assertIn("micro wgmma_rate: MICRO_AB=1 but no ab-base/tools/microbench/wgmma_rate.cu", log)
 
 
 if __name__ == "__main__":
