@@ -75,6 +75,8 @@
 #   MICRO_AB=1 each is also built from AB_TREE (default ab-base/, scripts/ab_prepare.sh REV,
 #   carried) against that tree's headers, and run base, this tree, base again into the
 #   same file (a kernel change timed against its baseline on one machine state).
+# PACK_OUT=1 leaves two files in $OUT: summary.txt and gpu_check.tgz, every other file the
+# steps wrote (logs, JSON, sweep and A/B folders) packed into it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -480,7 +482,18 @@ if has micro; then
   rm -rf "$bin_dir"
 fi
 
-echo
-echo "================ gpu_check summary ($(date -u +%Y-%m-%dT%H:%MZ), $(head -n 1 "$OUT/gpu.txt"))"
-[ -s "$OUT/bench_table.txt" ] && cat "$OUT/bench_table.txt"
-printf '%s\n' "${summary[@]}"
+print_summary() {
+  echo
+  echo "================ gpu_check summary ($(date -u +%Y-%m-%dT%H:%MZ), $(head -n 1 "$OUT/gpu.txt"))"
+  [ -s "$OUT/bench_table.txt" ] && cat "$OUT/bench_table.txt"
+  printf '%s\n' "${summary[@]}"
+}
+print_summary
+# PACK_OUT=1: everything the steps wrote under $OUT into $OUT/gpu_check.tgz beside
+# summary.txt (the printed summary), the rest removed, for a GPU machine that sends back
+# only a few files.
+if [ "${PACK_OUT:-0}" = 1 ]; then
+  print_summary >"$OUT/summary.txt"
+  (cd "$OUT" && find . -mindepth 1 -maxdepth 1 ! -name summary.txt ! -name gpu_check.tgz -printf '%P\n' |
+    tar czf gpu_check.tgz -T - --remove-files)
+fi

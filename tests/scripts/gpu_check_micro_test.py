@@ -6,12 +6,14 @@ summarizes each is what these tests pin. A temporary root holds a copy of gpu_ch
 tools/microbench/ sources written by each test and bin/nvcc, a script that logs its
 arguments and writes an executable that prints its name and exits with the status the
 source asks for (`EXIT=N`), or fails like a compile error where the source says
-`BUILD_FAIL`. With MICRO_AB=1 an ab-base/ tree beside it holds the baseline's source.
+`BUILD_FAIL`. With MICRO_AB=1 an ab-base/ tree beside it holds the baseline's source;
+PACK_OUT=1 (any step's) is pinned here too.
 Registered with CTest (tests/CMakeLists.txt) where python3 and bash exist."""
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import unittest
 
@@ -63,7 +65,7 @@ class GpuCheckMicroTest(unittest.TestCase):
         full = dict(os.environ, OUT=out,
                     PATH=os.path.join(self.root, "bin") + os.pathsep +
                     os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-        for name in ("MICRO", "MICRO_TIMEOUT", "MICRO_AB", "AB_TREE", "BQMM_CUDA_ARCH"):
+        for name in ("MICRO", "MICRO_TIMEOUT", "MICRO_AB", "AB_TREE", "BQMM_CUDA_ARCH", "PACK_OUT"):
             full.pop(name, None)
         full.update(env)
         p = subprocess.run(["bash", os.path.join(self.root, "scripts", "gpu_check.sh"), "micro"],
@@ -138,6 +140,19 @@ class GpuCheckMicroTest(unittest.TestCase):
         self.source("wgmma_rate", "\n")
         rc, log, _ = self.run_micro(MICRO="wgmma_rate", MICRO_AB="1")
         self.assertIn("micro wgmma_rate: MICRO_AB=1 but no ab-base/tools/microbench/wgmma_rate.cu", log)
+
+    def test_pack_out_leaves_the_summary_and_one_archive(self):
+        self.source("good", "// EXIT=0\n")
+        self.source("exits", "// EXIT=3\n")
+        rc, log, out = self.run_micro(MICRO="good exits", PACK_OUT="1")
+        self.assertEqual(rc, 0, log)
+        self.assertEqual(sorted(os.listdir(out)), ["gpu_check.tgz", "summary.txt"])
+        summary = self.read(out, "summary.txt")
+        self.assertIn("================ gpu_check summary", summary)
+        self.assertRegex(summary, r"micro exits: rc=3 \(\d+s\)")
+        with tarfile.open(os.path.join(out, "gpu_check.tgz")) as tar:
+            self.assertEqual(sorted(tar.getnames()), ["gpu.txt", "micro_exits.txt", "micro_good.txt"])
+            self.assertIn(b"ran good.cu", tar.extractfile("micro_good.txt").read())
 
 
 if __name__ == "__main__":
