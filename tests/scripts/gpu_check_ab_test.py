@@ -12,6 +12,9 @@ import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_check_env import gpu_check_env  # noqa: E402
+
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts")
 
 # The stand-in: 9 us under the planner, 10 us with the fused GEMM forced (gemm=1); the plan
@@ -57,12 +60,8 @@ class GpuCheckAbTest(unittest.TestCase):
 
     def run_ab(self, **env):
         out = os.path.join(self.root, "out")
-        full = dict(os.environ, OUT=out, AB_CASES_FILE="cases.txt", AB_REPEATS="1",
-                    PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-        # The caller's own A/B settings (gpu_check.sh's ab step runs ctest under them) stay out.
-        for name in [k for k in full if k.startswith("AB_") or k == "BQMM_PLAN_OVERRIDE"]:
-            full.pop(name)
-        full.update(OUT=out, AB_CASES_FILE="cases.txt", AB_REPEATS="1")
+        full = gpu_check_env(OUT=out, AB_CASES_FILE="cases.txt", AB_REPEATS="1",
+                             PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
         full.update(env)
         p = subprocess.run(["bash", os.path.join(self.root, "scripts", "gpu_check.sh"), "ab"],
                            cwd=self.root, env=full, capture_output=True, text=True, check=False)

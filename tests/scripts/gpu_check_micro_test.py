@@ -17,6 +17,9 @@ import tarfile
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_check_env import gpu_check_env  # noqa: E402
+
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts")
 
 NVCC = r'''#!/usr/bin/env python3
@@ -62,11 +65,9 @@ class GpuCheckMicroTest(unittest.TestCase):
 
     def run_micro(self, **env):
         out = os.path.join(self.root, "out")
-        full = dict(os.environ, OUT=out,
-                    PATH=os.path.join(self.root, "bin") + os.pathsep +
-                    os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-        for name in ("MICRO", "MICRO_TIMEOUT", "MICRO_AB", "AB_TREE", "BQMM_CUDA_ARCH", "PACK_OUT"):
-            full.pop(name, None)
+        full = gpu_check_env(OUT=out,
+                             PATH=os.path.join(self.root, "bin") + os.pathsep +
+                             os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
         full.update(env)
         p = subprocess.run(["bash", os.path.join(self.root, "scripts", "gpu_check.sh"), "micro"],
                            cwd=self.root, env=full, capture_output=True, text=True, check=False)

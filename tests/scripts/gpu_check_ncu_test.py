@@ -13,6 +13,9 @@ import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_check_env import gpu_check_env  # noqa: E402
+
 SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts")
 
 # The stand-in: exits 3 for a case whose arguments hold --fail, prints no metrics for one
@@ -84,12 +87,9 @@ class GpuCheckNcuTest(unittest.TestCase):
         with open(os.path.join(self.root, "cases.txt"), "w") as f:
             f.write(cases)
         out = os.path.join(self.root, "out")
-        full = dict(os.environ, OUT=out, NCU_CASES="cases.txt",
-                    PATH=os.path.join(self.root, "bin") + os.pathsep +
-                    os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-        for name in [k for k in full if k.startswith("NCU_") and k != "NCU_CASES"]:
-            full.pop(name)
-        full.pop("BQMM_PLAN_OVERRIDE", None)
+        full = gpu_check_env(OUT=out, NCU_CASES="cases.txt",
+                             PATH=os.path.join(self.root, "bin") + os.pathsep +
+                             os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
         full.update(env)
         p = subprocess.run(["bash", os.path.join(self.root, "scripts", "gpu_check.sh"), "ncu"],
                            cwd=self.root, env=full, capture_output=True, text=True, check=False)

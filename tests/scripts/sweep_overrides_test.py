@@ -10,6 +10,9 @@ import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_check_env import gpu_check_env  # noqa: E402
+
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts",
                       "sweep_overrides.py")
 
@@ -102,10 +105,8 @@ class SweepOverridesTest(unittest.TestCase):
         open(os.path.join(self.root, "CMakeLists.txt"), "w").close()
         os.makedirs(os.path.join(self.root, "build-gpu"))
         shutil.copy(self.profiler, os.path.join(self.root, "build-gpu", "bqmm-profile"))
-        env = dict(os.environ, OUT=self.out, SWEEP_CASES=self.cases, SWEEP_REPEATS="1",
-                   PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-        env.pop("BQMM_PLAN_OVERRIDE", None)
-        env.pop("SWEEP_VARIANTS", None)  # the step's own check below, whatever the caller set
+        env = gpu_check_env(OUT=self.out, SWEEP_CASES=self.cases, SWEEP_REPEATS="1",
+                            PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
         gpu_check = os.path.join(scripts, "gpu_check.sh")
         p = subprocess.run(["bash", gpu_check, "sweep"], cwd=self.root, env=env,
                            capture_output=True, text=True, check=False)
