@@ -1,0 +1,390 @@
+// TMA slab streaming micro-benchmark: how fast does the weight stream of the wgmma GEMMs
+// (src/cuda/gemm/w8a8_wgmma.cuh, fused_wgmma.cuh) go with nothing else in the kernel? A
+// block owns a strip of 128 weight rows (the GEMMs' tile N) and a range of K (its split);
+// one producer thread copies each slab of the strip (128 rows x 128 bytes per box, the
+// wgmma's 128-byte swizzle, `boxes` boxes a stage) and, where asked, the matching
+// activation box (kActRows rows x 128 bytes of a small activation read from L2) into a
+// ring of shared-memory stages; where asked, the producer warpgroup's 128 threads also
+// copy the slab's 128 weight-row scales by cp.async and arrive on the stage's barrier
+// when they land, as the W8A8 GEMM's producer does: from the operator's [N, k_blocks]
+// layout (a 4-byte copy a row, 128 sectors a slab) or from [k_blocks, N] (the prepacked
+// layout: 32 16-byte copies of 512 contiguous bytes). The consumer is one warp that waits
+// for each stage, reads one word of it and frees it, or the W8A8 GEMM's two consumer
+// warpgroups (each 64 of the strip's rows, wgmma m64 x 64 x k32 e4m3 on the stage, the
+// sums folded with the scales, the stage freed by all 256 threads): waiting for each
+// slab's wgmmas before the next (kWgmmaWait) or, as the kernel, issuing slab i + 1's
+// before waiting for slab i's (kWgmmaOverlap). Launches run back to back in a CUDA graph over rotating copies of the
+// weight totalling more than 4x the L2 (cold), as bqmm-profile's `b2b_us`; beside them
+// the profiler's floor kernel (a plain 512-byte-per-warp-instruction read of the same
+// bytes, ../stream_read.cuh) in the same run. Standalone (not built by CMake):
+//
+//   nvcc -O3 -std=c++17 -arch=sm_90a -o /tmp/tma_slabs tools/microbench/tma_slabs.cu && /tmp/tma_slabs
+//
+// (or `MICRO=tma_slabs scripts/gpu_check.sh micro`). Prints per shape and form: us per
+// launch, TB/s of weight bytes, and the share of the floor kernel's rate.
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <vector>
+
+#include "../stream_read.cuh"
+#include "cuda/gemm/w8a8_wgmma.cuh"  // wgmma_e4m3, wgmma.cuh's fences and descriptors
+#include "microbench.cuh"            // CK
+
+namespace {
+
+constexpr int kStripRows = 128;  // weight rows per block (the GEMMs' tile N)
+constexpr int kBoxBytes = 128;   // bytes of a row per box (the 128-byte swizzle's width)
+constexpr int kBoxTileBytes = kStripRows * kBoxBytes;
+
+__device__ __forceinline__ uint32_t sa(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void bar_init(uint64_t* b, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(sa(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void bar_wait(uint64_t* b, uint32_t parity) {
+  uint32_t done = 0;
+  while (!done)
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(sa(b)), "r"(parity)
+        : "memory");
+}
+__device__ __forceinline__ void bar_arrive(uint64_t* b) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(sa(b)) : "memory");
+}
+__device__ __forceinline__ void bar_expect(uint64_t* b, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(sa(b)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void tma_box(const CUtensorMap* map, uint32_t dst, uint64_t* b, int x, int y) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+          dst),
+      "l"(map), "r"(x), "r"(y), "r"(sa(b))
+      : "memory");
+}
+
+enum Scales { kNoScales = 0, kPerRow = 1, kTransposed = 2 };
+enum Consumer { kTouch = 0, kWgmmaWait = 1, kWgmmaOverlap = 2 };
+constexpr int kProducers = 128;
+__host__ __device__ constexpr int threads_of(int consumer) { return kProducers + (consumer == kTouch ? 32 : 256); }
+
+__device__ __forceinline__ void cp_async(uint32_t dst, const void* src, int bytes) {
+  if (bytes == 4)
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
+  else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
+}
+
+// The W8A8 GEMM's consumers on a tile-64 stage [128 weight rows][128 B] [64 act rows][128 B]
+// [128 scales]: warpgroup c multiplies weight rows 64 c .. 64 c + 63 by the 64 activation
+// rows (4 wgmma m64n64k32), then folds the sums with its rows' scales into acc.
+template <int kStages, int kConsumer>
+__device__ __forceinline__ void consume_wgmma(uint8_t* smem, int stage_bytes, uint64_t* full, uint64_t* empty,
+                                              int slabs, uint32_t* out) {
+  using namespace bqmm::cuda;
+  const int c = (threadIdx.x - kProducers) / 128, lane = threadIdx.x % 32, warp = (threadIdx.x - kProducers) / 32;
+  const uint32_t w_rows = c * 64 * 128;
+  float acc[32], p0[32], p1[32];
+  for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
+  auto issue = [&](float (&part)[32], int i) {
+    const int st = i % kStages;
+    bar_wait(&full[st], (i / kStages) & 1);
+    const uint32_t base = sa(smem + st * stage_bytes);
+    const uint64_t wd = sw128_desc(base + w_rows), ad = sw128_desc(base + kBoxTileBytes);
+    wgmma_fence();
+#pragma unroll
+    for (int s = 0; s < 4; ++s)
+      wgmma_e4m3<64>(part, sw128_desc_step(wd, 32 * s), sw128_desc_step(ad, 32 * s), s == 0 ? 0u : 1u);
+    wgmma_commit();
+  };
+  auto retire = [&](float (&part)[32], int i, auto pending) {
+    const int st = i % kStages;
+    const float* scales = reinterpret_cast<const float*>(smem + st * stage_bytes + kBoxTileBytes + 64 * kBoxBytes);
+    const float w0 = scales[16 * (warp % 4) + lane / 4], w1 = scales[16 * (warp % 4) + 8 + lane / 4];
+    wgmma_wait<decltype(pending)::value>();
+    fence_operands(part);
+    bar_arrive(&empty[st]);
+#pragma unroll
+    for (int j = 0; j < 32; ++j) acc[j] = fmaf(part[j], (j / 2) % 2 ? w1 : w0, acc[j]);
+  };
+  using Zero = std::integral_constant<int, 0>;
+  using One = std::integral_constant<int, 1>;
+  if constexpr (kConsumer == kWgmmaWait) {
+    for (int i = 0; i < slabs; ++i) {
+      issue(p0, i);
+      retire(p0, i, Zero{});
+    }
+  } else {
+    issue(p0, 0);
+    int i = 0;
+    for (; i + 2 < slabs; i += 2) {
+      issue(p1, i + 1);
+      retire(p0, i, One{});
+      issue(p0, i + 2);
+      retire(p1, i + 1, One{});
+    }
+    if (i + 1 < slabs) {
+      issue(p1, i + 1);
+      retire(p0, i, One{});
+      retire(p1, i + 1, Zero{});
+    } else {
+      retire(p0, i, Zero{});
+    }
+  }
+  float sum = 0.0f;
+  for (int i = 0; i < 32; ++i) sum += acc[i];
+  if (sum == 1234.5f) out[0] = 1;
+}
+
+// A stage: the boxes, then the scales (512 bytes), rounded up to the swizzle's 1024-byte
+// period so that every stage's boxes start on it.
+__host__ __device__ constexpr int stage_bytes(int boxes, int act_rows, int scales) {
+  return (boxes * (kBoxTileBytes + act_rows * kBoxBytes) + (scales ? 512 : 0) + 1023) / 1024 * 1024;
+}
+
+// Block (strip s, split z) streams slabs [z * slabs, (z + 1) * slabs) of strip s; a slab
+// is kBoxes boxes of 128 bytes per row. Warps 0-3 produce (thread 0 the boxes), warp 4
+// consumes. `scales`: this launch's copy of the weight scales, [n, k_blocks] (kPerRow) or
+// [k_blocks, n] (kTransposed).
+template <int kBoxes, int kStages, int kActRows, int kScales = kNoScales, int kConsumer = kTouch>
+__global__ void __launch_bounds__(threads_of(kConsumer), 1)
+    slab_kernel(const __grid_constant__ CUtensorMap w_map, const __grid_constant__ CUtensorMap a_map, int split,
+                int slabs, const float* scales, int64_t n, int64_t k_blocks, uint32_t* out) {
+  static_assert(kScales == kNoScales || kBoxes == 1, "one scale block a stage");
+  static_assert(kConsumer == kTouch || (kBoxes == 1 && kActRows == 64 && kScales != kNoScales),
+                "the wgmma consumers: the W8A8 GEMM's tile 64 stage");
+  constexpr int kStageBytes = stage_bytes(kBoxes, kActRows, kScales);
+  constexpr int kFullArrivals = kScales ? kProducers : 1;
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  __shared__ __align__(8) uint64_t full[kStages], empty[kStages];
+  const int strip = blockIdx.x / split, z = blockIdx.x % split;
+  if (threadIdx.x == 0) {
+    for (int i = 0; i < kStages; ++i) {
+      bar_init(&full[i], kFullArrivals);
+      bar_init(&empty[i], kConsumer == kTouch ? 1 : 256);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  if (threadIdx.x < kProducers && (kScales != kNoScales || threadIdx.x == 0)) {
+    constexpr int kTmaBytes = kBoxes * (kBoxTileBytes + kActRows * kBoxBytes);
+    const int x = threadIdx.x;
+    for (int i = 0; i < slabs; ++i) {
+      const int st = i % kStages;
+      if (i >= kStages) bar_wait(&empty[st], ((i / kStages) - 1) & 1);
+      const uint32_t base = sa(smem + st * kStageBytes);
+      const int slab = z * slabs + i;
+      const int k0 = slab * kBoxes * kBoxBytes;
+      if (x == 0) {
+        if constexpr (kScales != kNoScales) {
+          asm volatile("mbarrier.expect_tx.shared::cta.b64 [%0], %1;" ::"r"(sa(&full[st])), "r"(kTmaBytes) : "memory");
+        } else {
+          bar_expect(&full[st], kTmaBytes);
+        }
+        for (int b = 0; b < kBoxes; ++b) {
+          tma_box(&w_map, base + b * kBoxTileBytes, &full[st], k0 + b * kBoxBytes, strip * kStripRows);
+          if constexpr (kActRows > 0)
+            tma_box(&a_map, base + kBoxes * kBoxTileBytes + b * kActRows * kBoxBytes, &full[st], k0 + b * kBoxBytes,
+                    0);
+        }
+      }
+      if constexpr (kScales != kNoScales) {
+        const uint32_t dst = base + kTmaBytes;
+        const int64_t row0 = int64_t{strip} * kStripRows;
+        if constexpr (kScales == kPerRow) {
+          cp_async(dst + 4 * x, scales + (row0 + x) * k_blocks + slab, 4);
+        } else if (x < 32) {
+          cp_async(dst + 16 * x, scales + slab * n + row0 + 4 * x, 16);
+        }
+        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(sa(&full[st])) : "memory");
+      }
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");
+  } else if (kConsumer != kTouch && threadIdx.x >= kProducers) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    consume_wgmma<kStages, kConsumer>(smem, kStageBytes, full, empty, slabs, out);
+#endif
+  } else if (threadIdx.x >= kProducers) {
+    uint32_t acc = 0;
+    for (int i = 0; i < slabs; ++i) {
+      const int st = i % kStages;
+      bar_wait(&full[st], (i / kStages) & 1);
+      acc += reinterpret_cast<const uint32_t*>(smem + st * kStageBytes)[threadIdx.x - kProducers];
+      __syncwarp();
+      if (threadIdx.x == kProducers) bar_arrive(&empty[st]);
+    }
+    if (acc == stream_read::kNeverStored) out[0] = acc;
+  }
+}
+
+__global__ void __launch_bounds__(256) floor_kernel(const uint4* buf, size_t words, uint32_t* out) {
+  const stream_read::WarpRange r = stream_read::warp_range<256>(words);
+  const uint32_t acc = stream_read::read_range(buf, r, threadIdx.x % 32);
+  if (acc == stream_read::kNeverStored) out[0] = acc;
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 encoder() {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult q;
+  CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q));
+  return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+}
+
+// A [rows, k] byte matrix in boxes of box_rows x 128 bytes, 128-byte swizzle (the GEMMs').
+CUtensorMap make_map(const uint8_t* base, int64_t rows, int64_t k, int box_rows) {
+  CUtensorMap map;
+  cuuint64_t dims[2] = {static_cast<cuuint64_t>(k), static_cast<cuuint64_t>(rows)};
+  cuuint64_t strides[1] = {static_cast<cuuint64_t>(k)};
+  cuuint32_t box[2] = {static_cast<cuuint32_t>(kBoxBytes), static_cast<cuuint32_t>(box_rows)}, estr[2] = {1, 1};
+  const CUresult r = encoder()(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(base), dims, strides, box,
+                               estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                               CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) {
+    printf("cuTensorMapEncodeTiled failed (%d)\n", static_cast<int>(r));
+    exit(1);
+  }
+  return map;
+}
+
+struct Shape {
+  int64_t n, k;
+  int copies;
+  const uint8_t* pool;
+  const uint8_t* act;
+  const float* scales;  // `copies` copies of n x k / 128 floats, rotating with the weight's
+  uint32_t* out;
+};
+
+// Microseconds per launch: `launch(i)` run kRepeat times back to back in one graph.
+template <typename Launch>
+double b2b_us(cudaStream_t stream, Launch launch) {
+  constexpr int kWarmup = 5, kRepeat = 40;
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  CK(cudaEventRecordWithFlags(e0, stream, cudaEventRecordExternal));
+  for (int i = 0; i < kRepeat; ++i) launch(kWarmup + i);
+  CK(cudaEventRecordWithFlags(e1, stream, cudaEventRecordExternal));
+  CK(cudaStreamEndCapture(stream, &graph));
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < kWarmup; ++i) launch(i);
+  double best = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    CK(cudaGraphLaunch(exec, stream));
+    CK(cudaStreamSynchronize(stream));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    best = std::min(best, 1e3 * ms / kRepeat);
+  }
+  CK(cudaGetLastError());
+  CK(cudaGraphExecDestroy(exec));
+  CK(cudaGraphDestroy(graph));
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  return best;
+}
+
+double floor_us(const Shape& s, int sms, cudaStream_t stream) {
+  const size_t bytes = static_cast<size_t>(s.n * s.k);
+  return b2b_us(stream, [&](int i) {
+    floor_kernel<<<4 * sms, 256, 0, stream>>>(reinterpret_cast<const uint4*>(s.pool + (i % s.copies) * bytes),
+                                              bytes / 16, s.out);
+  });
+}
+
+template <int kBoxes, int kStages, int kActRows, int kScales = kNoScales, int kConsumer = kTouch>
+void run_form(const Shape& s, const std::vector<CUtensorMap>& w_maps, const CUtensorMap& a_map, int split,
+              int blocks_per_sm, double floor, cudaStream_t stream) {
+  auto kernel = slab_kernel<kBoxes, kStages, kActRows, kScales, kConsumer>;
+  constexpr int kStageBytes = stage_bytes(kBoxes, kActRows, kScales);
+  // At least the ring; more keeps further blocks off the SM (as the GEMMs' other stages do).
+  const int smem = std::max(kStages * kStageBytes, 227 * 1024 / blocks_per_sm - 2048) + 1024;
+  if (smem > 227 * 1024 + 1024) return;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const int64_t slab_bytes = int64_t{kBoxes} * kBoxBytes;
+  const int slabs = static_cast<int>(s.k / slab_bytes / split);
+  const int blocks = static_cast<int>(s.n / kStripRows) * split;
+  const int64_t k_blocks = s.k / 128;
+  const double us = b2b_us(stream, [&](int i) {
+    kernel<<<blocks, threads_of(kConsumer), smem, stream>>>(w_maps[i % s.copies], a_map, split, slabs,
+                                               s.scales + (i % s.copies) * s.n * k_blocks, s.n, k_blocks, s.out);
+  });
+  const double tbps = s.n * s.k / (us * 1e-6) / 1e12;
+  const char* scales = kScales == kPerRow ? "per row [N, kb]" : kScales == kTransposed ? "[kb, N]" : "none";
+  const char* consumer = kConsumer == kTouch ? "touch" : kConsumer == kWgmmaWait ? "wgmma, wait" : "wgmma, overlap";
+  printf("  %d x 128 B a stage, %2d stages (%3d KB), act %3d rows, scales %-15s, %-14s, split %d, %3d blocks, %d/SM: "
+         "%7.2f us %5.2f TB/s %3.0f %% of floor\n",
+         kBoxes, kStages, kStages * kStageBytes / 1024, kActRows, scales, consumer, split, blocks, blocks_per_sm, us,
+         tbps, 100.0 * floor / us);
+}
+
+}  // namespace
+
+int main() {
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  const int sms = prop.multiProcessorCount;
+  cudaStream_t stream;
+  CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const size_t l2 = static_cast<size_t>(prop.l2CacheSize);
+  const size_t pool_bytes = size_t{1} << 30;
+  uint8_t *pool, *act;
+  uint32_t* out;
+  CK(cudaMalloc(&pool, pool_bytes));
+  CK(cudaMemset(pool, 1, pool_bytes));
+  CK(cudaMalloc(&act, 128 * 8192));
+  CK(cudaMemset(act, 1, 128 * 8192));
+  CK(cudaMalloc(&out, 4));
+  float* scales;  // up to 4 copies of 28672 x 64 block scales
+  const size_t scale_floats = size_t{4} * 28672 * 64;
+  CK(cudaMalloc(&scales, scale_floats * sizeof(float)));
+  {
+    std::vector<float> host(scale_floats, 1.0f);
+    CK(cudaMemcpy(scales, host.data(), scale_floats * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  printf("%s, %d SMs, L2 %zu MB; back to back in a CUDA graph, cold (rotating copies > 4x L2)\n", prop.name, sms,
+         l2 >> 20);
+  for (const int64_t n : {int64_t{8192}, int64_t{28672}}) {
+    const int64_t k = 8192;
+    const size_t bytes = static_cast<size_t>(n * k);
+    const int copies = static_cast<int>(std::min(pool_bytes / bytes, 4 * l2 / bytes + 1));
+    Shape s{n, k, std::min(copies, 4), pool, act, scales, out};
+    std::vector<CUtensorMap> w_maps;
+    for (int c = 0; c < copies; ++c) w_maps.push_back(make_map(pool + c * bytes, n, k, kStripRows));
+    const CUtensorMap a64 = make_map(act, 64, k, 64), a128 = make_map(act, 128, k, 128);
+    const double floor = floor_us(s, sms, stream);
+    printf("%lld x %lld (%zu MB, %d copies): floor kernel %.2f us %.2f TB/s\n", static_cast<long long>(n),
+           static_cast<long long>(k), bytes >> 20, copies, floor, bytes / (floor * 1e-6) / 1e12);
+    // The W8A8 GEMM at M = 64 (tile 64: 6 stages of 24 KB) and its neighbours.
+    run_form<1, 6, 0>(s, w_maps, a64, 2, 1, floor, stream);
+    run_form<1, 6, 64>(s, w_maps, a64, 2, 1, floor, stream);
+    run_form<1, 6, 64, kPerRow>(s, w_maps, a64, 2, 1, floor, stream);
+    run_form<1, 6, 64, kTransposed>(s, w_maps, a64, 2, 1, floor, stream);
+    run_form<1, 6, 64, kPerRow, kWgmmaWait>(s, w_maps, a64, 2, 1, floor, stream);
+    run_form<1, 6, 64, kPerRow, kWgmmaOverlap>(s, w_maps, a64, 2, 1, floor, stream);
+    run_form<1, 8, 64, kPerRow, kWgmmaOverlap>(s, w_maps, a64, 2, 1, floor, stream);
+    run_form<1, 12, 0>(s, w_maps, a64, 2, 1, floor, stream);
+    run_form<1, 8, 64>(s, w_maps, a64, 2, 1, floor, stream);
+    run_form<2, 4, 64>(s, w_maps, a64, 2, 1, floor, stream);
+    run_form<1, 6, 0>(s, w_maps, a64, 1, 1, floor, stream);
+    run_form<1, 6, 0>(s, w_maps, a64, 4, 2, floor, stream);
+    run_form<1, 4, 64>(s, w_maps, a64, 4, 2, floor, stream);
+    // M = 256 on tile 128 (6 stages of 32 KB), unsplit.
+    run_form<1, 6, 128>(s, w_maps, a128, 1, 1, floor, stream);
+    run_form<1, 6, 128, kPerRow>(s, w_maps, a128, 1, 1, floor, stream);
+    run_form<1, 6, 128, kTransposed>(s, w_maps, a128, 1, 1, floor, stream);
+    run_form<1, 6, 128>(s, w_maps, a128, 2, 1, floor, stream);
+  }
+  return 0;
+}
