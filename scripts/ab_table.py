@@ -67,12 +67,17 @@ def case_label(row):
 
 
 def plan_short(row):
-    """The kernel a case ran (bench_table.kernel_of) and its K split, or its path off the
-    GEMV paths."""
+    """The kernel a case ran (bench_table.kernel_of) and its K split; off the GEMV paths,
+    its path with the plan's tile height, K split and 'pdl' where it launches as a
+    programmatic dependent (a forced launch form is a changed plan)."""
+    plan = row.get("plan") or ""
+    split = re.search(r"k_split=(\d+)", plan)
     kernel = kernel_of(row)
     if kernel is None:
-        return str(row.get("path", "-"))
-    split = re.search(r"k_split=(\d+)", row.get("plan") or "")
+        tile = re.search(r"tile_m=(\d+)", plan)
+        label = str(row.get("path", "-")) + (" t" + tile.group(1) if tile else "")
+        label += " k" + split.group(1) if split else ""
+        return label + (" pdl" if "dependent_launch=yes" in plan else "")
     return kernel + (" k%s" % split.group(1) if split else "")
 
 

@@ -90,6 +90,17 @@ class AbTableTest(unittest.TestCase):
                          "ab s: 2 cases, head/base b2b_us median 0.994 (min 0.938, max 1.050), "
                          "0 within 2 %, 1 plans changed, all within tolerance: yes")
 
+    def test_a_gemm_plan_change_is_its_tile_split_or_launch_form(self):
+        # Off the GEMV paths the label is the path, tile, split and 'pdl' (dependent launch).
+        w8a8 = "mainloop=wgmma; tile_m=64; tile_n=128; stages=6; k_split=2; k_reduce=cluster; "
+        self.write("s.base.1.jsonl", [row(64, 33.0, path="w8a8_gemm", plan=w8a8 + "workspace=0B}")])
+        self.write("s.head.1.jsonl", [row(64, 32.0, path="w8a8_gemm",
+                                          plan=w8a8 + "dependent_launch=yes; workspace=0B}")])
+        rc, out = self.run_script()
+        self.assertEqual(rc, 0, out)
+        self.assertIn("w8a8_gemm t64 k2 -> w8a8_gemm t64 k2 pdl", out)
+        self.assertIn("1 plans changed", self.summary(out, "s"))
+
     def test_median_of_repeats(self):
         # Three repeats a side; the fastest would give 45 / 44 = 1.023, the medians 47 / 50.
         self.write("s.base.1.jsonl", [row(1, 50.0)])
