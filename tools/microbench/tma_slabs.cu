@@ -13,7 +13,14 @@
 // warpgroups (each 64 of the strip's rows, wgmma m64 x 64 x k32 e4m3 on the stage, the
 // sums folded with the scales, the stage freed by all 256 threads): waiting for each
 // slab's wgmmas before the next (kWgmmaWait) or, as the kernel, issuing slab i + 1's
-// before waiting for slab i's (kWgmmaOverlap). Launches run back to back in a CUDA graph over rotating copies of the
+// before waiting for slab i's (kWgmmaOverlap). With kQuantize the activation comes not
+// from a TMA box of e4m3 codes but from the float16 activation itself, quantized by the
+// producer warpgroup into the stage (static: times one inverse scale; dynamic: each
+// row's amax over the slab, its scale written beside the weight scales): what the W8A8
+// GEMM would do without its quantize pass, where a slab is a scale block), from
+// registers loaded a slab ahead (kStatic, kDynamic) or from float16 TMA boxes staged in
+// the stage (kStagedStatic, kStagedDynamic: 16 KB more a stage, the loads as far ahead as
+// the ring). Emulations: the codes, sums and scales are not checked. Launches run back to back in a CUDA graph over rotating copies of the
 // weight totalling more than 4x the L2 (cold), as bqmm-profile's `b2b_us`; beside them
 // the profiler's floor kernel (a plain 512-byte-per-warp-instruction read of the same
 // bytes, ../stream_read.cuh) in the same run. Standalone (not built by CMake):
@@ -24,11 +31,13 @@
 // launch, TB/s of weight bytes, and the share of the floor kernel's rate.
 #include <cuda.h>
 #include <cudaTypedefs.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <random>
 #include <vector>
 
 #include "../stream_read.cuh"
@@ -72,6 +81,9 @@ __device__ __forceinline__ void tma_box(const CUtensorMap* map, uint32_t dst, ui
 
 enum Scales { kNoScales = 0, kPerRow = 1, kTransposed = 2 };
 enum Consumer { kTouch = 0, kWgmmaWait = 1, kWgmmaOverlap = 2 };
+enum Quantize { kCodes = 0, kStatic = 1, kDynamic = 2, kStagedStatic = 3, kStagedDynamic = 4 };
+__host__ __device__ constexpr bool staged(int quantize) { return quantize >= kStagedStatic; }
+__host__ __device__ constexpr bool dynamic(int quantize) { return quantize == kDynamic || quantize == kStagedDynamic; }
 constexpr int kProducers = 128;
 __host__ __device__ constexpr int threads_of(int consumer) { return kProducers + (consumer == kTouch ? 32 : 256); }
 
@@ -86,7 +98,7 @@ __device__ __forceinline__ void cp_async(uint32_t dst, const void* src, int byte
 // [128 scales]: warpgroup c multiplies weight rows 64 c .. 64 c + 63 by the 64 activation
 // rows (4 wgmma m64n64k32), then folds the sums with its rows' scales into acc.
 template <int kStages, int kConsumer>
-__device__ __forceinline__ void consume_wgmma(uint8_t* smem, int stage_bytes, uint64_t* full, uint64_t* empty,
+__device__ __forceinline__ void consume_wgmma(uint8_t* smem, int stage_size, uint64_t* full, uint64_t* empty,
                                               int slabs, uint32_t* out) {
   using namespace bqmm::cuda;
   const int c = (threadIdx.x - kProducers) / 128, lane = threadIdx.x % 32, warp = (threadIdx.x - kProducers) / 32;
@@ -96,7 +108,7 @@ __device__ __forceinline__ void consume_wgmma(uint8_t* smem, int stage_bytes, ui
   auto issue = [&](float (&part)[32], int i) {
     const int st = i % kStages;
     bar_wait(&full[st], (i / kStages) & 1);
-    const uint32_t base = sa(smem + st * stage_bytes);
+    const uint32_t base = sa(smem + st * stage_size);
     const uint64_t wd = sw128_desc(base + w_rows), ad = sw128_desc(base + kBoxTileBytes);
     wgmma_fence();
 #pragma unroll
@@ -106,7 +118,7 @@ __device__ __forceinline__ void consume_wgmma(uint8_t* smem, int stage_bytes, ui
   };
   auto retire = [&](float (&part)[32], int i, auto pending) {
     const int st = i % kStages;
-    const float* scales = reinterpret_cast<const float*>(smem + st * stage_bytes + kBoxTileBytes + 64 * kBoxBytes);
+    const float* scales = reinterpret_cast<const float*>(smem + st * stage_size + kBoxTileBytes + 64 * kBoxBytes);
     const float w0 = scales[16 * (warp % 4) + lane / 4], w1 = scales[16 * (warp % 4) + 8 + lane / 4];
     wgmma_wait<decltype(pending)::value>();
     fence_operands(part);
@@ -143,38 +155,200 @@ __device__ __forceinline__ void consume_wgmma(uint8_t* smem, int stage_bytes, ui
   if (sum == 1234.5f) out[0] = 1;
 }
 
-// A stage: the boxes, then the scales (512 bytes), rounded up to the swizzle's 1024-byte
+// A stage: the boxes, then the scales (512 bytes; 768 with the activation's), rounded up to the swizzle's 1024-byte
 // period so that every stage's boxes start on it.
 __host__ __device__ constexpr int stage_bytes(int boxes, int act_rows, int scales) {
   return (boxes * (kBoxTileBytes + act_rows * kBoxBytes) + (scales ? 512 : 0) + 1023) / 1024 * 1024;
 }
 
+// 64 float16 activations (8 x 16 bytes) -> 64 e4m3 codes (4 x 16 bytes), times `inv`.
+__device__ __forceinline__ void quantize64(const uint4 (&v)[8], float inv, uint4 (&q)[4]) {
+  const uint32_t* h = reinterpret_cast<const uint32_t*>(v);
+  uint32_t* out = reinterpret_cast<uint32_t*>(q);
+#pragma unroll
+  for (int w = 0; w < 16; ++w) {  // 4 codes a word: half2 pairs 2w and 2w + 1
+    uint32_t pair[2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      __half2 x;
+      memcpy(&x, &h[2 * w + j], 4);
+      const float2 f = __half22float2(x);
+      uint16_t c;
+      asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(c) : "f"(f.y * inv), "f"(f.x * inv));
+      pair[j] = c;
+    }
+    out[w] = pair[0] | (pair[1] << 16);
+  }
+}
+
+// The amax of 64 float16 activations' magnitudes (finite inputs).
+__device__ __forceinline__ float amax64(const uint4 (&v)[8]) {
+  const uint32_t* h = reinterpret_cast<const uint32_t*>(v);
+  __half2 m = __habs2(*reinterpret_cast<const __half2*>(&h[0]));
+#pragma unroll
+  for (int i = 1; i < 32; ++i) m = __hmax2(m, __habs2(*reinterpret_cast<const __half2*>(&h[i])));
+  return fmaxf(__low2float(m), __high2float(m));
+}
+
+// The producer warpgroup with the activation quantized in it (the W8A8 tile-64 stage:
+// [128 weight rows][128 B] [64 code rows][128 B, swizzled] [128 weight scales]
+// [64 activation scales]): thread x takes half x % 2 of activation row x / 2 (64 K), its
+// next slab's loads in flight while it quantizes this one. The stage's `full` takes the
+// weight box's bytes, 128 arrivals when the weight scales land and 128 when the codes
+// are written (after a proxy fence: the wgmma reads them through the async proxy).
+template <int kStages, int kQuantize>
+__device__ __forceinline__ void produce_quantized(const CUtensorMap* w_map, uint8_t* smem, int stage_size,
+                                                  uint64_t* full, uint64_t* empty, int strip, int z, int slabs,
+                                                  const float* scales, int64_t k_blocks, const __half* act,
+                                                  int64_t k, float inv) {
+  const int x = threadIdx.x, r = x / 2, h = x % 2;
+  const __half* src = act + r * k + 64 * h;
+  uint4 cur[8], next[8];
+  auto load = [&](uint4 (&v)[8], int slab) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = __ldg(reinterpret_cast<const uint4*>(src + slab * 128) + j);
+  };
+  load(cur, z * slabs);
+  for (int i = 0; i < slabs; ++i) {
+    const int st = i % kStages, slab = z * slabs + i;
+    if (i + 1 < slabs) load(next, slab + 1);
+    if (i >= kStages) bar_wait(&empty[st], ((i / kStages) - 1) & 1);
+    const uint32_t base = sa(smem + st * stage_size);
+    if (x == 0) {
+      asm volatile("mbarrier.expect_tx.shared::cta.b64 [%0], %1;" ::"r"(sa(&full[st])), "r"(kBoxTileBytes) : "memory");
+      tma_box(w_map, base, &full[st], slab * kBoxBytes, strip * kStripRows);
+    }
+    const uint32_t w_scales = base + kBoxTileBytes + 64 * kBoxBytes;
+    cp_async(w_scales + 4 * x, scales + (int64_t{strip} * kStripRows + x) * k_blocks + slab, 4);
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(sa(&full[st])) : "memory");
+    float row_inv = inv;
+    if constexpr (dynamic(kQuantize)) {
+      const float half_amax = amax64(cur);  // this thread's 64 K of the row
+      const float amax = fmaxf(half_amax, __shfl_xor_sync(0xffffffffu, half_amax, 1));
+      row_inv = amax > 0.0f ? 448.0f / amax : 0.0f;
+      if (h == 0)
+        asm volatile("st.shared.f32 [%0], %1;" ::"r"(w_scales + 512 + 4 * r), "f"(amax / 448.0f) : "memory");
+    }
+    uint4 q[4];
+    quantize64(cur, row_inv, q);
+    const uint32_t row = base + kBoxTileBytes + r * kBoxBytes;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(row + 16 * ((4 * h + j) ^ (r % 8))), "r"(q[j].x),
+                   "r"(q[j].y), "r"(q[j].z), "r"(q[j].w)
+                   : "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    bar_arrive(&full[st]);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) cur[j] = next[j];
+  }
+  asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
+// The same from staged float16 boxes: a stage is [128 weight rows][128 B] [64 code rows]
+// [128 B, swizzled] [128 weight scales] [64 activation scales] (to 1024 B) [2 boxes of 64
+// rows x 64 float16, 128-byte swizzle] (one unswizzled box of 256-byte rows took 5x as
+// long: its rows land on the same banks);
+// thread 0 copies slab j's weight box (on `full`) and float16 box (on `staged`) S - 1
+// slabs ahead of the one quantized (slab j's stage is freed once the consumers have
+// issued slab j - S + 1, which needs this thread's codes of it: no further ahead).
+template <int kStages, int kQuantize>
+__device__ __forceinline__ void produce_staged(const CUtensorMap* w_map, const CUtensorMap* a16_map, uint8_t* smem,
+                                               int stage_size, uint64_t* full, uint64_t* empty, uint64_t* staged_bars,
+                                               int strip, int z, int slabs, const float* scales, int64_t k_blocks,
+                                               float inv) {
+  constexpr int kCodesOffset = kBoxTileBytes, kWScalesOffset = kCodesOffset + 64 * kBoxBytes;
+  constexpr int kF16Offset = stage_bytes(1, 64, kPerRow);
+  const int x = threadIdx.x, r = x / 2, h = x % 2;
+  auto issue = [&](int j) {  // slab j's copies (every producer thread: its weight scale)
+    const int st = j % kStages, slab = z * slabs + j;
+    if (j >= kStages) bar_wait(&empty[st], ((j / kStages) - 1) & 1);
+    const uint32_t base = sa(smem + st * stage_size);
+    if (x == 0) {
+      asm volatile("mbarrier.expect_tx.shared::cta.b64 [%0], %1;" ::"r"(sa(&full[st])), "r"(kBoxTileBytes) : "memory");
+      tma_box(w_map, base, &full[st], slab * kBoxBytes, strip * kStripRows);
+      bar_expect(&staged_bars[st], 64 * 256);
+      for (int half = 0; half < 2; ++half)  // two 128-byte-swizzled boxes of 64 K
+        tma_box(a16_map, base + kF16Offset + half * 64 * 128, &staged_bars[st], slab * 128 + 64 * half, 0);
+    }
+    cp_async(base + kWScalesOffset + 4 * x, scales + (int64_t{strip} * kStripRows + x) * k_blocks + slab, 4);
+    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(sa(&full[st])) : "memory");
+  };
+  for (int j = 0; j < kStages - 1 && j < slabs; ++j) issue(j);
+  for (int i = 0; i < slabs; ++i) {
+    const int st = i % kStages;
+    const uint32_t base = sa(smem + st * stage_size);
+    bar_wait(&staged_bars[st], (i / kStages) & 1);
+    // This thread's 64 float16: row r of box h, 16-byte chunk c at 16 (c ^ (r % 8)).
+    uint4 v[8];
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      const uint32_t a = base + kF16Offset + h * 64 * 128 + r * 128 + 16 * (c ^ (r % 8));
+      asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+                   : "=r"(v[c].x), "=r"(v[c].y), "=r"(v[c].z), "=r"(v[c].w)
+                   : "r"(a));
+    }
+    float row_inv = inv;
+    if constexpr (dynamic(kQuantize)) {
+      const float half_amax = amax64(v);
+      const float amax = fmaxf(half_amax, __shfl_xor_sync(0xffffffffu, half_amax, 1));
+      row_inv = amax > 0.0f ? 448.0f / amax : 0.0f;
+      if (h == 0)
+        asm volatile("st.shared.f32 [%0], %1;" ::"r"(base + kWScalesOffset + 512 + 4 * r), "f"(amax / 448.0f)
+                     : "memory");
+    }
+    uint4 q[4];
+    quantize64(v, row_inv, q);
+    const uint32_t row = base + kCodesOffset + r * kBoxBytes;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(row + 16 * ((4 * h + j) ^ (r % 8))), "r"(q[j].x),
+                   "r"(q[j].y), "r"(q[j].z), "r"(q[j].w)
+                   : "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    bar_arrive(&full[st]);
+    if (i + kStages - 1 < slabs) issue(i + kStages - 1);
+  }
+  asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
+
 // Block (strip s, split z) streams slabs [z * slabs, (z + 1) * slabs) of strip s; a slab
 // is kBoxes boxes of 128 bytes per row. Warps 0-3 produce (thread 0 the boxes), warp 4
 // consumes. `scales`: this launch's copy of the weight scales, [n, k_blocks] (kPerRow) or
 // [k_blocks, n] (kTransposed).
-template <int kBoxes, int kStages, int kActRows, int kScales = kNoScales, int kConsumer = kTouch>
+template <int kBoxes, int kStages, int kActRows, int kScales = kNoScales, int kConsumer = kTouch,
+          int kQuantize = kCodes>
 __global__ void __launch_bounds__(threads_of(kConsumer), 1)
-    slab_kernel(const __grid_constant__ CUtensorMap w_map, const __grid_constant__ CUtensorMap a_map, int split,
-                int slabs, const float* scales, int64_t n, int64_t k_blocks, uint32_t* out) {
+    slab_kernel(const __grid_constant__ CUtensorMap w_map, const __grid_constant__ CUtensorMap a_map,
+                const __grid_constant__ CUtensorMap a16_map, int split, int slabs, const float* scales, int64_t n,
+                int64_t k_blocks, const __half* act16, float inv, uint32_t* out) {
   static_assert(kScales == kNoScales || kBoxes == 1, "one scale block a stage");
   static_assert(kConsumer == kTouch || (kBoxes == 1 && kActRows == 64 && kScales != kNoScales),
                 "the wgmma consumers: the W8A8 GEMM's tile 64 stage");
-  constexpr int kStageBytes = stage_bytes(kBoxes, kActRows, kScales);
-  constexpr int kFullArrivals = kScales ? kProducers : 1;
+  constexpr int kStageBytes = stage_bytes(kBoxes, kActRows, kScales) + (staged(kQuantize) ? 64 * 256 : 0);
+  static_assert(kQuantize == kCodes || kConsumer == kWgmmaOverlap, "quantized in the producer: the kernel's form");
+  constexpr int kFullArrivals = kQuantize ? 2 * kProducers : kScales ? kProducers : 1;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  __shared__ __align__(8) uint64_t full[kStages], empty[kStages];
+  __shared__ __align__(8) uint64_t full[kStages], empty[kStages], staged_bar[kStages];
   const int strip = blockIdx.x / split, z = blockIdx.x % split;
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
       bar_init(&full[i], kFullArrivals);
       bar_init(&empty[i], kConsumer == kTouch ? 1 : 256);
+      bar_init(&staged_bar[i], 1);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
-  if (threadIdx.x < kProducers && (kScales != kNoScales || threadIdx.x == 0)) {
+  if (staged(kQuantize) && threadIdx.x < kProducers) {
+    produce_staged<kStages, kQuantize>(&w_map, &a16_map, smem, kStageBytes, full, empty, staged_bar, strip, z, slabs,
+                                       scales, k_blocks, inv);
+  } else if (kQuantize != kCodes && threadIdx.x < kProducers) {
+    produce_quantized<kStages, kQuantize>(&w_map, smem, kStageBytes, full, empty, strip, z, slabs, scales, k_blocks,
+                                          act16, k_blocks * 128, inv);
+  } else if (threadIdx.x < kProducers && (kScales != kNoScales || threadIdx.x == 0)) {
     constexpr int kTmaBytes = kBoxes * (kBoxTileBytes + kActRows * kBoxBytes);
     const int x = threadIdx.x;
     for (int i = 0; i < slabs; ++i) {
@@ -259,6 +433,7 @@ struct Shape {
   int copies;
   const uint8_t* pool;
   const uint8_t* act;
+  const __half* act16;  // 64 x k float16 activations (kQuantize)
   const float* scales;  // `copies` copies of n x k / 128 floats, rotating with the weight's
   uint32_t* out;
 };
@@ -303,11 +478,14 @@ double floor_us(const Shape& s, int sms, cudaStream_t stream) {
   });
 }
 
-template <int kBoxes, int kStages, int kActRows, int kScales = kNoScales, int kConsumer = kTouch>
+CUtensorMap a16_map;  // the float16 activation [64, 8192], boxes of 64 rows x 64 (128-byte swizzle)
+
+template <int kBoxes, int kStages, int kActRows, int kScales = kNoScales, int kConsumer = kTouch,
+          int kQuantize = kCodes>
 void run_form(const Shape& s, const std::vector<CUtensorMap>& w_maps, const CUtensorMap& a_map, int split,
               int blocks_per_sm, double floor, cudaStream_t stream) {
-  auto kernel = slab_kernel<kBoxes, kStages, kActRows, kScales, kConsumer>;
-  constexpr int kStageBytes = stage_bytes(kBoxes, kActRows, kScales);
+  auto kernel = slab_kernel<kBoxes, kStages, kActRows, kScales, kConsumer, kQuantize>;
+  constexpr int kStageBytes = stage_bytes(kBoxes, kActRows, kScales) + (staged(kQuantize) ? 64 * 256 : 0);
   // At least the ring; more keeps further blocks off the SM (as the GEMMs' other stages do).
   const int smem = std::max(kStages * kStageBytes, 227 * 1024 / blocks_per_sm - 2048) + 1024;
   if (smem > 227 * 1024 + 1024) return;
@@ -317,12 +495,19 @@ void run_form(const Shape& s, const std::vector<CUtensorMap>& w_maps, const CUte
   const int blocks = static_cast<int>(s.n / kStripRows) * split;
   const int64_t k_blocks = s.k / 128;
   const double us = b2b_us(stream, [&](int i) {
-    kernel<<<blocks, threads_of(kConsumer), smem, stream>>>(w_maps[i % s.copies], a_map, split, slabs,
-                                               s.scales + (i % s.copies) * s.n * k_blocks, s.n, k_blocks, s.out);
+    kernel<<<blocks, threads_of(kConsumer), smem, stream>>>(w_maps[i % s.copies], a_map, a16_map, split, slabs,
+                                               s.scales + (i % s.copies) * s.n * k_blocks, s.n, k_blocks, s.act16,
+                                               1.0f, s.out);
   });
   const double tbps = s.n * s.k / (us * 1e-6) / 1e12;
   const char* scales = kScales == kPerRow ? "per row [N, kb]" : kScales == kTransposed ? "[kb, N]" : "none";
-  const char* consumer = kConsumer == kTouch ? "touch" : kConsumer == kWgmmaWait ? "wgmma, wait" : "wgmma, overlap";
+  const char* consumer = kQuantize == kStatic    ? "quantized, st."
+                         : kQuantize == kDynamic ? "quantized, dyn."
+                         : kQuantize == kStagedStatic ? "staged q., st."
+                         : kQuantize == kStagedDynamic ? "staged q., dyn."
+                         : kConsumer == kTouch   ? "touch"
+                         : kConsumer == kWgmmaWait ? "wgmma, wait"
+                                                   : "wgmma, overlap";
   printf("  %d x 128 B a stage, %2d stages (%3d KB), act %3d rows, scales %-15s, %-14s, split %d, %3d blocks, %d/SM: "
          "%7.2f us %5.2f TB/s %3.0f %% of floor\n",
          kBoxes, kStages, kStages * kStageBytes / 1024, kActRows, scales, consumer, split, blocks, blocks_per_sm, us,
@@ -353,13 +538,29 @@ int main() {
     std::vector<float> host(scale_floats, 1.0f);
     CK(cudaMemcpy(scales, host.data(), scale_floats * sizeof(float), cudaMemcpyHostToDevice));
   }
+  __half* act16;  // 64 x 8192 float16 in [-2, 2)
+  {
+    std::vector<__half> host(64 * 8192);
+    std::mt19937 rng(5);
+    for (auto& v : host) v = __float2half(static_cast<float>(rng() % 4096) / 1024.0f - 2.0f);
+    CK(cudaMalloc(&act16, host.size() * sizeof(__half)));
+    CK(cudaMemcpy(act16, host.data(), host.size() * sizeof(__half), cudaMemcpyHostToDevice));
+    cuuint64_t dims[2] = {8192, 64}, strides[1] = {8192 * 2};
+    cuuint32_t box[2] = {64, 64}, estr[2] = {1, 1};
+    if (encoder()(&a16_map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, act16, dims, strides, box, estr,
+                  CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+      printf("cuTensorMapEncodeTiled (float16 activation) failed\n");
+      return 1;
+    }
+  }
   printf("%s, %d SMs, L2 %zu MB; back to back in a CUDA graph, cold (rotating copies > 4x L2)\n", prop.name, sms,
          l2 >> 20);
   for (const int64_t n : {int64_t{8192}, int64_t{28672}}) {
     const int64_t k = 8192;
     const size_t bytes = static_cast<size_t>(n * k);
     const int copies = static_cast<int>(std::min(pool_bytes / bytes, 4 * l2 / bytes + 1));
-    Shape s{n, k, std::min(copies, 4), pool, act, scales, out};
+    Shape s{n, k, std::min(copies, 4), pool, act, act16, scales, out};
     std::vector<CUtensorMap> w_maps;
     for (int c = 0; c < copies; ++c) w_maps.push_back(make_map(pool + c * bytes, n, k, kStripRows));
     const CUtensorMap a64 = make_map(act, 64, k, 64), a128 = make_map(act, 128, k, 128);
@@ -374,6 +575,11 @@ int main() {
     run_form<1, 6, 64, kPerRow, kWgmmaWait>(s, w_maps, a64, 2, 1, floor, stream);
     run_form<1, 6, 64, kPerRow, kWgmmaOverlap>(s, w_maps, a64, 2, 1, floor, stream);
     run_form<1, 8, 64, kPerRow, kWgmmaOverlap>(s, w_maps, a64, 2, 1, floor, stream);
+    run_form<1, 6, 64, kPerRow, kWgmmaOverlap, kStatic>(s, w_maps, a64, 2, 1, floor, stream);
+    run_form<1, 6, 64, kPerRow, kWgmmaOverlap, kDynamic>(s, w_maps, a64, 2, 1, floor, stream);
+    run_form<1, 4, 64, kPerRow, kWgmmaOverlap, kStagedStatic>(s, w_maps, a64, 2, 1, floor, stream);
+    run_form<1, 5, 64, kPerRow, kWgmmaOverlap, kStagedStatic>(s, w_maps, a64, 2, 1, floor, stream);
+    run_form<1, 5, 64, kPerRow, kWgmmaOverlap, kStagedDynamic>(s, w_maps, a64, 2, 1, floor, stream);
     run_form<1, 12, 0>(s, w_maps, a64, 2, 1, floor, stream);
     run_form<1, 8, 64>(s, w_maps, a64, 2, 1, floor, stream);
     run_form<2, 4, 64>(s, w_maps, a64, 2, 1, floor, stream);
