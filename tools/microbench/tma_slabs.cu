@@ -1,34 +1,33 @@
-// TMA slab streaming micro-benchmark: how fast does the weight stream of the wgmma GEMMs
-// (src/cuda/gemm/w8a8_wgmma.cuh, fused_wgmma.cuh) go with nothing else in the kernel? A
-// block owns a strip of 128 weight rows (the GEMMs' tile N) and a range of K (its split);
-// one producer thread copies each slab of the strip (128 rows x 128 bytes per box, the
-// wgmma's 128-byte swizzle, `boxes` boxes a stage) and, where asked, the matching
-// activation box (kActRows rows x 128 bytes of a small activation read from L2) into a
-// ring of shared-memory stages; where asked, the producer warpgroup's 128 threads also
-// copy the slab's 128 weight-row scales by cp.async and arrive on the stage's barrier
-// when they land, as the W8A8 GEMM's producer does: from the operator's [N, k_blocks]
-// layout (a 4-byte copy a row, 128 sectors a slab) or from [k_blocks, N] (the prepacked
-// layout: 32 16-byte copies of 512 contiguous bytes). The consumer is one warp that waits
-// for each stage, reads one word of it and frees it, or the W8A8 GEMM's two consumer
-// warpgroups (each 64 of the strip's rows, wgmma m64 x 64 x k32 e4m3 on the stage, the
-// sums folded with the scales, the stage freed by all 256 threads): waiting for each
-// slab's wgmmas before the next (kWgmmaWait) or, as the kernel, issuing slab i + 1's
-// before waiting for slab i's (kWgmmaOverlap). With kQuantize the activation comes not
-// from a TMA box of e4m3 codes but from the float16 activation itself, quantized by the
-// producer warpgroup into the stage (static: times one inverse scale; dynamic: each
-// row's amax over the slab, its scale written beside the weight scales): what the W8A8
-// GEMM would do without its quantize pass, where a slab is a scale block), from
-// registers loaded a slab ahead (kStatic, kDynamic) or from float16 TMA boxes staged in
-// the stage (kStagedStatic, kStagedDynamic: 16 KB more a stage, the loads as far ahead as
-// the ring). Emulations: the codes, sums and scales are not checked. Launches run back to back in a CUDA graph over rotating copies of the
-// weight totalling more than 4x the L2 (cold), as bqmm-profile's `b2b_us`; beside them
-// the profiler's floor kernel (a plain 512-byte-per-warp-instruction read of the same
-// bytes, ../stream_read.cuh) in the same run. Standalone (not built by CMake):
+// TMA slab streaming micro-benchmark: how fast do the wgmma GEMMs' data paths
+// (src/cuda/gemm/w8a8_wgmma.cuh, fused_wgmma.cuh) stream a weight, piece by piece, with
+// nothing else in the kernel? A block owns a strip of 128 weight rows (the GEMMs' tile N)
+// and a range of K (its split), one block per SM. Its producer copies each slab (128 rows
+// x 128 bytes per TMA box, the wgmma's 128-byte swizzle, `boxes` boxes a stage) into a
+// ring of shared-memory stages, and where asked:
+//   * the matching activation box (kActRows rows x 128 bytes of e4m3 codes, from L2);
+//   * the slab's 128 weight-row scales by cp.async, as the W8A8 GEMM's producer warpgroup
+//     does: from the operator's [N, k_blocks] layout (a 4-byte copy a row, 128 sectors a
+//     slab) or from [k_blocks, N] (the prepacked layout: 32 copies of 16 contiguous bytes);
+//   * instead of the codes, the float16 activation quantized by the producer warpgroup
+//     into the stage (kQuantize; static: times one inverse scale; dynamic: each row's amax
+//     over the slab, its scale beside the weight scales), from registers loaded a slab
+//     ahead or from float16 TMA boxes staged in the stage: what the W8A8 GEMM would do
+//     without its quantize pass where a slab is a scale block.
+// Its consumer is one warp that waits for each stage, reads one word of it and frees it,
+// or the W8A8 GEMM's two consumer warpgroups (each 64 of the strip's rows, wgmma m64 x 64
+// x k32 e4m3 on the stage, the sums folded with the scales, the stage freed by all 256
+// threads), waiting for each slab's wgmmas before the next or, as the kernel does,
+// issuing slab i + 1's first. These are emulations: codes, sums and scales are not
+// checked. Launches run back to back in a CUDA graph over rotating copies of the weight
+// totalling more than 4x the L2 (cold), as bqmm-profile's `b2b_us`, beside the
+// profiler's floor kernel (a plain 512-byte-per-warp-instruction read of the same bytes,
+// ../stream_read.cuh) in the same run. Standalone (not built by CMake):
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90a -o /tmp/tma_slabs tools/microbench/tma_slabs.cu && /tmp/tma_slabs
+//   nvcc -O3 -std=c++17 --expt-relaxed-constexpr -arch=sm_90a -Iinclude -Isrc -o /tmp/tma_slabs tools/microbench/tma_slabs.cu && /tmp/tma_slabs
 //
 // (or `MICRO=tma_slabs scripts/gpu_check.sh micro`). Prints per shape and form: us per
-// launch, TB/s of weight bytes, and the share of the floor kernel's rate.
+// launch, TB/s of weight bytes, and the share of the floor kernel's rate; docs/PERF.md
+// ("The wgmma GEMMs' weight stream") has the numbers.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_fp16.h>
@@ -50,34 +49,19 @@ constexpr int kStripRows = 128;  // weight rows per block (the GEMMs' tile N)
 constexpr int kBoxBytes = 128;   // bytes of a row per box (the 128-byte swizzle's width)
 constexpr int kBoxTileBytes = kStripRows * kBoxBytes;
 
-__device__ __forceinline__ uint32_t sa(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void bar_init(uint64_t* b, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(sa(b)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void bar_wait(uint64_t* b, uint32_t parity) {
-  uint32_t done = 0;
-  while (!done)
-    asm volatile(
-        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-        : "=r"(done)
-        : "r"(sa(b)), "r"(parity)
-        : "memory");
-}
-__device__ __forceinline__ void bar_arrive(uint64_t* b) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(sa(b)) : "memory");
-}
-__device__ __forceinline__ void bar_expect(uint64_t* b, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(sa(b)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void tma_box(const CUtensorMap* map, uint32_t dst, uint64_t* b, int x, int y) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
-          dst),
-      "l"(map), "r"(x), "r"(y), "r"(sa(b))
-      : "memory");
-}
+// The barriers, copies and shared-memory addresses are the library's (cuda/gemv/tma.cuh,
+// cuda/gemm/fused_gemm.cuh, cuda/common.cuh).
+using bqmm::cuda::cp_async16;
+using bqmm::cuda::cp_async4;
+using bqmm::cuda::cp_async_mbarrier_arrive;
+using bqmm::cuda::mbarrier_arrive;
+using bqmm::cuda::mbarrier_arrive_expect_tx;
+using bqmm::cuda::mbarrier_expect_tx;
+using bqmm::cuda::mbarrier_init;
+using bqmm::cuda::mbarrier_init_fence;
+using bqmm::cuda::mbarrier_wait;
+using bqmm::cuda::smem_addr;
+using bqmm::cuda::tma_copy_box;
 
 enum Scales { kNoScales = 0, kPerRow = 1, kTransposed = 2 };
 enum Consumer { kTouch = 0, kWgmmaWait = 1, kWgmmaOverlap = 2 };
@@ -86,13 +70,6 @@ __host__ __device__ constexpr bool staged(int quantize) { return quantize >= kSt
 __host__ __device__ constexpr bool dynamic(int quantize) { return quantize == kDynamic || quantize == kStagedDynamic; }
 constexpr int kProducers = 128;
 __host__ __device__ constexpr int threads_of(int consumer) { return kProducers + (consumer == kTouch ? 32 : 256); }
-
-__device__ __forceinline__ void cp_async(uint32_t dst, const void* src, int bytes) {
-  if (bytes == 4)
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
-  else
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
-}
 
 // The W8A8 GEMM's consumers on a tile-64 stage [128 weight rows][128 B] [64 act rows][128 B]
 // [128 scales]: warpgroup c multiplies weight rows 64 c .. 64 c + 63 by the 64 activation
@@ -107,8 +84,8 @@ __device__ __forceinline__ void consume_wgmma(uint8_t* smem, int stage_size, uin
   for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
   auto issue = [&](float (&part)[32], int i) {
     const int st = i % kStages;
-    bar_wait(&full[st], (i / kStages) & 1);
-    const uint32_t base = sa(smem + st * stage_size);
+    mbarrier_wait(&full[st], (i / kStages) & 1);
+    const uint32_t base = smem_addr(smem + st * stage_size);
     const uint64_t wd = sw128_desc(base + w_rows), ad = sw128_desc(base + kBoxTileBytes);
     wgmma_fence();
 #pragma unroll
@@ -122,7 +99,7 @@ __device__ __forceinline__ void consume_wgmma(uint8_t* smem, int stage_size, uin
     const float w0 = scales[16 * (warp % 4) + lane / 4], w1 = scales[16 * (warp % 4) + 8 + lane / 4];
     wgmma_wait<decltype(pending)::value>();
     fence_operands(part);
-    bar_arrive(&empty[st]);
+    mbarrier_arrive(&empty[st]);
 #pragma unroll
     for (int j = 0; j < 32; ++j) acc[j] = fmaf(part[j], (j / 2) % 2 ? w1 : w0, acc[j]);
   };
@@ -190,6 +167,33 @@ __device__ __forceinline__ float amax64(const uint4 (&v)[8]) {
   return fmaxf(__low2float(m), __high2float(m));
 }
 
+// Half h of activation row r (64 float16 in v) into the stage: dynamic, the row's amax
+// (its two threads' combined) and its scale at `a_scales`; the codes times the inverse
+// scale into the code tile at `codes` (row r's 16-byte chunk c at 16 (c ^ (r % 8))); then
+// a proxy fence (the wgmma reads the codes through the async proxy) and the arrival on
+// `full`.
+template <int kQuantize>
+__device__ __forceinline__ void quantize_into_stage(const uint4 (&v)[8], float inv, int r, int h, uint32_t codes,
+                                                    uint32_t a_scales, uint64_t* full) {
+  float row_inv = inv;
+  if constexpr (dynamic(kQuantize)) {
+    const float half_amax = amax64(v);
+    const float amax = fmaxf(half_amax, __shfl_xor_sync(0xffffffffu, half_amax, 1));
+    row_inv = amax > 0.0f ? 448.0f / amax : 0.0f;
+    if (h == 0) asm volatile("st.shared.f32 [%0], %1;" ::"r"(a_scales + 4 * r), "f"(amax / 448.0f) : "memory");
+  }
+  uint4 q[4];
+  quantize64(v, row_inv, q);
+  const uint32_t row = codes + r * kBoxBytes;
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(row + 16 * ((4 * h + j) ^ (r % 8))), "r"(q[j].x),
+                 "r"(q[j].y), "r"(q[j].z), "r"(q[j].w)
+                 : "memory");
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  mbarrier_arrive(full);
+}
+
 // The producer warpgroup with the activation quantized in it (the W8A8 tile-64 stage:
 // [128 weight rows][128 B] [64 code rows][128 B, swizzled] [128 weight scales]
 // [64 activation scales]): thread x takes half x % 2 of activation row x / 2 (64 K), its
@@ -212,33 +216,16 @@ __device__ __forceinline__ void produce_quantized(const CUtensorMap* w_map, uint
   for (int i = 0; i < slabs; ++i) {
     const int st = i % kStages, slab = z * slabs + i;
     if (i + 1 < slabs) load(next, slab + 1);
-    if (i >= kStages) bar_wait(&empty[st], ((i / kStages) - 1) & 1);
-    const uint32_t base = sa(smem + st * stage_size);
+    if (i >= kStages) mbarrier_wait(&empty[st], ((i / kStages) - 1) & 1);
+    const uint32_t base = smem_addr(smem + st * stage_size);
     if (x == 0) {
-      asm volatile("mbarrier.expect_tx.shared::cta.b64 [%0], %1;" ::"r"(sa(&full[st])), "r"(kBoxTileBytes) : "memory");
-      tma_box(w_map, base, &full[st], slab * kBoxBytes, strip * kStripRows);
+      mbarrier_expect_tx(&full[st], kBoxTileBytes);
+      tma_copy_box(w_map, base, &full[st], slab * kBoxBytes, strip * kStripRows);
     }
     const uint32_t w_scales = base + kBoxTileBytes + 64 * kBoxBytes;
-    cp_async(w_scales + 4 * x, scales + (int64_t{strip} * kStripRows + x) * k_blocks + slab, 4);
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(sa(&full[st])) : "memory");
-    float row_inv = inv;
-    if constexpr (dynamic(kQuantize)) {
-      const float half_amax = amax64(cur);  // this thread's 64 K of the row
-      const float amax = fmaxf(half_amax, __shfl_xor_sync(0xffffffffu, half_amax, 1));
-      row_inv = amax > 0.0f ? 448.0f / amax : 0.0f;
-      if (h == 0)
-        asm volatile("st.shared.f32 [%0], %1;" ::"r"(w_scales + 512 + 4 * r), "f"(amax / 448.0f) : "memory");
-    }
-    uint4 q[4];
-    quantize64(cur, row_inv, q);
-    const uint32_t row = base + kBoxTileBytes + r * kBoxBytes;
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(row + 16 * ((4 * h + j) ^ (r % 8))), "r"(q[j].x),
-                   "r"(q[j].y), "r"(q[j].z), "r"(q[j].w)
-                   : "memory");
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    bar_arrive(&full[st]);
+    cp_async4(w_scales + 4 * x, scales + (int64_t{strip} * kStripRows + x) * k_blocks + slab, true);
+    cp_async_mbarrier_arrive(&full[st]);
+    quantize_into_stage<kQuantize>(cur, inv, r, h, base + kBoxTileBytes, w_scales + 512, &full[st]);
 #pragma unroll
     for (int j = 0; j < 8; ++j) cur[j] = next[j];
   }
@@ -262,23 +249,23 @@ __device__ __forceinline__ void produce_staged(const CUtensorMap* w_map, const C
   const int x = threadIdx.x, r = x / 2, h = x % 2;
   auto issue = [&](int j) {  // slab j's copies (every producer thread: its weight scale)
     const int st = j % kStages, slab = z * slabs + j;
-    if (j >= kStages) bar_wait(&empty[st], ((j / kStages) - 1) & 1);
-    const uint32_t base = sa(smem + st * stage_size);
+    if (j >= kStages) mbarrier_wait(&empty[st], ((j / kStages) - 1) & 1);
+    const uint32_t base = smem_addr(smem + st * stage_size);
     if (x == 0) {
-      asm volatile("mbarrier.expect_tx.shared::cta.b64 [%0], %1;" ::"r"(sa(&full[st])), "r"(kBoxTileBytes) : "memory");
-      tma_box(w_map, base, &full[st], slab * kBoxBytes, strip * kStripRows);
-      bar_expect(&staged_bars[st], 64 * 256);
+      mbarrier_expect_tx(&full[st], kBoxTileBytes);
+      tma_copy_box(w_map, base, &full[st], slab * kBoxBytes, strip * kStripRows);
+      mbarrier_arrive_expect_tx(&staged_bars[st], 64 * 256);
       for (int half = 0; half < 2; ++half)  // two 128-byte-swizzled boxes of 64 K
-        tma_box(a16_map, base + kF16Offset + half * 64 * 128, &staged_bars[st], slab * 128 + 64 * half, 0);
+        tma_copy_box(a16_map, base + kF16Offset + half * 64 * 128, &staged_bars[st], slab * 128 + 64 * half, 0);
     }
-    cp_async(base + kWScalesOffset + 4 * x, scales + (int64_t{strip} * kStripRows + x) * k_blocks + slab, 4);
-    asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(sa(&full[st])) : "memory");
+    cp_async4(base + kWScalesOffset + 4 * x, scales + (int64_t{strip} * kStripRows + x) * k_blocks + slab, true);
+    cp_async_mbarrier_arrive(&full[st]);
   };
   for (int j = 0; j < kStages - 1 && j < slabs; ++j) issue(j);
   for (int i = 0; i < slabs; ++i) {
     const int st = i % kStages;
-    const uint32_t base = sa(smem + st * stage_size);
-    bar_wait(&staged_bars[st], (i / kStages) & 1);
+    const uint32_t base = smem_addr(smem + st * stage_size);
+    mbarrier_wait(&staged_bars[st], (i / kStages) & 1);
     // This thread's 64 float16: row r of box h, 16-byte chunk c at 16 (c ^ (r % 8)).
     uint4 v[8];
 #pragma unroll
@@ -288,25 +275,7 @@ __device__ __forceinline__ void produce_staged(const CUtensorMap* w_map, const C
                    : "=r"(v[c].x), "=r"(v[c].y), "=r"(v[c].z), "=r"(v[c].w)
                    : "r"(a));
     }
-    float row_inv = inv;
-    if constexpr (dynamic(kQuantize)) {
-      const float half_amax = amax64(v);
-      const float amax = fmaxf(half_amax, __shfl_xor_sync(0xffffffffu, half_amax, 1));
-      row_inv = amax > 0.0f ? 448.0f / amax : 0.0f;
-      if (h == 0)
-        asm volatile("st.shared.f32 [%0], %1;" ::"r"(base + kWScalesOffset + 512 + 4 * r), "f"(amax / 448.0f)
-                     : "memory");
-    }
-    uint4 q[4];
-    quantize64(v, row_inv, q);
-    const uint32_t row = base + kCodesOffset + r * kBoxBytes;
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(row + 16 * ((4 * h + j) ^ (r % 8))), "r"(q[j].x),
-                   "r"(q[j].y), "r"(q[j].z), "r"(q[j].w)
-                   : "memory");
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    bar_arrive(&full[st]);
+    quantize_into_stage<kQuantize>(v, inv, r, h, base + kCodesOffset, base + kWScalesOffset + 512, &full[st]);
     if (i + kStages - 1 < slabs) issue(i + kStages - 1);
   }
   asm volatile("cp.async.wait_all;" ::: "memory");
@@ -335,11 +304,11 @@ __global__ void __launch_bounds__(threads_of(kConsumer), 1)
   const int strip = blockIdx.x / split, z = blockIdx.x % split;
   if (threadIdx.x == 0) {
     for (int i = 0; i < kStages; ++i) {
-      bar_init(&full[i], kFullArrivals);
-      bar_init(&empty[i], kConsumer == kTouch ? 1 : 256);
-      bar_init(&staged_bar[i], 1);
+      mbarrier_init(&full[i], kFullArrivals);
+      mbarrier_init(&empty[i], kConsumer == kTouch ? 1 : 256);
+      mbarrier_init(&staged_bar[i], 1);
     }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    mbarrier_init_fence();
   }
   __syncthreads();
   if (staged(kQuantize) && threadIdx.x < kProducers) {
@@ -353,20 +322,20 @@ __global__ void __launch_bounds__(threads_of(kConsumer), 1)
     const int x = threadIdx.x;
     for (int i = 0; i < slabs; ++i) {
       const int st = i % kStages;
-      if (i >= kStages) bar_wait(&empty[st], ((i / kStages) - 1) & 1);
-      const uint32_t base = sa(smem + st * kStageBytes);
+      if (i >= kStages) mbarrier_wait(&empty[st], ((i / kStages) - 1) & 1);
+      const uint32_t base = smem_addr(smem + st * kStageBytes);
       const int slab = z * slabs + i;
       const int k0 = slab * kBoxes * kBoxBytes;
       if (x == 0) {
         if constexpr (kScales != kNoScales) {
-          asm volatile("mbarrier.expect_tx.shared::cta.b64 [%0], %1;" ::"r"(sa(&full[st])), "r"(kTmaBytes) : "memory");
+          mbarrier_expect_tx(&full[st], kTmaBytes);
         } else {
-          bar_expect(&full[st], kTmaBytes);
+          mbarrier_arrive_expect_tx(&full[st], kTmaBytes);
         }
         for (int b = 0; b < kBoxes; ++b) {
-          tma_box(&w_map, base + b * kBoxTileBytes, &full[st], k0 + b * kBoxBytes, strip * kStripRows);
+          tma_copy_box(&w_map, base + b * kBoxTileBytes, &full[st], k0 + b * kBoxBytes, strip * kStripRows);
           if constexpr (kActRows > 0)
-            tma_box(&a_map, base + kBoxes * kBoxTileBytes + b * kActRows * kBoxBytes, &full[st], k0 + b * kBoxBytes,
+            tma_copy_box(&a_map, base + kBoxes * kBoxTileBytes + b * kActRows * kBoxBytes, &full[st], k0 + b * kBoxBytes,
                     0);
         }
       }
@@ -374,11 +343,11 @@ __global__ void __launch_bounds__(threads_of(kConsumer), 1)
         const uint32_t dst = base + kTmaBytes;
         const int64_t row0 = int64_t{strip} * kStripRows;
         if constexpr (kScales == kPerRow) {
-          cp_async(dst + 4 * x, scales + (row0 + x) * k_blocks + slab, 4);
+          cp_async4(dst + 4 * x, scales + (row0 + x) * k_blocks + slab, true);
         } else if (x < 32) {
-          cp_async(dst + 16 * x, scales + slab * n + row0 + 4 * x, 16);
+          cp_async16(dst + 16 * x, scales + slab * n + row0 + 4 * x, true);
         }
-        asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(sa(&full[st])) : "memory");
+        cp_async_mbarrier_arrive(&full[st]);
       }
     }
     asm volatile("cp.async.wait_all;" ::: "memory");
@@ -390,10 +359,10 @@ __global__ void __launch_bounds__(threads_of(kConsumer), 1)
     uint32_t acc = 0;
     for (int i = 0; i < slabs; ++i) {
       const int st = i % kStages;
-      bar_wait(&full[st], (i / kStages) & 1);
+      mbarrier_wait(&full[st], (i / kStages) & 1);
       acc += reinterpret_cast<const uint32_t*>(smem + st * kStageBytes)[threadIdx.x - kProducers];
       __syncwarp();
-      if (threadIdx.x == kProducers) bar_arrive(&empty[st]);
+      if (threadIdx.x == kProducers) mbarrier_arrive(&empty[st]);
     }
     if (acc == stream_read::kNeverStored) out[0] = acc;
   }
