@@ -74,6 +74,7 @@ struct Settings {
   uint64_t seed = 1;
   bool cpu = false;  // --device cpu
   std::string json_path;
+  bool json_append = false;  // --json-append: add to json_path rather than replace it
   std::string dump_dir;
   bool explain = false;
   std::optional<DeviceInfo> device_override;  // --sm and --num-sms (--explain, --device cpu)

@@ -75,7 +75,8 @@ std::vector<FlagSpec> common_flags() {
       {"--repeat", "R", "timed runs; median, p10 and p90 are reported (default 100)"},
       {"--seed", "S", "seed of the random inputs (default 1)"},
       {"--device", "D", "cuda (default; falls back to the CPU reference without a GPU) or cpu"},
-      {"--json", "FILE", "write one JSON object per case to FILE"},
+      {"--json", "FILE", "write one JSON object per case to FILE (replacing it)"},
+      {"--json-append", nullptr, "with --json: add the cases' lines to FILE instead of replacing it"},
       {"--dump-dir", "DIR", "write each case's inputs and output as .npy files under DIR"},
       {"--explain", nullptr, "print each case's plan and exit without running"},
       {"--sm", "SM",
@@ -215,6 +216,8 @@ Status read_settings(const Flags& flags, Settings* out) {
     return usage_error("--device: expected cuda or cpu but got \"" + device + "\"");
   s.cpu = device == "cpu";
   s.json_path = flags.get("--json");
+  s.json_append = flags.has("--json-append");
+  if (s.json_append && s.json_path.empty()) return usage_error("--json-append: needs --json FILE");
   s.dump_dir = flags.get("--dump-dir");
   s.explain = flags.has("--explain");
 

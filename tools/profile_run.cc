@@ -408,7 +408,7 @@ int run_cases(const std::vector<OpCases>& runs, const Settings& settings, const 
 
   std::FILE* json = nullptr;
   if (!settings.json_path.empty()) {
-    json = std::fopen(settings.json_path.c_str(), "w");
+    json = std::fopen(settings.json_path.c_str(), settings.json_append ? "a" : "w");
     if (json == nullptr) {
       std::fprintf(stderr, "bqmm-profile: --json: cannot write %s\n", settings.json_path.c_str());
       return 2;

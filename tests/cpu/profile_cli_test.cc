@@ -410,6 +410,7 @@ TEST(ProfileCli, EveryFlagErrorNamesTheFlag) {
       {"--sm 5 --num-sms 132 --device cpu" + one, "--sm"},
       {"--sm 90 --num-sms zero --device cpu" + one, "--num-sms"},
       {"--json /nonexistent/dir/out.jsonl --device cpu" + one, "--json"},
+      {"--json-append --device cpu" + one, "--json-append"},
       // the other operator's flags
       {"--op fp8 --bits 8" + one, "--bits"},
       {"--zero-points packed" + one, "--zero-points"},  // without --op: fp8
@@ -461,6 +462,30 @@ TEST(ProfileCli, BetweenKernelIsInTheJson) {
               std::string::npos)
         << json;
   }
+  std::remove(path.c_str());
+}
+
+// --json replaces its file, --json-append adds to it: three runs of one case (plain,
+// plain, appending) leave two lines.
+TEST(ProfileCli, JsonReplacesOrAppends) {
+  SKIP_WITHOUT_CLI();
+  const std::string path = ::testing::TempDir() + "bqmm_json_append.jsonl";
+  const std::string one_case = "--op nbits --m 1 --n 64 --k 64 --device cpu --json " + path;
+  const auto lines = [&] {
+    std::FILE* f = std::fopen(path.c_str(), "r");
+    if (f == nullptr) return -1;
+    int n = 0;
+    for (int c = std::fgetc(f); c != EOF; c = std::fgetc(f)) n += c == '\n';
+    std::fclose(f);
+    return n;
+  };
+  std::remove(path.c_str());
+  for (const std::string flags : {"", "", "--json-append "}) {
+    const CliResult r = run_cli(flags + one_case);
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+  }
+  // The second run replaced the first's line, the third added one.
+  EXPECT_EQ(lines(), 2);
   std::remove(path.c_str());
 }
 
