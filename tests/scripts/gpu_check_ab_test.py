@@ -60,8 +60,7 @@ class GpuCheckAbTest(unittest.TestCase):
 
     def run_ab(self, **env):
         out = os.path.join(self.root, "out")
-        full = gpu_check_env(OUT=out, AB_CASES_FILE="cases.txt", AB_REPEATS="1",
-                             PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+        full = gpu_check_env(OUT=out, AB_CASES_FILE="cases.txt", AB_REPEATS="1")
         full.update(env)
         p = subprocess.run(["bash", os.path.join(self.root, "scripts", "gpu_check.sh"), "ab"],
                            cwd=self.root, env=full, capture_output=True, text=True, check=False)

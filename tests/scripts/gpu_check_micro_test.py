@@ -65,9 +65,7 @@ class GpuCheckMicroTest(unittest.TestCase):
 
     def run_micro(self, **env):
         out = os.path.join(self.root, "out")
-        full = gpu_check_env(OUT=out,
-                             PATH=os.path.join(self.root, "bin") + os.pathsep +
-                             os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+        full = gpu_check_env(os.path.join(self.root, "bin"), OUT=out)
         full.update(env)
         p = subprocess.run(["bash", os.path.join(self.root, "scripts", "gpu_check.sh"), "micro"],
                            cwd=self.root, env=full, capture_output=True, text=True, check=False)

@@ -87,9 +87,7 @@ class GpuCheckNcuTest(unittest.TestCase):
         with open(os.path.join(self.root, "cases.txt"), "w") as f:
             f.write(cases)
         out = os.path.join(self.root, "out")
-        full = gpu_check_env(OUT=out, NCU_CASES="cases.txt",
-                             PATH=os.path.join(self.root, "bin") + os.pathsep +
-                             os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+        full = gpu_check_env(os.path.join(self.root, "bin"), OUT=out, NCU_CASES="cases.txt")
         full.update(env)
         p = subprocess.run(["bash", os.path.join(self.root, "scripts", "gpu_check.sh"), "ncu"],
                            cwd=self.root, env=full, capture_output=True, text=True, check=False)

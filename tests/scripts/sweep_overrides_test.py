@@ -105,8 +105,7 @@ class SweepOverridesTest(unittest.TestCase):
         open(os.path.join(self.root, "CMakeLists.txt"), "w").close()
         os.makedirs(os.path.join(self.root, "build-gpu"))
         shutil.copy(self.profiler, os.path.join(self.root, "build-gpu", "bqmm-profile"))
-        env = gpu_check_env(OUT=self.out, SWEEP_CASES=self.cases, SWEEP_REPEATS="1",
-                            PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+        env = gpu_check_env(OUT=self.out, SWEEP_CASES=self.cases, SWEEP_REPEATS="1")
         gpu_check = os.path.join(scripts, "gpu_check.sh")
         p = subprocess.run(["bash", gpu_check, "sweep"], cwd=self.root, env=env,
                            capture_output=True, text=True, check=False)
