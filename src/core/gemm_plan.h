@@ -125,12 +125,27 @@ constexpr int64_t wgmma_smem_bytes(int tile_m, int bits) {
 // rows, in 1 KB (stages stay on swizzle-atom boundaries).
 constexpr int kW8a8TileM = 128;  // the largest tile; the dynamic scales' rows are padded to it
 constexpr int64_t kW8a8SlabK = 128;
-constexpr int64_t w8a8_stage_bytes(int tile_m) { return (kGemmTileN + tile_m) * kW8a8SlabK + 1024; }
-constexpr int w8a8_stages(int tile_m) {
-  return static_cast<int>(std::min<int64_t>(kWgmmaMaxStages, kWgmmaSmemBytes / w8a8_stage_bytes(tile_m)));
+// K halves (tile_n = kW8a8HalvesTileN): a block of 64 weight rows, whose two consumer
+// warpgroups take the first and the second half of the block's K blocks, their sums added
+// in the block at the end. A stage holds a slab of each half: the same weight bytes, twice
+// the activation bytes. It replaces a K split of 2 of the 128-row tiles (the same number
+// of blocks, no cluster and no planes; w8a8_takes_halves). Measured on an H100 against
+// that split summed in its cluster (back to back, same run, scripts/ab_cases/
+// w8a8_halves.txt): 8192 x 8192 M = 64 0.957-0.962x the time (static, dynamic, both
+// activation types, 128-row weight scales), M = 16 and 32 0.982-0.991x. In place of a split
+// of 4 (then halves and a split of 2 in planes, 4096 x 14336) it was 0.978-0.982x at M = 64
+// but 1.022x at M = 16, so it is not taken there.
+constexpr int kW8a8HalvesTileN = 64;
+constexpr int kW8a8HalvesMaxTileM = 64;  // the tiles instantiated with halves (32, 64)
+constexpr int64_t w8a8_stage_bytes(int tile_m, int tile_n = kGemmTileN) {
+  return (kGemmTileN + (tile_n == kW8a8HalvesTileN ? 2 : 1) * tile_m) * kW8a8SlabK + 1024;
 }
-constexpr int64_t w8a8_smem_bytes(int tile_m) {
-  return w8a8_stages(tile_m) * w8a8_stage_bytes(tile_m) + kWgmmaAlignBytes;
+constexpr int w8a8_stages(int tile_m, int tile_n = kGemmTileN) {
+  return static_cast<int>(
+      std::min<int64_t>(kWgmmaMaxStages, kWgmmaSmemBytes / w8a8_stage_bytes(tile_m, tile_n)));
+}
+constexpr int64_t w8a8_smem_bytes(int tile_m, int tile_n = kGemmTileN) {
+  return w8a8_stages(tile_m, tile_n) * w8a8_stage_bytes(tile_m, tile_n) + kWgmmaAlignBytes;
 }
 // The tile for M rows: the smallest of 32, 64, 128 holding them (above 128, 128). A
 // 128-row tile on 64 rows or fewer multiplies mostly padding: at 8192 x 8192 M = 64 the
@@ -384,9 +399,18 @@ inline void choose_gemm_mainloop(const GemmShape& s, const DeviceInfo& device,
 }
 
 // Whether the W8A8 GEMM sums the K split of `g` in a thread-block cluster of its blocks (no
-// planes, no reduce kernel): a split of kClusterSumSplit, unless forced off.
+// planes, no reduce kernel): a split of kClusterSumSplit of 128-row tiles, unless forced off.
 inline bool w8a8_cluster_sums(const GemmConfig& g, const GemmForced& forced) {
-  return g.wgmma && g.k_split == kClusterSumSplit && forced.cluster_sum != 0;
+  return g.wgmma && g.k_split == kClusterSumSplit && g.tile_n == kGemmTileN && forced.cluster_sum != 0;
+}
+
+// Whether the W8A8 GEMM of `g` (its 128-row tiles and their K split chosen) runs K halves
+// instead (kW8a8HalvesTileN): on tiles of up to kW8a8HalvesMaxTileM rows split in two,
+// two K blocks or more; `forced` (the override's w8a8_halves, -1 unset) 1 takes them
+// wherever the tile and K allow, 0 never.
+inline bool w8a8_takes_halves(const GemmConfig& g, int64_t k_blocks, int forced) {
+  if (forced == 0 || g.tile_m > kW8a8HalvesMaxTileM || k_blocks < 2) return false;
+  return forced == 1 || g.k_split == 2;
 }
 
 // Whether the fused GEMM's wgmma mainloop sums the K split of `g` in a thread-block cluster

@@ -82,12 +82,13 @@ cuda::Fp8KernelArgs kernel_args(const Fp8Case& c, const testing::Fp8DeviceCase& 
 // quantize pass, its first stages' weights copied while the pass runs (codes and scales
 // start uninitialized, so a read of them before the pass completes is far from the
 // reference); `cluster`, a K split summed in a thread-block cluster (the partials buffer
-// then starts and stays uninitialized: a read of it is far from the reference too).
-GemmConfig w8a8_config(int tile_m, int k_split, bool dependent, bool cluster) {
+// then starts and stays uninitialized: a read of it is far from the reference too);
+// `halves`, K halves in 64-row tiles (tile_n kW8a8HalvesTileN).
+GemmConfig w8a8_config(int tile_m, int k_split, bool dependent, bool cluster, bool halves = false) {
   GemmConfig g;
   g.wgmma = true;
   g.tile_m = tile_m;
-  g.tile_n = kGemmTileN;
+  g.tile_n = halves ? kW8a8HalvesTileN : kGemmTileN;
   g.k_split = k_split;
   g.dependent_launch = dependent;
   g.cluster_reduce = cluster;
@@ -155,17 +156,51 @@ TEST(W8A8Wgmma, BothModesAgainstReference) {
       }
 }
 
+// K halves (64-row tiles, each consumer warpgroup half the K blocks of its block): tiles
+// of 32 and 64 rows, K blocks even and odd in number (the first half the larger; the
+// second's last fills absent), blocks of one, two and four slabs with partial last ones,
+// one K block (the second half empty), rings lapped many times, unsplit and split in three
+// into planes, both modes, with and without the dependent launch.
+TEST(W8A8Wgmma, KHalvesAgainstReference) {
+  BQMM_REQUIRE_GPU();
+  if (!sm90()) GTEST_SKIP() << "the W8A8 wgmma GEMM needs SM90 (device and build)";
+  struct Shape3 { int64_t m, n, k, block; };
+  const Shape3 shapes[] = {{9, 1000, 1024, 128},  {64, 1037, 1040, 128}, {33, 517, 1280, 256},
+                           {64, 256, 8192, 128},  {40, 384, 8320, 256},  {17, 264, 1664, 512},
+                           {20, 100, 112, 128}};
+  uint64_t seed = 500;
+  for (const Shape3 sh : shapes)
+    for (const bool dynamic : {false, true})
+      for (const int k_split : {1, 3}) {
+        const DType t = seed % 2 == 0 ? DType::kFloat16 : DType::kBFloat16;
+        const int tile_m = sh.m <= 32 || seed % 3 == 0 ? 32 : 64;  // past M, or M in two tiles
+        const bool dependent = (seed / 4) % 2 == 1;
+        SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " N=" << sh.n << " K=" << sh.k << " block="
+                                          << sh.block << " " << dtype_name(t) << (dynamic ? " dynamic" : " static")
+                                          << " tile_m=" << tile_m << " k_split=" << k_split << " halves"
+                                          << (dependent ? " dependent" : ""));
+        Fp8Case c = reference::make_random_fp8_case(t, sh.m, sh.n, sh.k, sh.block, /*bias=*/seed % 3 != 1,
+                                                    /*w8a8=*/!dynamic, seed);
+        c.dynamic_act_quant = dynamic;
+        vary_block_magnitudes(c);
+        ++seed;
+        check_w8a8(c, w8a8_config(tile_m, k_split, dependent, /*cluster=*/false, /*halves=*/true));
+      }
+}
+
 // Small shapes for compute-sanitizer (memcheck and racecheck: the producer's ring and the
 // consumers' turns): edge tiles in M and N, a partial last K block, blocks of one, two and
-// four slabs, each tile, a K split, both modes.
+// four slabs, each tile, a K split, K halves, both modes.
 TEST(W8A8Wgmma, SanitizeSmall) {
   BQMM_REQUIRE_GPU();
   if (!sm90()) GTEST_SKIP() << "the W8A8 wgmma GEMM needs SM90 (device and build)";
-  struct Shape3 { int64_t m, n, k, block; int tile_m, k_split; bool cluster; };
-  const Shape3 shapes[] = {{33, 130, 272, 128, 64, 1, false},
-                           {129, 64, 528, 256, 32, 2, false},
-                           {40, 70, 400, 128, 128, 2, true},
-                           {35, 72, 1168, 512, 64, 2, true}};
+  struct Shape3 { int64_t m, n, k, block; int tile_m, k_split; bool cluster, halves; };
+  const Shape3 shapes[] = {{33, 130, 272, 128, 64, 1, false, false},
+                           {129, 64, 528, 256, 32, 2, false, false},
+                           {40, 70, 400, 128, 128, 2, true, false},
+                           {35, 72, 1168, 512, 64, 2, true, false},
+                           {33, 130, 1040, 128, 64, 1, false, true},
+                           {20, 70, 1168, 256, 32, 2, false, true}};
   uint64_t seed = 400;
   for (const Shape3 sh : shapes)
     for (const bool dynamic : {false, true}) {
@@ -174,11 +209,11 @@ TEST(W8A8Wgmma, SanitizeSmall) {
       SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " N=" << sh.n << " K=" << sh.k << " block=" << sh.block
                                         << (dynamic ? " dynamic" : " static") << " tile_m=" << sh.tile_m
                                         << " k_split=" << sh.k_split << (sh.cluster ? " cluster" : "")
-                                        << (dependent ? " dependent" : ""));
+                                        << (sh.halves ? " halves" : "") << (dependent ? " dependent" : ""));
       Fp8Case c = reference::make_random_fp8_case(t, sh.m, sh.n, sh.k, sh.block, /*bias=*/true,
                                                   /*w8a8=*/!dynamic, seed++);
       c.dynamic_act_quant = dynamic;
-      check_w8a8(c, w8a8_config(sh.tile_m, sh.k_split, dependent, sh.cluster));
+      check_w8a8(c, w8a8_config(sh.tile_m, sh.k_split, dependent, sh.cluster, sh.halves));
     }
 }
 

@@ -676,20 +676,20 @@ struct GemmBlockTile {
   int64_t m0, n0;                 // first activation row, first weight row
   int64_t slab_begin, slab_end;   // the K slabs [begin, end)
 };
-template <int kTileM, int kGroupM = 0, typename Params>
+template <int kTileM, int kGroupM = 0, int kTileN = kGemmTileN, typename Params>
 __device__ __forceinline__ GemmBlockTile gemm_block_tile(const Params& p) {
   GemmBlockTile b;
   const int64_t m_tiles = (p.m + kTileM - 1) / kTileM;
   int64_t t = blockIdx.x, first = 0, group = m_tiles;
   if constexpr (kGroupM > 0) {
-    const int64_t n_tiles = (p.n + kGemmTileN - 1) / kGemmTileN;
+    const int64_t n_tiles = (p.n + kTileN - 1) / kTileN;
     const int64_t g = t / (kGroupM * n_tiles);
     first = g * kGroupM;
     group = m_tiles - first < kGroupM ? m_tiles - first : kGroupM;
     t -= g * kGroupM * n_tiles;
   }
   b.m0 = (first + t % group) * kTileM;
-  b.n0 = (t / group) * kGemmTileN;
+  b.n0 = (t / group) * kTileN;
   const int64_t slabs = (p.row_bytes + kGemmSlabBytes - 1) / kGemmSlabBytes;
   b.slab_begin = static_cast<int64_t>(blockIdx.z) * p.slabs_per_split;
   b.slab_end = b.slab_begin + p.slabs_per_split < slabs ? b.slab_begin + p.slabs_per_split : slabs;

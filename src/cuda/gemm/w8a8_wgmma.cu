@@ -12,7 +12,7 @@
 namespace bqmm::cuda {
 namespace {
 
-template <typename T, bool kDynamic, int kTileM>
+template <typename T, bool kDynamic, int kTileM, bool kHalves>
 Status launch_typed(const Fp8KernelArgs& args, const GemmConfig& config, const W8A8Workspace& ws,
                     cudaStream_t stream) {
   const int k_split = config.k_split;
@@ -26,8 +26,10 @@ Status launch_typed(const Fp8KernelArgs& args, const GemmConfig& config, const W
                                                            kDynamic ? ws.scales : nullptr, stream)));
 
   W8A8Params<T> p{};
-  // One box per operand and slab: kGemmTileN weight rows, kTileM activation rows.
-  BQMM_RETURN_IF_ERROR(make_tile_tensor_map(args.b, args.n, args.k, &p.w_map, kGemmTileN));
+  // Boxes of the block's weight rows (kGemmTileN, or kW8a8HalvesTileN with K halves) and
+  // of kTileM activation rows, 128 bytes of K each.
+  constexpr int kTileN = W8A8Stage<kTileM, kHalves>::kTileN;
+  BQMM_RETURN_IF_ERROR(make_tile_tensor_map(args.b, args.n, args.k, &p.w_map, kTileN));
   BQMM_RETURN_IF_ERROR(make_tile_tensor_map(ws.codes, args.m, args.k, &p.a_map, kTileM));
   p.a = ws.codes;
   p.a_scales = kDynamic ? ws.scales : nullptr;
@@ -49,10 +51,10 @@ Status launch_typed(const Fp8KernelArgs& args, const GemmConfig& config, const W
   p.slabs_per_split = static_cast<int>(blocks_per_split * p.block_slabs);
   p.dependent = config.dependent_launch && dependent_launch_supported();
 
-  const int64_t tiles = (args.m + kTileM - 1) / kTileM * ((args.n + kGemmTileN - 1) / kGemmTileN);
+  const int64_t tiles = (args.m + kTileM - 1) / kTileM * ((args.n + kTileN - 1) / kTileN);
   const dim3 grid(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(k_split));
-  const auto kernel = W8A8WgmmaKernel<T, kDynamic, kTileM>;
-  constexpr int kSmem = static_cast<int>(w8a8_smem_bytes(kTileM));
+  const auto kernel = W8A8WgmmaKernel<T, kDynamic, kTileM, kHalves>;
+  constexpr int kSmem = static_cast<int>(w8a8_smem_bytes(kTileM, kTileN));
   BQMM_RETURN_IF_ERROR(allow_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmem));
   BQMM_RETURN_IF_ERROR(launch_kernel_ex(kernel, grid, dim3(kWgmmaThreads), kSmem, stream, config.dependent_launch,
                                         cluster ? unsigned{kClusterSumSplit} : 1u, "W8A8WgmmaKernel", p));
@@ -61,16 +63,21 @@ Status launch_typed(const Fp8KernelArgs& args, const GemmConfig& config, const W
                                   /*dependent=*/true, stream);
 }
 
-// The kernel of one (type, mode), at the tile the plan chose.
+// The kernel of one (type, mode), at the tile the plan chose (K halves: tiles of 32 and
+// 64 rows, the ones plans take them on).
 template <typename T, bool kDynamic>
 Status launch_tile(const Fp8KernelArgs& args, const GemmConfig& config, const W8A8Workspace& ws, cudaStream_t stream) {
+  static_assert(kW8a8HalvesMaxTileM == 64, "the K halves' tiles below");
+  const bool halves = config.tile_n == kW8a8HalvesTileN;
   switch (config.tile_m) {
     case 32:
-      return launch_typed<T, kDynamic, 32>(args, config, ws, stream);
+      return halves ? launch_typed<T, kDynamic, 32, true>(args, config, ws, stream)
+                    : launch_typed<T, kDynamic, 32, false>(args, config, ws, stream);
     case 64:
-      return launch_typed<T, kDynamic, 64>(args, config, ws, stream);
+      return halves ? launch_typed<T, kDynamic, 64, true>(args, config, ws, stream)
+                    : launch_typed<T, kDynamic, 64, false>(args, config, ws, stream);
     default:
-      return launch_typed<T, kDynamic, kW8a8TileM>(args, config, ws, stream);
+      return launch_typed<T, kDynamic, kW8a8TileM, false>(args, config, ws, stream);
   }
 }
 
@@ -80,12 +87,14 @@ Status launch_w8a8_gemm(const Fp8KernelArgs& args, bool dynamic, const GemmConfi
                         cudaStream_t stream) {
   if (args.m == 0 || args.n == 0) return Status::Ok();
   const int tile_m = config.tile_m, k_split = config.k_split;
+  const bool halves = config.tile_n == kW8a8HalvesTileN;
   if (args.block_size % kW8a8SlabK != 0 || args.k % 16 != 0 || k_split < 1 ||
       (tile_m != 32 && tile_m != 64 && tile_m != kW8a8TileM) ||
-      (config.cluster_reduce && k_split != kClusterSumSplit))
+      (config.tile_n != kGemmTileN && !(halves && tile_m <= kW8a8HalvesMaxTileM)) ||
+      (config.cluster_reduce && (k_split != kClusterSumSplit || halves)))
     return Status(StatusCode::kInternal,
-                  "launch_w8a8_gemm: block_size % 128, K % 16, k_split >= 1 (2 summed in a cluster) and "
-                  "tile_m 32, 64 or 128");
+                  "launch_w8a8_gemm: block_size % 128, K % 16, k_split >= 1 (2 summed in a cluster, "
+                  "128-row tiles), tile_m 32, 64 or 128, tile_n 128 or (tile_m <= 64) 64");
   return dispatch_half_types(args.dtype, "w8a8 gemm", [&](auto tag) {
     using T = decltype(tag);
     return dynamic ? launch_tile<T, true>(args, config, ws, stream) : launch_tile<T, false>(args, config, ws, stream);

@@ -32,6 +32,15 @@
 // serializes every wgmma: C7514). Blocks of
 // several slabs: one buffer summing a block's slabs, waited for at every slab, folded at
 // the block's (or the split's) last.
+//
+// K halves (kHalves, the planner's tile_n = kW8a8HalvesTileN; core/gemm_plan.h says when):
+// the block owns 64 weight rows, and consumer c the c-th half of the block's K blocks (the
+// first half the larger where their count is odd). Stage i holds slab i of each half: two
+// 64-row weight boxes where the 128-row box would be (consumer c's rows at the same place
+// as above) and two activation boxes, each half's scales beside them; the second half's
+// copies are left out past its end, and consumer 1 then only releases the stage. At the
+// end consumer 1 hands its sums to consumer 0 through shared memory, which stores the
+// tile: no K split between blocks, so no cluster and no planes.
 #pragma once
 
 #include <cuda.h>
@@ -47,21 +56,29 @@
 namespace bqmm::cuda {
 
 // The geometry of a tile of kTileM activation rows (the wgmma's N; kW8a8SlabK, the stages
-// and the tile choice are the planner's, in core/gemm_plan.h). A stage: the weight slab,
-// the activation slab, the scales.
-template <int kTileM>
+// and the tile choice are the planner's, in core/gemm_plan.h). A stage: the weight slab
+// (kHalves: a 64-row slab of each half), the activation slab (kHalves: one of each half),
+// the scales (kHalves: each half's).
+template <int kTileM, bool kHalves>
 struct W8A8Stage {
-  static constexpr int kWeightBytes = kGemmTileN * static_cast<int>(kW8a8SlabK);
-  static constexpr int kActBytes = kTileM * static_cast<int>(kW8a8SlabK);
-  static constexpr int kAScalesOffset = kWeightBytes + kActBytes;       // dynamic: kTileM floats
-  static constexpr int kWScalesOffset = kAScalesOffset + kTileM * 4;    // kGemmTileN floats
-  static constexpr int kBytes = static_cast<int>(w8a8_stage_bytes(kTileM));
-  static constexpr int kStages = w8a8_stages(kTileM);
+  static constexpr int kParts = kHalves ? 2 : 1;
+  static constexpr int kTileN = kHalves ? kW8a8HalvesTileN : kGemmTileN;  // weight rows per block
+  static constexpr int kWeightBoxBytes = kTileN * static_cast<int>(kW8a8SlabK);
+  static constexpr int kActBoxBytes = kTileM * static_cast<int>(kW8a8SlabK);
+  static constexpr int kWeightBytes = kGemmTileN * static_cast<int>(kW8a8SlabK);  // kParts boxes
+  static constexpr int kActBytes = kParts * kActBoxBytes;
+  static constexpr int kAScalesOffset = kWeightBytes + kActBytes;                // dynamic: kTileM floats a part
+  static constexpr int kWScalesOffset = kAScalesOffset + kParts * kTileM * 4;  // kGemmTileN floats
+  static constexpr int kBytes = static_cast<int>(w8a8_stage_bytes(kTileM, kTileN));
+  static constexpr int kStages = w8a8_stages(kTileM, kTileN);
+  static_assert(kParts * kWeightBoxBytes == kWeightBytes, "the parts' weight boxes fill the weight slab");
   static_assert(kWScalesOffset + kGemmTileN * 4 <= kBytes && kBytes % kWgmmaAlignBytes == 0,
                 "a stage holds both slabs and the scales, on a swizzle-atom boundary");
   static_assert(kTileM % 32 == 0 && kTileM <= kW8a8TileM, "wgmma N of 32, 64 or 128; scales padded to 128");
+  static_assert(!kHalves || kTileM <= kW8a8HalvesMaxTileM, "K halves on tiles of up to 64 rows");
 };
-static_assert(kW8a8SlabK == 128 && kGemmTileN == 128, "one 128-row x 128-byte box of weight per slab");
+static_assert(kW8a8SlabK == 128 && kGemmTileN == 128 && kW8a8HalvesTileN == kGemmTileN / 2,
+              "one 128-row x 128-byte box of weight per slab, or two 64-row ones");
 constexpr int kW8a8GroupM = 8;
 
 template <typename T>
@@ -114,9 +131,9 @@ __device__ __forceinline__ void wgmma_e4m3(float (&d)[kN / 2], uint64_t a_desc, 
 }
 #undef BQMM_WGMMA_E4M3
 
-template <typename T, bool kDynamic, int kTileM>
+template <typename T, bool kDynamic, int kTileM, bool kHalves>
 struct W8A8Tile {
-  using Stage = W8A8Stage<kTileM>;
+  using Stage = W8A8Stage<kTileM, kHalves>;
   static constexpr int kStages = Stage::kStages;
   static constexpr int kAcc = kTileM / 2;  // m64 x kTileM: kTileM / 2 accumulators per thread
   static constexpr int kSteps = kW8a8SlabK / 32;
@@ -146,97 +163,137 @@ struct W8A8Tile {
   }
 
   // ---------------------------------------------------------------- producer
-  // Per slab: producer thread 0 arms the stage's `full` barrier for both operands' bytes
-  // and starts their TMA copies ([128 or kTileM rows][128 bytes] boxes in the wgmma's
-  // 128-byte swizzle; rows past N or M and bytes past K arrive as zeros); every producer
-  // thread x copies the block scale of weight row x (rows past N zero-filled: never
-  // stored) and, dynamic, threads 0..kTileM/4-1 the activation scales (4 floats each; the
+  // Per stage fill: producer thread 0 arms the stage's `full` barrier for the boxes' bytes
+  // and starts their TMA copies ([128 or 64 rows][128 bytes] weight boxes, [kTileM rows][128
+  // bytes] activation boxes, in the wgmma's 128-byte swizzle; rows past N or M and bytes past
+  // K arrive as zeros); every producer thread x copies the block scale of weight row x
+  // (kHalves: row x % 64 of half x / 64; rows past N zero-filled: never stored) and,
+  // dynamic, threads 0..kParts * kTileM/4 - 1 the activation scales (4 floats each; the
   // scales' rows are padded to 128, so a tile never reads past them), by cp.async, and
   // arrives on `full` once they land (the barrier's 128 arrivals). The scales are the
-  // slab's scale block's (`blk`): every slab of a block carries them, so the consumers'
-  // fold reads them from the stage of the block's last slab. No producer thread waits for
-  // its copies. Both boxes go first and together: issuing the activation's after the
-  // scales' cp.async measured 2-7 % slower at M = 64-128.
+  // slab's scale block's: every slab of a block carries them, so the consumers' fold reads
+  // them from the stage of the block's last slab. No producer thread waits for its copies.
+  // Both boxes go first and together: issuing the activation's after the scales' cp.async
+  // measured 2-7 % slower at M = 64-128.
+  //
+  // Fill i's slabs: part 0's is the block's first + i; kHalves, part 1's the second half's
+  // first + i, present while below the block's end. blk: each part's scale block.
+  struct Fill {
+    int64_t slab[2];
+    int64_t blk[2];
+    bool second;
+  };
   __device__ __forceinline__ bool box_thread() const { return warp == 0 && lane == 0; }
   // slab * 128 is a 32-bit TMA coordinate (K < 2^31).
-  __device__ __forceinline__ void copy_weight_box(int stage, int64_t slab) const {
-    mbarrier_expect_tx(&ring.full[stage], Stage::kWeightBytes + Stage::kActBytes);
-    tma_copy_box(&p.w_map, stage_base(stage), &ring.full[stage], static_cast<int32_t>(slab * kW8a8SlabK),
-                 static_cast<int32_t>(n0));
+  __device__ __forceinline__ void copy_weight_boxes(int stage, const Fill& f) const {
+    mbarrier_expect_tx(&ring.full[stage], (f.second ? 2 : 1) * (Stage::kWeightBoxBytes + Stage::kActBoxBytes));
+#pragma unroll
+    for (int h = 0; h < Stage::kParts; ++h)
+      if (h == 0 || f.second)
+        tma_copy_box(&p.w_map, stage_base(stage) + h * Stage::kWeightBoxBytes, &ring.full[stage],
+                     static_cast<int32_t>(f.slab[h] * kW8a8SlabK), static_cast<int32_t>(n0));
   }
-  __device__ __forceinline__ void copy_act_box(int stage, int64_t slab) const {
-    tma_copy_box(&p.a_map, stage_base(stage) + Stage::kWeightBytes, &ring.full[stage],
-                 static_cast<int32_t>(slab * kW8a8SlabK), static_cast<int32_t>(m0));
+  __device__ __forceinline__ void copy_act_boxes(int stage, const Fill& f) const {
+#pragma unroll
+    for (int h = 0; h < Stage::kParts; ++h)
+      if (h == 0 || f.second)
+        tma_copy_box(&p.a_map, stage_base(stage) + Stage::kWeightBytes + h * Stage::kActBoxBytes,
+                     &ring.full[stage], static_cast<int32_t>(f.slab[h] * kW8a8SlabK), static_cast<int32_t>(m0));
   }
-  __device__ __forceinline__ void copy_weight_scales(int stage, int64_t blk) const {
+  __device__ __forceinline__ void copy_weight_scales(int stage, const Fill& f) const {
     const int x = warp * 32 + lane;
-    const bool w_row = n0 + x < p.n;
+    const int h = kHalves ? x / Stage::kTileN : 0;
+    const int row = kHalves ? x % Stage::kTileN : x;
+    const bool ok = n0 + row < p.n && (h == 0 || f.second);
+    const int64_t blk = h == 0 ? f.blk[0] : f.blk[1];
     cp_async4(stage_base(stage) + Stage::kWScalesOffset + 4 * x,
-              w_row ? p.b_scales + (n0 + x) * p.k_blocks + blk : p.b_scales, w_row);
+              ok ? p.b_scales + (n0 + row) * p.k_blocks + blk : p.b_scales, ok);
   }
   // The stage's last copies: every producer thread arrives on `full` after this.
-  __device__ __forceinline__ void copy_act_scales_and_arrive(int stage, int64_t blk) const {
+  __device__ __forceinline__ void copy_act_scales_and_arrive(int stage, const Fill& f) const {
     if constexpr (kDynamic) {
       const int x = warp * 32 + lane;
-      if (x < kTileM / 4)
-        cp_async16(stage_base(stage) + Stage::kAScalesOffset + 16 * x, p.a_scales + blk * p.m_pad + m0 + 4 * x,
-                   true);
+      constexpr int kPerPart = kTileM / 4;
+      const int h = x / kPerPart;
+      if (h < Stage::kParts) {
+        const bool ok = h == 0 || f.second;
+        const int64_t blk = h == 0 ? f.blk[0] : f.blk[1];
+        cp_async16(stage_base(stage) + Stage::kAScalesOffset + 16 * x,
+                   ok ? p.a_scales + blk * p.m_pad + m0 + 4 * (x % kPerPart) : p.a_scales, ok);
+      }
     }
     cp_async_mbarrier_arrive(&ring.full[stage]);
   }
-  __device__ __forceinline__ void load_stage(int stage, int64_t slab, int64_t blk) const {
+  __device__ __forceinline__ void load_stage(int stage, const Fill& f) const {
     if (box_thread()) {
-      copy_weight_box(stage, slab);
-      copy_act_box(stage, slab);
+      copy_weight_boxes(stage, f);
+      copy_act_boxes(stage, f);
     }
-    copy_weight_scales(stage, blk);
-    copy_act_scales_and_arrive(stage, blk);
+    copy_weight_scales(stage, f);
+    copy_act_scales_and_arrive(stage, f);
+  }
+
+  // The first slab of the second half (kHalves: the block's first ceil(blocks / 2) scale
+  // blocks are the first half's; the end where there is one block), else the block's end.
+  __device__ __forceinline__ int64_t second_half_begin(int64_t slab_begin, int64_t slab_end) const {
+    if constexpr (!kHalves) return slab_end;
+    const int64_t blocks = (slab_end - slab_begin + p.block_slabs - 1) / p.block_slabs;
+    const int64_t mid = slab_begin + (blocks + 1) / 2 * p.block_slabs;
+    return mid < slab_end ? mid : slab_end;
+  }
+
+  // Fill i of the block [slab_begin, slab_end) whose second half begins at `mid`.
+  __device__ __forceinline__ Fill fill_of(int64_t i, int64_t slab_begin, int64_t mid, int64_t slab_end) const {
+    Fill f;
+    f.slab[0] = slab_begin + i;
+    f.slab[1] = mid + i;
+    f.second = kHalves && f.slab[1] < slab_end;
+    // A split is whole scale blocks, so a slab's block is its index over block_slabs.
+    f.blk[0] = p.block_slabs == 1 ? f.slab[0] : f.slab[0] / p.block_slabs;
+    f.blk[1] = p.block_slabs == 1 ? f.slab[1] : f.slab[1] / p.block_slabs;
+    return f;
   }
 
   // Launched as the quantize pass's programmatic dependent (p.dependent), the first
   // stages' weights and weight scales go before the wait for the pass to complete (they
   // are the kernel's inputs, complete before it began), so that they stream while it
-  // runs, and their activations after it. Returns how many slabs it loaded.
-  __device__ __forceinline__ int load_first_stages_dependent(int64_t slab_begin, int64_t count) const {
+  // runs, and their activations after it. Returns how many fills it made.
+  __device__ __forceinline__ int load_first_stages_dependent(int64_t slab_begin, int64_t mid, int64_t slab_end) const {
+    const int64_t count = mid - slab_begin;
     const int first = static_cast<int>(count < kStages ? count : kStages);
-    const int64_t blk0 = slab_begin / p.block_slabs;
     // Loops, not unrolled: the prologue runs once per block, and unrolled it made every
     // W8A8 kernel about 0.3-0.5k SASS instructions longer, dependent launch or not.
 #pragma unroll 1
     for (int i = 0; i < first; ++i) {
-      if (box_thread()) copy_weight_box(i, slab_begin + i);
-      copy_weight_scales(i, blk0 + i / p.block_slabs);
+      const Fill f = fill_of(i, slab_begin, mid, slab_end);
+      if (box_thread()) copy_weight_boxes(i, f);
+      copy_weight_scales(i, f);
     }
     wait_for_prior_grid();
 #pragma unroll 1
     for (int i = 0; i < first; ++i) {
-      if (box_thread()) copy_act_box(i, slab_begin + i);
-      copy_act_scales_and_arrive(i, blk0 + i / p.block_slabs);
+      const Fill f = fill_of(i, slab_begin, mid, slab_end);
+      if (box_thread()) copy_act_boxes(i, f);
+      copy_act_scales_and_arrive(i, f);
     }
     return first;
   }
 
-  // A slab at a time, as the consumers free stages. slab_begin is a multiple of
-  // block_slabs (a split is whole scale blocks), so the scale block advances by a counter.
+  // A fill at a time, as the consumers free stages.
   __device__ __forceinline__ void produce(int64_t slab_begin, int64_t slab_end) const {
     if (box_thread()) {
       tma_prefetch_map(&p.w_map);
       tma_prefetch_map(&p.a_map);
     }
-    const int64_t count = slab_end - slab_begin;
-    const int first = p.dependent ? load_first_stages_dependent(slab_begin, count) : 0;
-    int64_t blk = slab_begin / p.block_slabs + first / p.block_slabs;
-    int in_block = first % p.block_slabs;
+    const int64_t mid = second_half_begin(slab_begin, slab_end);
+    const int64_t count = mid - slab_begin;
+    const int first = p.dependent ? load_first_stages_dependent(slab_begin, mid, slab_end) : 0;
     RingPos at;
     for (int i = 0; i < first; ++i) at.advance();
 #pragma unroll 1
     for (int64_t i = first; i < count; ++i, at.advance()) {
       if (i >= kStages) ring.wait_empty(at);
-      load_stage(at.stage, slab_begin + i, blk);
-      if (++in_block == p.block_slabs) {
-        in_block = 0;
-        ++blk;
-      }
+      load_stage(at.stage, fill_of(i, slab_begin, mid, slab_end));
     }
     cp_async_wait<0>();  // no copy outlives its thread
   }
@@ -271,7 +328,7 @@ struct W8A8Tile {
       if constexpr (kDynamic) {
         asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];"
                      : "=f"(sa[0]), "=f"(sa[1])
-                     : "r"(s.base + Stage::kAScalesOffset + 4 * (8 * j + 2 * t)));
+                     : "r"(s.base + Stage::kAScalesOffset + 4 * (part_index() * kTileM + 8 * j + 2 * t)));
       }
 #pragma unroll
       for (int h = 0; h < 2; ++h)
@@ -296,7 +353,8 @@ struct W8A8Tile {
   // The slab's kSteps wgmmas on the stage at `base`, the first overwriting `part` if fresh.
   __device__ __forceinline__ void issue_wgmmas(float (&part)[kAcc], uint32_t base, uint32_t w_rows,
                                                bool fresh) const {
-    const uint64_t wd = sw128_desc(base + w_rows), ad = sw128_desc(base + Stage::kWeightBytes);
+    const uint64_t wd = sw128_desc(base + w_rows),
+                   ad = sw128_desc(base + Stage::kWeightBytes + part_index() * Stage::kActBoxBytes);
     wgmma_fence();
 #pragma unroll
     for (int s = 0; s < kSteps; ++s)
@@ -348,11 +406,17 @@ struct W8A8Tile {
     }
   }
 
+  // This consumer warpgroup's part of a stage: kHalves, its half of K; else 0 (both take
+  // the one slab, the warpgroups its first and second 64 weight rows).
+  __device__ __forceinline__ int part_index() const { return kHalves ? warp / 4 : 0; }
+
   __device__ __forceinline__ void consume(int64_t slab_begin, int64_t slab_end) const {
     float acc[kAcc];
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
-    const int64_t count = slab_end - slab_begin;
+    const int64_t mid = second_half_begin(slab_begin, slab_end);
+    const int64_t fills = mid - slab_begin;
+    const int64_t count = part_index() == 0 ? fills : slab_end - mid;  // this warpgroup's slabs
     // This consumer warpgroup's 64 weight rows start 64 * (warp / 4) rows into the stage.
     const uint32_t w_rows = (warp / 4) * 64 * 128;
     if (p.block_slabs == 1) {
@@ -361,12 +425,58 @@ struct W8A8Tile {
       consume_multi_slab_blocks(acc, count, w_rows);
     }
     fence_operands(acc);
+    if constexpr (kHalves) {
+      release_fills(count, fills);
+      if (!add_halves(acc)) return;
+    }
     const WgmmaEpilogue<T, W8A8Params<T>> out(p, n0, m0, warp * 32 + lane);
     if (p.cluster_sum) {
       cluster_store(acc, a_scale_factor(), out);
     } else {
       out.store(acc, a_scale_factor());
     }
+  }
+
+  // kHalves: the fills [from, fills) past the second half's end carry no slab of it; its
+  // warpgroup releases them as they come (the producer waits for both warpgroups).
+  __device__ __forceinline__ void release_fills(int64_t from, int64_t fills) const {
+    RingPos at;
+    for (int64_t i = 0; i < from; ++i) at.advance();
+#pragma unroll 1
+    for (int64_t i = from; i < fills; ++i, at.advance()) {
+      ring.wait_full(at);
+      ring.arrive_empty(at.stage);
+    }
+  }
+
+  // kHalves: the second half's sums added to the first's, in this order, through stage 0's
+  // weight bytes (both warpgroups past their loops: every copy landed and was read).
+  // Returns whether this warpgroup stores the tile (the first).
+  __device__ __forceinline__ bool add_halves(float (&acc)[kAcc]) const {
+    static_assert(kAcc * kWgmmaConsumerThreads / 2 * 4 <= Stage::kWeightBytes, "one warpgroup's sums fit");
+    const int x = (warp % 4) * 32 + lane;
+    const uint32_t base = stage_base(0) + 4 * x;
+    consumer_sync();
+    if (part_index() == 1) {
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i)
+        asm volatile("st.shared.f32 [%0], %1;" ::"r"(base + i * kWgmmaConsumerThreads / 2 * 4), "f"(acc[i])
+                     : "memory");
+    }
+    consumer_sync();
+    if (part_index() == 1) return false;
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) {
+      float second;
+      asm volatile("ld.shared.f32 %0, [%1];" : "=f"(second) : "r"(base + i * kWgmmaConsumerThreads / 2 * 4));
+      acc[i] += second;
+    }
+    return true;
+  }
+
+  // A barrier of the two consumer warpgroups alone (named barrier 1; the producer is not in it).
+  __device__ __forceinline__ void consumer_sync() const {
+    asm volatile("bar.sync 1, %0;" ::"n"(kWgmmaConsumerThreads) : "memory");
   }
 
   // The K split summed in the tile's cluster (p.cluster_sum, cluster_pair_store): sender
@@ -413,14 +523,14 @@ struct W8A8Tile {
 // Grid as the fused GEMM's, its activation tiles in groups of kW8a8GroupM (8 x 128 rows:
 // a wave of 132 blocks reads 8 activation tiles and about 17 weight strips, all L2-resident
 // at K = 8192); z the K split (in clusters along z where p.cluster_sum).
-template <typename T, bool kDynamic, int kTileM>
+template <typename T, bool kDynamic, int kTileM, bool kHalves>
 __global__ void __launch_bounds__(kWgmmaThreads, 1) W8A8WgmmaKernel(const __grid_constant__ W8A8Params<T> p) {
 #if BQMM_WGMMA_ENABLED
   allow_dependent_launch();  // the K split's reduction may be scheduled (it waits for this grid)
-  using Tile = W8A8Tile<T, kDynamic, kTileM>;
+  using Tile = W8A8Tile<T, kDynamic, kTileM, kHalves>;
   extern __shared__ __align__(1024) uint8_t w8a8_smem_raw[];
   __shared__ typename Tile::Ring ring;
-  const GemmBlockTile b = gemm_block_tile<kTileM, kW8a8GroupM>(p);
+  const GemmBlockTile b = gemm_block_tile<kTileM, kW8a8GroupM, Tile::Stage::kTileN>(p);
   run_wgmma_roles<Tile>(p, w8a8_smem_raw, ring, b.n0, b.m0, b.slab_begin, b.slab_end, p.cluster_sum);
 #else
   __trap();
