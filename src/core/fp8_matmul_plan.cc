@@ -163,8 +163,8 @@ const char* w8a8_groupwise_refusal(const Fp8MatMulProblem& p, const DeviceInfo& 
   if (p.n % 8 != 0) return "N % 8 != 0 (rows of Y not whole 16-byte units)";
   if (p.m >= (int64_t{1} << 31) || p.n >= (int64_t{1} << 31) || p.k >= (int64_t{1} << 31))
     return "M, N or K beyond 2^31";
-  if (o.tile_m > 0 || o.gemm_k_split > 0 || o.w8a8_halves == 1)
-    return "tile_m / gemm_k_split / w8a8_halves forced (the W8A8 GEMM's keys)";
+  if (o.tile_m > 0 || o.gemm_k_split > 0 || o.k_halves == 1)
+    return "tile_m / gemm_k_split / k_halves forced (the W8A8 GEMM's keys)";
   return nullptr;
 }
 
@@ -195,8 +195,8 @@ const char* w8a8_cublaslt_refusal(const Fp8MatMulProblem& p, const DeviceInfo& d
   if (const char* why = w8a8_gemm_refusal(p, d, o)) return why;
   if (o.w8a8_cublaslt == 0) return "w8a8_cublaslt=0 (plan override)";
   if (o.w8a8_groupwise == 1) return "w8a8_groupwise=1 (plan override)";
-  if (o.tile_m > 0 || o.gemm_k_split > 0 || o.w8a8_halves == 1)
-    return "tile_m / gemm_k_split / w8a8_halves forced (the W8A8 GEMM's keys)";
+  if (o.tile_m > 0 || o.gemm_k_split > 0 || o.k_halves == 1)
+    return "tile_m / gemm_k_split / k_halves forced (the W8A8 GEMM's keys)";
   if (o.w8a8_cublaslt != 1) {
     static_assert(kW8a8CublasltMinRows == 256 && kW8a8CublasltStaticPerRowMinRows == 512,
                   "the reasons below name the bounds");
@@ -372,8 +372,8 @@ void plan_w8a8_gemm(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOv
                   : choose_gemm_k_split(tiles, p.k_blocks(), std::max(1, d.num_sms), g.stages,
                                         p.block_size / kW8a8SlabK,
                                         p.m * p.n * int64_t{4} / kW8a8PlaneBytesPerSlab);
-  if (w8a8_takes_halves(g, p.k_blocks(), o.w8a8_halves)) {
-    g.tile_n = kW8a8HalvesTileN;  // twice the tiles: half the split (as forced, if forced)
+  if (w8a8_takes_halves(g, p.k_blocks(), o.k_halves)) {
+    g.tile_n = kKHalvesTileN;  // twice the tiles: half the split (as forced, if forced)
     if (o.gemm_k_split <= 0) g.k_split = std::max(1, g.k_split / 2);
     g.stages = w8a8_stages(g.tile_m, g.tile_n);
   }

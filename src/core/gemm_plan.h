@@ -105,16 +105,24 @@ constexpr int64_t wgmma_slab_bytes(int tile_m, int bits) {
   return tile_m == 128 && bits == 4 ? kGemmSlabBytes / 2 : kGemmSlabBytes;
 }
 constexpr int64_t wgmma_slab_k(int tile_m, int bits) { return wgmma_slab_bytes(tile_m, bits) * 8 / bits; }
-constexpr int64_t wgmma_stage_bytes(int tile_m, int bits) {
-  return kGemmTileN * wgmma_slab_bytes(tile_m, bits) + tile_m * wgmma_slab_k(tile_m, bits) * 2;
+// K halves (kKHalvesTileN, below): a stage holds a slab of each half, the same weight
+// bytes and twice the activation bytes.
+constexpr int64_t wgmma_stage_bytes(int tile_m, int bits, bool halves = false) {
+  return kGemmTileN * wgmma_slab_bytes(tile_m, bits) + (halves ? 2 : 1) * tile_m * wgmma_slab_k(tile_m, bits) * 2;
 }
-constexpr int wgmma_stages(int tile_m, int bits) {
+constexpr int wgmma_stages(int tile_m, int bits, bool halves = false) {
   return static_cast<int>(std::min<int64_t>(kWgmmaMaxStages,
-                                            kWgmmaSmemBytes / wgmma_stage_bytes(tile_m, bits)));
+                                            kWgmmaSmemBytes / wgmma_stage_bytes(tile_m, bits, halves)));
 }
-constexpr int64_t wgmma_smem_bytes(int tile_m, int bits) {
-  return wgmma_stages(tile_m, bits) * wgmma_stage_bytes(tile_m, bits) + kWgmmaAlignBytes;
+constexpr int64_t wgmma_smem_bytes(int tile_m, int bits, bool halves = false) {
+  return wgmma_stages(tile_m, bits, halves) * wgmma_stage_bytes(tile_m, bits, halves) + kWgmmaAlignBytes;
 }
+// K halves, both wgmma GEMMs (plan tile_n = kKHalvesTileN): a block of 64 weight rows,
+// whose two consumer warpgroups take the first and the second half of the block's K, their
+// sums added in the block at the end. It replaces a K split of 2 of the 128-row tiles: as
+// many blocks, no cluster and no planes. The W8A8 GEMM's rule: w8a8_takes_halves; the
+// fused GEMM's: fused_gemm_takes_halves.
+constexpr int kKHalvesTileN = 64;
 
 // W8A8 on FP8 tensor cores (cuda/gemm/w8a8_wgmma.cuh, SM90 only): Fp8WeightMatMul with its
 // activation quantized to e4m3 first, both operands multiplied as e4m3 by wgmma. Blocks of
@@ -125,20 +133,16 @@ constexpr int64_t wgmma_smem_bytes(int tile_m, int bits) {
 // rows, in 1 KB (stages stay on swizzle-atom boundaries).
 constexpr int kW8a8TileM = 128;  // the largest tile; the dynamic scales' rows are padded to it
 constexpr int64_t kW8a8SlabK = 128;
-// K halves (tile_n = kW8a8HalvesTileN): a block of 64 weight rows, whose two consumer
-// warpgroups take the first and the second half of the block's K blocks, their sums added
-// in the block at the end. A stage holds a slab of each half: the same weight bytes, twice
-// the activation bytes. It replaces a K split of 2 of the 128-row tiles (the same number
-// of blocks, no cluster and no planes; w8a8_takes_halves). Measured on an H100 against
-// that split summed in its cluster (back to back, same run, scripts/ab_cases/
-// w8a8_halves.txt): 8192 x 8192 M = 64 0.957-0.962x the time (static, dynamic, both
-// activation types, 128-row weight scales), M = 16 and 32 0.982-0.991x. In place of a split
-// of 4 (then halves and a split of 2 in planes, 4096 x 14336) it was 0.978-0.982x at M = 64
-// but 1.022x at M = 16, so it is not taken there.
-constexpr int kW8a8HalvesTileN = 64;
+// K halves (kKHalvesTileN, above): a stage holds a slab of each half, the same weight
+// bytes, twice the activation bytes. Measured on an H100 against the split of 2 summed in
+// its cluster (back to back, same run, scripts/ab_cases/k_halves.txt): 8192 x 8192 M = 64
+// 0.957-0.962x the time (static, dynamic, both activation types, 128-row weight scales),
+// M = 16 and 32 0.982-0.991x. In place of a split of 4 (then halves and a split of 2 in
+// planes, 4096 x 14336) it was 0.978-0.982x at M = 64 but 1.022x at M = 16, so it is not
+// taken there.
 constexpr int kW8a8HalvesMaxTileM = 64;  // the tiles instantiated with halves (32, 64)
 constexpr int64_t w8a8_stage_bytes(int tile_m, int tile_n = kGemmTileN) {
-  return (kGemmTileN + (tile_n == kW8a8HalvesTileN ? 2 : 1) * tile_m) * kW8a8SlabK + 1024;
+  return (kGemmTileN + (tile_n == kKHalvesTileN ? 2 : 1) * tile_m) * kW8a8SlabK + 1024;
 }
 constexpr int w8a8_stages(int tile_m, int tile_n = kGemmTileN) {
   return static_cast<int>(
@@ -315,6 +319,7 @@ struct GemmForced {
   int tile_m = 0;
   int k_split = 0;
   int cluster_sum = -1;  // 0 / 1: the wgmma GEMMs' K split of 2 in planes / summed in a cluster
+  int halves = -1;       // 0 / 1: the wgmma GEMMs' K halves never / wherever they apply
 };
 
 // Why the fused GEMM of `s` does not take the wgmma mainloop on `device` under `forced`,
@@ -401,12 +406,12 @@ inline void choose_gemm_mainloop(const GemmShape& s, const DeviceInfo& device,
 // Whether the W8A8 GEMM sums the K split of `g` in a thread-block cluster of its blocks (no
 // planes, no reduce kernel): a split of kClusterSumSplit of 128-row tiles, unless forced off.
 inline bool w8a8_cluster_sums(const GemmConfig& g, const GemmForced& forced) {
-  return g.wgmma && g.k_split == kClusterSumSplit && g.tile_n == kGemmTileN && forced.cluster_sum != 0;
+  return g.wgmma && g.k_split == kClusterSumSplit && g.tile_n != kKHalvesTileN && forced.cluster_sum != 0;
 }
 
 // Whether the W8A8 GEMM of `g` (its 128-row tiles and their K split chosen) runs K halves
-// instead (kW8a8HalvesTileN): on tiles of up to kW8a8HalvesMaxTileM rows split in two,
-// two K blocks or more; `forced` (the override's w8a8_halves, -1 unset) 1 takes them
+// instead (kKHalvesTileN): on tiles of up to kW8a8HalvesMaxTileM rows split in two,
+// two K blocks or more; `forced` (the override's k_halves, -1 unset) 1 takes them
 // wherever the tile and K allow, 0 never.
 inline bool w8a8_takes_halves(const GemmConfig& g, int64_t k_blocks, int forced) {
   if (forced == 0 || g.tile_m > kW8a8HalvesMaxTileM || k_blocks < 2) return false;
@@ -421,8 +426,24 @@ inline bool w8a8_takes_halves(const GemmConfig& g, int64_t k_blocks, int forced)
 // 0.958x), 8-bit 0.962x; tile 128 M = 128 4-bit 0.982x, 8-bit 0.954x; tile 256 0.977-0.988x
 // (M = 129 1.001x); 4-bit tile 64 M = 64 1.011x, M = 32 1.027x.
 inline bool fused_gemm_cluster_sums(const GemmShape& s, const GemmConfig& g, const GemmForced& forced) {
-  if (!g.wgmma || g.k_split != kClusterSumSplit || forced.cluster_sum == 0) return false;
+  if (!g.wgmma || g.k_split != kClusterSumSplit || g.tile_n == kKHalvesTileN || forced.cluster_sum == 0) return false;
   return forced.cluster_sum == 1 || !(s.bits == 4 && g.tile_m == 64);
+}
+
+// Whether the fused GEMM of `s` (its 128-row tiles and their K split chosen in `g`) runs K
+// halves instead (kKHalvesTileN): the wgmma mainloop's 64-row tile with 8-bit codes (FP8,
+// int8; 4-bit's stages of 256 K would leave two) in scale blocks of whole slabs, split in
+// two, K of two slabs or more, but FP8 with bfloat16 activations; `forced.halves` 1 takes
+// them wherever the tile, codes and K allow, 0 never. Measured on an H100 against the
+// split of 2 summed in its cluster (8192 x 8192, back to back, same run, scripts/ab_cases/
+// k_halves.txt): FP8 float16 M = 17, 32, 64 0.955-0.966x the time, int8 0.957-0.972x
+// (float16 and bfloat16, packed zero points); FP8 bfloat16 M = 64 1.034x (its decode of
+// e4m3 through float16 is the longer, and a stage of halves leaves 4 stages, not 6).
+inline bool fused_gemm_takes_halves(const GemmShape& s, const GemmConfig& g, const GemmForced& forced) {
+  if (forced.halves == 0 || !g.wgmma || g.tile_m != 64 || s.bits != 8 || s.block_size % kGemmSlabBytes != 0 ||
+      s.row_bytes <= kGemmSlabBytes)
+    return false;
+  return forced.halves == 1 || (g.k_split == 2 && !(s.fp8 && s.bf16));
 }
 
 // Weight bytes of each row per pipeline stage of `g`'s mainloop: mma.sync's slab, or the
@@ -445,6 +466,11 @@ inline GemmConfig plan_gemm_tiles(const GemmShape& s, const DeviceInfo& device,
   const int fill_slabs =
       static_cast<int>((g.stages * gemm_stage_row_bytes(g, s.bits) + kGemmSlabBytes - 1) / kGemmSlabBytes);
   g.k_split = forced.k_split > 0 ? forced.k_split : choose_gemm_k_split(tiles, slabs, resident, fill_slabs);
+  if (fused_gemm_takes_halves(s, g, forced)) {
+    g.tile_n = kKHalvesTileN;  // twice the tiles: unsplit (as forced, if forced)
+    if (forced.k_split <= 0) g.k_split = std::max(1, g.k_split / 2);
+    g.stages = wgmma_stages(g.tile_m, s.bits, true);
+  }
   g.cluster_reduce = fused_gemm_cluster_sums(s, g, forced);
   return g;
 }

@@ -42,7 +42,7 @@ const Key kKeys[] = {
     {"w8a8_cublaslt", &PlanOverride::w8a8_cublaslt, {0, 1}},
     {"lt_algo", &PlanOverride::lt_algo, {0, 1, 2, 3}},
     {"w8a8_pdl", &PlanOverride::w8a8_pdl, {0, 1}},
-    {"w8a8_halves", &PlanOverride::w8a8_halves, {0, 1}},
+    {"k_halves", &PlanOverride::k_halves, {0, 1}},
     {"cluster_sum", &PlanOverride::cluster_sum, {0, 1}},
     {"gemv_pdl", &PlanOverride::gemv_pdl, {0, 1}},
 };

@@ -52,9 +52,11 @@
 //   w8a8_pdl=0|1      fp8    the W8A8 GEMM as a programmatic dependent launch of its
 //                            quantize pass: 1 on, 0 off (the planner's: on for tiles
 //                            of 32 rows, M <= 32)
-//   w8a8_halves=0|1   fp8    the W8A8 GEMM's K halves (64-row tiles whose two consumer
-//                            warpgroups take half the K each): 1 wherever the tile (32 or
-//                            64 rows) and K (two blocks or more) allow, 0 never (the
+//   k_halves=0|1      both   the wgmma GEMMs' K halves (64-row tiles whose two consumer
+//                            warpgroups take half the K each): 1 wherever the tile and
+//                            K allow (the W8A8 GEMM: tiles of 32 or 64 rows, two K blocks
+//                            or more; the fused GEMM: wgmma's 64-row tile, 8-bit codes in
+//                            blocks of whole slabs, two slabs or more), 0 never (the
 //                            planner's: where the 128-row tiles would split K in two)
 //   cluster_sum=0|1   both   a wgmma GEMM's K split of 2 summed within the tile's
 //                            thread-block cluster through distributed shared memory (1),
@@ -105,7 +107,7 @@ struct PlanOverride {
   int w8a8_cublaslt = -1;   // -1: planner; 0: never cuBLASLt's W8A8 GEMM; 1: wherever it applies
   int lt_algo = -1;         // -1: planner; 0..3: cuBLASLt's heuristic list's index
   int w8a8_pdl = -1;        // -1: planner; 0 / 1: the W8A8 GEMM's dependent launch
-  int w8a8_halves = -1;     // -1: planner; 0 / 1: the W8A8 GEMM's K halves
+  int k_halves = -1;        // -1: planner; 0 / 1: the wgmma GEMMs' K halves
   int cluster_sum = -1;     // -1: planner; 0 / 1: a wgmma GEMM's K split summed in a cluster
   int gemv_pdl = -1;        // -1: planner; 0 / 1: the decode GEMV's dependent launch
 
@@ -113,7 +115,9 @@ struct PlanOverride {
 };
 
 // The fused GEMM's forced choices of an override (core/gemm_plan.h).
-inline GemmForced gemm_forced(const PlanOverride& o) { return {o.wgmma, o.tile_m, o.gemm_k_split, o.cluster_sum}; }
+inline GemmForced gemm_forced(const PlanOverride& o) {
+  return {o.wgmma, o.tile_m, o.gemm_k_split, o.cluster_sum, o.k_halves};
+}
 
 // gemm=1 or any of the fused GEMM's own keys: the fused GEMM wherever it applies, also at
 // M = 9..16 where the planners prefer the GEMV's row group.

@@ -644,7 +644,7 @@ TEST(Fp8Plan, DynamicQuantizationQdqsIntoTheWorkspaceOnEveryPath) {
   // (M = 17: K split 2, in planes where no cluster sums it).
   p = problem(17, 8192, 8192);
   p.dynamic_act_quant = true;
-  const Fp8MatMulPlan fused = plan(p, kHopper, parsed("w8a8=0,cluster_sum=0"));
+  const Fp8MatMulPlan fused = plan(p, kHopper, parsed("w8a8=0,cluster_sum=0,k_halves=0"));
   ASSERT_EQ(fused.path, Fp8Path::kFusedGemm);
   EXPECT_GT(fused.gemm.k_split, 1);
   EXPECT_EQ(fused.regions.act_bytes, size_t{17} * 8192 * 2);
@@ -742,7 +742,7 @@ TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
       EXPECT_TRUE(pl.gemm.wgmma);
       EXPECT_EQ(pl.gemm.tile_m, m <= 32 ? 32 : m <= 64 ? 64 : 128);  // the smallest of 32, 64, 128 holding M
       // Up to 64 rows the 128-row tiles would split K in two: K halves in 64-row tiles.
-      EXPECT_EQ(pl.gemm.tile_n, m <= 64 ? kW8a8HalvesTileN : kGemmTileN);
+      EXPECT_EQ(pl.gemm.tile_n, m <= 64 ? kKHalvesTileN : kGemmTileN);
       EXPECT_EQ(pl.gemm.k_split, m <= 64 ? 1 : pl.gemm.k_split);
       EXPECT_EQ(pl.gemm.stages, w8a8_stages(pl.gemm.tile_m, pl.gemm.tile_n));
       EXPECT_EQ(pl.regions.act_bytes, 0u);  // no QDQ'd copy of A in T
@@ -762,7 +762,7 @@ TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
   EXPECT_EQ(w8a8_tile_m(64), 64);
   EXPECT_EQ(w8a8_tile_m(65), 128);
   EXPECT_EQ(w8a8_tile_m(100000), 128);
-  for (const int tile : {32, 64}) EXPECT_EQ(w8a8_stages(tile, kW8a8HalvesTileN), 6) << tile;
+  for (const int tile : {32, 64}) EXPECT_EQ(w8a8_stages(tile, kKHalvesTileN), 6) << tile;
   // K split: 64 tiles of 64 one-slab blocks on 132 SMs: 1 -> 70, 2 -> 38, 4 -> 2 x 22.
   Fp8MatMulProblem p = problem(16, 8192, 8192);
   p.dynamic_act_quant = true;
@@ -770,7 +770,7 @@ TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
   // The split of 2 becomes K halves: 128 tiles of 64 weight rows, unsplit, nothing in the
   // workspace but the codes and scales.
   const Fp8MatMulPlan halves = plan(p, kHopper, parsed("w8a8=1"));
-  EXPECT_EQ(halves.gemm.tile_n, kW8a8HalvesTileN);
+  EXPECT_EQ(halves.gemm.tile_n, kKHalvesTileN);
   EXPECT_EQ(halves.gemm.k_split, 1);
   EXPECT_FALSE(halves.gemm.cluster_reduce);
   EXPECT_EQ(halves.regions.partial_bytes, 0u);
@@ -784,8 +784,8 @@ TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
   const Fp8MatMulPlan narrow_plan = plan(narrow, kHopper);
   EXPECT_EQ(narrow_plan.gemm.tile_n, kGemmTileN);
   EXPECT_EQ(narrow_plan.gemm.k_split, 4);
-  const Fp8MatMulPlan narrow_halves = plan(narrow, kHopper, parsed("w8a8_halves=1"));
-  EXPECT_EQ(narrow_halves.gemm.tile_n, kW8a8HalvesTileN);
+  const Fp8MatMulPlan narrow_halves = plan(narrow, kHopper, parsed("k_halves=1"));
+  EXPECT_EQ(narrow_halves.gemm.tile_n, kKHalvesTileN);
   EXPECT_EQ(narrow_halves.gemm.k_split, 2);
   EXPECT_FALSE(narrow_halves.gemm.cluster_reduce);
   EXPECT_GT(narrow_halves.regions.partial_bytes, 0u);
@@ -793,16 +793,16 @@ TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
   EXPECT_EQ(plan(problem(16, 8192, 128), kHopper, parsed("w8a8=1")).gemm.tile_n, kGemmTileN);
   Fp8MatMulProblem tall = problem(100, 8192, 8192);
   tall.has_a_scale = true;
-  EXPECT_EQ(plan(tall, kHopper, parsed("w8a8_halves=1")).gemm.tile_n, kGemmTileN);
+  EXPECT_EQ(plan(tall, kHopper, parsed("k_halves=1")).gemm.tile_n, kGemmTileN);
   Fp8MatMulProblem wide = problem(64, 28672, 8192);
   wide.has_a_scale = true;
   EXPECT_EQ(plan(wide, kHopper).gemm.tile_n, kGemmTileN);  // unsplit: 224 tiles
-  const Fp8MatMulPlan wide_halves = plan(wide, kHopper, parsed("w8a8_halves=1"));
-  EXPECT_EQ(wide_halves.gemm.tile_n, kW8a8HalvesTileN);
+  const Fp8MatMulPlan wide_halves = plan(wide, kHopper, parsed("k_halves=1"));
+  EXPECT_EQ(wide_halves.gemm.tile_n, kKHalvesTileN);
   EXPECT_EQ(wide_halves.gemm.k_split, 1);
-  EXPECT_EQ(plan(p, kHopper, parsed("w8a8_halves=1,gemm_k_split=2")).gemm.k_split, 2);
+  EXPECT_EQ(plan(p, kHopper, parsed("k_halves=1,gemm_k_split=2")).gemm.k_split, 2);
   // The 128-row tiles' split, where the override keeps them.
-  const PlanOverride forced = parsed("w8a8=1,w8a8_halves=0");
+  const PlanOverride forced = parsed("w8a8=1,k_halves=0");
   const Fp8MatMulPlan split = plan(p, kHopper, forced);
   EXPECT_EQ(split.gemm.k_split, 2);
   // The split of 2 summed in a cluster of its blocks: no planes.
@@ -817,7 +817,7 @@ TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
             std::string::npos)
       << split;
   // Without the cluster: float32 planes after the scales, added by the reduce kernel.
-  const Fp8MatMulPlan planes = plan(p, kHopper, parsed("w8a8=1,w8a8_halves=0,cluster_sum=0"));
+  const Fp8MatMulPlan planes = plan(p, kHopper, parsed("w8a8=1,k_halves=0,cluster_sum=0"));
   EXPECT_FALSE(planes.gemm.cluster_reduce);
   EXPECT_EQ(planes.regions.partial_offset, size_t{16} * 8192 + 64 * 128 * 4);
   EXPECT_EQ(planes.regions.partial_bytes, size_t{2} * 16 * 8192 * 4);
@@ -829,7 +829,7 @@ TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
   // The dependent launch after the quantize pass: the planner's on 32-row tiles only; the
   // override forces it either way.
   EXPECT_TRUE(split.gemm.dependent_launch);
-  const Fp8MatMulPlan off = plan(p, kHopper, parsed("w8a8=1,w8a8_halves=0,w8a8_pdl=0"));
+  const Fp8MatMulPlan off = plan(p, kHopper, parsed("w8a8=1,k_halves=0,w8a8_pdl=0"));
   EXPECT_FALSE(off.gemm.dependent_launch);
   EXPECT_NE(printed(off).find("; k_split=2; k_reduce=cluster; workspace="), std::string::npos) << off;
   for (const int64_t m : {33, 64, 65, 128}) {
@@ -1059,7 +1059,7 @@ TEST(Fp8Plan, W8A8CublasltFrom128Rows) {
   EXPECT_EQ(why(w8a8(1024, 8192, 8192, true, 1), kHopper, "w8a8_cublaslt=0"), "w8a8_cublaslt=0 (plan override)");
   EXPECT_EQ(why(w8a8(1024, 8192, 8192, true, 1), kHopper, "w8a8_groupwise=1"), "w8a8_groupwise=1 (plan override)");
   EXPECT_EQ(why(w8a8(1024, 8192, 8192, true, 1), kHopper, "tile_m=64"),
-            "tile_m / gemm_k_split / w8a8_halves forced (the W8A8 GEMM's keys)");
+            "tile_m / gemm_k_split / k_halves forced (the W8A8 GEMM's keys)");
   EXPECT_EQ(why(problem(1024, 8192, 8192)), "A is not quantized (no a_scale, no dynamic_act_quant)");
   EXPECT_NE(plan(problem(1024, 8192, 8192)).path, Fp8Path::kW8a8Cublaslt);
 }

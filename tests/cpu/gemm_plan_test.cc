@@ -180,7 +180,7 @@ TEST(GemmPlan, WgmmaMainloop) {
   EXPECT_FALSE(plan(16, 8, true, 128).wgmma);
   EXPECT_TRUE(plan(17, 8, true, 128).wgmma);
   EXPECT_EQ(plan(17, 8, true, 128).tile_m, 64);
-  EXPECT_EQ(plan(17, 8, true, 128).stages, 6);
+  EXPECT_EQ(plan(17, 8, true, 128).stages, 6 - 2 * (plan(17, 8, true, 128).tile_n == kKHalvesTileN));
   EXPECT_EQ(plan(32, 8, true, 128).tile_m, 64);
   // FP8: float16 on 8192 rows (128 tiles of 64 rows, one wave) tile 64, bfloat16 128.
   EXPECT_EQ(plan(128, 8, true, 128).tile_m, 64);
@@ -229,8 +229,8 @@ TEST(GemmPlan, WgmmaMainloop) {
   EXPECT_FALSE(ampere.wgmma);
   EXPECT_EQ(ampere.tile_m, 64);
   // One block per SM: M = 64 x N = 8192 is 64 blocks of 64 slabs on 132 SMs, split 2
-  // (one wave of 32 + 6 against 64 + 6).
-  EXPECT_EQ(plan(64, 8, true, 128).k_split, 2);
+  // (one wave of 32 + 6 against 64 + 6), which K halves then take.
+  EXPECT_EQ(plan(64, 8, true, 128, kHopper, GemmForced{-1, 0, 0, -1, 0}).k_split, 2);
   // 4-bit tile 128: 64 blocks of 32 slabs (8192 x 4096 bytes), split 2 (one wave of 16 +
   // 3 slabs of fill, five half-slab stages, against 32 + 3).
   EXPECT_EQ(plan(128, 4, false, 128).k_split, 2);
@@ -295,10 +295,52 @@ TEST(GemmPlan, ClusterSumsTheSplitOfTwo) {
   g.wgmma = false;
   EXPECT_FALSE(fused_gemm_cluster_sums(shape(64, 8, false), g, GemmForced{-1, 0, 0, 1}));
   if (!wgmma_built()) return;
-  // Through the planner: 8192 x 8192 M = 256 (tile 256, split 2) and 4-bit M = 64 (tile 64).
+  // Through the planner: 8192 x 8192 M = 256 (tile 256, split 2) and 4-bit M = 64 (tile 64);
+  // 8-bit codes at M = 64 take K halves instead, unless forced off.
   EXPECT_TRUE(plan_gemm_tiles(shape(256, 4, false), kHopper, {}).cluster_reduce);
   EXPECT_FALSE(plan_gemm_tiles(shape(64, 4, false), kHopper, {}).cluster_reduce);
-  EXPECT_TRUE(plan_gemm_tiles(shape(64, 8, true), kHopper, {}).cluster_reduce);
+  EXPECT_FALSE(plan_gemm_tiles(shape(64, 8, true), kHopper, {}).cluster_reduce);
+  EXPECT_TRUE(plan_gemm_tiles(shape(64, 8, true), kHopper, GemmForced{-1, 0, 0, -1, 0}).cluster_reduce);
+}
+
+// K halves on the wgmma mainloop's 64-row tile (8-bit codes in blocks of whole slabs) in
+// place of a K split of 2: 64-row tiles, unsplit, no cluster; forced on wherever the tile
+// and K allow, off never.
+TEST(GemmPlan, KHalvesReplaceTheSplitOfTwo) {
+  if (!wgmma_built()) GTEST_SKIP() << "this build has no SM90: the wgmma mainloop is never planned";
+  const auto shape = [](int64_t m, int64_t n, int bits, bool fp8, int64_t block = 128) {
+    return GemmShape{m, n, 8192 * bits / 8, bits, fp8, block};
+  };
+  for (const bool fp8 : {true, false})
+    for (const int64_t m : {17, 32, 64}) {
+      SCOPED_TRACE(::testing::Message() << (fp8 ? "fp8" : "int8") << " M=" << m);
+      const GemmConfig g = plan_gemm_tiles(shape(m, 8192, 8, fp8), kHopper, {});
+      GemmShape bf16 = shape(m, 8192, 8, fp8);
+      bf16.bf16 = true;  // FP8 with bfloat16 activations keeps the split (measured slower)
+      EXPECT_EQ(plan_gemm_tiles(bf16, kHopper, {}).tile_n, fp8 ? kGemmTileN : kKHalvesTileN);
+      ASSERT_TRUE(g.wgmma);
+      EXPECT_EQ(g.tile_m, 64);
+      EXPECT_EQ(g.tile_n, kKHalvesTileN);
+      EXPECT_EQ(g.k_split, 1);
+      EXPECT_FALSE(g.cluster_reduce);
+      EXPECT_EQ(g.stages, wgmma_stages(64, 8, true));
+      const GemmConfig off = plan_gemm_tiles(shape(m, 8192, 8, fp8), kHopper, GemmForced{-1, 0, 0, -1, 0});
+      EXPECT_EQ(off.tile_n, kGemmTileN);
+      EXPECT_EQ(off.k_split, 2);
+    }
+  EXPECT_EQ(wgmma_stages(64, 8, true), 4);  // 16 KB of weight and 2 x 16 KB of activations a stage
+  // Not on 4-bit codes, blocks under a slab, tile 128, or a split other than 2 (unless forced).
+  EXPECT_EQ(plan_gemm_tiles(shape(64, 8192, 4, false), kHopper, {}).tile_n, kGemmTileN);
+  EXPECT_EQ(plan_gemm_tiles(shape(64, 8192, 8, false, 64), kHopper, {}).tile_n, kGemmTileN);
+  EXPECT_EQ(plan_gemm_tiles(shape(100, 4096, 8, false), kHopper, {}).tile_n, kGemmTileN);
+  EXPECT_EQ(plan_gemm_tiles(shape(64, 28672, 8, true), kHopper, {}).tile_n, kGemmTileN);  // unsplit
+  const GemmConfig forced = plan_gemm_tiles(shape(64, 28672, 8, true), kHopper, GemmForced{-1, 0, 0, -1, 1});
+  EXPECT_EQ(forced.tile_n, kKHalvesTileN);
+  EXPECT_EQ(forced.k_split, 1);
+  const GemmConfig forced_split = plan_gemm_tiles(shape(64, 8192, 8, true), kHopper, GemmForced{-1, 0, 4, -1, 1});
+  EXPECT_EQ(forced_split.tile_n, kKHalvesTileN);
+  EXPECT_EQ(forced_split.k_split, 4);
+  EXPECT_FALSE(forced_split.cluster_reduce);
 }
 
 }  // namespace

@@ -83,12 +83,12 @@ cuda::Fp8KernelArgs kernel_args(const Fp8Case& c, const testing::Fp8DeviceCase& 
 // start uninitialized, so a read of them before the pass completes is far from the
 // reference); `cluster`, a K split summed in a thread-block cluster (the partials buffer
 // then starts and stays uninitialized: a read of it is far from the reference too);
-// `halves`, K halves in 64-row tiles (tile_n kW8a8HalvesTileN).
+// `halves`, K halves in 64-row tiles (tile_n kKHalvesTileN).
 GemmConfig w8a8_config(int tile_m, int k_split, bool dependent, bool cluster, bool halves = false) {
   GemmConfig g;
   g.wgmma = true;
   g.tile_m = tile_m;
-  g.tile_n = halves ? kW8a8HalvesTileN : kGemmTileN;
+  g.tile_n = halves ? kKHalvesTileN : kGemmTileN;
   g.k_split = k_split;
   g.dependent_launch = dependent;
   g.cluster_reduce = cluster;

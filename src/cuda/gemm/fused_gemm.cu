@@ -21,11 +21,14 @@ Status check_args(const FusedGemmArgs& a, const GemmConfig& c, const float* part
                   "-bit weights of block_size " + std::to_string(a.block_size));
   if (!c.wgmma && c.tile_m != 16 && c.tile_m != 32 && c.tile_m != 64)
     return refuse("tile_m " + std::to_string(c.tile_m) + " (16, 32 or 64)");
-  if (c.tile_n != kGemmTileN) return refuse("tile_n " + std::to_string(c.tile_n));
+  const bool halves = c.tile_n == kKHalvesTileN;
+  if (c.tile_n != kGemmTileN && !(halves && c.wgmma && c.tile_m == 64 && bits == 8))
+    return refuse("tile_n " + std::to_string(c.tile_n) + " (128, or 64: K halves on wgmma's 64-row tile, 8-bit codes)");
   if (c.k_split < 1 || c.k_split > kGemmMaxKSplit)
     return refuse("k_split " + std::to_string(c.k_split));
-  if (c.cluster_reduce && !(c.wgmma && c.k_split == kClusterSumSplit))
-    return refuse("cluster_reduce: the wgmma mainloop's K split of " + std::to_string(kClusterSumSplit) + " only");
+  if (c.cluster_reduce && !(c.wgmma && c.k_split == kClusterSumSplit && !halves))
+    return refuse("cluster_reduce: the wgmma mainloop's K split of " + std::to_string(kClusterSumSplit) +
+                  " of 128-row tiles only");
   if (c.k_split > 1 && !c.cluster_reduce && partials == nullptr) return refuse("k_split > 1 without partials");
   if (a.k % 8 != 0) return refuse("K = " + std::to_string(a.k) + " is not a multiple of 8");
   if (a.row_bytes % 16 != 0) return refuse("rows of B are not whole 16-byte chunks");

@@ -782,7 +782,7 @@ Status launch_gemm_tile(const Params& p, dim3 grid, cudaStream_t stream) {
 // fp8_wgmma.cu / nbits_wgmma.cu, built for sm_90a).
 template <typename T, GemmWeights kW, bool kTypedZp>
 Status launch_wgmma_tile(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>>& p,
-                         int tile_m, int consts, dim3 grid, bool cluster_sum, cudaStream_t stream);
+                         int tile_m, int consts, bool halves, dim3 grid, bool cluster_sum, cudaStream_t stream);
 
 // One format's launch (T, kW and the zero points' form fixed): the parameters, the grid,
 // the mainloop's (tile_m, kConsts) instantiation, then the K split's reduction. The caller
@@ -814,13 +814,14 @@ Status launch_gemm_format(const FusedGemmArgs& args, const GemmConfig& config, f
   p.slabs_per_split = static_cast<int>((slabs + config.k_split - 1) / config.k_split);
 
   const int64_t tiles = (args.m + config.tile_m - 1) / config.tile_m *
-                        ((args.n + kGemmTileN - 1) / kGemmTileN);
+                        ((args.n + config.tile_n - 1) / config.tile_n);
   const dim3 grid(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(config.k_split));
   constexpr int kBits = GemmFormat<kW>::kBits;
   const int consts = gemm_consts(args.block_size, gemm_stage_row_bytes(config, kBits) * 8 / kBits);
   const Status launched = [&]() -> Status {
     if (config.wgmma)
-      return launch_wgmma_tile<T, kW, kTypedZp>(p, config.tile_m, consts, grid, config.cluster_reduce, stream);
+      return launch_wgmma_tile<T, kW, kTypedZp>(p, config.tile_m, consts, config.tile_n == kKHalvesTileN, grid,
+                                                config.cluster_reduce, stream);
 #define BQMM_GEMM_TILE_IF(TM, C) \
   if (config.tile_m == TM && consts == C) return launch_gemm_tile<T, kW, TM, C, kTypedZp>(p, grid, stream);
     BQMM_GEMM_TILE_IF(16, 1) BQMM_GEMM_TILE_IF(16, 2) BQMM_GEMM_TILE_IF(16, 8)

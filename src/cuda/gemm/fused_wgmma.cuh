@@ -63,6 +63,16 @@
 // only for FP8 block_size % 128 == 0). Two alternating parts would let that group run on,
 // but ptxas then serializes every wgmma (C7514: the fold reads one part's registers while
 // a group on the other is in flight, which it treats as reading a pending accumulator).
+//
+// K halves (kHalves, plan tile_n = kKHalvesTileN; core/gemm_plan.h says when: the 64-row
+// tile, 8-bit codes): the block owns 64 weight rows, and consumer warpgroup c the c-th half
+// of the block's slabs (the first the larger). Fill i of a stage holds slab i of each half:
+// two 64-row weight boxes where the 128-row box would be, so that warp w's rows sit where
+// they did (16 w of the stage's 128; rows 16 (w % 4) of the block), and each half's
+// activation panels; past the second half's end only the first's copies, and warpgroup 1
+// then only releases the stage. At the end warpgroup 1 hands its sums to warpgroup 0 in
+// shared memory (k_halves_add), which stores the tile: no K split, cluster or planes
+// (measured against the split of 2 summed in the tile's cluster: fused_gemm_takes_halves).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -193,13 +203,13 @@ struct FusedWgmmaParams : GemmParams<T, S> {
 // ================================================================= the kernel
 // Template parameters as FusedGemmTile's; kTileM is 64, 128 or 256 (N-bit); FP8 only with
 // kConsts 1.
-template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp>
+template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp, bool kHalves = false>
 struct FusedWgmmaTile {
   using F = GemmFormat<kW>;
   using S = std::conditional_t<kW == GemmWeights::kFp8, float, T>;
   using Params = FusedWgmmaParams<T, S>;
   static constexpr bool kFp8 = kW == GemmWeights::kFp8;
-  static constexpr int kStages = wgmma_stages(kTileM, F::kBits);
+  static constexpr int kStages = wgmma_stages(kTileM, F::kBits, kHalves);
   // A slab here is one stage's K (wgmma_slab_bytes: 128 bytes of each weight row, 64 for
   // 4-bit at tile 128); the block's range of whole slabs (gemm_block_tile) is converted
   // to these in FusedWgmmaKernel.
@@ -207,9 +217,12 @@ struct FusedWgmmaTile {
   static constexpr int kSlabK = kSlabBytes * 8 / F::kBits;
   static constexpr int kChunks = kSlabBytes / 16;  // 16-byte chunks of a row per slab
   static constexpr int kWeightBytes = kGemmTileN * kSlabBytes;
-  static constexpr int kStageBytes = static_cast<int>(wgmma_stage_bytes(kTileM, F::kBits));
+  static constexpr int kStageBytes = static_cast<int>(wgmma_stage_bytes(kTileM, F::kBits, kHalves));
   static constexpr int kPanels = kSlabK / 64;          // 64-K panels of the activation tile
   static constexpr int kPanelBytes = kTileM * 128;
+  static constexpr int kTileN = kHalves ? kKHalvesTileN : kGemmTileN;  // weight rows per block
+  static constexpr int kWeightBoxBytes = kTileN * kSlabBytes;
+  static constexpr int kActPartBytes = kPanels * kPanelBytes;  // a half's activation panels
   static constexpr int kSlabSteps = kSlabK / 16;       // k16 steps per slab
   // wgmma per commit group: 8, or the slab's 4 at tile 256 (each wgmma twice the work).
   static constexpr int kGroupSteps = kSlabSteps < 8 ? kSlabSteps : 8;
@@ -232,6 +245,8 @@ struct FusedWgmmaTile {
   static_assert(!kFp8 || !kTypedZp, "typed zero points are N-bit's");
   static_assert(kGroupChunks % 2 == 0, "ldmatrix takes chunk pairs");
   static_assert(kConstsAhead == 1 || kConstsAhead == 2, "constant slots by the slab's parity");
+  static_assert(!kHalves || (kTileM == 64 && F::kBits == 8 && kConsts == 1),
+                "K halves: the 64-row tile, 8-bit codes in blocks of whole slabs");
 
   using Ring = WgmmaRing<kStages, 1>;  // `full`: the copying thread's arrival and the bytes
   using RingPos = typename Ring::Pos;
@@ -253,7 +268,7 @@ struct FusedWgmmaTile {
     t = lane % 4;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int64_t row = n0 + 16 * warp + 8 * h + g;
+      const int64_t row = n0 + 16 * (kHalves ? warp % 4 : warp) + 8 * h + g;
       crow[h] = const_row(p, row < p.n ? row : p.n - 1);
       // Opaque from here: otherwise the compiler folds the row's offset back into every
       // slab's load address (a 64-bit multiply-add per row and slab).
@@ -265,18 +280,39 @@ struct FusedWgmmaTile {
   // Producer thread 0 does all the copying; the warpgroup's other threads give their
   // registers to the consumers and exit.
   __device__ __forceinline__ uint32_t stage_base(int stage) const { return smem_addr(smem + stage * kStageBytes); }
-  __device__ __forceinline__ void copy_weights(int stage, int64_t slab) const {
-    uint64_t* full = &ring.full[stage];
-    mbarrier_arrive_expect_tx(full, kStageBytes);  // both operands' bytes
-    tma_copy_box(&p.w_map, stage_base(stage), full, static_cast<int32_t>(slab * kSlabBytes),
-                 static_cast<int32_t>(n0));
+  // Fill i: slab `first` + i of the first half and, kHalves, `second` + i of the second
+  // while below `end` (second = end without halves).
+  struct Fill {
+    int64_t slab[2];
+    bool second;
+  };
+  __device__ __forceinline__ Fill fill_of(int64_t i, int64_t first, int64_t second, int64_t end) const {
+    return {{first + i, second + i}, kHalves && second + i < end};
   }
-  __device__ __forceinline__ void copy_activations(int stage, int64_t slab) const {
-    const auto x0 = static_cast<int32_t>(slab * kSlabK * static_cast<int64_t>(sizeof(T)));
+  __device__ __forceinline__ void copy_weights(int stage, const Fill& f) const {
+    uint64_t* full = &ring.full[stage];
+    // Both operands' bytes: the whole stage, or (the second half past its end) the first half's.
+    mbarrier_arrive_expect_tx(full, !kHalves || f.second ? kStageBytes : kWeightBoxBytes + kActPartBytes);
 #pragma unroll
-    for (int panel = 0; panel < kPanels; ++panel)
-      tma_copy_box(&p.a_map, stage_base(stage) + kWeightBytes + panel * kPanelBytes, &ring.full[stage],
-                   x0 + 128 * panel, static_cast<int32_t>(m0));
+    for (int h = 0; h < (kHalves ? 2 : 1); ++h)
+      if (h == 0 || f.second)
+        tma_copy_box(&p.w_map, stage_base(stage) + h * kWeightBoxBytes, full,
+                     static_cast<int32_t>(f.slab[h] * kSlabBytes), static_cast<int32_t>(n0));
+  }
+  __device__ __forceinline__ void copy_activations(int stage, const Fill& f) const {
+#pragma unroll
+    for (int h = 0; h < (kHalves ? 2 : 1); ++h) {
+      if (h != 0 && !f.second) continue;
+      const auto x0 = static_cast<int32_t>(f.slab[h] * kSlabK * static_cast<int64_t>(sizeof(T)));
+#pragma unroll
+      for (int panel = 0; panel < kPanels; ++panel)
+        tma_copy_box(&p.a_map, stage_base(stage) + kWeightBytes + h * kActPartBytes + panel * kPanelBytes,
+                     &ring.full[stage], x0 + 128 * panel, static_cast<int32_t>(m0));
+    }
+  }
+  // The first slab of the second half (kHalves), else the block's end.
+  __device__ __forceinline__ static int64_t second_half_begin(int64_t slab_begin, int64_t slab_end) {
+    return kHalves ? k_halves_mid(slab_begin, slab_end, 1) : slab_end;
   }
 
   // 4-bit: first the block's constants into L2, a row a lane of warp 0 (the consumers'
@@ -297,18 +333,20 @@ struct FusedWgmmaTile {
     if (lane != 0) return;
     tma_prefetch_map(&p.w_map);
     tma_prefetch_map(&p.a_map);
-    const int64_t count = slab_end - slab_begin;
+    const int64_t mid = second_half_begin(slab_begin, slab_end);
+    const int64_t count = mid - slab_begin;  // fills
     const int first = static_cast<int>(count < kStages ? count : kStages);
-    for (int i = 0; i < first; ++i) copy_weights(i, slab_begin + i);
+    for (int i = 0; i < first; ++i) copy_weights(i, fill_of(i, slab_begin, mid, slab_end));
     wait_for_prior_grid();
-    for (int i = 0; i < first; ++i) copy_activations(i, slab_begin + i);
+    for (int i = 0; i < first; ++i) copy_activations(i, fill_of(i, slab_begin, mid, slab_end));
     RingPos at;
     for (int i = 0; i < first; ++i) at.advance();
 #pragma unroll 1
     for (int64_t i = first; i < count; ++i, at.advance()) {
       ring.wait_empty(at);
-      copy_weights(at.stage, slab_begin + i);
-      copy_activations(at.stage, slab_begin + i);
+      const Fill f = fill_of(i, slab_begin, mid, slab_end);
+      copy_weights(at.stage, f);
+      copy_activations(at.stage, f);
     }
   }
 
@@ -455,7 +493,7 @@ struct FusedWgmmaTile {
       prefetch_consts(begin + (i + kConstsAhead < count ? i + kConstsAhead : count - 1), st.pre[kSlot]);
     }
     const uint32_t wbase = smem_addr(smem) + at.stage * kStageBytes;
-    const uint32_t abase = wbase + kWeightBytes;
+    const uint32_t abase = wbase + kWeightBytes + (kHalves ? warp / 4 : 0) * kActPartBytes;
 #pragma unroll
     for (int grp = 0; grp < kGroups; ++grp) {
       const int buf = kGroups == 1 ? kB : grp;
@@ -481,10 +519,15 @@ struct FusedWgmmaTile {
     }
   }
 
-  __device__ __forceinline__ void consume(int64_t slab_begin, int64_t slab_end) const {
+  __device__ __forceinline__ void consume(int64_t block_begin, int64_t block_end) const {
     State st;
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) st.acc[i] = 0.0f;
+    // This warpgroup's slabs: kHalves, its half of the block's; else all of them.
+    const int64_t mid = second_half_begin(block_begin, block_end);
+    const int part = kHalves ? warp / 4 : 0;
+    const int64_t slab_begin = part == 0 ? block_begin : mid;
+    const int64_t slab_end = part == 0 ? mid : block_end;
     const int64_t count = slab_end - slab_begin;
 #pragma unroll
     for (int a = 0; a < kConstsAhead; ++a)
@@ -511,7 +554,16 @@ struct FusedWgmmaTile {
       }
     }
     fence_operands(st.acc);
-    const WgmmaEpilogue<T, Params> out(p, n0, m0, warp * 32 + lane);
+    if constexpr (kHalves) {
+      if (part == 1) {
+        if (count > 0) release(((count - 1) % kStages));  // its last slab's stage (its wgmma waited for)
+        k_halves_release(ring, count, mid - block_begin);
+      }
+      // From the start of the ring: every fill has landed and been read by both warpgroups.
+      static_assert(kAcc * kWgmmaConsumerThreads / 2 * 4 <= kStages * kStageBytes, "one warpgroup's sums fit");
+      if (!k_halves_add(st.acc, part, (warp % 4) * 32 + lane, smem_addr(smem))) return;
+    }
+    const WgmmaEpilogue<T, Params> out(p, n0, m0, (kHalves ? warp % 4 : warp) * 32 + lane);
     if (p.cluster_sum) {
       // The sender regions from the start of the ring: every stage's copies have landed
       // (each slab was waited for) and been read (the wgmma waited for above).
@@ -527,15 +579,15 @@ struct FusedWgmmaTile {
 // Grid as FusedGemmKernel's (M tiles fastest, then N tiles; z the K split, in clusters of
 // the tile's two blocks along z where p.cluster_sum, else in planes); one block of
 // three warpgroups per SM: warpgroup 0 loads (the producer), 1 and 2 multiply.
-template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp>
+template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp, bool kHalves>
 __global__ void __launch_bounds__(kWgmmaThreads, 1)
     FusedWgmmaKernel(const __grid_constant__ FusedWgmmaParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>> p) {
 #if BQMM_WGMMA_ENABLED
   allow_dependent_launch();  // the K split's reduction may be scheduled (it waits for this grid)
-  using Tile = FusedWgmmaTile<T, kW, kTileM, kConsts, kTypedZp>;
+  using Tile = FusedWgmmaTile<T, kW, kTileM, kConsts, kTypedZp, kHalves>;
   extern __shared__ __align__(1024) uint8_t wgmma_smem_raw[];
   __shared__ typename Tile::Ring ring;
-  const GemmBlockTile b = gemm_block_tile<kTileM>(p);
+  const GemmBlockTile b = gemm_block_tile<kTileM, 0, Tile::kTileN>(p);
   // Whole slabs -> the tile's (half slabs at 64 bytes a row; the last ends with the row).
   constexpr int64_t kPer = kGemmSlabBytes / Tile::kSlabBytes;
   const int64_t slabs = (p.row_bytes + Tile::kSlabBytes - 1) / Tile::kSlabBytes;
@@ -548,9 +600,9 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
 
 // ================================================================= launch
 // The order pass, then the GEMM as its programmatic dependent (where the device takes it).
-template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp, typename S>
+template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp, bool kHalves = false, typename S>
 Status launch_wgmma_instance(const GemmParams<T, S>& p, dim3 grid, bool cluster_sum, cudaStream_t stream) {
-  constexpr int kSmem = static_cast<int>(wgmma_smem_bytes(kTileM, GemmFormat<kW>::kBits));
+  constexpr int kSmem = static_cast<int>(wgmma_smem_bytes(kTileM, GemmFormat<kW>::kBits, kHalves));
   constexpr int64_t kElem = static_cast<int64_t>(sizeof(T));
   const int64_t a_row_bytes = gemm_act_order_k(p.k) * kElem;
   if (!wgmma_tma_reaches(p.n, p.row_bytes, a_row_bytes))
@@ -559,7 +611,8 @@ Status launch_wgmma_instance(const GemmParams<T, S>& p, dim3 grid, bool cluster_
   static_cast<GemmParams<T, S>&>(wp) = p;
   wp.cluster_sum = cluster_sum;
   constexpr int kSlabBytes = static_cast<int>(wgmma_slab_bytes(kTileM, GemmFormat<kW>::kBits));
-  BQMM_RETURN_IF_ERROR(make_tile_tensor_map(p.b, p.n, p.row_bytes, &wp.w_map, kGemmTileN, kSlabBytes));
+  constexpr int kTileN = kHalves ? kKHalvesTileN : kGemmTileN;
+  BQMM_RETURN_IF_ERROR(make_tile_tensor_map(p.b, p.n, p.row_bytes, &wp.w_map, kTileN, kSlabBytes));
   const int64_t a_rows = gemm_act_order_rows(p.m, kTileM);
   BQMM_RETURN_IF_ERROR(make_tile_tensor_map(p.a_ordered, a_rows, a_row_bytes, &wp.a_map, kTileM));
 
@@ -568,7 +621,7 @@ Status launch_wgmma_instance(const GemmParams<T, S>& p, dim3 grid, bool cluster_
   ActOrderKernel<T, kChunkK><<<grid_for(chunks, 256), 256, 0, stream>>>(p.a, p.a_ordered, p.m, a_rows, p.k);
   BQMM_RETURN_IF_ERROR(check_launch("ActOrderKernel"));
 
-  const auto kernel = FusedWgmmaKernel<T, kW, kTileM, kConsts, kTypedZp>;
+  const auto kernel = FusedWgmmaKernel<T, kW, kTileM, kConsts, kTypedZp, kHalves>;
   BQMM_RETURN_IF_ERROR(allow_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmem));
   return launch_kernel_ex(kernel, grid, dim3(kWgmmaThreads), kSmem, stream, true,
                           cluster_sum ? unsigned{kClusterSumSplit} : 1u, "FusedWgmmaKernel", wp);
@@ -577,10 +630,17 @@ Status launch_wgmma_instance(const GemmParams<T, S>& p, dim3 grid, bool cluster_
 // The instantiations (core/gemm_plan.h, wgmma_tile_supported, says which the planner asks
 // for): FP8 tiles 64 and 128 with one scale block per slab; N-bit tiles 64 (every block
 // size), 128 (blocks of half a stage, 64 K, or more) and 256 (blocks of a stage, 64 K, or
-// more), each zero-point form.
+// more), each zero-point form; K halves (`halves`) on 8-bit codes' tile 64 with one block
+// a slab.
 template <typename T, GemmWeights kW, bool kTypedZp>
 Status launch_wgmma_tile(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>>& p,
-                         int tile_m, int consts, dim3 grid, bool cluster_sum, cudaStream_t stream) {
+                         int tile_m, int consts, bool halves, dim3 grid, bool cluster_sum, cudaStream_t stream) {
+  if constexpr (GemmFormat<kW>::kBits == 8) {
+    if (halves && tile_m == 64 && consts == 1)
+      return launch_wgmma_instance<T, kW, 64, 1, kTypedZp, true>(p, grid, cluster_sum, stream);
+  }
+  if (halves)
+    return Status(StatusCode::kInternal, "launch_fused_gemm: K halves on the 64-row tile of 8-bit codes only");
 #define BQMM_WGMMA_TILE_IF(TM, C) \
   if (tile_m == TM && consts == C) return launch_wgmma_instance<T, kW, TM, C, kTypedZp>(p, grid, cluster_sum, stream);
   if constexpr (kW == GemmWeights::kFp8) {

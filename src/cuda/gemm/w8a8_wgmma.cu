@@ -26,7 +26,7 @@ Status launch_typed(const Fp8KernelArgs& args, const GemmConfig& config, const W
                                                            kDynamic ? ws.scales : nullptr, stream)));
 
   W8A8Params<T> p{};
-  // Boxes of the block's weight rows (kGemmTileN, or kW8a8HalvesTileN with K halves) and
+  // Boxes of the block's weight rows (kGemmTileN, or kKHalvesTileN with K halves) and
   // of kTileM activation rows, 128 bytes of K each.
   constexpr int kTileN = W8A8Stage<kTileM, kHalves>::kTileN;
   BQMM_RETURN_IF_ERROR(make_tile_tensor_map(args.b, args.n, args.k, &p.w_map, kTileN));
@@ -68,7 +68,7 @@ Status launch_typed(const Fp8KernelArgs& args, const GemmConfig& config, const W
 template <typename T, bool kDynamic>
 Status launch_tile(const Fp8KernelArgs& args, const GemmConfig& config, const W8A8Workspace& ws, cudaStream_t stream) {
   static_assert(kW8a8HalvesMaxTileM == 64, "the K halves' tiles below");
-  const bool halves = config.tile_n == kW8a8HalvesTileN;
+  const bool halves = config.tile_n == kKHalvesTileN;
   switch (config.tile_m) {
     case 32:
       return halves ? launch_typed<T, kDynamic, 32, true>(args, config, ws, stream)
@@ -87,7 +87,7 @@ Status launch_w8a8_gemm(const Fp8KernelArgs& args, bool dynamic, const GemmConfi
                         cudaStream_t stream) {
   if (args.m == 0 || args.n == 0) return Status::Ok();
   const int tile_m = config.tile_m, k_split = config.k_split;
-  const bool halves = config.tile_n == kW8a8HalvesTileN;
+  const bool halves = config.tile_n == kKHalvesTileN;
   if (args.block_size % kW8a8SlabK != 0 || args.k % 16 != 0 || k_split < 1 ||
       (tile_m != 32 && tile_m != 64 && tile_m != kW8a8TileM) ||
       (config.tile_n != kGemmTileN && !(halves && tile_m <= kW8a8HalvesMaxTileM)) ||

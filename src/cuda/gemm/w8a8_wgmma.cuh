@@ -33,7 +33,7 @@
 // several slabs: one buffer summing a block's slabs, waited for at every slab, folded at
 // the block's (or the split's) last.
 //
-// K halves (kHalves, the planner's tile_n = kW8a8HalvesTileN; core/gemm_plan.h says when):
+// K halves (kHalves, the planner's tile_n = kKHalvesTileN; core/gemm_plan.h says when):
 // the block owns 64 weight rows, and consumer c the c-th half of the block's K blocks (the
 // first half the larger where their count is odd). Stage i holds slab i of each half: two
 // 64-row weight boxes where the 128-row box would be (consumer c's rows at the same place
@@ -62,7 +62,7 @@ namespace bqmm::cuda {
 template <int kTileM, bool kHalves>
 struct W8A8Stage {
   static constexpr int kParts = kHalves ? 2 : 1;
-  static constexpr int kTileN = kHalves ? kW8a8HalvesTileN : kGemmTileN;  // weight rows per block
+  static constexpr int kTileN = kHalves ? kKHalvesTileN : kGemmTileN;  // weight rows per block
   static constexpr int kWeightBoxBytes = kTileN * static_cast<int>(kW8a8SlabK);
   static constexpr int kActBoxBytes = kTileM * static_cast<int>(kW8a8SlabK);
   static constexpr int kWeightBytes = kGemmTileN * static_cast<int>(kW8a8SlabK);  // kParts boxes
@@ -77,7 +77,7 @@ struct W8A8Stage {
   static_assert(kTileM % 32 == 0 && kTileM <= kW8a8TileM, "wgmma N of 32, 64 or 128; scales padded to 128");
   static_assert(!kHalves || kTileM <= kW8a8HalvesMaxTileM, "K halves on tiles of up to 64 rows");
 };
-static_assert(kW8a8SlabK == 128 && kGemmTileN == 128 && kW8a8HalvesTileN == kGemmTileN / 2,
+static_assert(kW8a8SlabK == 128 && kGemmTileN == 128 && kKHalvesTileN == kGemmTileN / 2,
               "one 128-row x 128-byte box of weight per slab, or two 64-row ones");
 constexpr int kW8a8GroupM = 8;
 
@@ -236,10 +236,7 @@ struct W8A8Tile {
   // The first slab of the second half (kHalves: the block's first ceil(blocks / 2) scale
   // blocks are the first half's; the end where there is one block), else the block's end.
   __device__ __forceinline__ int64_t second_half_begin(int64_t slab_begin, int64_t slab_end) const {
-    if constexpr (!kHalves) return slab_end;
-    const int64_t blocks = (slab_end - slab_begin + p.block_slabs - 1) / p.block_slabs;
-    const int64_t mid = slab_begin + (blocks + 1) / 2 * p.block_slabs;
-    return mid < slab_end ? mid : slab_end;
+    return kHalves ? k_halves_mid(slab_begin, slab_end, p.block_slabs) : slab_end;
   }
 
   // Fill i of the block [slab_begin, slab_end) whose second half begins at `mid`.
@@ -426,8 +423,11 @@ struct W8A8Tile {
     }
     fence_operands(acc);
     if constexpr (kHalves) {
-      release_fills(count, fills);
-      if (!add_halves(acc)) return;
+      k_halves_release(ring, count, fills);
+      // Through stage 0's weight bytes: both warpgroups are past their loops, so every copy
+      // has landed and been read.
+      static_assert(kAcc * kWgmmaConsumerThreads / 2 * 4 <= Stage::kWeightBytes, "one warpgroup's sums fit");
+      if (!k_halves_add(acc, part_index(), (warp % 4) * 32 + lane, stage_base(0))) return;
     }
     const WgmmaEpilogue<T, W8A8Params<T>> out(p, n0, m0, warp * 32 + lane);
     if (p.cluster_sum) {
@@ -435,48 +435,6 @@ struct W8A8Tile {
     } else {
       out.store(acc, a_scale_factor());
     }
-  }
-
-  // kHalves: the fills [from, fills) past the second half's end carry no slab of it; its
-  // warpgroup releases them as they come (the producer waits for both warpgroups).
-  __device__ __forceinline__ void release_fills(int64_t from, int64_t fills) const {
-    RingPos at;
-    for (int64_t i = 0; i < from; ++i) at.advance();
-#pragma unroll 1
-    for (int64_t i = from; i < fills; ++i, at.advance()) {
-      ring.wait_full(at);
-      ring.arrive_empty(at.stage);
-    }
-  }
-
-  // kHalves: the second half's sums added to the first's, in this order, through stage 0's
-  // weight bytes (both warpgroups past their loops: every copy landed and was read).
-  // Returns whether this warpgroup stores the tile (the first).
-  __device__ __forceinline__ bool add_halves(float (&acc)[kAcc]) const {
-    static_assert(kAcc * kWgmmaConsumerThreads / 2 * 4 <= Stage::kWeightBytes, "one warpgroup's sums fit");
-    const int x = (warp % 4) * 32 + lane;
-    const uint32_t base = stage_base(0) + 4 * x;
-    consumer_sync();
-    if (part_index() == 1) {
-#pragma unroll
-      for (int i = 0; i < kAcc; ++i)
-        asm volatile("st.shared.f32 [%0], %1;" ::"r"(base + i * kWgmmaConsumerThreads / 2 * 4), "f"(acc[i])
-                     : "memory");
-    }
-    consumer_sync();
-    if (part_index() == 1) return false;
-#pragma unroll
-    for (int i = 0; i < kAcc; ++i) {
-      float second;
-      asm volatile("ld.shared.f32 %0, [%1];" : "=f"(second) : "r"(base + i * kWgmmaConsumerThreads / 2 * 4));
-      acc[i] += second;
-    }
-    return true;
-  }
-
-  // A barrier of the two consumer warpgroups alone (named barrier 1; the producer is not in it).
-  __device__ __forceinline__ void consumer_sync() const {
-    asm volatile("bar.sync 1, %0;" ::"n"(kWgmmaConsumerThreads) : "memory");
   }
 
   // The K split summed in the tile's cluster (p.cluster_sum, cluster_pair_store): sender

@@ -300,6 +300,61 @@ __device__ __forceinline__ void cluster_pair_store(const float (&acc)[kAcc], flo
   }
 }
 
+// ----------------------------------------------------------------- K halves
+// Both wgmma GEMMs' K halves (core/gemm_plan.h, kKHalvesTileN): a block of 64 weight rows
+// whose consumer warpgroup c takes the c-th half of the block's K; stage fill i holds
+// unit i of each half. The first slab of the second half of [begin, end), in `unit`s of
+// slabs (whole scale blocks, or single slabs) rounded so the first half is the larger.
+__device__ __forceinline__ int64_t k_halves_mid(int64_t begin, int64_t end, int64_t unit) {
+  const int64_t units = (end - begin + unit - 1) / unit;
+  const int64_t mid = begin + (units + 1) / 2 * unit;
+  return mid < end ? mid : end;
+}
+
+// The second half's warpgroup, past its slabs: the fills [from, fills) carry none of its
+// slabs; it releases each as it comes (the producer waits for both warpgroups).
+template <typename Ring>
+__device__ __forceinline__ void k_halves_release(Ring& ring, int64_t from, int64_t fills) {
+  typename Ring::Pos at;
+  for (int64_t i = 0; i < from; ++i) at.advance();
+#pragma unroll 1
+  for (int64_t i = from; i < fills; ++i, at.advance()) {
+    ring.wait_full(at);
+    ring.arrive_empty(at.stage);
+  }
+}
+
+// A barrier of the two consumer warpgroups alone (named barrier 1; the producer is not in it).
+__device__ __forceinline__ void consumer_sync() {
+  asm volatile("bar.sync 1, %0;" ::"n"(kWgmmaConsumerThreads) : "memory");
+}
+
+// The second half's sums added to the first's, in this order, through shared memory at
+// `region` (kAcc floats per thread of a warpgroup, free once both warpgroups are past
+// their loops: the caller places it where every copy has landed and been read). `part`:
+// the thread's warpgroup (0, 1), x its thread within it. Returns whether this warpgroup
+// stores the tile (the first).
+template <int kAcc>
+__device__ __forceinline__ bool k_halves_add(float (&acc)[kAcc], int part, int x, uint32_t region) {
+  constexpr uint32_t kRowBytes = kWgmmaConsumerThreads / 2 * 4;
+  const uint32_t base = region + 4 * x;
+  consumer_sync();
+  if (part == 1) {
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i)
+      asm volatile("st.shared.f32 [%0], %1;" ::"r"(base + i * kRowBytes), "f"(acc[i]) : "memory");
+  }
+  consumer_sync();
+  if (part == 1) return false;
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) {
+    float second;
+    asm volatile("ld.shared.f32 %0, [%1];" : "=f"(second) : "r"(base + i * kRowBytes));
+    acc[i] += second;
+  }
+  return true;
+}
+
 // A warp-specialized block's body, for both wgmma kernels: thread 0 initializes the ring,
 // then the roles part (the block's only barrier): warpgroup 0 gives registers away and
 // produces, warpgroups 1 and 2 take them and consume the block's tile [n0, m0] over slabs
