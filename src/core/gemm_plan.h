@@ -420,7 +420,8 @@ inline bool w8a8_takes_halves(const GemmConfig& g, int64_t k_blocks, int forced)
 
 // Whether the fused GEMM's wgmma mainloop sums the K split of `g` in a thread-block cluster
 // of the tile's two blocks (cluster_pair_store) rather than in planes and a reduce kernel:
-// a split of kClusterSumSplit, unless forced off, but for 4-bit codes on the 64-row tile.
+// a split of kClusterSumSplit of 128-row tiles (K halves need none), unless forced off, but
+// for 4-bit codes on the 64-row tile.
 // Against the planes, in one build (NVIDIA H100, 8192 x 8192, float16 unless said,
 // scripts/ab_cases/fused_cluster_sum.txt): FP8 tile 64 M = 64 0.962x the time (bfloat16
 // 0.958x), 8-bit 0.962x; tile 128 M = 128 4-bit 0.982x, 8-bit 0.954x; tile 256 0.977-0.988x
