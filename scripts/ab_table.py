@@ -68,8 +68,9 @@ def case_label(row):
 
 def plan_short(row):
     """The kernel a case ran (bench_table.kernel_of) and its K split; off the GEMV paths,
-    its path with the plan's tile height, K split and 'pdl' where it launches as a
-    programmatic dependent (a forced launch form is a changed plan)."""
+    its path with the plan's tile height, K split, 'halves' where the block takes K in
+    halves (tile_n=64) and 'pdl' where it launches as a programmatic dependent (a forced
+    launch form is a changed plan)."""
     plan = row.get("plan") or ""
     split = re.search(r"k_split=(\d+)", plan)
     kernel = kernel_of(row)
@@ -77,6 +78,7 @@ def plan_short(row):
         tile = re.search(r"tile_m=(\d+)", plan)
         label = str(row.get("path", "-")) + (" t" + tile.group(1) if tile else "")
         label += " k" + split.group(1) if split else ""
+        label += " halves" if re.search(r"tile_n=64\b", plan) else ""
         return label + (" pdl" if "dependent_launch=yes" in plan else "")
     return kernel + (" k%s" % split.group(1) if split else "")
 

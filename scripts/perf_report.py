@@ -51,17 +51,20 @@ def short_path(row):
     split, a 168-register bound and above 8 rows the row groups of 16 ('rg<G>') where the
     plan has them; the fused GEMM's mainloop
     ('fused' for mma.sync, 'wgmma') or FP8's W8A8 GEMM ('w8a8'), tile height and K split
-    ('c' where a thread-block cluster sums it);
+    ('c' where a thread-block cluster sums it, 'h' where the block's two consumer
+    warpgroups take K in halves: plan tile_n=64);
     the mixed-input GEMM ('mixed'), its tile height and 'sk' where it runs stream-K;
     otherwise the path name."""
     path = str(row.get("path") or "-")
     plan = str(row.get("plan") or "")
-    if path in ("fused_gemm", "w8a8_gemm"):  # "fused|wgmma|w8a8 t<tile_m> k<k_split>[c]"
+    if path in ("fused_gemm", "w8a8_gemm"):  # "fused|wgmma|w8a8 t<tile_m> k<k_split>[c|h]"
         tile = re.search(r"tile_m=(\d+)", plan)
         split = re.search(r"k_split=(\d+)", plan)
         loop = "w8a8" if path == "w8a8_gemm" else "wgmma" if "mainloop=wgmma" in plan else "fused"
         cluster = "c" if "k_reduce=cluster" in plan else ""  # the split summed in a cluster
-        return "%s t%s k%s%s" % (loop, tile.group(1) if tile else "?", split.group(1) if split else "?", cluster)
+        halves = "h" if re.search(r"tile_n=64\b", plan) else ""  # K halves in the block
+        return "%s t%s k%s%s%s" % (loop, tile.group(1) if tile else "?", split.group(1) if split else "?",
+                                   cluster, halves)
     if path in ("w8a8_groupwise", "w8a8_cublaslt"):  # CUTLASS's groupwise or cuBLASLt's block-scaled FP8
         # GEMM (one weight scale per 128 rows: r128)
         name = "groupwise" if path == "w8a8_groupwise" else "cublaslt"

@@ -101,6 +101,17 @@ class AbTableTest(unittest.TestCase):
         self.assertIn("w8a8_gemm t64 k2 -> w8a8_gemm t64 k2 pdl", out)
         self.assertIn("1 plans changed", self.summary(out, "s"))
 
+    def test_k_halves_are_a_plan_change(self):
+        # tile_n=64: the block takes K in halves, whatever the split reads.
+        base = "mainloop=wgmma; tile_m=64; tile_n=128; stages=6; k_split=1; workspace=0B}"
+        head = "mainloop=wgmma; tile_m=64; tile_n=64; stages=4; k_split=1; workspace=0B}"
+        self.write("s.base.1.jsonl", [row(64, 33.0, path="fused_gemm", plan=base)])
+        self.write("s.head.1.jsonl", [row(64, 32.0, path="fused_gemm", plan=head)])
+        rc, out = self.run_script()
+        self.assertEqual(rc, 0, out)
+        self.assertIn("fused_gemm t64 k1 -> fused_gemm t64 k1 halves", out)
+        self.assertIn("1 plans changed", self.summary(out, "s"))
+
     def test_median_of_repeats(self):
         # Three repeats a side; the fastest would give 45 / 44 = 1.023, the medians 47 / 50.
         self.write("s.base.1.jsonl", [row(1, 50.0)])

@@ -175,6 +175,9 @@ class PerfReportTest(unittest.TestCase):
         w8a8 = {"path": "w8a8_gemm", "plan": "mainloop=wgmma; tile_m=64; tile_n=128; stages=6; k_split=2; "
                 "k_reduce=cluster; workspace=0B"}
         self.assertEqual(perf_report.short_path(w8a8), "w8a8 t64 k2c")
+        halves = {"path": "w8a8_gemm", "plan": "mainloop=wgmma; tile_m=32; tile_n=64; stages=6; k_split=1; "
+                  "workspace=0B"}
+        self.assertEqual(perf_report.short_path(halves), "w8a8 t32 k1h")
         self.assertEqual(perf_report.short_path({"path": "dequant_gemm", "plan": ""}), "dequant + cuBLAS")
         group = {"path": "gemv", "plan": "window=1; lines=1; tiles=2; regs=128; row_groups=1; workspace=0B}"}
         self.assertEqual(perf_report.short_path(group), "lines x2 rg1")
