@@ -312,8 +312,8 @@ struct GemmShape {
   bool bf16 = false;       // bfloat16 activations (else float16 or, off the fused GEMM, float32)
 };
 
-// The fused GEMM's forced choices (the plan override's wgmma, tile_m, gemm_k_split): -1 /
-// 0 for the rule's.
+// The fused GEMM's forced choices (the plan override's wgmma, tile_m, gemm_k_split,
+// cluster_sum, k_halves): -1 / 0 for the rule's.
 struct GemmForced {
   int wgmma = -1;
   int tile_m = 0;

@@ -193,7 +193,7 @@ __global__ void __launch_bounds__(256) ActOrderKernel(const T* __restrict__ a, T
 // per launch, launch_wgmma_instance).
 template <typename T, typename S>
 struct FusedWgmmaParams : GemmParams<T, S> {
-  CUtensorMap w_map;  // B: [N, row_bytes] bytes, boxes of kGemmTileN rows x 128 bytes
+  CUtensorMap w_map;  // B: [N, row_bytes] bytes, boxes of the block's rows (128; K halves 64) x the slab
   CUtensorMap a_map;  // ordered A: [gemm_act_order_rows(M, kTileM), gemm_act_order_k(K) x sizeof(T)] bytes,
                       // boxes of kTileM rows x 128
   bool cluster_sum;   // the K split of kClusterSumSplit summed in the tile's cluster of that
@@ -556,7 +556,7 @@ struct FusedWgmmaTile {
     fence_operands(st.acc);
     if constexpr (kHalves) {
       if (part == 1) {
-        if (count > 0) release(((count - 1) % kStages));  // its last slab's stage (its wgmma waited for)
+        if (count > 0) release((count - 1) % kStages);  // its last slab's stage (its wgmma waited for)
         k_halves_release(ring, count, mid - block_begin);
       }
       // From the start of the ring: every fill has landed and been read by both warpgroups.

@@ -83,7 +83,7 @@ constexpr int kW8a8GroupM = 8;
 
 template <typename T>
 struct W8A8Params {
-  CUtensorMap w_map;       // the weight codes [N, K] bytes, boxes of 128 rows x 128 bytes
+  CUtensorMap w_map;       // the weight codes [N, K] bytes, boxes of 128 rows (K halves 64) x 128 bytes
   CUtensorMap a_map;       // the activation codes [M, K], boxes of tile_m rows x 128 bytes
   const uint8_t* a;        // activation codes [M, K]
   const float* a_scales;   // dynamic: [k_blocks, m_pad]; static: nullptr
