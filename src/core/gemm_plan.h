@@ -95,20 +95,24 @@ constexpr int kWgmmaMinStages = 3;  // one slab in the wgmma, one decoded, one i
 constexpr int64_t kWgmmaSmemBytes = 200 * 1024;
 constexpr int64_t kWgmmaAlignBytes = 1024;  // the swizzle atom: stage bases aligned to it
 // A stage holds wgmma_slab_bytes of each weight row: a slab, or part of one where a whole
-// slab's activation rows leave room for fewer than kWgmmaMinStages stages: 4-bit codes at
-// tile 128 half a slab (256 K of 128 rows would be 64 KB a stage; 128 K fit five stages of
-// 40 KB), tile 256 64 K, one 128-byte panel of activation rows (4-bit 32 bytes of each
-// weight row, 8-bit 64: five stages of 36 / 40 KB). Plans and the K split count whole
-// slabs either way.
-constexpr int64_t wgmma_slab_bytes(int tile_m, int bits) {
+// slab's activation rows leave room for few stages: 4-bit codes at tile 128 half a slab
+// (256 K of 128 rows would be 64 KB a stage; 128 K fit five stages of 40 KB), and so at
+// tile 64 with K halves (kKHalvesTileN, below: two halves' 256 K of 64 rows would leave
+// three stages of 80 KB; 128 K fit five of 40 KB), tile 256 64 K, one 128-byte panel of
+// activation rows (4-bit 32 bytes of each weight row, 8-bit 64: five stages of 36 / 40
+// KB). Plans and the K split count whole slabs either way.
+constexpr int64_t wgmma_slab_bytes(int tile_m, int bits, bool halves = false) {
   if (tile_m == 256) return 64 * bits / 8;
-  return tile_m == 128 && bits == 4 ? kGemmSlabBytes / 2 : kGemmSlabBytes;
+  return (tile_m == 128 || halves) && bits == 4 ? kGemmSlabBytes / 2 : kGemmSlabBytes;
 }
-constexpr int64_t wgmma_slab_k(int tile_m, int bits) { return wgmma_slab_bytes(tile_m, bits) * 8 / bits; }
-// K halves (kKHalvesTileN, below): a stage holds a slab of each half, the same weight
-// bytes and twice the activation bytes.
+constexpr int64_t wgmma_slab_k(int tile_m, int bits, bool halves = false) {
+  return wgmma_slab_bytes(tile_m, bits, halves) * 8 / bits;
+}
+// K halves: a stage holds a slab of each half, the same weight bytes and twice the
+// activation bytes.
 constexpr int64_t wgmma_stage_bytes(int tile_m, int bits, bool halves = false) {
-  return kGemmTileN * wgmma_slab_bytes(tile_m, bits) + (halves ? 2 : 1) * tile_m * wgmma_slab_k(tile_m, bits) * 2;
+  return kGemmTileN * wgmma_slab_bytes(tile_m, bits, halves) +
+         (halves ? 2 : 1) * tile_m * wgmma_slab_k(tile_m, bits, halves) * 2;
 }
 constexpr int wgmma_stages(int tile_m, int bits, bool halves = false) {
   return static_cast<int>(std::min<int64_t>(kWgmmaMaxStages,
@@ -432,16 +436,22 @@ inline bool fused_gemm_cluster_sums(const GemmShape& s, const GemmConfig& g, con
 }
 
 // Whether the fused GEMM of `s` (its 128-row tiles and their K split chosen in `g`) runs K
-// halves instead (kKHalvesTileN): the wgmma mainloop's 64-row tile with 8-bit codes (FP8,
-// int8; 4-bit's stages of 256 K would leave two) in scale blocks of whole slabs, split in
-// two, K of two slabs or more, but FP8 with bfloat16 activations; `forced.halves` 1 takes
-// them wherever the tile, codes and K allow, 0 never. Measured on an H100 against the
-// split of 2 summed in its cluster (8192 x 8192, back to back, same run, scripts/ab_cases/
-// k_halves.txt): FP8 float16 M = 17, 32, 64 0.955-0.966x the time, int8 0.957-0.972x
-// (float16 and bfloat16, packed zero points); FP8 bfloat16 M = 64 1.034x (its decode of
-// e4m3 through float16 is the longer, and a stage of halves leaves 4 stages, not 6).
+// halves instead (kKHalvesTileN): the wgmma mainloop's 64-row tile, split in two, K of two
+// slabs or more, in the blocks instantiated with halves (fused_gemm_halves_blocks), but
+// FP8 with bfloat16 activations; `forced.halves` 1 takes them wherever the tile, blocks
+// and K allow, 0 never. Measured on an H100 against the split of 2 (8192 x 8192, back to
+// back, same run; scripts/ab_cases/k_halves.txt, k_halves_4bit.txt): 8-bit codes against
+// the split summed in its cluster, FP8 float16 M = 17, 32, 64 0.955-0.966x the time, int8
+// 0.957-0.972x (float16 and bfloat16, packed zero points), FP8 bfloat16 M = 64 1.034x (its
+// decode of e4m3 through float16 is the longer, and a stage of halves leaves 4 stages, not
+// 6); 4-bit codes against the split in planes, blocks of 64 M = 64 0.905x (whole slabs
+// hold four such blocks, whose constants the tile loads per chunk; a half-slab stage two,
+// prefetched), blocks of 128 1.02-1.06x but typed zero points 0.97x, blocks of 32 1.00-1.02x.
+inline bool fused_gemm_halves_blocks(const GemmShape& s) {
+  return s.bits == 8 ? s.block_size % gemm_slab_k(8) == 0 : s.block_size == wgmma_slab_k(64, 4, true) / 2;
+}
 inline bool fused_gemm_takes_halves(const GemmShape& s, const GemmConfig& g, const GemmForced& forced) {
-  if (forced.halves == 0 || !g.wgmma || g.tile_m != 64 || s.bits != 8 || s.block_size % kGemmSlabBytes != 0 ||
+  if (forced.halves == 0 || !g.wgmma || g.tile_m != 64 || !fused_gemm_halves_blocks(s) ||
       s.row_bytes <= kGemmSlabBytes)
     return false;
   return forced.halves == 1 || (g.k_split == 2 && !(s.fp8 && s.bf16));
@@ -450,7 +460,7 @@ inline bool fused_gemm_takes_halves(const GemmShape& s, const GemmConfig& g, con
 // Weight bytes of each row per pipeline stage of `g`'s mainloop: mma.sync's slab, or the
 // wgmma tile's (wgmma_slab_bytes).
 inline int64_t gemm_stage_row_bytes(const GemmConfig& g, int bits) {
-  return g.wgmma ? wgmma_slab_bytes(g.tile_m, bits) : kGemmSlabBytes;
+  return g.wgmma ? wgmma_slab_bytes(g.tile_m, bits, g.tile_n == kKHalvesTileN) : kGemmSlabBytes;
 }
 
 // The whole tiling for problem `s` on `device`: the mainloop and tile, then the K split

@@ -311,27 +311,39 @@ TEST(GemmPlan, KHalvesReplaceTheSplitOfTwo) {
   const auto shape = [](int64_t m, int64_t n, int bits, bool fp8, int64_t block = 128) {
     return GemmShape{m, n, 8192 * bits / 8, bits, fp8, block};
   };
-  for (const bool fp8 : {true, false})
-    for (const int64_t m : {17, 32, 64}) {
-      SCOPED_TRACE(::testing::Message() << (fp8 ? "fp8" : "int8") << " M=" << m);
-      const GemmConfig g = plan_gemm_tiles(shape(m, 8192, 8, fp8), kHopper, {});
-      GemmShape bf16 = shape(m, 8192, 8, fp8);
-      bf16.bf16 = true;  // FP8 with bfloat16 activations keeps the split (measured slower)
-      EXPECT_EQ(plan_gemm_tiles(bf16, kHopper, {}).tile_n, fp8 ? kGemmTileN : kKHalvesTileN);
-      ASSERT_TRUE(g.wgmma);
-      EXPECT_EQ(g.tile_m, 64);
-      EXPECT_EQ(g.tile_n, kKHalvesTileN);
-      EXPECT_EQ(g.k_split, 1);
-      EXPECT_FALSE(g.cluster_reduce);
-      EXPECT_EQ(g.stages, wgmma_stages(64, 8, true));
-      const GemmConfig off = plan_gemm_tiles(shape(m, 8192, 8, fp8), kHopper, GemmForced{-1, 0, 0, -1, 0});
-      EXPECT_EQ(off.tile_n, kGemmTileN);
-      EXPECT_EQ(off.k_split, 2);
-    }
+  for (const int bits : {8, 4})
+    for (const bool fp8 : {true, false})
+      for (const int64_t m : {17, 32, 64}) {
+        if (fp8 && bits == 4) continue;
+        const int64_t block = bits == 4 ? 64 : 128;  // 4-bit: blocks of 64, two a half-slab stage
+        SCOPED_TRACE(::testing::Message() << (fp8 ? "fp8" : "int") << bits << " M=" << m);
+        const GemmConfig g = plan_gemm_tiles(shape(m, 8192, bits, fp8, block), kHopper, {});
+        GemmShape bf16 = shape(m, 8192, bits, fp8, block);
+        bf16.bf16 = true;  // FP8 with bfloat16 activations keeps the split (measured slower)
+        EXPECT_EQ(plan_gemm_tiles(bf16, kHopper, {}).tile_n, fp8 ? kGemmTileN : kKHalvesTileN);
+        ASSERT_TRUE(g.wgmma);
+        EXPECT_EQ(g.tile_m, 64);
+        EXPECT_EQ(g.tile_n, kKHalvesTileN);
+        EXPECT_EQ(g.k_split, 1);
+        EXPECT_FALSE(g.cluster_reduce);
+        EXPECT_EQ(g.stages, wgmma_stages(64, bits, true));
+        EXPECT_EQ(gemm_stage_row_bytes(g, bits), bits == 4 ? 64 : 128);  // 4-bit: half slabs
+        const GemmConfig off =
+            plan_gemm_tiles(shape(m, 8192, bits, fp8, block), kHopper, GemmForced{-1, 0, 0, -1, 0});
+        EXPECT_EQ(off.tile_n, kGemmTileN);
+        EXPECT_EQ(off.k_split, 2);
+        EXPECT_EQ(gemm_stage_row_bytes(off, bits), 128);
+      }
   EXPECT_EQ(wgmma_stages(64, 8, true), 4);  // 16 KB of weight and 2 x 16 KB of activations a stage
-  // Not on 4-bit codes, blocks under a slab, tile 128, or a split other than 2 (unless forced).
-  EXPECT_EQ(plan_gemm_tiles(shape(64, 8192, 4, false), kHopper, {}).tile_n, kGemmTileN);
-  EXPECT_EQ(plan_gemm_tiles(shape(64, 8192, 8, false, 64), kHopper, {}).tile_n, kGemmTileN);
+  EXPECT_EQ(wgmma_slab_bytes(64, 4, true), 64);
+  EXPECT_EQ(wgmma_stage_bytes(64, 4, true), 8192 + 2 * 64 * 256);
+  EXPECT_EQ(wgmma_stages(64, 4, true), 5);
+  // Not on other blocks (4-bit: but 64; 8-bit: under a slab), even forced; nor on tile 128,
+  // or a split other than 2 (unless forced).
+  for (const int64_t block : {32, 128, 256})
+    EXPECT_EQ(plan_gemm_tiles(shape(64, 8192, 4, false, block), kHopper, GemmForced{-1, 0, 0, -1, 1}).tile_n,
+              kGemmTileN);
+  EXPECT_EQ(plan_gemm_tiles(shape(64, 8192, 8, false, 64), kHopper, GemmForced{-1, 0, 0, -1, 1}).tile_n, kGemmTileN);
   EXPECT_EQ(plan_gemm_tiles(shape(100, 4096, 8, false), kHopper, {}).tile_n, kGemmTileN);
   EXPECT_EQ(plan_gemm_tiles(shape(64, 28672, 8, true), kHopper, {}).tile_n, kGemmTileN);  // unsplit
   const GemmConfig forced = plan_gemm_tiles(shape(64, 28672, 8, true), kHopper, GemmForced{-1, 0, 0, -1, 1});

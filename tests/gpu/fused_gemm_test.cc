@@ -65,7 +65,7 @@ GemmConfig wgmma_cluster_config(int tile_m) {
   return g;
 }
 
-// K halves on the Hopper mainloop's 64-row tile (8-bit codes): blocks of 64 weight rows,
+// K halves on the Hopper mainloop's 64-row tile: blocks of 64 weight rows,
 // each consumer warpgroup half the block's slabs; k_split > 1 (forced only) in planes.
 GemmConfig wgmma_halves_config(int k_split) {
   GemmConfig g = wgmma_config(64, k_split);
@@ -362,10 +362,11 @@ TEST(FusedWgmma, ClusterSumEveryTile) {
       }
 }
 
-// K halves (FP8 and int8, every zero-point form): M within one tile and in two, odd N, K of
-// one slab (the second half empty), two, an odd count with a partial last block (the
-// second half one slab short) and 32 (the ring lapped), blocks of one and two slabs,
-// unsplit and split in three into planes, bias or none.
+// K halves (FP8, int8 and 4-bit, every zero-point form): M within one tile and in two, odd
+// N, K of one stage (the second half empty), two, an odd count with a partial last block
+// (the second half one stage short) and 32 (the ring lapped; 4-bit 32 half-slab stages),
+// 8-bit blocks of one and two slabs, 4-bit blocks of 64 (two a stage), unsplit and split in
+// three into planes, bias or none.
 TEST(FusedWgmma, KHalvesEveryRowCount) {
   BQMM_REQUIRE_WGMMA();
   uint64_t seed = 680;
@@ -374,20 +375,25 @@ TEST(FusedWgmma, KHalvesEveryRowCount) {
   for (const Shape sh : shapes)
     for (const int k_split : {1, 3}) {
       const DType t = kDTypes[seed % 2];
-      SCOPED_TRACE(::testing::Message() << "FP8 M=" << sh.m << " K=" << sh.k << " block=" << sh.block << " "
-                                        << dtype_name(t) << " halves k_split=" << k_split);
+      SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " K=" << sh.k << " " << dtype_name(t)
+                                        << " halves k_split=" << k_split);
+      SCOPED_TRACE(::testing::Message() << "FP8 block=" << sh.block);
       check_fp8(reference::make_random_fp8_case(t, sh.m, 517, sh.k, sh.block, seed % 3 != 0, false, seed),
                 wgmma_halves_config(k_split));
       ++seed;
       const NBitsZeroPoints zp = seed % 3 == 0   ? NBitsZeroPoints::kNone
                                  : seed % 3 == 1 ? NBitsZeroPoints::kPacked
                                                  : NBitsZeroPoints::kTyped;
-      SCOPED_TRACE(::testing::Message() << "8-bit " << dtype_name(kDTypes[seed % 2]) << " zero points "
-                                        << nbits_zero_points_name(zp));
+      SCOPED_TRACE(::testing::Message() << "8-bit " << dtype_name(kDTypes[seed % 2]) << " block=" << sh.block
+                                        << " zero points " << nbits_zero_points_name(zp));
       check_nbits(reference::make_random_nbits_case(
                       nbits_spec(kDTypes[seed % 2], 8, sh.m, 517, sh.k, sh.block, zp, seed % 4 != 0), seed),
                   wgmma_halves_config(k_split));
       ++seed;
+      SCOPED_TRACE(::testing::Message() << "4-bit " << dtype_name(kDTypes[seed % 2]) << " block=64");
+      check_nbits(reference::make_random_nbits_case(
+                      nbits_spec(kDTypes[seed % 2], 4, sh.m, 517, sh.k, 64, zp, seed % 4 != 1), seed),
+                  wgmma_halves_config(k_split));
     }
 }
 
@@ -425,6 +431,9 @@ TEST(FusedWgmma, SanitizeSmall) {
   check_fp8(reference::make_random_fp8_case(t, 70, 37, 400, 128, true, false, seed), wgmma_config(128, 2));
   check_fp8(reference::make_random_fp8_case(t, 70, 37, 400, 128, true, false, seed), wgmma_cluster_config(128));
   check_fp8(reference::make_random_fp8_case(t, 21, 37, 400, 128, true, false, seed), wgmma_halves_config(1));
+  check_nbits(reference::make_random_nbits_case(nbits_spec(t, 4, 21, 37, 400, 64, NBitsZeroPoints::kPacked, true),
+                                                seed),
+              wgmma_halves_config(1));
   check_nbits(reference::make_random_nbits_case(nbits_spec(t, 8, 70, 37, 400, 128, NBitsZeroPoints::kTyped, true),
                                                 seed),
               wgmma_halves_config(2));

@@ -11,8 +11,9 @@
 // warp i rows 16 i .. 16 i + 15, the wgmma's register A fragment), all kTileM activation
 // rows (64, 128 or, N-bit only, 256: the wgmma's N), and the block's range of K slabs (128
 // bytes of each weight row, as in fused_gemm.cuh). Where a whole slab's activation rows
-// would leave room for two stages only, a stage holds part of a slab: 4-bit at tile 128
-// half slabs (64 bytes a row, 128 K), tile 256 64 K (4-bit 32 bytes a row, 8-bit 64);
+// would leave room for few stages, a stage holds part of a slab: 4-bit at tile 128 and
+// with K halves (below) half slabs (64 bytes a row, 128 K), tile 256 64 K (4-bit 32 bytes
+// a row, 8-bit 64);
 // "slab" below means a stage's K. One wgmma m64n{kTileM}k16 does the work of kTileM / 8
 // mma.sync per warp, so the consumers' issue slots go to decoding; the 256-row tile
 // decodes each weight strip once for up to 256 rows (FP8's partial sums beside its 128
@@ -51,8 +52,8 @@
 // M and bytes past a row arrive as zeros), its bytes counted on `full`. The GEMM is a
 // programmatic dependent launch of the order pass: its first stages' weight copies start
 // while the pass runs, the activation copies after wait_for_prior_grid. Each consumer
-// warp, per slab i: wait on `full`; per group of 8 k16 steps (the slab; 4-bit at tile 64:
-// each half; tile 256: the slab's 4) decode into register buffer b, issue the group's
+// warp, per slab i: wait on `full`; per group of 8 k16 steps (the slab; 4-bit's 256 K at
+// tile 64: two groups; tile 256: the slab's 4) decode into register buffer b, issue the group's
 // wgmma, commit, wait until one group is pending (the previous group done: its buffer is
 // free, and slab i - 1's stage is released on `empty`). No block-wide barrier: the two consumer warpgroups run
 // apart, so one's decode overlaps the other's wgmma.
@@ -65,7 +66,7 @@
 // a group on the other is in flight, which it treats as reading a pending accumulator).
 //
 // K halves (kHalves, plan tile_n = kKHalvesTileN; core/gemm_plan.h says when: the 64-row
-// tile, 8-bit codes): the block owns 64 weight rows, and consumer warpgroup c the c-th half
+// tile, 8-bit codes in blocks of whole slabs, 4-bit codes in blocks of 64): the block owns 64 weight rows, and consumer warpgroup c the c-th half
 // of the block's slabs (the first the larger). Fill i of a stage holds slab i of each half:
 // two 64-row weight boxes where the 128-row box would be, so that warp w's rows sit where
 // they did (16 w of the stage's 128; rows 16 (w % 4) of the block), and each half's
@@ -211,9 +212,9 @@ struct FusedWgmmaTile {
   static constexpr bool kFp8 = kW == GemmWeights::kFp8;
   static constexpr int kStages = wgmma_stages(kTileM, F::kBits, kHalves);
   // A slab here is one stage's K (wgmma_slab_bytes: 128 bytes of each weight row, 64 for
-  // 4-bit at tile 128); the block's range of whole slabs (gemm_block_tile) is converted
+  // 4-bit at tile 128 and with K halves); the block's range of whole slabs (gemm_block_tile) is converted
   // to these in FusedWgmmaKernel.
-  static constexpr int kSlabBytes = static_cast<int>(wgmma_slab_bytes(kTileM, F::kBits));
+  static constexpr int kSlabBytes = static_cast<int>(wgmma_slab_bytes(kTileM, F::kBits, kHalves));
   static constexpr int kSlabK = kSlabBytes * 8 / F::kBits;
   static constexpr int kChunks = kSlabBytes / 16;  // 16-byte chunks of a row per slab
   static constexpr int kWeightBytes = kGemmTileN * kSlabBytes;
@@ -226,7 +227,7 @@ struct FusedWgmmaTile {
   static constexpr int kSlabSteps = kSlabK / 16;       // k16 steps per slab
   // wgmma per commit group: 8, or the slab's 4 at tile 256 (each wgmma twice the work).
   static constexpr int kGroupSteps = kSlabSteps < 8 ? kSlabSteps : 8;
-  static constexpr int kGroups = kSlabSteps / kGroupSteps;  // per slab: 2 for 4-bit at tile 64, else 1
+  static constexpr int kGroups = kSlabSteps / kGroupSteps;  // per slab: 2 for 4-bit's whole slabs at tile 64, else 1
   static constexpr int kGroupChunks = kChunks / kGroups;
   static constexpr int kAcc = kTileM / 2;
   static constexpr bool kPrefetch = kConsts <= 2;
@@ -245,8 +246,8 @@ struct FusedWgmmaTile {
   static_assert(!kFp8 || !kTypedZp, "typed zero points are N-bit's");
   static_assert(kGroupChunks % 2 == 0, "ldmatrix takes chunk pairs");
   static_assert(kConstsAhead == 1 || kConstsAhead == 2, "constant slots by the slab's parity");
-  static_assert(!kHalves || (kTileM == 64 && F::kBits == 8 && kConsts == 1),
-                "K halves: the 64-row tile, 8-bit codes in blocks of whole slabs");
+  static_assert(!kHalves || (kTileM == 64 && kConsts == (F::kBits == 8 ? 1 : 2)),
+                "K halves: the 64-row tile, 8-bit codes in blocks of whole slabs, 4-bit two blocks a stage");
 
   using Ring = WgmmaRing<kStages, 1>;  // `full`: the copying thread's arrival and the bytes
   using RingPos = typename Ring::Pos;
@@ -327,7 +328,7 @@ struct FusedWgmmaTile {
     if (warp != 0) return;
     if constexpr (F::kBits == 4) {
       const int64_t k_begin = slab_begin * kSlabK, k_end = slab_end * kSlabK;
-      for (int r = lane; r < kGemmTileN; r += 32)
+      for (int r = lane; r < kTileN; r += 32)
         if (n0 + r < p.n) prefetch_row_consts<kW, kTypedZp>(p, n0 + r, k_begin, k_end < p.k ? k_end : p.k);
     }
     if (lane != 0) return;
@@ -610,7 +611,7 @@ Status launch_wgmma_instance(const GemmParams<T, S>& p, dim3 grid, bool cluster_
   FusedWgmmaParams<T, S> wp;
   static_cast<GemmParams<T, S>&>(wp) = p;
   wp.cluster_sum = cluster_sum;
-  constexpr int kSlabBytes = static_cast<int>(wgmma_slab_bytes(kTileM, GemmFormat<kW>::kBits));
+  constexpr int kSlabBytes = static_cast<int>(wgmma_slab_bytes(kTileM, GemmFormat<kW>::kBits, kHalves));
   constexpr int kTileN = kHalves ? kKHalvesTileN : kGemmTileN;
   BQMM_RETURN_IF_ERROR(make_tile_tensor_map(p.b, p.n, p.row_bytes, &wp.w_map, kTileN, kSlabBytes));
   const int64_t a_rows = gemm_act_order_rows(p.m, kTileM);
@@ -630,17 +631,18 @@ Status launch_wgmma_instance(const GemmParams<T, S>& p, dim3 grid, bool cluster_
 // The instantiations (core/gemm_plan.h, wgmma_tile_supported, says which the planner asks
 // for): FP8 tiles 64 and 128 with one scale block per slab; N-bit tiles 64 (every block
 // size), 128 (blocks of half a stage, 64 K, or more) and 256 (blocks of a stage, 64 K, or
-// more), each zero-point form; K halves (`halves`) on 8-bit codes' tile 64 with one block
-// a slab.
+// more), each zero-point form; K halves (`halves`) on tile 64, 8-bit codes one block a slab,
+// 4-bit codes two blocks a half-slab stage (blocks of 64).
 template <typename T, GemmWeights kW, bool kTypedZp>
 Status launch_wgmma_tile(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>>& p,
                          int tile_m, int consts, bool halves, dim3 grid, bool cluster_sum, cudaStream_t stream) {
-  if constexpr (GemmFormat<kW>::kBits == 8) {
-    if (halves && tile_m == 64 && consts == 1)
-      return launch_wgmma_instance<T, kW, 64, 1, kTypedZp, true>(p, grid, cluster_sum, stream);
-  }
+  constexpr int kHalvesConsts = GemmFormat<kW>::kBits == 8 ? 1 : 2;
+  if (halves && tile_m == 64 && consts == kHalvesConsts)
+    return launch_wgmma_instance<T, kW, 64, kHalvesConsts, kTypedZp, true>(p, grid, cluster_sum, stream);
   if (halves)
-    return Status(StatusCode::kInternal, "launch_fused_gemm: K halves on the 64-row tile of 8-bit codes only");
+    return Status(StatusCode::kInternal,
+                  "launch_fused_gemm: K halves on the 64-row tile, 8-bit codes in blocks of whole slabs or "
+                  "4-bit codes in blocks of 64");
 #define BQMM_WGMMA_TILE_IF(TM, C) \
   if (tile_m == TM && consts == C) return launch_wgmma_instance<T, kW, TM, C, kTypedZp>(p, grid, cluster_sum, stream);
   if constexpr (kW == GemmWeights::kFp8) {
