@@ -53,8 +53,8 @@
 // programmatic dependent launch of the order pass: its first stages' weight copies start
 // while the pass runs, the activation copies after wait_for_prior_grid. Each consumer
 // warp, per slab i: wait on `full`; per group of 8 k16 steps (the slab; 4-bit's 256 K at
-// tile 64: two groups; tile 256: the slab's 4) decode into register buffer b, issue the group's
-// wgmma, commit, wait until one group is pending (the previous group done: its buffer is
+// tile 64: two groups; tile 256: the slab's 4) decode into register buffer b, issue the
+// group's wgmma, commit, wait until one group is pending (the previous group done: its buffer is
 // free, and slab i - 1's stage is released on `empty`). No block-wide barrier: the two consumer warpgroups run
 // apart, so one's decode overlaps the other's wgmma.
 // Register buffers alternate between groups (one group a slab: between slabs, so the slab
@@ -66,8 +66,9 @@
 // a group on the other is in flight, which it treats as reading a pending accumulator).
 //
 // K halves (kHalves, plan tile_n = kKHalvesTileN; core/gemm_plan.h says when: the 64-row
-// tile, 8-bit codes in blocks of whole slabs, 4-bit codes in blocks of 64): the block owns 64 weight rows, and consumer warpgroup c the c-th half
-// of the block's slabs (the first the larger). Fill i of a stage holds slab i of each half:
+// tile, 8-bit codes in blocks of whole slabs, 4-bit codes in blocks of 64): the block owns
+// 64 weight rows, and consumer warpgroup c the c-th half of the block's slabs (the first
+// the larger). Fill i of a stage holds slab i of each half:
 // two 64-row weight boxes where the 128-row box would be, so that warp w's rows sit where
 // they did (16 w of the stage's 128; rows 16 (w % 4) of the block), and each half's
 // activation panels; past the second half's end only the first's copies, and warpgroup 1
@@ -190,6 +191,11 @@ __global__ void __launch_bounds__(256) ActOrderKernel(const T* __restrict__ a, T
   }
 }
 
+// The scale blocks a stage of K halves holds (the tile's kConsts; fused_gemm_halves_blocks
+// in core/gemm_plan.h says which blocks): 8-bit codes one (blocks of whole slabs), 4-bit
+// codes two (blocks of 64 in half-slab stages).
+constexpr int k_halves_consts(int bits) { return bits == 8 ? 1 : 2; }
+
 // The kernel's parameters: the fused GEMM's, and the tensor maps of its TMA copies (built
 // per launch, launch_wgmma_instance).
 template <typename T, typename S>
@@ -212,8 +218,8 @@ struct FusedWgmmaTile {
   static constexpr bool kFp8 = kW == GemmWeights::kFp8;
   static constexpr int kStages = wgmma_stages(kTileM, F::kBits, kHalves);
   // A slab here is one stage's K (wgmma_slab_bytes: 128 bytes of each weight row, 64 for
-  // 4-bit at tile 128 and with K halves); the block's range of whole slabs (gemm_block_tile) is converted
-  // to these in FusedWgmmaKernel.
+  // 4-bit at tile 128 and with K halves); the block's range of whole slabs
+  // (gemm_block_tile) is converted to these in FusedWgmmaKernel.
   static constexpr int kSlabBytes = static_cast<int>(wgmma_slab_bytes(kTileM, F::kBits, kHalves));
   static constexpr int kSlabK = kSlabBytes * 8 / F::kBits;
   static constexpr int kChunks = kSlabBytes / 16;  // 16-byte chunks of a row per slab
@@ -227,7 +233,8 @@ struct FusedWgmmaTile {
   static constexpr int kSlabSteps = kSlabK / 16;       // k16 steps per slab
   // wgmma per commit group: 8, or the slab's 4 at tile 256 (each wgmma twice the work).
   static constexpr int kGroupSteps = kSlabSteps < 8 ? kSlabSteps : 8;
-  static constexpr int kGroups = kSlabSteps / kGroupSteps;  // per slab: 2 for 4-bit's whole slabs at tile 64, else 1
+  // Per slab: 2 for 4-bit's whole slabs at tile 64, else 1.
+  static constexpr int kGroups = kSlabSteps / kGroupSteps;
   static constexpr int kGroupChunks = kChunks / kGroups;
   static constexpr int kAcc = kTileM / 2;
   static constexpr bool kPrefetch = kConsts <= 2;
@@ -246,7 +253,7 @@ struct FusedWgmmaTile {
   static_assert(!kFp8 || !kTypedZp, "typed zero points are N-bit's");
   static_assert(kGroupChunks % 2 == 0, "ldmatrix takes chunk pairs");
   static_assert(kConstsAhead == 1 || kConstsAhead == 2, "constant slots by the slab's parity");
-  static_assert(!kHalves || (kTileM == 64 && kConsts == (F::kBits == 8 ? 1 : 2)),
+  static_assert(!kHalves || (kTileM == 64 && kConsts == k_halves_consts(F::kBits)),
                 "K halves: the 64-row tile, 8-bit codes in blocks of whole slabs, 4-bit two blocks a stage");
 
   using Ring = WgmmaRing<kStages, 1>;  // `full`: the copying thread's arrival and the bytes
@@ -636,7 +643,7 @@ Status launch_wgmma_instance(const GemmParams<T, S>& p, dim3 grid, bool cluster_
 template <typename T, GemmWeights kW, bool kTypedZp>
 Status launch_wgmma_tile(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>>& p,
                          int tile_m, int consts, bool halves, dim3 grid, bool cluster_sum, cudaStream_t stream) {
-  constexpr int kHalvesConsts = GemmFormat<kW>::kBits == 8 ? 1 : 2;
+  constexpr int kHalvesConsts = k_halves_consts(GemmFormat<kW>::kBits);
   if (halves && tile_m == 64 && consts == kHalvesConsts)
     return launch_wgmma_instance<T, kW, 64, kHalvesConsts, kTypedZp, true>(p, grid, cluster_sum, stream);
   if (halves)
