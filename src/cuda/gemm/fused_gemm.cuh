@@ -768,6 +768,13 @@ Status launch_k_split_reduce(const float* partials, const T* bias, T* y, int64_t
 inline int gemm_consts(int64_t block_size, int64_t slab_k) {
   return block_size % slab_k == 0 ? 1 : block_size % (slab_k / 2) == 0 ? 2 : 8;
 }
+// The wgmma mainloop's (its kConsts): 1, 2 or 4 blocks a stage of stage_k, prefetched;
+// else 8, loaded per 16-byte chunk where used.
+inline int wgmma_consts(int64_t block_size, int64_t stage_k) {
+  for (int c = 1; c <= 4; c *= 2)
+    if (block_size % (stage_k / c) == 0) return c;
+  return 8;
+}
 
 template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp, typename Params>
 Status launch_gemm_tile(const Params& p, dim3 grid, cudaStream_t stream) {
@@ -817,7 +824,8 @@ Status launch_gemm_format(const FusedGemmArgs& args, const GemmConfig& config, f
                         ((args.n + config.tile_n - 1) / config.tile_n);
   const dim3 grid(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(config.k_split));
   constexpr int kBits = GemmFormat<kW>::kBits;
-  const int consts = gemm_consts(args.block_size, gemm_stage_row_bytes(config, kBits) * 8 / kBits);
+  const int64_t stage_k = gemm_stage_row_bytes(config, kBits) * 8 / kBits;
+  const int consts = config.wgmma ? wgmma_consts(args.block_size, stage_k) : gemm_consts(args.block_size, stage_k);
   const Status launched = [&]() -> Status {
     if (config.wgmma)
       return launch_wgmma_tile<T, kW, kTypedZp>(p, config.tile_m, consts, config.tile_n == kKHalvesTileN, grid,

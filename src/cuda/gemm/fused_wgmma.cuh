@@ -208,8 +208,10 @@ struct FusedWgmmaParams : GemmParams<T, S> {
 };
 
 // ================================================================= the kernel
-// Template parameters as FusedGemmTile's; kTileM is 64, 128 or 256 (N-bit); FP8 only with
-// kConsts 1.
+// Template parameters as FusedGemmTile's, but kConsts: scale blocks per weight row per
+// stage (wgmma_consts in fused_gemm.cuh: 1, 2 or 4, loaded a stage ahead into registers,
+// or 8, one per 16-byte chunk, loaded where used); kTileM is 64, 128 or 256 (N-bit); FP8
+// only with kConsts 1.
 template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp, bool kHalves = false>
 struct FusedWgmmaTile {
   using F = GemmFormat<kW>;
@@ -237,7 +239,7 @@ struct FusedWgmmaTile {
   static constexpr int kGroups = kSlabSteps / kGroupSteps;
   static constexpr int kGroupChunks = kChunks / kGroups;
   static constexpr int kAcc = kTileM / 2;
-  static constexpr bool kPrefetch = kConsts <= 2;
+  static constexpr bool kPrefetch = kConsts <= 4;
   // Slabs whose block constants are in flight ahead of the one decoded. FP8 reads them
   // only in the fold, a slab after its decode; with float16 activations two ahead hides
   // their latency (H200, M = 32 and 64, same run: 2.7-3.1 % less time at 8192 x 8192 and
@@ -249,6 +251,7 @@ struct FusedWgmmaTile {
   static_assert(kWeightBytes % kWgmmaAlignBytes == 0 && kStageBytes % kWgmmaAlignBytes == 0,
                 "activation panels on swizzle-atom boundaries");
   static_assert(!kFp8 || kConsts == 1, "FP8: one scale block per slab");
+  static_assert(kChunks % kConsts == 0, "a constant slot per whole chunks");
   static_assert(!kFp8 || kTileM <= 128, "FP8's partial sums beside 128 accumulators do not fit");
   static_assert(!kFp8 || !kTypedZp, "typed zero points are N-bit's");
   static_assert(kGroupChunks % 2 == 0, "ldmatrix takes chunk pairs");
@@ -359,7 +362,10 @@ struct FusedWgmmaTile {
   }
 
   // ---------------------------------------------------------------- block constants
-  // As FusedGemmTile's: kConsts 1 and 2 are loaded kConstsAhead slabs ahead, 8 where used.
+  // kConsts 1, 2 and 4 are loaded kConstsAhead slabs ahead, 8 where used. Prefetched, 4
+  // a stage took 0.84-0.93x the time of loads where used (H100, M = 64: 8-bit blocks of 32,
+  // 4-bit blocks of 64 unsplit); 8, twice the registers, 1.02-1.10x (4-bit blocks of 16 and
+  // 32, 8-bit of 16).
   __device__ __forceinline__ uint32_t chunk_block(int64_t slab, int c) const {
     if constexpr (kFp8) {  // the chunk index in 32 bits
       return fp8_chunk_block(p, static_cast<uint32_t>(slab) * kChunks + c);
@@ -367,13 +373,14 @@ struct FusedWgmmaTile {
       return block_of<kW>(p, slab * kSlabK + c * F::kChunkK + t * F::kWordK);
     }
   }
-  // N-bit: the block chunk c decodes with. Prefetched constants (kConsts 1, 2) are one block
-  // a slot, which all the slot's chunks share: the slot's first chunk's, the same
-  // expression for all of them, so the decoder's constants are made once a slot rather
-  // than once a chunk (4-bit: the zero point's nibble).
+  // N-bit: the block chunk c decodes with. A constant slot is one block (the lane's: with
+  // blocks under a chunk, a slot a chunk, each lane's word in one block), which all the
+  // slot's chunks share: the slot's first chunk's, the same expression for all of them,
+  // so the decoder's constants are made once a slot rather than once a chunk (4-bit: the
+  // zero point's nibble).
   __device__ __forceinline__ uint32_t decode_block(int64_t slab, int c) const {
     constexpr int kSlotChunks = kChunks / kConsts;
-    return chunk_block(slab, kPrefetch ? c / kSlotChunks * kSlotChunks : c);
+    return chunk_block(slab, c / kSlotChunks * kSlotChunks);
   }
   __device__ __forceinline__ void prefetch_consts(int64_t slab, RawConsts<kW, T> (&c)[2][kConsts]) const {
     if constexpr (kPrefetch) {
@@ -655,7 +662,7 @@ Status launch_wgmma_tile(const GemmParams<T, std::conditional_t<kW == GemmWeight
   if constexpr (kW == GemmWeights::kFp8) {
     BQMM_WGMMA_TILE_IF(64, 1) BQMM_WGMMA_TILE_IF(128, 1)
   } else {
-    BQMM_WGMMA_TILE_IF(64, 1) BQMM_WGMMA_TILE_IF(64, 2) BQMM_WGMMA_TILE_IF(64, 8)
+    BQMM_WGMMA_TILE_IF(64, 1) BQMM_WGMMA_TILE_IF(64, 2) BQMM_WGMMA_TILE_IF(64, 4) BQMM_WGMMA_TILE_IF(64, 8)
     BQMM_WGMMA_TILE_IF(128, 1) BQMM_WGMMA_TILE_IF(128, 2) BQMM_WGMMA_TILE_IF(256, 1)
   }
 #undef BQMM_WGMMA_TILE_IF
