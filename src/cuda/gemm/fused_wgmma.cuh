@@ -208,10 +208,11 @@ struct FusedWgmmaParams : GemmParams<T, S> {
 };
 
 // ================================================================= the kernel
-// Template parameters as FusedGemmTile's, but kConsts: scale blocks per weight row per
-// stage (wgmma_consts in fused_gemm.cuh: 1, 2 or 4, loaded a stage ahead into registers,
-// or 8, one per 16-byte chunk, loaded where used); kTileM is 64, 128 or 256 (N-bit); FP8
-// only with kConsts 1.
+// Template parameters as FusedGemmTile's, but kConsts: how the block constants reach the
+// decode (wgmma_consts in fused_gemm.cuh): 1, 2 or 4 scale blocks per weight row per stage,
+// loaded a stage ahead; 8, one block per 16-byte chunk, each row's 8 scales (and zero
+// points) of the stage loaded a stage ahead as vectors; 0, loaded per chunk where used;
+// kTileM is 64, 128 or 256 (N-bit); FP8 only with kConsts 1.
 template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp, bool kHalves = false>
 struct FusedWgmmaTile {
   using F = GemmFormat<kW>;
@@ -239,7 +240,11 @@ struct FusedWgmmaTile {
   static constexpr int kGroups = kSlabSteps / kGroupSteps;
   static constexpr int kGroupChunks = kChunks / kGroups;
   static constexpr int kAcc = kTileM / 2;
-  static constexpr bool kPrefetch = kConsts <= 4;
+  static constexpr bool kPrefetch = kConsts != 0;
+  static constexpr bool kVector = kConsts == kWgmmaVectorConsts;
+  // kVector: a row's zero points of a stage, 32-bit words (packed 4-bit: 8 nibbles; 8-bit:
+  // 8 bytes; typed: 8 T values).
+  static constexpr int kZpWords = kTypedZp ? 4 : F::kBits == 8 ? 2 : 1;
   // Slabs whose block constants are in flight ahead of the one decoded. FP8 reads them
   // only in the fold, a slab after its decode; with float16 activations two ahead hides
   // their latency (H200, M = 32 and 64, same run: 2.7-3.1 % less time at 8192 x 8192 and
@@ -251,7 +256,9 @@ struct FusedWgmmaTile {
   static_assert(kWeightBytes % kWgmmaAlignBytes == 0 && kStageBytes % kWgmmaAlignBytes == 0,
                 "activation panels on swizzle-atom boundaries");
   static_assert(!kFp8 || kConsts == 1, "FP8: one scale block per slab");
-  static_assert(kChunks % kConsts == 0, "a constant slot per whole chunks");
+  static_assert(kChunks % (kConsts == 0 ? 1 : kConsts) == 0, "a constant slot per whole chunks");
+  static_assert(!kVector || (kChunks == kConsts && !kHalves && kTileM == 64),
+                "vector constants: one block a chunk of the 64-row tile's whole slabs");
   static_assert(!kFp8 || kTileM <= 128, "FP8's partial sums beside 128 accumulators do not fit");
   static_assert(!kFp8 || !kTypedZp, "typed zero points are N-bit's");
   static_assert(kGroupChunks % 2 == 0, "ldmatrix takes chunk pairs");
@@ -362,10 +369,21 @@ struct FusedWgmmaTile {
   }
 
   // ---------------------------------------------------------------- block constants
-  // kConsts 1, 2 and 4 are loaded kConstsAhead slabs ahead, 8 where used. Prefetched, 4
-  // a stage took 0.84-0.93x the time of loads where used (H100, M = 64: 8-bit blocks of 32,
-  // 4-bit blocks of 64 unsplit); 8, twice the registers, 1.02-1.10x (4-bit blocks of 16 and
-  // 32, 8-bit of 16).
+  // A stage's constants of the lane's rows (lo, hi) in registers: kConsts blocks each, or
+  // (kVector) the words of its 8 scales and zero points.
+  struct RawSlot {
+    RawConsts<kW, T> c[2][kConsts >= 1 && kConsts <= 4 ? kConsts : 1];
+  };
+  struct VectorSlot {
+    uint4 scales[2];
+    uint32_t zp[2][kZpWords];
+  };
+  using Slot = std::conditional_t<kVector, VectorSlot, RawSlot>;
+
+  // Loaded kConstsAhead slabs ahead but for kConsts 0. Prefetched, 4 blocks a stage took
+  // 0.84-0.93x the time of loads where used (H100, M = 64: 8-bit blocks of 32, 4-bit blocks
+  // of 64 unsplit); 8 as 8 RawConsts a row, 1.02-1.10x (4-bit blocks of 16 and 32, 8-bit of
+  // 16), hence the vectors.
   __device__ __forceinline__ uint32_t chunk_block(int64_t slab, int c) const {
     if constexpr (kFp8) {  // the chunk index in 32 bits
       return fp8_chunk_block(p, static_cast<uint32_t>(slab) * kChunks + c);
@@ -379,17 +397,59 @@ struct FusedWgmmaTile {
   // so the decoder's constants are made once a slot rather than once a chunk (4-bit: the
   // zero point's nibble).
   __device__ __forceinline__ uint32_t decode_block(int64_t slab, int c) const {
-    constexpr int kSlotChunks = kChunks / kConsts;
+    constexpr int kSlotChunks = kConsts == 0 ? 1 : kChunks / kConsts;
     return chunk_block(slab, c / kSlotChunks * kSlotChunks);
   }
-  __device__ __forceinline__ void prefetch_consts(int64_t slab, RawConsts<kW, T> (&c)[2][kConsts]) const {
-    if constexpr (kPrefetch) {
+  // kVector: the launcher checked that every stage's scales and zero points of a row are
+  // aligned vectors in bounds (k_blocks % 8 == 0: the rows' slabs are their blocks / 8).
+  __device__ __forceinline__ void prefetch_consts(int64_t slab, Slot& c) const {
+    if constexpr (kVector) {
+      constexpr uint32_t kDefault = Codes<F::kBits>::kDefaultZeroPoint * (F::kBits == 4 ? 0x11111111u : 0x01010101u);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        c.scales[h] = __ldg(reinterpret_cast<const uint4*>(crow[h].scales) + slab);
+        const auto* zp = reinterpret_cast<const uint32_t*>(crow[h].zp) + slab * kZpWords;
+        if (!kTypedZp && crow[h].zp == nullptr) {
+#pragma unroll
+          for (int w = 0; w < kZpWords; ++w) c.zp[h][w] = kDefault;
+        } else {
+          if constexpr (kZpWords == 4) {
+            const uint4 v = __ldg(reinterpret_cast<const uint4*>(zp));
+            c.zp[h][0] = v.x, c.zp[h][1] = v.y, c.zp[h][2] = v.z, c.zp[h][3] = v.w;
+          } else if constexpr (kZpWords == 2) {
+            const uint2 v = __ldg(reinterpret_cast<const uint2*>(zp));
+            c.zp[h][0] = v.x, c.zp[h][1] = v.y;
+          } else {
+            c.zp[h][0] = __ldg(zp);
+          }
+        }
+      }
+    } else if constexpr (kPrefetch) {
 #pragma unroll
       for (int ci = 0; ci < kConsts; ++ci) {
         const uint32_t blk = chunk_block(slab, ci * (kChunks / kConsts));
 #pragma unroll
-        for (int h = 0; h < 2; ++h) c[h][ci] = load_consts<kW, T, kTypedZp>(crow[h], blk);
+        for (int h = 0; h < 2; ++h) c.c[h][ci] = load_consts<kW, T, kTypedZp>(crow[h], blk);
       }
+    }
+  }
+  // Row h's constants of chunk c from its slot (as load_consts makes them).
+  __device__ __forceinline__ RawConsts<kW, T> slot_consts(const Slot& s, int h, int c) const {
+    if constexpr (kVector) {
+      const uint32_t w[4] = {s.scales[h].x, s.scales[h].y, s.scales[h].z, s.scales[h].w};
+      RawConsts<kW, T> r{};
+      // Block c's scale bits (half c % 2 of word c / 2) | its zero point's bits << 16: the
+      // typed value's; a byte holding it (its nibble picked by the block's parity, the
+      // byte above masked off by make_consts).
+      if constexpr (kTypedZp)
+        r.bits = __byte_perm(w[c / 2], s.zp[h][c / 2], c % 2 ? 0x7632 : 0x5410);
+      else if constexpr (F::kBits == 8)
+        r.bits = __byte_perm(w[c / 2], s.zp[h][c / 4], (c % 2 ? 0x0032 : 0x0010) | ((4 + c % 4) << 8));
+      else
+        r.bits = __byte_perm(w[c / 2], s.zp[h][0], (c % 2 ? 0x0032 : 0x0010) | ((4 + c / 2) << 8));
+      return r;
+    } else {
+      return s.c[h][c * kConsts / kChunks];
     }
   }
 
@@ -406,8 +466,7 @@ struct FusedWgmmaTile {
   }
   // Group `grp` of the slab in `stage` -> the A fragments of its 8 k16 steps.
   __device__ __forceinline__ void decode_group(uint32_t wbase, int64_t slab, int grp,
-                                               const RawConsts<kW, T> (&pre)[2][kConsts],
-                                               uint32_t (&a)[kGroupSteps][4]) const {
+                                               const Slot& pre, uint32_t (&a)[kGroupSteps][4]) const {
 #pragma unroll
     for (int q = 0; q < kGroupChunks / 2; ++q) {
       const int c0 = grp * kGroupChunks + 2 * q;
@@ -424,8 +483,8 @@ struct FusedWgmmaTile {
         if constexpr (!kFp8) {
           blk = decode_block(slab, c);
           if constexpr (kPrefetch) {
-            cl = pre[0][c * kConsts / kChunks];
-            ch = pre[1][c * kConsts / kChunks];
+            cl = slot_consts(pre, 0, c);
+            ch = slot_consts(pre, 1, c);
           } else {
             cl = load_consts<kW, T, kTypedZp>(crow[0], blk);
             ch = load_consts<kW, T, kTypedZp>(crow[1], blk);
@@ -464,12 +523,11 @@ struct FusedWgmmaTile {
   }
 
   // FP8: acc += part * the rows' block scales.
-  __device__ __forceinline__ void fold(const RawConsts<kW, T> (&c)[2][kConsts], float (&acc)[kAcc],
-                                       float (&part)[kAcc]) const {
+  __device__ __forceinline__ void fold(const Slot& c, float (&acc)[kAcc], float (&part)[kAcc]) const {
 #pragma unroll
     for (int j = 0; j < kAcc / 4; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) acc[4 * j + e] = fmaf(part[4 * j + e], c[e / 2][0].scale, acc[4 * j + e]);
+      for (int e = 0; e < 4; ++e) acc[4 * j + e] = fmaf(part[4 * j + e], c.c[e / 2][0].scale, acc[4 * j + e]);
   }
 
   // ---------------------------------------------------------------- main loop
@@ -477,8 +535,8 @@ struct FusedWgmmaTile {
     float acc[kAcc];
     float part[kAcc];                        // FP8: one slab's sums
     uint32_t a[2][kGroupSteps][4];           // decoded A, alternating per group
-    RawConsts<kW, T> pre[kConstsAhead][2][kConsts];  // slots of constants ahead (slab_step)
-    RawConsts<kW, T> cur[2][kConsts];        // N-bit: this slab's
+    Slot pre[kConstsAhead];                  // slots of constants ahead (slab_step)
+    Slot cur;                                // N-bit: this slab's
   };
 
   // The slab in `stage` is done with (its wgmma finished): this thread's share of releasing it.
@@ -501,10 +559,7 @@ struct FusedWgmmaTile {
     // live across the loop, which the compiler then copies every iteration.
     if constexpr (!kFp8) {
       constexpr int kSlot = kB % kConstsAhead;
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int ci = 0; ci < kConsts; ++ci) st.cur[h][ci] = st.pre[kSlot][h][ci];
+      st.cur = st.pre[kSlot];
       prefetch_consts(begin + (i + kConstsAhead < count ? i + kConstsAhead : count - 1), st.pre[kSlot]);
     }
     const uint32_t wbase = smem_addr(smem) + at.stage * kStageBytes;
@@ -662,7 +717,8 @@ Status launch_wgmma_tile(const GemmParams<T, std::conditional_t<kW == GemmWeight
   if constexpr (kW == GemmWeights::kFp8) {
     BQMM_WGMMA_TILE_IF(64, 1) BQMM_WGMMA_TILE_IF(128, 1)
   } else {
-    BQMM_WGMMA_TILE_IF(64, 1) BQMM_WGMMA_TILE_IF(64, 2) BQMM_WGMMA_TILE_IF(64, 4) BQMM_WGMMA_TILE_IF(64, 8)
+    BQMM_WGMMA_TILE_IF(64, 0) BQMM_WGMMA_TILE_IF(64, 1) BQMM_WGMMA_TILE_IF(64, 2) BQMM_WGMMA_TILE_IF(64, 4)
+    BQMM_WGMMA_TILE_IF(64, kWgmmaVectorConsts)
     BQMM_WGMMA_TILE_IF(128, 1) BQMM_WGMMA_TILE_IF(128, 2) BQMM_WGMMA_TILE_IF(256, 1)
   }
 #undef BQMM_WGMMA_TILE_IF
