@@ -463,6 +463,21 @@ inline int64_t gemm_stage_row_bytes(const GemmConfig& g, int bits) {
   return g.wgmma ? wgmma_slab_bytes(g.tile_m, bits, g.tile_n == kKHalvesTileN) : kGemmSlabBytes;
 }
 
+// How the wgmma mainloop's consumers get a weight row's block constants (its kConsts,
+// cuda/gemm/fused_wgmma.cuh), by the blocks a stage of `g` holds: 1, 2 or 4, each loaded a
+// stage ahead; kWgmmaVectorConsts, blocks of one 16-byte chunk (eight a stage of the
+// 64-row tile's whole slabs), as vectors a stage ahead where `vectors` (the launcher's
+// check: k_blocks % 8 == 0 and the constants' rows aligned); else 0, loaded per chunk
+// where used.
+constexpr int kWgmmaVectorConsts = 8;
+inline int wgmma_consts(const GemmConfig& g, int bits, int64_t block_size, bool vectors) {
+  const int64_t stage_k = gemm_stage_row_bytes(g, bits) * 8 / bits;
+  for (int c = 1; c <= 4; c *= 2)
+    if (block_size % (stage_k / c) == 0) return c;
+  const int64_t chunk_k = 16 * 8 / bits;
+  return vectors && block_size == chunk_k && stage_k == kWgmmaVectorConsts * chunk_k ? kWgmmaVectorConsts : 0;
+}
+
 // The whole tiling for problem `s` on `device`: the mainloop and tile, then the K split
 // (forced values kept; the stages and the K split follow a forced tile_m).
 inline GemmConfig plan_gemm_tiles(const GemmShape& s, const DeviceInfo& device,

@@ -86,6 +86,37 @@ TEST(GemmPlan, Tiles) {
 
 // The Hopper mainloop's stages: as many of its unpadded stages as 200 KB holds, up to 6;
 // 4-bit at tile 128 in half slabs (64 bytes of each weight row, 128 K).
+// The wgmma mainloop's block constants by the blocks a stage holds: 1, 2 or 4 loaded as
+// stored; blocks of one 16-byte chunk as vectors where the launcher finds them aligned,
+// else, and for blocks under a chunk, where used.
+TEST(GemmPlan, WgmmaConstants) {
+  const auto tile = [](int tile_m, bool halves = false) {
+    GemmConfig g;
+    g.wgmma = true;
+    g.tile_m = tile_m;
+    g.tile_n = halves ? kKHalvesTileN : kGemmTileN;
+    return g;
+  };
+  // Tile 64's whole slabs: 4-bit 256 K (chunks of 32), 8-bit 128 K (chunks of 16).
+  EXPECT_EQ(wgmma_consts(tile(64), 4, 256, true), 1);
+  EXPECT_EQ(wgmma_consts(tile(64), 4, 128, true), 2);
+  EXPECT_EQ(wgmma_consts(tile(64), 4, 64, true), 4);
+  EXPECT_EQ(wgmma_consts(tile(64), 4, 32, true), kWgmmaVectorConsts);
+  EXPECT_EQ(wgmma_consts(tile(64), 4, 32, false), 0);
+  EXPECT_EQ(wgmma_consts(tile(64), 4, 16, true), 0);
+  EXPECT_EQ(wgmma_consts(tile(64), 8, 128, true), 1);
+  EXPECT_EQ(wgmma_consts(tile(64), 8, 64, true), 2);
+  EXPECT_EQ(wgmma_consts(tile(64), 8, 32, true), 4);
+  EXPECT_EQ(wgmma_consts(tile(64), 8, 16, true), kWgmmaVectorConsts);
+  EXPECT_EQ(wgmma_consts(tile(64), 8, 16, false), 0);
+  // Half-slab stages (4-bit K halves, tile 128) and tile 256's 64 K.
+  EXPECT_EQ(wgmma_consts(tile(64, true), 4, 64, true), 2);
+  EXPECT_EQ(wgmma_consts(tile(128), 4, 64, true), 2);
+  EXPECT_EQ(wgmma_consts(tile(128), 8, 64, true), 2);
+  EXPECT_EQ(wgmma_consts(tile(256), 4, 64, true), 1);
+  EXPECT_EQ(wgmma_consts(tile(256), 8, 128, true), 1);
+}
+
 TEST(GemmPlan, WgmmaStages) {
   EXPECT_EQ(wgmma_slab_bytes(64, 4), 128);
   EXPECT_EQ(wgmma_slab_bytes(128, 8), 128);

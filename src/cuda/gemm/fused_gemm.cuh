@@ -768,19 +768,9 @@ Status launch_k_split_reduce(const float* partials, const T* bias, T* y, int64_t
 inline int gemm_consts(int64_t block_size, int64_t slab_k) {
   return block_size % slab_k == 0 ? 1 : block_size % (slab_k / 2) == 0 ? 2 : 8;
 }
-// The wgmma mainloop's (its kConsts, fused_wgmma.cuh): 1, 2 or 4 blocks a stage of
-// stage_k, prefetched; kWgmmaVectorConsts, one block a 16-byte chunk of 8 (chunk_k codes),
-// where `vectors` (the rows' scales and zero points of a stage are aligned vectors);
-// else 0, loaded per chunk where used.
-constexpr int kWgmmaVectorConsts = 8;
-inline int wgmma_consts(int64_t block_size, int64_t stage_k, int64_t chunk_k, bool vectors) {
-  for (int c = 1; c <= 4; c *= 2)
-    if (block_size % (stage_k / c) == 0) return c;
-  return vectors && block_size == chunk_k && stage_k == kWgmmaVectorConsts * chunk_k ? kWgmmaVectorConsts : 0;
-}
 // Whether a stage's 8 scales and zero points of each weight row are aligned vectors within
-// the row (wgmma_consts): k_blocks % 8 == 0, rows and stages 16-byte aligned (zero points:
-// packed 4-bit 4 bytes a stage, 8-bit 8, typed 16).
+// the row (wgmma_consts in core/gemm_plan.h): k_blocks % 8 == 0, rows and stages 16-byte
+// aligned (zero points: packed 4-bit 4 bytes a stage, 8-bit 8, typed 16).
 template <typename T, typename S>
 bool wgmma_vector_consts(const GemmParams<T, S>& p, int bits, bool typed_zp) {
   const auto aligned = [](const void* q, int64_t bytes) { return reinterpret_cast<uintptr_t>(q) % bytes == 0; };
@@ -837,10 +827,9 @@ Status launch_gemm_format(const FusedGemmArgs& args, const GemmConfig& config, f
                         ((args.n + config.tile_n - 1) / config.tile_n);
   const dim3 grid(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(config.k_split));
   constexpr int kBits = GemmFormat<kW>::kBits;
-  const int64_t stage_k = gemm_stage_row_bytes(config, kBits) * 8 / kBits;
-  const int consts = config.wgmma ? wgmma_consts(args.block_size, stage_k, GemmFormat<kW>::kChunkK,
-                                                 wgmma_vector_consts(p, kBits, kTypedZp))
-                                  : gemm_consts(args.block_size, stage_k);
+  const int consts = config.wgmma
+                         ? wgmma_consts(config, kBits, args.block_size, wgmma_vector_consts(p, kBits, kTypedZp))
+                         : gemm_consts(args.block_size, gemm_stage_row_bytes(config, kBits) * 8 / kBits);
   const Status launched = [&]() -> Status {
     if (config.wgmma)
       return launch_wgmma_tile<T, kW, kTypedZp>(p, config.tile_m, consts, config.tile_n == kKHalvesTileN, grid,

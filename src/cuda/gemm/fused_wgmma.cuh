@@ -209,10 +209,10 @@ struct FusedWgmmaParams : GemmParams<T, S> {
 
 // ================================================================= the kernel
 // Template parameters as FusedGemmTile's, but kConsts: how the block constants reach the
-// decode (wgmma_consts in fused_gemm.cuh): 1, 2 or 4 scale blocks per weight row per stage,
-// loaded a stage ahead; 8, one block per 16-byte chunk, each row's 8 scales (and zero
-// points) of the stage loaded a stage ahead as vectors; 0, loaded per chunk where used;
-// kTileM is 64, 128 or 256 (N-bit); FP8 only with kConsts 1.
+// decode (wgmma_consts in core/gemm_plan.h): 1, 2 or 4 scale blocks per weight row per
+// stage, loaded a stage ahead; kWgmmaVectorConsts (8), one block per 16-byte chunk, each
+// row's 8 scales (and zero points) of the stage loaded a stage ahead as vectors; 0,
+// loaded per chunk where used; kTileM is 64, 128 or 256 (N-bit); FP8 only with kConsts 1.
 template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp, bool kHalves = false>
 struct FusedWgmmaTile {
   using F = GemmFormat<kW>;
