@@ -444,9 +444,9 @@ inline bool fused_gemm_cluster_sums(const GemmShape& s, const GemmConfig& g, con
 // the split summed in its cluster, FP8 float16 M = 17, 32, 64 0.955-0.966x the time, int8
 // 0.957-0.972x (float16 and bfloat16, packed zero points), FP8 bfloat16 M = 64 1.034x (its
 // decode of e4m3 through float16 is the longer, and a stage of halves leaves 4 stages, not
-// 6); 4-bit codes against the split in planes, blocks of 64 M = 64 0.905x (whole slabs
-// hold four such blocks, whose constants the tile loads per chunk; a half-slab stage two,
-// prefetched), blocks of 128 1.02-1.06x but typed zero points 0.97x, blocks of 32 1.00-1.02x.
+// 6); 4-bit codes against the split in planes, blocks of 64 M = 17, 32, 64 0.97-1.00x
+// (float16, and bfloat16 with packed zero points), blocks of 128 1.02-1.06x but typed zero
+// points 0.97x, blocks of 32 1.02-1.03x.
 inline bool fused_gemm_halves_blocks(const GemmShape& s) {
   return s.bits == 8 ? s.block_size % gemm_slab_k(8) == 0 : s.block_size == wgmma_slab_k(64, 4, true) / 2;
 }
@@ -463,6 +463,11 @@ inline int64_t gemm_stage_row_bytes(const GemmConfig& g, int bits) {
   return g.wgmma ? wgmma_slab_bytes(g.tile_m, bits, g.tile_n == kKHalvesTileN) : kGemmSlabBytes;
 }
 
+// Scale blocks per weight row per stage of slab_k of K as mma.sync's tile sees them (its
+// kConsts, cuda/gemm/fused_gemm.cuh): 1 or 2 loaded ahead, 8 loaded per chunk where used.
+inline int gemm_consts(int64_t block_size, int64_t slab_k) {
+  return block_size % slab_k == 0 ? 1 : block_size % (slab_k / 2) == 0 ? 2 : 8;
+}
 // How the wgmma mainloop's consumers get a weight row's block constants (its kConsts,
 // cuda/gemm/fused_wgmma.cuh), by the blocks a stage of `g` holds: 1, 2 or 4, each loaded a
 // stage ahead; kWgmmaVectorConsts, blocks of one 16-byte chunk (eight a stage of the

@@ -763,11 +763,6 @@ Status launch_k_split_reduce(const float* partials, const T* bias, T* y, int64_t
 }
 
 // ================================================================= launch
-// Scale blocks per weight row per stage of slab_k of K as a lane sees them (the tiles'
-// kConsts).
-inline int gemm_consts(int64_t block_size, int64_t slab_k) {
-  return block_size % slab_k == 0 ? 1 : block_size % (slab_k / 2) == 0 ? 2 : 8;
-}
 // Whether a stage's 8 scales and zero points of each weight row are aligned vectors within
 // the row (wgmma_consts in core/gemm_plan.h): k_blocks % 8 == 0, rows and stages 16-byte
 // aligned (zero points: packed 4-bit 4 bytes a stage, 8-bit 8, typed 16).

@@ -380,10 +380,6 @@ struct FusedWgmmaTile {
   };
   using Slot = std::conditional_t<kVector, VectorSlot, RawSlot>;
 
-  // Loaded kConstsAhead slabs ahead but for kConsts 0. Prefetched, 4 blocks a stage took
-  // 0.84-0.93x the time of loads where used (H100, M = 64: 8-bit blocks of 32, 4-bit blocks
-  // of 64 unsplit); 8 as 8 RawConsts a row, 1.02-1.10x (4-bit blocks of 16 and 32, 8-bit of
-  // 16), hence the vectors.
   __device__ __forceinline__ uint32_t chunk_block(int64_t slab, int c) const {
     if constexpr (kFp8) {  // the chunk index in 32 bits
       return fp8_chunk_block(p, static_cast<uint32_t>(slab) * kChunks + c);
@@ -400,6 +396,10 @@ struct FusedWgmmaTile {
     constexpr int kSlotChunks = kConsts == 0 ? 1 : kChunks / kConsts;
     return chunk_block(slab, c / kSlotChunks * kSlotChunks);
   }
+  // A slab's constants, loaded kConstsAhead slabs ahead (but kConsts 0). Prefetched, 4
+  // blocks a stage took 0.84-0.93x the time of loads where used (H100, M = 64: 8-bit blocks
+  // of 32, 4-bit blocks of 64 unsplit); 8 as 8 RawConsts a row 1.02-1.10x (4-bit blocks of
+  // 16 and 32, 8-bit of 16), as vectors 0.74-0.88x (4-bit blocks of 32, 8-bit of 16).
   // kVector: the launcher checked that every stage's scales and zero points of a row are
   // aligned vectors in bounds (k_blocks % 8 == 0: the rows' slabs are their blocks / 8).
   __device__ __forceinline__ void prefetch_consts(int64_t slab, Slot& c) const {
