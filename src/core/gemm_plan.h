@@ -446,7 +446,12 @@ inline bool fused_gemm_cluster_sums(const GemmShape& s, const GemmConfig& g, con
 // decode of e4m3 through float16 is the longer, and a stage of halves leaves 4 stages, not
 // 6); 4-bit codes against the split in planes, blocks of 64 M = 17, 32, 64 0.97-1.00x
 // (float16, and bfloat16 with packed zero points), blocks of 128 1.02-1.06x but typed zero
-// points 0.97x, blocks of 32 1.02-1.03x.
+// points 0.97x, blocks of 32 1.02-1.03x. Since the split loads its whole slabs' four
+// blocks of 64 as vectors (wgmma_consts), 4-bit halves are slower than it (same run, H100,
+// scripts/ab_cases/vector_consts4.txt: the split 0.880 / 0.886 / 0.893x halves' time at
+// M = 17 / 32 / 64, bfloat16 packed zero points 0.880x, typed 0.834x), so the rule takes
+// them only where those vectors do not apply (k_blocks % 4 != 0; K = 8256: halves 29.9 us
+// against the split's 30.7, one block at a time).
 inline bool fused_gemm_halves_blocks(const GemmShape& s) {
   return s.bits == 8 ? s.block_size % gemm_slab_k(8) == 0 : s.block_size == wgmma_slab_k(64, 4, true) / 2;
 }
@@ -454,7 +459,10 @@ inline bool fused_gemm_takes_halves(const GemmShape& s, const GemmConfig& g, con
   if (forced.halves == 0 || !g.wgmma || g.tile_m != 64 || !fused_gemm_halves_blocks(s) ||
       s.row_bytes <= kGemmSlabBytes)
     return false;
-  return forced.halves == 1 || (g.k_split == 2 && !(s.fp8 && s.bf16));
+  if (forced.halves == 1) return true;
+  const int64_t k_blocks = (s.row_bytes * 8 / s.bits + s.block_size - 1) / s.block_size;
+  const bool split_vectors = s.bits == 4 && k_blocks % 4 == 0;
+  return g.k_split == 2 && !(s.fp8 && s.bf16) && !split_vectors;
 }
 
 // Weight bytes of each row per pipeline stage of `g`'s mainloop: mma.sync's slab, or the
@@ -468,19 +476,29 @@ inline int64_t gemm_stage_row_bytes(const GemmConfig& g, int bits) {
 inline int gemm_consts(int64_t block_size, int64_t slab_k) {
   return block_size % slab_k == 0 ? 1 : block_size % (slab_k / 2) == 0 ? 2 : 8;
 }
-// How the wgmma mainloop's consumers get a weight row's block constants (its kConsts,
-// cuda/gemm/fused_wgmma.cuh), by the blocks a stage of `g` holds: 1, 2 or 4, each loaded a
-// stage ahead; kWgmmaVectorConsts, blocks of one 16-byte chunk (eight a stage of the
-// 64-row tile's whole slabs), as vectors a stage ahead where `vectors` (the launcher's
-// check: k_blocks % 8 == 0 and the constants' rows aligned); else 0, loaded per chunk
-// where used.
-constexpr int kWgmmaVectorConsts = 8;
-inline int wgmma_consts(const GemmConfig& g, int bits, int64_t block_size, bool vectors) {
+// The scale blocks of each weight row a stage of the wgmma mainloop's `g` holds: 1, 2, 4
+// or 8 (blocks of one 16-byte chunk of a whole slab), or 0 for blocks under a chunk.
+inline int wgmma_stage_blocks(const GemmConfig& g, int bits, int64_t block_size) {
   const int64_t stage_k = gemm_stage_row_bytes(g, bits) * 8 / bits;
-  for (int c = 1; c <= 4; c *= 2)
-    if (block_size % (stage_k / c) == 0) return c;
   const int64_t chunk_k = 16 * 8 / bits;
-  return vectors && block_size == chunk_k && stage_k == kWgmmaVectorConsts * chunk_k ? kWgmmaVectorConsts : 0;
+  for (int c = 1; c <= 8 && stage_k / c >= chunk_k; c *= 2)
+    if (block_size % (stage_k / c) == 0) return c;
+  return 0;
+}
+// wgmma_consts' flag on a form of 4 or 8 blocks a stage: each weight row's scales and zero
+// points of the stage loaded as one vector each (else one block at a time).
+constexpr int kWgmmaVectorConsts = 16;
+// How the wgmma mainloop's consumers get a weight row's block constants (its kForm,
+// cuda/gemm/fused_wgmma.cuh), by the blocks a stage of `g` holds: 1, 2 or 4, loaded as
+// stored a stage ahead; on the 64-row tile's whole slabs, 4 or 8 | kWgmmaVectorConsts, as
+// vectors a stage ahead, where `vectors` (the launcher's check: k_blocks a multiple of
+// them and the constants' rows aligned); else 0, loaded per chunk where used (8 loaded one
+// at a time a stage ahead were slower than that).
+inline int wgmma_consts(const GemmConfig& g, int bits, int64_t block_size, bool vectors) {
+  const int blocks = wgmma_stage_blocks(g, bits, block_size);
+  if (blocks <= 2) return blocks;
+  if (vectors && g.tile_m == 64 && g.tile_n != kKHalvesTileN) return blocks | kWgmmaVectorConsts;
+  return blocks == 4 ? 4 : 0;
 }
 
 // The whole tiling for problem `s` on `device`: the mainloop and tile, then the K split

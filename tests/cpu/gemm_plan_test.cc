@@ -84,11 +84,9 @@ TEST(GemmPlan, Tiles) {
   EXPECT_EQ(forced.k_split, 2);
 }
 
-// The Hopper mainloop's stages: as many of its unpadded stages as 200 KB holds, up to 6;
-// 4-bit at tile 128 in half slabs (64 bytes of each weight row, 128 K).
 // The wgmma mainloop's block constants by the blocks a stage holds: 1, 2 or 4 loaded as
-// stored; blocks of one 16-byte chunk as vectors where the launcher finds them aligned,
-// else, and for blocks under a chunk, where used.
+// stored; 4 or 8 (the 64-row tile's whole slabs) as vectors where the launcher finds them
+// aligned; 8 unaligned, and blocks under a chunk, where used.
 TEST(GemmPlan, WgmmaConstants) {
   const auto tile = [](int tile_m, bool halves = false) {
     GemmConfig g;
@@ -98,25 +96,29 @@ TEST(GemmPlan, WgmmaConstants) {
     return g;
   };
   // Tile 64's whole slabs: 4-bit 256 K (chunks of 32), 8-bit 128 K (chunks of 16).
-  EXPECT_EQ(wgmma_consts(tile(64), 4, 256, true), 1);
-  EXPECT_EQ(wgmma_consts(tile(64), 4, 128, true), 2);
-  EXPECT_EQ(wgmma_consts(tile(64), 4, 64, true), 4);
-  EXPECT_EQ(wgmma_consts(tile(64), 4, 32, true), kWgmmaVectorConsts);
-  EXPECT_EQ(wgmma_consts(tile(64), 4, 32, false), 0);
-  EXPECT_EQ(wgmma_consts(tile(64), 4, 16, true), 0);
-  EXPECT_EQ(wgmma_consts(tile(64), 8, 128, true), 1);
-  EXPECT_EQ(wgmma_consts(tile(64), 8, 64, true), 2);
-  EXPECT_EQ(wgmma_consts(tile(64), 8, 32, true), 4);
-  EXPECT_EQ(wgmma_consts(tile(64), 8, 16, true), kWgmmaVectorConsts);
-  EXPECT_EQ(wgmma_consts(tile(64), 8, 16, false), 0);
-  // Half-slab stages (4-bit K halves, tile 128) and tile 256's 64 K.
+  for (const bool vectors : {true, false}) {
+    EXPECT_EQ(wgmma_consts(tile(64), 4, 256, vectors), 1);
+    EXPECT_EQ(wgmma_consts(tile(64), 4, 128, vectors), 2);
+    EXPECT_EQ(wgmma_consts(tile(64), 4, 64, vectors), vectors ? 4 | kWgmmaVectorConsts : 4);
+    EXPECT_EQ(wgmma_consts(tile(64), 4, 32, vectors), vectors ? 8 | kWgmmaVectorConsts : 0);
+    EXPECT_EQ(wgmma_consts(tile(64), 4, 16, vectors), 0);
+    EXPECT_EQ(wgmma_consts(tile(64), 8, 128, vectors), 1);
+    EXPECT_EQ(wgmma_consts(tile(64), 8, 64, vectors), 2);
+    EXPECT_EQ(wgmma_consts(tile(64), 8, 32, vectors), vectors ? 4 | kWgmmaVectorConsts : 4);
+    EXPECT_EQ(wgmma_consts(tile(64), 8, 16, vectors), vectors ? 8 | kWgmmaVectorConsts : 0);
+  }
+  EXPECT_EQ(wgmma_stage_blocks(tile(64), 4, 16), 0);  // half a chunk
+  // Half-slab stages (4-bit K halves, tile 128: no vectors) and tile 256's 64 K.
   EXPECT_EQ(wgmma_consts(tile(64, true), 4, 64, true), 2);
+  EXPECT_EQ(wgmma_consts(tile(64, true), 4, 32, true), 4);
   EXPECT_EQ(wgmma_consts(tile(128), 4, 64, true), 2);
   EXPECT_EQ(wgmma_consts(tile(128), 8, 64, true), 2);
   EXPECT_EQ(wgmma_consts(tile(256), 4, 64, true), 1);
   EXPECT_EQ(wgmma_consts(tile(256), 8, 128, true), 1);
 }
 
+// The Hopper mainloop's stages: as many of its unpadded stages as 200 KB holds, up to 6;
+// 4-bit at tile 128 in half slabs (64 bytes of each weight row, 128 K).
 TEST(GemmPlan, WgmmaStages) {
   EXPECT_EQ(wgmma_slab_bytes(64, 4), 128);
   EXPECT_EQ(wgmma_slab_bytes(128, 8), 128);
@@ -334,22 +336,25 @@ TEST(GemmPlan, ClusterSumsTheSplitOfTwo) {
   EXPECT_TRUE(plan_gemm_tiles(shape(64, 8, true), kHopper, GemmForced{-1, 0, 0, -1, 0}).cluster_reduce);
 }
 
-// K halves on the wgmma mainloop's 64-row tile (8-bit codes in blocks of whole slabs) in
-// place of a K split of 2: 64-row tiles, unsplit, no cluster; forced on wherever the tile
-// and K allow, off never.
+// K halves on the wgmma mainloop's 64-row tile (8-bit codes in blocks of whole slabs;
+// 4-bit blocks of 64 where k_blocks % 4 != 0) in place of a K split of 2: 64-row tiles,
+// unsplit, no cluster; forced on wherever the tile and K allow, off never.
 TEST(GemmPlan, KHalvesReplaceTheSplitOfTwo) {
   if (!wgmma_built()) GTEST_SKIP() << "this build has no SM90: the wgmma mainloop is never planned";
-  const auto shape = [](int64_t m, int64_t n, int bits, bool fp8, int64_t block = 128) {
-    return GemmShape{m, n, 8192 * bits / 8, bits, fp8, block};
+  const auto shape = [](int64_t m, int64_t n, int bits, bool fp8, int64_t block = 128, int64_t k = 8192) {
+    return GemmShape{m, n, k * bits / 8, bits, fp8, block};
   };
   for (const int bits : {8, 4})
     for (const bool fp8 : {true, false})
       for (const int64_t m : {17, 32, 64}) {
         if (fp8 && bits == 4) continue;
-        const int64_t block = bits == 4 ? 64 : 128;  // 4-bit: blocks of 64, two a half-slab stage
+        // 4-bit: blocks of 64, two a half-slab stage; 129 of them a row (K = 8256), so that
+        // the split's slabs of four cannot load as vectors.
+        const int64_t block = bits == 4 ? 64 : 128;
+        const int64_t k = bits == 4 ? 8256 : 8192;
         SCOPED_TRACE(::testing::Message() << (fp8 ? "fp8" : "int") << bits << " M=" << m);
-        const GemmConfig g = plan_gemm_tiles(shape(m, 8192, bits, fp8, block), kHopper, {});
-        GemmShape bf16 = shape(m, 8192, bits, fp8, block);
+        const GemmConfig g = plan_gemm_tiles(shape(m, 8192, bits, fp8, block, k), kHopper, {});
+        GemmShape bf16 = shape(m, 8192, bits, fp8, block, k);
         bf16.bf16 = true;  // FP8 with bfloat16 activations keeps the split (measured slower)
         EXPECT_EQ(plan_gemm_tiles(bf16, kHopper, {}).tile_n, fp8 ? kGemmTileN : kKHalvesTileN);
         ASSERT_TRUE(g.wgmma);
@@ -360,10 +365,20 @@ TEST(GemmPlan, KHalvesReplaceTheSplitOfTwo) {
         EXPECT_EQ(g.stages, wgmma_stages(64, bits, true));
         EXPECT_EQ(gemm_stage_row_bytes(g, bits), bits == 4 ? 64 : 128);  // 4-bit: half slabs
         const GemmConfig off =
-            plan_gemm_tiles(shape(m, 8192, bits, fp8, block), kHopper, GemmForced{-1, 0, 0, -1, 0});
+            plan_gemm_tiles(shape(m, 8192, bits, fp8, block, k), kHopper, GemmForced{-1, 0, 0, -1, 0});
         EXPECT_EQ(off.tile_n, kGemmTileN);
         EXPECT_EQ(off.k_split, 2);
         EXPECT_EQ(gemm_stage_row_bytes(off, bits), 128);
+        if (bits == 4) {
+          // K = 8192: 128 blocks, the split's slabs of four as vectors (measured faster),
+          // but forced.
+          const GemmConfig split = plan_gemm_tiles(shape(m, 8192, 4, false, 64), kHopper, {});
+          EXPECT_EQ(split.tile_n, kGemmTileN);
+          EXPECT_EQ(split.k_split, 2);
+          EXPECT_EQ(wgmma_consts(split, 4, 64, true), 4 | kWgmmaVectorConsts);
+          EXPECT_EQ(plan_gemm_tiles(shape(m, 8192, 4, false, 64), kHopper, GemmForced{-1, 0, 0, -1, 1}).tile_n,
+                    kKHalvesTileN);
+        }
       }
   EXPECT_EQ(wgmma_stages(64, 8, true), 4);  // 16 KB of weight and 2 x 16 KB of activations a stage
   EXPECT_EQ(wgmma_slab_bytes(64, 4, true), 64);

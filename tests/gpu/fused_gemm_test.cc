@@ -306,28 +306,31 @@ TEST(FusedWgmmaNBits, EveryBlockAndTileAgainstReference) {
   check_every_nbits_block(500, /*wgmma=*/true, {64, 128, 256});
 }
 
-// Blocks of one 16-byte chunk (4-bit 32 codes, 8-bit 16) on the 64-row tile: with k_blocks
-// % 8 == 0 each row's 8 scales and zero points of a slab load as vectors (kConsts
-// kWgmmaVectorConsts), else per chunk where used; K of one slab, several (the last block
-// partial) and the ring lapped, every zero-point form, M in one tile and two, K splits 1
-// and 3.
-TEST(FusedWgmmaNBits, OneBlockAChunk) {
+// Blocks of one and two 16-byte chunks on the 64-row tile (4-bit 32 and 64 codes, 8-bit
+// 16 and 32): where k_blocks is a multiple of a stage's blocks (8 or 4) each row's scales
+// and zero points of a slab load as vectors, else one block at a time a slab ahead (4 a
+// slab) or per chunk where used (8); K of one slab,
+// several (partial last blocks) and the ring lapped, every zero-point form, M in one tile
+// and two, K splits 1 and 3.
+TEST(FusedWgmmaNBits, VectorConstants) {
   BQMM_REQUIRE_WGMMA();
   uint64_t seed = 530;
   for (const int bits : {4, 8})
-    for (const int64_t k : {int64_t{256}, int64_t{1000}, int64_t{1024}, int64_t{880}, int64_t{4096}})
-      for (const NBitsZeroPoints zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked, NBitsZeroPoints::kTyped}) {
-        const int64_t block = bits == 4 ? 32 : 16;
-        const DType t = kDTypes[seed % 2];
-        const int64_t m = seed % 4 == 0 ? 9 : seed % 4 == 1 ? 33 : seed % 4 == 2 ? 64 : 100;  // one tile, two
-        const int k_split = seed % 2 == 0 ? 1 : 3;
-        SCOPED_TRACE(::testing::Message() << bits << "-bit M=" << m << " K=" << k << " block=" << block << " "
-                                          << dtype_name(t) << " zero points " << nbits_zero_points_name(zp)
-                                          << " k_split=" << k_split);
-        check_nbits(reference::make_random_nbits_case(nbits_spec(t, bits, m, 517, k, block, zp, seed % 3 != 0), seed),
-                    wgmma_config(64, k_split));
-        ++seed;
-      }
+    for (const int chunks : {1, 2})
+      for (const int64_t k : {int64_t{256}, int64_t{880}, int64_t{1000}, int64_t{1072}, int64_t{4096}})
+        for (const NBitsZeroPoints zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked, NBitsZeroPoints::kTyped}) {
+          const int64_t block = chunks * 128 / bits;
+          const DType t = kDTypes[seed % 2];
+          const int64_t m = seed % 4 == 0 ? 9 : seed % 4 == 1 ? 33 : seed % 4 == 2 ? 64 : 100;  // one tile, two
+          const int k_split = seed % 2 == 0 ? 1 : 3;
+          SCOPED_TRACE(::testing::Message() << bits << "-bit M=" << m << " K=" << k << " block=" << block << " "
+                                            << dtype_name(t) << " zero points " << nbits_zero_points_name(zp)
+                                            << " k_split=" << k_split);
+          check_nbits(
+              reference::make_random_nbits_case(nbits_spec(t, bits, m, 517, k, block, zp, seed % 3 != 0), seed),
+              wgmma_config(64, k_split));
+          ++seed;
+        }
 }
 
 // The 256-row tile (N-bit codes, blocks of 64 or more) at every M of the contract's list,
@@ -461,13 +464,15 @@ TEST(FusedWgmma, SanitizeSmall) {
   check_nbits(reference::make_random_nbits_case(nbits_spec(t, 8, 70, 37, 400, 128, NBitsZeroPoints::kTyped, true),
                                                 seed),
               wgmma_halves_config(2));
-  // Blocks of a chunk, their constants as vectors (k_blocks % 8 == 0).
-  check_nbits(reference::make_random_nbits_case(nbits_spec(t, 4, 21, 37, 504, 32, NBitsZeroPoints::kPacked, true),
-                                                seed),
-              wgmma_config(64, 2));
-  check_nbits(reference::make_random_nbits_case(nbits_spec(t, 8, 70, 37, 248, 16, NBitsZeroPoints::kTyped, true),
-                                                seed),
-              wgmma_config(64, 1));
+  // Blocks of one and two chunks, their constants as vectors (k_blocks % 8 == 0).
+  for (const int chunks : {1, 2}) {
+    check_nbits(reference::make_random_nbits_case(
+                    nbits_spec(t, 4, 21, 37, 504, 32 * chunks, NBitsZeroPoints::kPacked, true), seed),
+                wgmma_config(64, 2));
+    check_nbits(reference::make_random_nbits_case(
+                    nbits_spec(t, 8, 70, 37, 248, 16 * chunks, NBitsZeroPoints::kTyped, true), seed),
+                wgmma_config(64, 1));
+  }
   for (const int bits : {4, 8})
     for (const int tile_m : {64, 128, 256}) {
       if (!wgmma_tile_supported(tile_m, bits, false, 64)) continue;

@@ -229,6 +229,25 @@ __device__ __forceinline__ RawConsts<kW, T> load_consts(const ConstRow<S>& r, ui
   return c;
 }
 
+// kBytes (2, 4, 8 or 16) at `src`, aligned to them, as 32-bit words (2 bytes: the low half
+// of one): one load.
+template <int kBytes, int kWords>
+__device__ __forceinline__ void load_vector(const uint8_t* src, uint32_t (&w)[kWords]) {
+  static_assert(kWords == (kBytes < 4 ? 1 : kBytes / 4), "the bytes fill the words");
+  if constexpr (kBytes == 16) {
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(src));
+    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+  } else if constexpr (kBytes == 8) {
+    const uint2 v = __ldg(reinterpret_cast<const uint2*>(src));
+    w[0] = v.x, w[1] = v.y;
+  } else if constexpr (kBytes == 4) {
+    w[0] = __ldg(reinterpret_cast<const uint32_t*>(src));
+  } else {
+    static_assert(kBytes == 2, "2, 4, 8 or 16 bytes");
+    w[0] = __ldg(reinterpret_cast<const unsigned short*>(src));
+  }
+}
+
 // N-bit: the decoder's constants of a raw (row, block) pair (kTypedZp: make_typed_consts).
 template <GemmWeights kW, typename T, bool kTypedZp>
 __device__ __forceinline__ BlockConsts nbits_consts(const RawConsts<kW, T>& c, uint32_t blk) {
@@ -763,14 +782,19 @@ Status launch_k_split_reduce(const float* partials, const T* bias, T* y, int64_t
 }
 
 // ================================================================= launch
-// Whether a stage's 8 scales and zero points of each weight row are aligned vectors within
-// the row (wgmma_consts in core/gemm_plan.h): k_blocks % 8 == 0, rows and stages 16-byte
-// aligned (zero points: packed 4-bit 4 bytes a stage, 8-bit 8, typed 16).
+// The bytes of `blocks` zero points (typed: T values; packed: `bits` bits each).
+constexpr int wgmma_zp_bytes(int blocks, int bits, bool typed_zp) {
+  return typed_zp ? 2 * blocks : blocks * bits / 8;
+}
+// Whether each weight row's scales and zero points of `blocks` blocks a stage are aligned
+// vectors within the row (wgmma_consts in core/gemm_plan.h; vectors are its forms of 4 and
+// 8 blocks): k_blocks % blocks == 0, the rows and stages aligned to the vectors' bytes.
 template <typename T, typename S>
-bool wgmma_vector_consts(const GemmParams<T, S>& p, int bits, bool typed_zp) {
+bool wgmma_vector_consts(const GemmParams<T, S>& p, int bits, bool typed_zp, int blocks) {
+  if (blocks != 4 && blocks != 8) return false;
   const auto aligned = [](const void* q, int64_t bytes) { return reinterpret_cast<uintptr_t>(q) % bytes == 0; };
-  const int64_t zp_bytes = typed_zp ? 16 : bits;  // 8 zero points of `bits` bits: `bits` bytes
-  return p.k_blocks % 8 == 0 && aligned(p.scales, 16) &&
+  const int64_t zp_bytes = wgmma_zp_bytes(blocks, bits, typed_zp);
+  return p.k_blocks % blocks == 0 && aligned(p.scales, 2 * blocks) &&
          (p.zp == nullptr || (aligned(p.zp, zp_bytes) && p.zp_row_bytes % zp_bytes == 0));
 }
 
@@ -822,9 +846,10 @@ Status launch_gemm_format(const FusedGemmArgs& args, const GemmConfig& config, f
                         ((args.n + config.tile_n - 1) / config.tile_n);
   const dim3 grid(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(config.k_split));
   constexpr int kBits = GemmFormat<kW>::kBits;
-  const int consts = config.wgmma
-                         ? wgmma_consts(config, kBits, args.block_size, wgmma_vector_consts(p, kBits, kTypedZp))
-                         : gemm_consts(args.block_size, gemm_stage_row_bytes(config, kBits) * 8 / kBits);
+  const int consts =
+      config.wgmma ? wgmma_consts(config, kBits, args.block_size,
+                                  wgmma_vector_consts(p, kBits, kTypedZp, wgmma_stage_blocks(config, kBits, args.block_size)))
+                   : gemm_consts(args.block_size, gemm_stage_row_bytes(config, kBits) * 8 / kBits);
   const Status launched = [&]() -> Status {
     if (config.wgmma)
       return launch_wgmma_tile<T, kW, kTypedZp>(p, config.tile_m, consts, config.tile_n == kKHalvesTileN, grid,

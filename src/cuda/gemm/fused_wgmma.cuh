@@ -208,12 +208,13 @@ struct FusedWgmmaParams : GemmParams<T, S> {
 };
 
 // ================================================================= the kernel
-// Template parameters as FusedGemmTile's, but kConsts: how the block constants reach the
-// decode (wgmma_consts in core/gemm_plan.h): 1, 2 or 4 scale blocks per weight row per
-// stage, loaded a stage ahead; kWgmmaVectorConsts (8), one block per 16-byte chunk, each
-// row's 8 scales (and zero points) of the stage loaded a stage ahead as vectors; 0,
-// loaded per chunk where used; kTileM is 64, 128 or 256 (N-bit); FP8 only with kConsts 1.
-template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp, bool kHalves = false>
+// Template parameters as FusedGemmTile's, but kForm: how the block constants reach the
+// decode (wgmma_consts in core/gemm_plan.h): kConsts = 1, 2 or 4 scale blocks per weight
+// row per stage, loaded as stored a stage ahead; 4 or 8 | kWgmmaVectorConsts (kVector, the
+// 64-row tile's whole slabs), each row's scales (and zero points) of the stage loaded a
+// stage ahead as vectors; 0, loaded per chunk where used; kTileM is 64, 128 or 256
+// (N-bit); FP8 only with kConsts 1.
+template <typename T, GemmWeights kW, int kTileM, int kForm, bool kTypedZp, bool kHalves = false>
 struct FusedWgmmaTile {
   using F = GemmFormat<kW>;
   using S = std::conditional_t<kW == GemmWeights::kFp8, float, T>;
@@ -240,11 +241,13 @@ struct FusedWgmmaTile {
   static constexpr int kGroups = kSlabSteps / kGroupSteps;
   static constexpr int kGroupChunks = kChunks / kGroups;
   static constexpr int kAcc = kTileM / 2;
+  static constexpr int kConsts = kForm & ~kWgmmaVectorConsts;
+  static constexpr bool kVector = (kForm & kWgmmaVectorConsts) != 0;
   static constexpr bool kPrefetch = kConsts != 0;
-  static constexpr bool kVector = kConsts == kWgmmaVectorConsts;
-  // kVector: a row's zero points of a stage, 32-bit words (packed 4-bit: 8 nibbles; 8-bit:
-  // 8 bytes; typed: 8 T values).
-  static constexpr int kZpWords = kTypedZp ? 4 : F::kBits == 8 ? 2 : 1;
+  // kVector: a row's scales and zero points of a stage, in bytes and 32-bit words.
+  static constexpr int kScaleBytes = 2 * kConsts;
+  static constexpr int kZpBytes = wgmma_zp_bytes(kConsts, F::kBits, kTypedZp);
+  static constexpr int kZpWords = kZpBytes < 4 ? 1 : kZpBytes / 4;
   // Slabs whose block constants are in flight ahead of the one decoded. FP8 reads them
   // only in the fold, a slab after its decode; with float16 activations two ahead hides
   // their latency (H200, M = 32 and 64, same run: 2.7-3.1 % less time at 8192 x 8192 and
@@ -257,8 +260,8 @@ struct FusedWgmmaTile {
                 "activation panels on swizzle-atom boundaries");
   static_assert(!kFp8 || kConsts == 1, "FP8: one scale block per slab");
   static_assert(kChunks % (kConsts == 0 ? 1 : kConsts) == 0, "a constant slot per whole chunks");
-  static_assert(!kVector || (kChunks == kConsts && !kHalves && kTileM == 64),
-                "vector constants: one block a chunk of the 64-row tile's whole slabs");
+  static_assert(!kVector || ((kConsts == 4 || kConsts == 8) && kChunks == 8 && !kHalves && kTileM == 64),
+                "vector constants: 4 or 8 blocks of the 64-row tile's whole slabs");
   static_assert(!kFp8 || kTileM <= 128, "FP8's partial sums beside 128 accumulators do not fit");
   static_assert(!kFp8 || !kTypedZp, "typed zero points are N-bit's");
   static_assert(kGroupChunks % 2 == 0, "ldmatrix takes chunk pairs");
@@ -370,12 +373,12 @@ struct FusedWgmmaTile {
 
   // ---------------------------------------------------------------- block constants
   // A stage's constants of the lane's rows (lo, hi) in registers: kConsts blocks each, or
-  // (kVector) the words of its 8 scales and zero points.
+  // (kVector) the words of their scales and zero points.
   struct RawSlot {
     RawConsts<kW, T> c[2][kConsts >= 1 && kConsts <= 4 ? kConsts : 1];
   };
   struct VectorSlot {
-    uint4 scales[2];
+    uint32_t scales[2][kScaleBytes < 4 ? 1 : kScaleBytes / 4];
     uint32_t zp[2][kZpWords];
   };
   using Slot = std::conditional_t<kVector, VectorSlot, RawSlot>;
@@ -396,32 +399,26 @@ struct FusedWgmmaTile {
     constexpr int kSlotChunks = kConsts == 0 ? 1 : kChunks / kConsts;
     return chunk_block(slab, c / kSlotChunks * kSlotChunks);
   }
-  // A slab's constants, loaded kConstsAhead slabs ahead (but kConsts 0). Prefetched, 4
-  // blocks a stage took 0.84-0.93x the time of loads where used (H100, M = 64: 8-bit blocks
-  // of 32, 4-bit blocks of 64 unsplit); 8 as 8 RawConsts a row 1.02-1.10x (4-bit blocks of
-  // 16 and 32, 8-bit of 16), as vectors 0.74-0.88x (4-bit blocks of 32, 8-bit of 16).
+  // A slab's constants, loaded kConstsAhead slabs ahead (but kConsts 0). Prefetched one
+  // block at a time, 4 blocks a stage took 0.84-0.93x the time of loads where used (H100,
+  // M = 64: 8-bit blocks of 32, 4-bit blocks of 64 unsplit), as vectors 0.81-0.96x that
+  // again; 8 one at a time 1.02-1.10x the loads where used (4-bit blocks of 16 and 32, 8-bit
+  // of 16), as vectors 0.74-0.88x (4-bit blocks of 32, 8-bit of 16).
   // kVector: the launcher checked that every stage's scales and zero points of a row are
-  // aligned vectors in bounds (k_blocks % 8 == 0: the rows' slabs are their blocks / 8).
+  // aligned vectors in bounds (k_blocks % kConsts == 0: the rows' slabs are their blocks /
+  // kConsts).
   __device__ __forceinline__ void prefetch_consts(int64_t slab, Slot& c) const {
     if constexpr (kVector) {
       constexpr uint32_t kDefault = Codes<F::kBits>::kDefaultZeroPoint * (F::kBits == 4 ? 0x11111111u : 0x01010101u);
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        c.scales[h] = __ldg(reinterpret_cast<const uint4*>(crow[h].scales) + slab);
-        const auto* zp = reinterpret_cast<const uint32_t*>(crow[h].zp) + slab * kZpWords;
+        load_vector<kScaleBytes>(reinterpret_cast<const uint8_t*>(crow[h].scales) + slab * kScaleBytes, c.scales[h]);
+        const uint8_t* zp = crow[h].zp + slab * kZpBytes;
         if (!kTypedZp && crow[h].zp == nullptr) {
 #pragma unroll
           for (int w = 0; w < kZpWords; ++w) c.zp[h][w] = kDefault;
         } else {
-          if constexpr (kZpWords == 4) {
-            const uint4 v = __ldg(reinterpret_cast<const uint4*>(zp));
-            c.zp[h][0] = v.x, c.zp[h][1] = v.y, c.zp[h][2] = v.z, c.zp[h][3] = v.w;
-          } else if constexpr (kZpWords == 2) {
-            const uint2 v = __ldg(reinterpret_cast<const uint2*>(zp));
-            c.zp[h][0] = v.x, c.zp[h][1] = v.y;
-          } else {
-            c.zp[h][0] = __ldg(zp);
-          }
+          load_vector<kZpBytes>(zp, c.zp[h]);
         }
       }
     } else if constexpr (kPrefetch) {
@@ -436,17 +433,19 @@ struct FusedWgmmaTile {
   // Row h's constants of chunk c from its slot (as load_consts makes them).
   __device__ __forceinline__ RawConsts<kW, T> slot_consts(const Slot& s, int h, int c) const {
     if constexpr (kVector) {
-      const uint32_t w[4] = {s.scales[h].x, s.scales[h].y, s.scales[h].z, s.scales[h].w};
+      const int b = c * kConsts / kChunks;  // the stage's block of chunk c
+      const uint32_t scales = s.scales[h][b / 2];
       RawConsts<kW, T> r{};
-      // Block c's scale bits (half c % 2 of word c / 2) | its zero point's bits << 16: the
+      // Block b's scale bits (half b % 2 of word b / 2) | its zero point's bits << 16: the
       // typed value's; a byte holding it (its nibble picked by the block's parity, the
       // byte above masked off by make_consts).
+      const int lo = b % 2 ? 0x0032 : 0x0010;
       if constexpr (kTypedZp)
-        r.bits = __byte_perm(w[c / 2], s.zp[h][c / 2], c % 2 ? 0x7632 : 0x5410);
+        r.bits = __byte_perm(scales, s.zp[h][b / 2], b % 2 ? 0x7632 : 0x5410);
       else if constexpr (F::kBits == 8)
-        r.bits = __byte_perm(w[c / 2], s.zp[h][c / 4], (c % 2 ? 0x0032 : 0x0010) | ((4 + c % 4) << 8));
+        r.bits = __byte_perm(scales, s.zp[h][b / 4], lo | ((4 + b % 4) << 8));
       else
-        r.bits = __byte_perm(w[c / 2], s.zp[h][0], (c % 2 ? 0x0032 : 0x0010) | ((4 + c / 2) << 8));
+        r.bits = __byte_perm(scales, s.zp[h][b / 8], lo | ((4 + b / 2 % 4) << 8));
       return r;
     } else {
       return s.c[h][c * kConsts / kChunks];
@@ -649,12 +648,12 @@ struct FusedWgmmaTile {
 // Grid as FusedGemmKernel's (M tiles fastest, then N tiles; z the K split, in clusters of
 // the tile's two blocks along z where p.cluster_sum, else in planes); one block of
 // three warpgroups per SM: warpgroup 0 loads (the producer), 1 and 2 multiply.
-template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp, bool kHalves>
+template <typename T, GemmWeights kW, int kTileM, int kForm, bool kTypedZp, bool kHalves>
 __global__ void __launch_bounds__(kWgmmaThreads, 1)
     FusedWgmmaKernel(const __grid_constant__ FusedWgmmaParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>> p) {
 #if BQMM_WGMMA_ENABLED
   allow_dependent_launch();  // the K split's reduction may be scheduled (it waits for this grid)
-  using Tile = FusedWgmmaTile<T, kW, kTileM, kConsts, kTypedZp, kHalves>;
+  using Tile = FusedWgmmaTile<T, kW, kTileM, kForm, kTypedZp, kHalves>;
   extern __shared__ __align__(1024) uint8_t wgmma_smem_raw[];
   __shared__ typename Tile::Ring ring;
   const GemmBlockTile b = gemm_block_tile<kTileM, 0, Tile::kTileN>(p);
@@ -670,7 +669,7 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
 
 // ================================================================= launch
 // The order pass, then the GEMM as its programmatic dependent (where the device takes it).
-template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp, bool kHalves = false, typename S>
+template <typename T, GemmWeights kW, int kTileM, int kForm, bool kTypedZp, bool kHalves = false, typename S>
 Status launch_wgmma_instance(const GemmParams<T, S>& p, dim3 grid, bool cluster_sum, cudaStream_t stream) {
   constexpr int kSmem = static_cast<int>(wgmma_smem_bytes(kTileM, GemmFormat<kW>::kBits, kHalves));
   constexpr int64_t kElem = static_cast<int64_t>(sizeof(T));
@@ -691,7 +690,7 @@ Status launch_wgmma_instance(const GemmParams<T, S>& p, dim3 grid, bool cluster_
   ActOrderKernel<T, kChunkK><<<grid_for(chunks, 256), 256, 0, stream>>>(p.a, p.a_ordered, p.m, a_rows, p.k);
   BQMM_RETURN_IF_ERROR(check_launch("ActOrderKernel"));
 
-  const auto kernel = FusedWgmmaKernel<T, kW, kTileM, kConsts, kTypedZp, kHalves>;
+  const auto kernel = FusedWgmmaKernel<T, kW, kTileM, kForm, kTypedZp, kHalves>;
   BQMM_RETURN_IF_ERROR(allow_dynamic_smem(reinterpret_cast<const void*>(kernel), kSmem));
   return launch_kernel_ex(kernel, grid, dim3(kWgmmaThreads), kSmem, stream, true,
                           cluster_sum ? unsigned{kClusterSumSplit} : 1u, "FusedWgmmaKernel", wp);
@@ -699,7 +698,7 @@ Status launch_wgmma_instance(const GemmParams<T, S>& p, dim3 grid, bool cluster_
 
 // The instantiations (core/gemm_plan.h, wgmma_tile_supported, says which the planner asks
 // for): FP8 tiles 64 and 128 with one scale block per slab; N-bit tiles 64 (every block
-// size), 128 (blocks of half a stage, 64 K, or more) and 256 (blocks of a stage, 64 K, or
+// size; 4 blocks a stage one at a time or as vectors, 8 as vectors or where used), 128 (blocks of half a stage, 64 K, or more) and 256 (blocks of a stage, 64 K, or
 // more), each zero-point form; K halves (`halves`) on tile 64, 8-bit codes one block a slab,
 // 4-bit codes two blocks a half-slab stage (blocks of 64).
 template <typename T, GemmWeights kW, bool kTypedZp>
@@ -713,12 +712,12 @@ Status launch_wgmma_tile(const GemmParams<T, std::conditional_t<kW == GemmWeight
                   "launch_fused_gemm: K halves on the 64-row tile, 8-bit codes in blocks of whole slabs or "
                   "4-bit codes in blocks of 64");
 #define BQMM_WGMMA_TILE_IF(TM, C) \
-  if (tile_m == TM && consts == C) return launch_wgmma_instance<T, kW, TM, C, kTypedZp>(p, grid, cluster_sum, stream);
+  if (tile_m == (TM) && consts == (C)) return launch_wgmma_instance<T, kW, TM, (C), kTypedZp>(p, grid, cluster_sum, stream);
   if constexpr (kW == GemmWeights::kFp8) {
     BQMM_WGMMA_TILE_IF(64, 1) BQMM_WGMMA_TILE_IF(128, 1)
   } else {
     BQMM_WGMMA_TILE_IF(64, 0) BQMM_WGMMA_TILE_IF(64, 1) BQMM_WGMMA_TILE_IF(64, 2) BQMM_WGMMA_TILE_IF(64, 4)
-    BQMM_WGMMA_TILE_IF(64, kWgmmaVectorConsts)
+    BQMM_WGMMA_TILE_IF(64, 4 | kWgmmaVectorConsts) BQMM_WGMMA_TILE_IF(64, 8 | kWgmmaVectorConsts)
     BQMM_WGMMA_TILE_IF(128, 1) BQMM_WGMMA_TILE_IF(128, 2) BQMM_WGMMA_TILE_IF(256, 1)
   }
 #undef BQMM_WGMMA_TILE_IF
