@@ -31,7 +31,8 @@
 #   8192 x 8192, float16, every block size, both widths): about 5 minutes.
 #   ab: A/B against a baseline source tree AB_TREE (default ab-base/, made on the build
 #   machine by scripts/ab_prepare.sh REV and carried to the GPU machine): builds its
-#   profiler beside this tree's (build-ab/), runs each suite of AB_SUITES (default
+#   profiler beside this tree's (build-ab/; with the build step, in the background while
+#   test and sanitize run, and waited for before any timing step), runs each suite of AB_SUITES (default
 #   "fp8 nbits8:none nbits4:none nbits4:packed"; an entry is fp8[:decode|prefill] or
 #   nbits<bits>[:none|packed|typed], at block AB_BLOCK_SIZE, default 128) for the base and
 #   this tree in turn, AB_REPEATS times (default 2), into $OUT/ab/, and compares them
@@ -119,6 +120,32 @@ if has build; then
   [ -s "$OUT/spills.txt" ] && summary+=("spills: $(wc -l < "$OUT/spills.txt") kernels report spills (see spills.txt)")
 fi
 
+# With the build and ab steps and a baseline tree, the baseline's profiler builds in the
+# background from here while the correctness steps (test, sanitize) run: about two
+# minutes of device time less per A/B. Every timing step (bench, variants, ab, sweep, ncu,
+# micro) first waits for it (wait_ab_build), so no compile shares the machine with a
+# timed run.
+ab_tree=${AB_TREE:-ab-base}
+ab_build_pid=
+ab_build_rc=
+if has build && has ab && [ "$ab_tree" != . ] && [ -f "$ab_tree/CMakeLists.txt" ]; then
+  ab_build_t0=$(stamp)
+  build_tree "$ab_tree" build-ab "$OUT/build_ab.log" --target bqmm-profile &
+  ab_build_pid=$!
+fi
+wait_ab_build() {
+  [ -n "$ab_build_pid" ] || return 0
+  wait "$ab_build_pid"
+  ab_build_rc=$?
+  ab_build_pid=
+  summary+=("ab: the baseline built beside the steps before it (rc=$ab_build_rc, $(( $(stamp) - ab_build_t0 ))s)")
+}
+# ab_baseline_built: the baseline's profiler is built (in the background, or now).
+ab_baseline_built() {
+  [ -n "$ab_build_rc" ] && return "$ab_build_rc"
+  build_tree "$ab_tree" build-ab "$OUT/build_ab.log" --target bqmm-profile
+}
+
 # The README's test command (scripts/test.sh: configure, build, CTest) on this tree's
 # GPU build: the CPU suite, the GPU suite and the script tests, each GoogleTest test one
 # CTest test. On a GPU machine no test may skip.
@@ -159,6 +186,7 @@ if has sanitize; then
 fi
 
 if has bench; then
+  wait_ab_build
   for suite in ${BENCH_SUITES-decode prefill}; do
     t0=$(stamp)
     "$build/bqmm-profile" --op fp8 --suite "$suite" --json "$OUT/bench_$suite.jsonl" \
@@ -215,6 +243,7 @@ if has bench; then
 fi
 
 if has variants; then
+  wait_ab_build
   t0=$(stamp)
   for v in "fma fma=1" "mma_registers fma=0,tma=0,lines=0" "mma_lines fma=0,lines=1,tiles=1" \
            "mma_lines_x2 fma=0,lines=1,tiles=2" "mma_tma fma=0,tma=1"; do
@@ -300,13 +329,13 @@ for line in open(sys.argv[2]):
 }
 
 if has ab; then
+  wait_ab_build
   t0=$(stamp)
-  ab_tree=${AB_TREE:-ab-base}
   if [ ! -f "$ab_tree/CMakeLists.txt" ]; then
     summary+=("ab: no baseline tree at $ab_tree (scripts/ab_prepare.sh REV, then carry it)")
   elif [ ! -x "$build/bqmm-profile" ]; then
     summary+=("ab: no $build/bqmm-profile (run the build step first)")
-  elif [ "$ab_tree" != . ] && ! build_tree "$ab_tree" build-ab "$OUT/build_ab.log" --target bqmm-profile; then
+  elif [ "$ab_tree" != . ] && ! ab_baseline_built; then
     tail -n 20 "$OUT/build_ab.log"
     summary+=("ab: the baseline's build failed (see build_ab.log)")
   else
@@ -357,6 +386,7 @@ if has ab; then
 fi
 
 if has sweep; then
+  wait_ab_build
   t0=$(stamp)
   if [ -z "${SWEEP_CASES:-}" ] || [ -z "${SWEEP_VARIANTS:-}" ]; then
     summary+=("sweep: needs SWEEP_CASES (a case file) and SWEEP_VARIANTS (overrides, ';'-separated)")
@@ -372,6 +402,7 @@ if has sweep; then
 fi
 
 if has ncu; then
+  wait_ab_build
   t0=$(stamp)
   if [ -z "${NCU_CASES:-}" ]; then
     summary+=("ncu: needs NCU_CASES (a case file)")
@@ -431,6 +462,7 @@ if has ncu; then
 fi
 
 if has micro; then
+  wait_ab_build
   march=sm_$arch
   [ "$arch" = 90 ] && march=sm_90a
   bin_dir=$(mktemp -d)  # the binaries stay out of $OUT (it comes back from the GPU machine)

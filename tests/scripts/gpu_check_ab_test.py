@@ -58,13 +58,33 @@ class GpuCheckAbTest(unittest.TestCase):
     def tearDown(self):
         self.tmp.cleanup()
 
-    def run_ab(self, **env):
+    def run_ab(self, steps="ab", **env):
         out = os.path.join(self.root, "out")
         full = gpu_check_env(OUT=out, AB_CASES_FILE="cases.txt", AB_REPEATS="1")
         full.update(env)
-        p = subprocess.run(["bash", os.path.join(self.root, "scripts", "gpu_check.sh"), "ab"],
+        p = subprocess.run(["bash", os.path.join(self.root, "scripts", "gpu_check.sh"), steps],
                            cwd=self.root, env=full, capture_output=True, text=True, check=False)
         return p.returncode, p.stdout + p.stderr, out
+
+    def stand_in_cmake(self):
+        """A baseline tree (ab-base/, as ab_prepare.sh exports it: no .deps), this
+        checkout's CUTLASS headers, and a stand-in cmake that records its arguments in
+        CMAKE_ARGS_LOG and, building a tree other than build-gpu, copies the stand-in
+        profiler there; the PATH that puts it first."""
+        os.makedirs(os.path.join(self.root, "ab-base"))
+        open(os.path.join(self.root, "ab-base", "CMakeLists.txt"), "w").close()
+        cutlass = os.path.join(self.root, ".deps", "cutlass", "include", "cutlass")
+        os.makedirs(cutlass)
+        open(os.path.join(cutlass, "cutlass.h"), "w").close()
+        bin_dir = os.path.join(self.root, "bin")
+        os.makedirs(bin_dir)
+        with open(os.path.join(bin_dir, "cmake"), "w") as f:
+            f.write("#!/usr/bin/env bash\n"
+                    'echo "$@" >> "$CMAKE_ARGS_LOG"\n'
+                    'if [ "$1" = --build ]; then [ "$2" = build-gpu ] || cp build-gpu/bqmm-profile "$2/bqmm-profile"; '
+                    'else mkdir -p "$4"; fi\n')
+        os.chmod(os.path.join(bin_dir, "cmake"), 0o755)
+        return bin_dir + os.pathsep + os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
 
     def test_this_tree_against_itself_with_a_forced_base(self):
         rc, log, out = self.run_ab(AB_TREE=".", AB_BASE_ENV="BQMM_PLAN_OVERRIDE=gemm=1")
@@ -100,30 +120,41 @@ class GpuCheckAbTest(unittest.TestCase):
 
     def test_baseline_built_with_this_checkouts_cutlass(self):
         # A baseline exported by ab_prepare.sh has no .deps of its own: its build is given
-        # this checkout's CUTLASS headers (else it has no mixed-input GEMM). A stand-in cmake
-        # records its arguments and, building, copies the stand-in profiler.
-        os.makedirs(os.path.join(self.root, "ab-base"))
-        open(os.path.join(self.root, "ab-base", "CMakeLists.txt"), "w").close()
-        cutlass = os.path.join(self.root, ".deps", "cutlass", "include", "cutlass")
-        os.makedirs(cutlass)
-        open(os.path.join(cutlass, "cutlass.h"), "w").close()
-        bin_dir = os.path.join(self.root, "bin")
-        os.makedirs(bin_dir)
-        with open(os.path.join(bin_dir, "cmake"), "w") as f:
-            f.write("#!/usr/bin/env bash\n"
-                    'echo "$@" >> "$CMAKE_ARGS_LOG"\n'
-                    'if [ "$1" = --build ]; then cp build-gpu/bqmm-profile "$2/bqmm-profile"; '
-                    'else mkdir -p "$4"; fi\n')
-        os.chmod(os.path.join(bin_dir, "cmake"), 0o755)
+        # this checkout's CUTLASS headers (else it has no mixed-input GEMM).
         args_log = os.path.join(self.root, "cmake_args.txt")
-        rc, log, _ = self.run_ab(PATH=bin_dir + os.pathsep + os.path.dirname(sys.executable) + os.pathsep +
-                                 os.environ.get("PATH", ""), CMAKE_ARGS_LOG=args_log)
+        rc, log, _ = self.run_ab(PATH=self.stand_in_cmake(), CMAKE_ARGS_LOG=args_log)
         self.assertEqual(rc, 0, log)
         with open(args_log) as f:
             configure = f.readline()
         self.assertIn("-S ab-base -B build-ab", configure)
         self.assertIn("-DBQMM_CUTLASS_DIR=" + os.path.join(self.root, ".deps", "cutlass", "include"), configure)
+        self.assertNotIn("built beside the steps before it", log)  # built in the ab step
         self.assertIn("ab g16: 2 cases", log)
+
+    def test_baseline_built_in_the_background_from_the_build_step(self):
+        # With the build step, the baseline builds in the background after this tree's
+        # build, and the ab step waits for it rather than building it again.
+        args_log = os.path.join(self.root, "cmake_args.txt")
+        rc, log, _ = self.run_ab(steps="build,ab", PATH=self.stand_in_cmake(), CMAKE_ARGS_LOG=args_log)
+        self.assertEqual(rc, 0, log)
+        with open(args_log) as f:
+            calls = [line.split()[:3] for line in f]
+        self.assertEqual(calls[0][:2], ["-S", "."])  # this tree first, then the baseline once
+        self.assertEqual([c for c in calls if c[:2] == ["-S", "ab-base"]], [["-S", "ab-base", "-B"]])
+        self.assertIn("ab: the baseline built beside the steps before it (rc=0", log)
+        self.assertIn("ab g16: 2 cases", log)
+
+    def test_baseline_build_failure_in_the_background(self):
+        bin_path = self.stand_in_cmake()
+        with open(os.path.join(self.root, "bin", "cmake"), "a") as f:
+            f.write('[ "$2" = build-ab ] && exit 1\n'
+                    'exit 0\n')
+        rc, log, _ = self.run_ab(steps="build,ab", PATH=bin_path,
+                                 CMAKE_ARGS_LOG=os.path.join(self.root, "cmake_args.txt"))
+        self.assertEqual(rc, 0, log)  # the step reports it in the summary
+        self.assertIn("built beside the steps before it (rc=1", log)
+        self.assertIn("ab: the baseline's build failed (see build_ab.log)", log)
+        self.assertNotIn("ab g16", log)
 
     def test_no_baseline_tree(self):
         rc, log, _ = self.run_ab(AB_TREE="missing")
