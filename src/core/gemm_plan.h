@@ -460,8 +460,11 @@ inline bool fused_gemm_takes_halves(const GemmShape& s, const GemmConfig& g, con
       s.row_bytes <= kGemmSlabBytes)
     return false;
   if (forced.halves == 1) return true;
+  // 4-bit: the split's whole slabs load their blocks' constants as vectors where k_blocks
+  // is a multiple of the blocks a slab holds (wgmma_consts; the launcher also checks the
+  // rows' alignment).
   const int64_t k_blocks = (s.row_bytes * 8 / s.bits + s.block_size - 1) / s.block_size;
-  const bool split_vectors = s.bits == 4 && k_blocks % 4 == 0;
+  const bool split_vectors = s.bits == 4 && k_blocks % (wgmma_slab_k(64, 4) / s.block_size) == 0;
   return g.k_split == 2 && !(s.fp8 && s.bf16) && !split_vectors;
 }
 

@@ -698,8 +698,9 @@ Status launch_wgmma_instance(const GemmParams<T, S>& p, dim3 grid, bool cluster_
 
 // The instantiations (core/gemm_plan.h, wgmma_tile_supported, says which the planner asks
 // for): FP8 tiles 64 and 128 with one scale block per slab; N-bit tiles 64 (every block
-// size; 4 blocks a stage one at a time or as vectors, 8 as vectors or where used), 128 (blocks of half a stage, 64 K, or more) and 256 (blocks of a stage, 64 K, or
-// more), each zero-point form; K halves (`halves`) on tile 64, 8-bit codes one block a slab,
+// size; 4 blocks a stage one at a time or as vectors, 8 as vectors or where used), 128
+// (blocks of half a stage, 64 K, or more) and 256 (blocks of a stage, 64 K, or more), each
+// zero-point form; K halves (`halves`) on tile 64, 8-bit codes one block a slab,
 // 4-bit codes two blocks a half-slab stage (blocks of 64).
 template <typename T, GemmWeights kW, bool kTypedZp>
 Status launch_wgmma_tile(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>>& p,
