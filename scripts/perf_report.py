@@ -65,10 +65,8 @@ def short_path(row):
         halves = "h" if re.search(r"tile_n=64\b", plan) else ""  # K halves in the block
         return "%s t%s k%s%s%s" % (loop, tile.group(1) if tile else "?", split.group(1) if split else "?",
                                    cluster, halves)
-    if path in ("w8a8_groupwise", "w8a8_cublaslt"):  # CUTLASS's groupwise or cuBLASLt's block-scaled FP8
-        # GEMM (one weight scale per 128 rows: r128)
-        name = "groupwise" if path == "w8a8_groupwise" else "cublaslt"
-        return "w8a8 " + name + (" r128" if "weight_scales=per_128_rows" in plan else "")
+    if path == "w8a8_cublaslt":  # cuBLASLt's block-scaled FP8 GEMM (one weight scale per 128 rows: r128)
+        return "w8a8 cublaslt" + (" r128" if "weight_scales=per_128_rows" in plan else "")
     if path == "mixed_gemm":  # "mixed t<tile_m>[ sk]"
         tile = re.search(r"tile_m=(\d+)", plan)
         stream_k = " sk" if "schedule=stream_k" in plan else ""

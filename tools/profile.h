@@ -424,11 +424,8 @@ struct CaseCheck {
   // Fp8WeightMatMul with A quantized: why not the W8A8 GEMM on FP8 tensor cores, or empty
   // where the plan is it.
   std::string w8a8_gemm_refusal;
-  // Where the plan is the W8A8 GEMM or CUTLASS's groupwise FP8 GEMM: why not cuBLASLt's
-  // block-scaled FP8 GEMM.
+  // Where the plan is the W8A8 GEMM: why not cuBLASLt's block-scaled FP8 GEMM.
   std::string w8a8_cublaslt_refusal;
-  // Where the plan is the W8A8 GEMM: why not CUTLASS's groupwise FP8 GEMM.
-  std::string w8a8_groupwise_refusal;
   // Above the fused GEMM's rows, where the plan is not the mixed-input GEMM: why not.
   std::string mixed_gemm_refusal;
 };

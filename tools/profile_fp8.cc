@@ -266,14 +266,10 @@ Status Fp8Profiler::check_case(const CaseSpec& c, const DeviceInfo& device, Case
   if (const char* why = fp8_w8a8_gemm_refusal(problem, device, force_);
       why != nullptr && problem.quantizes_activation())
     out->w8a8_gemm_refusal = why;
-  const bool w8a8 = plan.path == Fp8Path::kW8a8Gemm || plan.path == Fp8Path::kW8a8Groupwise ||
-                    plan.path == Fp8Path::kW8a8Cublaslt;
+  const bool w8a8 = plan.path == Fp8Path::kW8a8Gemm || plan.path == Fp8Path::kW8a8Cublaslt;
   if (const char* why = fp8_w8a8_cublaslt_refusal(problem, device, force_);
       why != nullptr && w8a8 && plan.path != Fp8Path::kW8a8Cublaslt)
     out->w8a8_cublaslt_refusal = why;
-  if (const char* why = fp8_w8a8_groupwise_refusal(problem, device, force_);
-      why != nullptr && plan.path == Fp8Path::kW8a8Gemm)
-    out->w8a8_groupwise_refusal = why;
   if (const char* why = fp8_mixed_gemm_refusal(problem, device, force_);
       why != nullptr && !w8a8 && problem.m >= kMixedMinRows)
     out->mixed_gemm_refusal = why;

@@ -85,7 +85,7 @@ std::string utc_now() {
   return buf;
 }
 
-// The ratios of ENGINEERING.md's "Measuring speed", from the median times.
+// The ratios of docs/PERF.md's "Method", from the median times.
 struct Ratios {
   std::optional<double> weight_tbps;     // weight bytes / time
   std::optional<double> pct_of_copy_bw;  // weight bandwidth / measured copy bandwidth
@@ -386,8 +386,6 @@ int explain_cases(const std::vector<OpCases>& runs, const Machine& machine) {
         std::printf("  w8a8_gemm: not taken: %s\n", check.w8a8_gemm_refusal.c_str());
       if (!check.w8a8_cublaslt_refusal.empty())
         std::printf("  w8a8_cublaslt: not taken: %s\n", check.w8a8_cublaslt_refusal.c_str());
-      if (!check.w8a8_groupwise_refusal.empty())
-        std::printf("  w8a8_groupwise: not taken: %s\n", check.w8a8_groupwise_refusal.c_str());
       if (!check.mixed_gemm_refusal.empty())
         std::printf("  mixed_gemm: not taken: %s\n", check.mixed_gemm_refusal.c_str());
       if (!check.fused_gemm_refusal.empty())

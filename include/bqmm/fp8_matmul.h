@@ -86,16 +86,13 @@ enum class Fp8Path {
   kEmpty,        // M == 0 or N == 0: nothing to write
   kBiasOnly,     // K == 0: Y = bias (or zeros)
   kGemvFma,      // 0 < M <= 8: fused GEMV on CUDA cores (W8A8 and bias fused)
-  kGemvMma,      // 0 < M <= 8, SM80+: fused GEMV on tensor cores (mma.m16n8k16)
+  kGemvMma,      // 0 < M <= 8 (and a row group of 16 rows at M = 9..16), SM80+: fused
+                 // GEMV on tensor cores (mma.m16n8k16)
   kW8a8Cublaslt,  // M >= 256 (static with per-row weight scales: 512), SM90, A quantized
                   // (a_scale or dynamic_act_quant), block_size 128, N % 8 == 0: A -> e4m3
                   // codes and scales -> cuBLASLt's FP8 GEMM with block scales (128 x 128
                   // blocks where b_scale_block_rows % 128 == 0, else per row), bias fused
-  kW8a8Groupwise,  // M >= 256, SM90, dynamic_act_quant or b_scale_block_rows % 128 == 0,
-                   // block_size 128, N % 8 == 0, the tiles filling the SMs: A -> e4m3
-                   // codes and scales -> CUTLASS's FP8 GEMM with groupwise scales, bias
-                   // fused
-  kW8a8Gemm,     // M > 32, SM90, A quantized (a_scale or dynamic_act_quant),
+  kW8a8Gemm,     // M > 8, SM90, A quantized (a_scale or dynamic_act_quant),
                  // block_size % 128 == 0: A -> e4m3 codes (+ scales) -> FP8 x FP8 wgmma
                  // GEMM, the scales applied per K block in float32, bias fused
   kMixedGemm,    // M > 128, or from 65 rows where the fused GEMM is not the faster; SM90,
@@ -106,8 +103,8 @@ enum class Fp8Path {
                  // scale and bias fused, tensor cores)
   kDequantGemm,  // [QDQ A] -> dequantize B tiles to T -> cuBLAS GEMM -> bias
 };
-// "empty", "bias_only", "gemv_fma", "gemv_mma", "w8a8_cublaslt", "w8a8_groupwise", "w8a8_gemm",
-// "mixed_gemm", "fused_gemm", "dequant_gemm"
+// "empty", "bias_only", "gemv_fma", "gemv_mma", "w8a8_cublaslt", "w8a8_gemm", "mixed_gemm",
+// "fused_gemm", "dequant_gemm"
 const char* fp8_path_name(Fp8Path path);
 
 // What a caller chooses; fp8_matmul_options_from_env applies the environment.

@@ -101,7 +101,8 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulProblem& p);
 enum class NBitsPath {
   kEmpty,        // M == 0 or N == 0: nothing to write
   kBiasOnly,     // K == 0: Y = bias (or zeros)
-  kGemv,         // 0 < M <= 8, no g_idx, integer zero points: fused GEMV, bias fused
+  kGemv,         // 0 < M <= 8 (and a row group of 16 rows at M = 9..16), no g_idx:
+                 // fused GEMV, bias fused
   kMixedGemm,    // M > 128, or from 65 rows where the fused GEMM is not
                  // the faster or does not apply; SM90, float16 / bfloat16, no g_idx,
                  // block_size % 64 == 0: mixed-input GEMM (CUTLASS; codes dequantized in

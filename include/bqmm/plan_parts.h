@@ -46,7 +46,7 @@ struct GemmConfig {
                           // float32 partial tiles in the workspace
   int swizzle = 0;  // the mixed-input GEMM's tile order on its persistent grid: 0 CUTLASS's
                     // own; S > 0 weight tiles first, in bands of S activation tiles
-  int scale_rows = 1;  // W8A8 on cuBLASLt's or CUTLASS's groupwise FP8 GEMM: weight rows per
+  int scale_rows = 1;  // W8A8 on cuBLASLt's block-scaled FP8 GEMM: weight rows per
                        // scale read (1, or 128 where Fp8MatMulAttrs::b_scale_block_rows
                        // promises it)
   int lt_algo = 0;  // W8A8 on cuBLASLt: the index of its algorithm in cuBLASLt's heuristic

@@ -2,9 +2,10 @@
 // The dispatch chain, cheapest applicable path first:
 //   empty output -> K == 0 (bias only) -> fused decode GEMV for M <= 8 (tensor cores, else
 //   CUDA cores) -> W8A8 with A quantized (SM90): cuBLASLt's block-scaled FP8 GEMM from 256
-//   rows, CUTLASS's groupwise FP8 GEMM or the W8A8 GEMM on FP8 tensor cores for M > 8 ->
-//   mixed-input GEMM for M >= 128 (SM90) -> fused GEMM for 8 < M <= kGemmMaxRows ->
-//   dequantize + cuBLAS.
+//   rows, the W8A8 GEMM on FP8 tensor cores for the other M > 8 ->
+//   mixed-input GEMM for M > 128, or from 65 rows where the fused GEMM is not the faster
+//   (SM90) -> the GEMV's row group of 16 rows for M = 9..16 below 128 Mi weights -> fused
+//   GEMM for 8 < M <= kGemmMaxRows -> dequantize + cuBLAS.
 // The QDQ of a W8A8 activation is fused into the GEMV kernels' activation load, and is a
 // separate kernel into the workspace on the fused GEMM and dequant + cuBLAS paths. Each
 // choice below is one small function, its comment the reason (an H200 measurement where
@@ -133,75 +134,26 @@ const char* w8a8_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& d,
   return nullptr;
 }
 
-// Weight rows per scale the groupwise GEMM reads: 128 where the caller promises that
-// aligned groups of a multiple of 128 rows share their scales, else 1.
-int w8a8_groupwise_scale_rows(const Fp8MatMulProblem& p) {
-  return p.b_scale_block_rows % 128 == 0 ? 128 : 1;
-}
-
-// CUTLASS's FP8 GEMM with groupwise scales (cuda/gemm/w8a8_groupwise.cu) in the W8A8
-// GEMM's place (after its refusal): dynamic activation scales or weight scales shared by
-// 128-row blocks, from kW8a8GroupwiseMinRows rows, its 128 x 128 tiles filling
-// kW8a8GroupwiseMinFillPct % of the SMs (forced: any M above 8); in a build with the
-// CUTLASS headers, its scale groups of 128 K the operator's blocks, rows of Y whole 16-byte
-// TMA lines.
-const char* w8a8_groupwise_refusal(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
-  if (const char* why = w8a8_gemm_refusal(p, d, o)) return why;
-  if (o.w8a8_groupwise == 0) return "w8a8_groupwise=0 (plan override)";
-  if (o.w8a8_groupwise != 1) {
-    if (!p.dynamic_act_quant && w8a8_groupwise_scale_rows(p) == 1)
-      return "static a_scale and per-row weight scales: the W8A8 GEMM's one activation scale is faster";
-    static_assert(kW8a8GroupwiseMinRows == 256, "the reason below names the bound");
-    if (p.m < kW8a8GroupwiseMinRows) return "M < 256: the W8A8 GEMM's tiles are faster there";
-    const int64_t tiles = ((p.m + 127) / 128) * ((p.n + 127) / 128);
-    static_assert(kW8a8GroupwiseMinFillPct == 75, "the reason below names the bound");
-    if (tiles * 100 < int64_t{d.num_sms} * kW8a8GroupwiseMinFillPct)
-      return "its 128 x 128 tiles fill < 75 % of the SMs: the W8A8 GEMM's K split is faster there";
-  }
-  if (!mixed_gemm_built()) return "not built (no CUTLASS headers or no SM90 in CUDA_ARCHITECTURES)";
-  if (p.block_size != 128) return "block_size != 128 (its scale groups are 128 K)";
-  if (p.n % 8 != 0) return "N % 8 != 0 (rows of Y not whole 16-byte units)";
-  if (p.m >= (int64_t{1} << 31) || p.n >= (int64_t{1} << 31) || p.k >= (int64_t{1} << 31))
-    return "M, N or K beyond 2^31";
-  if (o.tile_m > 0 || o.gemm_k_split > 0 || o.k_halves == 1)
-    return "tile_m / gemm_k_split / k_halves forced (the W8A8 GEMM's keys)";
-  return nullptr;
-}
-
-// Quantize A (codes and, in both modes, the scales [k_blocks, M padded]) -> CUTLASS's
-// groupwise GEMM: 128 x 128 tiles, no K split.
-void plan_w8a8_groupwise(const Fp8MatMulProblem& p, Fp8MatMulPlan* plan) {
-  GemmConfig& g = plan->gemm;
-  g.wgmma = true;
-  g.tile_m = 128;
-  g.tile_n = 128;
-  g.scale_rows = w8a8_groupwise_scale_rows(p);
-  WorkspaceRegions& r = plan->regions;
-  WorkspaceLayout layout;
-  r.codes_bytes = static_cast<size_t>(p.m * p.k);
-  r.codes_offset = layout.take(r.codes_bytes);
-  r.act_scales_bytes = static_cast<size_t>(p.k_blocks() * w8a8_m_pad(p.m)) * sizeof(float);
-  r.act_scales_offset = layout.take(r.act_scales_bytes);
-  plan->workspace_bytes = layout.total();
-}
+// Weight rows per scale cuBLASLt's block-scaled GEMM reads: 128 (its 128 x 128 blocks)
+// where the caller promises that aligned groups of a multiple of 128 rows share their
+// scales, else 1.
+int w8a8_scale_rows(const Fp8MatMulProblem& p) { return p.b_scale_block_rows % 128 == 0 ? 128 : 1; }
 
 // cuBLASLt's FP8 GEMM with block scales (core/gemm_plan.h, kW8a8Cublaslt*) in the W8A8
 // GEMMs' place (after the W8A8 GEMM's refusal): both modes, from kW8a8CublasltMinRows rows
 // (static with per-row weight scales from kW8a8CublasltStaticPerRowMinRows; forced: any
 // M above 8), its scale blocks of 128 K the operator's blocks, rows of Y of whole 16-byte
-// units; w8a8_groupwise=1 forces CUTLASS's GEMM instead. cuBLASLt ships these kernels for
-// SM90 only.
+// units. cuBLASLt ships these kernels for SM90 only.
 const char* w8a8_cublaslt_refusal(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
   if (const char* why = w8a8_gemm_refusal(p, d, o)) return why;
   if (o.w8a8_cublaslt == 0) return "w8a8_cublaslt=0 (plan override)";
-  if (o.w8a8_groupwise == 1) return "w8a8_groupwise=1 (plan override)";
   if (o.tile_m > 0 || o.gemm_k_split > 0 || o.k_halves == 1)
     return "tile_m / gemm_k_split / k_halves forced (the W8A8 GEMM's keys)";
   if (o.w8a8_cublaslt != 1) {
     static_assert(kW8a8CublasltMinRows == 256 && kW8a8CublasltStaticPerRowMinRows == 512,
                   "the reasons below name the bounds");
     if (p.m < kW8a8CublasltMinRows) return "M < 256: the W8A8 GEMMs' tiles are faster there";
-    if (!p.dynamic_act_quant && w8a8_groupwise_scale_rows(p) == 1 && p.m < kW8a8CublasltStaticPerRowMinRows)
+    if (!p.dynamic_act_quant && w8a8_scale_rows(p) == 1 && p.m < kW8a8CublasltStaticPerRowMinRows)
       return "static a_scale, per-row weight scales and M < 512: the W8A8 GEMM's one activation scale is faster";
   }
   if (p.block_size != 128) return "block_size != 128 (cuBLASLt's scale blocks are 128 K)";
@@ -217,7 +169,7 @@ const char* w8a8_cublaslt_refusal(const Fp8MatMulProblem& p, const DeviceInfo& d
 // M % 4 != 0, into the scratch and M rows copied to Y.
 void plan_w8a8_cublaslt(const Fp8MatMulProblem& p, const PlanOverride& o, Fp8MatMulPlan* plan) {
   GemmConfig& g = plan->gemm;
-  g.scale_rows = w8a8_groupwise_scale_rows(p);
+  g.scale_rows = w8a8_scale_rows(p);
   g.lt_algo = o.lt_algo >= 0 ? o.lt_algo : 0;
   const int64_t rows = w8a8_cublaslt_rows(p.m);
   WorkspaceRegions& r = plan->regions;
@@ -418,7 +370,6 @@ const char* fp8_path_name(Fp8Path path) {
     case Fp8Path::kGemvFma: return "gemv_fma";
     case Fp8Path::kGemvMma: return "gemv_mma";
     case Fp8Path::kW8a8Cublaslt: return "w8a8_cublaslt";
-    case Fp8Path::kW8a8Groupwise: return "w8a8_groupwise";
     case Fp8Path::kW8a8Gemm: return "w8a8_gemm";
     case Fp8Path::kMixedGemm: return "mixed_gemm";
     case Fp8Path::kFusedGemm: return "fused_gemm";
@@ -467,11 +418,6 @@ std::ostream& operator<<(std::ostream& os, const Fp8MatMulPlan& plan) {
        << "; lt_algo=" << plan.gemm.lt_algo;
     if (plan.gemm.scale_rows == 1) print_mixed_scales(os, plan.problem.has_prepacked);
   }
-  if (plan.path == Fp8Path::kW8a8Groupwise) {
-    os << "; act_scales=" << (plan.problem.dynamic_act_quant ? "dynamic" : "static")
-       << "; weight_scales=" << (plan.gemm.scale_rows == 128 ? "per_128_rows" : "per_row");
-    print_mixed_gemm(os, plan.gemm);
-  }
   if (plan.path == Fp8Path::kMixedGemm) {
     os << "; qdq_activation=" << (plan.regions.act_bytes > 0 ? "yes" : "no");
     print_mixed_gemm(os, plan.gemm);
@@ -488,11 +434,6 @@ const char* fp8_fused_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& 
 const char* fp8_w8a8_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& device,
                                   const PlanOverride& o) {
   return w8a8_gemm_refusal(p, device, o);
-}
-
-const char* fp8_w8a8_groupwise_refusal(const Fp8MatMulProblem& p, const DeviceInfo& device,
-                                       const PlanOverride& o) {
-  return w8a8_groupwise_refusal(p, device, o);
 }
 
 const char* fp8_w8a8_cublaslt_refusal(const Fp8MatMulProblem& p, const DeviceInfo& device,
@@ -550,9 +491,6 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
   if (w8a8_cublaslt_refusal(p, device, o) == nullptr) {
     plan.path = Fp8Path::kW8a8Cublaslt;
     plan_w8a8_cublaslt(p, o, &plan);
-  } else if (w8a8_groupwise_refusal(p, device, o) == nullptr) {
-    plan.path = Fp8Path::kW8a8Groupwise;
-    plan_w8a8_groupwise(p, &plan);
   } else if (w8a8_gemm_refusal(p, device, o) == nullptr) {
     plan.path = Fp8Path::kW8a8Gemm;
     plan_w8a8_gemm(p, device, o, &plan);

@@ -174,17 +174,6 @@ constexpr int64_t kW8a8MinRows = kGemvMaxRows + 1;
 // 3 TB/s, so about 0.9 MB of plane costs a slab. (Priced at zero, the wave model splits
 // 28672 x 8192 at M = 256 in two: 200 us, against 81 at M = 128, unsplit, in one run.)
 constexpr int64_t kW8a8PlaneBytesPerSlab = 900 * 1024;
-// CUTLASS's FP8 GEMM with groupwise scales (cuda/gemm/w8a8_groupwise.cu) takes dynamic
-// W8A8 from this many rows, block_size 128, where its 128 x 128 output tiles fill
-// kW8a8GroupwiseMinFillPct % of the SMs. Measured on the H200 (PERF.md): 0.71-0.90x the
-// W8A8 GEMM's time with dynamic scales at M = 256..4096 on the prefill shapes where the
-// tiles fill the SMs; 1.26x at 4096 x 14336, M = 256 (64 tiles, half the SMs); 1.11x at
-// 8192 x 8192, M = 128. With the static a_scale it takes 0.92-1.50x the W8A8 GEMM's time,
-// slower in 9 of 13 cases, so static keeps the W8A8 GEMM unless the weight's scales are
-// shared by 128-row blocks (b_scale_block_rows): reading one per tile, static M = 1024 at
-// 8192 x 8192 took 123.0 us against the W8A8 GEMM's 149.0 (M = 4096: 556.3 / 692.8).
-constexpr int64_t kW8a8GroupwiseMinRows = 256;
-constexpr int64_t kW8a8GroupwiseMinFillPct = 75;
 // The quantized activation in the workspace: [M, K] e4m3 codes (K % 16 == 0) and, dynamic,
 // its scales [k_blocks][M padded to whole tiles] float32.
 constexpr int64_t w8a8_m_pad(int64_t m) { return (m + kW8a8TileM - 1) / kW8a8TileM * kW8a8TileM; }
@@ -201,9 +190,9 @@ constexpr int64_t w8a8_m_pad(int64_t m) { return (m + kW8a8TileM - 1) / kW8a8Til
 // to back, float16, against the path it replaces forced in the same run): at
 // M = 64 it took 0.94-0.96x the W8A8 GEMM's time with per-row scales at 8192 x 8192 but
 // 1.17-1.20x with 128 x 128 blocks and 1.04-1.12x at 14336 x 4096; at M = 128 0.96-1.04x;
-// at M = 256 (8192 x 8192) 0.94-0.97x the groupwise GEMM's with dynamic or 128-row scales,
-// 1.04x the W8A8 GEMM's with static per-row scales (whose single activation scale folds
-// cheaply); from 512 rows 0.90-1.02x with static per-row scales on the four prefill
+// at M = 256 (8192 x 8192) 0.94-0.97x the time of CUTLASS's groupwise FP8 GEMM (which it
+// replaced) with dynamic or 128-row scales, 1.04x the W8A8 GEMM's with static per-row
+// scales (whose single activation scale folds cheaply); from 512 rows 0.90-1.02x with static per-row scales on the four prefill
 // shapes, 0.91-0.98x otherwise (PERF.md, "W8A8 on cuBLASLt's block-scaled FP8 GEMM").
 constexpr int64_t kW8a8CublasltRowMultiple = 4;
 constexpr int64_t kW8a8CublasltMinRows = 256;

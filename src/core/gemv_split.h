@@ -60,14 +60,14 @@ constexpr int64_t kGemvPipelineFill = 2;
 // NBitsMatMul's 4-bit window kernel with two tiles per warp (line loads): measured across
 // N at K = 8192 on the H200.
 constexpr int64_t kNBitsTwoTilePipelineFill = 6;
-// The two-tile kernels at 168 registers (options' gemv_registers, kGemvWideRegisters;
+// The two-tile kernels at 168 registers (the plans' `registers`, kGemvWideRegisters;
 // cuda/gemv/nbits_window.cu and fp8_mma.cu, kWide): blocks of up to 4 warps, 12 warps per SM.
 // Each warp streams faster than at 128 registers: the model weighs its cost by
 // kGemvWideCostPercent (each warp 4-17 % faster, measured on the H200).
 constexpr int64_t kGemvWideWarpsPerSm = 12;
 constexpr int kGemvWideMaxKSplit = 4;
 constexpr int64_t kGemvWideCostPercent = 90;
-// NBitsMatMul's window kernel (cuda/gemv/nbits_window.cu, kWindowMinBlocks, derived from
+// NBitsMatMul's window kernel (cuda/gemv/nbits_window.cu, kWindowBlocksPerSm, derived from
 // this function; constexpr for it), line loads or not:
 // 64 registers per thread, 32 warps per SM; 80 with packed zero points or 8-bit bfloat16
 // codes, 24; 128 for 8-bit float16 codes, two tiles per warp or row groups (M > 8: each
@@ -182,7 +182,7 @@ inline GemvSplitModel gemv_split_model(int64_t n, int64_t windows, int num_sms,
   return m;
 }
 
-// The two-tile kernels' register bound (both operators' gemv_registers, bqmm/device.h):
+// The two-tile kernels' register bound (GemvConfig::registers, bqmm/plan_parts.h):
 // `narrow` models the 128-register form (16 warps per SM); the 168-register form is the
 // same model at kGemvWideWarpsPerSm and k_split up to kGemvWideMaxKSplit, its cost weighed
 // by kGemvWideCostPercent. `option`: -1 (the cheaper), kGemvTwoTileRegisters or

@@ -1,8 +1,9 @@
 // NBitsMatMul planner: a pure function of (problem, device, options[, override]).
 // Dispatch chain, cheapest applicable path first:
-//   empty output -> K == 0 (bias only) -> fused decode GEMV for M <= 8 -> mixed-input GEMM
-//   for M >= 128 (SM90) -> fused GEMM for 8 < M <= kGemmMaxRows
-//   -> dequantize + cuBLAS.
+//   empty output -> K == 0 (bias only) -> fused decode GEMV for M <= 8 (its row group of
+//   16 rows to M = 16) -> mixed-input GEMM for M > 256, or from 65 rows where the fused GEMM
+//   is not the faster (SM90) -> fused GEMM for 8 < M <= kGemmMaxRows (to 256 on the wgmma
+//   mainloop's 256-row tile) -> dequantize + cuBLAS.
 // The GEMV streams the packed weight once for all M <= 8 rows, the fused GEMM once per
 // block column of up to 64 rows; everything they do not take (g_idx, float32 above 8 rows
 // and float32 with typed zero points, unaligned rows; the GEMV also a partial last block)
@@ -500,7 +501,7 @@ Status plan_nbits_matmul(const NBitsMatMulProblem& p, const DeviceInfo& device,
     return invalid("problem: expected M, N, K >= 0 and block_size a power of two >= 16");
   BQMM_RETURN_IF_ERROR(check::scratch_bytes(options.dequant_scratch_bytes));
   BQMM_RETURN_IF_ERROR(check_plan_override(o, "NBitsMatMul",
-                                           {"w8a8", "w8a8_groupwise", "w8a8_cublaslt", "lt_algo", "w8a8_pdl"}));
+                                           {"w8a8", "w8a8_cublaslt", "lt_algo", "w8a8_pdl"}));
 
   NBitsMatMulPlan plan;
   plan.problem = p;

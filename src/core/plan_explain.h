@@ -24,11 +24,6 @@ const char* nbits_fused_gemm_refusal(const NBitsMatMulProblem& problem,
 // M <= 8, not SM90, block_size % 128 != 0, ...), or nullptr where it does.
 const char* fp8_w8a8_gemm_refusal(const Fp8MatMulProblem& problem, const DeviceInfo& device,
                                   const PlanOverride& override_);
-// Why W8A8 does not run on CUTLASS's groupwise FP8 GEMM ("static a_scale and per-row weight
-// scales: ...", "M < 256: ...", the W8A8 GEMM's own refusals first), or nullptr where it
-// does.
-const char* fp8_w8a8_groupwise_refusal(const Fp8MatMulProblem& problem, const DeviceInfo& device,
-                                       const PlanOverride& override_);
 // Why W8A8 does not run on cuBLASLt's block-scaled FP8 GEMM ("M < 256: ...", "block_size !=
 // 128 ...", the W8A8 GEMM's own refusals first), or nullptr where it does.
 const char* fp8_w8a8_cublaslt_refusal(const Fp8MatMulProblem& problem, const DeviceInfo& device,

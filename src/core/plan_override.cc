@@ -38,7 +38,6 @@ const Key kKeys[] = {
     {"mixed_tile", &PlanOverride::mixed_tile, {128, 256}},
     {"mixed_sk", &PlanOverride::mixed_sk, {0, 1}},
     {"mixed_swizzle", &PlanOverride::mixed_swizzle, {0, 2, 4, 8}},
-    {"w8a8_groupwise", &PlanOverride::w8a8_groupwise, {0, 1}},
     {"w8a8_cublaslt", &PlanOverride::w8a8_cublaslt, {0, 1}},
     {"lt_algo", &PlanOverride::lt_algo, {0, 1, 2, 3}},
     {"w8a8_pdl", &PlanOverride::w8a8_pdl, {0, 1}},

@@ -41,12 +41,8 @@
 //                     both   the mixed-input GEMM's tile order on its persistent grid: 0
 //                            CUTLASS's, S weight tiles first in bands of S activation tiles
 //                            (stream-K keeps CUTLASS's)
-//   w8a8_groupwise=0|1
-//                     fp8    W8A8 on CUTLASS's groupwise FP8 GEMM: 0 never (the hand-written
-//                            W8A8 GEMM), 1 at every M above 8 where it applies
-//   w8a8_cublaslt=0|1 fp8    W8A8 on cuBLASLt's block-scaled FP8 GEMM: 0 never (the groupwise
-//                            or the hand-written W8A8 GEMM), 1 at every M above 8 where it
-//                            applies (w8a8_groupwise=1 takes precedence)
+//   w8a8_cublaslt=0|1 fp8    W8A8 on cuBLASLt's block-scaled FP8 GEMM: 0 never (the
+//                            hand-written W8A8 GEMM), 1 at every M above 8 where it applies
 //   lt_algo=0|1|2|3   fp8    W8A8 on cuBLASLt: the index of the algorithm it runs in
 //                            cuBLASLt's heuristic list (fewer found: its last)
 //   w8a8_pdl=0|1      fp8    the W8A8 GEMM as a programmatic dependent launch of its
@@ -103,7 +99,6 @@ struct PlanOverride {
   int mixed_tile = 0;  // 0: planner; 128, 256
   int mixed_sk = -1;   // -1: planner; 0: the persistent grid; 1: stream-K
   int mixed_swizzle = -1;  // -1: planner; 0: CUTLASS's tile order; 2, 4, 8
-  int w8a8_groupwise = -1;  // -1: planner; 0: never CUTLASS's groupwise W8A8 GEMM; 1: wherever it applies
   int w8a8_cublaslt = -1;   // -1: planner; 0: never cuBLASLt's W8A8 GEMM; 1: wherever it applies
   int lt_algo = -1;         // -1: planner; 0..3: cuBLASLt's heuristic list's index
   int w8a8_pdl = -1;        // -1: planner; 0 / 1: the W8A8 GEMM's dependent launch

@@ -121,17 +121,6 @@ Status run_w8a8_gemm(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args, uint8
                                 stream);
 }
 
-// A -> e4m3 codes and scales in the workspace -> CUTLASS's groupwise FP8 GEMM, the bias in
-// its epilogue.
-Status run_w8a8_groupwise(const Fp8MatMulPlan& plan, const Fp8MatMulArgs& args, uint8_t* ws,
-                          cudaStream_t stream) {
-  cuda::W8A8Workspace w;
-  w.codes = ws + plan.regions.codes_offset;
-  w.scales = reinterpret_cast<float*>(ws + plan.regions.act_scales_offset);
-  return cuda::launch_w8a8_groupwise(kernel_args(plan.problem, args), plan.problem.dynamic_act_quant,
-                                     plan.gemm.scale_rows, plan.device.num_sms, w, stream);
-}
-
 // b_scale [N, k_blocks] transposed to float32 [k_blocks, N] (the mixed-input GEMM's and
 // cuBLASLt's per-row layout): prepack_fp8_matmul and the per-row w8a8_cublaslt runs.
 Status launch_scales_transpose(const void* b_scale, int64_t n, int64_t k_blocks, void* out, cudaStream_t stream) {
@@ -212,8 +201,6 @@ Status run_fp8_matmul(const Handle& handle, const Fp8MatMulPlan& plan,
             return run_w8a8_gemm(plan, args, ws, stream);
           case Fp8Path::kW8a8Cublaslt:
             return run_w8a8_cublaslt(handle, plan, args, ws, stream);
-          case Fp8Path::kW8a8Groupwise:
-            return run_w8a8_groupwise(plan, args, ws, stream);
           case Fp8Path::kMixedGemm:
           case Fp8Path::kFusedGemm:
             return run_gemm(plan, args, ws, stream);

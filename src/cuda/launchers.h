@@ -220,14 +220,6 @@ struct W8A8Workspace {
 // cluster; ws.partials unused).
 Status launch_w8a8_gemm(const Fp8KernelArgs& args, bool dynamic, const GemmConfig& config, const W8A8Workspace& ws,
                         cudaStream_t stream);
-// gemm/w8a8_groupwise.cu (SM90a, CUTLASS): the same product on CUTLASS's FP8 GEMM with
-// groupwise scales, block_size 128: the quantize pass writes the codes and the scales (in
-// both modes) into `ws`, then one kernel for both modes on a persistent grid of num_sms
-// blocks. `scale_rows` 128 reads the weight's scales of rows 0, 128, 256, ... only (each
-// for its 128 rows), 1 every row's. Needs K % 16 == 0, N % 8 == 0, 16-byte aligned a, b,
-// bias and y.
-Status launch_w8a8_groupwise(const Fp8KernelArgs& args, bool dynamic, int scale_rows, int num_sms,
-                             const W8A8Workspace& ws, cudaStream_t stream);
 // gemm/w8a8_cublaslt.cu (every architecture): the passes before cuBLASLt's block-scaled FP8
 // GEMM (cublas_gemm.h, gemm_fp8_block_scaled), block_size 128: the quantize pass writes A's
 // codes [rows, K] and scales [k_blocks, rows] (`dynamic`, else args.a_scale in each) into

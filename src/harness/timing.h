@@ -1,4 +1,4 @@
-// GPU timing for the CLI and the benchmarks (ENGINEERING.md, "Measuring speed"): CUDA
+// GPU timing for the CLI and the benchmarks (docs/PERF.md, "Method"): CUDA
 // events around every run after a warm-up, median and p10/p90 of the runs, weights
 // rotated among enough copies that the timed runs read them from HBM, not from L2, and
 // the device-to-device copy bandwidth that the results are compared with.

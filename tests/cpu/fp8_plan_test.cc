@@ -35,7 +35,7 @@ TEST(Fp8Plan, PathNames) {
   EXPECT_STREQ(fp8_path_name(Fp8Path::kGemvFma), "gemv_fma");
   EXPECT_STREQ(fp8_path_name(Fp8Path::kGemvMma), "gemv_mma");
   EXPECT_STREQ(fp8_path_name(Fp8Path::kW8a8Gemm), "w8a8_gemm");
-  EXPECT_STREQ(fp8_path_name(Fp8Path::kW8a8Groupwise), "w8a8_groupwise");
+  EXPECT_STREQ(fp8_path_name(Fp8Path::kW8a8Cublaslt), "w8a8_cublaslt");
   EXPECT_STREQ(fp8_path_name(Fp8Path::kFusedGemm), "fused_gemm");
   EXPECT_STREQ(fp8_path_name(Fp8Path::kDequantGemm), "dequant_gemm");
 }
@@ -720,8 +720,7 @@ TEST(Fp8Plan, FusedGemmW8A8QdqsIntoTheWorkspaceFirst) {
                  "this build has no SM90 in CUDA_ARCHITECTURES");                              \
     EXPECT_NE(fp8_w8a8_cublaslt_refusal(w8a8_probe, kHopper, {}), nullptr);                     \
     const Fp8Path w8a8_path = plan(w8a8_probe).path;                                            \
-    EXPECT_TRUE(w8a8_path != Fp8Path::kW8a8Gemm && w8a8_path != Fp8Path::kW8a8Cublaslt &&       \
-                w8a8_path != Fp8Path::kW8a8Groupwise);                                          \
+    EXPECT_TRUE(w8a8_path != Fp8Path::kW8a8Gemm && w8a8_path != Fp8Path::kW8a8Cublaslt);       \
     GTEST_SKIP() << "this build has no SM90: checked that the W8A8 GEMMs are refused";          \
   }
 
@@ -736,7 +735,7 @@ TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
       p.has_a_scale = !dynamic;
       p.dynamic_act_quant = dynamic;
       SCOPED_TRACE(::testing::Message() << "M=" << m << (dynamic ? " dynamic" : " static"));
-      const Fp8MatMulPlan pl = plan(p, kHopper, parsed("w8a8_groupwise=0,w8a8_cublaslt=0"));
+      const Fp8MatMulPlan pl = plan(p, kHopper, parsed("w8a8_cublaslt=0"));
       ASSERT_EQ(pl.path, Fp8Path::kW8a8Gemm) << pl;
       EXPECT_EQ(fp8_w8a8_gemm_refusal(p, kHopper, {}), nullptr);
       EXPECT_TRUE(pl.gemm.wgmma);
@@ -844,7 +843,7 @@ TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
   // 4096 rows: 2048 tiles, whole waves unsplit; no partial sums.
   p = problem(4096, 8192, 8192);
   p.has_a_scale = true;
-  const PlanOverride own = parsed("w8a8_groupwise=0,w8a8_cublaslt=0");  // the W8A8 GEMM's rules
+  const PlanOverride own = parsed("w8a8_cublaslt=0");  // the W8A8 GEMM's rules
   EXPECT_EQ(plan(p, kHopper, own).gemm.k_split, 1);
   EXPECT_EQ(plan(p, kHopper, own).regions.partial_bytes, 0u);
   EXPECT_EQ(plan(p, kHopper, own).workspace_bytes, size_t{4096} * 8192);
@@ -855,122 +854,15 @@ TEST(Fp8Plan, W8A8GemmWhereAIsQuantizedOnHopper) {
   p = problem(256, 28672, 8192);
   p.has_a_scale = true;
   EXPECT_EQ(gemm_split_cost(448, 64, 1, 132, 6, 2), 266);
-  EXPECT_EQ(plan(p, kHopper, parsed("w8a8_groupwise=0,w8a8_cublaslt=0")).gemm.k_split, 1);
+  EXPECT_EQ(plan(p, kHopper, parsed("w8a8_cublaslt=0")).gemm.k_split, 1);
   p = problem(256, 4096, 14336);
   p.has_a_scale = true;
-  EXPECT_EQ(plan(p, kHopper, parsed("w8a8_groupwise=0,w8a8_cublaslt=0")).gemm.k_split, 2);
+  EXPECT_EQ(plan(p, kHopper, parsed("w8a8_cublaslt=0")).gemm.k_split, 2);
   // K % 128 != 0 (a partial last block), odd N: rows of K codes.
   p = problem(333, 1001, 8208);
   p.has_a_scale = true;
   EXPECT_EQ(plan(p).regions.codes_bytes, size_t{333} * 8208);
   EXPECT_EQ(plan(p).path, Fp8Path::kW8a8Gemm);
-}
-
-// CUTLASS's groupwise FP8 GEMM in the W8A8 GEMM's place from 256 rows (forced: from 9),
-// block_size 128, N % 8 == 0, where the CUTLASS headers are built; its workspace: the
-// codes and, in both modes, the scales [k_blocks, M padded to 128].
-// Dynamic W8A8 on CUTLASS's groupwise GEMM from 256 rows where its 128 x 128 tiles fill
-// 3/4 of the SMs (132 on kHopper: 99 tiles); static keeps the W8A8 GEMM unless forced.
-TEST(Fp8Plan, W8A8GroupwiseDynamicFrom256Rows) {
-  SKIP_WITHOUT_W8A8_GEMMS();
-  const PlanOverride no_lt = parsed("w8a8_cublaslt=0");  // the groupwise GEMM's rules
-  const auto groupwise_why = [](const Fp8MatMulProblem& p, const char* ov = "") {
-    const char* why = fp8_w8a8_groupwise_refusal(p, kHopper, parsed(ov));
-    return std::string(why == nullptr ? "" : why);
-  };
-  for (const bool dynamic : {false, true})
-    for (const int64_t m : {9, 255, 256, 1024, 4097}) {
-      Fp8MatMulProblem p = problem(m, 8192, 8208);  // K % 128 != 0: 65 blocks
-      p.has_a_scale = !dynamic;
-      p.dynamic_act_quant = dynamic;
-      SCOPED_TRACE(::testing::Message() << "M=" << m << (dynamic ? " dynamic" : " static"));
-      const Fp8MatMulPlan pl = plan(p, kHopper, no_lt);
-      if (!mixed_gemm_built()) {
-        EXPECT_EQ(pl.path, Fp8Path::kW8a8Gemm);
-        continue;
-      }
-      const bool taken = dynamic && m >= kW8a8GroupwiseMinRows;
-      ASSERT_EQ(pl.path, taken ? Fp8Path::kW8a8Groupwise : Fp8Path::kW8a8Gemm) << pl;
-      EXPECT_EQ(groupwise_why(p).empty(), taken);
-      EXPECT_EQ(plan(p, kHopper, parsed("w8a8_groupwise=1")).path, Fp8Path::kW8a8Groupwise);
-      EXPECT_EQ(plan(p, kHopper, parsed("w8a8_groupwise=0,w8a8_cublaslt=0")).path, Fp8Path::kW8a8Gemm);
-      if (!dynamic) {
-        EXPECT_EQ(groupwise_why(p),
-                  "static a_scale and per-row weight scales: the W8A8 GEMM's one activation scale is faster");
-      }
-      if (dynamic && m < 256) {
-        EXPECT_EQ(groupwise_why(p), "M < 256: the W8A8 GEMM's tiles are faster there");
-      }
-      const Fp8MatMulPlan forced = plan(p, kHopper, parsed("w8a8_groupwise=1"));
-      EXPECT_EQ(forced.regions.codes_bytes, static_cast<size_t>(m) * 8208);
-      EXPECT_EQ(forced.regions.act_scales_bytes, size_t{65} * ((m + 127) / 128 * 128) * 4);
-      EXPECT_EQ(forced.regions.partial_bytes, 0u);
-      EXPECT_EQ(forced.workspace_bytes, forced.regions.act_scales_offset + forced.regions.act_scales_bytes);
-    }
-  if (!mixed_gemm_built()) GTEST_SKIP() << "this build has no CUTLASS GEMMs: checked that W8A8 keeps its GEMM";
-  // The fill bound: 99 of 132 SMs. 256 rows x 4096 columns are 64 tiles; 512 x 4096 128;
-  // 256 x 6272 98, 256 x 6400 100.
-  const auto dyn = [](int64_t m, int64_t n, int64_t k, int64_t bs = 128) {
-    Fp8MatMulProblem p = problem(m, n, k, bs);
-    p.dynamic_act_quant = true;
-    return p;
-  };
-  const std::string fill = "its 128 x 128 tiles fill < 75 % of the SMs: the W8A8 GEMM's K split is faster there";
-  EXPECT_EQ(groupwise_why(dyn(256, 4096, 14336)), fill);
-  EXPECT_EQ(plan(dyn(256, 4096, 14336), kHopper, no_lt).path, Fp8Path::kW8a8Gemm);
-  EXPECT_EQ(groupwise_why(dyn(256, 4096, 14336), "w8a8_groupwise=1"), "");
-  EXPECT_EQ(groupwise_why(dyn(512, 4096, 14336)), "");
-  EXPECT_EQ(groupwise_why(dyn(256, 6272, 4096)), fill);
-  EXPECT_EQ(groupwise_why(dyn(256, 6400, 4096)), "");
-  EXPECT_EQ(plan(dyn(1024, 8192, 8192, 256), kHopper, no_lt).path, Fp8Path::kW8a8Gemm);  // blocks of 256
-  EXPECT_EQ(groupwise_why(dyn(1024, 8192, 8192, 256)), "block_size != 128 (its scale groups are 128 K)");
-  EXPECT_EQ(plan(dyn(1024, 8188, 8192), kHopper, no_lt).path, Fp8Path::kW8a8Gemm);  // N % 8 != 0
-  EXPECT_EQ(groupwise_why(dyn(1024, 8188, 8192)), "N % 8 != 0 (rows of Y not whole 16-byte units)");
-  EXPECT_EQ(plan(dyn(1024, 8192, 8192), kAmpere).path, Fp8Path::kDequantGemm);
-  std::ostringstream os;
-  os << plan(dyn(1024, 8192, 8192), kHopper, no_lt);
-  EXPECT_NE(os.str().find("sm90/132SMs; act_scales=dynamic; weight_scales=per_row; tile_m=128; tile_n=128; schedule=persistent"), std::string::npos) << os.str();
-}
-
-// Weight scales shared by 128-row groups (b_scale_block_rows a multiple of 128): the
-// groupwise GEMM reads one per group and takes static W8A8 too, under the same row and
-// fill bounds; other row counts read every row's scales as before.
-TEST(Fp8Plan, W8A8GroupwiseScalesPer128Rows) {
-  if (!mixed_gemm_built()) GTEST_SKIP() << "this build has no CUTLASS GEMMs";
-  const PlanOverride no_lt = parsed("w8a8_cublaslt=0");  // the groupwise GEMM's rules
-  const auto w8a8 = [](int64_t m, int64_t n, bool dynamic, int64_t rows) {
-    Fp8MatMulProblem p = problem(m, n, 8192);
-    p.has_a_scale = !dynamic;
-    p.dynamic_act_quant = dynamic;
-    p.b_scale_block_rows = rows;
-    return p;
-  };
-  for (const bool dynamic : {false, true}) {
-    SCOPED_TRACE(dynamic ? "dynamic" : "static");
-    for (const int64_t rows : {128, 256, 1024}) {
-      const Fp8MatMulPlan pl = plan(w8a8(1024, 8192, dynamic, rows), kHopper, no_lt);
-      EXPECT_EQ(pl.path, Fp8Path::kW8a8Groupwise) << pl;
-      EXPECT_EQ(pl.gemm.scale_rows, 128) << pl;
-      std::ostringstream os;
-      os << pl;
-      EXPECT_NE(os.str().find(" b_scale_block_rows=" + std::to_string(rows) + " "), std::string::npos) << os.str();
-      EXPECT_NE(os.str().find("; weight_scales=per_128_rows; "), std::string::npos) << os.str();
-    }
-    for (const int64_t rows : {1, 64, 192}) {
-      const Fp8MatMulPlan pl = plan(w8a8(1024, 8192, dynamic, rows), kHopper, no_lt);
-      EXPECT_EQ(pl.path, dynamic ? Fp8Path::kW8a8Groupwise : Fp8Path::kW8a8Gemm) << pl;
-      if (dynamic) {
-        EXPECT_EQ(pl.gemm.scale_rows, 1) << pl;
-      }
-    }
-    EXPECT_EQ(plan(w8a8(255, 8192, dynamic, 128), kHopper, no_lt).path, Fp8Path::kW8a8Gemm);   // rows
-    EXPECT_EQ(plan(w8a8(256, 4096, dynamic, 128), kHopper, no_lt).path, Fp8Path::kW8a8Gemm);   // fill: 64 tiles
-    EXPECT_EQ(plan(w8a8(256, 8192, dynamic, 128), kHopper, no_lt).path, Fp8Path::kW8a8Groupwise);
-    EXPECT_EQ(plan(w8a8(100, 8192, dynamic, 128), kHopper, parsed("w8a8_groupwise=1")).gemm.scale_rows, 128);
-  }
-  Fp8MatMulProblem p = w8a8(1024, 8192, false, 1);
-  EXPECT_EQ(std::string(fp8_w8a8_groupwise_refusal(p, kHopper, {})),
-            "static a_scale and per-row weight scales: the W8A8 GEMM's one activation scale is faster");
 }
 
 // cuBLASLt's block-scaled FP8 GEMM ahead of the other W8A8 GEMMs from 256 rows (static
@@ -993,12 +885,13 @@ TEST(Fp8Plan, W8A8CublasltFrom128Rows) {
     return std::string(r == nullptr ? "" : r);
   };
   for (const bool dynamic : {false, true})
-    for (const int64_t rows : {1, 128})
+    for (const int64_t rows : {1, 64, 128, 192, 256})
       for (const int64_t m : {9, 255, 256, 257, 511, 512, 1024, 4097}) {
         // K % 128 != 0: 65 blocks, padded to 68 in the 128 x 128 layout.
         const Fp8MatMulProblem p = w8a8(m, 8192, 8208, dynamic, rows);
         SCOPED_TRACE(::testing::Message() << "M=" << m << (dynamic ? " dynamic" : " static") << " rows=" << rows);
-        const bool static_per_row = !dynamic && rows == 1;
+        const int scale_rows = rows % 128 == 0 ? 128 : 1;  // 128 x 128 blocks where rows promise them
+        const bool static_per_row = !dynamic && scale_rows == 1;
         const bool taken = m >= (static_per_row ? kW8a8CublasltStaticPerRowMinRows : kW8a8CublasltMinRows);
         const Fp8MatMulPlan pl = plan(p);
         ASSERT_EQ(pl.path == Fp8Path::kW8a8Cublaslt, taken) << pl;
@@ -1011,14 +904,14 @@ TEST(Fp8Plan, W8A8CublasltFrom128Rows) {
           EXPECT_EQ(why(p), "");
         const Fp8MatMulPlan forced = plan(p, kHopper, parsed("w8a8_cublaslt=1"));
         ASSERT_EQ(forced.path, Fp8Path::kW8a8Cublaslt) << forced;
-        EXPECT_EQ(forced.gemm.scale_rows, rows);
+        EXPECT_EQ(forced.gemm.scale_rows, scale_rows);
         const size_t padded = static_cast<size_t>((m + 3) / 4 * 4);
         const WorkspaceRegions& r = forced.regions;
         EXPECT_EQ(r.act_bytes, 0u);
         EXPECT_EQ(r.codes_offset, 0u);
         EXPECT_EQ(r.codes_bytes, padded * 8208);
         EXPECT_EQ(r.act_scales_bytes, size_t{65} * padded * 4);
-        EXPECT_EQ(r.scales_bytes, rows == 128 ? size_t{64} * 68 * 4 : size_t{65} * 8192 * 4);
+        EXPECT_EQ(r.scales_bytes, scale_rows == 128 ? size_t{64} * 68 * 4 : size_t{65} * 8192 * 4);
         EXPECT_EQ(r.scratch_bytes, m % 4 != 0 ? padded * 8192 * 2 : 0u);
         EXPECT_EQ(r.cublas_bytes, size_t{32} << 20);
         EXPECT_EQ(r.partial_bytes, 0u);
@@ -1026,7 +919,7 @@ TEST(Fp8Plan, W8A8CublasltFrom128Rows) {
         Fp8MatMulProblem prepacked = p;
         prepacked.has_prepacked = true;  // per-row scales read from the prepacked input
         EXPECT_EQ(plan(prepacked, kHopper, parsed("w8a8_cublaslt=1")).regions.scales_bytes,
-                  rows == 128 ? size_t{64} * 68 * 4 : 0u);
+                  scale_rows == 128 ? size_t{64} * 68 * 4 : 0u);
       }
   EXPECT_EQ(w8a8_cublaslt_rows(1), 4);
   EXPECT_EQ(w8a8_cublaslt_rows(4), 4);
@@ -1057,11 +950,12 @@ TEST(Fp8Plan, W8A8CublasltFrom128Rows) {
   EXPECT_EQ(plan(w8a8(1024, 8188, 8192, false, 1)).path, Fp8Path::kW8a8Gemm);
   EXPECT_EQ(why(w8a8(1024, 8192, 8192, true, 1), kAmpere), "not an SM90 device (wgmma code is sm_90a only)");
   EXPECT_EQ(why(w8a8(1024, 8192, 8192, true, 1), kHopper, "w8a8_cublaslt=0"), "w8a8_cublaslt=0 (plan override)");
-  EXPECT_EQ(why(w8a8(1024, 8192, 8192, true, 1), kHopper, "w8a8_groupwise=1"), "w8a8_groupwise=1 (plan override)");
   EXPECT_EQ(why(w8a8(1024, 8192, 8192, true, 1), kHopper, "tile_m=64"),
             "tile_m / gemm_k_split / k_halves forced (the W8A8 GEMM's keys)");
   EXPECT_EQ(why(problem(1024, 8192, 8192)), "A is not quantized (no a_scale, no dynamic_act_quant)");
   EXPECT_NE(plan(problem(1024, 8192, 8192)).path, Fp8Path::kW8a8Cublaslt);
+  // Off Hopper no W8A8 GEMM applies: QDQ, then the weight-only paths (here dequant + cuBLAS).
+  EXPECT_EQ(plan(w8a8(1024, 8192, 8192, true, 1), kAmpere).path, Fp8Path::kDequantGemm);
 }
 
 // Where the W8A8 GEMM is not taken, and why (fp8_w8a8_gemm_refusal, printed by --explain).
@@ -1070,7 +964,7 @@ TEST(Fp8Plan, W8A8GemmRefusals) {
   const auto refusal = [](Fp8MatMulProblem p, const DeviceInfo& d, const char* ov = "") {
     if (!p.dynamic_act_quant) p.has_a_scale = true;
     const char* why = fp8_w8a8_gemm_refusal(p, d, parsed(ov));
-    const Fp8Path path = plan(p, d, parsed(std::string(ov) + ",w8a8_groupwise=0,w8a8_cublaslt=0")).path;
+    const Fp8Path path = plan(p, d, parsed(std::string(ov) + ",w8a8_cublaslt=0")).path;
     EXPECT_EQ(why == nullptr, path == Fp8Path::kW8a8Gemm);
     return std::string(why == nullptr ? "" : why);
   };

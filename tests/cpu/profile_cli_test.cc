@@ -228,12 +228,9 @@ TEST(ProfileCli, ExplainSaysWhyNotW8A8Gemm) {
   if (bqmm::wgmma_built()) {
     EXPECT_NE(taken.output.find("path=w8a8_gemm; "), std::string::npos) << taken.output;
     EXPECT_EQ(taken.output.find("w8a8_gemm: not taken"), std::string::npos) << taken.output;
-    // On the W8A8 GEMM it says why not cuBLASLt's or CUTLASS's groupwise GEMM (the first
-    // reasons in any build with SM90).
+    // On the W8A8 GEMM it says why not cuBLASLt's GEMM (the first reason in any build with
+    // SM90).
     EXPECT_NE(taken.output.find("  w8a8_cublaslt: not taken: M < 256: the W8A8 GEMMs' tiles are faster there\n"),
-              std::string::npos)
-        << taken.output;
-    EXPECT_NE(taken.output.find("  w8a8_groupwise: not taken: M < 256: the W8A8 GEMM's tiles are faster there\n"),
               std::string::npos)
         << taken.output;
   } else {

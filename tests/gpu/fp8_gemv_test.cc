@@ -35,7 +35,7 @@ constexpr DType kDTypes[] = {DType::kFloat16, DType::kBFloat16};
 
 // The tensor-core kernel's weight stream, forced so that each is tested on every shape:
 // fragment-shaped register loads, TMA tiles (SM90+) or line loads (K % 128 == 0) of one
-// tile per warp or of two, at 128 or at 168 registers (gemv_registers; k_split <= 4).
+// tile per warp or of two, at 128 or at 168 registers (the plan's registers; k_split <= 4).
 enum class Stream { kRegs = 0, kTma = 1, kLines = 2, kLinesTwoTiles = 3, kLinesTwoTilesWide = 4 };
 constexpr Stream kStreams[] = {Stream::kRegs, Stream::kTma, Stream::kLines,
                                Stream::kLinesTwoTiles, Stream::kLinesTwoTilesWide};

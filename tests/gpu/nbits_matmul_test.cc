@@ -187,9 +187,9 @@ TEST(NBitsGemvTma, EveryBitsBlockSizeAndDtype) {
 
 // The window kernel (testing::NBitsKnobs::gemv_window; float16 / bfloat16, algorithm 0,
 // blocks of a window or more: 128 codes 4-bit, 64 8-bit; with line loads blocks down to a
-// 16-byte chunk: 32 codes 4-bit, 16 8-bit) forced on with line loads (gemv_lines, rows of
-// whole 128-byte lines) of one and of two tiles per warp (gemv_tiles_per_warp; two at 128
-// and at 168 registers, gemv_registers, the latter at k_split 1, 2, 4 and the planner's) and
+// 16-byte chunk: 32 codes 4-bit, 16 8-bit) forced on with line loads (the plan's lines, rows of
+// whole 128-byte lines) of one and of two tiles per warp (its tiles; two at 128
+// and at 168 registers, its registers, the latter at k_split 1, 2, 4 and the planner's) and
 // without, and off (the register-load tile of algorithm 0 then): block sizes from below a chunk
 // (4-bit 16: no line loads) to 256, both dtypes, zero points none / packed, M up to 8, partial
 // column tiles (N = 1, 19: a second tile without columns or with 3), and K from one

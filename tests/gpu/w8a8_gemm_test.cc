@@ -4,11 +4,9 @@
 // odd N, M not a multiple of 128, K % block_size != 0, blocks 128, 256 and 512 (two chunks
 // per lane of the quantize pass), tiles of 32, 64 and 128 rows, K splits 1 and 3, the GEMM
 // launched plainly and as a programmatic dependent of the quantize pass.
-// CUTLASS's groupwise FP8 GEMM (cuda/gemm/w8a8_groupwise.cu) likewise through
-// launch_w8a8_groupwise, blocks of 128, N % 8 == 0; cuBLASLt's block-scaled FP8 GEMM (the
-// w8a8_cublaslt path) through the operator, in a CUDA graph.
-// Y is NaN-poisoned first; small cases for compute-sanitizer. Skips itself without an SM90
-// device (and the groupwise cases without the CUTLASS headers in the build).
+// cuBLASLt's block-scaled FP8 GEMM (the w8a8_cublaslt path, blocks of 128, N % 8 == 0)
+// through the operator, in a CUDA graph. Y is NaN-poisoned first; small cases for
+// compute-sanitizer. Skips itself without an SM90 device.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -20,7 +18,6 @@
 #include "common/fp8_runner.h"
 #include "common/gpu.h"
 #include "core/gemm_plan.h"
-#include "core/mixed_plan.h"
 #include "cuda/launchers.h"
 #include "harness/device_buffer.h"
 #include "harness/host_tensor.h"
@@ -217,106 +214,19 @@ TEST(W8A8Wgmma, SanitizeSmall) {
     }
 }
 
-// CUTLASS's groupwise GEMM, launched directly: the quantize pass writes the codes and the
-// scales (static: a_scale in each), then one kernel, reading every row's weight scales or,
-// where c keeps b_scale_block_rows 128, one per 128 rows.
-void check_groupwise(const Fp8Case& c) {
-  testing::Fp8DeviceCase d;
-  BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
-  const cuda::Fp8KernelArgs g = kernel_args(c, d);
-  harness::DeviceBuffer codes, scales;
-  BQMM_ASSERT_OK(harness::DeviceBuffer::allocate(static_cast<size_t>(g.m * g.k), &codes));
-  BQMM_ASSERT_OK(harness::DeviceBuffer::allocate(
-      static_cast<size_t>(c.k_blocks() * w8a8_m_pad(g.m)) * sizeof(float), &scales));
-  cuda::W8A8Workspace ws;
-  ws.codes = static_cast<uint8_t*>(codes.data());
-  ws.scales = static_cast<float*>(scales.data());
-  const int sms = testing::shared_handle()->device_info().num_sms;
-  BQMM_ASSERT_OK(testing::run_on_fresh_stream(
-      [&](cudaStream_t stream) {
-        return cuda::launch_w8a8_groupwise(g, c.dynamic_act_quant, c.b_scale_block_rows == 128 ? 128 : 1, sms, ws,
-                                           stream);
-      }));
-  HostTensor y;
-  BQMM_ASSERT_OK(d.y.download(&y));
-  EXPECT_TRUE(testing::matches_reference(c, y));
-}
-
-#define BQMM_REQUIRE_GROUPWISE()                                                             \
-  BQMM_REQUIRE_GPU();                                                                        \
-  if (!sm90()) GTEST_SKIP() << "the groupwise W8A8 GEMM needs SM90 (device and build)";      \
-  if (!mixed_gemm_built()) GTEST_SKIP() << "this build has no CUTLASS GEMMs (no CUTLASS headers)"
-
-// Both modes, both types, bias, M not a multiple of 128, K % 128 != 0, N not a multiple of
-// 128, a K of 65 groups; every block's dynamic scale differs from its neighbours'.
 struct Shape3 {
   int64_t m, n, k;
 };
 
-// A groupwise test's case: block 128, the type and the bias from the seed, every
+// A case for cuBLASLt's GEMM: block 128, the type and the bias from the seed, every
 // activation block's magnitude different from its neighbours'.
-Fp8Case groupwise_case(const Shape3& sh, bool dynamic, uint64_t seed) {
+Fp8Case block128_case(const Shape3& sh, bool dynamic, uint64_t seed) {
   const DType t = seed % 2 == 0 ? DType::kFloat16 : DType::kBFloat16;
   Fp8Case c = reference::make_random_fp8_case(t, sh.m, sh.n, sh.k, 128, /*bias=*/seed % 3 != 0,
                                               /*w8a8=*/!dynamic, seed);
   c.dynamic_act_quant = dynamic;
   vary_block_magnitudes(c);
   return c;
-}
-
-TEST(W8A8Groupwise, BothModesAgainstReference) {
-  BQMM_REQUIRE_GROUPWISE();
-  const Shape3 shapes[] = {{9, 1000, 1024}, {64, 1040, 1040}, {1024, 776, 2048},
-                           {256, 512, 8192}, {300, 264, 8336}};
-  uint64_t seed = 500;
-  for (const Shape3 sh : shapes)
-    for (const bool dynamic : {false, true}) {
-      const Fp8Case c = groupwise_case(sh, dynamic, seed++);
-      SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " N=" << sh.n << " K=" << sh.k << " "
-                                        << dtype_name(c.dtype()) << (dynamic ? " dynamic" : " static"));
-      check_groupwise(c);
-    }
-}
-
-// Weight scales shared by 128-row groups (b_scale_block_rows 128), read once per group:
-// both modes, N not a multiple of 128 (a partial last group), groups whose scales differ
-// by up to 4x (a scale read from the wrong group fails the bound); through the operator's
-// plan too, which takes the groupwise GEMM in both modes then.
-TEST(W8A8Groupwise, ScalesPer128Rows) {
-  BQMM_REQUIRE_GROUPWISE();
-  const Shape3 shapes[] = {{300, 1000, 2048}, {1024, 1024, 2000}, {129, 264, 8336}};
-  uint64_t seed = 700;
-  for (const Shape3 sh : shapes)
-    for (const bool dynamic : {false, true}) {
-      Fp8Case c = groupwise_case(sh, dynamic, seed++);
-      SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " N=" << sh.n << " K=" << sh.k << " "
-                                        << dtype_name(c.dtype()) << (dynamic ? " dynamic" : " static"));
-      reference::share_scale_rows(128, &c);
-      spread_scale_groups(c);
-      check_groupwise(c);
-      testing::Fp8Knobs knobs;
-      knobs.force.w8a8_groupwise = 1;  // small grids: the planner's fill bound would refuse
-      testing::Fp8Run run;
-      BQMM_ASSERT_OK(testing::run_fp8_on_device(*testing::shared_handle(), c, knobs, &run));
-      EXPECT_EQ(run.plan.path, Fp8Path::kW8a8Groupwise) << run.plan;
-      EXPECT_EQ(run.plan.gemm.scale_rows, 128) << run.plan;
-      EXPECT_TRUE(testing::matches_reference(c, run.y));
-    }
-}
-
-// Small shapes for compute-sanitizer: edge tiles in M and N, a partial last K group.
-TEST(W8A8Groupwise, SanitizeSmall) {
-  BQMM_REQUIRE_GROUPWISE();
-  uint64_t seed = 600;
-  for (const bool dynamic : {false, true}) {
-    Fp8Case c = reference::make_random_fp8_case(DType::kBFloat16, 33, 136, 272, 128, /*bias=*/true,
-                                                /*w8a8=*/!dynamic, seed++);
-    c.dynamic_act_quant = dynamic;
-    check_groupwise(c);
-    reference::share_scale_rows(128, &c);  // 136 rows: a full and a partial group
-    spread_scale_groups(c);
-    check_groupwise(c);
-  }
 }
 
 // Bit for bit: same dtype, shape and bytes.
@@ -371,7 +281,7 @@ TEST(W8A8Cublaslt, BothModesBothScaleFormsAgainstReference) {
   for (const Shape3 sh : shapes)
     for (const bool dynamic : {false, true})
       for (const int64_t rows : {1, 128}) {
-        Fp8Case c = groupwise_case(sh, dynamic, seed++);
+        Fp8Case c = block128_case(sh, dynamic, seed++);
         if (rows == 128) {
           reference::share_scale_rows(128, &c);
           spread_scale_groups(c);
@@ -391,7 +301,7 @@ TEST(W8A8Cublaslt, SanitizeSmall) {
   uint64_t seed = 900;
   for (const Shape3 sh : {Shape3{33, 136, 272}, Shape3{40, 264, 400}})
     for (const bool dynamic : {false, true}) {
-      Fp8Case c = groupwise_case(sh, dynamic, seed++);
+      Fp8Case c = block128_case(sh, dynamic, seed++);
       SCOPED_TRACE(::testing::Message() << "M=" << sh.m << (dynamic ? " dynamic" : " static"));
       HostTensor y;
       check_cublaslt(c, &y);

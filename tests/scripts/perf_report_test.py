@@ -190,10 +190,10 @@ class PerfReportTest(unittest.TestCase):
 
     def test_weight_scales_per_128_rows(self):
         # The W8A8 suites with b_scale_block_rows 128: the title and the command say so, and
-        # the groupwise GEMM's label says which weight scales it reads.
+        # cuBLASLt's GEMM's label says which weight scales it reads.
         self.write("bench_w8a8_dynamic_rows128_prefill.jsonl", [
-            row("fp8", 1024, 8192, 8192, path="w8a8_groupwise", b2b=123.3, median=127.0, cublas=195.7,
-                plan="act_scales=dynamic; weight_scales=per_128_rows; tile_m=128; tile_n=128; workspace=0B}",
+            row("fp8", 1024, 8192, 8192, path="w8a8_cublaslt", b2b=123.3, median=127.0, cublas=195.7,
+                plan="act_scales=dynamic; weight_scales=per_128_rows; lt_algo=0; workspace=0B}",
                 act_quant="dynamic", b_scale_block_rows=128),
         ])
         rc, out = self.run_script()
@@ -204,7 +204,7 @@ class PerfReportTest(unittest.TestCase):
         self.assertIn("`bqmm-profile --op fp8 --suite prefill --act-quant dynamic --b-scale-block-rows 128 "
                       "--activation-dtype fp16 --json bench_w8a8_dynamic_rows128_prefill.jsonl`", text)
         self.assertEqual(self.table_rows(text), [
-            "| 8192 x 8192 | 1024 | fp16 | w8a8 groupwise r128 | 123.3 | 127.0 | 195.7 | 1.59 | 81 | - | - | yes |"])
+            "| 8192 x 8192 | 1024 | fp16 | w8a8 cublaslt r128 | 123.3 | 127.0 | 195.7 | 1.59 | 81 | - | - | yes |"])
 
     def test_prepacked_scales(self):
         # A suite run with --prepack: its own table, the title and the command say so.

@@ -1,6 +1,6 @@
-// The W8A8 GEMMs' activation quantize pass (w8a8_wgmma.cu, w8a8_groupwise.cu,
-// w8a8_cublaslt.cu): A's e4m3 codes, bit for bit the QDQ's, and with dynamic quantization
-// its per-(row, K block) scales amax / 448.
+// The W8A8 GEMMs' activation quantize pass (w8a8_wgmma.cu, w8a8_cublaslt.cu): A's e4m3
+// codes, bit for bit the QDQ's, and with dynamic quantization its per-(row, K block)
+// scales amax / 448.
 #pragma once
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // CUTLASS's element types for bqmm's: the activation type T and each weight format
-// (mixed_gemm.cuh, w8a8_groupwise.cu).
+// (mixed_gemm.cuh).
 #pragma once
 
 #include <cuda_bf16.h>

@@ -624,7 +624,7 @@ struct FusedGemmTile {
   // ---------------------------------------------------------------- epilogue
   // D fragment (j, gi): d[0..1] = rows 2t, 2t + 1 of column lo, d[2..3] of column hi. One
   // split: bias in float32, one rounding to T. K split: the float32 sums to this split's
-  // partial plane, added by fused_gemm_reduce.
+  // partial plane, added by FusedGemmReduceKernel.
   __device__ __forceinline__ void store(const float (&acc)[2][kGroups][4]) const {
 #pragma unroll
     for (int j = 0; j < 2; ++j)

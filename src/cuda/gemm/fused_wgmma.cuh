@@ -1,6 +1,6 @@
 // The fused GEMM's Hopper mainloop (SM90, built for sm_90a): the same problem, numerics
 // and stored weights as fused_gemm.cuh (read that first), with the tensor-core work on
-// wgmma instead of mma.sync, for the tiles whose time is the multiply (M above 32).
+// wgmma instead of mma.sync, for the tiles whose time is the multiply (M from 17).
 //
 //   FP8:    Y[m, n] = sum_b (sum_{k in block b} A[m, k] * e4m3(W[n, k])) * scale[n, b] + bias[n]
 //   N-bit:  Y[m, n] = sum_k A[m, k] * round_T((q[n, k] - zp[n, b]) * scale[n, b]) + bias[n]
@@ -722,9 +722,10 @@ Status launch_wgmma_tile(const GemmParams<T, std::conditional_t<kW == GemmWeight
     BQMM_WGMMA_TILE_IF(128, 1) BQMM_WGMMA_TILE_IF(128, 2) BQMM_WGMMA_TILE_IF(256, 1)
   }
 #undef BQMM_WGMMA_TILE_IF
-  return Status(StatusCode::kInternal, "launch_fused_gemm: no wgmma kernel for tile_m " +
-                                           std::to_string(tile_m) + ", " + std::to_string(consts) +
-                                           " scale blocks per slab");
+  return Status(StatusCode::kInternal, "launch_fused_gemm: no wgmma kernel for tile_m " + std::to_string(tile_m) +
+                                           ", " + std::to_string(consts & ~kWgmmaVectorConsts) +
+                                           " scale blocks a stage" +
+                                           (consts & kWgmmaVectorConsts ? " as vectors" : ""));
 }
 
 }  // namespace bqmm::cuda

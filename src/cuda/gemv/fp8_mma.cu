@@ -89,7 +89,7 @@ __device__ __forceinline__ void multiply_window(const uint32_t (&frag)[4][4],
   acc[3] = fmaf(part[3], scale_hi, acc[3]);
 }
 
-// kLines (Fp8MatMulOptions::gemv_lines): the register-load tile's K loop with its weights
+// kLines (the plan's `lines`): the register-load tile's K loop with its weights
 // read as whole 128-byte lines and staged through the warp's 2 KB of shared memory
 // (gemv/line_loads.cuh says why). Warp w of the block takes the pairs of windows (128 K
 // elements) w, w + kKSplit, ... (K % 128 == 0, the planner's condition); one pair in
@@ -273,7 +273,7 @@ __device__ __forceinline__ void lines_k_loop(const Fp8Params<T>& p, const Qdq& q
 //   kTiles   16-column tiles per warp: 1, or 2 with line loads (lines_k_loop says why);
 //            block b owns columns b * 16 * kTiles ...
 //   kWide    two tiles at up to 168 registers, 12 warps per SM (kGemvWideRegisters,
-//            Fp8MatMulOptions::gemv_registers; k_split <= 4): each warp faster, fewer of
+//            the plan's `registers`; k_split <= 4): each warp faster, fewer of
 //            them (NBitsGemvWindowKernel's kWide says why; the planner costs both).
 //   kRowGroups  M > 8 (line loads only): the block's row group and column block from its
 //            index (RowGroup, gemv/common.cuh), the tile below on the group's up to 16

@@ -40,7 +40,7 @@ static_assert(kLineRows == kGemvTileCols, "a line-load buffer holds one warp til
 static_assert(kLinePairBytes == 2 * kGemvWindowBytes && kLinePairBytes == kGemvTmaTileBytes,
               "a pair is two 64-byte windows, the planners' 128-byte line (kGemvTmaTileBytes)");
 
-// Both two-tile launchers' check of the register bound a plan asks for (gemv_registers): 0
+// Both two-tile launchers' check of the register bound a plan asks for (its `registers`): 0
 // (the kernel's own), or with two tiles of line loads kGemvTwoTileRegisters or
 // kGemvWideRegisters, the latter at k_split <= kGemvWideMaxKSplit. Sets *wide. The planners
 // ask for nothing else: a violation is a bug, reported (kInternal, naming `who`) rather

@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(kMaxKSplit * kWarpSize, kMinBlocksPerSm<T>)
   const T* const a_row = p.a + static_cast<int64_t>(g < p.m ? g : p.m - 1) * p.k + t * C::kPerWord;
   // Only a row's last tile can be partial (row_bytes % 128 != 0): if this warp has it,
   // it is its tile `partial_i` with `partial_chunks` chunks of codes. Every other tile
-  // takes the code path without chunk tests (kFull), whose loads and mma steps the
+  // takes the code path without chunk tests (Full), whose loads and mma steps the
   // compiler can interleave freely (the tests' branches split them apart).
   const int partial_i = tiles.partial;
   const int partial_chunks = static_cast<int>((p.row_bytes % kTmaBoxBytes) / kChunkBytes);

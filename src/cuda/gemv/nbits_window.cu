@@ -23,7 +23,7 @@
 // moves); activations are loaded at the start of their window (L1 hits, covered by the
 // window's decode), by the lanes of rows g < M only (MmaTile says why).
 //
-// kLines (NBitsMatMulOptions::gemv_lines): the same math, the weights read as whole
+// kLines (the plan's `lines`): the same math, the weights read as whole
 // 128-byte lines and staged through the warp's 2 KB of shared memory (gemv/line_loads.cuh
 // says why): one pair of windows in flight, the same registers (8 bytes of spill at 64).
 // Measured at M <= 2 17-19 % faster at 28672 x 8192 (float16; bfloat16 10-12 %), at M = 4
@@ -31,7 +31,7 @@
 // tile, the round trip and the activations of more rows filling the L1 pipe (
 // two tiles, below, halve the activations per weight byte).
 //
-// kTiles = 2 (line loads; NBitsMatMulOptions::gemv_tiles_per_warp): the
+// kTiles = 2 (line loads; the plan's `tiles`): the
 // warp owns two 16-column tiles (n0 and n0 + 16), each with its own 2 KB buffer and pair
 // in flight, and multiplies each activation load with both, as FP8's line-load tile
 // (fp8_mma.cu says why): twice the bytes in flight per warp at 128 registers (16 warps
@@ -65,7 +65,7 @@ constexpr int kWindowDepth = 2;  // register buffers: one window multiplied, one
 // spills 4-8 bytes there in 8-bit, 48-56 in 8-bit float16 with a pair in one block (row
 // pointers, reloaded per pair), 14-20 in 4-bit with zero points; bounded to 96 they
 // spilled 24-58 bytes and ran 30-45 % slower).
-// kWide (two tiles per warp; NBitsMatMulOptions::gemv_registers = 168): blocks of at most
+// kWide (two tiles per warp; the plan's `registers` = 168): blocks of at most
 // kWideMaxKSplit = 4 warps, kWideBlocksPerSm = 3 of them per SM (gemv/common.cuh), i.e.
 // up to 168 registers and 12 warps per SM. Hopper's (and Ampere's) register file is 16 K
 // registers per scheduler: 129 to 168 registers per thread all give 3 warps per
