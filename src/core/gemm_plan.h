@@ -9,7 +9,12 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
+#include <string>
+#include <type_traits>
+#include <utility>
 
 #include "bqmm/device.h"
 #include "bqmm/plan_parts.h"
@@ -254,7 +259,7 @@ bool sm90_code_built();
 // and the kernel waits for the one before (sm90_code_built).
 inline bool gemv_dependent_launch_possible(const DeviceInfo& d) { return d.sm >= 90 && sm90_code_built(); }
 
-// The Hopper mainloop's instantiated tiles (cuda/gemm/fused_wgmma.cuh, launch_wgmma_tile):
+// The Hopper mainloop's built tiles (the wgmma kernel lists below, kFp8WgmmaKernels...):
 // tiles 64 and 128, and for N-bit codes 256. FP8 takes one scale block per slab
 // (block_size % 128 == 0), whose partial sums it scales per slab (beside tile 256's 128
 // accumulators they do not fit); N-bit codes take every block at tile 64, blocks of half
@@ -491,6 +496,72 @@ inline int wgmma_consts(const GemmConfig& g, int bits, int64_t block_size, bool 
   if (blocks <= 2) return blocks;
   if (vectors && g.tile_m == 64 && g.tile_n != kKHalvesTileN) return blocks | kWgmmaVectorConsts;
   return blocks == 4 ? 4 : 0;
+}
+
+// A fused GEMM kernel, as its launcher picks one (cuda/gemm/fused_gemm.cuh,
+// launch_gemm_format): the mainloop, the activation rows per block, how the block
+// constants reach the decode (gemm_consts on mma.sync, wgmma_consts) and, on the wgmma
+// 64-row tile, K halves.
+struct GemmKernelKey {
+  bool wgmma = false;
+  int tile_m = 0;
+  int consts = 0;
+  bool halves = false;
+  constexpr bool operator==(const GemmKernelKey& o) const {
+    return wgmma == o.wgmma && tile_m == o.tile_m && consts == o.consts && halves == o.halves;
+  }
+};
+// The kernel a launch of `g` takes for codes of `bits` in blocks of `block_size`; `vectors`:
+// the launcher's check that each row's constants of a stage are aligned vectors.
+inline GemmKernelKey gemm_kernel_key(const GemmConfig& g, int bits, int64_t block_size, bool vectors) {
+  if (!g.wgmma) return {false, g.tile_m, gemm_consts(block_size, gemm_stage_row_bytes(g, bits) * 8 / bits), false};
+  return {true, g.tile_m, wgmma_consts(g, bits, block_size, vectors), g.tile_n == kKHalvesTileN};
+}
+inline std::string gemm_kernel_name(const GemmKernelKey& k) {
+  std::string s = std::string(k.wgmma ? "wgmma" : "mma.sync") + " tile_m " + std::to_string(k.tile_m) + ", ";
+  s += k.wgmma ? std::to_string(k.consts & ~kWgmmaVectorConsts) + " scale blocks a stage" +
+                     (k.consts & kWgmmaVectorConsts ? " as vectors" : "")
+               : std::to_string(k.consts) + " scale blocks a slab";
+  return k.halves ? s + ", K halves" : s;
+}
+
+// The fused GEMM's kernels: the launchers build exactly these, each for every activation
+// type and zero-point form of its weight format, and nothing else (visit_gemm_kernel). On
+// mma.sync, tiles 16, 32 and 64 with 1, 2 or 8 blocks' constants a slab; on wgmma, FP8's
+// tiles 64 and 128 with one block a slab, and N-bit codes' tile 64 in every constant form,
+// 128 with 1 or 2 blocks a stage and 256 with 1; K halves on tile 64 with 8-bit codes (and
+// FP8) one block a slab, 4-bit codes two blocks a half-slab stage.
+inline constexpr GemmKernelKey kMmaGemmKernels[] = {
+    {false, 16, 1}, {false, 16, 2}, {false, 16, 8}, {false, 32, 1}, {false, 32, 2},
+    {false, 32, 8}, {false, 64, 1}, {false, 64, 2}, {false, 64, 8}};
+inline constexpr GemmKernelKey kFp8WgmmaKernels[] = {{true, 64, 1}, {true, 128, 1}, {true, 64, 1, true}};
+inline constexpr GemmKernelKey kInt8WgmmaKernels[] = {
+    {true, 64, 0},   {true, 64, 1},   {true, 64, 2},   {true, 64, 4},
+    {true, 64, 4 | kWgmmaVectorConsts},                {true, 64, 8 | kWgmmaVectorConsts},
+    {true, 128, 1},  {true, 128, 2},  {true, 256, 1},  {true, 64, 1, true}};
+inline constexpr GemmKernelKey kInt4WgmmaKernels[] = {
+    {true, 64, 0},   {true, 64, 1},   {true, 64, 2},   {true, 64, 4},
+    {true, 64, 4 | kWgmmaVectorConsts},                {true, 64, 8 | kWgmmaVectorConsts},
+    {true, 128, 1},  {true, 128, 2},  {true, 256, 1},  {true, 64, 2, true}};
+
+// Calls f(std::integral_constant<size_t, I>{}) for the first index I of kList holding
+// `key`, and says whether there was one: a launcher instantiates one kernel per entry of
+// its list through this, so the lists above are the built kernels.
+template <const auto& kList, typename F, size_t... I>
+bool visit_gemm_kernel(const GemmKernelKey& key, F&& f, std::index_sequence<I...>) {
+  return ((kList[I] == key && (f(std::integral_constant<size_t, I>{}), true)) || ...);
+}
+template <const auto& kList, typename F>
+bool visit_gemm_kernel(const GemmKernelKey& key, F&& f) {
+  return visit_gemm_kernel<kList>(key, std::forward<F>(f), std::make_index_sequence<std::size(kList)>{});
+}
+
+// Whether a kernel is built for `key` and weights of `bits` (FP8: `fp8`).
+inline bool gemm_kernel_built(const GemmKernelKey& key, int bits, bool fp8) {
+  const auto noop = [](auto) {};
+  if (!key.wgmma) return visit_gemm_kernel<kMmaGemmKernels>(key, noop);
+  if (fp8) return visit_gemm_kernel<kFp8WgmmaKernels>(key, noop);
+  return bits == 8 ? visit_gemm_kernel<kInt8WgmmaKernels>(key, noop) : visit_gemm_kernel<kInt4WgmmaKernels>(key, noop);
 }
 
 // The whole tiling for problem `s` on `device`: the mainloop and tile, then the K split

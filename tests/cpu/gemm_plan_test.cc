@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <set>
+#include <string>
+#include <tuple>
 
+#include "common/plan_testing.h"
 #include "core/gemm_plan.h"
 
 namespace bqmm {
@@ -399,6 +403,81 @@ TEST(GemmPlan, KHalvesReplaceTheSplitOfTwo) {
   EXPECT_EQ(forced_split.tile_n, kKHalvesTileN);
   EXPECT_EQ(forced_split.k_split, 4);
   EXPECT_FALSE(forced_split.cluster_reduce);
+}
+
+// The launchers' dispatch over a kernel list: each entry reaches its own index, a key the
+// list lacks reaches none.
+TEST(GemmPlan, KernelListVisit) {
+  for (size_t i = 0; i < std::size(kInt4WgmmaKernels); ++i) {
+    size_t visited = 99;
+    EXPECT_TRUE(visit_gemm_kernel<kInt4WgmmaKernels>(kInt4WgmmaKernels[i], [&](auto j) { visited = j; }));
+    EXPECT_EQ(visited, i);
+  }
+  bool called = false;
+  EXPECT_FALSE(visit_gemm_kernel<kFp8WgmmaKernels>(GemmKernelKey{true, 256, 1}, [&](auto) { called = true; }));
+  EXPECT_FALSE(called);
+  EXPECT_TRUE(gemm_kernel_built(GemmKernelKey{true, 64, 1, true}, 8, false));
+  EXPECT_FALSE(gemm_kernel_built(GemmKernelKey{true, 64, 2, true}, 8, false));  // halves: 4-bit's form
+  EXPECT_TRUE(gemm_kernel_built(GemmKernelKey{true, 64, 2, true}, 4, false));
+  EXPECT_FALSE(gemm_kernel_built(GemmKernelKey{true, 256, 1}, 8, true));  // FP8 has no 256-row tile
+  EXPECT_EQ(gemm_kernel_name(GemmKernelKey{true, 64, 4 | kWgmmaVectorConsts}),
+            "wgmma tile_m 64, 4 scale blocks a stage as vectors");
+  EXPECT_EQ(gemm_kernel_name(GemmKernelKey{true, 64, 2, true}), "wgmma tile_m 64, 2 scale blocks a stage, K halves");
+  EXPECT_EQ(gemm_kernel_name(GemmKernelKey{false, 16, 8}), "mma.sync tile_m 16, 8 scale blocks a slab");
+}
+
+// Both planners' fused GEMM plans over M = 9..256, both activation types, every weight
+// format, zero-point form and block size from 16 to 256 (FP8 from 32), K with whole and
+// partial slabs and N of one to hundreds of tiles, on SM90 (132 and 78 SMs) and SM80: the
+// kernel each launch would take (with and without the constants' vector form) is built,
+// and every built kernel is planned for some problem (the lists hold only what plans
+// reach; the wgmma lists where this build has SM90).
+TEST(GemmPlan, EveryPlannedFusedGemmKernelIsBuiltAndEveryBuiltOnePlanned) {
+  using Reached = std::set<std::tuple<int, bool, int, int, bool>>;  // bits (FP8: 0) and the key
+  Reached reached;
+  const auto record = [&](const GemmConfig& g, int bits, bool fp8, int64_t block_size, const std::string& what) {
+    for (const bool vectors : {false, true}) {
+      const GemmKernelKey k = gemm_kernel_key(g, bits, block_size, vectors);
+      EXPECT_TRUE(gemm_kernel_built(k, bits, fp8)) << gemm_kernel_name(k) << " for " << what;
+      reached.insert({fp8 ? 0 : bits, k.wgmma, k.tile_m, k.consts, k.halves});
+    }
+  };
+  const DeviceInfo devices[] = {testing::kHopper, DeviceInfo{90, 78}, testing::kAmpere};
+  const int64_t rows[] = {9, 12, 16, 17, 24, 32, 33, 48, 64, 65, 96, 100, 128, 129, 192, 256};
+  const int64_t cols[] = {256, 1000, 8192, 28672};
+  const int64_t depths[] = {1024, 8192, 8224, 8256};
+  for (const DeviceInfo& d : devices)
+    for (const DType t : {DType::kFloat16, DType::kBFloat16})
+      for (const int64_t m : rows)
+        for (const int64_t n : cols)
+          for (const int64_t k : depths) {
+            for (const int64_t bs : {32, 64, 128, 256}) {
+              Fp8MatMulProblem p = testing::fp8_problem(m, n, k, bs, t);
+              Fp8MatMulPlan plan;
+              ASSERT_TRUE(plan_fp8_matmul(p, d, Fp8MatMulOptions{}, &plan).ok()) << p;
+              if (plan.path == Fp8Path::kFusedGemm) record(plan.gemm, 8, true, bs, ::testing::PrintToString(p));
+            }
+            for (const int bits : {4, 8})
+              for (const int64_t bs : {16, 32, 64, 128, 256})
+                for (const NBitsZeroPoints zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked, NBitsZeroPoints::kTyped}) {
+                  NBitsMatMulProblem p = testing::nbits_problem(m, n, k, bits, bs, t);
+                  p.zero_points = zp;
+                  NBitsMatMulPlan plan;
+                  ASSERT_TRUE(plan_nbits_matmul(p, d, NBitsMatMulOptions{}, &plan).ok()) << p;
+                  if (plan.path == NBitsPath::kFusedGemm) record(plan.gemm, bits, false, bs, ::testing::PrintToString(p));
+                }
+          }
+  const auto expect_planned = [&](int bits, const auto& list) {
+    for (const GemmKernelKey& k : list)
+      if (!k.wgmma || wgmma_built())
+        EXPECT_EQ(reached.count({bits, k.wgmma, k.tile_m, k.consts, k.halves}), 1u)
+            << gemm_kernel_name(k) << " is built for " << (bits == 0 ? "FP8" : std::to_string(bits) + "-bit")
+            << " codes but no plan takes it";
+  };
+  for (const int bits : {0, 8, 4}) expect_planned(bits, kMmaGemmKernels);
+  expect_planned(0, kFp8WgmmaKernels);
+  expect_planned(8, kInt8WgmmaKernels);
+  expect_planned(4, kInt4WgmmaKernels);
 }
 
 }  // namespace

@@ -4,8 +4,8 @@
 namespace bqmm::cuda {
 
 template Status launch_wgmma_tile<__half, GemmWeights::kFp8, false>(const GemmParams<__half, float>&,
-                                                                    int, int, bool, dim3, bool, cudaStream_t);
+                                                                    const GemmKernelKey&, dim3, bool, cudaStream_t);
 template Status launch_wgmma_tile<__nv_bfloat16, GemmWeights::kFp8, false>(
-    const GemmParams<__nv_bfloat16, float>&, int, int, bool, dim3, bool, cudaStream_t);
+    const GemmParams<__nv_bfloat16, float>&, const GemmKernelKey&, dim3, bool, cudaStream_t);
 
 }  // namespace bqmm::cuda

@@ -811,7 +811,7 @@ Status launch_gemm_tile(const Params& p, dim3 grid, cudaStream_t stream) {
 // fp8_wgmma.cu / nbits_wgmma.cu, built for sm_90a).
 template <typename T, GemmWeights kW, bool kTypedZp>
 Status launch_wgmma_tile(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>>& p,
-                         int tile_m, int consts, bool halves, dim3 grid, bool cluster_sum, cudaStream_t stream);
+                         const GemmKernelKey& key, dim3 grid, bool cluster_sum, cudaStream_t stream);
 
 // One format's launch (T, kW and the zero points' form fixed): the parameters, the grid,
 // the mainloop's (tile_m, kConsts) instantiation, then the K split's reduction. The caller
@@ -846,24 +846,19 @@ Status launch_gemm_format(const FusedGemmArgs& args, const GemmConfig& config, f
                         ((args.n + config.tile_n - 1) / config.tile_n);
   const dim3 grid(static_cast<unsigned>(tiles), 1, static_cast<unsigned>(config.k_split));
   constexpr int kBits = GemmFormat<kW>::kBits;
-  const int consts =
-      config.wgmma ? wgmma_consts(config, kBits, args.block_size,
-                                  wgmma_vector_consts(p, kBits, kTypedZp, wgmma_stage_blocks(config, kBits, args.block_size)))
-                   : gemm_consts(args.block_size, gemm_stage_row_bytes(config, kBits) * 8 / kBits);
-  const Status launched = [&]() -> Status {
-    if (config.wgmma)
-      return launch_wgmma_tile<T, kW, kTypedZp>(p, config.tile_m, consts, config.tile_n == kKHalvesTileN, grid,
-                                                config.cluster_reduce, stream);
-#define BQMM_GEMM_TILE_IF(TM, C) \
-  if (config.tile_m == TM && consts == C) return launch_gemm_tile<T, kW, TM, C, kTypedZp>(p, grid, stream);
-    BQMM_GEMM_TILE_IF(16, 1) BQMM_GEMM_TILE_IF(16, 2) BQMM_GEMM_TILE_IF(16, 8)
-    BQMM_GEMM_TILE_IF(32, 1) BQMM_GEMM_TILE_IF(32, 2) BQMM_GEMM_TILE_IF(32, 8)
-    BQMM_GEMM_TILE_IF(64, 1) BQMM_GEMM_TILE_IF(64, 2) BQMM_GEMM_TILE_IF(64, 8)
-#undef BQMM_GEMM_TILE_IF
-    return Status(StatusCode::kInternal, "launch_fused_gemm: no kernel for tile_m " +
-                                             std::to_string(config.tile_m) + ", " +
-                                             std::to_string(consts) + " scale blocks per slab");
-  }();
+  const bool vectors =
+      config.wgmma && wgmma_vector_consts(p, kBits, kTypedZp, wgmma_stage_blocks(config, kBits, args.block_size));
+  const GemmKernelKey key = gemm_kernel_key(config, kBits, args.block_size, vectors);
+  // mma.sync: every entry of kMmaGemmKernels instantiated here (core/gemm_plan.h).
+  Status launched = Status::Ok();
+  if (config.wgmma) {
+    launched = launch_wgmma_tile<T, kW, kTypedZp>(p, key, grid, config.cluster_reduce, stream);
+  } else if (!visit_gemm_kernel<kMmaGemmKernels>(key, [&](auto i) {
+               constexpr GemmKernelKey k = kMmaGemmKernels[decltype(i)::value];
+               launched = launch_gemm_tile<T, kW, k.tile_m, k.consts, kTypedZp>(p, grid, stream);
+             })) {
+    launched = Status(StatusCode::kInternal, "launch_fused_gemm: no kernel for " + gemm_kernel_name(key));
+  }
   BQMM_RETURN_IF_ERROR(launched);
   if (config.k_split == 1 || config.cluster_reduce) return Status::Ok();
   return launch_k_split_reduce<T>(partials, p.bias, p.y, args.m, args.n, config.k_split,

@@ -696,36 +696,30 @@ Status launch_wgmma_instance(const GemmParams<T, S>& p, dim3 grid, bool cluster_
                           cluster_sum ? unsigned{kClusterSumSplit} : 1u, "FusedWgmmaKernel", wp);
 }
 
-// The instantiations (core/gemm_plan.h, wgmma_tile_supported, says which the planner asks
-// for): FP8 tiles 64 and 128 with one scale block per slab; N-bit tiles 64 (every block
-// size; 4 blocks a stage one at a time or as vectors, 8 as vectors or where used), 128
-// (blocks of half a stage, 64 K, or more) and 256 (blocks of a stage, 64 K, or more), each
-// zero-point form; K halves (`halves`) on tile 64, 8-bit codes one block a slab,
-// 4-bit codes two blocks a half-slab stage (blocks of 64).
+// The kernel of `key` from kList, this format's wgmma kernels (core/gemm_plan.h): each
+// entry instantiated here for T and kTypedZp (wgmma_tile_supported says which the planner
+// asks for).
+template <const auto& kList, typename T, GemmWeights kW, bool kTypedZp, typename S>
+Status launch_listed_wgmma(const GemmParams<T, S>& p, const GemmKernelKey& key, dim3 grid, bool cluster_sum,
+                           cudaStream_t stream) {
+  Status launched = Status::Ok();
+  const bool built = visit_gemm_kernel<kList>(key, [&](auto i) {
+    constexpr GemmKernelKey k = kList[decltype(i)::value];
+    launched = launch_wgmma_instance<T, kW, k.tile_m, k.consts, kTypedZp, k.halves>(p, grid, cluster_sum, stream);
+  });
+  if (!built) return Status(StatusCode::kInternal, "launch_fused_gemm: no kernel for " + gemm_kernel_name(key));
+  return launched;
+}
+
 template <typename T, GemmWeights kW, bool kTypedZp>
 Status launch_wgmma_tile(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>>& p,
-                         int tile_m, int consts, bool halves, dim3 grid, bool cluster_sum, cudaStream_t stream) {
-  constexpr int kHalvesConsts = k_halves_consts(GemmFormat<kW>::kBits);
-  if (halves && tile_m == 64 && consts == kHalvesConsts)
-    return launch_wgmma_instance<T, kW, 64, kHalvesConsts, kTypedZp, true>(p, grid, cluster_sum, stream);
-  if (halves)
-    return Status(StatusCode::kInternal,
-                  "launch_fused_gemm: K halves on the 64-row tile, 8-bit codes in blocks of whole slabs or "
-                  "4-bit codes in blocks of 64");
-#define BQMM_WGMMA_TILE_IF(TM, C) \
-  if (tile_m == (TM) && consts == (C)) return launch_wgmma_instance<T, kW, TM, (C), kTypedZp>(p, grid, cluster_sum, stream);
-  if constexpr (kW == GemmWeights::kFp8) {
-    BQMM_WGMMA_TILE_IF(64, 1) BQMM_WGMMA_TILE_IF(128, 1)
-  } else {
-    BQMM_WGMMA_TILE_IF(64, 0) BQMM_WGMMA_TILE_IF(64, 1) BQMM_WGMMA_TILE_IF(64, 2) BQMM_WGMMA_TILE_IF(64, 4)
-    BQMM_WGMMA_TILE_IF(64, 4 | kWgmmaVectorConsts) BQMM_WGMMA_TILE_IF(64, 8 | kWgmmaVectorConsts)
-    BQMM_WGMMA_TILE_IF(128, 1) BQMM_WGMMA_TILE_IF(128, 2) BQMM_WGMMA_TILE_IF(256, 1)
-  }
-#undef BQMM_WGMMA_TILE_IF
-  return Status(StatusCode::kInternal, "launch_fused_gemm: no wgmma kernel for tile_m " + std::to_string(tile_m) +
-                                           ", " + std::to_string(consts & ~kWgmmaVectorConsts) +
-                                           " scale blocks a stage" +
-                                           (consts & kWgmmaVectorConsts ? " as vectors" : ""));
+                         const GemmKernelKey& key, dim3 grid, bool cluster_sum, cudaStream_t stream) {
+  if constexpr (kW == GemmWeights::kFp8)
+    return launch_listed_wgmma<kFp8WgmmaKernels, T, kW, kTypedZp>(p, key, grid, cluster_sum, stream);
+  else if constexpr (kW == GemmWeights::kInt8)
+    return launch_listed_wgmma<kInt8WgmmaKernels, T, kW, kTypedZp>(p, key, grid, cluster_sum, stream);
+  else
+    return launch_listed_wgmma<kInt4WgmmaKernels, T, kW, kTypedZp>(p, key, grid, cluster_sum, stream);
 }
 
 }  // namespace bqmm::cuda

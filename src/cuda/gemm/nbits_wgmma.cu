@@ -4,9 +4,9 @@
 
 namespace bqmm::cuda {
 
-#define BQMM_NBITS_WGMMA(T, W, TYPED)                                                        \
-  template Status launch_wgmma_tile<T, GemmWeights::W, TYPED>(const GemmParams<T, T>&, int, int, \
-                                                              bool, dim3, bool, cudaStream_t);
+#define BQMM_NBITS_WGMMA(T, W, TYPED)                                                           \
+  template Status launch_wgmma_tile<T, GemmWeights::W, TYPED>(const GemmParams<T, T>&, const GemmKernelKey&, \
+                                                              dim3, bool, cudaStream_t);
 BQMM_NBITS_WGMMA(__half, kInt8, false)
 BQMM_NBITS_WGMMA(__nv_bfloat16, kInt8, false)
 BQMM_NBITS_WGMMA(__half, kInt4, false)

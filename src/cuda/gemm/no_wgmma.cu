@@ -6,13 +6,13 @@ namespace bqmm::cuda {
 
 template <typename T, GemmWeights kW, bool kTypedZp>
 Status launch_wgmma_tile(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>>&,
-                         int, int, bool, dim3, bool, cudaStream_t) {
+                         const GemmKernelKey&, dim3, bool, cudaStream_t) {
   return Status(StatusCode::kInternal,
                 "launch_fused_gemm: the wgmma mainloop is not built (no SM90 in CUDA_ARCHITECTURES)");
 }
 
 #define BQMM_NO_WGMMA(T, S, W, TYPED)                                                             \
-  template Status launch_wgmma_tile<T, GemmWeights::W, TYPED>(const GemmParams<T, S>&, int, int, bool, \
+  template Status launch_wgmma_tile<T, GemmWeights::W, TYPED>(const GemmParams<T, S>&, const GemmKernelKey&, \
                                                               dim3, bool, cudaStream_t);
 BQMM_NO_WGMMA(__half, float, kFp8, false)
 BQMM_NO_WGMMA(__nv_bfloat16, float, kFp8, false)
