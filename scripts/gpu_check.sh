@@ -32,8 +32,9 @@
 #   ab: A/B against a baseline source tree AB_TREE (default ab-base/, made on the build
 #   machine by scripts/ab_prepare.sh REV and carried to the GPU machine): builds its
 #   profiler beside this tree's (build-ab/; with the build step, in the background while
-#   test and sanitize run, and waited for before any timing step), runs each suite of AB_SUITES (default
-#   "fp8 nbits8:none nbits4:none nbits4:packed"; an entry is fp8[:decode|prefill] or
+#   test and sanitize run, and waited for before any timing step), runs each suite of
+#   AB_SUITES (default "fp8 nbits8:none nbits4:none nbits4:packed"; an entry is
+#   fp8[:decode|prefill] or
 #   nbits<bits>[:none|packed|typed], at block AB_BLOCK_SIZE, default 128) for the base and
 #   this tree in turn, AB_REPEATS times (default 2), into $OUT/ab/, and compares them
 #   (scripts/ab_table.py: per case the fastest repeat's b2b_us, or with AB_STAT=median

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
@@ -197,8 +198,9 @@ constexpr int64_t w8a8_m_pad(int64_t m) { return (m + kW8a8TileM - 1) / kW8a8Til
 // 1.17-1.20x with 128 x 128 blocks and 1.04-1.12x at 14336 x 4096; at M = 128 0.96-1.04x;
 // at M = 256 (8192 x 8192) 0.94-0.97x the time of CUTLASS's groupwise FP8 GEMM (which it
 // replaced) with dynamic or 128-row scales, 1.04x the W8A8 GEMM's with static per-row
-// scales (whose single activation scale folds cheaply); from 512 rows 0.90-1.02x with static per-row scales on the four prefill
-// shapes, 0.91-0.98x otherwise (PERF.md, "W8A8 on cuBLASLt's block-scaled FP8 GEMM").
+// scales (whose single activation scale folds cheaply); from 512 rows 0.90-1.02x with
+// static per-row scales on the four prefill shapes, 0.91-0.98x otherwise (PERF.md, "W8A8
+// on cuBLASLt's block-scaled FP8 GEMM").
 constexpr int64_t kW8a8CublasltRowMultiple = 4;
 constexpr int64_t kW8a8CublasltMinRows = 256;
 constexpr int64_t kW8a8CublasltStaticPerRowMinRows = 512;
@@ -259,7 +261,7 @@ bool sm90_code_built();
 // and the kernel waits for the one before (sm90_code_built).
 inline bool gemv_dependent_launch_possible(const DeviceInfo& d) { return d.sm >= 90 && sm90_code_built(); }
 
-// The Hopper mainloop's built tiles (the wgmma kernel lists below, kFp8WgmmaKernels...):
+// The Hopper mainloop's built tiles (kFp8WgmmaKernels and the N-bit lists below):
 // tiles 64 and 128, and for N-bit codes 256. FP8 takes one scale block per slab
 // (block_size % 128 == 0), whose partial sums it scales per slab (beside tile 256's 128
 // accumulators they do not fit); N-bit codes take every block at tile 64, blocks of half
@@ -534,15 +536,19 @@ inline std::string gemm_kernel_name(const GemmKernelKey& k) {
 inline constexpr GemmKernelKey kMmaGemmKernels[] = {
     {false, 16, 1}, {false, 16, 2}, {false, 16, 8}, {false, 32, 1}, {false, 32, 2},
     {false, 32, 8}, {false, 64, 1}, {false, 64, 2}, {false, 64, 8}};
-inline constexpr GemmKernelKey kFp8WgmmaKernels[] = {{true, 64, 1}, {true, 128, 1}, {true, 64, 1, true}};
-inline constexpr GemmKernelKey kInt8WgmmaKernels[] = {
-    {true, 64, 0},   {true, 64, 1},   {true, 64, 2},   {true, 64, 4},
-    {true, 64, 4 | kWgmmaVectorConsts},                {true, 64, 8 | kWgmmaVectorConsts},
-    {true, 128, 1},  {true, 128, 2},  {true, 256, 1},  {true, 64, 1, true}};
-inline constexpr GemmKernelKey kInt4WgmmaKernels[] = {
-    {true, 64, 0},   {true, 64, 1},   {true, 64, 2},   {true, 64, 4},
-    {true, 64, 4 | kWgmmaVectorConsts},                {true, 64, 8 | kWgmmaVectorConsts},
-    {true, 128, 1},  {true, 128, 2},  {true, 256, 1},  {true, 64, 2, true}};
+// The scale blocks a stage of K halves holds (fused_gemm_halves_blocks says which blocks):
+// 8-bit codes (and FP8) one (blocks of whole slabs), 4-bit codes two (blocks of 64 in
+// half-slab stages).
+constexpr int k_halves_consts(int bits) { return bits == 8 ? 1 : 2; }
+inline constexpr GemmKernelKey kFp8WgmmaKernels[] = {
+    {true, 64, 1}, {true, 128, 1}, {true, 64, k_halves_consts(8), true}};
+constexpr std::array<GemmKernelKey, 10> nbits_wgmma_kernels(int bits) {
+  return {{{true, 64, 0}, {true, 64, 1}, {true, 64, 2}, {true, 64, 4}, {true, 64, 4 | kWgmmaVectorConsts},
+           {true, 64, 8 | kWgmmaVectorConsts}, {true, 128, 1}, {true, 128, 2}, {true, 256, 1},
+           {true, 64, k_halves_consts(bits), true}}};
+}
+inline constexpr auto kInt8WgmmaKernels = nbits_wgmma_kernels(8);
+inline constexpr auto kInt4WgmmaKernels = nbits_wgmma_kernels(4);
 
 // Calls f(std::integral_constant<size_t, I>{}) for the first index I of kList holding
 // `key`, and says whether there was one: a launcher instantiates one kernel per entry of

@@ -191,11 +191,6 @@ __global__ void __launch_bounds__(256) ActOrderKernel(const T* __restrict__ a, T
   }
 }
 
-// The scale blocks a stage of K halves holds (the tile's kConsts; fused_gemm_halves_blocks
-// in core/gemm_plan.h says which blocks): 8-bit codes one (blocks of whole slabs), 4-bit
-// codes two (blocks of 64 in half-slab stages).
-constexpr int k_halves_consts(int bits) { return bits == 8 ? 1 : 2; }
-
 // The kernel's parameters: the fused GEMM's, and the tensor maps of its TMA copies (built
 // per launch, launch_wgmma_instance).
 template <typename T, typename S>
