@@ -307,6 +307,69 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// 16 bytes global -> shared, bypassing L1; zero-filled (nothing read) when !valid.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+// 4 bytes global -> shared, cached in L1 (a warp's 32 copies of consecutive words are one
+// 128-byte line); zero-filled (nothing read) when !valid.
+__device__ __forceinline__ void cp_async4(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(dst), "l"(src), "r"(valid ? 4 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+
+// ----------------------------------------------------------------- thread-block clusters
+// SM90 and later (BQMM_CLUSTERS); built for older GPUs they are nothing, and no plan
+// launches a cluster there. cluster_sync: every thread of the cluster's blocks arrives
+// (release: its prior writes, distributed shared memory included, become visible) and
+// waits for all of them (acquire). Not .aligned: nothing here promises that a warp
+// reaches it converged.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define BQMM_CLUSTERS 1
+#else
+#define BQMM_CLUSTERS 0
+#endif
+__device__ __forceinline__ void cluster_sync() {
+#if BQMM_CLUSTERS
+  asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ uint32_t cluster_block_rank() {
+  uint32_t rank = 0;
+#if BQMM_CLUSTERS
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+#endif
+  return rank;
+}
+// The address, in the cluster's shared-memory window, of shared-memory address `addr` of the
+// cluster's block `rank`. A block's window is contiguous: map a base once, add offsets.
+__device__ __forceinline__ uint32_t map_cluster_addr(uint32_t addr, uint32_t rank) {
+  uint32_t mapped = addr;
+#if BQMM_CLUSTERS
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(mapped) : "r"(addr), "r"(rank));
+#endif
+  return mapped;
+}
+__device__ __forceinline__ void store_cluster_f32(uint32_t cluster_addr, float v) {
+#if BQMM_CLUSTERS
+  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(cluster_addr), "f"(v) : "memory");
+#endif
+}
+__device__ __forceinline__ float load_cluster_f32(uint32_t cluster_addr) {
+  float v = 0.0f;
+#if BQMM_CLUSTERS
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(cluster_addr) : "memory");
+#endif
+  return v;
+}
+
 // ----------------------------------------------------------------- tensor cores
 // D = A * B + C for one warp, mma.sync m16n8k16, T (float16 or bfloat16) operands, float32
 // accumulators (SM80+). Fragment ownership (PTX ISA, "Matrix Fragments for mma.m16n8k16
