@@ -307,6 +307,17 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// 16 bytes of shared memory at `addr`, at the point of the call (volatile: where the
+// caller puts it, as the global loads above, not hoisted ahead of other work by the
+// compiler, whose early loads then hold registers).
+__device__ __forceinline__ uint4 load_shared_u4(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr));
+  return v;
+}
+
 // 16 bytes global -> shared, bypassing L1; zero-filled (nothing read) when !valid.
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src),

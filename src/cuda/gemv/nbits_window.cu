@@ -316,14 +316,15 @@ __device__ __forceinline__ void window_tile(const GemvParams<T>& p, uint32_t col
   float accs[kHalves * kTiles][4] = {};
   // kSharedAct: the block's activations of its slice, staged once (stage_shared_act).
   extern __shared__ uint4 window_lines[];
-  const uint4* shared_act = window_lines + warps * kTiles * (kLineBufferBytes / 16) + lane;
+  const uint32_t shared_act = smem_addr(window_lines + warps * kTiles * (kLineBufferBytes / 16) + lane);
   auto load_act = [&](uint32_t u, uint4 (&act)[kHalves][Tile::kActVecs]) {
     if constexpr (kSharedAct) {
 #pragma unroll
       for (int r = 0; r < kHalves; ++r)
 #pragma unroll
         for (int i = 0; i < Tile::kActVecs; ++i)
-          act[r][i] = shared_act[(((u - u0) * kHalves + r) * Tile::kActVecs + i) * kWarpSize];
+          act[r][i] = load_shared_u4(shared_act +
+                                     (((u - u0) * kHalves + r) * Tile::kActVecs + i) * kWarpSize * 16);
     } else {
 #pragma unroll
       for (int r = 0; r < kHalves; ++r) {
