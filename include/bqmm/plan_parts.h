@@ -21,10 +21,6 @@ struct GemvConfig {
   int tiles = 0;        // 16-column tiles per warp (2 only with line loads)
   int registers = 0;    // two tiles: the kernel's register bound (128 or 168), else 0
   int row_groups = 1;   // M > 8: groups of 16 activation rows, one block each per column block
-  int act_slices = 0;   // NBitsMatMul's row groups (SM90): > 0, blocks of k_split warps of
-                        // column tiles share one copy of their K slice's activations in shared
-                        // memory, act_slices such blocks (a cluster) splitting K; 0: a block's
-                        // warps split K on one column tile
   bool dependent_launch = false;  // SM90, NBitsMatMul's 4-bit register tile or FP8's one tile
                                   // of line loads: a programmatic dependent launch, its
                                   // first weights pulled into L2 while the kernel before

@@ -92,24 +92,6 @@ constexpr int nbits_window_max_k_split(int bits, bool zero_points, bool float16,
   return kGemvMaxKSplit;
 }
 
-// The row groups' shared activations (GemvConfig::act_slices, cuda/gemv/nbits_window.cu):
-// each block of the cluster stages its K slice of the group's 16 activation rows (of
-// 2-byte T) in shared memory, a slice being ceil(windows / slices) 64-byte windows of codes
-// rounded to whole pairs; with its line buffers (2 tiles x 2 KB a warp) a block stays
-// within kNBitsSharedActMaxSmem so that two fit an SM. Blocks of kNBitsSharedActWarps
-// warps of column tiles.
-constexpr int64_t kNBitsSharedActMaxSmem = 100 * 1024;
-constexpr int64_t kNBitsSharedActWarps = 8;
-constexpr int64_t nbits_shared_act_bytes(int bits, int64_t k, int64_t slices) {
-  const int64_t windows = k * bits / 8 / kGemvWindowBytes;
-  const int64_t per_slice = ((windows + slices - 1) / slices + 1) / 2 * 2;
-  return per_slice * kGemvGroupRows * (kGemvWindowBytes * 8 / bits) * 2;
-}
-constexpr int64_t nbits_shared_act_smem(int bits, int64_t k, int64_t slices,
-                                        int64_t warps = kNBitsSharedActWarps) {
-  return warps * 2 * 2048 + nbits_shared_act_bytes(bits, k, slices);
-}
-
 // SM90's TMA tile stream (cuda/gemv/tma.cuh) can carry an [n, row_bytes] weight: the copy
 // engine exists, and the tiles' box coordinates (bytes into a row, row) are 32-bit.
 inline bool gemv_tma_fits(int sm, int64_t n, int64_t row_bytes) {

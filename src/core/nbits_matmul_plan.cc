@@ -364,21 +364,6 @@ Status choose_k_split(const NBitsMatMulProblem& p, const DeviceInfo& d, const Ge
   return Status::Ok();
 }
 
-// The row groups' shared activations (GemvConfig::act_slices): on SM90 (thread-block
-// clusters, built and present), two tiles of line loads at 128 registers, where a block's
-// K slice of activations fits its shared memory. Only where the override asks for it (S
-// slices); the planner's own choice is 0.
-int choose_act_slices(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o,
-                      const GemvConfig& g) {
-  if (o.act_slices <= 0) return 0;
-  const bool fits = p.m > kGemvMaxRows && gemv_dependent_launch_possible(d) && g.window &&
-                    g.lines && g.tiles == 2 &&
-                    nbits_shared_act_smem(p.bits, p.k, o.act_slices,
-                                          o.k_split > 0 ? o.k_split : kNBitsSharedActWarps) <=
-                        kNBitsSharedActMaxSmem;
-  return fits ? o.act_slices : 0;
-}
-
 // `dependent`: the caller allows a dependent launch (dependent_launch_applies).
 Status plan_gemv(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o,
                  bool dependent, GemvConfig* g) {
@@ -394,11 +379,6 @@ Status plan_gemv(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOve
   g->row_groups = static_cast<int>(gemv_row_groups(p.m));
   choose_stream(p, d, f, o, g);
   BQMM_RETURN_IF_ERROR(choose_k_split(p, d, f, o, g));
-  g->act_slices = choose_act_slices(p, d, o, *g);
-  if (g->act_slices > 0) {  // blocks of 8 (or forced) warps of column tiles, 128 registers
-    g->k_split = o.k_split > 0 ? o.k_split : static_cast<int>(kNBitsSharedActWarps);
-    g->registers = kGemvTwoTileRegisters;
-  }
   g->dependent_launch = dependent && dependent_launch_applies(p, d, f, *g);
   return Status::Ok();
 }

@@ -64,11 +64,6 @@
 //                            NBitsMatMul's 4-bit register tile, FP8's one tile of line
 //                            loads and its CUDA-core kernel at M = 1, without static W8A8;
 //                            off (0) for all
-//   act_slices=0|1|2|4|8
-//                     nbits  the row groups' shared activations (SM90 builds and devices,
-//                            two tiles of line loads at 128 registers): S > 0 blocks of 8
-//                            warps of column tiles over one K slice each, S blocks (a
-//                            cluster) splitting K; 0 never
 // Unset keys leave the planner's choice. A forced choice that does not apply to a problem
 // is ignored where the planner's rules say so (as for its own choices), except the
 // conflicts the planner reports (registers=168 with k_split=8).
@@ -110,8 +105,6 @@ struct PlanOverride {
   int k_halves = -1;        // -1: planner; 0 / 1: the wgmma GEMMs' K halves
   int cluster_sum = -1;     // -1: planner; 0 / 1: a wgmma GEMM's K split summed in a cluster
   int gemv_pdl = -1;        // -1: planner; 0 / 1: the decode GEMV's dependent launch
-  int act_slices = -1;      // -1: planner; 0: off; 1..8: NBitsMatMul's row groups' shared
-                            // activations in that many K slices
 
   bool empty() const;
 };

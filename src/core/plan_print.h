@@ -16,8 +16,8 @@ inline std::ostream& print_dequant(std::ostream& os, const DequantConfig& d,
 }
 
 // The tensor-core GEMV's tiling: "; k_split=..; tma=..[; window=..]; lines=..; tiles=..
-// [; regs=..][; row_groups=..][; act_slices=..]" (window for the operator that has that
-// kernel, regs with two tiles, act_slices where the row groups share activations).
+// [; regs=..][; row_groups=..]" (window for the operator that has that kernel, regs with two
+// tiles).
 // row_groups: M > 8 (the line-load kernels' groups of 16 rows).
 inline std::ostream& print_tensor_core_gemv(std::ostream& os, const GemvConfig& g,
                                             bool has_window, bool row_groups) {
@@ -26,7 +26,6 @@ inline std::ostream& print_tensor_core_gemv(std::ostream& os, const GemvConfig& 
   os << "; lines=" << (g.lines ? 1 : 0) << "; tiles=" << g.tiles;
   if (g.registers > 0) os << "; regs=" << g.registers;
   if (row_groups) os << "; row_groups=" << g.row_groups;
-  if (g.act_slices > 0) os << "; act_slices=" << g.act_slices;
   if (g.dependent_launch) os << "; dependent_launch=yes";
   return os;
 }

@@ -113,10 +113,6 @@ struct NBitsGemvArgs {
   // weights into L2, then waits for that kernel before it reads A or writes Y. Refused for
   // the other GEMV kernels.
   bool dependent = false;
-  // Row groups on the window kernel's two tiles of line loads (GemvConfig::act_slices; SM90):
-  // k_split warps of column tiles a block sharing one copy of their K slice's activations,
-  // act_slices such blocks (a cluster along z) splitting K. 0: the plain row groups.
-  int act_slices = 0;
 };
 // algo: the K-loop strategy (kNBitsGemvAlgo* of bqmm/nbits_matmul.h); rows: activation
 // rows per warp tile (8 for float16 / bfloat16; 1, 2, 4 or 8 >= M for float32); k_split:

@@ -101,7 +101,6 @@ Status run_gemv(const NBitsMatMulPlan& plan, const NBitsMatMulArgs& args, cudaSt
   g.k = p.k;
   g.block_size = p.block_size;
   g.dependent = plan.gemv.dependent_launch;
-  g.act_slices = plan.gemv.act_slices;
   if (plan.gemv.fma) return cuda::launch_nbits_gemv_fma(g, plan.gemv.rows, stream);
   return cuda::launch_nbits_gemv(g, plan.gemv.algo, plan.gemv.rows, plan.gemv.k_split,
                                  plan.gemv.tma, plan.gemv.window, plan.gemv.lines,

@@ -701,37 +701,6 @@ TEST(NBitsPlan, GemvTmaWhereItPaysOrWhenAsked) {
                                               "tma");
 }
 
-// The row groups' shared activations (act_slices): only where the override asks for them,
-// on SM90 builds and devices, in row groups of two tiles whose block's K slice of
-// activations fits its shared memory; there blocks of 8 warps (or the forced k_split) at
-// 128 registers, and the plan prints the slices.
-TEST(NBitsPlan, SharedActivationsOnlyWhereForcedAndTheyFit) {
-  EXPECT_EQ(PlanOverride{}.act_slices, -1);
-  const NBitsMatMulProblem p = problem(16, 8192, 8192, 4, 128);
-  EXPECT_EQ(plan(p, kHopper).gemv.act_slices, 0);
-  if (!sm90_code_built())
-    GTEST_SKIP() << "this build has no SM90 code: no plan takes thread-block clusters";
-  const NBitsMatMulPlan shared = plan(p, kHopper, parsed("act_slices=8"));
-  ASSERT_EQ(shared.path, NBitsPath::kGemv);
-  EXPECT_EQ(shared.gemv.act_slices, 8);
-  EXPECT_EQ(shared.gemv.k_split, kNBitsSharedActWarps);
-  EXPECT_EQ(shared.gemv.registers, kGemvTwoTileRegisters);
-  EXPECT_NE(printed(shared).find("; act_slices=8"), std::string::npos) << printed(shared);
-  EXPECT_EQ(printed(plan(p, kHopper)).find("act_slices"), std::string::npos);
-  EXPECT_EQ(plan(p, kHopper, parsed("act_slices=4,k_split=4")).gemv.k_split, 4);
-  EXPECT_EQ(plan(p, kHopper, parsed("act_slices=0")).gemv.act_slices, 0);
-  // Not taken: decode rows, Ampere, one tile, or a slice past the shared memory (8192 x
-  // 2 bytes of 16 rows a slice at K = 16384, one slice: 256 KB).
-  EXPECT_EQ(plan(problem(8, 8192, 8192, 4, 128), kHopper, parsed("act_slices=8")).gemv.act_slices, 0);
-  EXPECT_EQ(plan(p, kAmpere, parsed("act_slices=8")).gemv.act_slices, 0);
-  EXPECT_EQ(plan(p, kHopper, parsed("act_slices=8,tiles=1")).gemv.act_slices, 0);
-  EXPECT_EQ(plan(problem(16, 8192, 16384, 4, 128), kHopper, parsed("act_slices=1")).gemv.act_slices, 0);
-  EXPECT_EQ(plan(problem(16, 8192, 16384, 4, 128), kHopper, parsed("act_slices=8")).gemv.act_slices, 8);
-  EXPECT_EQ(nbits_shared_act_bytes(4, 8192, 8), 32 * 1024);
-  EXPECT_EQ(nbits_shared_act_bytes(8, 8192, 8), 32 * 1024);
-  EXPECT_EQ(nbits_shared_act_bytes(4, 1024, 8), 8 * 1024);  // 8 windows: pairs of 2
-}
-
 // The 4-bit register tile (algorithm 0) launches as a programmatic dependent of the kernel
 // before it on SM90 where the caller's option gemv_dependent_launch allows it, or where
 // forced (gemv_pdl=1; gemv_pdl=0 keeps it plain whatever the option); by default, the

@@ -143,13 +143,10 @@ cuda::NBitsGemvArgs nbits_gemv_args(const NBitsCase& c, const testing::NBitsDevi
   return g;
 }
 
-// act_slices > 0: the shared activations' blocks of k_split warps of column tiles, that
-// many blocks (a cluster) splitting K.
-void check_nbits(const NBitsCase& c, int k_split, const LineStream& s, int act_slices = 0) {
+void check_nbits(const NBitsCase& c, int k_split, const LineStream& s) {
   testing::NBitsDeviceCase d;
   BQMM_ASSERT_OK(testing::upload_nbits_case(c, &d));
-  cuda::NBitsGemvArgs g = nbits_gemv_args(c, d);
-  g.act_slices = act_slices;
+  const cuda::NBitsGemvArgs g = nbits_gemv_args(c, d);
   BQMM_ASSERT_OK(testing::run_on_fresh_stream([&](cudaStream_t stream) {
     return cuda::launch_nbits_gemv(g, /*algo=*/0, /*rows=*/8, k_split, /*tma=*/false,
                                    /*window=*/true, /*lines=*/true, s.tiles, s.registers, stream);
@@ -224,51 +221,6 @@ TEST(NBitsGemvRowGroups, SanitizeSmall) {
         ++seed;
         check_nbits(c, 2, s);
       }
-}
-
-// The shared activations (SM90: thread-block clusters): every block decode and zero-point
-// form, both widths, every slice count (at K = 1024 4-bit, 8 slices leave the last blocks
-// of each cluster no windows: they add zeros), every group count, odd N.
-bool clusters_available() {
-  const Handle* handle = testing::shared_handle();
-  return handle != nullptr && handle->device_info().sm >= 90;
-}
-TEST(NBitsGemvRowGroups, SharedActivationsAgainstReference) {
-  BQMM_REQUIRE_GPU();
-  if (!clusters_available()) GTEST_SKIP() << "shared activations need SM90 (clusters)";
-  uint64_t seed = 600;
-  for (const int bits : {4, 8})
-    for (const int64_t block : {int64_t{32}, int64_t{64}, int64_t{128}, int64_t{256}})
-      for (const bool zero_points : {false, true})
-        for (const int slices : {1, 2, 4, 8}) {
-          const DType t = kDTypes[seed % 2];
-          const int64_t m = kGroupRows[seed % 5];
-          const int64_t n = (seed / 3) % 2 == 0 ? 1000 : 4104;
-          const int64_t k = seed % 3 == 0 ? 2048 : 1024;
-          SCOPED_TRACE(::testing::Message()
-                       << bits << "-bit M=" << m << " N=" << n << " K=" << k << " block="
-                       << block << " " << dtype_name(t) << (zero_points ? " zero points" : "")
-                       << " slices=" << slices);
-          const NBitsCase c = reference::make_random_nbits_case(
-              nbits_spec(t, bits, m, n, k, block, zero_points, /*bias=*/seed % 3 != 0), seed);
-          ++seed;
-          check_nbits(c, static_cast<int>(kNBitsSharedActWarps), kLineStreams[1], slices);
-        }
-}
-
-TEST(NBitsGemvRowGroups, SharedActivationsSanitizeSmall) {
-  BQMM_REQUIRE_GPU();
-  if (!clusters_available()) GTEST_SKIP() << "shared activations need SM90 (clusters)";
-  uint64_t seed = 700;
-  for (const int bits : {4, 8})
-    for (const int64_t m : {int64_t{9}, int64_t{17}}) {
-      const DType t = kDTypes[seed % 2];
-      SCOPED_TRACE(::testing::Message() << bits << "-bit M=" << m << " " << dtype_name(t));
-      const NBitsCase c = reference::make_random_nbits_case(
-          nbits_spec(t, bits, m, 37, 512, 64, /*zero_points=*/seed % 2 == 0, /*bias=*/true), seed);
-      ++seed;
-      check_nbits(c, static_cast<int>(kNBitsSharedActWarps), kLineStreams[1], 2);
-    }
 }
 
 // ----------------------------------------------------------------- refusals

@@ -105,93 +105,6 @@ static_assert(kTensorCoreBlocksPerSm * kMaxKSplit ==
                   nbits_window_warps_per_sm(4, false, true, 1, /*row_groups=*/true),
               "the planner's residency of the row-group kernels");
 
-// ================================================================= shared activations
-// Row groups of two tiles on large K (the plan's act_slices, S > 0; SM90): the block's
-// warps own adjacent column tiles (32 columns each) over one K slice, the cluster's S
-// blocks along z the S slices of those columns. In the plain row-group kernel a block's
-// warps split K on one column tile, so every column block reads all of the group's
-// activations from L2 (16 rows x K x 2 bytes: at 8192 x 8192 twice the weight's bytes)
-// at each window's start, and Nsight Compute put most of its stalls there (docs/PERF.md).
-// Here the block copies its slice once into shared memory, in the order the lanes read
-// it, and every warp reads it from there: L2 serves each activation once per block.
-//
-// Layout: uint4 ((w * kHalves + r) * kActVecs + i) * 32 + lane holds the 16 bytes lane
-// (g, t) loads as act[r][i] for the slice's window w: row g + 8r, K of the window's
-// chunk t, its i-th 8 values. Rows past M are zero-filled (never stored).
-//
-// copy_shared_act: entries [from, to) of that layout, by cp.async.
-template <typename T, int kBits, int kHalves>
-__device__ __forceinline__ void copy_shared_act(const GemvParams<T>& p, uint4* dst, uint32_t u0,
-                                                uint32_t from, uint32_t to) {
-  using C = Codes<kBits>;
-  constexpr int kActVecs = MmaTile<T, kBits, true>::kActVecs;
-  for (uint32_t e = from + threadIdx.x; e < to; e += blockDim.x) {
-    const int l = static_cast<int>(e % kWarpSize);
-    const uint32_t vec = e / kWarpSize;
-    const int i = static_cast<int>(vec % kActVecs);
-    const int r = static_cast<int>(vec / kActVecs % kHalves);
-    const uint32_t w = vec / kActVecs / kHalves;
-    const int row = l / 4 + 8 * r;
-    const T* src = p.a + static_cast<int64_t>(row < p.m ? row : p.m - 1) * p.k +
-                   static_cast<size_t>(u0 + w) * C::kPerWindow + (l % 4) * C::kPerChunk + 8 * i;
-    cp_async16(smem_addr(dst + e), src, row < p.m);
-  }
-}
-
-// The block's slice of windows [u0, u1) in two cp.async groups, the first pair of windows
-// and the rest, so that the first pair's multiplies wait only for its own.
-template <typename T, int kBits, int kHalves>
-__device__ __forceinline__ void stage_shared_act(const GemvParams<T>& p, uint4* dst, uint32_t u0,
-                                                 uint32_t u1) {
-  constexpr int kActVecs = MmaTile<T, kBits, true>::kActVecs;
-  constexpr uint32_t kPerWindow = kHalves * kActVecs * kWarpSize;
-  const uint32_t first = min(u1 - u0, 2u) * kPerWindow;
-  copy_shared_act<T, kBits, kHalves>(p, dst, u0, 0, first);
-  cp_async_commit();
-  copy_shared_act<T, kBits, kHalves>(p, dst, u0, first, (u1 - u0) * kPerWindow);
-  cp_async_commit();
-}
-// Waits for the first (kRest = 1) or every (kRest = 0) group of stage_shared_act: this
-// thread's copies, then the block's.
-template <int kRest>
-__device__ __forceinline__ void wait_shared_act() {
-  cp_async_wait<kRest>();
-  __syncthreads();
-}
-// The cluster's S blocks' sums of the block's [16 rows x 32 warps columns] tile: each block
-// writes its own into its shared memory (over the line buffers, whose last reads precede
-// the first cluster barrier), then block rank q adds the S tiles' values of its share of
-// the outputs, in rank order, and stores them (bias in float32, one rounding to T). The
-// second barrier keeps every block's tile alive until its peers have read it.
-template <typename Halves, typename T>
-__device__ __forceinline__ void cluster_reduce_and_store(const GemvParams<T>& p,
-                                                         const float (&v)[Halves::kValues],
-                                                         uint4* smem, uint32_t warp, int lane,
-                                                         uint32_t column_block) {
-  const uint32_t cols = blockDim.x / kWarpSize * (2 * kTileCols);  // the block's columns
-  float* tile = reinterpret_cast<float*>(smem);
-  const int g = lane / 4;
-  __syncthreads();  // every warp's last read of its line buffers
-  Halves::store(v, lane % 4, [&](int row, int r, float value) {
-    tile[row * cols + warp * (2 * kTileCols) + g + 8 * r] = value;
-  });
-  cluster_sync();
-  const uint32_t slices = gridDim.z, rank = cluster_block_rank();
-  const uint32_t outputs = kGroupRows * cols;
-  const uint32_t share = (outputs + slices - 1) / slices;
-  const uint32_t end = min(outputs, (rank + 1) * share);
-  const uint32_t base = smem_addr(tile);
-  const int64_t col0 = static_cast<int64_t>(column_block) * cols;
-  for (uint32_t o = rank * share + threadIdx.x; o < end; o += blockDim.x) {
-    float sum = 0.0f;
-    for (uint32_t q = 0; q < slices; ++q) sum += load_cluster_f32(map_cluster_addr(base + 4 * o, q));
-    const int row = static_cast<int>(o / cols);
-    const int64_t col = col0 + o % cols;
-    if (row < p.m && col < p.n) store_output(p, row, col, sum);
-  }
-  cluster_sync();
-}
-
 // ================================================================= kernel
 // Template parameters:
 //   T             T1: __half or __nv_bfloat16.
@@ -222,35 +135,27 @@ __device__ __forceinline__ void cluster_reduce_and_store(const GemvParams<T>& p,
 // column_block; inlined into each kernel, so the decode instantiations compile as if it
 // were the kernel.
 template <typename T, int kBits, bool kZeroPoints, bool kLines, int kTiles, bool kResultScale,
-          bool kPairBlock, bool kWide, int kHalves = 1, bool kSharedAct = false>
+          bool kPairBlock, bool kWide, int kHalves = 1>
 __device__ __forceinline__ void window_tile(const GemvParams<T>& p, uint32_t column_block) {
   static_assert(kTiles == 1 || kLines, "two tiles per warp only with line loads");
-  static_assert(!kSharedAct || (kHalves == 2 && kTiles == 2 && !kWide),
-                "shared activations: row groups of two tiles at 128 registers");
   static_assert(!kWide || kTiles == 2, "168 registers: the two-tile kernel only");
   static_assert(kResultScale || kLines, "blocks smaller than a window only with line loads");
   static_assert(!kPairBlock || (kLines && kResultScale), "pairs in one block: line loads");
   static_assert(kHalves == 1 || kLines, "16-row groups only with line loads");
   using C = Codes<kBits>;
   using Tile = MmaTile<T, kBits, kResultScale>;
-  // The K split: the block's warps, or with shared activations the cluster's blocks (z).
-  const uint32_t warps = blockDim.x / kWarpSize;
-  const uint32_t k_split = kSharedAct ? gridDim.z : warps;
+  const uint32_t k_split = blockDim.x / kWarpSize;
   const uint32_t warp = threadIdx.x / kWarpSize;
-  const uint32_t slice = kSharedAct ? blockIdx.z : warp;
   const int lane = threadIdx.x % kWarpSize;
   const int g = lane / 4;
   const int t = lane % 4;
-  const int64_t tile_index = kSharedAct ? static_cast<int64_t>(column_block) * warps + warp
-                                        : static_cast<int64_t>(column_block);
-  const int64_t n0 = tile_index * kTileCols * kTiles;
+  const int64_t n0 = static_cast<int64_t>(column_block) * kTileCols * kTiles;
 
-  // This warp's windows (its slice's): a contiguous range (its requests to a DRAM page
-  // come together). kLines: an even count (pairs of windows are its unit; p.windows is
-  // even there).
+  // This warp's windows: a contiguous range (its requests to a DRAM page come together).
+  // kLines: an even count (pairs of windows are its unit; p.windows is even there).
   uint32_t per_warp = (p.windows + k_split - 1) / k_split;
   if (kLines) per_warp = (per_warp + 1) & ~1u;
-  const uint32_t u0 = min(slice * per_warp, p.windows);
+  const uint32_t u0 = min(warp * per_warp, p.windows);
   const uint32_t u1 = min(u0 + per_warp, p.windows);
 
   // Rows lo and hi (TileRows), lane t's chunk of each window; activation rows g + 8r of
@@ -314,25 +219,13 @@ __device__ __forceinline__ void window_tile(const GemvParams<T>& p, uint32_t col
   };
   // accs[r * kTiles + j]: half r's sums of tile j.
   float accs[kHalves * kTiles][4] = {};
-  // kSharedAct: the block's activations of its slice, staged once (stage_shared_act).
-  extern __shared__ uint4 window_lines[];
-  const uint32_t shared_act = smem_addr(window_lines + warps * kTiles * (kLineBufferBytes / 16) + lane);
   auto load_act = [&](uint32_t u, uint4 (&act)[kHalves][Tile::kActVecs]) {
-    if constexpr (kSharedAct) {
 #pragma unroll
-      for (int r = 0; r < kHalves; ++r)
+    for (int r = 0; r < kHalves; ++r) {
+      const T* src = a_rows[r] + static_cast<size_t>(u) * C::kPerWindow;
 #pragma unroll
-        for (int i = 0; i < Tile::kActVecs; ++i)
-          act[r][i] = load_shared_u4(shared_act +
-                                     (((u - u0) * kHalves + r) * Tile::kActVecs + i) * kWarpSize * 16);
-    } else {
-#pragma unroll
-      for (int r = 0; r < kHalves; ++r) {
-        const T* src = a_rows[r] + static_cast<size_t>(u) * C::kPerWindow;
-#pragma unroll
-        for (int i = 0; i < Tile::kActVecs; ++i)
-          act[r][i] = load_cached_u4_if(reinterpret_cast<const uint4*>(src) + i, g + 8 * r < p.m);
-      }
+      for (int i = 0; i < Tile::kActVecs; ++i)
+        act[r][i] = load_cached_u4_if(reinterpret_cast<const uint4*>(src) + i, g + 8 * r < p.m);
     }
   };
   // Window u of tile `tile`: each word decoded once, multiplied with every half's pairs.
@@ -380,10 +273,7 @@ __device__ __forceinline__ void window_tile(const GemvParams<T>& p, uint32_t col
   if constexpr (kLines) {
     // Line loads (gemv/line_loads.cuh): a pair of windows per stage, one pair per tile in
     // flight; kTiles = 2: each activation load multiplies both tiles.
-    if constexpr (kSharedAct) {
-      stage_shared_act<T, kBits, kHalves>(p, window_lines + warps * kTiles * (kLineBufferBytes / 16),
-                                         u0, u1);
-    }
+    extern __shared__ uint4 window_lines[];
     const LineTiles<kTiles> lines(window_lines + warp * kTiles * (kLineBufferBytes / 16), p.b,
                                   n0, p.n, p.row_bytes, lane);
     auto tile_rows = [&](int j) -> const TileRows<T>& { return j == 0 ? rows : rows1; };
@@ -437,12 +327,8 @@ __device__ __forceinline__ void window_tile(const GemvParams<T>& p, uint32_t col
         }
       };
       load_pair(first);
-      if constexpr (kSharedAct) wait_shared_act<1>();
 #pragma unroll 1
       for (uint32_t v = first; v < end; v += stride) {
-        if constexpr (kSharedAct) {
-          if (v == first + 1) wait_shared_act<0>();  // block-uniform: one slice a block
-        }
 #pragma unroll
         for (int j = 0; j < kTiles; ++j) lines[j].stage(raw[j]);
         Loads l[kTiles][2];
@@ -498,9 +384,7 @@ __device__ __forceinline__ void window_tile(const GemvParams<T>& p, uint32_t col
   for (int i = 0; i < kHalves * kTiles; ++i)
 #pragma unroll
     for (int e = 0; e < 4; ++e) v[4 * i + e] = accs[i][e];
-  if constexpr (kSharedAct) {
-    cluster_reduce_and_store<Halves>(p, v, window_lines, warp, lane, column_block);
-  } else if constexpr (kTiles == 1) {
+  if constexpr (kTiles == 1) {
     constexpr int kMaxSplit =
         kWindowMaxSplit<T, kBits, kZeroPoints, kLines, kTiles, kWide, kHalves == 2>;
     reduce_and_store<Halves, kMaxSplit>(p, v, warp, lane, k_split, n0, rows.ok);
@@ -512,7 +396,7 @@ __device__ __forceinline__ void window_tile(const GemvParams<T>& p, uint32_t col
 
 template <typename T, int kBits, bool kZeroPoints, bool kLines, int kTiles,
           bool kResultScale = true, bool kPairBlock = false, bool kWide = false,
-          bool kRowGroups = false, bool kSharedAct = false>
+          bool kRowGroups = false>
 __global__ void __launch_bounds__(
     kWindowMaxSplit<T, kBits, kZeroPoints, kLines, kTiles, kWide, kRowGroups> * kWarpSize,
     kWindowBlocksPerSm<T, kBits, kZeroPoints, kLines, kTiles, kWide, kRowGroups>)
@@ -521,7 +405,7 @@ __global__ void __launch_bounds__(
     static_assert(kLines, "row groups only with line loads");
     const RowGroup<T, T> group(p);
     window_tile<T, kBits, kZeroPoints, kLines, kTiles, kResultScale, kPairBlock, kWide,
-                kGroupHalves, kSharedAct>(group.p, group.column_block);
+                kGroupHalves>(group.p, group.column_block);
   } else {
     window_tile<T, kBits, kZeroPoints, kLines, kTiles, kResultScale, kPairBlock, kWide>(
         p, blockIdx.x);
@@ -552,21 +436,7 @@ __global__ void __launch_bounds__(
 template <typename T, int kBits, bool kZeroPoints, bool kLines, int kTiles, bool kResultScale,
           bool kPairBlock, bool kWide>
 Status launch_window_config(const GemvParams<T>& p, dim3 grid, dim3 block, int smem,
-                            bool row_groups, int act_slices, cudaStream_t stream) {
-  if constexpr (kLines && kTiles == 2 && !kWide) {
-    if (act_slices > 0) {
-      auto kernel = NBitsGemvWindowKernel<T, kBits, kZeroPoints, kLines, kTiles, kResultScale,
-                                          kPairBlock, kWide, true, true>;
-      BQMM_RETURN_IF_ERROR(allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem));
-      return launch_kernel_ex(kernel, grid, block, smem, stream, false,
-                              static_cast<unsigned>(act_slices),
-                              "NBitsGemvWindowKernel (row groups, shared activations)", p);
-    }
-  }
-  if (act_slices > 0)
-    return Status(StatusCode::kInternal,
-                  "launch_nbits_gemv: shared activations only on two tiles of line loads at 128 "
-                  "registers");
+                            bool row_groups, cudaStream_t stream) {
   if constexpr (kLines) {
     if (row_groups) {
       NBitsGemvWindowKernel<T, kBits, kZeroPoints, kLines, kTiles, kResultScale, kPairBlock,
@@ -583,7 +453,7 @@ Status launch_window_config(const GemvParams<T>& p, dim3 grid, dim3 block, int s
 
 template <typename T>
 Status launch_window(const NBitsGemvArgs& args, int k_split, bool lines, int tiles,
-                     int registers, int act_slices, cudaStream_t stream) {
+                     int registers, cudaStream_t stream) {
   const GemvParams<T> p = make_nbits_params<T>(args);
   const int window_codes = args.bits == 4 ? Codes<4>::kPerWindow : Codes<8>::kPerWindow;
   // Blocks of a window or more: the scale on the mma result; smaller (line loads only):
@@ -622,29 +492,13 @@ Status launch_window(const NBitsGemvArgs& args, int k_split, bool lines, int til
     return Status(StatusCode::kInternal, "launch_nbits_gemv: grid too large for M = " +
                                              std::to_string(args.m) + ", N = " +
                                              std::to_string(args.n));
-  dim3 grid(static_cast<unsigned>(blocks));
+  const dim3 grid(static_cast<unsigned>(blocks));
   const dim3 block(k_split * kWarpSize);
   if (lines && p.windows % 2 != 0)
     return Status(StatusCode::kInternal,
                   "launch_nbits_gemv: line loads take rows of whole 128-byte lines, not K = " +
                       std::to_string(args.k));
-  int smem = lines ? k_split * tiles * kLineBufferBytes : 0;
-  if (act_slices > 0) {
-    // Shared activations: k_split warps of column tiles a block, act_slices blocks (a
-    // cluster) along z splitting K, the block's slice of activations after its line buffers.
-    if (!row_groups || act_slices > 8)
-      return Status(StatusCode::kInternal, "launch_nbits_gemv: shared activations (" +
-                                               std::to_string(act_slices) +
-                                               " slices) only in row groups, at most 8 slices");
-    const int64_t columns = int64_t{kTileCols} * tiles * k_split;
-    grid.x = static_cast<unsigned>((args.n + columns - 1) / columns * gemv_row_groups(args.m));
-    grid.z = static_cast<unsigned>(act_slices);
-    const int64_t act_bytes = nbits_shared_act_bytes(args.bits, args.k, act_slices);
-    if (smem + act_bytes > kNBitsSharedActMaxSmem)
-      return Status(StatusCode::kInternal, "launch_nbits_gemv: shared activations of " +
-                                               std::to_string(act_bytes) + " bytes a block");
-    smem += static_cast<int>(act_bytes);
-  }
+  const int smem = lines ? k_split * tiles * kLineBufferBytes : 0;
   // Line loads: the block size picks the decode (without them: blocks of a window or
   // more, checked above) and whether a pair of windows shares one block.
   const bool pair_block = lines && args.block_size >= 2 * window_codes;
@@ -657,8 +511,7 @@ Status launch_window(const NBitsGemvArgs& args, int k_split, bool lines, int til
   if (args.bits == B && zero_points == ZP && lines == LINES && tiles == TILES &&         \
       result_scale == RS && pair_block == PB && wide == WIDE)                            \
     return launch_window_config<T_, B, ZP, LINES, TILES, RS, PB, WIDE>(p, grid, block, smem, \
-                                                                       row_groups, act_slices, \
-                                                                       stream);
+                                                                       row_groups, stream);
   BQMM_WINDOW_CONFIGS(BQMM_LAUNCH_IF, T)
 #undef BQMM_LAUNCH_IF
   return Status(StatusCode::kInternal,
@@ -676,8 +529,7 @@ Status launch_window(const NBitsGemvArgs& args, int k_split, bool lines, int til
 Status launch_nbits_gemv_window(const NBitsGemvArgs& args, int k_split, bool lines, int tiles,
                                 int registers, cudaStream_t stream) {
   return dispatch_half_types(args.dtype, "launch_nbits_gemv (window kernel)", [&](auto tag) -> Status {
-    return launch_window<decltype(tag)>(args, k_split, lines, tiles, registers, args.act_slices,
-                                        stream);
+    return launch_window<decltype(tag)>(args, k_split, lines, tiles, registers, stream);
   });
 }
 
