@@ -38,23 +38,19 @@ def family(symbol):
 def main(argv):
     if len(argv) != 3:
         sys.exit(__doc__)
-    reports = set()
+    reports = {}  # line -> (symbol, bytes of spill stores)
     with open(argv[1], errors="replace") as log:
         for line in log:
             m = SPILL.search(line)
             if m and (int(m.group(2)) or int(m.group(3))):
-                reports.add(line.strip())
+                reports[line.strip()] = (m.group(1), int(m.group(2)))
     lines = sorted(reports)
     with open(argv[2], "w") as out:
         out.writelines(line + "\n" for line in lines)
     if not lines:
         return
-    families = collections.Counter()
-    largest = 0
-    for line in lines:
-        m = SPILL.search(line)
-        families[family(m.group(1))] += 1
-        largest = max(largest, int(m.group(2)))
+    families = collections.Counter(family(symbol) for symbol, _ in reports.values())
+    largest = max(stores for _, stores in reports.values())
     by_family = ", ".join(f"{name} {count}" for name, count in families.most_common())
     print(f"{len(lines)} kernels report spills (up to {largest} bytes of stores; {by_family})")
 
