@@ -1,0 +1,400 @@
+// A probe for M = 9..16 on 4-bit weights: is the activation as the mma's A operand, read
+// from shared memory by ldmatrix, with the weight as its B operand decoded straight from
+// the ORT layout (no prepack), faster than the GEMV's row group of 16 (4-bit 8192 x 8192
+// M = 16: 22 us on the H200, 23.8 on the H100, against a floor of about 9.2 us)?
+// Standalone (not built by CMake; no bqmm code but the profiler's ../stream_read.cuh):
+//
+//   nvcc -O3 -std=c++17 -arch=sm_90a -o /tmp/rows16_probe tools/microbench/rows16_probe.cu && /tmp/rows16_probe
+//
+// (scripts/gpu_check.sh micro with MICRO=rows16_probe does the same.)
+//
+// The row group multiplies each decoded weight word with the activation pairs of two 8-row
+// halves, each lane loading its activations (L1 / L2) and pairing them with PRMTs per
+// column tile. Here one block of W warps owns W x 32 weight rows (columns of Y) over one
+// slice of K; the block first copies its slice of the 16 activation rows into shared
+// memory, once, in an order that makes every ldmatrix.x4 an mma A fragment whose k
+// positions match the weight pairs the lop3 decode produces (below), so the activations
+// cost a warp one ldmatrix per 16 rows x 16 k for all its 4 column subtiles, and no PRMT.
+//
+// K order (K is a reduction axis: any permutation applied to both operands keeps the
+// sum). Lane (g, t) of a warp loads, for each of its 4 subtiles of 8 weight rows, row g's
+// 16 bytes t of each 64-byte window: word w = codes 32t + 8w + j, j = 0..7 (ORT packing:
+// code 2i in byte i's low nibble). The lop3 decode gives pairs P_i = (j = i, j = i + 4),
+// i = 0..3. mma X of word w takes b0 = P_0, b1 = P_1, mma Y b0 = P_2, b1 = P_3, so the A
+// fragment of X must hold at logical k 2t, 2t + 1 the codes 32t + 8w + {0, 4} and at
+// 2t + 8, 2t + 9 the codes 32t + 8w + {1, 5}. Shared memory holds, per activation row and
+// 128-code window, 16 groups of 8 halves: group 4w + i = codes 32t + 8w + i + 4e at half
+// 2t + e (t = 0..3, e = 0..1). ldmatrix's 8 x 8 matrices: X = groups 4w + 0 (logical k
+// 0..7) and 4w + 1 (k 8..15), Y = groups 4w + 2 and 4w + 3, rows 0..7 and 8..15 each.
+//
+// Numerics as the library's scale-on-result decode (float16, default zero point 8): each
+// pair exact q - 8 in float16 (low nibbles (1024 + q) - 1032, high nibbles (1024 + 16 q)
+// / 16 - 72 in one multiply-add), FP32 sums per 128-code block, times the block scale in
+// float32. Checked against a float64 reference before timing.
+//
+// Split K: S blocks along y each take K / S and add their FP32 sums into Y32 with
+// atomics (the probe's reduction; a kernel of the library would need a deterministic one:
+// a cluster's distributed shared memory or a last-block sum). Timing: 100 runs back to
+// back in one CUDA graph over copies of the weight (codes and scales) whose total exceeds
+// 4x the L2, as bqmm-profile's b2b_us, beside the floor: the fastest pure read of the same
+// bytes under the same timing (stream_read.cuh). Y32 is not zeroed between timed runs;
+// each variant is also timed without the atomics (sums computed, not added).
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "../stream_read.cuh"
+#include "microbench.cuh"  // CK
+
+namespace {
+
+constexpr int kRows = 16;        // activation rows staged (rows >= M are zeros)
+constexpr int kBlock = 128;      // codes per scale block = one 64-byte window
+constexpr int kSubtiles = 4;     // 8-row weight subtiles per warp (32 weight rows)
+constexpr int kPadBytes = 16;    // per activation row in shared memory: ldmatrix conflict-free
+
+struct Problem {
+  int m, n, k, splits;
+  const uint8_t* codes;   // [n][k / 2]
+  const __half* scales;   // [n][k / 128]
+  const __half* a;        // [m][k]
+  float* y;               // [m][n], FP32 sums (atomics)
+  bool store;             // false: the sums are not added to Y (timing of the rest alone)
+};
+
+__device__ __forceinline__ uint32_t lop3_and_or(uint32_t x, uint32_t mask, uint32_t magic) {
+  uint32_t r;
+  asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(r) : "r"(x), "r"(mask), "r"(magic));
+  return r;
+}
+__device__ __forceinline__ uint32_t h2_bits(__half2 v) { return *reinterpret_cast<uint32_t*>(&v); }
+__device__ __forceinline__ __half2 bits_h2(uint32_t v) { return *reinterpret_cast<__half2*>(&v); }
+
+// One word's pairs (j, j + 4), j = 0..3, as exact q - 8 in float16.
+__device__ __forceinline__ void decode_word(uint32_t q, uint32_t (&p)[4]) {
+  const __half2 k1032 = bits_h2(0x64086408u), sixteenth = bits_h2(0x2C002C00u),
+                neg72 = bits_h2(0xD480D480u);
+  const uint32_t q_hi = q >> 8;
+  p[0] = h2_bits(__hsub2(bits_h2(lop3_and_or(q, 0x000F000Fu, 0x64006400u)), k1032));
+  p[1] = h2_bits(__hfma2(bits_h2(lop3_and_or(q, 0x00F000F0u, 0x64006400u)), sixteenth, neg72));
+  p[2] = h2_bits(__hsub2(bits_h2(lop3_and_or(q_hi, 0x000F000Fu, 0x64006400u)), k1032));
+  p[3] = h2_bits(__hfma2(bits_h2(lop3_and_or(q_hi, 0x00F000F0u, 0x64006400u)), sixteenth, neg72));
+}
+
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&a)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+               : "r"(addr));
+}
+
+__device__ __forceinline__ uint4 load_weights(const uint8_t* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// One window's loads of a lane: its 16 bytes of each subtile's row g, and the block scales
+// of the two columns 2t, 2t + 1 of each subtile its mma results hold.
+struct WindowLoads {
+  uint4 w[kSubtiles];
+  __half s[kSubtiles][2];
+};
+
+template <int kWarps>
+__global__ void __launch_bounds__(kWarps * 32) rows16_kernel(Problem p) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int k_slice = p.k / p.splits, k0 = blockIdx.y * k_slice;
+  const int windows = k_slice / kBlock;
+  const int row_bytes = k_slice * 2 + kPadBytes;
+  const int n_warp = (blockIdx.x * kWarps + warp) * 8 * kSubtiles;
+  const int k_blocks = p.k / kBlock;
+
+  // Rows past N are clamped (their results are not stored).
+  const uint8_t* wrow[kSubtiles];
+  const __half* srow[kSubtiles][2];
+#pragma unroll
+  for (int s = 0; s < kSubtiles; ++s) {
+    const int n = min(n_warp + 8 * s + g, p.n - 1);
+    wrow[s] = p.codes + static_cast<size_t>(n) * (p.k / 2) + k0 / 2 + 16 * t;
+#pragma unroll
+    for (int e = 0; e < 2; ++e)
+      srow[s][e] = p.scales + static_cast<size_t>(min(n_warp + 8 * s + 2 * t + e, p.n - 1)) * k_blocks +
+                   k0 / kBlock;
+  }
+  auto load = [&](int win, WindowLoads& l) {
+#pragma unroll
+    for (int s = 0; s < kSubtiles; ++s) {
+      l.w[s] = load_weights(wrow[s] + 64 * win);
+      l.s[s][0] = srow[s][0][win];
+      l.s[s][1] = srow[s][1][win];
+    }
+  };
+  WindowLoads buf[2];
+  load(0, buf[0]);  // in flight while the activations are staged
+
+  // Stage the block's slice of the activations: thread unit = (row, 8 codes 8u .. 8u + 7
+  // of a window, u = 4t' + w'), its pairs (j, j + 4) to group 4w' + j at slot t'.
+  const int units = kRows * k_slice / 8;
+  for (int i = threadIdx.x; i < units; i += kWarps * 32) {
+    const int row = i / (k_slice / 8), c8 = i % (k_slice / 8);
+    const int win = c8 / 16, u = c8 % 16, tt = u / 4, ww = u % 4;
+    uint4 v = make_uint4(0, 0, 0, 0);
+    if (row < p.m) v = *reinterpret_cast<const uint4*>(p.a + static_cast<size_t>(row) * p.k + k0 + 8 * c8);
+    uint32_t* dst = reinterpret_cast<uint32_t*>(smem + row * row_bytes + win * 256 + ww * 64 + tt * 4);
+    dst[0] = __byte_perm(v.x, v.z, 0x5410u);   // (0, 4) -> group 4w' + 0
+    dst[4] = __byte_perm(v.x, v.z, 0x7632u);   // (1, 5) -> group 4w' + 1
+    dst[8] = __byte_perm(v.y, v.w, 0x5410u);   // (2, 6)
+    dst[12] = __byte_perm(v.y, v.w, 0x7632u);  // (3, 7)
+  }
+  __syncthreads();
+
+  // ldmatrix row addresses: matrix j = lane / 8 (rows 8 (j % 2) + lane % 8, group j / 2 of
+  // the pair), X at groups 4w + 0, 1 and Y at 4w + 2, 3.
+  const uint32_t smem_base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const int j = lane / 8;
+  const uint32_t a_lane = smem_base + ((j % 2) * 8 + lane % 8) * row_bytes + (j / 2) * 16;
+
+  float acc[kSubtiles][4] = {};
+  auto multiply = [&](int win, const WindowLoads& l) {
+    float part[kSubtiles][4] = {};
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      uint32_t ax[4], ay[4];
+      ldmatrix_x4(ax, a_lane + win * 256 + w * 64);
+      ldmatrix_x4(ay, a_lane + win * 256 + w * 64 + 32);
+#pragma unroll
+      for (int s = 0; s < kSubtiles; ++s) {
+        const uint32_t q = w == 0 ? l.w[s].x : w == 1 ? l.w[s].y : w == 2 ? l.w[s].z : l.w[s].w;
+        uint32_t pr[4];
+        decode_word(q, pr);
+        mma16816(part[s], ax, pr[0], pr[1]);
+        mma16816(part[s], ay, pr[2], pr[3]);
+      }
+    }
+#pragma unroll
+    for (int s = 0; s < kSubtiles; ++s) {
+      const float s0 = __half2float(l.s[s][0]), s1 = __half2float(l.s[s][1]);
+      acc[s][0] = fmaf(part[s][0], s0, acc[s][0]);
+      acc[s][1] = fmaf(part[s][1], s1, acc[s][1]);
+      acc[s][2] = fmaf(part[s][2], s0, acc[s][2]);
+      acc[s][3] = fmaf(part[s][3], s1, acc[s][3]);
+    }
+  };
+  // Double buffering: window win + 1's loads in flight while win is multiplied.
+#pragma unroll 1
+  for (int win = 0; win < windows; win += 2) {
+    if (win + 1 < windows) load(win + 1, buf[1]);
+    multiply(win, buf[0]);
+    if (win + 1 >= windows) break;
+    if (win + 2 < windows) load(win + 2, buf[0]);
+    multiply(win + 1, buf[1]);
+  }
+
+  // C fragment: rows g, g + 8 (activation rows), columns 2t, 2t + 1 of each subtile.
+#pragma unroll
+  for (int s = 0; s < kSubtiles; ++s)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = g + 8 * (e / 2), col = n_warp + 8 * s + 2 * t + e % 2;
+      if (row < p.m && col < p.n && (p.store || acc[s][e] == 1234.5f))
+        atomicAdd(p.y + static_cast<size_t>(row) * p.n + col, acc[s][e]);
+    }
+}
+
+constexpr int kStreamThreads = 256;
+__global__ void __launch_bounds__(kStreamThreads) stream_kernel(const uint4* buf, size_t words,
+                                                                uint32_t* out) {
+  const stream_read::WarpRange r = stream_read::warp_range<kStreamThreads>(words);
+  const uint32_t acc = stream_read::read_range(buf, r, threadIdx.x % 32);
+  if (acc == stream_read::kNeverStored) out[0] = acc;
+}
+
+struct Weights {  // copies of one weight blob: codes, then scales
+  uint8_t* pool;
+  size_t bytes, scale_offset;
+  int copies;
+};
+
+template <int kWarps>
+void launch_probe(const Problem& p, cudaStream_t stream) {
+  const int smem = kRows * (p.k / p.splits * 2 + kPadBytes);
+  const dim3 grid((p.n + kWarps * 32 - 1) / (kWarps * 32), p.splits);
+  rows16_kernel<kWarps><<<grid, kWarps * 32, smem, stream>>>(p);
+}
+
+template <int kWarps>
+void set_smem(int bytes) {
+  CK(cudaFuncSetAttribute(rows16_kernel<kWarps>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+}
+
+Problem problem_of(const Weights& w, int copy, int m, int n, int k, int splits, const __half* a,
+                   float* y, bool store = true) {
+  const uint8_t* base = w.pool + static_cast<size_t>(copy % w.copies) * w.bytes;
+  return Problem{m,         n, k, splits, base, reinterpret_cast<const __half*>(base + w.scale_offset),
+                 a,         y, store};
+}
+
+// Microseconds per run, 100 runs back to back in one graph after 10 warm-up runs.
+template <typename Launch>
+double b2b_us(cudaStream_t stream, Launch launch) {
+  constexpr int kWarmup = 10, kRepeat = 100;
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  CK(cudaEventRecordWithFlags(e0, stream, cudaEventRecordExternal));
+  for (int i = 0; i < kRepeat; ++i) launch(kWarmup + i);
+  CK(cudaEventRecordWithFlags(e1, stream, cudaEventRecordExternal));
+  CK(cudaStreamEndCapture(stream, &graph));
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < kWarmup; ++i) launch(i);
+  CK(cudaGraphLaunch(exec, stream));
+  CK(cudaStreamSynchronize(stream));
+  float ms;
+  CK(cudaEventElapsedTime(&ms, e0, e1));
+  CK(cudaGraphExecDestroy(exec));
+  CK(cudaGraphDestroy(graph));
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  return 1e3 * ms / kRepeat;
+}
+
+// Host data of one shape: codes, scales (float16 in (0.001, 0.01)), activations.
+struct HostCase {
+  std::vector<uint8_t> codes;
+  std::vector<__half> scales, a;
+};
+HostCase make_case(int m, int n, int k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  HostCase h;
+  h.codes.resize(static_cast<size_t>(n) * k / 2);
+  for (auto& c : h.codes) c = static_cast<uint8_t>(rng());
+  h.scales.resize(static_cast<size_t>(n) * (k / kBlock));
+  std::uniform_real_distribution<float> sd(0.001f, 0.01f), ad(-1.0f, 1.0f);
+  for (auto& s : h.scales) s = __float2half(sd(rng));
+  h.a.resize(static_cast<size_t>(m) * k);
+  for (auto& v : h.a) v = __float2half(ad(rng));
+  return h;
+}
+
+// Max |y - reference| / max |reference| over every `stride`-th column (float64 reference).
+double check(const HostCase& h, const std::vector<float>& y, int m, int n, int k, int stride) {
+  double max_err = 0, max_ref = 0;
+  for (int col = 0; col < n; col += stride)
+    for (int row = 0; row < m; ++row) {
+      double ref = 0;
+      for (int kb = 0; kb < k / kBlock; ++kb) {
+        double part = 0;
+        for (int kk = kb * kBlock; kk < (kb + 1) * kBlock; ++kk) {
+          const uint8_t byte = h.codes[static_cast<size_t>(col) * (k / 2) + kk / 2];
+          const int q = kk % 2 == 0 ? byte & 0xF : byte >> 4;
+          part += (q - 8) * static_cast<double>(__half2float(h.a[static_cast<size_t>(row) * k + kk]));
+        }
+        ref += part * __half2float(h.scales[static_cast<size_t>(col) * (k / kBlock) + kb]);
+      }
+      max_err = std::max(max_err, std::fabs(y[static_cast<size_t>(row) * n + col] - ref));
+      max_ref = std::max(max_ref, std::fabs(ref));
+    }
+  return max_err / std::max(max_ref, 1e-30);
+}
+
+template <int kWarps>
+void run_variant(const char* label, const Weights& w, const HostCase& h, int m, int n, int k,
+                 int splits, const __half* a, float* y, cudaStream_t stream, double floor) {
+  if (k % (splits * kBlock * 2) != 0) return;  // windows per slice even, whole blocks
+  const int smem = kRows * (k / splits * 2 + kPadBytes);
+  if (smem > 227 * 1024) return;
+  set_smem<kWarps>(smem);
+  // Correctness: one run into zeroed sums, against the float64 reference.
+  CK(cudaMemsetAsync(y, 0, sizeof(float) * m * n, stream));
+  launch_probe<kWarps>(problem_of(w, 0, m, n, k, splits, a, y), stream);
+  CK(cudaStreamSynchronize(stream));
+  CK(cudaGetLastError());
+  std::vector<float> hy(static_cast<size_t>(m) * n);
+  CK(cudaMemcpy(hy.data(), y, sizeof(float) * hy.size(), cudaMemcpyDeviceToHost));
+  const double err = check(h, hy, m, n, k, n >= 4096 ? 61 : 1);
+  double us[2];
+  for (int store = 0; store < 2; ++store)
+    us[store] = b2b_us(stream, [&](int i) {
+      launch_probe<kWarps>(problem_of(w, i, m, n, k, splits, a, y, store == 1), stream);
+    });
+  printf("  %-6s warps %d split %2d (K slice %5d, %3d blocks, smem %3d KB): %7.2f us  "
+         "%5.1f %% of floor (without the atomics %7.2f us)  rel err %.1e%s\n",
+         label, kWarps, splits, k / splits, ((n + kWarps * 32 - 1) / (kWarps * 32)) * splits,
+         smem / 1024, us[1], 100 * floor / us[1], us[0], err, err < 1e-4 ? "" : "  WRONG");
+}
+
+}  // namespace
+
+int main() {
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  cudaStream_t stream;
+  CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  printf("%s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+  uint32_t* out;
+  CK(cudaMalloc(&out, 4));
+  struct Shape { int n, k; };
+  for (const Shape sh : {Shape{8192, 8192}, Shape{14336, 4096}, Shape{4096, 14336}, Shape{28672, 8192}}) {
+    const int n = sh.n, k = sh.k;
+    const size_t code_bytes = static_cast<size_t>(n) * k / 2;
+    const size_t scale_offset = (code_bytes + 255) / 256 * 256;
+    const size_t blob = (scale_offset + static_cast<size_t>(n) * (k / kBlock) * 2 + 255) / 256 * 256;
+    const int copies = static_cast<int>(4 * static_cast<size_t>(prop.l2CacheSize) / blob + 2);
+    Weights w{nullptr, blob, scale_offset, copies};
+    CK(cudaMalloc(&w.pool, blob * copies));
+    const HostCase h = make_case(kRows, n, k, 1234u + n + k);
+    for (int c = 0; c < copies; ++c) {
+      CK(cudaMemcpy(w.pool + c * blob, h.codes.data(), code_bytes, cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(w.pool + c * blob + scale_offset, h.scales.data(), h.scales.size() * 2,
+                    cudaMemcpyHostToDevice));
+    }
+    __half* a;
+    float* y;
+    CK(cudaMalloc(&a, h.a.size() * 2));
+    CK(cudaMemcpy(a, h.a.data(), h.a.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&y, sizeof(float) * kRows * n));
+    // The floor: the weight blob's bytes (codes and scales) read by the fastest load shape.
+    const size_t words = (scale_offset + static_cast<size_t>(n) * (k / kBlock) * 2) / 16;
+    double floor = 1e30;
+    for (int per_sm : {4, 8})
+      floor = std::min(floor, b2b_us(stream, [&](int i) {
+        stream_kernel<<<per_sm * prop.multiProcessorCount, kStreamThreads, 0, stream>>>(
+            reinterpret_cast<const uint4*>(w.pool + static_cast<size_t>(i % copies) * blob), words, out);
+      }));
+    printf("\n%d x %d (N x K), 4-bit, blocks of 128, float16, %d copies of %.1f MB: floor %.2f us\n",
+           n, k, copies, blob / 1e6, floor);
+    for (const int m : {16, 9}) {
+      char label[32];
+      snprintf(label, sizeof(label), "M = %d", m);
+      for (const int splits : {4, 8, 16}) {
+        run_variant<8>(label, w, h, m, n, k, splits, a, y, stream, floor);
+        if (m == 16) run_variant<4>(label, w, h, m, n, k, splits, a, y, stream, floor);
+      }
+    }
+    CK(cudaFree(w.pool));
+    CK(cudaFree(a));
+    CK(cudaFree(y));
+  }
+  return 0;
+}
