@@ -6,7 +6,9 @@
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90a -o /tmp/rows16_probe tools/microbench/rows16_probe.cu && /tmp/rows16_probe
 //
-// (scripts/gpu_check.sh micro with MICRO=rows16_probe does the same.)
+// (scripts/gpu_check.sh micro with MICRO=rows16_probe does the same.) The same kernel with
+// two and four 16-row tiles (M = 32, 64: each decoded word multiplied with every tile)
+// asks the same of the fused GEMM's range (4-bit 8192 x 8192 M = 64: 27.7 us on the H200).
 //
 // The row group multiplies each decoded weight word with the activation pairs of two 8-row
 // halves, each lane loading its activations (L1 / L2) and pairing them with PRMTs per
@@ -54,9 +56,8 @@
 
 namespace {
 
-constexpr int kRows = 16;        // activation rows staged (rows >= M are zeros)
+constexpr int kMaxRows = 64;     // activation rows of the host data (a kernel stages 16 kR)
 constexpr int kBlock = 128;      // codes per scale block = one 64-byte window
-constexpr int kSubtiles = 4;     // 8-row weight subtiles per warp (32 weight rows)
 constexpr int kPadBytes = 16;    // per activation row in shared memory: ldmatrix conflict-free
 
 struct Problem {
@@ -112,13 +113,18 @@ __device__ __forceinline__ uint4 load_weights(const uint8_t* p) {
 
 // One window's loads of a lane: its 16 bytes of each subtile's row g, and the block scales
 // of the two columns 2t, 2t + 1 of each subtile its mma results hold.
+template <int kSubtiles>
 struct WindowLoads {
   uint4 w[kSubtiles];
   __half s[kSubtiles][2];
 };
 
-template <int kWarps>
+// kR: 16-row tiles of activation rows (M <= 16 kR; rows >= M staged as zeros), each
+// decoded weight word multiplied with all of them; kSubtiles: 8-row weight subtiles per
+// warp.
+template <int kWarps, int kR, int kSubtiles>
 __global__ void __launch_bounds__(kWarps * 32) rows16_kernel(Problem p) {
+  constexpr int kRows = 16 * kR;
   extern __shared__ __align__(16) uint8_t smem[];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int k_slice = p.k / p.splits, k0 = blockIdx.y * k_slice;
@@ -139,7 +145,7 @@ __global__ void __launch_bounds__(kWarps * 32) rows16_kernel(Problem p) {
       srow[s][e] = p.scales + static_cast<size_t>(min(n_warp + 8 * s + 2 * t + e, p.n - 1)) * k_blocks +
                    k0 / kBlock;
   }
-  auto load = [&](int win, WindowLoads& l) {
+  auto load = [&](int win, WindowLoads<kSubtiles>& l) {
 #pragma unroll
     for (int s = 0; s < kSubtiles; ++s) {
       l.w[s] = load_weights(wrow[s] + 64 * win);
@@ -147,7 +153,7 @@ __global__ void __launch_bounds__(kWarps * 32) rows16_kernel(Problem p) {
       l.s[s][1] = srow[s][1][win];
     }
   };
-  WindowLoads buf[2];
+  WindowLoads<kSubtiles> buf[2];
   load(0, buf[0]);  // in flight while the activations are staged
 
   // Stage the block's slice of the activations: thread unit = (row, 8 codes 8u .. 8u + 7
@@ -172,30 +178,39 @@ __global__ void __launch_bounds__(kWarps * 32) rows16_kernel(Problem p) {
   const int j = lane / 8;
   const uint32_t a_lane = smem_base + ((j % 2) * 8 + lane % 8) * row_bytes + (j / 2) * 16;
 
-  float acc[kSubtiles][4] = {};
-  auto multiply = [&](int win, const WindowLoads& l) {
-    float part[kSubtiles][4] = {};
+  float acc[kSubtiles][kR][4] = {};
+  auto multiply = [&](int win, const WindowLoads<kSubtiles>& l) {
+    float part[kSubtiles][kR][4] = {};
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
-      uint32_t ax[4], ay[4];
-      ldmatrix_x4(ax, a_lane + win * 256 + w * 64);
-      ldmatrix_x4(ay, a_lane + win * 256 + w * 64 + 32);
+      uint32_t ax[kR][4], ay[kR][4];
+#pragma unroll
+      for (int r = 0; r < kR; ++r) {
+        ldmatrix_x4(ax[r], a_lane + r * 16 * row_bytes + win * 256 + w * 64);
+        ldmatrix_x4(ay[r], a_lane + r * 16 * row_bytes + win * 256 + w * 64 + 32);
+      }
 #pragma unroll
       for (int s = 0; s < kSubtiles; ++s) {
         const uint32_t q = w == 0 ? l.w[s].x : w == 1 ? l.w[s].y : w == 2 ? l.w[s].z : l.w[s].w;
         uint32_t pr[4];
         decode_word(q, pr);
-        mma16816(part[s], ax, pr[0], pr[1]);
-        mma16816(part[s], ay, pr[2], pr[3]);
+#pragma unroll
+        for (int r = 0; r < kR; ++r) {
+          mma16816(part[s][r], ax[r], pr[0], pr[1]);
+          mma16816(part[s][r], ay[r], pr[2], pr[3]);
+        }
       }
     }
 #pragma unroll
     for (int s = 0; s < kSubtiles; ++s) {
       const float s0 = __half2float(l.s[s][0]), s1 = __half2float(l.s[s][1]);
-      acc[s][0] = fmaf(part[s][0], s0, acc[s][0]);
-      acc[s][1] = fmaf(part[s][1], s1, acc[s][1]);
-      acc[s][2] = fmaf(part[s][2], s0, acc[s][2]);
-      acc[s][3] = fmaf(part[s][3], s1, acc[s][3]);
+#pragma unroll
+      for (int r = 0; r < kR; ++r) {
+        acc[s][r][0] = fmaf(part[s][r][0], s0, acc[s][r][0]);
+        acc[s][r][1] = fmaf(part[s][r][1], s1, acc[s][r][1]);
+        acc[s][r][2] = fmaf(part[s][r][2], s0, acc[s][r][2]);
+        acc[s][r][3] = fmaf(part[s][r][3], s1, acc[s][r][3]);
+      }
     }
   };
   // Double buffering: window win + 1's loads in flight while win is multiplied.
@@ -208,15 +223,18 @@ __global__ void __launch_bounds__(kWarps * 32) rows16_kernel(Problem p) {
     multiply(win + 1, buf[1]);
   }
 
-  // C fragment: rows g, g + 8 (activation rows), columns 2t, 2t + 1 of each subtile.
+  // C fragment: rows g, g + 8 of each row tile (activation rows), columns 2t, 2t + 1 of
+  // each subtile.
 #pragma unroll
   for (int s = 0; s < kSubtiles; ++s)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int row = g + 8 * (e / 2), col = n_warp + 8 * s + 2 * t + e % 2;
-      if (row < p.m && col < p.n && (p.store || acc[s][e] == 1234.5f))
-        atomicAdd(p.y + static_cast<size_t>(row) * p.n + col, acc[s][e]);
-    }
+    for (int r = 0; r < kR; ++r)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = 16 * r + g + 8 * (e / 2), col = n_warp + 8 * s + 2 * t + e % 2;
+        if (row < p.m && col < p.n && (p.store || acc[s][r][e] == 1234.5f))
+          atomicAdd(p.y + static_cast<size_t>(row) * p.n + col, acc[s][r][e]);
+      }
 }
 
 constexpr int kStreamThreads = 256;
@@ -233,16 +251,19 @@ struct Weights {  // copies of one weight blob: codes, then scales
   int copies;
 };
 
-template <int kWarps>
-void launch_probe(const Problem& p, cudaStream_t stream) {
-  const int smem = kRows * (p.k / p.splits * 2 + kPadBytes);
-  const dim3 grid((p.n + kWarps * 32 - 1) / (kWarps * 32), p.splits);
-  rows16_kernel<kWarps><<<grid, kWarps * 32, smem, stream>>>(p);
+template <int kWarps, int kR, int kS>
+int smem_bytes(int k, int splits) {
+  return 16 * kR * (k / splits * 2 + kPadBytes);
 }
-
-template <int kWarps>
-void set_smem(int bytes) {
-  CK(cudaFuncSetAttribute(rows16_kernel<kWarps>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+template <int kWarps, int kR, int kS>
+int block_cols() {
+  return kWarps * 8 * kS;
+}
+template <int kWarps, int kR, int kS>
+void launch_probe(const Problem& p, cudaStream_t stream) {
+  const dim3 grid((p.n + block_cols<kWarps, kR, kS>() - 1) / block_cols<kWarps, kR, kS>(), p.splits);
+  rows16_kernel<kWarps, kR, kS>
+      <<<grid, kWarps * 32, smem_bytes<kWarps, kR, kS>(p.k, p.splits), stream>>>(p);
 }
 
 Problem problem_of(const Weights& w, int copy, int m, int n, int k, int splits, const __half* a,
@@ -318,16 +339,17 @@ double check(const HostCase& h, const std::vector<float>& y, int m, int n, int k
   return max_err / std::max(max_ref, 1e-30);
 }
 
-template <int kWarps>
-void run_variant(const char* label, const Weights& w, const HostCase& h, int m, int n, int k,
-                 int splits, const __half* a, float* y, cudaStream_t stream, double floor) {
+template <int kWarps, int kR, int kS>
+void run_variant(const Weights& w, const HostCase& h, int m, int n, int k, int splits,
+                 const __half* a, float* y, cudaStream_t stream, double floor) {
   if (k % (splits * kBlock * 2) != 0) return;  // windows per slice even, whole blocks
-  const int smem = kRows * (k / splits * 2 + kPadBytes);
+  const int smem = smem_bytes<kWarps, kR, kS>(k, splits);
   if (smem > 227 * 1024) return;
-  set_smem<kWarps>(smem);
+  CK(cudaFuncSetAttribute(rows16_kernel<kWarps, kR, kS>,
+                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   // Correctness: one run into zeroed sums, against the float64 reference.
   CK(cudaMemsetAsync(y, 0, sizeof(float) * m * n, stream));
-  launch_probe<kWarps>(problem_of(w, 0, m, n, k, splits, a, y), stream);
+  launch_probe<kWarps, kR, kS>(problem_of(w, 0, m, n, k, splits, a, y), stream);
   CK(cudaStreamSynchronize(stream));
   CK(cudaGetLastError());
   std::vector<float> hy(static_cast<size_t>(m) * n);
@@ -336,12 +358,14 @@ void run_variant(const char* label, const Weights& w, const HostCase& h, int m, 
   double us[2];
   for (int store = 0; store < 2; ++store)
     us[store] = b2b_us(stream, [&](int i) {
-      launch_probe<kWarps>(problem_of(w, i, m, n, k, splits, a, y, store == 1), stream);
+      launch_probe<kWarps, kR, kS>(problem_of(w, i, m, n, k, splits, a, y, store == 1), stream);
     });
-  printf("  %-6s warps %d split %2d (K slice %5d, %3d blocks, smem %3d KB): %7.2f us  "
-         "%5.1f %% of floor (without the atomics %7.2f us)  rel err %.1e%s\n",
-         label, kWarps, splits, k / splits, ((n + kWarps * 32 - 1) / (kWarps * 32)) * splits,
-         smem / 1024, us[1], 100 * floor / us[1], us[0], err, err < 1e-4 ? "" : "  WRONG");
+  const int cols = block_cols<kWarps, kR, kS>();
+  printf("  M = %2d  warps %d rows %2d cols %3d split %2d (K slice %5d, %4d blocks, smem %3d KB): "
+         "%7.2f us %5.1f %% of floor %4.0f TFLOP/s (without the atomics %7.2f us)  rel err %.1e%s\n",
+         m, kWarps, 16 * kR, cols, splits, k / splits, (n + cols - 1) / cols * splits, smem / 1024,
+         us[1], 100 * floor / us[1], 2.0 * m * n * k / (us[1] * 1e6), us[0], err,
+         err < 1e-4 ? "" : "  WRONG");
 }
 
 }  // namespace
@@ -363,7 +387,7 @@ int main() {
     const int copies = static_cast<int>(4 * static_cast<size_t>(prop.l2CacheSize) / blob + 2);
     Weights w{nullptr, blob, scale_offset, copies};
     CK(cudaMalloc(&w.pool, blob * copies));
-    const HostCase h = make_case(kRows, n, k, 1234u + n + k);
+    const HostCase h = make_case(kMaxRows, n, k, 1234u + n + k);
     for (int c = 0; c < copies; ++c) {
       CK(cudaMemcpy(w.pool + c * blob, h.codes.data(), code_bytes, cudaMemcpyHostToDevice));
       CK(cudaMemcpy(w.pool + c * blob + scale_offset, h.scales.data(), h.scales.size() * 2,
@@ -373,7 +397,7 @@ int main() {
     float* y;
     CK(cudaMalloc(&a, h.a.size() * 2));
     CK(cudaMemcpy(a, h.a.data(), h.a.size() * 2, cudaMemcpyHostToDevice));
-    CK(cudaMalloc(&y, sizeof(float) * kRows * n));
+    CK(cudaMalloc(&y, sizeof(float) * kMaxRows * n));
     // The floor: the weight blob's bytes (codes and scales) read by the fastest load shape.
     const size_t words = (scale_offset + static_cast<size_t>(n) * (k / kBlock) * 2) / 16;
     double floor = 1e30;
@@ -384,13 +408,18 @@ int main() {
       }));
     printf("\n%d x %d (N x K), 4-bit, blocks of 128, float16, %d copies of %.1f MB: floor %.2f us\n",
            n, k, copies, blob / 1e6, floor);
-    for (const int m : {16, 9}) {
-      char label[32];
-      snprintf(label, sizeof(label), "M = %d", m);
-      for (const int splits : {4, 8, 16}) {
-        run_variant<8>(label, w, h, m, n, k, splits, a, y, stream, floor);
-        if (m == 16) run_variant<4>(label, w, h, m, n, k, splits, a, y, stream, floor);
-      }
+    for (const int splits : {4, 8, 16}) {
+      run_variant<8, 1, 4>(w, h, 16, n, k, splits, a, y, stream, floor);
+      run_variant<4, 1, 4>(w, h, 16, n, k, splits, a, y, stream, floor);
+      run_variant<8, 1, 4>(w, h, 9, n, k, splits, a, y, stream, floor);
+    }
+    for (const int splits : {4, 8, 16}) {
+      run_variant<8, 2, 4>(w, h, 32, n, k, splits, a, y, stream, floor);
+      run_variant<4, 2, 4>(w, h, 32, n, k, splits, a, y, stream, floor);
+    }
+    for (const int splits : {8, 16, 32}) {
+      run_variant<8, 4, 2>(w, h, 64, n, k, splits, a, y, stream, floor);
+      run_variant<4, 4, 4>(w, h, 64, n, k, splits, a, y, stream, floor);
     }
     CK(cudaFree(w.pool));
     CK(cudaFree(a));
