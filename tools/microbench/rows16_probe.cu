@@ -4,11 +4,15 @@
 // M = 16: 22 us on the H200, 23.8 on the H100, against a floor of about 9.2 us)?
 // Standalone (not built by CMake; no bqmm code but the profiler's ../stream_read.cuh):
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90a -o /tmp/rows16_probe tools/microbench/rows16_probe.cu && /tmp/rows16_probe
+//   nvcc -O3 -std=c++17 -arch=sm_90a -o /tmp/rows16_probe tools/microbench/rows16_probe.cu && /tmp/rows16_probe [--full]
 //
-// (scripts/gpu_check.sh micro with MICRO=rows16_probe does the same.) The same kernel with
-// two and four 16-row tiles (M = 32, 64: each decoded word multiplied with every tile)
-// asks the same of the fused GEMM's range (4-bit 8192 x 8192 M = 64: 27.7 us on the H200).
+// (scripts/gpu_check.sh micro with MICRO=rows16_probe does the same, without --full.) Two
+// weight streams: the next window's weights and scales in registers (one window in
+// flight), or a ring of 3 or 4 windows per warp in shared memory filled by cp.async, the
+// scales staged with the activations. --full adds blocks of 4 warps and the same kernel
+// with two and four 16-row tiles (M = 32, 64: each decoded word multiplied with every
+// tile), which asks the same of the fused GEMM's range (4-bit 8192 x 8192 M = 64: 27.7 us
+// on the H200).
 //
 // The row group multiplies each decoded weight word with the activation pairs of two 8-row
 // halves, each lane loading its activations (L1 / L2) and pairing them with PRMTs per
@@ -49,6 +53,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "../stream_read.cuh"
@@ -103,6 +108,19 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&a)[4], uint32_t addr) {
                : "r"(addr));
 }
 
+// 16 bytes global -> shared past L1, asynchronously (cp.async groups).
+__device__ __forceinline__ void copy_async16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
+                   static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
+               "l"(src)
+               : "memory");
+}
+__device__ __forceinline__ void commit_copies() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void wait_copies() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+
 __device__ __forceinline__ uint4 load_weights(const uint8_t* p) {
   uint4 v;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
@@ -121,8 +139,12 @@ struct WindowLoads {
 
 // kR: 16-row tiles of activation rows (M <= 16 kR; rows >= M staged as zeros), each
 // decoded weight word multiplied with all of them; kSubtiles: 8-row weight subtiles per
-// warp.
-template <int kWarps, int kR, int kSubtiles>
+// warp. kStages: 0, the next window's weights and scales in registers (one window in
+// flight); else each warp's ring of kStages windows in shared memory, filled by cp.async
+// kStages - 1 windows ahead (every lane reads back only the bytes it copied, so its own
+// wait_group is all the ordering needed), and the block's scales staged in shared memory
+// with the activations.
+template <int kWarps, int kR, int kSubtiles, int kStages>
 __global__ void __launch_bounds__(kWarps * 32) rows16_kernel(Problem p) {
   constexpr int kRows = 16 * kR;
   extern __shared__ __align__(16) uint8_t smem[];
@@ -154,7 +176,31 @@ __global__ void __launch_bounds__(kWarps * 32) rows16_kernel(Problem p) {
     }
   };
   WindowLoads<kSubtiles> buf[2];
-  load(0, buf[0]);  // in flight while the activations are staged
+  // The ring (kStages > 0): after the activations and the block's scales.
+  const int act_bytes = kRows * row_bytes;
+  const int block_cols = kWarps * 8 * kSubtiles;
+  __half* block_scales = reinterpret_cast<__half*>(smem + act_bytes);  // [block col][window]
+  uint8_t* ring = smem + act_bytes + (block_cols * windows * 2 + 15) / 16 * 16 +
+                  warp * kStages * kSubtiles * 512 + lane * 16;
+  auto copy_window = [&](int win) {
+    if (win < windows) {
+#pragma unroll
+      for (int s = 0; s < kSubtiles; ++s)
+        copy_async16(ring + ((win % kStages) * kSubtiles + s) * 512, wrow[s] + 64 * win);
+    }
+    commit_copies();  // empty past the last window: the group count stays uniform
+  };
+  if constexpr (kStages == 0) {
+    load(0, buf[0]);  // in flight while the activations are staged
+  } else {
+#pragma unroll
+    for (int i = 0; i < kStages - 1; ++i) copy_window(i);
+    const int n_block = blockIdx.x * block_cols;
+    for (int i = threadIdx.x; i < block_cols * windows; i += kWarps * 32) {
+      const int c = i / windows, win = i % windows;
+      block_scales[i] = p.scales[static_cast<size_t>(min(n_block + c, p.n - 1)) * k_blocks + k0 / kBlock + win];
+    }
+  }
 
   // Stage the block's slice of the activations: thread unit = (row, 8 codes 8u .. 8u + 7
   // of a window, u = 4t' + w'), its pairs (j, j + 4) to group 4w' + j at slot t'.
@@ -213,14 +259,31 @@ __global__ void __launch_bounds__(kWarps * 32) rows16_kernel(Problem p) {
       }
     }
   };
-  // Double buffering: window win + 1's loads in flight while win is multiplied.
+  if constexpr (kStages == 0) {
+    // Double buffering: window win + 1's loads in flight while win is multiplied.
 #pragma unroll 1
-  for (int win = 0; win < windows; win += 2) {
-    if (win + 1 < windows) load(win + 1, buf[1]);
-    multiply(win, buf[0]);
-    if (win + 1 >= windows) break;
-    if (win + 2 < windows) load(win + 2, buf[0]);
-    multiply(win + 1, buf[1]);
+    for (int win = 0; win < windows; win += 2) {
+      if (win + 1 < windows) load(win + 1, buf[1]);
+      multiply(win, buf[0]);
+      if (win + 1 >= windows) break;
+      if (win + 2 < windows) load(win + 2, buf[0]);
+      multiply(win + 1, buf[1]);
+    }
+  } else {
+    const int c_warp = warp * 8 * kSubtiles;
+#pragma unroll 1
+    for (int win = 0; win < windows; ++win) {
+      wait_copies<kStages - 2>();  // this lane's copies of window win have landed
+      WindowLoads<kSubtiles> l;
+#pragma unroll
+      for (int s = 0; s < kSubtiles; ++s) {
+        l.w[s] = *reinterpret_cast<const uint4*>(ring + ((win % kStages) * kSubtiles + s) * 512);
+#pragma unroll
+        for (int e = 0; e < 2; ++e) l.s[s][e] = block_scales[(c_warp + 8 * s + 2 * t + e) * windows + win];
+      }
+      copy_window(win + kStages - 1);  // into the slot window win - 1 left
+      multiply(win, l);
+    }
   }
 
   // C fragment: rows g, g + 8 of each row tile (activation rows), columns 2t, 2t + 1 of
@@ -251,19 +314,23 @@ struct Weights {  // copies of one weight blob: codes, then scales
   int copies;
 };
 
-template <int kWarps, int kR, int kS>
-int smem_bytes(int k, int splits) {
-  return 16 * kR * (k / splits * 2 + kPadBytes);
-}
-template <int kWarps, int kR, int kS>
+template <int kWarps, int kR, int kS, int kStages>
 int block_cols() {
   return kWarps * 8 * kS;
 }
-template <int kWarps, int kR, int kS>
+template <int kWarps, int kR, int kS, int kStages>
+int smem_bytes(int k, int splits) {
+  const int act = 16 * kR * (k / splits * 2 + kPadBytes);
+  if (kStages == 0) return act;
+  const int scales = (block_cols<kWarps, kR, kS, kStages>() * (k / splits / kBlock) * 2 + 15) / 16 * 16;
+  return act + scales + kWarps * kStages * kS * 512;
+}
+template <int kWarps, int kR, int kS, int kStages>
 void launch_probe(const Problem& p, cudaStream_t stream) {
-  const dim3 grid((p.n + block_cols<kWarps, kR, kS>() - 1) / block_cols<kWarps, kR, kS>(), p.splits);
-  rows16_kernel<kWarps, kR, kS>
-      <<<grid, kWarps * 32, smem_bytes<kWarps, kR, kS>(p.k, p.splits), stream>>>(p);
+  constexpr int kCols = kWarps * 8 * kS;
+  const dim3 grid((p.n + kCols - 1) / kCols, p.splits);
+  rows16_kernel<kWarps, kR, kS, kStages>
+      <<<grid, kWarps * 32, smem_bytes<kWarps, kR, kS, kStages>(p.k, p.splits), stream>>>(p);
 }
 
 Problem problem_of(const Weights& w, int copy, int m, int n, int k, int splits, const __half* a,
@@ -339,17 +406,17 @@ double check(const HostCase& h, const std::vector<float>& y, int m, int n, int k
   return max_err / std::max(max_ref, 1e-30);
 }
 
-template <int kWarps, int kR, int kS>
+template <int kWarps, int kR, int kS, int kStages>
 void run_variant(const Weights& w, const HostCase& h, int m, int n, int k, int splits,
                  const __half* a, float* y, cudaStream_t stream, double floor) {
   if (k % (splits * kBlock * 2) != 0) return;  // windows per slice even, whole blocks
-  const int smem = smem_bytes<kWarps, kR, kS>(k, splits);
+  const int smem = smem_bytes<kWarps, kR, kS, kStages>(k, splits);
   if (smem > 227 * 1024) return;
-  CK(cudaFuncSetAttribute(rows16_kernel<kWarps, kR, kS>,
+  CK(cudaFuncSetAttribute(rows16_kernel<kWarps, kR, kS, kStages>,
                           cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   // Correctness: one run into zeroed sums, against the float64 reference.
   CK(cudaMemsetAsync(y, 0, sizeof(float) * m * n, stream));
-  launch_probe<kWarps, kR, kS>(problem_of(w, 0, m, n, k, splits, a, y), stream);
+  launch_probe<kWarps, kR, kS, kStages>(problem_of(w, 0, m, n, k, splits, a, y), stream);
   CK(cudaStreamSynchronize(stream));
   CK(cudaGetLastError());
   std::vector<float> hy(static_cast<size_t>(m) * n);
@@ -358,19 +425,22 @@ void run_variant(const Weights& w, const HostCase& h, int m, int n, int k, int s
   double us[2];
   for (int store = 0; store < 2; ++store)
     us[store] = b2b_us(stream, [&](int i) {
-      launch_probe<kWarps, kR, kS>(problem_of(w, i, m, n, k, splits, a, y, store == 1), stream);
+      launch_probe<kWarps, kR, kS, kStages>(problem_of(w, i, m, n, k, splits, a, y, store == 1), stream);
     });
-  const int cols = block_cols<kWarps, kR, kS>();
-  printf("  M = %2d  warps %d rows %2d cols %3d split %2d (K slice %5d, %4d blocks, smem %3d KB): "
+  const int cols = block_cols<kWarps, kR, kS, kStages>();
+  printf("  M = %2d  warps %d rows %2d cols %3d %-8s split %2d (K slice %5d, %4d blocks, smem %3d KB): "
          "%7.2f us %5.1f %% of floor %4.0f TFLOP/s (without the atomics %7.2f us)  rel err %.1e%s\n",
-         m, kWarps, 16 * kR, cols, splits, k / splits, (n + cols - 1) / cols * splits, smem / 1024,
+         m, kWarps, 16 * kR, cols, kStages == 0 ? "regs" : kStages == 3 ? "ring 3" : "ring 4", splits,
+         k / splits, (n + cols - 1) / cols * splits, smem / 1024,
          us[1], 100 * floor / us[1], 2.0 * m * n * k / (us[1] * 1e6), us[0], err,
          err < 1e-4 ? "" : "  WRONG");
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // --full: also the 4-warp blocks, M = 9 on register loads and 32 and 64 rows.
+  const bool full = argc > 1 && std::string(argv[1]) == "--full";
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   cudaStream_t stream;
@@ -409,18 +479,24 @@ int main() {
     printf("\n%d x %d (N x K), 4-bit, blocks of 128, float16, %d copies of %.1f MB: floor %.2f us\n",
            n, k, copies, blob / 1e6, floor);
     for (const int splits : {4, 8, 16}) {
-      run_variant<8, 1, 4>(w, h, 16, n, k, splits, a, y, stream, floor);
-      run_variant<4, 1, 4>(w, h, 16, n, k, splits, a, y, stream, floor);
-      run_variant<8, 1, 4>(w, h, 9, n, k, splits, a, y, stream, floor);
+      run_variant<8, 1, 4, 0>(w, h, 16, n, k, splits, a, y, stream, floor);
+      run_variant<8, 1, 4, 3>(w, h, 16, n, k, splits, a, y, stream, floor);
+      run_variant<8, 1, 4, 4>(w, h, 16, n, k, splits, a, y, stream, floor);
+      run_variant<8, 1, 4, 4>(w, h, 9, n, k, splits, a, y, stream, floor);
     }
-    for (const int splits : {4, 8, 16}) {
-      run_variant<8, 2, 4>(w, h, 32, n, k, splits, a, y, stream, floor);
-      run_variant<4, 2, 4>(w, h, 32, n, k, splits, a, y, stream, floor);
-    }
-    for (const int splits : {8, 16, 32}) {
-      run_variant<8, 4, 2>(w, h, 64, n, k, splits, a, y, stream, floor);
-      run_variant<4, 4, 4>(w, h, 64, n, k, splits, a, y, stream, floor);
-    }
+    if (full)
+      for (const int splits : {4, 8, 16}) {
+        run_variant<4, 1, 4, 0>(w, h, 16, n, k, splits, a, y, stream, floor);
+        run_variant<8, 1, 4, 0>(w, h, 9, n, k, splits, a, y, stream, floor);
+        run_variant<8, 2, 4, 0>(w, h, 32, n, k, splits, a, y, stream, floor);
+        run_variant<4, 2, 4, 0>(w, h, 32, n, k, splits, a, y, stream, floor);
+        run_variant<8, 2, 4, 4>(w, h, 32, n, k, splits, a, y, stream, floor);
+      }
+    if (full)
+      for (const int splits : {8, 16, 32}) {
+        run_variant<8, 4, 2, 0>(w, h, 64, n, k, splits, a, y, stream, floor);
+        run_variant<4, 4, 4, 0>(w, h, 64, n, k, splits, a, y, stream, floor);
+      }
     CK(cudaFree(w.pool));
     CK(cudaFree(a));
     CK(cudaFree(y));
