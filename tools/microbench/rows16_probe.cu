@@ -38,9 +38,10 @@
 // / 16 - 72 in one multiply-add), FP32 sums per 128-code block, times the block scale in
 // float32. Checked against a float64 reference before timing.
 //
-// Split K: S blocks along y each take K / S and add their FP32 sums into Y32 with
-// atomics (the probe's reduction; a kernel of the library would need a deterministic one:
-// a cluster's distributed shared memory or a last-block sum). Timing: 100 runs back to
+// Split K: S blocks along y each take K / S and either add their FP32 sums into Y32 with
+// atomics (not deterministic), or, as a kernel of the library would, form one
+// thread-block cluster (S <= 8) whose ranks sum the blocks' tiles through distributed
+// shared memory in rank order and store Y in float16. Timing: 100 runs back to
 // back in one CUDA graph over copies of the weight (codes and scales) whose total exceeds
 // 4x the L2, as bqmm-profile's b2b_us, beside the floor: the fastest pure read of the same
 // bytes under the same timing (stream_read.cuh). Y32 is not zeroed between timed runs;
@@ -72,6 +73,7 @@ struct Problem {
   const __half* a;        // [m][k]
   float* y;               // [m][n], FP32 sums (atomics)
   bool store;             // false: the sums are not added to Y (timing of the rest alone)
+  __half* yh;             // [m][n], the cluster-summed form's output
 };
 
 __device__ __forceinline__ uint32_t lop3_and_or(uint32_t x, uint32_t mask, uint32_t magic) {
@@ -121,6 +123,25 @@ __device__ __forceinline__ void wait_copies() {
   asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
 }
 
+// Thread-block clusters (SM90): every thread of the cluster's blocks arrives, shared-memory
+// writes before it visible to the cluster after it; a block's rank; the cluster-window
+// address of a shared-memory address of block `rank`, and a float loaded there.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ float load_cluster_f32(uint32_t addr, uint32_t rank) {
+  uint32_t mapped;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(mapped) : "r"(addr), "r"(rank));
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(mapped) : "memory");
+  return v;
+}
+
 __device__ __forceinline__ uint4 load_weights(const uint8_t* p) {
   uint4 v;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
@@ -143,8 +164,11 @@ struct WindowLoads {
 // flight); else each warp's ring of kStages windows in shared memory, filled by cp.async
 // kStages - 1 windows ahead (every lane reads back only the bytes it copied, so its own
 // wait_group is all the ordering needed), and the block's scales staged in shared memory
-// with the activations.
-template <int kWarps, int kR, int kSubtiles, int kStages>
+// with the activations. kCluster: the K split's blocks are one thread-block cluster along y
+// that sums their FP32 tiles through distributed shared memory in rank order
+// (deterministic) and stores Y in float16, as a kernel of the library would; else FP32
+// atomics into Y32.
+template <int kWarps, int kR, int kSubtiles, int kStages, bool kCluster>
 __global__ void __launch_bounds__(kWarps * 32) rows16_kernel(Problem p) {
   constexpr int kRows = 16 * kR;
   extern __shared__ __align__(16) uint8_t smem[];
@@ -182,11 +206,12 @@ __global__ void __launch_bounds__(kWarps * 32) rows16_kernel(Problem p) {
   __half* block_scales = reinterpret_cast<__half*>(smem + act_bytes);  // [block col][window]
   uint8_t* ring = smem + act_bytes + (block_cols * windows * 2 + 15) / 16 * 16 +
                   warp * kStages * kSubtiles * 512 + lane * 16;
+  constexpr int kRing = kStages > 0 ? kStages : 1;
   auto copy_window = [&](int win) {
     if (win < windows) {
 #pragma unroll
       for (int s = 0; s < kSubtiles; ++s)
-        copy_async16(ring + ((win % kStages) * kSubtiles + s) * 512, wrow[s] + 64 * win);
+        copy_async16(ring + ((win % kRing) * kSubtiles + s) * 512, wrow[s] + 64 * win);
     }
     commit_copies();  // empty past the last window: the group count stays uniform
   };
@@ -286,18 +311,45 @@ __global__ void __launch_bounds__(kWarps * 32) rows16_kernel(Problem p) {
     }
   }
 
-  // C fragment: rows g, g + 8 of each row tile (activation rows), columns 2t, 2t + 1 of
-  // each subtile.
+  if constexpr (kCluster) {
+    // The block's [rows][block_cols] FP32 sums over the (no longer read) activations; then
+    // rank r adds columns r / S .. (r + 1) / S of the block across every rank, in rank
+    // order, and stores them; the second barrier keeps each block's sums alive until read.
+    float* sums = reinterpret_cast<float*>(smem);
+    const int block_cols = kWarps * 8 * kSubtiles, c_warp = warp * 8 * kSubtiles;
+    __syncthreads();
 #pragma unroll
-  for (int s = 0; s < kSubtiles; ++s)
+    for (int s = 0; s < kSubtiles; ++s)
 #pragma unroll
-    for (int r = 0; r < kR; ++r)
+      for (int r = 0; r < kR; ++r)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int row = 16 * r + g + 8 * (e / 2), col = n_warp + 8 * s + 2 * t + e % 2;
-        if (row < p.m && col < p.n && (p.store || acc[s][r][e] == 1234.5f))
-          atomicAdd(p.y + static_cast<size_t>(row) * p.n + col, acc[s][r][e]);
-      }
+        for (int e = 0; e < 4; ++e)
+          sums[(16 * r + g + 8 * (e / 2)) * block_cols + c_warp + 8 * s + 2 * t + e % 2] = acc[s][r][e];
+    cluster_sync();
+    const int ranks = gridDim.y, per = block_cols / ranks, rank = static_cast<int>(cluster_rank());
+    const uint32_t sums_addr = static_cast<uint32_t>(__cvta_generic_to_shared(sums));
+    const int n_block = blockIdx.x * block_cols;
+    for (int i = threadIdx.x; i < kRows * per; i += kWarps * 32) {
+      const int row = i / per, c = rank * per + i % per;
+      float v = 0;
+      for (int q = 0; q < ranks; ++q) v += load_cluster_f32(sums_addr + 4 * (row * block_cols + c), q);
+      if (row < p.m && n_block + c < p.n) p.yh[static_cast<size_t>(row) * p.n + n_block + c] = __float2half(v);
+    }
+    cluster_sync();
+  } else {
+    // C fragment: rows g, g + 8 of each row tile (activation rows), columns 2t, 2t + 1 of
+    // each subtile.
+#pragma unroll
+    for (int s = 0; s < kSubtiles; ++s)
+#pragma unroll
+      for (int r = 0; r < kR; ++r)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int row = 16 * r + g + 8 * (e / 2), col = n_warp + 8 * s + 2 * t + e % 2;
+          if (row < p.m && col < p.n && (p.store || acc[s][r][e] == 1234.5f))
+            atomicAdd(p.y + static_cast<size_t>(row) * p.n + col, acc[s][r][e]);
+        }
+  }
 }
 
 constexpr int kStreamThreads = 256;
@@ -314,30 +366,49 @@ struct Weights {  // copies of one weight blob: codes, then scales
   int copies;
 };
 
-template <int kWarps, int kR, int kS, int kStages>
+template <int kWarps, int kR, int kS, int kStages, bool kCluster>
 int block_cols() {
   return kWarps * 8 * kS;
 }
-template <int kWarps, int kR, int kS, int kStages>
+template <int kWarps, int kR, int kS, int kStages, bool kCluster>
 int smem_bytes(int k, int splits) {
-  const int act = 16 * kR * (k / splits * 2 + kPadBytes);
+  // The cluster's sums reuse the activations' bytes: at least [16 kR][block columns] FP32.
+  const int sums = kCluster ? 16 * kR * block_cols<kWarps, kR, kS, kStages, kCluster>() * 4 : 0;
+  const int act = std::max(16 * kR * (k / splits * 2 + kPadBytes), sums);
   if (kStages == 0) return act;
-  const int scales = (block_cols<kWarps, kR, kS, kStages>() * (k / splits / kBlock) * 2 + 15) / 16 * 16;
+  const int scales =
+      (block_cols<kWarps, kR, kS, kStages, kCluster>() * (k / splits / kBlock) * 2 + 15) / 16 * 16;
   return act + scales + kWarps * kStages * kS * 512;
 }
-template <int kWarps, int kR, int kS, int kStages>
+template <int kWarps, int kR, int kS, int kStages, bool kCluster>
 void launch_probe(const Problem& p, cudaStream_t stream) {
   constexpr int kCols = kWarps * 8 * kS;
   const dim3 grid((p.n + kCols - 1) / kCols, p.splits);
-  rows16_kernel<kWarps, kR, kS, kStages>
-      <<<grid, kWarps * 32, smem_bytes<kWarps, kR, kS, kStages>(p.k, p.splits), stream>>>(p);
+  const int smem = smem_bytes<kWarps, kR, kS, kStages, kCluster>(p.k, p.splits);
+  if constexpr (!kCluster) {
+    rows16_kernel<kWarps, kR, kS, kStages, false><<<grid, kWarps * 32, smem, stream>>>(p);
+  } else {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(kWarps * 32);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1;
+    attr[0].val.clusterDim.y = p.splits;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    CK(cudaLaunchKernelEx(&cfg, rows16_kernel<kWarps, kR, kS, kStages, true>, p));
+  }
 }
 
 Problem problem_of(const Weights& w, int copy, int m, int n, int k, int splits, const __half* a,
-                   float* y, bool store = true) {
+                   float* y, __half* yh, bool store = true) {
   const uint8_t* base = w.pool + static_cast<size_t>(copy % w.copies) * w.bytes;
-  return Problem{m,         n, k, splits, base, reinterpret_cast<const __half*>(base + w.scale_offset),
-                 a,         y, store};
+  return Problem{m, n, k, splits, base, reinterpret_cast<const __half*>(base + w.scale_offset),
+                 a, y, store, yh};
 }
 
 // Microseconds per run, 100 runs back to back in one graph after 10 warm-up runs.
@@ -406,34 +477,45 @@ double check(const HostCase& h, const std::vector<float>& y, int m, int n, int k
   return max_err / std::max(max_ref, 1e-30);
 }
 
-template <int kWarps, int kR, int kS, int kStages>
+template <int kWarps, int kR, int kS, int kStages, bool kCluster = false>
 void run_variant(const Weights& w, const HostCase& h, int m, int n, int k, int splits,
-                 const __half* a, float* y, cudaStream_t stream, double floor) {
+                 const __half* a, float* y, __half* yh, cudaStream_t stream, double floor) {
   if (k % (splits * kBlock * 2) != 0) return;  // windows per slice even, whole blocks
-  const int smem = smem_bytes<kWarps, kR, kS, kStages>(k, splits);
+  if (kCluster && splits > 8) return;         // the portable cluster size
+  const int smem = smem_bytes<kWarps, kR, kS, kStages, kCluster>(k, splits);
   if (smem > 227 * 1024) return;
-  CK(cudaFuncSetAttribute(rows16_kernel<kWarps, kR, kS, kStages>,
+  CK(cudaFuncSetAttribute(rows16_kernel<kWarps, kR, kS, kStages, kCluster>,
                           cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   // Correctness: one run into zeroed sums, against the float64 reference.
   CK(cudaMemsetAsync(y, 0, sizeof(float) * m * n, stream));
-  launch_probe<kWarps, kR, kS, kStages>(problem_of(w, 0, m, n, k, splits, a, y), stream);
+  launch_probe<kWarps, kR, kS, kStages, kCluster>(problem_of(w, 0, m, n, k, splits, a, y, yh), stream);
   CK(cudaStreamSynchronize(stream));
   CK(cudaGetLastError());
   std::vector<float> hy(static_cast<size_t>(m) * n);
-  CK(cudaMemcpy(hy.data(), y, sizeof(float) * hy.size(), cudaMemcpyDeviceToHost));
+  if (kCluster) {
+    std::vector<__half> hh(hy.size());
+    CK(cudaMemcpy(hh.data(), yh, sizeof(__half) * hh.size(), cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < hh.size(); ++i) hy[i] = __half2float(hh[i]);
+  } else {
+    CK(cudaMemcpy(hy.data(), y, sizeof(float) * hy.size(), cudaMemcpyDeviceToHost));
+  }
   const double err = check(h, hy, m, n, k, n >= 4096 ? 61 : 1);
+  const double bound = kCluster ? 2e-3 : 1e-4;  // float16 output: its rounding
   double us[2];
-  for (int store = 0; store < 2; ++store)
+  for (int store = kCluster ? 1 : 0; store < 2; ++store)
     us[store] = b2b_us(stream, [&](int i) {
-      launch_probe<kWarps, kR, kS, kStages>(problem_of(w, i, m, n, k, splits, a, y, store == 1), stream);
+      launch_probe<kWarps, kR, kS, kStages, kCluster>(
+          problem_of(w, i, m, n, k, splits, a, y, yh, store == 1), stream);
     });
-  const int cols = block_cols<kWarps, kR, kS, kStages>();
-  printf("  M = %2d  warps %d rows %2d cols %3d %-8s split %2d (K slice %5d, %4d blocks, smem %3d KB): "
-         "%7.2f us %5.1f %% of floor %4.0f TFLOP/s (without the atomics %7.2f us)  rel err %.1e%s\n",
-         m, kWarps, 16 * kR, cols, kStages == 0 ? "regs" : kStages == 3 ? "ring 3" : "ring 4", splits,
-         k / splits, (n + cols - 1) / cols * splits, smem / 1024,
-         us[1], 100 * floor / us[1], 2.0 * m * n * k / (us[1] * 1e6), us[0], err,
-         err < 1e-4 ? "" : "  WRONG");
+  const int cols = block_cols<kWarps, kR, kS, kStages, kCluster>();
+  char rest[64] = "";
+  if (!kCluster) snprintf(rest, sizeof(rest), " (without the atomics %7.2f us)", us[0]);
+  printf("  M = %2d  warps %d rows %2d cols %3d %-6s %-7s split %2d (K slice %5d, %4d blocks, smem %3d KB): "
+         "%7.2f us %5.1f %% of floor %4.0f TFLOP/s%s  rel err %.1e%s\n",
+         m, kWarps, 16 * kR, cols, kStages == 0 ? "regs" : kStages == 3 ? "ring 3" : "ring 4",
+         kCluster ? "cluster" : "atomics", splits, k / splits, (n + cols - 1) / cols * splits,
+         smem / 1024, us[1], 100 * floor / us[1], 2.0 * m * n * k / (us[1] * 1e6), rest, err,
+         err < bound ? "" : "  WRONG");
 }
 
 }  // namespace
@@ -465,9 +547,11 @@ int main(int argc, char** argv) {
     }
     __half* a;
     float* y;
+    __half* yh;
     CK(cudaMalloc(&a, h.a.size() * 2));
     CK(cudaMemcpy(a, h.a.data(), h.a.size() * 2, cudaMemcpyHostToDevice));
     CK(cudaMalloc(&y, sizeof(float) * kMaxRows * n));
+    CK(cudaMalloc(&yh, sizeof(__half) * kMaxRows * n));
     // The floor: the weight blob's bytes (codes and scales) read by the fastest load shape.
     const size_t words = (scale_offset + static_cast<size_t>(n) * (k / kBlock) * 2) / 16;
     double floor = 1e30;
@@ -479,27 +563,31 @@ int main(int argc, char** argv) {
     printf("\n%d x %d (N x K), 4-bit, blocks of 128, float16, %d copies of %.1f MB: floor %.2f us\n",
            n, k, copies, blob / 1e6, floor);
     for (const int splits : {4, 8, 16}) {
-      run_variant<8, 1, 4, 0>(w, h, 16, n, k, splits, a, y, stream, floor);
-      run_variant<8, 1, 4, 3>(w, h, 16, n, k, splits, a, y, stream, floor);
-      run_variant<8, 1, 4, 4>(w, h, 16, n, k, splits, a, y, stream, floor);
-      run_variant<8, 1, 4, 4>(w, h, 9, n, k, splits, a, y, stream, floor);
+      run_variant<8, 1, 4, 0>(w, h, 16, n, k, splits, a, y, yh, stream, floor);
+      run_variant<8, 1, 4, 3>(w, h, 16, n, k, splits, a, y, yh, stream, floor);
+      run_variant<8, 1, 4, 4>(w, h, 16, n, k, splits, a, y, yh, stream, floor);
+      run_variant<8, 1, 4, 4>(w, h, 9, n, k, splits, a, y, yh, stream, floor);
+      run_variant<8, 1, 4, 0, true>(w, h, 16, n, k, splits, a, y, yh, stream, floor);
+      run_variant<8, 1, 4, 4, true>(w, h, 16, n, k, splits, a, y, yh, stream, floor);
+      run_variant<8, 1, 4, 4, true>(w, h, 9, n, k, splits, a, y, yh, stream, floor);
     }
     if (full)
       for (const int splits : {4, 8, 16}) {
-        run_variant<4, 1, 4, 0>(w, h, 16, n, k, splits, a, y, stream, floor);
-        run_variant<8, 1, 4, 0>(w, h, 9, n, k, splits, a, y, stream, floor);
-        run_variant<8, 2, 4, 0>(w, h, 32, n, k, splits, a, y, stream, floor);
-        run_variant<4, 2, 4, 0>(w, h, 32, n, k, splits, a, y, stream, floor);
-        run_variant<8, 2, 4, 4>(w, h, 32, n, k, splits, a, y, stream, floor);
+        run_variant<4, 1, 4, 0>(w, h, 16, n, k, splits, a, y, yh, stream, floor);
+        run_variant<8, 1, 4, 0>(w, h, 9, n, k, splits, a, y, yh, stream, floor);
+        run_variant<8, 2, 4, 0>(w, h, 32, n, k, splits, a, y, yh, stream, floor);
+        run_variant<4, 2, 4, 0>(w, h, 32, n, k, splits, a, y, yh, stream, floor);
+        run_variant<8, 2, 4, 4>(w, h, 32, n, k, splits, a, y, yh, stream, floor);
       }
     if (full)
       for (const int splits : {8, 16, 32}) {
-        run_variant<8, 4, 2, 0>(w, h, 64, n, k, splits, a, y, stream, floor);
-        run_variant<4, 4, 4, 0>(w, h, 64, n, k, splits, a, y, stream, floor);
+        run_variant<8, 4, 2, 0>(w, h, 64, n, k, splits, a, y, yh, stream, floor);
+        run_variant<4, 4, 4, 0>(w, h, 64, n, k, splits, a, y, yh, stream, floor);
       }
     CK(cudaFree(w.pool));
     CK(cudaFree(a));
     CK(cudaFree(y));
+    CK(cudaFree(yh));
   }
   return 0;
 }
