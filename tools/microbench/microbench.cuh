@@ -1,5 +1,6 @@
 // What the standalone microbenchmarks of this folder share: the CUDA error check, the SM
-// clock read with the global timer, and the best of a few timed launches.
+// clock read with the global timer, the best of a few timed launches, and back-to-back
+// time in a CUDA graph (bqmm-profile's b2b_us).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -51,6 +52,40 @@ float best_ms(int reps, Launch launch, OnBest on_best) {
       on_best();
     }
   }
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  return best;
+}
+
+// Microseconds per launch, back to back as bqmm-profile's b2b_us: `launch(i)` for i =
+// warmup .. warmup + repeat - 1 captured in one CUDA graph (launch(i) picks the i-th
+// rotating copy of its inputs), after `warmup` eager launches; the graph replayed `reps`
+// times, the fastest replay's total / repeat.
+template <typename Launch>
+double graph_b2b_us(cudaStream_t stream, Launch launch, int warmup, int repeat, int reps) {
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  CK(cudaEventRecordWithFlags(e0, stream, cudaEventRecordExternal));
+  for (int i = 0; i < repeat; ++i) launch(warmup + i);
+  CK(cudaEventRecordWithFlags(e1, stream, cudaEventRecordExternal));
+  CK(cudaStreamEndCapture(stream, &graph));
+  CK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < warmup; ++i) launch(i);
+  double best = 1e30;
+  for (int rep = 0; rep < reps; ++rep) {
+    CK(cudaGraphLaunch(exec, stream));
+    CK(cudaStreamSynchronize(stream));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (1e3 * ms / repeat < best) best = 1e3 * ms / repeat;
+  }
+  CK(cudaGetLastError());
+  CK(cudaGraphExecDestroy(exec));
+  CK(cudaGraphDestroy(graph));
   CK(cudaEventDestroy(e0));
   CK(cudaEventDestroy(e1));
   return best;

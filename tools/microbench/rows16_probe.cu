@@ -414,28 +414,7 @@ Problem problem_of(const Weights& w, int copy, int m, int n, int k, int splits, 
 // Microseconds per run, 100 runs back to back in one graph after 10 warm-up runs.
 template <typename Launch>
 double b2b_us(cudaStream_t stream, Launch launch) {
-  constexpr int kWarmup = 10, kRepeat = 100;
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  CK(cudaEventRecordWithFlags(e0, stream, cudaEventRecordExternal));
-  for (int i = 0; i < kRepeat; ++i) launch(kWarmup + i);
-  CK(cudaEventRecordWithFlags(e1, stream, cudaEventRecordExternal));
-  CK(cudaStreamEndCapture(stream, &graph));
-  CK(cudaGraphInstantiate(&exec, graph, 0));
-  for (int i = 0; i < kWarmup; ++i) launch(i);
-  CK(cudaGraphLaunch(exec, stream));
-  CK(cudaStreamSynchronize(stream));
-  float ms;
-  CK(cudaEventElapsedTime(&ms, e0, e1));
-  CK(cudaGraphExecDestroy(exec));
-  CK(cudaGraphDestroy(graph));
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
-  return 1e3 * ms / kRepeat;
+  return graph_b2b_us(stream, launch, /*warmup=*/10, /*repeat=*/100, /*reps=*/1);
 }
 
 // Host data of one shape: codes, scales (float16 in (0.001, 0.01)), activations.
