@@ -142,14 +142,6 @@ __device__ __forceinline__ float load_cluster_f32(uint32_t addr, uint32_t rank) 
   return v;
 }
 
-__device__ __forceinline__ uint4 load_weights(const uint8_t* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
 // One window's loads of a lane: its 16 bytes of each subtile's row g, and the block scales
 // of the two columns 2t, 2t + 1 of each subtile its mma results hold.
 template <int kSubtiles>
@@ -194,7 +186,7 @@ __global__ void __launch_bounds__(kWarps * 32) rows16_kernel(Problem p) {
   auto load = [&](int win, WindowLoads<kSubtiles>& l) {
 #pragma unroll
     for (int s = 0; s < kSubtiles; ++s) {
-      l.w[s] = load_weights(wrow[s] + 64 * win);
+      l.w[s] = stream_read::load_stream(reinterpret_cast<const uint4*>(wrow[s] + 64 * win));
       l.s[s][0] = srow[s][0][win];
       l.s[s][1] = srow[s][1][win];
     }
