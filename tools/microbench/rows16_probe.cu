@@ -1,7 +1,8 @@
 // A probe for M = 9..16 on 4-bit weights: is the activation as the mma's A operand, read
 // from shared memory by ldmatrix, with the weight as its B operand decoded straight from
-// the ORT layout (no prepack), faster than the GEMV's row group of 16 (4-bit 8192 x 8192
-// M = 16: 22 us on the H200, 23.8 on the H100, against a floor of about 9.2 us)?
+// the ORT layout (no prepack), faster than the GEMV's row group of 16, which runs far
+// above the weight's streaming floor there? docs/PERF.md (Next steps) has both, and what
+// this probe gave.
 // Standalone (not built by CMake; no bqmm code but the profiler's ../stream_read.cuh):
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90a -o /tmp/rows16_probe tools/microbench/rows16_probe.cu && /tmp/rows16_probe [--full]
@@ -11,8 +12,7 @@
 // flight), or a ring of 3 or 4 windows per warp in shared memory filled by cp.async, the
 // scales staged with the activations. --full adds blocks of 4 warps and the same kernel
 // with two and four 16-row tiles (M = 32, 64: each decoded word multiplied with every
-// tile), which asks the same of the fused GEMM's range (4-bit 8192 x 8192 M = 64: 27.7 us
-// on the H200).
+// tile), which asks the same of the fused GEMM's range (M = 17..64, the wgmma GEMM).
 //
 // The row group multiplies each decoded weight word with the activation pairs of two 8-row
 // halves, each lane loading its activations (L1 / L2) and pairing them with PRMTs per
