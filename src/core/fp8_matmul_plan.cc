@@ -479,7 +479,7 @@ Status plan_fp8_matmul(const Fp8MatMulProblem& p, const DeviceInfo& device,
     return Status(StatusCode::kInvalidArgument,
                   "problem: expected M, N, K >= 0 and block_size > 0");
   BQMM_RETURN_IF_ERROR(check::scratch_bytes(options.dequant_scratch_bytes));
-  BQMM_RETURN_IF_ERROR(check_plan_override(o, "Fp8WeightMatMul", {"algo", "window"}));
+  BQMM_RETURN_IF_ERROR(check_plan_override(o, "Fp8WeightMatMul", {"algo", "window", "staged"}));
 
   Fp8MatMulPlan plan;
   plan.problem = p;

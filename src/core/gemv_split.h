@@ -92,6 +92,30 @@ constexpr int nbits_window_max_k_split(int bits, bool zero_points, bool float16,
   return kGemvMaxKSplit;
 }
 
+// NBitsMatMul's staged row tile (M = 9..16, SM90; cuda/gemv/nbits_staged.cu): blocks of
+// kGemvStagedWarps warps own kGemvStagedCols weight rows over one K slice, the slice's 16
+// activation rows staged in shared memory (rows padded by kGemvStagedPadBytes); k_split
+// blocks split K as one thread-block cluster (at most kGemvStagedMaxSplit, the portable
+// cluster size), summing their FP32 tiles (16 x kGemvStagedCols) in shared memory.
+constexpr int kGemvStagedWarps = 8;
+constexpr int64_t kGemvStagedCols = 256;
+constexpr int kGemvStagedMaxSplit = 8;
+constexpr int64_t kGemvStagedPadBytes = 16;
+constexpr int64_t kGemvStagedMaxSmemBytes = 227 * 1024;  // SM90's opt-in shared memory per block
+// The K codes a block's slice aims at: k_split = the power of two reaching K / 1024 codes,
+// up to 8 (the probe's fastest splits on the four prefill shapes: 8192 x 8192 and 4096 x
+// 14336 8, 14336 x 4096 4; tools/microbench/rows16_probe.cu).
+constexpr int64_t kGemvStagedSliceCodes = 1024;
+// Dynamic shared memory of a launch: the slice's activations (ceil(windows / k_split)
+// 64-byte windows of codes, 2-byte activations), at least the cluster's FP32 tile.
+constexpr int64_t gemv_staged_smem_bytes(int bits, int64_t row_bytes, int k_split) {
+  const int64_t windows = row_bytes / kGemvWindowBytes;
+  const int64_t slice = (windows + k_split - 1) / k_split;
+  const int64_t act = kGemvGroupRows * (slice * (kGemvWindowBytes * 8 / bits) * 2 + kGemvStagedPadBytes);
+  const int64_t sums = k_split > 1 ? kGemvGroupRows * kGemvStagedCols * 4 : 0;
+  return act > sums ? act : sums;
+}
+
 // SM90's TMA tile stream (cuda/gemv/tma.cuh) can carry an [n, row_bytes] weight: the copy
 // engine exists, and the tiles' box coordinates (bytes into a row, row) are 32-bit.
 inline bool gemv_tma_fits(int sm, int64_t n, int64_t row_bytes) {

@@ -236,6 +236,47 @@ int row_group_tiles(const NBitsMatMulProblem& p, const GemvFacts& f) {
   return p.bits == 4 || f.large || p.m > kGemvGroupRows ? 2 : 1;
 }
 
+// The staged row tile (cuda/gemv/nbits_staged.cu, SM90) in the row group's place at
+// M = 9..16: the 16 activation rows staged once per block in shared memory as the mma's A
+// operand, so that one ldmatrix feeds every weight subtile of a warp (the row group's
+// time there is its per-tile activation loads and pairing). It takes float16 / bfloat16
+// with default or packed zero points in blocks of a window or more (the scale on the mma
+// result). Its K split: the power of two whose slices reach kGemvStagedSliceCodes, up to
+// kGemvStagedMaxSplit (or k_split forced), and the slice's activations must fit in shared
+// memory.
+int staged_k_split(const NBitsMatMulProblem& p, const PlanOverride& o) {
+  if (o.k_split > 0) return o.k_split;
+  const int64_t windows = p.row_bytes() / kGemvWindowBytes;
+  int split = 1;
+  while (split < kGemvStagedMaxSplit && 2 * split <= windows &&
+         (split * kGemvStagedSliceCodes < p.k ||
+          gemv_staged_smem_bytes(static_cast<int>(p.bits), p.row_bytes(), split) > kGemvStagedMaxSmemBytes))
+    split *= 2;
+  return split;
+}
+
+bool staged_fits(const NBitsMatMulProblem& p, const DeviceInfo& d, const GemvFacts& f,
+                 const PlanOverride& o) {
+  if (p.m <= kGemvMaxRows || p.m > kGemvGroupRows || d.sm < 90 || !f.half || f.typed_zp ||
+      p.block_size < f.window_codes || p.row_bytes() % kGemvWindowBytes != 0 || o.staged == 0)
+    return false;
+  const int split = staged_k_split(p, o);
+  return split <= kGemvStagedMaxSplit && split <= p.row_bytes() / kGemvWindowBytes &&
+         gemv_staged_smem_bytes(static_cast<int>(p.bits), p.row_bytes(), split) <= kGemvStagedMaxSmemBytes;
+}
+
+// The planner's rule: none yet (forced only) until the tile is timed against the row group
+// on the device. The probe of this design (tools/microbench/rows16_probe.cu, float16,
+// blocks of 128, H100, back to back) took 0.87-0.93x the row group's time at M = 16 and
+// M = 9 on the four prefill shapes.
+bool staged_faster(const NBitsMatMulProblem&, const GemvFacts&) { return false; }
+
+// Where it runs (forced by staged=1, or by the planner's rule above).
+bool staged_applies(const NBitsMatMulProblem& p, const DeviceInfo& d, const GemvFacts& f,
+                    const PlanOverride& o) {
+  return staged_fits(p, d, f, o) && (o.staged == 1 || staged_faster(p, f));
+}
+
 // The fused GEMM's view of the problem: rows of `bits`-bit codes.
 GemmShape gemm_shape(const NBitsMatMulProblem& p) {
   return {p.m, p.n, p.row_bytes(), static_cast<int>(p.bits), false, p.block_size, p.dtype == DType::kBFloat16};
@@ -377,6 +418,11 @@ Status plan_gemv(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOve
   g->algo = f.typed_zp ? kNBitsGemvAlgoUnrolled : choose_algo(o);  // typed: algorithm 0 only
   g->rows = choose_rows(p, f);
   g->row_groups = static_cast<int>(gemv_row_groups(p.m));
+  if (staged_applies(p, d, f, o)) {
+    g->staged = true;
+    g->k_split = staged_k_split(p, o);
+    return Status::Ok();
+  }
   choose_stream(p, d, f, o, g);
   BQMM_RETURN_IF_ERROR(choose_k_split(p, d, f, o, g));
   g->dependent_launch = dependent && dependent_launch_applies(p, d, f, *g);
@@ -450,6 +496,8 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan) {
   if (plan.path == NBitsPath::kMixedGemm) print_mixed_scales(print_mixed_gemm(os, plan.gemm), plan.problem.has_prepacked);
   if (plan.path == NBitsPath::kGemv && plan.gemv.fma) {
     os << "; fma=1; rows=" << plan.gemv.rows;
+  } else if (plan.path == NBitsPath::kGemv && plan.gemv.staged) {
+    os << "; staged=1; k_split=" << plan.gemv.k_split;
   } else if (plan.path == NBitsPath::kGemv) {
     os << "; algo=" << plan.gemv.algo << "; rows=" << plan.gemv.rows;
     print_tensor_core_gemv(os, plan.gemv, true, plan.problem.m > kGemvMaxRows);

@@ -419,6 +419,54 @@ __device__ __forceinline__ void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
+// ----------------------------------------------------------------- thread-block clusters
+// SM90 and later (the kernels that launch clusters are planned there only; below SM90
+// these compile to nothing). cluster_sync: every thread of the cluster's blocks arrives
+// (release: its prior writes, distributed shared memory included, become visible) and
+// waits for all of them (acquire). Not .aligned: nothing here promises that a warp
+// reaches it converged.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define BQMM_CLUSTERS 1
+#else
+#define BQMM_CLUSTERS 0
+#endif
+__device__ __forceinline__ void cluster_sync() {
+#if BQMM_CLUSTERS
+  asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ uint32_t cluster_block_rank() {
+  uint32_t rank = 0;
+#if BQMM_CLUSTERS
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+#endif
+  return rank;
+}
+// The address, in the cluster's shared-memory window, of shared-memory address `addr` of the
+// cluster's block `rank`. A block's window is contiguous: map a base once, add offsets.
+__device__ __forceinline__ uint32_t map_cluster_addr(uint32_t addr, uint32_t rank) {
+  uint32_t mapped = addr;
+#if BQMM_CLUSTERS
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(mapped) : "r"(addr), "r"(rank));
+#endif
+  return mapped;
+}
+__device__ __forceinline__ void store_cluster_f32(uint32_t cluster_addr, float v) {
+#if BQMM_CLUSTERS
+  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(cluster_addr), "f"(v) : "memory");
+#endif
+}
+__device__ __forceinline__ float4 load_cluster_f32x4(uint32_t cluster_addr) {
+  float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#if BQMM_CLUSTERS
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(cluster_addr)
+               : "memory");
+#endif
+  return v;
+}
+
 // ----------------------------------------------------------------- launch shapes
 // Grid-stride element loops cap the grid at a few waves of the device.
 inline unsigned int grid_for(int64_t work_items, int threads_per_block, int64_t max_blocks = 65535 * 8) {

@@ -130,6 +130,13 @@ struct NBitsGemvArgs {
 Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_split, bool tma,
                          bool window, bool lines, int tiles_per_warp, int registers,
                          cudaStream_t stream);
+// gemv/nbits_staged.cu (SM90): the staged row tile for M = 1..16 (planned for 9..16), the
+// activation rows staged in shared memory as the mma's A operand; float16 / bfloat16,
+// default or packed zero points, blocks of a 64-byte window or more (128 codes 4-bit, 64
+// 8-bit); k_split blocks (1, 2, 4 or 8, at most the row's windows) split K as one
+// thread-block cluster; the slice must fit gemv_staged_smem_bytes <= kGemvStagedMaxSmemBytes
+// (core/gemv_split.h). Else kInternal.
+Status launch_nbits_gemv_staged(const NBitsGemvArgs& args, int k_split, cudaStream_t stream);
 // CUDA cores, 8-bit codes, float16 / bfloat16 (gemv/fma.cuh): a warp per two output
 // columns, lanes along K; rows (1 or 2, >= M) activation rows per warp.
 Status launch_nbits_gemv_fma(const NBitsGemvArgs& args, int rows, cudaStream_t stream);

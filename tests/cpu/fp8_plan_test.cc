@@ -1219,12 +1219,14 @@ TEST(Fp8Plan, RejectsBadProblemsAndOptions) {
 // The keys of NBitsMatMul's kernels do not apply: the planner rejects them, naming the key
 // and the operator, even on problems that take no GEMV.
 TEST(Fp8Plan, RejectsOverrideKeysOfNBitsMatMul) {
-  for (const char* text : {"algo=0", "algo=2", "window=1", "window=0", "k_split=4,window=1"}) {
+  for (const char* text : {"algo=0", "algo=2", "window=1", "window=0", "k_split=4,window=1", "staged=1"}) {
     SCOPED_TRACE(text);
     PlanOverride o;
     ASSERT_TRUE(parse_plan_override(text, &o).ok());
     const std::string t = text;
-    const std::string key = t.find("algo") != std::string::npos ? "algo" : "window";
+    const std::string key = t.find("algo") != std::string::npos     ? "algo"
+                            : t.find("staged") != std::string::npos ? "staged"
+                                                                    : "window";
     for (const auto& p : {problem(2, 4096, 4096), problem(100, 4096, 4096), problem(0, 64, 64)})
       testing::expect_rejected(p, o, "plan override: " + key + " does not apply to Fp8WeightMatMul");
   }

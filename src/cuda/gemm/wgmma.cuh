@@ -110,37 +110,6 @@ __device__ __forceinline__ uint64_t sw128_desc_step(uint64_t desc, uint32_t byte
   return (desc & 0xFFFFFFFF00000000ull) | (static_cast<uint32_t>(desc) + (bytes >> 4));
 }
 
-// ----------------------------------------------------------------- thread-block clusters
-// Every thread of the cluster's blocks arrives (release: its prior writes, distributed
-// shared memory included, become visible) and waits for all of them (acquire). Not
-// .aligned: nothing here promises that a warp reaches it converged.
-__device__ __forceinline__ void cluster_sync() {
-#if BQMM_WGMMA_ENABLED
-  asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ uint32_t cluster_block_rank() {
-  uint32_t rank = 0;
-#if BQMM_WGMMA_ENABLED
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
-#endif
-  return rank;
-}
-// The address, in the cluster's shared-memory window, of shared-memory address `addr` of the
-// cluster's block `rank`. A block's window is contiguous: map a base once, add offsets.
-__device__ __forceinline__ uint32_t map_cluster_addr(uint32_t addr, uint32_t rank) {
-  uint32_t mapped = addr;
-#if BQMM_WGMMA_ENABLED
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(mapped) : "r"(addr), "r"(rank));
-#endif
-  return mapped;
-}
-__device__ __forceinline__ void store_cluster_f32(uint32_t cluster_addr, float v) {
-#if BQMM_WGMMA_ENABLED
-  asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(cluster_addr), "f"(v) : "memory");
-#endif
-}
-
 // Register budgets of the two roles (setmaxnreg): the launch gives every thread
 // 65536 / kWgmmaThreads = 168; the producer gives most of its share to the consumers
 // (128 x 40 + 256 x 232 = 128 x 168 + 256 x 168).

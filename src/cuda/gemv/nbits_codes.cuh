@@ -164,6 +164,23 @@ __device__ __forceinline__ BlockConsts make_typed_consts(T scale, T zp) {
   return c;
 }
 
+// The zero-point constants of an integer zero point zp (BlockConsts::zero, zero_hi; scale
+// and offset left 0): T pair constants as one multiply-add each (zp < 16 or 256: no carry
+// between the halves), in C so that the default zero point folds to constants.
+template <typename T, int kBits>
+__device__ __forceinline__ BlockConsts make_zero_consts(uint32_t zp) {
+  BlockConsts c{};
+  if constexpr (std::is_same_v<T, __half>) {
+    c.zero = zp * 0x10001u + 0x64006400u;
+    if constexpr (kBits == 4) c.zero_hi = zp * 0x100010u + 0x64006400u;
+  } else if constexpr (kBits == 4 && !std::is_same_v<T, float>) {
+    c.zero = zp * 0x10001u + 0x43004300u;
+  } else {
+    c.zero = 0x4B000000u | zp;
+  }
+  return c;
+}
+
 // Group `group` of a chunk whose first block is `blk` (split: the group is its own block).
 template <typename T, int kBits, bool kTyped = false>
 __device__ __forceinline__ BlockConsts make_consts(const RawQuant<T, kBits>& r, uint32_t blk,
@@ -175,22 +192,11 @@ __device__ __forceinline__ BlockConsts make_consts(const RawQuant<T, kBits>& r, 
   const uint32_t zp_shift = kBits == 8 ? 0 : ((blk + (second ? 1 : 0)) & 1) * 4;
   const uint32_t zp = (r.zp_bits >> zp_shift) & Codes<kBits>::kMask;
   const T scale = second ? r.scale[Codes<kBits>::kGroups - 1] : r.scale[0];
-  // T pair constants as one multiply-add each (zp < 16 or 256: no carry between the
-  // halves), in C so that the default zero point folds to constants.
-  BlockConsts c{};
+  BlockConsts c = make_zero_consts<T, kBits>(zp);
   if constexpr (std::is_same_v<T, float>) {
     c.scale = __float_as_uint(scale);
-    c.zero = 0x4B000000u | zp;
   } else {
     c.scale = pack_pair(scale);
-    if constexpr (std::is_same_v<T, __half>) {
-      c.zero = zp * 0x10001u + 0x64006400u;
-      if constexpr (kBits == 4) c.zero_hi = zp * 0x100010u + 0x64006400u;
-    } else if constexpr (kBits == 4) {
-      c.zero = zp * 0x10001u + 0x43004300u;
-    } else {
-      c.zero = 0x4B000000u | zp;
-    }
   }
   return c;
 }
