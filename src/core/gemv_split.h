@@ -102,9 +102,9 @@ constexpr int64_t kGemvStagedCols = 256;
 constexpr int kGemvStagedMaxSplit = 8;
 constexpr int64_t kGemvStagedPadBytes = 16;
 constexpr int64_t kGemvStagedMaxSmemBytes = 227 * 1024;  // SM90's opt-in shared memory per block
-// The K codes a block's slice aims at: k_split = the power of two reaching K / 1024 codes,
-// up to 8 (the probe's fastest splits on the four prefill shapes: 8192 x 8192 and 4096 x
-// 14336 8, 14336 x 4096 4; tools/microbench/rows16_probe.cu).
+// The most K codes a block's slice aims at (the planner's split also fills every SM once;
+// the probe's fastest splits on three prefill shapes, tools/microbench/rows16_probe.cu:
+// 8192 x 8192 and 4096 x 14336 8, 14336 x 4096 4).
 constexpr int64_t kGemvStagedSliceCodes = 1024;
 // Dynamic shared memory of a launch: the slice's activations (ceil(windows / k_split)
 // 64-byte windows of codes, 2-byte activations), at least the cluster's FP32 tile.

@@ -241,15 +241,16 @@ int row_group_tiles(const NBitsMatMulProblem& p, const GemvFacts& f) {
 // operand, so that one ldmatrix feeds every weight subtile of a warp (the row group's
 // time there is its per-tile activation loads and pairing). It takes float16 / bfloat16
 // with default or packed zero points in blocks of a window or more (the scale on the mma
-// result). Its K split: the power of two whose slices reach kGemvStagedSliceCodes, up to
-// kGemvStagedMaxSplit (or k_split forced), and the slice's activations must fit in shared
-// memory.
-int staged_k_split(const NBitsMatMulProblem& p, const PlanOverride& o) {
+// result). Its K split: the smallest power of two whose slices are at most
+// kGemvStagedSliceCodes long and whose blocks fill every SM once, up to kGemvStagedMaxSplit
+// (or k_split forced); the slice's activations must fit in shared memory.
+int staged_k_split(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
   if (o.k_split > 0) return o.k_split;
   const int64_t windows = p.row_bytes() / kGemvWindowBytes;
+  const int64_t column_blocks = (p.n + kGemvStagedCols - 1) / kGemvStagedCols;
   int split = 1;
   while (split < kGemvStagedMaxSplit && 2 * split <= windows &&
-         (split * kGemvStagedSliceCodes < p.k ||
+         (split * kGemvStagedSliceCodes < p.k || column_blocks * split < d.num_sms ||
           gemv_staged_smem_bytes(static_cast<int>(p.bits), p.row_bytes(), split) > kGemvStagedMaxSmemBytes))
     split *= 2;
   return split;
@@ -260,7 +261,7 @@ bool staged_fits(const NBitsMatMulProblem& p, const DeviceInfo& d, const GemvFac
   if (p.m <= kGemvMaxRows || p.m > kGemvGroupRows || d.sm < 90 || !f.half || f.typed_zp ||
       p.block_size < f.window_codes || p.row_bytes() % kGemvWindowBytes != 0 || o.staged == 0)
     return false;
-  const int split = staged_k_split(p, o);
+  const int split = staged_k_split(p, d, o);
   return split <= kGemvStagedMaxSplit && split <= p.row_bytes() / kGemvWindowBytes &&
          gemv_staged_smem_bytes(static_cast<int>(p.bits), p.row_bytes(), split) <= kGemvStagedMaxSmemBytes;
 }
@@ -420,7 +421,7 @@ Status plan_gemv(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOve
   g->row_groups = static_cast<int>(gemv_row_groups(p.m));
   if (staged_applies(p, d, f, o)) {
     g->staged = true;
-    g->k_split = staged_k_split(p, o);
+    g->k_split = staged_k_split(p, d, o);
     return Status::Ok();
   }
   choose_stream(p, d, f, o, g);

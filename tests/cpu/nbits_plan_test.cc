@@ -171,13 +171,23 @@ TEST(NBitsPlan, StagedRowTileInTheRowGroupsPlace) {
           EXPECT_FALSE(plan(p, kHopper, parsed("staged=1,gemm=0")).gemv.staged);
         }
   const PlanOverride on = parsed("staged=1");
-  const auto split = [&](int64_t k, int bits) { return plan(problem(16, 4096, k, bits, 128), kHopper, on).gemv.k_split; };
-  EXPECT_EQ(split(1024, 4), 1);
-  EXPECT_EQ(split(2048, 4), 2);
-  EXPECT_EQ(split(4096, 4), 4);
-  EXPECT_EQ(split(8192, 8), 8);
-  EXPECT_EQ(split(14336, 4), 8);
-  EXPECT_EQ(split(256, 4), 1);
+  // N = 65536: 256 column blocks fill 132 SMs unsplit; slices up to 1024 codes.
+  const auto split = [&](int64_t n, int64_t k, int bits) {
+    return plan(problem(16, n, k, bits, 128), kHopper, on).gemv.k_split;
+  };
+  EXPECT_EQ(split(65536, 1024, 4), 1);
+  EXPECT_EQ(split(65536, 2048, 4), 2);
+  EXPECT_EQ(split(65536, 4096, 4), 4);
+  EXPECT_EQ(split(65536, 8192, 8), 8);
+  EXPECT_EQ(split(65536, 14336, 4), 8);
+  EXPECT_EQ(split(65536, 256, 4), 1);
+  // The prefill shapes: 32, 56 and 16 column blocks of 256.
+  EXPECT_EQ(split(8192, 8192, 4), 8);
+  EXPECT_EQ(split(14336, 4096, 4), 4);
+  EXPECT_EQ(split(4096, 14336, 4), 8);
+  EXPECT_EQ(split(28672, 8192, 4), 8);
+  EXPECT_EQ(split(14336, 1024, 4), 4);  // to fill the SMs: 56 x 4 >= 132
+  EXPECT_EQ(split(4096, 512, 4), 4);    // no more than the row's 4 windows
   // Slices of 16 rows x 8192 codes (262 KB) do not fit: the row group; of 7168 (229 KB) do.
   EXPECT_FALSE(plan(problem(16, 4096, 65536, 4, 128), kHopper, on).gemv.staged);
   EXPECT_TRUE(plan(problem(16, 4096, 57344, 4, 128), kHopper, on).gemv.staged);
