@@ -107,13 +107,16 @@ constexpr int64_t kGemvStagedMaxSmemBytes = 227 * 1024;  // SM90's opt-in shared
 // 8192 x 8192 and 4096 x 14336 8, 14336 x 4096 4).
 constexpr int64_t kGemvStagedSliceCodes = 1024;
 // Dynamic shared memory of a launch: the slice's activations (ceil(windows / k_split)
-// 64-byte windows of codes, 2-byte activations), at least the cluster's FP32 tile.
-constexpr int64_t gemv_staged_smem_bytes(int bits, int64_t row_bytes, int k_split) {
+// 64-byte windows of codes, an even number with line loads; 2-byte activations), at least
+// the cluster's FP32 tile; with line loads each warp's two 2 KB line buffers after them.
+constexpr int64_t gemv_staged_smem_bytes(int bits, int64_t row_bytes, int k_split, bool lines = false) {
   const int64_t windows = row_bytes / kGemvWindowBytes;
-  const int64_t slice = (windows + k_split - 1) / k_split;
+  int64_t slice = (windows + k_split - 1) / k_split;
+  if (lines) slice += slice % 2;
   const int64_t act = kGemvGroupRows * (slice * (kGemvWindowBytes * 8 / bits) * 2 + kGemvStagedPadBytes);
   const int64_t sums = k_split > 1 ? kGemvGroupRows * kGemvStagedCols * 4 : 0;
-  return act > sums ? act : sums;
+  const int64_t line_buffers = lines ? kGemvStagedWarps * 2 * kGemvTileCols * kGemvTmaTileBytes : 0;
+  return (act > sums ? act : sums) + line_buffers;
 }
 
 // SM90's TMA tile stream (cuda/gemv/tma.cuh) can carry an [n, row_bytes] weight: the copy

@@ -236,6 +236,12 @@ int row_group_tiles(const NBitsMatMulProblem& p, const GemvFacts& f) {
   return p.bits == 4 || f.large || p.m > kGemvGroupRows ? 2 : 1;
 }
 
+// Its weight stream: fragment-shaped register loads, or with lines=1 (rows of whole
+// 128-byte lines) line loads staged through shared memory (gemv/line_loads.cuh).
+bool staged_lines(const NBitsMatMulProblem& p, const PlanOverride& o) {
+  return o.lines == 1 && p.row_bytes() % kGemvTmaTileBytes == 0;
+}
+
 // The staged row tile (cuda/gemv/nbits_staged.cu, SM90) in the row group's place at
 // M = 9..16: the 16 activation rows staged once per block in shared memory as the mma's A
 // operand, so that one ldmatrix feeds every weight subtile of a warp (the row group's
@@ -251,7 +257,8 @@ int staged_k_split(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanO
   int split = 1;
   while (split < kGemvStagedMaxSplit && 2 * split <= windows &&
          (split * kGemvStagedSliceCodes < p.k || column_blocks * split < d.num_sms ||
-          gemv_staged_smem_bytes(static_cast<int>(p.bits), p.row_bytes(), split) > kGemvStagedMaxSmemBytes))
+          gemv_staged_smem_bytes(static_cast<int>(p.bits), p.row_bytes(), split, staged_lines(p, o)) >
+              kGemvStagedMaxSmemBytes))
     split *= 2;
   return split;
 }
@@ -263,7 +270,8 @@ bool staged_fits(const NBitsMatMulProblem& p, const DeviceInfo& d, const GemvFac
     return false;
   const int split = staged_k_split(p, d, o);
   return split <= kGemvStagedMaxSplit && split <= p.row_bytes() / kGemvWindowBytes &&
-         gemv_staged_smem_bytes(static_cast<int>(p.bits), p.row_bytes(), split) <= kGemvStagedMaxSmemBytes;
+         gemv_staged_smem_bytes(static_cast<int>(p.bits), p.row_bytes(), split, staged_lines(p, o)) <=
+             kGemvStagedMaxSmemBytes;
 }
 
 // The planner's rule: none yet (forced only) until the tile is timed against the row group
@@ -422,6 +430,7 @@ Status plan_gemv(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOve
   if (staged_applies(p, d, f, o)) {
     g->staged = true;
     g->k_split = staged_k_split(p, d, o);
+    g->lines = staged_lines(p, o);
     return Status::Ok();
   }
   choose_stream(p, d, f, o, g);
@@ -498,7 +507,7 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan) {
   if (plan.path == NBitsPath::kGemv && plan.gemv.fma) {
     os << "; fma=1; rows=" << plan.gemv.rows;
   } else if (plan.path == NBitsPath::kGemv && plan.gemv.staged) {
-    os << "; staged=1; k_split=" << plan.gemv.k_split;
+    os << "; staged=1; k_split=" << plan.gemv.k_split << "; lines=" << (plan.gemv.lines ? 1 : 0);
   } else if (plan.path == NBitsPath::kGemv) {
     os << "; algo=" << plan.gemv.algo << "; rows=" << plan.gemv.rows;
     print_tensor_core_gemv(os, plan.gemv, true, plan.problem.m > kGemvMaxRows);

@@ -135,8 +135,9 @@ Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_sp
 // default or packed zero points, blocks of a 64-byte window or more (128 codes 4-bit, 64
 // 8-bit); k_split blocks (1, 2, 4 or 8, at most the row's windows) split K as one
 // thread-block cluster; the slice must fit gemv_staged_smem_bytes <= kGemvStagedMaxSmemBytes
-// (core/gemv_split.h). Else kInternal.
-Status launch_nbits_gemv_staged(const NBitsGemvArgs& args, int k_split, cudaStream_t stream);
+// (core/gemv_split.h). lines: the weights by whole 128-byte line loads staged through
+// shared memory (rows of whole lines). Else kInternal.
+Status launch_nbits_gemv_staged(const NBitsGemvArgs& args, int k_split, bool lines, cudaStream_t stream);
 // CUDA cores, 8-bit codes, float16 / bfloat16 (gemv/fma.cuh): a warp per two output
 // columns, lanes along K; rows (1 or 2, >= M) activation rows per warp.
 Status launch_nbits_gemv_fma(const NBitsGemvArgs& args, int rows, cudaStream_t stream);

@@ -162,7 +162,8 @@ TEST(NBitsPlan, StagedRowTileInTheRowGroupsPlace) {
           EXPECT_FALSE(forced.gemv.window || forced.gemv.lines || forced.gemv.tma);
           EXPECT_EQ(forced.gemv.k_split, 8);
           EXPECT_EQ(forced.workspace_bytes, 0u);
-          EXPECT_NE(printed(forced).find("; staged=1; k_split=8;"), std::string::npos) << printed(forced);
+          EXPECT_NE(printed(forced).find("; staged=1; k_split=8; lines=0;"), std::string::npos) << printed(forced);
+          EXPECT_TRUE(plan(p, kHopper, parsed("staged=1,lines=1")).gemv.lines);
           EXPECT_EQ(plan(p, kHopper, parsed("staged=1,k_split=2")).gemv.k_split, 2);
           EXPECT_FALSE(plan(p, kAmpere, parsed("staged=1")).gemv.staged);
           EXPECT_EQ(path(p, kHopper, parsed("staged=1,gemm=1")), NBitsPath::kFusedGemm);
@@ -192,6 +193,11 @@ TEST(NBitsPlan, StagedRowTileInTheRowGroupsPlace) {
   EXPECT_FALSE(plan(problem(16, 4096, 65536, 4, 128), kHopper, on).gemv.staged);
   EXPECT_TRUE(plan(problem(16, 4096, 57344, 4, 128), kHopper, on).gemv.staged);
   EXPECT_FALSE(plan(problem(16, 4096, 8192, 4, 128), kHopper, parsed("staged=1,k_split=1")).gemv.staged);
+  // Line loads: their 32 KB of line buffers counted, 16 x (7168 x 2 + 16) + 32 K no longer
+  // fits.
+  EXPECT_FALSE(plan(problem(16, 4096, 57344, 4, 128), kHopper, parsed("staged=1,lines=1")).gemv.staged);
+  EXPECT_EQ(gemv_staged_smem_bytes(4, 8192 / 2, 8, true), 16 * (1024 * 2 + 16) + 8 * 2 * 2048);
+  EXPECT_EQ(gemv_staged_smem_bytes(8, 192, 2, true), 16 * 256 * 4 + 8 * 2 * 2048);  // slices of 2 windows
   // What it does not take: blocks below a window (4-bit 128 codes, 8-bit 64), typed zero
   // points (the fused GEMM), M <= 8, and staged=0.
   EXPECT_FALSE(plan(problem(16, 4096, 4096, 4, 64), kHopper, on).gemv.staged);

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
 
 #include "bqmm/status.h"
 #include "common/gpu.h"
@@ -56,12 +57,12 @@ cuda::NBitsGemvArgs staged_args(const NBitsCase& c, const testing::NBitsDeviceCa
 }
 
 // Launches the tile on `c` (NaN-poisoned Y: an output no block writes fails the check).
-void check_staged(const NBitsCase& c, int k_split) {
+void check_staged(const NBitsCase& c, int k_split, bool lines) {
   testing::NBitsDeviceCase d;
   BQMM_ASSERT_OK(testing::upload_nbits_case(c, &d));
   const cuda::NBitsGemvArgs g = staged_args(c, d);
   BQMM_ASSERT_OK(testing::run_on_fresh_stream(
-      [&](cudaStream_t stream) { return cuda::launch_nbits_gemv_staged(g, k_split, stream); }));
+      [&](cudaStream_t stream) { return cuda::launch_nbits_gemv_staged(g, k_split, lines, stream); }));
   HostTensor y;
   BQMM_ASSERT_OK(d.y.download(&y));
   EXPECT_TRUE(testing::matches_reference(c, y));
@@ -74,11 +75,13 @@ TEST(NBitsStagedRows, EveryConfigurationAgainstReference) {
   for (const int bits : {4, 8})
     for (const bool zero_points : {false, true})
       for (const int k_split : {1, 2, 4, 8})
-        for (const DType t : kDTypes) {
+        for (const bool lines : {false, true}) {
+          const DType t = kDTypes[(seed / 7) % 2];
           const int64_t m = kRows[seed % 5];
-          // Blocks of one window (4-bit 128 codes, 8-bit 64) and more; K of 12 4-bit windows
-          // (1536) or 20 8-bit ones (1280): uneven slices at splits 8 (and 4-bit 2 / 4 even);
-          // N odd, or a multiple of the block's 256 columns plus one.
+          // Blocks of one window (4-bit 128 codes, 8-bit 64) and more; rows of 12 or 20
+          // windows (K = 12 or 20 windows' codes): uneven slices at a split of 8 (with line
+          // loads, slices of whole pairs: 12 windows at a split of 4 leave the last block
+          // empty); N odd, or a multiple of the block's 256 columns plus one.
           const int64_t window = bits == 4 ? 128 : 64;
           const int64_t block = (seed / 5) % 2 == 0 ? window : 2 * window;
           const int64_t k = (seed / 3) % 2 == 0 ? 12 * window : 20 * window;
@@ -86,11 +89,11 @@ TEST(NBitsStagedRows, EveryConfigurationAgainstReference) {
           SCOPED_TRACE(::testing::Message()
                        << bits << "-bit M=" << m << " N=" << n << " K=" << k << " block=" << block
                        << " " << dtype_name(t) << (zero_points ? " zero points" : "")
-                       << " k_split=" << k_split);
+                       << " k_split=" << k_split << (lines ? " line loads" : ""));
           const NBitsCase c = reference::make_random_nbits_case(
               nbits_spec(t, bits, m, n, k, block, zero_points, /*bias=*/seed % 3 != 0), seed);
           ++seed;
-          check_staged(c, k_split);
+          check_staged(c, k_split, lines);
         }
 }
 
@@ -104,7 +107,8 @@ TEST(NBitsStagedRows, LargerShapesAtThePlannedSplit) {
       const NBitsCase c = reference::make_random_nbits_case(
           nbits_spec(t, bits, 16, 2056, 4096, 128, /*zero_points=*/seed % 2 == 0, /*bias=*/true), seed);
       ++seed;
-      check_staged(c, 4);
+      check_staged(c, 4, /*lines=*/false);
+      check_staged(c, 4, /*lines=*/true);
     }
 }
 
@@ -120,13 +124,17 @@ TEST(NBitsStagedRows, TheOperatorAsPlanned) {
       const NBitsCase c = reference::make_random_nbits_case(
           nbits_spec(t, bits, m, 777, 2048, 128, /*zero_points=*/true, /*bias=*/true), seed);
       ++seed;
-      testing::NBitsKnobs knobs;
-      BQMM_ASSERT_OK(parse_plan_override("staged=1", &knobs.force));
-      testing::NBitsRun run;
-      BQMM_ASSERT_OK(testing::run_nbits_on_device(*handle, c, knobs, &run));
-      EXPECT_TRUE(run.plan.gemv.staged);
-      EXPECT_EQ(run.plan.gemv.k_split, 2);
-      EXPECT_TRUE(testing::matches_reference(c, run.y));
+      for (const char* force : {"staged=1", "staged=1,lines=1"}) {
+        SCOPED_TRACE(force);
+        testing::NBitsKnobs knobs;
+        BQMM_ASSERT_OK(parse_plan_override(force, &knobs.force));
+        testing::NBitsRun run;
+        BQMM_ASSERT_OK(testing::run_nbits_on_device(*handle, c, knobs, &run));
+        EXPECT_TRUE(run.plan.gemv.staged);
+        EXPECT_EQ(run.plan.gemv.lines, std::string(force).find("lines") != std::string::npos);
+        EXPECT_EQ(run.plan.gemv.k_split, 8);  // 4 column blocks: split as far as it goes to fill the SMs
+        EXPECT_TRUE(testing::matches_reference(c, run.y));
+      }
     }
 }
 
@@ -135,14 +143,16 @@ TEST(NBitsStagedRows, SanitizeSmall) {
   BQMM_REQUIRE_SM90();
   uint64_t seed = 900;
   for (const int bits : {4, 8})
-    for (const int k_split : {1, 2, 8}) {
-      const DType t = kDTypes[seed % 2];
-      SCOPED_TRACE(::testing::Message() << bits << "-bit " << dtype_name(t) << " k_split=" << k_split);
-      const NBitsCase c = reference::make_random_nbits_case(
-          nbits_spec(t, bits, 11, 37, 1024, 128, /*zero_points=*/seed % 2 == 0, /*bias=*/true), seed);
-      ++seed;
-      check_staged(c, k_split);
-    }
+    for (const int k_split : {1, 2, 8})
+      for (const bool lines : {false, true}) {
+        const DType t = kDTypes[seed % 2];
+        SCOPED_TRACE(::testing::Message() << bits << "-bit " << dtype_name(t) << " k_split=" << k_split
+                                          << (lines ? " line loads" : ""));
+        const NBitsCase c = reference::make_random_nbits_case(
+            nbits_spec(t, bits, 11, 37, 1024, 128, /*zero_points=*/seed % 2 == 0, /*bias=*/true), seed);
+        ++seed;
+        check_staged(c, k_split, lines);
+      }
 }
 
 // What the tile does not take is kInternal (a planner bug), before anything is launched:
@@ -156,22 +166,30 @@ TEST(NBitsStagedRows, LauncherRefusesWhatItDoesNotTake) {
   testing::NBitsDeviceCase d;
   BQMM_ASSERT_OK(testing::upload_nbits_case(c, &d));
   const cuda::NBitsGemvArgs good = staged_args(c, d);
-  EXPECT_EQ(code(cuda::launch_nbits_gemv_staged(good, 4, nullptr)), StatusCode::kOk);
+  EXPECT_EQ(code(cuda::launch_nbits_gemv_staged(good, 4, false, nullptr)), StatusCode::kOk);
+  EXPECT_EQ(code(cuda::launch_nbits_gemv_staged(good, 2, true, nullptr)), StatusCode::kOk);
   cuda::NBitsGemvArgs g = good;
   g.block_size = 64;  // below a 4-bit window
-  EXPECT_EQ(code(cuda::launch_nbits_gemv_staged(g, 1, nullptr)), StatusCode::kInternal);
+  EXPECT_EQ(code(cuda::launch_nbits_gemv_staged(g, 1, false, nullptr)), StatusCode::kInternal);
   g = good;
   g.zp_typed = d.scales.data();
-  EXPECT_EQ(code(cuda::launch_nbits_gemv_staged(g, 1, nullptr)), StatusCode::kInternal);
+  EXPECT_EQ(code(cuda::launch_nbits_gemv_staged(g, 1, false, nullptr)), StatusCode::kInternal);
   g = good;
   g.m = 17;
-  EXPECT_EQ(code(cuda::launch_nbits_gemv_staged(g, 1, nullptr)), StatusCode::kInternal);
+  EXPECT_EQ(code(cuda::launch_nbits_gemv_staged(g, 1, false, nullptr)), StatusCode::kInternal);
   for (const int k_split : {0, 3, 16, 8})  // 8 > the row's 4 windows
-    EXPECT_EQ(code(cuda::launch_nbits_gemv_staged(good, k_split, nullptr)), StatusCode::kInternal)
+    EXPECT_EQ(code(cuda::launch_nbits_gemv_staged(good, k_split, false, nullptr)), StatusCode::kInternal)
         << k_split;
+  // Line loads: rows of whole 128-byte lines (K = 384: three windows of 4-bit codes).
+  const NBitsCase odd = reference::make_random_nbits_case(
+      nbits_spec(DType::kFloat16, 4, 16, 64, 384, 128, false, false), 4);
+  testing::NBitsDeviceCase od;
+  BQMM_ASSERT_OK(testing::upload_nbits_case(odd, &od));
+  EXPECT_EQ(code(cuda::launch_nbits_gemv_staged(staged_args(odd, od), 1, true, nullptr)), StatusCode::kInternal);
+  EXPECT_EQ(code(cuda::launch_nbits_gemv_staged(staged_args(odd, od), 1, false, nullptr)), StatusCode::kOk);
   g = good;
   g.dtype = DType::kFloat32;
-  EXPECT_NE(code(cuda::launch_nbits_gemv_staged(g, 1, nullptr)), StatusCode::kOk);
+  EXPECT_NE(code(cuda::launch_nbits_gemv_staged(g, 1, false, nullptr)), StatusCode::kOk);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 }
 

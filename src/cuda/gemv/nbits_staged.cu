@@ -47,6 +47,7 @@
 #include <type_traits>
 
 #include "cuda/cuda_check.h"
+#include "cuda/gemv/line_loads.cuh"
 #include "cuda/gemv/nbits_tiles.cuh"
 #include "cuda/launchers.h"
 
@@ -59,6 +60,8 @@ constexpr int kBlockCols = kWarps * 8 * kSubtiles;
 static_assert(kBlockCols == kGemvStagedCols, "the planner's columns a block");
 constexpr int kRows = static_cast<int>(kGemvGroupRows);  // the mma M extent
 constexpr int kPadBytes = static_cast<int>(kGemvStagedPadBytes);
+// Two blocks per SM (16 warps): at most 128 registers a thread.
+constexpr int kBlocksPerSm = 2;
 static_assert(kBlockCols % kGemvStagedMaxSplit == 0 && kBlockCols / kGemvStagedMaxSplit % 4 == 0,
               "each rank of the cluster sums whole float4 columns of the tile");
 
@@ -168,18 +171,20 @@ __device__ __forceinline__ void cluster_sum_store(const GemvParams<T>& p, uint8_
 
 // ================================================================= kernel
 // kZeroPoints: packed zero points (else the default 2^(bits - 1), folded into constants).
+// kLines: the weights by line loads (below; rows of whole 128-byte lines).
 // Grid: (ceil(N / kBlockCols), 1, S), S blocks of one cluster along z splitting the rows'
 // windows into slices of ceil(windows / S) (the last ones shorter, or empty). Dynamic
 // shared memory: gemv_staged_smem_bytes (core/gemv_split.h).
-template <typename T, int kBits, bool kZeroPoints>
-__global__ void __launch_bounds__(kWarps * kWarpSize) NBitsStagedKernel(const GemvParams<T> p) {
+template <typename T, int kBits, bool kZeroPoints, bool kLines>
+__global__ void __launch_bounds__(kWarps * kWarpSize, kBlocksPerSm) NBitsStagedKernel(const GemvParams<T> p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   using C = Codes<kBits>;
   constexpr int kActBytes = C::kPerWindow * 2;  // a window's activations of one row
   extern __shared__ __align__(16) uint8_t smem[];
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int g = lane / 4, t = lane % 4;
-  const uint32_t slice = (p.windows + gridDim.z - 1) / gridDim.z;
+  uint32_t slice = (p.windows + gridDim.z - 1) / gridDim.z;
+  if (kLines) slice = (slice + 1) & ~1u;  // whole pairs of windows (p.windows is even)
   const uint32_t win0 = min(blockIdx.z * slice, p.windows);
   const uint32_t windows = min(slice, p.windows - win0);
   const int row_bytes = static_cast<int>(slice) * kActBytes + kPadBytes;
@@ -202,19 +207,42 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) NBitsStagedKernel(const Ge
   }
   // Window i of the slice: its block (blocks of a window or more).
   const auto block_of = [&](uint32_t i) { return ((win0 + i) * C::kPerWindow) >> p.block_shift; };
-  const auto load = [&](uint32_t i, WindowLoads<T, kZeroPoints>& l) {
+  const auto load_consts = [&](uint32_t i, WindowLoads<T, kZeroPoints>& l) {
     const uint32_t blk = block_of(i);
 #pragma unroll
     for (int s = 0; s < kSubtiles; ++s) {
-      l.w[s] = load_stream_u4(w_row[s] + static_cast<size_t>(i) * kWindowBytes);
       l.s[s][0] = s_row[s][0][blk];
       l.s[s][1] = s_row[s][1][blk];
       if constexpr (kZeroPoints) l.zp[s] = __ldg(zp_row[s] + (kBits == 8 ? blk : blk >> 1));
     }
   };
+  const auto load = [&](uint32_t i, WindowLoads<T, kZeroPoints>& l) {
+#pragma unroll
+    for (int s = 0; s < kSubtiles; ++s) l.w[s] = load_stream_u4(w_row[s] + static_cast<size_t>(i) * kWindowBytes);
+    load_consts(i, l);
+  };
+  // kLines: the warp's 32 rows as two 16-row line-load tiles (gemv/line_loads.cuh), each
+  // pair of windows read as whole 128-byte lines into the warp's 4 KB after the
+  // activations (and the cluster's sums), then read back in fragment order: tile j's rows
+  // g and g + 8 are subtiles 2j and 2j + 1.
+  const int act_region =
+      max(kRows * row_bytes, gridDim.z > 1 ? kRows * kBlockCols * static_cast<int>(sizeof(float)) : 0);
+  const LineTiles<2> lines(reinterpret_cast<uint4*>(smem + act_region) + warp * 2 * (kLineBufferBytes / 16),
+                           p.b, n_block + c_warp, p.n, p.row_bytes, lane);
+  uint4 raw[2][4];
+  const auto load_pair = [&](uint32_t i) {
+#pragma unroll
+    for (int tile = 0; tile < 2; ++tile) lines[tile].load(raw[tile], static_cast<size_t>(win0 + i) * kWindowBytes);
+  };
 
   WindowLoads<T, kZeroPoints> buf[2];
-  if (windows > 0) load(0, buf[0]);  // in flight while the activations are staged
+  if (windows > 0) {  // in flight while the activations are staged
+    if constexpr (kLines) {
+      load_pair(0);
+    } else {
+      load(0, buf[0]);
+    }
+  }
   stage_activations<T, kBits>(p, smem, win0, windows, row_bytes);
   __syncthreads();
 
@@ -272,14 +300,34 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) NBitsStagedKernel(const Ge
       acc[s][3] = fmaf(part[s][3], s1, acc[s][3]);
     }
   };
-  // Two buffers: window i + 1's loads in flight while window i is multiplied.
+  if constexpr (kLines) {
+    // The pair i, i + 1 staged and the next pair's loads in flight while it is multiplied.
 #pragma unroll 1
-  for (uint32_t i = 0; i < windows; i += 2) {
-    if (i + 1 < windows) load(i + 1, buf[1]);
-    multiply(i, buf[0]);
-    if (i + 1 >= windows) break;
-    if (i + 2 < windows) load(i + 2, buf[0]);
-    multiply(i + 1, buf[1]);
+    for (uint32_t i = 0; i < windows; i += 2) {
+      lines[0].stage(raw[0]);
+      lines[1].stage(raw[1]);
+      if (i + 2 < windows) load_pair(i + 2);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        load_consts(i + h, buf[h]);  // a row's scales share few lines: mostly L1 hits
+        buf[h].w[0] = lines[0].lo(h);
+        buf[h].w[1] = lines[0].hi(h);
+        buf[h].w[2] = lines[1].lo(h);
+        buf[h].w[3] = lines[1].hi(h);
+        multiply(i + h, buf[h]);
+      }
+      lines.release();
+    }
+  } else {
+    // Two buffers: window i + 1's loads in flight while window i is multiplied.
+#pragma unroll 1
+    for (uint32_t i = 0; i < windows; i += 2) {
+      if (i + 1 < windows) load(i + 1, buf[1]);
+      multiply(i, buf[0]);
+      if (i + 1 >= windows) break;
+      if (i + 2 < windows) load(i + 2, buf[0]);
+      multiply(i + 1, buf[1]);
+    }
   }
 
   if (gridDim.z > 1) {
@@ -302,10 +350,12 @@ __global__ void __launch_bounds__(kWarps * kWarpSize) NBitsStagedKernel(const Ge
 // ================================================================= launcher
 // The instantiated configurations (T, bits, packed zero points): every one a plan can
 // reach. CMakeLists.txt builds this file for the SM90+ architectures only.
-#define BQMM_STAGED_CONFIGS(X, T) X(T, 4, false) X(T, 4, true) X(T, 8, false) X(T, 8, true)
+#define BQMM_STAGED_CONFIGS(X, T)                                                           \
+  X(T, 4, false, false) X(T, 4, true, false) X(T, 8, false, false) X(T, 8, true, false)    \
+  X(T, 4, false, true) X(T, 4, true, true) X(T, 8, false, true) X(T, 8, true, true)
 
 template <typename T>
-Status launch_staged(const NBitsGemvArgs& args, int k_split, cudaStream_t stream) {
+Status launch_staged(const NBitsGemvArgs& args, int k_split, bool lines, cudaStream_t stream) {
   const auto fail = [](const std::string& what) {
     return Status(StatusCode::kInternal, "launch_nbits_gemv (staged row tile): " + what);
   };
@@ -321,15 +371,17 @@ Status launch_staged(const NBitsGemvArgs& args, int k_split, cudaStream_t stream
   if (k_split < 1 || k_split > kGemvStagedMaxSplit || (k_split & (k_split - 1)) != 0 ||
       static_cast<uint32_t>(k_split) > p.windows)
     return fail("k_split " + std::to_string(k_split) + " for " + std::to_string(p.windows) + " windows");
-  const int64_t smem = gemv_staged_smem_bytes(args.bits, p.row_bytes, k_split);
+  if (lines && p.windows % 2 != 0)
+    return fail("line loads take rows of whole 128-byte lines, not K = " + std::to_string(args.k));
+  const int64_t smem = gemv_staged_smem_bytes(args.bits, p.row_bytes, k_split, lines);
   if (smem > kGemvStagedMaxSmemBytes) return fail("K = " + std::to_string(args.k) + " per block too long");
   const int64_t col_blocks = (args.n + kBlockCols - 1) / kBlockCols;
   if (col_blocks > 0x7fffffff) return fail("N = " + std::to_string(args.n));
   const dim3 grid(static_cast<unsigned>(col_blocks), 1, static_cast<unsigned>(k_split));
   const bool zero_points = args.zp_packed != nullptr;
-#define BQMM_LAUNCH_IF(T_, B, ZP)                                                              \
-  if (args.bits == B && zero_points == ZP) {                                                   \
-    const auto kernel = NBitsStagedKernel<T_, B, ZP>;                                          \
+#define BQMM_LAUNCH_IF(T_, B, ZP, LINES)                                                       \
+  if (args.bits == B && zero_points == ZP && lines == LINES) {                                 \
+    const auto kernel = NBitsStagedKernel<T_, B, ZP, LINES>;                                   \
     BQMM_RETURN_IF_ERROR(allow_dynamic_smem(reinterpret_cast<const void*>(kernel), static_cast<int>(smem))); \
     return launch_kernel_ex(kernel, grid, dim3(kWarps * kWarpSize), static_cast<int>(smem), stream, \
                             false, static_cast<unsigned>(k_split), "NBitsStagedKernel", p);    \
@@ -341,9 +393,9 @@ Status launch_staged(const NBitsGemvArgs& args, int k_split, cudaStream_t stream
 
 }  // namespace
 
-Status launch_nbits_gemv_staged(const NBitsGemvArgs& args, int k_split, cudaStream_t stream) {
+Status launch_nbits_gemv_staged(const NBitsGemvArgs& args, int k_split, bool lines, cudaStream_t stream) {
   return dispatch_half_types(args.dtype, "launch_nbits_gemv (staged row tile)", [&](auto tag) -> Status {
-    return launch_staged<decltype(tag)>(args, k_split, stream);
+    return launch_staged<decltype(tag)>(args, k_split, lines, stream);
   });
 }
 
