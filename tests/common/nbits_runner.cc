@@ -71,4 +71,21 @@ reference::NBitsCaseSpec nbits_spec(DType dtype, int bits, int64_t m, int64_t n,
   return s;
 }
 
+cuda::NBitsGemvArgs nbits_gemv_args(const reference::NBitsCase& c, const NBitsDeviceCase& d) {
+  cuda::NBitsGemvArgs g;
+  g.dtype = c.dtype();
+  g.bits = c.bits();
+  g.a = d.a.data();
+  g.b = static_cast<const uint8_t*>(d.b.data());
+  g.scales = d.scales.data();
+  g.zp_packed = c.zero_points ? static_cast<const uint8_t*>(d.zero_points.data()) : nullptr;
+  g.bias = c.bias ? d.bias.data() : nullptr;
+  g.y = d.y.data();
+  g.m = c.m();
+  g.n = c.n();
+  g.k = c.k();
+  g.block_size = c.block_size();
+  return g;
+}
+
 }  // namespace bqmm::testing

@@ -12,6 +12,7 @@
 #include "core/plan_override.h"
 #include "bqmm/nbits_matmul.h"
 #include "common/gpu.h"  // shared_handle
+#include "cuda/launchers.h"
 #include "harness/device_buffer.h"
 #include "harness/host_tensor.h"
 #include "reference/nbits_reference.h"
@@ -70,6 +71,11 @@ inline reference::NBitsCaseSpec nbits_spec(DType dtype, int bits, int64_t m, int
   return nbits_spec(dtype, bits, m, n, k, block_size,
                     packed_zero_points ? NBitsZeroPoints::kPacked : NBitsZeroPoints::kNone, bias);
 }
+
+// The GEMV launchers' arguments (cuda/launchers.h) for a case uploaded by
+// upload_nbits_case: packed zero points where the case has them, for the tests that launch
+// a decode kernel themselves.
+cuda::NBitsGemvArgs nbits_gemv_args(const reference::NBitsCase& c, const NBitsDeviceCase& d);
 
 // docs/CONTRACT.md section 4 over every row: rel. Frobenius error within the dtype's tolerance, no NaN
 // where the reference has none (unwritten outputs stay NaN) and NaN where it has NaN.

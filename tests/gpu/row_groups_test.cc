@@ -33,6 +33,7 @@ namespace {
 using harness::HostTensor;
 using reference::Fp8Case;
 using reference::NBitsCase;
+using testing::nbits_gemv_args;
 
 constexpr DType kDTypes[] = {DType::kFloat16, DType::kBFloat16};
 constexpr int64_t kGroupRows[] = {9, 16, 17, 33, 64};
@@ -126,23 +127,6 @@ TEST(Fp8GemvRowGroups, SanitizeSmall) {
 }
 
 // ----------------------------------------------------------------- N-bit
-cuda::NBitsGemvArgs nbits_gemv_args(const NBitsCase& c, const testing::NBitsDeviceCase& d) {
-  cuda::NBitsGemvArgs g;
-  g.dtype = c.dtype();
-  g.bits = c.bits();
-  g.a = d.a.data();
-  g.b = static_cast<const uint8_t*>(d.b.data());
-  g.scales = d.scales.data();
-  g.zp_packed = c.zero_points ? static_cast<const uint8_t*>(d.zero_points.data()) : nullptr;
-  g.bias = c.bias ? d.bias.data() : nullptr;
-  g.y = d.y.data();
-  g.m = c.m();
-  g.n = c.n();
-  g.k = c.k();
-  g.block_size = c.block_size();
-  return g;
-}
-
 void check_nbits(const NBitsCase& c, int k_split, const LineStream& s) {
   testing::NBitsDeviceCase d;
   BQMM_ASSERT_OK(testing::upload_nbits_case(c, &d));

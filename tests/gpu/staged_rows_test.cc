@@ -27,6 +27,7 @@ namespace {
 
 using harness::HostTensor;
 using reference::NBitsCase;
+using testing::nbits_gemv_args;
 using testing::nbits_spec;
 
 constexpr DType kDTypes[] = {DType::kFloat16, DType::kBFloat16};
@@ -39,28 +40,11 @@ bool hopper_available() {
   BQMM_REQUIRE_GPU();                                                                       \
   if (!hopper_available()) GTEST_SKIP() << "the staged row tile needs SM90 (thread-block clusters)"
 
-cuda::NBitsGemvArgs staged_args(const NBitsCase& c, const testing::NBitsDeviceCase& d) {
-  cuda::NBitsGemvArgs g;
-  g.dtype = c.dtype();
-  g.bits = c.bits();
-  g.a = d.a.data();
-  g.b = static_cast<const uint8_t*>(d.b.data());
-  g.scales = d.scales.data();
-  g.zp_packed = c.zero_points ? static_cast<const uint8_t*>(d.zero_points.data()) : nullptr;
-  g.bias = c.bias ? d.bias.data() : nullptr;
-  g.y = d.y.data();
-  g.m = c.m();
-  g.n = c.n();
-  g.k = c.k();
-  g.block_size = c.block_size();
-  return g;
-}
-
 // Launches the tile on `c` (NaN-poisoned Y: an output no block writes fails the check).
 void check_staged(const NBitsCase& c, int k_split, bool lines) {
   testing::NBitsDeviceCase d;
   BQMM_ASSERT_OK(testing::upload_nbits_case(c, &d));
-  const cuda::NBitsGemvArgs g = staged_args(c, d);
+  const cuda::NBitsGemvArgs g = nbits_gemv_args(c, d);
   BQMM_ASSERT_OK(testing::run_on_fresh_stream(
       [&](cudaStream_t stream) { return cuda::launch_nbits_gemv_staged(g, k_split, lines, stream); }));
   HostTensor y;
@@ -165,7 +149,7 @@ TEST(NBitsStagedRows, LauncherRefusesWhatItDoesNotTake) {
       nbits_spec(DType::kFloat16, 4, 16, 64, 512, 128, false, false), 3);
   testing::NBitsDeviceCase d;
   BQMM_ASSERT_OK(testing::upload_nbits_case(c, &d));
-  const cuda::NBitsGemvArgs good = staged_args(c, d);
+  const cuda::NBitsGemvArgs good = nbits_gemv_args(c, d);
   EXPECT_EQ(code(cuda::launch_nbits_gemv_staged(good, 4, false, nullptr)), StatusCode::kOk);
   EXPECT_EQ(code(cuda::launch_nbits_gemv_staged(good, 2, true, nullptr)), StatusCode::kOk);
   cuda::NBitsGemvArgs g = good;
@@ -185,8 +169,8 @@ TEST(NBitsStagedRows, LauncherRefusesWhatItDoesNotTake) {
       nbits_spec(DType::kFloat16, 4, 16, 64, 384, 128, false, false), 4);
   testing::NBitsDeviceCase od;
   BQMM_ASSERT_OK(testing::upload_nbits_case(odd, &od));
-  EXPECT_EQ(code(cuda::launch_nbits_gemv_staged(staged_args(odd, od), 1, true, nullptr)), StatusCode::kInternal);
-  EXPECT_EQ(code(cuda::launch_nbits_gemv_staged(staged_args(odd, od), 1, false, nullptr)), StatusCode::kOk);
+  EXPECT_EQ(code(cuda::launch_nbits_gemv_staged(nbits_gemv_args(odd, od), 1, true, nullptr)), StatusCode::kInternal);
+  EXPECT_EQ(code(cuda::launch_nbits_gemv_staged(nbits_gemv_args(odd, od), 1, false, nullptr)), StatusCode::kOk);
   g = good;
   g.dtype = DType::kFloat32;
   EXPECT_NE(code(cuda::launch_nbits_gemv_staged(g, 1, false, nullptr)), StatusCode::kOk);
