@@ -263,15 +263,28 @@ int staged_k_split(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanO
   return split;
 }
 
+// The first condition of the tile that the problem fails, or nullptr where it fits.
+const char* staged_misfit(const NBitsMatMulProblem& p, const DeviceInfo& d, const GemvFacts& f,
+                          const PlanOverride& o) {
+  if (p.m <= kGemvMaxRows || p.m > kGemvGroupRows) return "M outside 9..16";
+  if (o.staged == 0) return "forced off (staged=0)";
+  if (d.sm < 90) return "not SM90 (thread-block clusters)";
+  if (!f.half) return "float32";
+  if (f.typed_zp) return "typed (fractional) zero points";
+  if (p.block_size < f.window_codes || p.row_bytes() % kGemvWindowBytes != 0)
+    return p.bits == 4 ? "blocks below 128 codes (a window of 4-bit codes)"
+                       : "blocks below 64 codes (a window of 8-bit codes)";
+  const int split = staged_k_split(p, d, o);
+  if (split > kGemvStagedMaxSplit || split > p.row_bytes() / kGemvWindowBytes)
+    return "k_split above 8 or the rows' 64-byte windows";
+  if (gemv_staged_smem_bytes(static_cast<int>(p.bits), p.row_bytes(), split, staged_lines(p, o)) >
+      kGemvStagedMaxSmemBytes)
+    return "a block's K slice does not fit in shared memory";
+  return nullptr;
+}
 bool staged_fits(const NBitsMatMulProblem& p, const DeviceInfo& d, const GemvFacts& f,
                  const PlanOverride& o) {
-  if (p.m <= kGemvMaxRows || p.m > kGemvGroupRows || d.sm < 90 || !f.half || f.typed_zp ||
-      p.block_size < f.window_codes || p.row_bytes() % kGemvWindowBytes != 0 || o.staged == 0)
-    return false;
-  const int split = staged_k_split(p, d, o);
-  return split <= kGemvStagedMaxSplit && split <= p.row_bytes() / kGemvWindowBytes &&
-         gemv_staged_smem_bytes(static_cast<int>(p.bits), p.row_bytes(), split, staged_lines(p, o)) <=
-             kGemvStagedMaxSmemBytes;
+  return staged_misfit(p, d, f, o) == nullptr;
 }
 
 // The planner's rule: none yet (forced only) until the tile is timed against the row group
@@ -518,6 +531,15 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan) {
 const char* nbits_mixed_gemm_refusal(const NBitsMatMulProblem& p, const DeviceInfo& device,
                                      const PlanOverride& o) {
   return mixed_gemm_refusal_of(p, device, o);
+}
+
+const char* nbits_staged_refusal(const NBitsMatMulProblem& p, const DeviceInfo& device,
+                                 const PlanOverride& o) {
+  const GemvFacts f = gemv_facts(p, device);
+  if (const char* why = staged_misfit(p, device, f, o)) return why;
+  if (o.staged != 1 && !staged_faster(p, f))
+    return "the planner's rule (not yet timed against the row group; staged=1 forces it)";
+  return nullptr;
 }
 
 const char* nbits_fused_gemm_refusal(const NBitsMatMulProblem& p, const DeviceInfo& device,
