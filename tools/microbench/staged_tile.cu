@@ -1,0 +1,203 @@
+// The library's staged row tile (src/cuda/gemv/nbits_staged.cu: NBitsMatMul at M = 9..16,
+// the activations staged in shared memory as the mma's A operand) compiled here alone,
+// without building the library: each form checked against a float64 reference, then
+// timed back to back (bqmm-profile's b2b_us: 100 launches in one CUDA graph over copies of
+// the weight whose total exceeds 4x the L2) beside the floor (the fastest pure read of the
+// same bytes, ../stream_read.cuh). A first look at the tile in under a minute of GPU time;
+// its A/B against the row group runs in the profiler (scripts/ab_cases/staged_rows16.txt).
+//
+//   nvcc -O3 -std=c++17 --expt-relaxed-constexpr -arch=sm_90a -Iinclude -Isrc -o /tmp/staged_tile tools/microbench/staged_tile.cu && /tmp/staged_tile
+//
+// (scripts/gpu_check.sh micro with MICRO=staged_tile does the same.) Float16 activations,
+// scales in (0.001, 0.01), blocks of 128, default zero points unless said; splits 4 and 8,
+// fragment loads and line loads.
+#include "cuda/gemv/nbits_staged.cu"  // the kernel and launch_nbits_gemv_staged, built here
+#include "core/tensor.cc"             // dtype_name, for the launcher's messages
+
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "../stream_read.cuh"
+#include "microbench.cuh"
+
+namespace {
+
+constexpr int kBlock = 128;
+constexpr int kRows = 16;  // activation rows of the host data
+
+constexpr int kStreamThreads = 256;
+__global__ void __launch_bounds__(kStreamThreads) stream_kernel(const uint4* buf, size_t words,
+                                                                uint32_t* out) {
+  const stream_read::WarpRange r = stream_read::warp_range<kStreamThreads>(words);
+  const uint32_t acc = stream_read::read_range(buf, r, threadIdx.x % 32);
+  if (acc == stream_read::kNeverStored) out[0] = acc;
+}
+
+// One weight: codes [n][k * bits / 8] (ORT packing), float16 scales [n][k / 128], packed
+// zero points [n][ceil(k_blocks * bits / 8)] (random where used, else absent), and the
+// float16 activations [16][k].
+struct HostWeight {
+  int bits, n, k;
+  bool zero_points;
+  std::vector<uint8_t> codes, zp;
+  std::vector<__half> scales, a;
+  int k_blocks() const { return k / kBlock; }
+  int zp_row_bytes() const { return (k_blocks() * bits + 7) / 8; }
+  int code(int row, int kk) const {
+    if (bits == 8) return codes[static_cast<size_t>(row) * k + kk];
+    const uint8_t b = codes[static_cast<size_t>(row) * (k / 2) + kk / 2];
+    return kk % 2 == 0 ? b & 0xF : b >> 4;
+  }
+  int zero(int row, int kb) const {
+    if (!zero_points) return 1 << (bits - 1);
+    const uint8_t b = zp[static_cast<size_t>(row) * zp_row_bytes() + (bits == 8 ? kb : kb / 2)];
+    return bits == 8 ? b : (kb % 2 == 0 ? b & 0xF : b >> 4);
+  }
+};
+
+HostWeight make_weight(int bits, int n, int k, bool zero_points, uint32_t seed) {
+  std::mt19937 rng(seed);
+  HostWeight w{bits, n, k, zero_points, {}, {}, {}, {}};
+  w.codes.resize(static_cast<size_t>(n) * k * bits / 8);
+  for (auto& c : w.codes) c = static_cast<uint8_t>(rng());
+  if (zero_points) {
+    w.zp.resize(static_cast<size_t>(n) * w.zp_row_bytes());
+    for (auto& z : w.zp) z = static_cast<uint8_t>(rng());
+  }
+  std::uniform_real_distribution<float> sd(0.001f, 0.01f), ad(-1.0f, 1.0f);
+  w.scales.resize(static_cast<size_t>(n) * w.k_blocks());
+  for (auto& s : w.scales) s = __float2half(sd(rng));
+  w.a.resize(static_cast<size_t>(kRows) * k);
+  for (auto& v : w.a) v = __float2half(ad(rng));
+  return w;
+}
+
+// Max |y - reference| / max |reference| over M rows and every `stride`-th column.
+double check(const HostWeight& w, const std::vector<__half>& y, int m, int stride) {
+  double max_err = 0, max_ref = 0;
+  for (int col = 0; col < w.n; col += stride)
+    for (int row = 0; row < m; ++row) {
+      double ref = 0;
+      for (int kb = 0; kb < w.k_blocks(); ++kb) {
+        double part = 0;
+        for (int kk = kb * kBlock; kk < (kb + 1) * kBlock; ++kk)
+          part += (w.code(col, kk) - w.zero(col, kb)) *
+                  static_cast<double>(__half2float(w.a[static_cast<size_t>(row) * w.k + kk]));
+        ref += part * __half2float(w.scales[static_cast<size_t>(col) * w.k_blocks() + kb]);
+      }
+      max_err = std::max(max_err, std::fabs(__half2float(y[static_cast<size_t>(row) * w.n + col]) - ref));
+      max_ref = std::max(max_ref, std::fabs(ref));
+    }
+  return max_err / std::max(max_ref, 1e-30);
+}
+
+// Copies of one weight blob (codes, scales, zero points), each 256-byte aligned.
+struct DeviceWeight {
+  uint8_t* pool = nullptr;
+  size_t blob = 0, scale_offset = 0, zp_offset = 0, used = 0;
+  int copies = 0;
+};
+
+DeviceWeight upload(const HostWeight& w, size_t l2_bytes) {
+  DeviceWeight d;
+  const auto up = [](size_t x) { return (x + 255) / 256 * 256; };
+  d.scale_offset = up(w.codes.size());
+  d.zp_offset = up(d.scale_offset + w.scales.size() * 2);
+  d.used = d.zp_offset + w.zp.size();
+  d.blob = up(d.used);
+  d.copies = static_cast<int>(4 * l2_bytes / d.blob + 2);
+  CK(cudaMalloc(&d.pool, d.blob * d.copies));
+  for (int c = 0; c < d.copies; ++c) {
+    uint8_t* base = d.pool + c * d.blob;
+    CK(cudaMemcpy(base, w.codes.data(), w.codes.size(), cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(base + d.scale_offset, w.scales.data(), w.scales.size() * 2, cudaMemcpyHostToDevice));
+    if (!w.zp.empty()) CK(cudaMemcpy(base + d.zp_offset, w.zp.data(), w.zp.size(), cudaMemcpyHostToDevice));
+  }
+  return d;
+}
+
+bqmm::cuda::NBitsGemvArgs args_of(const HostWeight& w, const DeviceWeight& d, int copy, int m,
+                                  const __half* a, __half* y) {
+  const uint8_t* base = d.pool + static_cast<size_t>(copy % d.copies) * d.blob;
+  bqmm::cuda::NBitsGemvArgs g;
+  g.dtype = bqmm::DType::kFloat16;
+  g.bits = w.bits;
+  g.a = a;
+  g.b = base;
+  g.scales = base + d.scale_offset;
+  g.zp_packed = w.zero_points ? base + d.zp_offset : nullptr;
+  g.y = y;
+  g.m = m;
+  g.n = w.n;
+  g.k = w.k;
+  g.block_size = kBlock;
+  return g;
+}
+
+void run_shape(int bits, int n, int k, bool zero_points, const cudaDeviceProp& prop,
+               cudaStream_t stream, uint32_t* out) {
+  const HostWeight w = make_weight(bits, n, k, zero_points, 1234u + n + k + bits);
+  const DeviceWeight d = upload(w, prop.l2CacheSize);
+  __half *a, *y;
+  CK(cudaMalloc(&a, w.a.size() * 2));
+  CK(cudaMemcpy(a, w.a.data(), w.a.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMalloc(&y, sizeof(__half) * kRows * n));
+  double floor = 1e30;
+  for (int per_sm : {4, 8})
+    floor = std::min(floor, graph_b2b_us(stream, [&](int i) {
+      stream_kernel<<<per_sm * prop.multiProcessorCount, kStreamThreads, 0, stream>>>(
+          reinterpret_cast<const uint4*>(d.pool + static_cast<size_t>(i % d.copies) * d.blob), d.used / 16, out);
+    }, 10, 100, 1));
+  printf("\n%d x %d (N x K), %d-bit%s, blocks of 128, float16, %d copies of %.1f MB: floor %.2f us\n", n, k,
+         bits, zero_points ? ", packed zero points" : "", d.copies, d.blob / 1e6, floor);
+  for (const int m : {16, 9})
+    for (const bool lines : {false, true})
+      for (const int split : {4, 8}) {
+        const auto launch = [&](int i) {
+          const bqmm::Status s = bqmm::cuda::launch_nbits_gemv_staged(args_of(w, d, i, m, a, y), split, lines, stream);
+          if (!s.ok()) {
+            printf("launch failed: %s\n", s.message().c_str());
+            exit(1);
+          }
+        };
+        CK(cudaMemset(y, 0xFF, sizeof(__half) * kRows * n));  // NaN: an unwritten output fails
+        launch(0);
+        CK(cudaStreamSynchronize(stream));
+        std::vector<__half> hy(static_cast<size_t>(kRows) * n);
+        CK(cudaMemcpy(hy.data(), y, hy.size() * 2, cudaMemcpyDeviceToHost));
+        bool written = true;
+        for (int i = 0; i < m * n; ++i) written = written && !std::isnan(__half2float(hy[i]));
+        const double err = check(w, hy, m, n >= 4096 ? 61 : 1);
+        const double us = graph_b2b_us(stream, launch, 10, 100, 2);
+        printf("  M = %2d  %-6s split %d: %7.2f us  %5.1f %% of floor  rel err %.1e%s\n", m,
+               lines ? "lines" : "frags", split, us, 100 * floor / us, err,
+               written && err < 2e-3 ? "" : "  WRONG");
+      }
+  CK(cudaFree(d.pool));
+  CK(cudaFree(a));
+  CK(cudaFree(y));
+}
+
+}  // namespace
+
+int main() {
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  cudaStream_t stream;
+  CK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  printf("%s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+  uint32_t* out;
+  CK(cudaMalloc(&out, 4));
+  run_shape(4, 8192, 8192, false, prop, stream, out);
+  run_shape(4, 8192, 8192, true, prop, stream, out);
+  run_shape(8, 8192, 8192, false, prop, stream, out);
+  run_shape(4, 14336, 4096, false, prop, stream, out);
+  run_shape(4, 4096, 14336, false, prop, stream, out);
+  run_shape(4, 1000, 1024, true, prop, stream, out);  // partial column block, every split
+  return 0;
+}
