@@ -16,24 +16,17 @@ namespace {
 constexpr int kFloorThreads = 256;
 constexpr int kFloorBlocksPerSm = 8;
 
-__global__ void __launch_bounds__(kFloorThreads)
-    StreamReadKernel(const uint4* __restrict__ words_in, size_t words, uint32_t* __restrict__ sink) {
-  const stream_read::WarpRange range = stream_read::warp_range<kFloorThreads>(words);
-  const uint32_t acc = stream_read::read_range(words_in, range, threadIdx.x % 32);
-  if (acc == stream_read::kNeverStored) sink[0] = acc;
-}
-
 }  // namespace
 
 Status launch_stream_read(const void* bytes_in, size_t bytes, int num_sms, uint32_t* sink,
                           cudaStream_t stream) {
   const size_t words = bytes / 16;  // a copy's blob is 256-byte aligned; its tail < 16 bytes is left out
   if (words == 0) return Status::Ok();
-  StreamReadKernel<<<num_sms * kFloorBlocksPerSm, kFloorThreads, 0, stream>>>(
+  stream_read::read_kernel<kFloorThreads><<<num_sms * kFloorBlocksPerSm, kFloorThreads, 0, stream>>>(
       static_cast<const uint4*>(bytes_in), words, sink);
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess)
-    return Status(StatusCode::kCudaError, std::string("StreamReadKernel: ") + cudaGetErrorString(e));
+    return Status(StatusCode::kCudaError, std::string("stream_read::read_kernel: ") + cudaGetErrorString(e));
   return Status::Ok();
 }
 

@@ -60,4 +60,14 @@ __device__ __forceinline__ uint32_t read_range(const uint4* buf, WarpRange r, in
 
 constexpr uint32_t kNeverStored = 0x9e3779b9u;  // the value read_range's result is compared with
 
+// The floor kernel of the profiler and the microbenchmarks: blocks of kThreads reading
+// `words` 16-byte words of buf (warp_range, read_range), writing `sink` practically never.
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads) read_kernel(const uint4* __restrict__ buf, size_t words,
+                                                        uint32_t* __restrict__ sink) {
+  const WarpRange r = warp_range<kThreads>(words);
+  const uint32_t acc = read_range(buf, r, threadIdx.x % 32);
+  if (acc == kNeverStored) sink[0] = acc;
+}
+
 }  // namespace stream_read

@@ -423,12 +423,6 @@ __global__ void __launch_bounds__(kWarps * 32) rows16_kernel(Problem p) {
 }
 
 constexpr int kStreamThreads = 256;
-__global__ void __launch_bounds__(kStreamThreads) stream_kernel(const uint4* buf, size_t words,
-                                                                uint32_t* out) {
-  const stream_read::WarpRange r = stream_read::warp_range<kStreamThreads>(words);
-  const uint32_t acc = stream_read::read_range(buf, r, threadIdx.x % 32);
-  if (acc == stream_read::kNeverStored) out[0] = acc;
-}
 
 struct Weights {  // copies of one weight blob: codes, then scales
   uint8_t* pool;
@@ -624,7 +618,7 @@ void run_shape(int n, int k, bool full, const cudaDeviceProp& prop, cudaStream_t
   double floor = 1e30;
   for (int per_sm : {4, 8})
     floor = std::min(floor, b2b_us(stream, [&](int i) {
-      stream_kernel<<<per_sm * prop.multiProcessorCount, kStreamThreads, 0, stream>>>(
+      stream_read::read_kernel<kStreamThreads><<<per_sm * prop.multiProcessorCount, kStreamThreads, 0, stream>>>(
           reinterpret_cast<const uint4*>(w.pool + static_cast<size_t>(i % copies) * blob), words, out);
     }));
   printf("\n%d x %d (N x K), %s, blocks of 128, float16, %d copies of %.1f MB: floor %.2f us\n", n,

@@ -31,12 +31,6 @@ constexpr int kBlock = 128;
 constexpr int kRows = 16;  // activation rows of the host data
 
 constexpr int kStreamThreads = 256;
-__global__ void __launch_bounds__(kStreamThreads) stream_kernel(const uint4* buf, size_t words,
-                                                                uint32_t* out) {
-  const stream_read::WarpRange r = stream_read::warp_range<kStreamThreads>(words);
-  const uint32_t acc = stream_read::read_range(buf, r, threadIdx.x % 32);
-  if (acc == stream_read::kNeverStored) out[0] = acc;
-}
 
 // One weight: codes [n][k * bits / 8] (ORT packing), float16 scales [n][k / 128], packed
 // zero points [n][ceil(k_blocks * bits / 8)] (random where used, else absent), and the
@@ -150,7 +144,7 @@ void run_shape(int bits, int n, int k, bool zero_points, const cudaDeviceProp& p
   double floor = 1e30;
   for (int per_sm : {4, 8})
     floor = std::min(floor, graph_b2b_us(stream, [&](int i) {
-      stream_kernel<<<per_sm * prop.multiProcessorCount, kStreamThreads, 0, stream>>>(
+      stream_read::read_kernel<kStreamThreads><<<per_sm * prop.multiProcessorCount, kStreamThreads, 0, stream>>>(
           reinterpret_cast<const uint4*>(d.pool + static_cast<size_t>(i % d.copies) * d.blob), d.used / 16, out);
     }, 10, 100, 1));
   printf("\n%d x %d (N x K), %d-bit%s, blocks of 128, float16, %d copies of %.1f MB: floor %.2f us\n", n, k,

@@ -368,11 +368,6 @@ __global__ void __launch_bounds__(threads_of(kConsumer), 1)
   }
 }
 
-__global__ void __launch_bounds__(256) floor_kernel(const uint4* buf, size_t words, uint32_t* out) {
-  const stream_read::WarpRange r = stream_read::warp_range<256>(words);
-  const uint32_t acc = stream_read::read_range(buf, r, threadIdx.x % 32);
-  if (acc == stream_read::kNeverStored) out[0] = acc;
-}
 
 PFN_cuTensorMapEncodeTiled_v12000 encoder() {
   void* fn = nullptr;
@@ -417,7 +412,7 @@ double b2b_us(cudaStream_t stream, Launch launch) {
 double floor_us(const Shape& s, int sms, cudaStream_t stream) {
   const size_t bytes = static_cast<size_t>(s.n * s.k);
   return b2b_us(stream, [&](int i) {
-    floor_kernel<<<4 * sms, 256, 0, stream>>>(reinterpret_cast<const uint4*>(s.pool + (i % s.copies) * bytes),
+    stream_read::read_kernel<256><<<4 * sms, 256, 0, stream>>>(reinterpret_cast<const uint4*>(s.pool + (i % s.copies) * bytes),
                                               bytes / 16, s.out);
   });
 }
