@@ -307,6 +307,14 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// ldmatrix.x4 (SM75+): the four 8 x 8 matrices of 16-bit elements whose rows lanes 0-7,
+// 8-15, 16-23 and 24-31 address; lane (g, t) gets row g, elements 2t and 2t + 1 of each.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
 // ----------------------------------------------------------------- tensor cores
 // D = A * B + C for one warp, mma.sync m16n8k16, T (float16 or bfloat16) operands, float32
 // accumulators (SM80+). Fragment ownership (PTX ISA, "Matrix Fragments for mma.m16n8k16

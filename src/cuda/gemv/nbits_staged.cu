@@ -65,14 +65,6 @@ constexpr int kBlocksPerSm = 2;
 static_assert(kBlockCols % kGemvStagedMaxSplit == 0 && kBlockCols / kGemvStagedMaxSplit % 4 == 0,
               "each rank of the cluster sums whole float4 columns of the tile");
 
-// ldmatrix.x4: the four 8 x 8 matrices of 16-bit elements whose rows lanes 0-7, 8-15,
-// 16-23, 24-31 address.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t addr, uint32_t (&r)[4]) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-
 // One word of codes -> its pairs as exact q - zp in T (the order of decode_word_pairs).
 // float16 4-bit takes f16_nibble_pairs, whose high-nibble pairs come out exact too (the
 // unscaled decode leaves them as 16 (q - zp) for a second accumulator, which this tile's
