@@ -92,7 +92,7 @@ constexpr int nbits_window_max_k_split(int bits, bool zero_points, bool float16,
   return kGemvMaxKSplit;
 }
 
-// NBitsMatMul's staged row tile (M = 9..16, SM90; cuda/gemv/nbits_staged.cu): blocks of
+// NBitsMatMul's staged row tile (M = 9..16, SM90; cuda/gemv/staged_rows.cu): blocks of
 // kGemvStagedWarps warps own kGemvStagedCols weight rows over one K slice, the slice's 16
 // activation rows staged in shared memory (rows padded by kGemvStagedPadBytes); k_split
 // blocks split K as one thread-block cluster (at most kGemvStagedMaxSplit, the portable

@@ -242,7 +242,7 @@ bool staged_lines(const NBitsMatMulProblem& p, const PlanOverride& o) {
   return o.lines == 1 && p.row_bytes() % kGemvTmaTileBytes == 0;
 }
 
-// The staged row tile (cuda/gemv/nbits_staged.cu, SM90) in the row group's place at
+// The staged row tile (cuda/gemv/staged_rows.cu, SM90) in the row group's place at
 // M = 9..16: the 16 activation rows staged once per block in shared memory as the mma's A
 // operand, so that one ldmatrix feeds every weight subtile of a warp (the row group's
 // time there is its per-tile activation loads and pairing). It takes float16 / bfloat16

@@ -1,4 +1,4 @@
-// NBitsMatMul's staged row tile (cuda/gemv/nbits_staged.cu, SM90: M = 9..16, the
+// NBitsMatMul's staged row tile (cuda/gemv/staged_rows.cu, SM90: M = 9..16, the
 // activation rows staged in shared memory as the mma's A operand) launched through its
 // launcher with every instantiated configuration (float16 / bfloat16, 4-bit and 8-bit,
 // default and packed zero points) and every K split (1, 2, 4, 8: one thread-block cluster

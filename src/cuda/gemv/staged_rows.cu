@@ -1,18 +1,21 @@
-// NBitsMatMul's staged row tile, NBitsStagedKernel (M = 9..16, SM90): the activation rows
-// staged once in shared memory as the mma's A operand, the weight decoded into its B
-// operand straight from the stored layout (no prepack). gemv/nbits_codes.cuh has the code
-// decoding; core/gemv_split.h the geometry the planner shares (kGemvStaged*).
+// The staged row tile (M = 9..16, SM90) of both operators' weights, StagedRowsKernel: the
+// activation rows staged once in shared memory as the mma's A operand, the weight decoded
+// into its B operand straight from the stored layout (no prepack). Weight formats (below):
+// NBitsMatMul's 4- and 8-bit codes (gemv/nbits_codes.cuh decodes them) and
+// Fp8WeightMatMul's e4m3; core/gemv_split.h has the geometry the planners share
+// (kGemvStaged*).
 //
-//   Y[m, n] = sum_k A[m, k] * (q[n, k] - zp[n, k / block_size]) * scales[n, k / block_size]
-//             + bias[n]
+//   Y[m, n] = sum_k A[m, k] * W[n, k] * scale[n, k / block_size] + bias[n],
+//   W = q - zp (N-bit) or e4m3(B) (FP8)
 //
-// Why. The row group of 16 (the window kernel's kRowGroups) keeps the decode kernels'
-// orientation, the weight as the mma's A operand and the activations as B: each lane loads
-// its activations from L1 and pairs them with PRMTs for every 16-column tile, and at
-// M = 9..16 those loads, not the weight stream, pace it (Nsight Compute, 4-bit 8192 x 8192
-// M = 16: 60 % of the stall samples on loads, 30 % on the pairing PRMTs). Here the 16
-// activation rows are the mma's M extent: a block stages its K slice of them once, and one
-// ldmatrix.x4 per 16 k is the A fragment of every 8-row weight subtile a warp owns.
+// Why. The row group of 16 (the line-load and window kernels' kRowGroups) keeps the decode
+// kernels' orientation, the weight as the mma's A operand and the activations as B: each
+// lane loads its activations from L1 and pairs them with PRMTs for every 16-column tile,
+// and at M = 9..16 those loads, not the weight stream, pace it (Nsight Compute, 4-bit
+// 8192 x 8192 M = 16: 60 % of the stall samples on loads, 30 % on the pairing PRMTs).
+// Here the 16 activation rows are the mma's M extent: a block stages its K slice of them
+// once, and one ldmatrix.x4 per 16 k is the A fragment of every 8-row weight subtile a
+// warp owns.
 //
 // Work split. A block of kWarps = 8 warps owns kBlockCols = 256 weight rows (Y columns),
 // 32 a warp in kSubtiles = 4 subtiles of 8 rows, over one K slice; gridDim.z blocks (the
@@ -20,15 +23,16 @@
 // sums their partial tiles through distributed shared memory in rank order (deterministic)
 // and stores Y. Lane (g, t) = (lane / 4, lane % 4) reads, for each subtile, row g's 16
 // bytes t of every 64-byte window (the GEMVs' window): 4 words of codes, each decoded
-// (exact q - zp in T) into the B fragment of one mma (8-bit: pairs (0, 1), (2, 3)) or two
-// (4-bit: pairs (i, i + 4), i = 0..3, as the lop3 decode produces them). Blocks of a window
-// or more (4-bit 128 codes, 8-bit 64): every mma's k lie in one block, so the block scale
-// multiplies the FP32 mma result (the scales of the two columns 2t, 2t + 1 a lane's
-// result fragment holds), as the decode GEMVs' scale-on-result tiles do.
+// (exactly, in T) into the B fragment of one mma (8-bit codes and e4m3: pairs (0, 1),
+// (2, 3)) or two (4-bit: pairs (i, i + 4), i = 0..3, as the lop3 decode produces them).
+// Blocks of a window or more (4-bit 128 codes, 8-bit and e4m3 64): every mma's k lie in
+// one block, so the block scale multiplies the FP32 mma result (the scales of the two
+// columns 2t, 2t + 1 a lane's result fragment holds), as the decode GEMVs' scale-on-result
+// tiles do.
 //
 // K order. K is a reduction axis, so any permutation applied to both operands keeps the
-// sum: the staging puts each activation where the lop3 decode puts the weight it
-// multiplies. Per activation row and window, shared memory holds 16-byte groups of 8 T:
+// sum: the staging puts each activation where the decode puts the weight it multiplies.
+// Per activation row and window, shared memory holds 16-byte groups of 8 T:
 //   4-bit (16 groups): group 4w + i = the codes 32t + 8w + i + 4e (word w of lane t's
 //     16 bytes, its pair P_i), at T index 2t + e (t = 0..3, e = 0..1). Word w's two mma
 //     take A fragments X = groups (4w, 4w + 1) with b = (P_0, P_1) and Y = groups (4w + 2,
@@ -65,38 +69,98 @@ constexpr int kBlocksPerSm = 2;
 static_assert(kBlockCols % kGemvStagedMaxSplit == 0 && kBlockCols / kGemvStagedMaxSplit % 4 == 0,
               "each rank of the cluster sums whole float4 columns of the tile");
 
-// One word of codes -> its pairs as exact q - zp in T (the order of decode_word_pairs).
-// float16 4-bit takes f16_nibble_pairs, whose high-nibble pairs come out exact too (the
-// unscaled decode leaves them as 16 (q - zp) for a second accumulator, which this tile's
-// result fragments, shared by both mma of a word, do not have).
-template <typename T, int kBits>
-__device__ __forceinline__ void decode_exact(uint32_t q, const BlockConsts& c,
-                                             uint32_t (&out)[Codes<kBits>::kPerWord / 2]) {
-  if constexpr (kBits == 4 && std::is_same_v<T, __half>) {
-    f16_nibble_pairs(q, c, out);
-  } else {
-    decode_word_pairs_unscaled<T, kBits>(q, c, out);
+// ================================================================= weight formats
+// What the tile asks of a weight format F: Params (the kernel's parameters), Scale (the
+// block scales' type), kCodeBits (4 or 8: the staging's K order), kWindowCodes (codes in
+// a 64-byte window), kPairs (B-fragment pairs a 32-bit word decodes to), kZeroPoints (a
+// zero-point byte loaded per row and block, RowZp::load); block(p, window), the scale
+// block of a window; consts(zp byte, block), a subtile's block constants; decode(word,
+// consts, pairs), the word's weights exactly in T, in the order the staging assumes.
+
+// One word of N-bit codes -> its pairs as exact q - zp in T (the order of
+// decode_word_pairs). float16 4-bit takes f16_nibble_pairs, whose high-nibble pairs come
+// out exact too (the unscaled decode leaves them as 16 (q - zp) for a second accumulator,
+// which this tile's result fragments, shared by both mma of a word, do not have).
+template <typename T, int kBits, bool kPacked>
+struct NBitsFormat {
+  using Params = GemvParams<T>;
+  using Scale = T;
+  using Consts = BlockConsts;
+  static constexpr int kCodeBits = kBits;
+  static constexpr int kWindowCodes = Codes<kBits>::kPerWindow;
+  static constexpr int kPairs = Codes<kBits>::kPerWord / 2;
+  static constexpr bool kZeroPoints = kPacked;
+
+  // Blocks are powers of two of a window or more.
+  __device__ static uint32_t block(const Params& p, uint32_t window) {
+    return (window * kWindowCodes) >> p.block_shift;
   }
-}
+  // Row n's packed zero points: the byte holding block blk's.
+  struct RowZp {
+    const uint8_t* row = nullptr;
+    RowZp() = default;
+    __device__ RowZp(const Params& p, int64_t n) : row(kPacked ? p.zp + n * p.zp_row_bytes : nullptr) {}
+    __device__ uint32_t load(uint32_t blk) const { return __ldg(row + (kBits == 8 ? blk : blk >> 1)); }
+  };
+  __device__ static Consts consts(uint32_t zp_byte, uint32_t blk) {
+    uint32_t zp = Codes<kBits>::kDefaultZeroPoint;
+    if constexpr (kPacked) zp = kBits == 8 ? zp_byte : (zp_byte >> ((blk & 1) * 4)) & Codes<kBits>::kMask;
+    return make_zero_consts<T, kBits>(zp);
+  }
+  __device__ static void decode(uint32_t q, const Consts& c, uint32_t (&out)[kPairs]) {
+    if constexpr (kBits == 4 && std::is_same_v<T, __half>) {
+      f16_nibble_pairs(q, c, out);
+    } else {
+      decode_word_pairs_unscaled<T, kBits>(q, c, out);
+    }
+  }
+};
+
+// e4m3 codes (Fp8WeightMatMul's weight-only rows; a static W8A8 QDQ is not fused here)
+// with float32 scales, blocks any multiple of a window: codes (0, 1) and (2, 3) of a word
+// in T (e4m3 values are exact in float16 and bfloat16).
+template <typename T>
+struct Fp8Format {
+  using Params = GemvParams<T, float>;
+  using Scale = float;
+  struct Consts {};
+  static constexpr int kCodeBits = 8;
+  static constexpr int kWindowCodes = kWindowBytes;
+  static constexpr int kPairs = 2;
+  static constexpr bool kZeroPoints = false;
+
+  // p.slices_per_block: block_size / kWindowCodes (make_fp8_params with that slice).
+  __device__ static uint32_t block(const Params& p, uint32_t window) { return p.slices_per_block.div(window); }
+  struct RowZp {
+    RowZp() = default;
+    __device__ RowZp(const Params&, int64_t) {}
+    __device__ uint32_t load(uint32_t) const { return 0; }
+  };
+  __device__ static Consts consts(uint32_t, uint32_t) { return {}; }
+  __device__ static void decode(uint32_t q, const Consts&, uint32_t (&out)[kPairs]) {
+    out[0] = e4m3x2_to_packed2<T>(q);
+    out[1] = e4m3x2_hi_to_packed2<T>(q);
+  }
+};
 
 // One window's loads of a lane: its 16 bytes of each subtile's row g, the block scales of
-// the columns 2t, 2t + 1 of each subtile (its result fragment's), and (kZeroPoints) row g's
-// packed zero-point byte of the block.
-template <typename T, bool kZeroPoints>
+// the columns 2t, 2t + 1 of each subtile (its result fragment's), and (F::kZeroPoints) row
+// g's zero-point byte of the block.
+template <typename F>
 struct WindowLoads {
   uint4 w[kSubtiles];
-  T s[kSubtiles][2];
-  uint32_t zp[kZeroPoints ? kSubtiles : 1];
+  typename F::Scale s[kSubtiles][2];
+  uint32_t zp[F::kZeroPoints ? kSubtiles : 1];
 };
 
 // Stages the block's K slice of the activations (windows [win0, win0 + windows) of every
 // row), 8 T at a time: 4-bit unit u = 4t' + w' of a window (codes 8u .. 8u + 7 = word w' of
 // lane t') goes to groups 4w' + j at slot t' as its pairs (j, j + 4); 8-bit unit u =
 // 2t' + h (words 2h, 2h + 1 of lane t') to groups 2h and 2h + 1, T 2t' and 8 + 2t'.
-template <typename T, int kBits>
-__device__ __forceinline__ void stage_activations(const GemvParams<T>& p, uint8_t* smem,
+template <typename F, typename T>
+__device__ __forceinline__ void stage_activations(const typename F::Params& p, uint8_t* smem,
                                                   uint32_t win0, uint32_t windows, int row_bytes) {
-  constexpr int kWindowCodes = Codes<kBits>::kPerWindow;
+  constexpr int kWindowCodes = F::kWindowCodes;
   constexpr int kUnits = kWindowCodes / 8;
   const int units = static_cast<int>(windows) * kUnits;
   for (int i = threadIdx.x; i < kRows * units; i += kWarps * kWarpSize) {
@@ -107,7 +171,7 @@ __device__ __forceinline__ void stage_activations(const GemvParams<T>& p, uint8_
       v = *reinterpret_cast<const uint4*>(p.a + static_cast<int64_t>(row) * p.k +
                                           static_cast<int64_t>(win0) * kWindowCodes + 8 * c8);
     uint8_t* window = smem + row * row_bytes + win * kWindowCodes * 2;
-    if constexpr (kBits == 4) {
+    if constexpr (F::kCodeBits == 4) {
       uint32_t* dst = reinterpret_cast<uint32_t*>(window + (u % 4) * 64 + (u / 4) * 4);
       dst[0] = __byte_perm(v.x, v.z, 0x5410u);   // (0, 4)
       dst[4] = __byte_perm(v.x, v.z, 0x7632u);   // (1, 5)
@@ -127,8 +191,8 @@ __device__ __forceinline__ void stage_activations(const GemvParams<T>& p, uint8_
 // (over the staged activations, no longer read); rank r of the cluster's S blocks then adds
 // columns [r, r + 1) * kBlockCols / S of every rank's tile in rank order, adds the bias and
 // stores them. The second barrier keeps every block's tile alive until all have read it.
-template <typename T>
-__device__ __forceinline__ void cluster_sum_store(const GemvParams<T>& p, uint8_t* smem,
+template <typename Params>
+__device__ __forceinline__ void cluster_sum_store(const Params& p, uint8_t* smem,
                                                   const float (&acc)[kSubtiles][4], int64_t n_block,
                                                   int c_warp, int g, int t) {
   float* sums = reinterpret_cast<float*>(smem);
@@ -162,16 +226,14 @@ __device__ __forceinline__ void cluster_sum_store(const GemvParams<T>& p, uint8_
 }
 
 // ================================================================= kernel
-// kZeroPoints: packed zero points (else the default 2^(bits - 1), folded into constants).
-// kLines: the weights by line loads (below; rows of whole 128-byte lines).
-// Grid: (ceil(N / kBlockCols), 1, S), S blocks of one cluster along z splitting the rows'
-// windows into slices of ceil(windows / S) (the last ones shorter, or empty). Dynamic
-// shared memory: gemv_staged_smem_bytes (core/gemv_split.h).
-template <typename T, int kBits, bool kZeroPoints, bool kLines>
-__global__ void __launch_bounds__(kWarps * kWarpSize, kBlocksPerSm) NBitsStagedKernel(const GemvParams<T> p) {
+// F: the weight format (above). kLines: the weights by line loads (below; rows of whole
+// 128-byte lines). Grid: (ceil(N / kBlockCols), 1, S), S blocks of one cluster along z
+// splitting the rows' windows into slices of ceil(windows / S) (the last ones shorter, or
+// empty). Dynamic shared memory: gemv_staged_smem_bytes (core/gemv_split.h).
+template <typename T, typename F, bool kLines>
+__global__ void __launch_bounds__(kWarps * kWarpSize, kBlocksPerSm) StagedRowsKernel(const typename F::Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  using C = Codes<kBits>;
-  constexpr int kActBytes = C::kPerWindow * 2;  // a window's activations of one row
+  constexpr int kActBytes = F::kWindowCodes * 2;  // a window's activations of one row
   extern __shared__ __align__(16) uint8_t smem[];
   const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
   const int g = lane / 4, t = lane % 4;
@@ -186,29 +248,27 @@ __global__ void __launch_bounds__(kWarps * kWarpSize, kBlocksPerSm) NBitsStagedK
   // Row pointers (rows past N clamped to N - 1): codes of row g of each subtile at lane t's
   // 16 bytes of window win0; its zero points; the scales of columns 2t, 2t + 1.
   const uint8_t* w_row[kSubtiles];
-  const uint8_t* zp_row[kSubtiles];
-  const T* s_row[kSubtiles][2];
+  typename F::RowZp zp_row[kSubtiles];
+  const typename F::Scale* s_row[kSubtiles][2];
 #pragma unroll
   for (int s = 0; s < kSubtiles; ++s) {
     const int64_t n = min(n_block + c_warp + 8 * s + g, p.n - 1);
     w_row[s] = p.b + n * p.row_bytes + static_cast<int64_t>(win0) * kWindowBytes + kChunkBytes * t;
-    zp_row[s] = kZeroPoints ? p.zp + n * p.zp_row_bytes : nullptr;
+    zp_row[s] = typename F::RowZp(p, n);
 #pragma unroll
     for (int e = 0; e < 2; ++e)
       s_row[s][e] = p.scales + min(n_block + c_warp + 8 * s + 2 * t + e, p.n - 1) * p.k_blocks;
   }
-  // Window i of the slice: its block (blocks of a window or more).
-  const auto block_of = [&](uint32_t i) { return ((win0 + i) * C::kPerWindow) >> p.block_shift; };
-  const auto load_consts = [&](uint32_t i, WindowLoads<T, kZeroPoints>& l) {
-    const uint32_t blk = block_of(i);
+  const auto load_consts = [&](uint32_t i, WindowLoads<F>& l) {
+    const uint32_t blk = F::block(p, win0 + i);
 #pragma unroll
     for (int s = 0; s < kSubtiles; ++s) {
       l.s[s][0] = s_row[s][0][blk];
       l.s[s][1] = s_row[s][1][blk];
-      if constexpr (kZeroPoints) l.zp[s] = __ldg(zp_row[s] + (kBits == 8 ? blk : blk >> 1));
+      if constexpr (F::kZeroPoints) l.zp[s] = zp_row[s].load(blk);
     }
   };
-  const auto load = [&](uint32_t i, WindowLoads<T, kZeroPoints>& l) {
+  const auto load = [&](uint32_t i, WindowLoads<F>& l) {
 #pragma unroll
     for (int s = 0; s < kSubtiles; ++s) l.w[s] = load_stream_u4(w_row[s] + static_cast<size_t>(i) * kWindowBytes);
     load_consts(i, l);
@@ -227,7 +287,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize, kBlocksPerSm) NBitsStagedK
     for (int tile = 0; tile < 2; ++tile) lines[tile].load(raw[tile], static_cast<size_t>(win0 + i) * kWindowBytes);
   };
 
-  WindowLoads<T, kZeroPoints> buf[2];
+  WindowLoads<F> buf[2];
   if (windows > 0) {  // in flight while the activations are staged
     if constexpr (kLines) {
       load_pair(0);
@@ -235,7 +295,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize, kBlocksPerSm) NBitsStagedK
       load(0, buf[0]);
     }
   }
-  stage_activations<T, kBits>(p, smem, win0, windows, row_bytes);
+  stage_activations<F, T>(p, smem, win0, windows, row_bytes);
   __syncthreads();
 
   // Lane's ldmatrix row address: matrix j = lane / 8 reads rows 8 (j % 2) + lane % 8 of
@@ -244,15 +304,11 @@ __global__ void __launch_bounds__(kWarps * kWarpSize, kBlocksPerSm) NBitsStagedK
   const uint32_t a_lane = smem_addr(smem) + ((j % 2) * 8 + lane % 8) * row_bytes + (j / 2) * 16;
 
   float acc[kSubtiles][4] = {};
-  const auto multiply = [&](uint32_t i, const WindowLoads<T, kZeroPoints>& l) {
-    const uint32_t blk = block_of(i);
-    BlockConsts c[kSubtiles];
+  const auto multiply = [&](uint32_t i, const WindowLoads<F>& l) {
+    const uint32_t blk = F::block(p, win0 + i);
+    typename F::Consts c[kSubtiles];
 #pragma unroll
-    for (int s = 0; s < kSubtiles; ++s) {
-      uint32_t zp = C::kDefaultZeroPoint;
-      if constexpr (kZeroPoints) zp = kBits == 8 ? l.zp[s] : (l.zp[s] >> ((blk & 1) * 4)) & C::kMask;
-      c[s] = make_zero_consts<T, kBits>(zp);
-    }
+    for (int s = 0; s < kSubtiles; ++s) c[s] = F::consts(F::kZeroPoints ? l.zp[s] : 0u, blk);
     float part[kSubtiles][4] = {};
     const uint32_t a_window = a_lane + i * kActBytes;
 #pragma unroll
@@ -260,14 +316,14 @@ __global__ void __launch_bounds__(kWarps * kWarpSize, kBlocksPerSm) NBitsStagedK
       const auto word = [&](int s) {
         return w == 0 ? l.w[s].x : w == 1 ? l.w[s].y : w == 2 ? l.w[s].z : l.w[s].w;
       };
-      if constexpr (kBits == 4) {
+      if constexpr (F::kCodeBits == 4) {
         uint32_t ax[4], ay[4];
         ldmatrix_x4(a_window + w * 64, ax);
         ldmatrix_x4(a_window + w * 64 + 32, ay);
 #pragma unroll
         for (int s = 0; s < kSubtiles; ++s) {
           uint32_t pr[4];
-          decode_exact<T, kBits>(word(s), c[s], pr);
+          F::decode(word(s), c[s], pr);
           mma_m16n8k16<T>(part[s], ax, {pr[0], pr[1]}, part[s]);
           mma_m16n8k16<T>(part[s], ay, {pr[2], pr[3]}, part[s]);
         }
@@ -277,7 +333,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize, kBlocksPerSm) NBitsStagedK
 #pragma unroll
         for (int s = 0; s < kSubtiles; ++s) {
           uint32_t pr[2];
-          decode_exact<T, kBits>(word(s), c[s], pr);
+          F::decode(word(s), c[s], pr);
           mma_m16n8k16<T>(part[s], a, pr, part[s]);
         }
       }
@@ -335,59 +391,89 @@ __global__ void __launch_bounds__(kWarps * kWarpSize, kBlocksPerSm) NBitsStagedK
       if (row < p.m && col < p.n) store_output(p, row, col, acc[s][e]);
     }
 #else
-  __trap();  // SM90+ only (thread-block clusters); the planner never asks for it below
+  __trap();  // SM90+ only (thread-block clusters); the planners never ask for it below
 #endif
 }
 
-// ================================================================= launcher
-// The instantiated configurations (T, bits, packed zero points): every one a plan can
-// reach. CMakeLists.txt builds this file for the SM90+ architectures only.
-#define BQMM_STAGED_CONFIGS(X, T)                                                           \
-  X(T, 4, false, false) X(T, 4, true, false) X(T, 8, false, false) X(T, 8, true, false)    \
-  X(T, 4, false, true) X(T, 4, true, true) X(T, 8, false, true) X(T, 8, true, true)
-
-template <typename T>
-Status launch_staged(const NBitsGemvArgs& args, int k_split, bool lines, cudaStream_t stream) {
-  const auto fail = [](const std::string& what) {
-    return Status(StatusCode::kInternal, "launch_nbits_gemv (staged row tile): " + what);
-  };
-  const GemvParams<T> p = make_nbits_params<T>(args);
-  const int window_codes = args.bits == 4 ? Codes<4>::kPerWindow : Codes<8>::kPerWindow;
-  if ((args.bits != 4 && args.bits != 8) || args.block_size < window_codes ||
-      p.chunks % kWindowChunks != 0)
-    return fail("takes rows of whole windows in blocks of a window or more, not " +
-                std::to_string(args.bits) + "-bit K = " + std::to_string(args.k) +
-                " block_size " + std::to_string(args.block_size));
-  if (args.m < 1 || args.m > kRows) return fail("M = " + std::to_string(args.m) + " (1..16)");
-  if (args.zp_typed != nullptr) return fail("typed zero points");
+// ================================================================= launchers
+// The checks both operators' launchers share, on the kernel's parameters (row_bytes and
+// windows set): an empty string where the tile takes them.
+template <typename Params>
+std::string tile_misfit(const Params& p, int window_codes, int64_t block_size, int bits, int k_split, bool lines) {
+  if (block_size < window_codes || block_size % window_codes != 0 || p.row_bytes % kWindowBytes != 0)
+    return "takes rows of whole windows in blocks of whole windows, not K = " + std::to_string(p.k) +
+           " block_size " + std::to_string(block_size);
+  if (p.m < 1 || p.m > kRows) return "M = " + std::to_string(p.m) + " (1..16)";
   if (k_split < 1 || k_split > kGemvStagedMaxSplit || (k_split & (k_split - 1)) != 0 ||
       static_cast<uint32_t>(k_split) > p.windows)
-    return fail("k_split " + std::to_string(k_split) + " for " + std::to_string(p.windows) + " windows");
+    return "k_split " + std::to_string(k_split) + " for " + std::to_string(p.windows) + " windows";
   if (lines && p.windows % 2 != 0)
-    return fail("line loads take rows of whole 128-byte lines, not K = " + std::to_string(args.k));
-  const int64_t smem = gemv_staged_smem_bytes(args.bits, p.row_bytes, k_split, lines);
-  if (smem > kGemvStagedMaxSmemBytes) return fail("K = " + std::to_string(args.k) + " per block too long");
-  const int64_t col_blocks = (args.n + kBlockCols - 1) / kBlockCols;
-  if (col_blocks > 0x7fffffff) return fail("N = " + std::to_string(args.n));
-  const dim3 grid(static_cast<unsigned>(col_blocks), 1, static_cast<unsigned>(k_split));
-  const bool zero_points = args.zp_packed != nullptr;
-#define BQMM_LAUNCH_IF(T_, B, ZP, LINES)                                                       \
-  if (args.bits == B && zero_points == ZP && lines == LINES) {                                 \
-    const auto kernel = NBitsStagedKernel<T_, B, ZP, LINES>;                                   \
-    BQMM_RETURN_IF_ERROR(allow_dynamic_smem(reinterpret_cast<const void*>(kernel), static_cast<int>(smem))); \
-    return launch_kernel_ex(kernel, grid, dim3(kWarps * kWarpSize), static_cast<int>(smem), stream, \
-                            false, static_cast<unsigned>(k_split), "NBitsStagedKernel", p);    \
-  }
-  BQMM_STAGED_CONFIGS(BQMM_LAUNCH_IF, T)
-#undef BQMM_LAUNCH_IF
-  return fail("no kernel for " + std::to_string(args.bits) + "-bit codes");
+    return "line loads take rows of whole 128-byte lines, not K = " + std::to_string(p.k);
+  if (gemv_staged_smem_bytes(bits, p.row_bytes, k_split, lines) > kGemvStagedMaxSmemBytes)
+    return "K = " + std::to_string(p.k) + " per block too long";
+  if ((p.n + kBlockCols - 1) / kBlockCols > 0x7fffffff) return "N = " + std::to_string(p.n);
+  return "";
+}
+
+// StagedRowsKernel<T, F, lines> on p: the grid of k_split-block clusters, its shared memory.
+template <typename T, typename F>
+Status launch_tile(const typename F::Params& p, int k_split, bool lines, cudaStream_t stream) {
+  const int smem = static_cast<int>(gemv_staged_smem_bytes(F::kCodeBits, p.row_bytes, k_split, lines));
+  const dim3 grid(static_cast<unsigned>((p.n + kBlockCols - 1) / kBlockCols), 1, static_cast<unsigned>(k_split));
+  const auto launch = [&](auto kernel) {
+    BQMM_RETURN_IF_ERROR(allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem));
+    return launch_kernel_ex(kernel, grid, dim3(kWarps * kWarpSize), smem, stream, false,
+                            static_cast<unsigned>(k_split), "StagedRowsKernel", p);
+  };
+  return lines ? launch(StagedRowsKernel<T, F, true>) : launch(StagedRowsKernel<T, F, false>);
+}
+
+template <typename T>
+Status launch_nbits_staged(const NBitsGemvArgs& args, int k_split, bool lines, cudaStream_t stream) {
+  const auto fail = [](const std::string& what) {
+    return Status(StatusCode::kInternal, "launch_nbits_gemv_staged: " + what);
+  };
+  if (args.bits != 4 && args.bits != 8) return fail(std::to_string(args.bits) + "-bit codes");
+  if (args.zp_typed != nullptr) return fail("typed zero points");
+  const GemvParams<T> p = make_nbits_params<T>(args);
+  const int window_codes = args.bits == 4 ? Codes<4>::kPerWindow : Codes<8>::kPerWindow;
+  const std::string misfit = tile_misfit(p, window_codes, args.block_size, args.bits, k_split, lines);
+  if (!misfit.empty()) return fail(misfit);
+  const bool zp = args.zp_packed != nullptr;
+  if (args.bits == 4)
+    return zp ? launch_tile<T, NBitsFormat<T, 4, true>>(p, k_split, lines, stream)
+              : launch_tile<T, NBitsFormat<T, 4, false>>(p, k_split, lines, stream);
+  return zp ? launch_tile<T, NBitsFormat<T, 8, true>>(p, k_split, lines, stream)
+            : launch_tile<T, NBitsFormat<T, 8, false>>(p, k_split, lines, stream);
+}
+
+template <typename T>
+Status launch_fp8_staged(const Fp8KernelArgs& args, int k_split, bool lines, cudaStream_t stream) {
+  const auto fail = [](const std::string& what) {
+    return Status(StatusCode::kInternal, "launch_fp8_gemv_staged: " + what);
+  };
+  if (args.a_scale != nullptr) return fail("static W8A8 (the row group fuses its QDQ)");
+  BQMM_RETURN_IF_ERROR(check_fp8_k_range(args, "launch_fp8_gemv_staged"));
+  GemvParams<T, float> p = make_fp8_params<T>(args, kWindowBytes);
+  p.row_bytes = args.k;
+  p.chunks = static_cast<uint32_t>(args.k / kChunkBytes);
+  p.windows = static_cast<uint32_t>(args.k / kWindowBytes);
+  const std::string misfit = tile_misfit(p, kWindowBytes, args.block_size, 8, k_split, lines);
+  if (!misfit.empty()) return fail(misfit);
+  return launch_tile<T, Fp8Format<T>>(p, k_split, lines, stream);
 }
 
 }  // namespace
 
 Status launch_nbits_gemv_staged(const NBitsGemvArgs& args, int k_split, bool lines, cudaStream_t stream) {
-  return dispatch_half_types(args.dtype, "launch_nbits_gemv (staged row tile)", [&](auto tag) -> Status {
-    return launch_staged<decltype(tag)>(args, k_split, lines, stream);
+  return dispatch_half_types(args.dtype, "launch_nbits_gemv_staged", [&](auto tag) -> Status {
+    return launch_nbits_staged<decltype(tag)>(args, k_split, lines, stream);
+  });
+}
+
+Status launch_fp8_gemv_staged(const Fp8KernelArgs& args, int k_split, bool lines, cudaStream_t stream) {
+  return dispatch_half_types(args.dtype, "launch_fp8_gemv_staged", [&](auto tag) -> Status {
+    return launch_fp8_staged<decltype(tag)>(args, k_split, lines, stream);
   });
 }
 
