@@ -428,7 +428,7 @@ struct CaseCheck {
   std::string w8a8_cublaslt_refusal;
   // Above the fused GEMM's rows, where the plan is not the mixed-input GEMM: why not.
   std::string mixed_gemm_refusal;
-  // NBitsMatMul's GEMV at M = 9..16: why not its staged row tile, or empty where it is.
+  // The GEMV at M = 9..16 (either operator): why not the staged row tile, or empty where it is.
   std::string staged_refusal;
 };
 

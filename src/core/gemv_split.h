@@ -92,7 +92,7 @@ constexpr int nbits_window_max_k_split(int bits, bool zero_points, bool float16,
   return kGemvMaxKSplit;
 }
 
-// NBitsMatMul's staged row tile (M = 9..16, SM90; cuda/gemv/staged_rows.cu): blocks of
+// The staged row tile (M = 9..16, SM90; cuda/gemv/staged_rows.cu; both operators): blocks of
 // kGemvStagedWarps warps own kGemvStagedCols weight rows over one K slice, the slice's 16
 // activation rows staged in shared memory (rows padded by kGemvStagedPadBytes); k_split
 // blocks split K as one thread-block cluster (at most kGemvStagedMaxSplit, the portable
@@ -117,6 +117,22 @@ constexpr int64_t gemv_staged_smem_bytes(int bits, int64_t row_bytes, int k_spli
   const int64_t sums = k_split > 1 ? kGemvGroupRows * kGemvStagedCols * 4 : 0;
   const int64_t line_buffers = lines ? kGemvStagedWarps * 2 * kGemvTileCols * kGemvTmaTileBytes : 0;
   return (act > sums ? act : sums) + line_buffers;
+}
+
+// The staged row tile's K split on rows of `row_bytes` (`bits`-bit codes or e4m3, K codes)
+// and `n` weight rows: the smallest power of two whose slices are at most
+// kGemvStagedSliceCodes long and whose blocks fill every SM once, up to
+// kGemvStagedMaxSplit and the rows' windows, and beyond that while the slice's
+// activations do not fit in shared memory.
+inline int gemv_staged_k_split(int64_t n, int64_t k, int64_t row_bytes, int bits, int num_sms, bool lines) {
+  const int64_t windows = row_bytes / kGemvWindowBytes;
+  const int64_t column_blocks = (n + kGemvStagedCols - 1) / kGemvStagedCols;
+  int split = 1;
+  while (split < kGemvStagedMaxSplit && 2 * split <= windows &&
+         (split * kGemvStagedSliceCodes < k || column_blocks * split < num_sms ||
+          gemv_staged_smem_bytes(bits, row_bytes, split, lines) > kGemvStagedMaxSmemBytes))
+    split *= 2;
+  return split;
 }
 
 // SM90's TMA tile stream (cuda/gemv/tma.cuh) can carry an [n, row_bytes] weight: the copy

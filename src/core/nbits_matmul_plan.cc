@@ -213,30 +213,7 @@ bool row_groups_fit(const NBitsMatMulProblem& p, const GemvFacts& f, const PlanO
          o.window != 0 && o.lines != 0 && o.tma != 1;
 }
 
-// One row group (M = 9..16: each decoded word multiplied with two 8-row halves) in the
-// fused GEMM's place, unless the GEMM is forced (fused_gemm_forced): on the H200, back to
-// back, 0.79-0.92x the fused GEMM's time for 8-bit and 0.80-0.99x for 4-bit on the four
-// prefill shapes (4-bit bfloat16 4096 x 14336: 1.01x); docs/DESIGN.md, "Row groups".
-bool row_group_preferred(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
-  return p.m <= kGemvGroupRows && !fused_gemm_forced(o) && gemv_applies(p, d, o) &&
-         row_groups_fit(p, gemv_facts(p, d), o);
-}
-
-// M > 8 takes the row groups where they fit: up to 16 rows where preferred (above), and
-// up to kGemvFusedMaxRows with the fused GEMM forced off (gemm=0).
-bool row_groups_apply(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
-  return (o.gemm == 0 && row_groups_fit(p, gemv_facts(p, d), o)) || row_group_preferred(p, d, o);
-}
-
-// Tiles per warp of the row groups: two for 4-bit (the decode shared by both tiles'
-// activation loads: 1-27 % faster than one tile at M = 16 on the four prefill shapes,
-// equal at M = 9) and for 8-bit on large weights or above 16 rows; else one (8-bit
-// 4096 x 14336 M = 16 18.9 against 24.4 us with two).
-int row_group_tiles(const NBitsMatMulProblem& p, const GemvFacts& f) {
-  return p.bits == 4 || f.large || p.m > kGemvGroupRows ? 2 : 1;
-}
-
-// Its weight stream: fragment-shaped register loads, or with lines=1 (rows of whole
+// The staged row tile's weight stream: fragment-shaped register loads, or with lines=1 (rows of whole
 // 128-byte lines) line loads staged through shared memory (gemv/line_loads.cuh).
 bool staged_lines(const NBitsMatMulProblem& p, const PlanOverride& o) {
   return o.lines == 1 && p.row_bytes() % kGemvTmaTileBytes == 0;
@@ -247,20 +224,10 @@ bool staged_lines(const NBitsMatMulProblem& p, const PlanOverride& o) {
 // operand, so that one ldmatrix feeds every weight subtile of a warp (the row group's
 // time there is its per-tile activation loads and pairing). It takes float16 / bfloat16
 // with default or packed zero points in blocks of a window or more (the scale on the mma
-// result). Its K split: the smallest power of two whose slices are at most
-// kGemvStagedSliceCodes long and whose blocks fill every SM once, up to kGemvStagedMaxSplit
-// (or k_split forced); the slice's activations must fit in shared memory.
+// result); its K split is gemv_staged_k_split (core/gemv_split.h) or k_split forced.
 int staged_k_split(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
   if (o.k_split > 0) return o.k_split;
-  const int64_t windows = p.row_bytes() / kGemvWindowBytes;
-  const int64_t column_blocks = (p.n + kGemvStagedCols - 1) / kGemvStagedCols;
-  int split = 1;
-  while (split < kGemvStagedMaxSplit && 2 * split <= windows &&
-         (split * kGemvStagedSliceCodes < p.k || column_blocks * split < d.num_sms ||
-          gemv_staged_smem_bytes(static_cast<int>(p.bits), p.row_bytes(), split, staged_lines(p, o)) >
-              kGemvStagedMaxSmemBytes))
-    split *= 2;
-  return split;
+  return gemv_staged_k_split(p.n, p.k, p.row_bytes(), static_cast<int>(p.bits), d.num_sms, staged_lines(p, o));
 }
 
 // The first condition of the tile that the problem fails, or nullptr where it fits.
@@ -299,6 +266,31 @@ bool staged_applies(const NBitsMatMulProblem& p, const DeviceInfo& d, const Gemv
   return staged_fits(p, d, f, o) && (o.staged == 1 || staged_faster(p, f));
 }
 
+// One row group (M = 9..16: each decoded word multiplied with two 8-row halves), or the
+// staged row tile where it applies, in the fused GEMM's place, unless the GEMM is forced
+// (fused_gemm_forced): on the H200, back to back, the row group took 0.79-0.92x the fused
+// GEMM's time for 8-bit and 0.80-0.99x for 4-bit on the four prefill shapes (4-bit
+// bfloat16 4096 x 14336: 1.01x); docs/DESIGN.md, "Row groups".
+bool row_group_preferred(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
+  if (p.m > kGemvGroupRows || fused_gemm_forced(o) || !gemv_applies(p, d, o)) return false;
+  const GemvFacts f = gemv_facts(p, d);
+  return row_groups_fit(p, f, o) || staged_applies(p, d, f, o);
+}
+
+// M > 8 takes the row groups where they fit: up to 16 rows where preferred (above), and
+// up to kGemvFusedMaxRows with the fused GEMM forced off (gemm=0).
+bool row_groups_apply(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
+  return (o.gemm == 0 && row_groups_fit(p, gemv_facts(p, d), o)) || row_group_preferred(p, d, o);
+}
+
+// Tiles per warp of the row groups: two for 4-bit (the decode shared by both tiles'
+// activation loads: 1-27 % faster than one tile at M = 16 on the four prefill shapes,
+// equal at M = 9) and for 8-bit on large weights or above 16 rows; else one (8-bit
+// 4096 x 14336 M = 16 18.9 against 24.4 us with two).
+int row_group_tiles(const NBitsMatMulProblem& p, const GemvFacts& f) {
+  return p.bits == 4 || f.large || p.m > kGemvGroupRows ? 2 : 1;
+}
+
 // The fused GEMM's view of the problem: rows of `bits`-bit codes.
 GemmShape gemm_shape(const NBitsMatMulProblem& p) {
   return {p.m, p.n, p.row_bytes(), static_cast<int>(p.bits), false, p.block_size, p.dtype == DType::kBFloat16};
@@ -317,7 +309,9 @@ const char* fused_gemm_refusal(const NBitsMatMulProblem& p, const DeviceInfo& d,
   const int64_t max_rows = gemm_max_rows(gemm_shape(p), d, gemm_forced(o));
   if (const char* why = gemm_common_refusal(p, d, o.gemm, max_rows)) return why;
   static_assert(kGemvGroupRows == 16, "the reason below names the bound");
-  if (row_group_preferred(p, d, o)) return "M <= 16: the GEMV's row group of 16 is faster there";
+  if (row_group_preferred(p, d, o))
+    return staged_applies(p, d, gemv_facts(p, d), o) ? "M = 9..16: the GEMV's staged row tile takes it"
+                                                      : "M <= 16: the GEMV's row group of 16 is faster there";
   if (p.has_g_idx) return "g_idx (act order)";
   if (p.row_bytes() % 16 != 0) return "rows of B not a multiple of 16 bytes";
   return nullptr;
@@ -520,7 +514,7 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan) {
   if (plan.path == NBitsPath::kGemv && plan.gemv.fma) {
     os << "; fma=1; rows=" << plan.gemv.rows;
   } else if (plan.path == NBitsPath::kGemv && plan.gemv.staged) {
-    os << "; staged=1; k_split=" << plan.gemv.k_split << "; lines=" << (plan.gemv.lines ? 1 : 0);
+    print_staged_gemv(os, plan.gemv);
   } else if (plan.path == NBitsPath::kGemv) {
     os << "; algo=" << plan.gemv.algo << "; rows=" << plan.gemv.rows;
     print_tensor_core_gemv(os, plan.gemv, true, plan.problem.m > kGemvMaxRows);

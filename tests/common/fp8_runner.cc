@@ -53,4 +53,20 @@ Status run_fp8_on_device(const Handle& handle, const reference::Fp8Case& c,
   return ::testing::AssertionFailure() << r.to_string();
 }
 
+cuda::Fp8KernelArgs fp8_kernel_args(const reference::Fp8Case& c, const Fp8DeviceCase& d) {
+  cuda::Fp8KernelArgs g;
+  g.dtype = c.dtype();
+  g.a = d.a.data();
+  g.b = static_cast<const uint8_t*>(d.b.data());
+  g.b_scale = static_cast<const float*>(d.b_scale.data());
+  g.a_scale = c.a_scale ? static_cast<const float*>(d.a_scale.data()) : nullptr;
+  g.bias = c.bias ? d.bias.data() : nullptr;
+  g.y = d.y.data();
+  g.m = c.m();
+  g.n = c.n();
+  g.k = c.k();
+  g.block_size = c.block_size;
+  return g;
+}
+
 }  // namespace bqmm::testing

@@ -12,6 +12,7 @@
 #include "core/plan_override.h"
 #include "bqmm/fp8_matmul.h"
 #include "common/gpu.h"  // shared_handle
+#include "cuda/launchers.h"
 #include "harness/device_buffer.h"
 #include "harness/host_tensor.h"
 #include "reference/fp8_reference.h"
@@ -53,6 +54,11 @@ struct Fp8Run {
 // Uploads and plans `c` as above, runs it on a fresh stream, synchronizes and downloads Y.
 Status run_fp8_on_device(const Handle& handle, const reference::Fp8Case& c,
                          const Fp8Knobs& knobs, Fp8Run* out, size_t b_offset = 0);
+
+// The FP8 kernels' launcher arguments (cuda/launchers.h) for a case uploaded by
+// upload_fp8_case (its a_scale where the case has one), for the tests that launch a GEMV
+// or the W8A8 GEMM themselves.
+cuda::Fp8KernelArgs fp8_kernel_args(const reference::Fp8Case& c, const Fp8DeviceCase& d);
 
 // docs/CONTRACT.md section 4 over every row: rel. Frobenius error within the dtype's tolerance, no NaN
 // where the reference has none (unwritten outputs stay NaN).

@@ -164,6 +164,9 @@ TEST(NBitsPlan, StagedRowTileInTheRowGroupsPlace) {
           EXPECT_EQ(forced.workspace_bytes, 0u);
           EXPECT_NE(printed(forced).find("; staged=1; k_split=8; lines=0;"), std::string::npos) << printed(forced);
           EXPECT_TRUE(plan(p, kHopper, parsed("staged=1,lines=1")).gemv.lines);
+          const NBitsMatMulPlan fragments = plan(p, kHopper, parsed("staged=1,lines=0"));
+          EXPECT_TRUE(fragments.gemv.staged);  // lines=0 turns the row group off, not the tile
+          EXPECT_FALSE(fragments.gemv.lines);
           EXPECT_EQ(plan(p, kHopper, parsed("staged=1,k_split=2")).gemv.k_split, 2);
           EXPECT_FALSE(plan(p, kAmpere, parsed("staged=1")).gemv.staged);
           EXPECT_EQ(path(p, kHopper, parsed("staged=1,gemm=1")), NBitsPath::kFusedGemm);

@@ -53,28 +53,12 @@ bool tensor_cores_available() {
 }
 
 // ----------------------------------------------------------------- FP8
-cuda::Fp8KernelArgs fp8_gemv_args(const Fp8Case& c, const testing::Fp8DeviceCase& d) {
-  cuda::Fp8KernelArgs g;
-  g.dtype = c.dtype();
-  g.a = d.a.data();
-  g.b = static_cast<const uint8_t*>(d.b.data());
-  g.b_scale = static_cast<const float*>(d.b_scale.data());
-  g.a_scale = c.a_scale ? static_cast<const float*>(d.a_scale.data()) : nullptr;
-  g.bias = c.bias ? d.bias.data() : nullptr;
-  g.y = d.y.data();
-  g.m = c.m();
-  g.n = c.n();
-  g.k = c.k();
-  g.block_size = c.block_size;
-  return g;
-}
-
 // Launches the line-load FP8 kernel on `c` (NaN-poisoned Y: an output no group writes
 // fails the check) and compares every row with the float64 reference.
 void check_fp8(const Fp8Case& c, int k_split, const LineStream& s) {
   testing::Fp8DeviceCase d;
   BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
-  const cuda::Fp8KernelArgs g = fp8_gemv_args(c, d);
+  const cuda::Fp8KernelArgs g = testing::fp8_kernel_args(c, d);
   BQMM_ASSERT_OK(testing::run_on_fresh_stream([&](cudaStream_t stream) {
     return cuda::launch_fp8_gemv_mma(g, k_split, /*tma=*/false, /*lines=*/true, s.tiles,
                                      s.registers, stream);
@@ -216,7 +200,7 @@ TEST(GemvRowGroups, LaunchersRefuseWhatHasNoRowGroups) {
                                                     false, 1);
   testing::Fp8DeviceCase d;
   BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
-  cuda::Fp8KernelArgs g = fp8_gemv_args(c, d);
+  cuda::Fp8KernelArgs g = testing::fp8_kernel_args(c, d);
   auto code = [](const Status& s) { return s.code(); };
   EXPECT_EQ(code(cuda::launch_fp8_gemv_mma(g, 1, false, false, 1, 0, nullptr)), StatusCode::kInternal);
   EXPECT_EQ(code(cuda::launch_fp8_gemv_mma(g, 1, true, false, 1, 0, nullptr)), StatusCode::kInternal);
@@ -319,7 +303,7 @@ TEST(GemvRowGroups, Fp8LauncherRefusesADependentLaunchOfAnyOtherConfiguration) {
       const Fp8Case c = reference::make_random_fp8_case(DType::kFloat16, m, 32, 256, 128, false, w8a8, 5);
       testing::Fp8DeviceCase d;
       BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
-      cuda::Fp8KernelArgs g = fp8_gemv_args(c, d);
+      cuda::Fp8KernelArgs g = testing::fp8_kernel_args(c, d);
       g.dependent = true;
       const bool the_tile = !w8a8 && m <= 8;
       EXPECT_EQ(code(cuda::launch_fp8_gemv_mma(g, 2, false, true, 1, 0, nullptr)),

@@ -58,23 +58,6 @@ void spread_scale_groups(Fp8Case& c) {
       c.b_scale.set(r * kb + b, std::ldexp(c.b_scale.get(r * kb + b), static_cast<int>((r / 128) % 3) - 1));
 }
 
-// The kernel arguments of case c uploaded as d.
-cuda::Fp8KernelArgs kernel_args(const Fp8Case& c, const testing::Fp8DeviceCase& d) {
-  cuda::Fp8KernelArgs g;
-  g.dtype = c.dtype();
-  g.a = d.a.data();
-  g.a_scale = c.dynamic_act_quant ? nullptr : static_cast<const float*>(d.a_scale.data());
-  g.b = static_cast<const uint8_t*>(d.b.data());
-  g.b_scale = static_cast<const float*>(d.b_scale.data());
-  g.bias = c.bias ? d.bias.data() : nullptr;
-  g.y = d.y.data();
-  g.m = c.m();
-  g.n = c.n();
-  g.k = c.k();
-  g.block_size = c.block_size;
-  return g;
-}
-
 // The launch's choices: `dependent`, the GEMM launched as a programmatic dependent of the
 // quantize pass, its first stages' weights copied while the pass runs (codes and scales
 // start uninitialized, so a read of them before the pass completes is far from the
@@ -96,7 +79,7 @@ void check_w8a8(const Fp8Case& c, const GemmConfig& config) {
   const int k_split = config.k_split;
   testing::Fp8DeviceCase d;
   BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
-  const cuda::Fp8KernelArgs g = kernel_args(c, d);
+  const cuda::Fp8KernelArgs g = testing::fp8_kernel_args(c, d);
   const int64_t k_blocks = c.k_blocks();
   harness::DeviceBuffer codes, scales, partials;
   BQMM_ASSERT_OK(harness::DeviceBuffer::allocate(static_cast<size_t>(g.m * g.k), &codes));

@@ -4,7 +4,7 @@
 // timed back to back (bqmm-profile's b2b_us: 100 launches in one CUDA graph over copies of
 // the weight whose total exceeds 4x the L2) beside the floor (the fastest pure read of the
 // same bytes, ../stream_read.cuh). A first look at the tile in under a minute of GPU time;
-// its A/B against the row group runs in the profiler (scripts/ab_cases/staged_rows16.txt).
+// its sweep against the planners' choices runs in the profiler (scripts/sweep_cases/staged_rows16.txt).
 //
 //   nvcc -O3 -std=c++17 --expt-relaxed-constexpr -arch=sm_90a -Iinclude -Isrc -o /tmp/staged_tile tools/microbench/staged_tile.cu && /tmp/staged_tile
 //
