@@ -44,16 +44,21 @@ bool hopper_available() {
   BQMM_REQUIRE_GPU();                                                                       \
   if (!hopper_available()) GTEST_SKIP() << "the staged row tile needs SM90 (thread-block clusters)"
 
-// Launches the tile on `c` (NaN-poisoned Y: an output no block writes fails the check).
+// Runs `launch` on a fresh stream and checks case c's Y, uploaded NaN-poisoned as d (an
+// output no block writes fails the check), against the reference.
+template <typename Case, typename DeviceCase, typename Launch>
+void expect_launch_matches(const Case& c, const DeviceCase& d, const Launch& launch) {
+  BQMM_ASSERT_OK(testing::run_on_fresh_stream(launch));
+  HostTensor y;
+  BQMM_ASSERT_OK(d.y.download(&y));
+  EXPECT_TRUE(testing::matches_reference(c, y));
+}
+
 void check_staged(const NBitsCase& c, int k_split, bool lines) {
   testing::NBitsDeviceCase d;
   BQMM_ASSERT_OK(testing::upload_nbits_case(c, &d));
   const cuda::NBitsGemvArgs g = nbits_gemv_args(c, d);
-  BQMM_ASSERT_OK(testing::run_on_fresh_stream(
-      [&](cudaStream_t stream) { return cuda::launch_nbits_gemv_staged(g, k_split, lines, stream); }));
-  HostTensor y;
-  BQMM_ASSERT_OK(d.y.download(&y));
-  EXPECT_TRUE(testing::matches_reference(c, y));
+  expect_launch_matches(c, d, [&](cudaStream_t stream) { return cuda::launch_nbits_gemv_staged(g, k_split, lines, stream); });
 }
 
 TEST(NBitsStagedRows, EveryConfigurationAgainstReference) {
@@ -182,16 +187,11 @@ TEST(NBitsStagedRows, LauncherRefusesWhatItDoesNotTake) {
 }
 
 // ----------------------------------------------------------------- FP8
-// Launches the tile on an e4m3 case (NaN-poisoned Y).
 void check_fp8_staged(const Fp8Case& c, int k_split, bool lines) {
   testing::Fp8DeviceCase d;
   BQMM_ASSERT_OK(testing::upload_fp8_case(c, &d));
   const cuda::Fp8KernelArgs g = testing::fp8_kernel_args(c, d);
-  BQMM_ASSERT_OK(testing::run_on_fresh_stream(
-      [&](cudaStream_t stream) { return cuda::launch_fp8_gemv_staged(g, k_split, lines, stream); }));
-  HostTensor y;
-  BQMM_ASSERT_OK(d.y.download(&y));
-  EXPECT_TRUE(testing::matches_reference(c, y));
+  expect_launch_matches(c, d, [&](cudaStream_t stream) { return cuda::launch_fp8_gemv_staged(g, k_split, lines, stream); });
 }
 
 TEST(Fp8StagedRows, EveryConfigurationAgainstReference) {
