@@ -157,7 +157,7 @@ struct WindowLoads {
 // row), 8 T at a time: 4-bit unit u = 4t' + w' of a window (codes 8u .. 8u + 7 = word w' of
 // lane t') goes to groups 4w' + j at slot t' as its pairs (j, j + 4); 8-bit unit u =
 // 2t' + h (words 2h, 2h + 1 of lane t') to groups 2h and 2h + 1, T 2t' and 8 + 2t'.
-template <typename F, typename T>
+template <typename F>
 __device__ __forceinline__ void stage_activations(const typename F::Params& p, uint8_t* smem,
                                                   uint32_t win0, uint32_t windows, int row_bytes) {
   constexpr int kWindowCodes = F::kWindowCodes;
@@ -295,7 +295,7 @@ __global__ void __launch_bounds__(kWarps * kWarpSize, kBlocksPerSm) StagedRowsKe
       load(0, buf[0]);
     }
   }
-  stage_activations<F, T>(p, smem, win0, windows, row_bytes);
+  stage_activations<F>(p, smem, win0, windows, row_bytes);
   __syncthreads();
 
   // Lane's ldmatrix row address: matrix j = lane / 8 reads rows 8 (j % 2) + lane % 8 of
