@@ -48,6 +48,9 @@
 #   AB_HEAD_ENV ("VAR=VALUE ...", either side, also with another tree) go to that side's
 #   profiler runs before a case's own words, e.g. AB_BASE_ENV=BQMM_PLAN_OVERRIDE=gemm=1 to
 #   time a planner rule against the choice it replaces in one build.
+#   test: the README's test command (every suite); with GPU_TEST_FILTER=F (a GoogleTest
+#   filter, e.g. '*StagedRows*') only the GPU suite's tests F matches, from the build step's
+#   binary, into gpu_tests.log: a short device window's check of one kernel family.
 #   sanitize: memcheck, then racecheck, each stopped after SANITIZE_TIMEOUT seconds (default
 #   180; both take under 30 s on the H200), so that a hang is reported as one ("timed out")
 #   rather than taking the rest of the call.
@@ -151,8 +154,22 @@ ab_baseline_built() {
 
 # The README's test command (scripts/test.sh: configure, build, CTest) on this tree's
 # GPU build: the CPU suite, the GPU suite and the script tests, each GoogleTest test one
-# CTest test. On a GPU machine no test may skip.
-if has test; then
+# CTest test. On a GPU machine no test may skip. With GPU_TEST_FILTER (a GoogleTest
+# filter), for a short device window: the GPU suite's tests it matches alone, from the
+# build step's binary.
+if has test && [ -n "${GPU_TEST_FILTER:-}" ]; then
+  t0=$(stamp)
+  if [ ! -x "$build/tests/bqmm_gpu_tests" ]; then
+    summary+=("gpu tests: no $build/tests/bqmm_gpu_tests (run the build step first)")
+  else
+    "$build/tests/bqmm_gpu_tests" --gtest_filter="$GPU_TEST_FILTER" --gtest_brief=1 >"$OUT/gpu_tests.log" 2>&1
+    rc=$?
+    passed=$(grep -oP '\[  PASSED  \] \K[0-9]+' "$OUT/gpu_tests.log" | tail -n 1)
+    skipped=$(grep -oP '\[  SKIPPED \] \K[0-9]+' "$OUT/gpu_tests.log" | tail -n 1)
+    summary+=("gpu tests ($GPU_TEST_FILTER): ${passed:-0} passed, ${skipped:-0} skipped, rc=$rc ($(( $(stamp) - t0 ))s)")
+    [ "$rc" -eq 0 ] || grep -E '^\[  FAILED  \]' "$OUT/gpu_tests.log" | head -n 20
+  fi
+elif has test; then
   t0=$(stamp)
   gtest_arg=""
   [ -d .deps/googletest ] && gtest_arg="-DBQMM_GTEST_SOURCE_DIR=$PWD/.deps/googletest"

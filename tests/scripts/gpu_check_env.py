@@ -8,7 +8,7 @@ import sys
 
 # Every knob gpu_check.sh reads is one of these names or starts with one of these prefixes.
 KNOB_PREFIXES = ("AB_", "BENCH_", "MICRO", "NBITS_", "NCU_", "SWEEP_", "MEMCHECK_",
-                 "RACECHECK_", "SANITIZE_")
+                 "RACECHECK_", "SANITIZE_", "GPU_TEST_")
 KNOBS = ("OUT", "PACK_OUT", "BQMM_CUDA_ARCH", "BQMM_PLAN_OVERRIDE")
 
 

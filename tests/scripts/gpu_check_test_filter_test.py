@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""gpu_check.sh's `test` step with GPU_TEST_FILTER run as a program, on a stand-in GPU test
+binary (no GPU, no build): the filter reaches the binary, the summary counts what it
+passed and skipped, a failure lists the failed tests, and without the build step's binary
+the step says so. A temporary root holds a copy of gpu_check.sh, bin/nvidia-smi and
+build-gpu/tests/bqmm_gpu_tests, a script that prints its arguments and the GoogleTest
+lines its environment asks for (STAND_IN_FAIL=1: one failed test).
+Registered with CTest (tests/CMakeLists.txt) where python3 and bash exist."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_check_env import gpu_check_env  # noqa: E402
+
+SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts")
+
+GPU_TESTS = r'''#!/bin/sh
+echo "args: $*"
+if [ "${STAND_IN_FAIL:-0}" = 1 ]; then
+  echo "[  FAILED  ] Fp8StagedRows.SanitizeSmall (3 ms)"
+  echo "[  PASSED  ] 4 tests."
+  echo "[  SKIPPED ] 1 test, listed below:"
+  exit 1
+fi
+echo "[  PASSED  ] 5 tests."
+exit 0
+'''
+
+
+class GpuCheckTestFilterTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.root = self.tmp.name
+        os.makedirs(os.path.join(self.root, "scripts"))
+        shutil.copy(os.path.join(SCRIPTS, "gpu_check.sh"), os.path.join(self.root, "scripts"))
+        os.makedirs(os.path.join(self.root, "bin"))
+        smi = os.path.join(self.root, "bin", "nvidia-smi")  # the script queries it first
+        with open(smi, "w") as f:
+            f.write("#!/bin/sh\necho 'stand-in GPU'\n")
+        os.chmod(smi, 0o755)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def binary(self):
+        path = os.path.join(self.root, "build-gpu", "tests", "bqmm_gpu_tests")
+        os.makedirs(os.path.dirname(path))
+        with open(path, "w") as f:
+            f.write(GPU_TESTS)
+        os.chmod(path, 0o755)
+
+    def run_test_step(self, **env):
+        out = os.path.join(self.root, "out")
+        full = gpu_check_env(os.path.join(self.root, "bin"), OUT=out, GPU_TEST_FILTER="*StagedRows*")
+        full.update(env)
+        p = subprocess.run(["bash", os.path.join(self.root, "scripts", "gpu_check.sh"), "test"],
+                           cwd=self.root, env=full, capture_output=True, text=True, check=False)
+        return p.returncode, p.stdout + p.stderr, out
+
+    def test_the_filter_alone_and_its_counts(self):
+        self.binary()
+        rc, log, out = self.run_test_step()
+        self.assertEqual(rc, 0, log)
+        self.assertRegex(log, r"gpu tests \(\*StagedRows\*\): 5 passed, 0 skipped, rc=0 \(\d+s\)")
+        with open(os.path.join(out, "gpu_tests.log")) as f:
+            self.assertIn("args: --gtest_filter=*StagedRows* --gtest_brief=1", f.read())
+        self.assertNotIn("ctest", log)  # not the README's test command
+
+    def test_a_failure_lists_the_failed_tests(self):
+        self.binary()
+        rc, log, _ = self.run_test_step(STAND_IN_FAIL="1")
+        self.assertRegex(log, r"gpu tests \(\*StagedRows\*\): 4 passed, 1 skipped, rc=1 \(\d+s\)")
+        self.assertIn("[  FAILED  ] Fp8StagedRows.SanitizeSmall (3 ms)", log)
+
+    def test_without_the_build_says_so(self):
+        rc, log, _ = self.run_test_step()
+        self.assertIn("gpu tests: no build-gpu/tests/bqmm_gpu_tests (run the build step first)", log)
+
+
+if __name__ == "__main__":
+    unittest.main()
