@@ -93,12 +93,7 @@ const char* staged_misfit(const Fp8MatMulProblem& p, const DeviceInfo& d, const 
   if (p.k % kGemvWindowBytes != 0 || p.block_size % kGemvWindowBytes != 0)
     return "K or block_size not a multiple of 64 (whole 64-byte windows in each block)";
   if (!choose_tensor_cores(p, d, o)) return "the tensor-core GEMV does not apply (K < 256, or fma=1)";
-  const int split = staged_k_split(p, d, o);
-  if (split > kGemvStagedMaxSplit || split > p.k / kGemvWindowBytes)
-    return "k_split above 8 or the rows' 64-byte windows";
-  if (gemv_staged_smem_bytes(8, p.k, split, staged_lines(p, o)) > kGemvStagedMaxSmemBytes)
-    return "a block's K slice does not fit in shared memory";
-  return nullptr;
+  return gemv_staged_slice_misfit(8, p.k, staged_k_split(p, d, o), staged_lines(p, o));
 }
 
 // The planner's rule: none yet (forced only) until the tile is timed against the row group

@@ -135,6 +135,16 @@ inline int gemv_staged_k_split(int64_t n, int64_t k, int64_t row_bytes, int bits
   return split;
 }
 
+// The staged row tile's slice conditions, shared by both planners: the first one a K
+// split of `split` on rows of `row_bytes` fails, or nullptr.
+inline const char* gemv_staged_slice_misfit(int bits, int64_t row_bytes, int split, bool lines) {
+  if (split > kGemvStagedMaxSplit || split > row_bytes / kGemvWindowBytes)
+    return "k_split above 8 or the rows' 64-byte windows";
+  if (gemv_staged_smem_bytes(bits, row_bytes, split, lines) > kGemvStagedMaxSmemBytes)
+    return "a block's K slice does not fit in shared memory";
+  return nullptr;
+}
+
 // SM90's TMA tile stream (cuda/gemv/tma.cuh) can carry an [n, row_bytes] weight: the copy
 // engine exists, and the tiles' box coordinates (bytes into a row, row) are 32-bit.
 inline bool gemv_tma_fits(int sm, int64_t n, int64_t row_bytes) {

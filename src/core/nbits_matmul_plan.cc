@@ -241,13 +241,8 @@ const char* staged_misfit(const NBitsMatMulProblem& p, const DeviceInfo& d, cons
   if (p.block_size < f.window_codes || p.row_bytes() % kGemvWindowBytes != 0)
     return p.bits == 4 ? "blocks below 128 codes (a window of 4-bit codes)"
                        : "blocks below 64 codes (a window of 8-bit codes)";
-  const int split = staged_k_split(p, d, o);
-  if (split > kGemvStagedMaxSplit || split > p.row_bytes() / kGemvWindowBytes)
-    return "k_split above 8 or the rows' 64-byte windows";
-  if (gemv_staged_smem_bytes(static_cast<int>(p.bits), p.row_bytes(), split, staged_lines(p, o)) >
-      kGemvStagedMaxSmemBytes)
-    return "a block's K slice does not fit in shared memory";
-  return nullptr;
+  return gemv_staged_slice_misfit(static_cast<int>(p.bits), p.row_bytes(), staged_k_split(p, d, o),
+                                  staged_lines(p, o));
 }
 bool staged_fits(const NBitsMatMulProblem& p, const DeviceInfo& d, const GemvFacts& f,
                  const PlanOverride& o) {

@@ -10,7 +10,6 @@ source asks for (`EXIT=N`), or fails like a compile error where the source says
 PACK_OUT=1 (any step's) is pinned here too.
 Registered with CTest (tests/CMakeLists.txt) where python3 and bash exist."""
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -18,9 +17,8 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu_check_env import gpu_check_env  # noqa: E402
+from gpu_check_env import gpu_check_env, stand_in_tree  # noqa: E402
 
-SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts")
 
 NVCC = r'''#!/usr/bin/env python3
 import os, re, sys
@@ -43,18 +41,12 @@ class GpuCheckMicroTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.root = self.tmp.name
-        os.makedirs(os.path.join(self.root, "scripts"))
-        shutil.copy(os.path.join(SCRIPTS, "gpu_check.sh"), os.path.join(self.root, "scripts"))
+        stand_in_tree(self.root)
         os.makedirs(os.path.join(self.root, "tools", "microbench"))
-        os.makedirs(os.path.join(self.root, "bin"))
         nvcc = os.path.join(self.root, "bin", "nvcc")
         with open(nvcc, "w") as f:
             f.write(NVCC.replace("/usr/bin/env python3", "/usr/bin/env " + os.path.basename(sys.executable)))
         os.chmod(nvcc, 0o755)
-        smi = os.path.join(self.root, "bin", "nvidia-smi")  # the script queries it first
-        with open(smi, "w") as f:
-            f.write("#!/bin/sh\necho 'stand-in GPU'\n")
-        os.chmod(smi, 0o755)
 
     def tearDown(self):
         self.tmp.cleanup()

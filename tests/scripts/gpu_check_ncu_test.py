@@ -7,16 +7,14 @@ stand-in only names it) and bin/ncu, a script that prints its arguments, the cas
 BQMM_PLAN_OVERRIDE and a details page as Nsight Compute writes one. Registered with CTest
 (tests/CMakeLists.txt) where python3 and bash exist."""
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu_check_env import gpu_check_env  # noqa: E402
+from gpu_check_env import gpu_check_env, stand_in_tree  # noqa: E402
 
-SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts")
 
 # The stand-in: exits 3 for a case whose arguments hold --fail, prints no metrics for one
 # that holds --empty (as ncu when no kernel matched), a source page in CSV where asked for
@@ -60,25 +58,17 @@ class GpuCheckNcuTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.root = self.tmp.name
-        os.makedirs(os.path.join(self.root, "scripts"))
-        for script in ("gpu_check.sh", "ncu_stalls.py"):
-            shutil.copy(os.path.join(SCRIPTS, script), os.path.join(self.root, "scripts"))
+        stand_in_tree(self.root, ("gpu_check.sh", "ncu_stalls.py"))
         open(os.path.join(self.root, "CMakeLists.txt"), "w").close()
         os.makedirs(os.path.join(self.root, "build-gpu"))
         profiler = os.path.join(self.root, "build-gpu", "bqmm-profile")
         with open(profiler, "w") as f:
             f.write("#!/bin/sh\nexit 1\n")
         os.chmod(profiler, 0o755)
-        os.makedirs(os.path.join(self.root, "bin"))
         ncu = os.path.join(self.root, "bin", "ncu")
         with open(ncu, "w") as f:
             f.write(NCU.replace("/usr/bin/env python3", "/usr/bin/env " + os.path.basename(sys.executable)))
         os.chmod(ncu, 0o755)
-        # nvidia-smi, which the script queries first, absent here: a stand-in too.
-        smi = os.path.join(self.root, "bin", "nvidia-smi")
-        with open(smi, "w") as f:
-            f.write("#!/bin/sh\necho 'stand-in GPU'\n")
-        os.chmod(smi, 0o755)
 
     def tearDown(self):
         self.tmp.cleanup()

@@ -7,16 +7,13 @@ build-gpu/tests/bqmm_gpu_tests, a script that prints its arguments and the Googl
 lines its environment asks for (STAND_IN_FAIL=1: one failed test).
 Registered with CTest (tests/CMakeLists.txt) where python3 and bash exist."""
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu_check_env import gpu_check_env  # noqa: E402
-
-SCRIPTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts")
+from gpu_check_env import gpu_check_env, stand_in_tree  # noqa: E402
 
 GPU_TESTS = r'''#!/bin/sh
 echo "args: $*"
@@ -35,13 +32,7 @@ class GpuCheckTestFilterTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
         self.root = self.tmp.name
-        os.makedirs(os.path.join(self.root, "scripts"))
-        shutil.copy(os.path.join(SCRIPTS, "gpu_check.sh"), os.path.join(self.root, "scripts"))
-        os.makedirs(os.path.join(self.root, "bin"))
-        smi = os.path.join(self.root, "bin", "nvidia-smi")  # the script queries it first
-        with open(smi, "w") as f:
-            f.write("#!/bin/sh\necho 'stand-in GPU'\n")
-        os.chmod(smi, 0o755)
+        stand_in_tree(self.root)
 
     def tearDown(self):
         self.tmp.cleanup()
