@@ -49,7 +49,7 @@
 #   profiler runs before a case's own words, e.g. AB_BASE_ENV=BQMM_PLAN_OVERRIDE=gemm=1 to
 #   time a planner rule against the choice it replaces in one build.
 #   test: the README's test command (every suite); with GPU_TEST_FILTER=F (a GoogleTest
-#   filter, e.g. '*StagedRows*') only the GPU suite's tests F matches, from the build step's
+#   filter, e.g. '*RowGroups*') only the GPU suite's tests F matches, from the build step's
 #   binary, into gpu_tests.log: a short device window's check of one kernel family.
 #   sanitize: memcheck, then racecheck, each stopped after SANITIZE_TIMEOUT seconds (default
 #   180; both take under 30 s on the H200), so that a hang is reported as one ("timed out")

@@ -428,8 +428,6 @@ struct CaseCheck {
   std::string w8a8_cublaslt_refusal;
   // Above the fused GEMM's rows, where the plan is not the mixed-input GEMM: why not.
   std::string mixed_gemm_refusal;
-  // The GEMV at M = 9..16 (either operator): why not the staged row tile, or empty where it is.
-  std::string staged_refusal;
 };
 
 // An operator's profiler. The operator says which cases there are, makes a group's

@@ -276,9 +276,6 @@ Status Fp8Profiler::check_case(const CaseSpec& c, const DeviceInfo& device, Case
   if (const char* why = fp8_fused_gemm_refusal(problem, device, force_);
       why != nullptr && !w8a8 && plan.path != Fp8Path::kMixedGemm)
     out->fused_gemm_refusal = why;
-  if (const char* why = fp8_staged_refusal(problem, device, force_);
-      why != nullptr && plan.path == Fp8Path::kGemvMma && problem.m > kGemvMaxRows)
-    out->staged_refusal = why;
   if (const char* why = fp8_wgmma_refusal(problem, device, force_);
       why != nullptr && plan.path == Fp8Path::kFusedGemm)
     out->wgmma_refusal = why;

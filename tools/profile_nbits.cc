@@ -9,7 +9,6 @@
 //   done
 #include "bqmm/nbits_matmul.h"
 #include "cuda/launchers.h"
-#include "core/gemv_split.h"
 #include "core/plan_explain.h"
 #include "core/plan_override.h"
 #include "profile.h"
@@ -358,9 +357,6 @@ Status NBitsProfiler::check_case(const CaseSpec& spec, const DeviceInfo& device,
   if (const char* why = nbits_fused_gemm_refusal(problem, device, force);
       why != nullptr && plan.path != NBitsPath::kMixedGemm)
     out->fused_gemm_refusal = why;
-  if (const char* why = nbits_staged_refusal(problem, device, force);
-      why != nullptr && plan.path == NBitsPath::kGemv && problem.m > kGemvMaxRows)
-    out->staged_refusal = why;
   if (const char* why = nbits_wgmma_refusal(problem, device, force);
       why != nullptr && plan.path == NBitsPath::kFusedGemm)
     out->wgmma_refusal = why;

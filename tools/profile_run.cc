@@ -390,8 +390,6 @@ int explain_cases(const std::vector<OpCases>& runs, const Machine& machine) {
         std::printf("  mixed_gemm: not taken: %s\n", check.mixed_gemm_refusal.c_str());
       if (!check.fused_gemm_refusal.empty())
         std::printf("  fused_gemm: not taken: %s\n", check.fused_gemm_refusal.c_str());
-      if (!check.staged_refusal.empty())
-        std::printf("  gemv: row group, not the staged row tile: %s\n", check.staged_refusal.c_str());
       if (!check.wgmma_refusal.empty())
         std::printf("  fused_gemm: mma.sync, not wgmma: %s\n", check.wgmma_refusal.c_str());
       if (!check.wgmma_tile_128_refusal.empty())

@@ -21,9 +21,6 @@ struct GemvConfig {
   int tiles = 0;        // 16-column tiles per warp (2 only with line loads)
   int registers = 0;    // two tiles: the kernel's register bound (128 or 168), else 0
   int row_groups = 1;   // M > 8: groups of 16 activation rows, one block each per column block
-  bool staged = false;  // M = 9..16 (SM90, either operator): the 16 activation rows staged in
-                        // shared memory as the mma's A operand, the weight its B; k_split
-                        // blocks split K as one thread-block cluster
   bool dependent_launch = false;  // SM90, NBitsMatMul's 4-bit register tile or FP8's one tile
                                   // of line loads: a programmatic dependent launch, its
                                   // first weights pulled into L2 while the kernel before

@@ -4,9 +4,8 @@
 //   CUDA cores) -> W8A8 with A quantized (SM90): cuBLASLt's block-scaled FP8 GEMM from 256
 //   rows, the W8A8 GEMM on FP8 tensor cores for the other M > 8 ->
 //   mixed-input GEMM for M > 128, or from 65 rows where the fused GEMM is not the faster
-//   (SM90) -> the GEMV's row group of 16 rows for M = 9..16 below 128 Mi weights (or its
-//   staged row tile where forced) -> fused GEMM for 8 < M <= kGemmMaxRows -> dequantize +
-//   cuBLAS.
+//   (SM90) -> the GEMV's row group of 16 rows for M = 9..16 below 128 Mi weights -> fused
+//   GEMM for 8 < M <= kGemmMaxRows -> dequantize + cuBLAS.
 // The QDQ of a W8A8 activation is fused into the GEMV kernels' activation load, and is a
 // separate kernel into the workspace on the fused GEMM and dequant + cuBLAS paths. Each
 // choice below is one small function, its comment the reason (an H200 measurement where
@@ -67,47 +66,8 @@ bool row_groups_fit(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOv
          choose_lines(p, o);
 }
 
-// The staged row tile's weight stream: fragment-shaped register loads, or with lines=1
-// (rows of whole 128-byte lines) line loads staged through shared memory.
-bool staged_lines(const Fp8MatMulProblem& p, const PlanOverride& o) {
-  return o.lines == 1 && p.k % kGemvTmaTileBytes == 0;
-}
-
-// The staged row tile (cuda/gemv/staged_rows.cu, SM90) at M = 9..16: the 16 activation
-// rows staged once per block in shared memory as the mma's A operand (NBitsMatMul's tile,
-// on e4m3 rows). Its K split: gemv_staged_k_split (core/gemv_split.h) or k_split forced.
-int staged_k_split(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
-  if (o.k_split > 0) return o.k_split;
-  return gemv_staged_k_split(p.n, p.k, p.k, 8, d.num_sms, staged_lines(p, o));
-}
-
-// The first condition of the tile that the problem fails, or nullptr where it fits.
-// Static W8A8 keeps the row group (its activation load fuses the QDQ; the tile stages A
-// as given); dynamic quantization QDQs A into the workspace first, as for the row group.
-const char* staged_misfit(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
-  if (p.m <= kGemvMaxRows || p.m > kGemvGroupRows) return "M outside 9..16";
-  if (o.staged == 0) return "forced off (staged=0)";
-  if (d.sm < 90) return "not SM90 (thread-block clusters)";
-  if (p.has_a_scale) return "static W8A8 (the row group fuses its QDQ into the activation load)";
-  if (!gemv_applies(p, o)) return "the GEMV does not apply (K or block_size % 16 != 0, alignment, gemv=0)";
-  if (p.k % kGemvWindowBytes != 0 || p.block_size % kGemvWindowBytes != 0)
-    return "K or block_size not a multiple of 64 (whole 64-byte windows in each block)";
-  if (!choose_tensor_cores(p, d, o)) return "the tensor-core GEMV does not apply (K < 256, or fma=1)";
-  return gemv_staged_slice_misfit(8, p.k, staged_k_split(p, d, o), staged_lines(p, o));
-}
-
-// The planner's rule: none yet (forced only) until the tile is timed against the row group
-// and the fused GEMM's tile 16 on the device.
-bool staged_faster(const Fp8MatMulProblem&) { return false; }
-
-// Where it runs (forced by staged=1, or by the planner's rule above).
-bool staged_applies(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
-  return staged_misfit(p, d, o) == nullptr && (o.staged == 1 || staged_faster(p));
-}
-
-// One row group (M = 9..16, each decoded weight fragment multiplied with two 8-row halves),
-// or the staged row tile where it applies, in the fused GEMM's place, unless the GEMM is
-// forced (fused_gemm_forced). The row group: on weights
+// One row group (M = 9..16, each decoded weight fragment multiplied with two 8-row halves)
+// in the fused GEMM's place, unless the GEMM is forced (fused_gemm_forced): on weights
 // below 128 Mi (one tile per warp; on larger weights the fused GEMM's time, within 0.2 %,
 // with two), and with float16 activations on weights of 64 Mi or more up to 12 rows (at
 // 8192 x 8192 float16 M = 16 it took 1.04x the fused GEMM's time; elsewhere 0.79-0.98x on
@@ -115,7 +75,6 @@ bool staged_applies(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOv
 constexpr int64_t kFp8RowGroupLargeCodes = int64_t{64} << 20;
 constexpr int64_t kFp8RowGroupLargeFloat16MaxRows = 12;
 bool row_group_preferred(const Fp8MatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
-  if (!fused_gemm_forced(o) && staged_applies(p, d, o)) return true;
   const bool large_float16 = p.dtype == DType::kFloat16 && p.n * p.k >= kFp8RowGroupLargeCodes;
   const int64_t max_rows = large_float16 ? kFp8RowGroupLargeFloat16MaxRows : kGemvGroupRows;
   return p.m <= max_rows && !fused_gemm_forced(o) && !gemv_tma_pays(p.n, p.k) &&
@@ -139,9 +98,8 @@ const char* fused_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& d,
   static_assert(kGemvGroupRows == 16 && kFp8RowGroupLargeFloat16MaxRows == 12,
                 "the reason below names the bounds");
   if (row_group_preferred(p, d, o))
-    return staged_applies(p, d, o) ? "M = 9..16: the GEMV's staged row tile takes it"
-                                   : "M <= 16 below 128 Mi weights (float16 from 64 Mi: M <= 12): the "
-                                     "GEMV's row group of 16 is faster there";
+    return "M <= 16 below 128 Mi weights (float16 from 64 Mi: M <= 12): the GEMV's row group "
+           "of 16 is faster there";
   if (p.k % 16 != 0) return "K % 16 != 0 (rows of B not whole 16-byte chunks)";
   if (p.block_size % 16 != 0) return "block_size % 16 != 0 (a chunk would span two scales)";
   return nullptr;
@@ -276,13 +234,6 @@ bool dependent_launch_applies(const Fp8MatMulProblem& p, const DeviceInfo& d, bo
 // `dependent`: the caller allows a dependent launch (dependent_launch_applies).
 Status plan_tensor_core_gemv(const Fp8MatMulProblem& p, const DeviceInfo& d,
                              const PlanOverride& o, bool dependent, GemvConfig* g) {
-  if (staged_applies(p, d, o)) {
-    g->staged = true;
-    g->k_split = staged_k_split(p, d, o);
-    g->lines = staged_lines(p, o);
-    g->row_groups = 1;
-    return Status::Ok();
-  }
   g->lines = choose_lines(p, o);
   g->tma = choose_tma(p, d, o, g->lines);
   g->tiles = choose_tiles(p, o, g->lines);
@@ -450,11 +401,8 @@ std::ostream& operator<<(std::ostream& os, const Fp8MatMulPlan& plan) {
     os << "; rows_per_warp=" << plan.gemv.rows;
     if (plan.gemv.dependent_launch) os << "; dependent_launch=yes";
   }
-  if (plan.path == Fp8Path::kGemvMma && plan.gemv.staged) {
-    print_staged_gemv(os, plan.gemv);
-  } else if (plan.path == Fp8Path::kGemvMma) {
+  if (plan.path == Fp8Path::kGemvMma)
     print_tensor_core_gemv(os, plan.gemv, false, plan.problem.m > kGemvMaxRows);
-  }
   if (plan.path == Fp8Path::kFusedGemm) {
     os << "; qdq_activation=" << (plan.regions.act_bytes > 0 ? "yes" : "no");
     print_gemm(os, plan.gemm);
@@ -481,13 +429,6 @@ std::ostream& operator<<(std::ostream& os, const Fp8MatMulPlan& plan) {
 const char* fp8_fused_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& device,
                                    const PlanOverride& o) {
   return fused_gemm_refusal(p, device, o);
-}
-
-const char* fp8_staged_refusal(const Fp8MatMulProblem& p, const DeviceInfo& device, const PlanOverride& o) {
-  if (const char* why = staged_misfit(p, device, o)) return why;
-  if (o.staged != 1 && !staged_faster(p))
-    return "the planner's rule (not yet timed against the row group; staged=1 forces it)";
-  return nullptr;
 }
 
 const char* fp8_w8a8_gemm_refusal(const Fp8MatMulProblem& p, const DeviceInfo& device,

@@ -92,59 +92,6 @@ constexpr int nbits_window_max_k_split(int bits, bool zero_points, bool float16,
   return kGemvMaxKSplit;
 }
 
-// The staged row tile (M = 9..16, SM90; cuda/gemv/staged_rows.cu; both operators): blocks of
-// kGemvStagedWarps warps own kGemvStagedCols weight rows over one K slice, the slice's 16
-// activation rows staged in shared memory (rows padded by kGemvStagedPadBytes); k_split
-// blocks split K as one thread-block cluster (at most kGemvStagedMaxSplit, the portable
-// cluster size), summing their FP32 tiles (16 x kGemvStagedCols) in shared memory.
-constexpr int kGemvStagedWarps = 8;
-constexpr int64_t kGemvStagedCols = 256;
-constexpr int kGemvStagedMaxSplit = 8;
-constexpr int64_t kGemvStagedPadBytes = 16;
-constexpr int64_t kGemvStagedMaxSmemBytes = 227 * 1024;  // SM90's opt-in shared memory per block
-// The most K codes a block's slice aims at (the planner's split also fills every SM once;
-// the probe's fastest splits on three prefill shapes, tools/microbench/rows16_probe.cu:
-// 8192 x 8192 and 4096 x 14336 8, 14336 x 4096 4).
-constexpr int64_t kGemvStagedSliceCodes = 1024;
-// Dynamic shared memory of a launch: the slice's activations (ceil(windows / k_split)
-// 64-byte windows of codes, an even number with line loads; 2-byte activations), at least
-// the cluster's FP32 tile; with line loads each warp's two 2 KB line buffers after them.
-constexpr int64_t gemv_staged_smem_bytes(int bits, int64_t row_bytes, int k_split, bool lines = false) {
-  const int64_t windows = row_bytes / kGemvWindowBytes;
-  int64_t slice = (windows + k_split - 1) / k_split;
-  if (lines) slice += slice % 2;
-  const int64_t act = kGemvGroupRows * (slice * (kGemvWindowBytes * 8 / bits) * 2 + kGemvStagedPadBytes);
-  const int64_t sums = k_split > 1 ? kGemvGroupRows * kGemvStagedCols * 4 : 0;
-  const int64_t line_buffers = lines ? kGemvStagedWarps * 2 * kGemvTileCols * kGemvTmaTileBytes : 0;
-  return (act > sums ? act : sums) + line_buffers;
-}
-
-// The staged row tile's K split on rows of `row_bytes` (`bits`-bit codes or e4m3, K codes)
-// and `n` weight rows: the smallest power of two whose slices are at most
-// kGemvStagedSliceCodes long and whose blocks fill every SM once, up to
-// kGemvStagedMaxSplit and the rows' windows, and beyond that while the slice's
-// activations do not fit in shared memory.
-inline int gemv_staged_k_split(int64_t n, int64_t k, int64_t row_bytes, int bits, int num_sms, bool lines) {
-  const int64_t windows = row_bytes / kGemvWindowBytes;
-  const int64_t column_blocks = (n + kGemvStagedCols - 1) / kGemvStagedCols;
-  int split = 1;
-  while (split < kGemvStagedMaxSplit && 2 * split <= windows &&
-         (split * kGemvStagedSliceCodes < k || column_blocks * split < num_sms ||
-          gemv_staged_smem_bytes(bits, row_bytes, split, lines) > kGemvStagedMaxSmemBytes))
-    split *= 2;
-  return split;
-}
-
-// The staged row tile's slice conditions, shared by both planners: the first one a K
-// split of `split` on rows of `row_bytes` fails, or nullptr.
-inline const char* gemv_staged_slice_misfit(int bits, int64_t row_bytes, int split, bool lines) {
-  if (split > kGemvStagedMaxSplit || split > row_bytes / kGemvWindowBytes)
-    return "k_split above 8 or the rows' 64-byte windows";
-  if (gemv_staged_smem_bytes(bits, row_bytes, split, lines) > kGemvStagedMaxSmemBytes)
-    return "a block's K slice does not fit in shared memory";
-  return nullptr;
-}
-
 // SM90's TMA tile stream (cuda/gemv/tma.cuh) can carry an [n, row_bytes] weight: the copy
 // engine exists, and the tiles' box coordinates (bytes into a row, row) are 32-bit.
 inline bool gemv_tma_fits(int sm, int64_t n, int64_t row_bytes) {

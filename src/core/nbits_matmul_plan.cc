@@ -213,63 +213,13 @@ bool row_groups_fit(const NBitsMatMulProblem& p, const GemvFacts& f, const PlanO
          o.window != 0 && o.lines != 0 && o.tma != 1;
 }
 
-// The staged row tile's weight stream: fragment-shaped register loads, or with lines=1 (rows of whole
-// 128-byte lines) line loads staged through shared memory (gemv/line_loads.cuh).
-bool staged_lines(const NBitsMatMulProblem& p, const PlanOverride& o) {
-  return o.lines == 1 && p.row_bytes() % kGemvTmaTileBytes == 0;
-}
-
-// The staged row tile (cuda/gemv/staged_rows.cu, SM90) in the row group's place at
-// M = 9..16: the 16 activation rows staged once per block in shared memory as the mma's A
-// operand, so that one ldmatrix feeds every weight subtile of a warp (the row group's
-// time there is its per-tile activation loads and pairing). It takes float16 / bfloat16
-// with default or packed zero points in blocks of a window or more (the scale on the mma
-// result); its K split is gemv_staged_k_split (core/gemv_split.h) or k_split forced.
-int staged_k_split(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
-  if (o.k_split > 0) return o.k_split;
-  return gemv_staged_k_split(p.n, p.k, p.row_bytes(), static_cast<int>(p.bits), d.num_sms, staged_lines(p, o));
-}
-
-// The first condition of the tile that the problem fails, or nullptr where it fits.
-const char* staged_misfit(const NBitsMatMulProblem& p, const DeviceInfo& d, const GemvFacts& f,
-                          const PlanOverride& o) {
-  if (p.m <= kGemvMaxRows || p.m > kGemvGroupRows) return "M outside 9..16";
-  if (o.staged == 0) return "forced off (staged=0)";
-  if (d.sm < 90) return "not SM90 (thread-block clusters)";
-  if (!f.half) return "float32";
-  if (f.typed_zp) return "typed (fractional) zero points";
-  if (p.block_size < f.window_codes || p.row_bytes() % kGemvWindowBytes != 0)
-    return p.bits == 4 ? "blocks below 128 codes (a window of 4-bit codes)"
-                       : "blocks below 64 codes (a window of 8-bit codes)";
-  return gemv_staged_slice_misfit(static_cast<int>(p.bits), p.row_bytes(), staged_k_split(p, d, o),
-                                  staged_lines(p, o));
-}
-bool staged_fits(const NBitsMatMulProblem& p, const DeviceInfo& d, const GemvFacts& f,
-                 const PlanOverride& o) {
-  return staged_misfit(p, d, f, o) == nullptr;
-}
-
-// The planner's rule: none yet (forced only) until the tile is timed against the row group
-// on the device. The probe of this design (tools/microbench/rows16_probe.cu, float16,
-// blocks of 128, H100, back to back) took 0.87-0.93x the row group's time at M = 16 and
-// M = 9 on the four prefill shapes.
-bool staged_faster(const NBitsMatMulProblem&, const GemvFacts&) { return false; }
-
-// Where it runs (forced by staged=1, or by the planner's rule above).
-bool staged_applies(const NBitsMatMulProblem& p, const DeviceInfo& d, const GemvFacts& f,
-                    const PlanOverride& o) {
-  return staged_fits(p, d, f, o) && (o.staged == 1 || staged_faster(p, f));
-}
-
-// One row group (M = 9..16: each decoded word multiplied with two 8-row halves), or the
-// staged row tile where it applies, in the fused GEMM's place, unless the GEMM is forced
-// (fused_gemm_forced): on the H200, back to back, the row group took 0.79-0.92x the fused
-// GEMM's time for 8-bit and 0.80-0.99x for 4-bit on the four prefill shapes (4-bit
-// bfloat16 4096 x 14336: 1.01x); docs/DESIGN.md, "Row groups".
+// One row group (M = 9..16: each decoded word multiplied with two 8-row halves) in the
+// fused GEMM's place, unless the GEMM is forced (fused_gemm_forced): on the H200, back to
+// back, 0.79-0.92x the fused GEMM's time for 8-bit and 0.80-0.99x for 4-bit on the four
+// prefill shapes (4-bit bfloat16 4096 x 14336: 1.01x); docs/DESIGN.md, "Row groups".
 bool row_group_preferred(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
-  if (p.m > kGemvGroupRows || fused_gemm_forced(o) || !gemv_applies(p, d, o)) return false;
-  const GemvFacts f = gemv_facts(p, d);
-  return row_groups_fit(p, f, o) || staged_applies(p, d, f, o);
+  return p.m <= kGemvGroupRows && !fused_gemm_forced(o) && gemv_applies(p, d, o) &&
+         row_groups_fit(p, gemv_facts(p, d), o);
 }
 
 // M > 8 takes the row groups where they fit: up to 16 rows where preferred (above), and
@@ -304,9 +254,7 @@ const char* fused_gemm_refusal(const NBitsMatMulProblem& p, const DeviceInfo& d,
   const int64_t max_rows = gemm_max_rows(gemm_shape(p), d, gemm_forced(o));
   if (const char* why = gemm_common_refusal(p, d, o.gemm, max_rows)) return why;
   static_assert(kGemvGroupRows == 16, "the reason below names the bound");
-  if (row_group_preferred(p, d, o))
-    return staged_applies(p, d, gemv_facts(p, d), o) ? "M = 9..16: the GEMV's staged row tile takes it"
-                                                      : "M <= 16: the GEMV's row group of 16 is faster there";
+  if (row_group_preferred(p, d, o)) return "M <= 16: the GEMV's row group of 16 is faster there";
   if (p.has_g_idx) return "g_idx (act order)";
   if (p.row_bytes() % 16 != 0) return "rows of B not a multiple of 16 bytes";
   return nullptr;
@@ -429,12 +377,6 @@ Status plan_gemv(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOve
   g->algo = f.typed_zp ? kNBitsGemvAlgoUnrolled : choose_algo(o);  // typed: algorithm 0 only
   g->rows = choose_rows(p, f);
   g->row_groups = static_cast<int>(gemv_row_groups(p.m));
-  if (staged_applies(p, d, f, o)) {
-    g->staged = true;
-    g->k_split = staged_k_split(p, d, o);
-    g->lines = staged_lines(p, o);
-    return Status::Ok();
-  }
   choose_stream(p, d, f, o, g);
   BQMM_RETURN_IF_ERROR(choose_k_split(p, d, f, o, g));
   g->dependent_launch = dependent && dependent_launch_applies(p, d, f, *g);
@@ -508,8 +450,6 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan) {
   if (plan.path == NBitsPath::kMixedGemm) print_mixed_scales(print_mixed_gemm(os, plan.gemm), plan.problem.has_prepacked);
   if (plan.path == NBitsPath::kGemv && plan.gemv.fma) {
     os << "; fma=1; rows=" << plan.gemv.rows;
-  } else if (plan.path == NBitsPath::kGemv && plan.gemv.staged) {
-    print_staged_gemv(os, plan.gemv);
   } else if (plan.path == NBitsPath::kGemv) {
     os << "; algo=" << plan.gemv.algo << "; rows=" << plan.gemv.rows;
     print_tensor_core_gemv(os, plan.gemv, true, plan.problem.m > kGemvMaxRows);
@@ -520,15 +460,6 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan) {
 const char* nbits_mixed_gemm_refusal(const NBitsMatMulProblem& p, const DeviceInfo& device,
                                      const PlanOverride& o) {
   return mixed_gemm_refusal_of(p, device, o);
-}
-
-const char* nbits_staged_refusal(const NBitsMatMulProblem& p, const DeviceInfo& device,
-                                 const PlanOverride& o) {
-  const GemvFacts f = gemv_facts(p, device);
-  if (const char* why = staged_misfit(p, device, f, o)) return why;
-  if (o.staged != 1 && !staged_faster(p, f))
-    return "the planner's rule (not yet timed against the row group; staged=1 forces it)";
-  return nullptr;
 }
 
 const char* nbits_fused_gemm_refusal(const NBitsMatMulProblem& p, const DeviceInfo& device,

@@ -20,13 +20,6 @@ const char* fp8_fused_gemm_refusal(const Fp8MatMulProblem& problem, const Device
 const char* nbits_fused_gemm_refusal(const NBitsMatMulProblem& problem,
                                      const DeviceInfo& device, const PlanOverride& override_);
 
-// At M = 9..16: why the GEMV is not the staged row tile ("not SM90", "typed (fractional)
-// zero points", "static W8A8", the planner's rule, ...), or nullptr where it is.
-const char* nbits_staged_refusal(const NBitsMatMulProblem& problem, const DeviceInfo& device,
-                                 const PlanOverride& override_);
-const char* fp8_staged_refusal(const Fp8MatMulProblem& problem, const DeviceInfo& device,
-                               const PlanOverride& override_);
-
 // Why Fp8WeightMatMul does not take its W8A8 GEMM on FP8 tensor cores (A not quantized,
 // M <= 8, not SM90, block_size % 128 != 0, ...), or nullptr where it does.
 const char* fp8_w8a8_gemm_refusal(const Fp8MatMulProblem& problem, const DeviceInfo& device,

@@ -44,7 +44,6 @@ const Key kKeys[] = {
     {"k_halves", &PlanOverride::k_halves, {0, 1}},
     {"cluster_sum", &PlanOverride::cluster_sum, {0, 1}},
     {"gemv_pdl", &PlanOverride::gemv_pdl, {0, 1}},
-    {"staged", &PlanOverride::staged, {0, 1}},
 };
 static_assert(kGemmMaxKSplit == 16, "gemm_k_split's values go up to kGemmMaxKSplit");
 

@@ -64,10 +64,6 @@
 //                            NBitsMatMul's 4-bit register tile, FP8's one tile of line
 //                            loads and its CUDA-core kernel at M = 1, without static W8A8;
 //                            off (0) for all
-//   staged=0|1        both   the staged row tile (M = 9..16, SM90; its K split is k_split:
-//                            1, 2, 4 or 8; its weight stream lines): 0 never (the row
-//                            group of 16), 1 wherever it applies in the place of the row
-//                            group or the fused GEMM (unless the GEMM is forced)
 // Unset keys leave the planner's choice. A forced choice that does not apply to a problem
 // is ignored where the planner's rules say so (as for its own choices), except the
 // conflicts the planner reports (registers=168 with k_split=8).
@@ -109,7 +105,6 @@ struct PlanOverride {
   int k_halves = -1;        // -1: planner; 0 / 1: the wgmma GEMMs' K halves
   int cluster_sum = -1;     // -1: planner; 0 / 1: a wgmma GEMM's K split summed in a cluster
   int gemv_pdl = -1;        // -1: planner; 0 / 1: the decode GEMV's dependent launch
-  int staged = -1;          // -1: planner; 0 / 1: the GEMV's staged row tile (M = 9..16)
 
   bool empty() const;
 };

@@ -30,11 +30,6 @@ inline std::ostream& print_tensor_core_gemv(std::ostream& os, const GemvConfig& 
   return os;
 }
 
-// The staged row tile (M = 9..16, both operators): "; staged=1; k_split=S; lines=0|1".
-inline std::ostream& print_staged_gemv(std::ostream& os, const GemvConfig& g) {
-  return os << "; staged=1; k_split=" << g.k_split << "; lines=" << (g.lines ? 1 : 0);
-}
-
 // The fused GEMM's tiling: "; mainloop=wgmma|mma; tile_m=..; tile_n=..; stages=..; k_split=..".
 // The mixed-input GEMM's tile and schedule: "; tile_m=<rows>; tile_n=128;
 // schedule=persistent|stream_k", then "; swizzle=<S>" where the tile order is not CUTLASS's.

@@ -464,16 +464,6 @@ __device__ __forceinline__ void store_cluster_f32(uint32_t cluster_addr, float v
   asm volatile("st.shared::cluster.f32 [%0], %1;" ::"r"(cluster_addr), "f"(v) : "memory");
 #endif
 }
-__device__ __forceinline__ float4 load_cluster_f32x4(uint32_t cluster_addr) {
-  float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#if BQMM_CLUSTERS
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-               : "r"(cluster_addr)
-               : "memory");
-#endif
-  return v;
-}
 
 // ----------------------------------------------------------------- launch shapes
 // Grid-stride element loops cap the grid at a few waves of the device.

@@ -193,7 +193,6 @@ Status run_fp8_matmul(const Handle& handle, const Fp8MatMulPlan& plan,
             return cuda::launch_fp8_gemv_fma(g, plan.gemv.rows, stream);
           case Fp8Path::kGemvMma:
             BQMM_RETURN_IF_ERROR(gemv_args(plan, args, ws, stream, &g));
-            if (plan.gemv.staged) return cuda::launch_fp8_gemv_staged(g, plan.gemv.k_split, plan.gemv.lines, stream);
             g.dependent = plan.gemv.dependent_launch;
             return cuda::launch_fp8_gemv_mma(g, plan.gemv.k_split, plan.gemv.tma,
                                              plan.gemv.lines, plan.gemv.tiles,

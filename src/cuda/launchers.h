@@ -70,10 +70,6 @@ Status launch_fp8_gemv_fma(const Fp8KernelArgs& args, int rows_per_warp, cudaStr
 // M > 8 needs `lines` (else kInternal).
 Status launch_fp8_gemv_mma(const Fp8KernelArgs& args, int k_split, bool tma, bool lines,
                            int tiles_per_warp, int registers, cudaStream_t stream);
-// gemv/staged_rows.cu (SM90): the staged row tile for M = 1..16 (planned for 9..16), as
-// launch_nbits_gemv_staged (below) on e4m3 rows: K % 64 == 0, block_size a multiple of 64,
-// no a_scale (static W8A8 keeps the row group, whose activation load fuses the QDQ).
-Status launch_fp8_gemv_staged(const Fp8KernelArgs& args, int k_split, bool lines, cudaStream_t stream);
 
 // nbits_dequant.cu: out[r, k] = T1((q[r, k] - zp[r, blk]) * scales[r, blk]) for `rows`
 // rows of B (every pointer already at the first row of the tile), blk = g_idx[k] when
@@ -134,14 +130,6 @@ struct NBitsGemvArgs {
 Status launch_nbits_gemv(const NBitsGemvArgs& args, int algo, int rows, int k_split, bool tma,
                          bool window, bool lines, int tiles_per_warp, int registers,
                          cudaStream_t stream);
-// gemv/staged_rows.cu (SM90): the staged row tile for M = 1..16 (planned for 9..16), the
-// activation rows staged in shared memory as the mma's A operand; float16 / bfloat16,
-// default or packed zero points, blocks of a 64-byte window or more (128 codes 4-bit, 64
-// 8-bit); k_split blocks (1, 2, 4 or 8, at most the row's windows) split K as one
-// thread-block cluster; the slice must fit gemv_staged_smem_bytes <= kGemvStagedMaxSmemBytes
-// (core/gemv_split.h). lines: the weights by whole 128-byte line loads staged through
-// shared memory (rows of whole lines). Else kInternal.
-Status launch_nbits_gemv_staged(const NBitsGemvArgs& args, int k_split, bool lines, cudaStream_t stream);
 // CUDA cores, 8-bit codes, float16 / bfloat16 (gemv/fma.cuh): a warp per two output
 // columns, lanes along K; rows (1 or 2, >= M) activation rows per warp.
 Status launch_nbits_gemv_fma(const NBitsGemvArgs& args, int rows, cudaStream_t stream);

@@ -102,7 +102,6 @@ Status run_gemv(const NBitsMatMulPlan& plan, const NBitsMatMulArgs& args, cudaSt
   g.block_size = p.block_size;
   g.dependent = plan.gemv.dependent_launch;
   if (plan.gemv.fma) return cuda::launch_nbits_gemv_fma(g, plan.gemv.rows, stream);
-  if (plan.gemv.staged) return cuda::launch_nbits_gemv_staged(g, plan.gemv.k_split, plan.gemv.lines, stream);
   return cuda::launch_nbits_gemv(g, plan.gemv.algo, plan.gemv.rows, plan.gemv.k_split,
                                  plan.gemv.tma, plan.gemv.window, plan.gemv.lines,
                                  plan.gemv.tiles, plan.gemv.registers, stream);

@@ -424,61 +424,6 @@ TEST(Fp8Plan, RowGroupInTheFusedGemmsPlaceToSixteenRows) {
   EXPECT_EQ(path(problem(17, 4096, 4096), kHopper, parsed("gemm=0")), Fp8Path::kGemvMma);
 }
 
-// The staged row tile (staged=1; the planner's rule takes it nowhere yet) at M = 9..16 on
-// SM90 in the place of the row group and of the fused GEMM's tile 16 (unless the GEMM is
-// forced): weight-only or dynamic (A QDQ'd into the workspace first), K and block_size
-// multiples of 64; its K split is NBitsMatMul's rule on rows of K bytes.
-TEST(Fp8Plan, StagedRowTileAtNineToSixteenRows) {
-  const PlanOverride on = parsed("staged=1");
-  for (const DType t : {DType::kFloat16, DType::kBFloat16})
-    for (const int64_t m : {9, 12, 16}) {
-      SCOPED_TRACE(::testing::Message() << dtype_name(t) << " M=" << m);
-      for (const int64_t n : {8192, 28672}) {  // the row group and the fused GEMM by default
-        const Fp8MatMulProblem p = problem(m, n, 8192, 128, t);
-        EXPECT_FALSE(plan(p).gemv.staged);  // forced only, for now
-        const Fp8MatMulPlan forced = plan(p, kHopper, on);
-        EXPECT_EQ(forced.path, Fp8Path::kGemvMma);
-        EXPECT_TRUE(forced.gemv.staged);
-        EXPECT_FALSE(forced.gemv.lines || forced.gemv.tma);
-        EXPECT_EQ(forced.gemv.k_split, 8);
-        EXPECT_EQ(forced.workspace_bytes, 0u);
-        EXPECT_NE(printed(forced).find("; staged=1; k_split=8; lines=0;"), std::string::npos) << printed(forced);
-        EXPECT_TRUE(plan(p, kHopper, parsed("staged=1,lines=1")).gemv.lines);
-        EXPECT_EQ(plan(p, kHopper, parsed("staged=1,k_split=2")).gemv.k_split, 2);
-        EXPECT_FALSE(plan(p, kAmpere, on).gemv.staged);
-        EXPECT_EQ(path(p, kHopper, parsed("staged=1,gemm=1")), Fp8Path::kFusedGemm);
-        EXPECT_EQ(std::string(fp8_fused_gemm_refusal(p, kHopper, on)), "M = 9..16: the GEMV's staged row tile takes it");
-      }
-    }
-  // The split: 14336 x 4096 has 56 column blocks of 256, 4 fill the SMs.
-  EXPECT_EQ(plan(problem(16, 14336, 4096), kHopper, on).gemv.k_split, 4);
-  EXPECT_EQ(plan(problem(16, 4096, 14336), kHopper, on).gemv.k_split, 8);
-  // Dynamic quantization: A' in the workspace, then the tile. Static W8A8 on blocks the
-  // W8A8 GEMM does not take (64) keeps the row group, which fuses the QDQ.
-  Fp8MatMulProblem dynamic = problem(16, 4096, 4096);
-  dynamic.dynamic_act_quant = true;
-  const Fp8MatMulPlan dyn = plan(dynamic, kHopper, parsed("staged=1,w8a8=0"));
-  EXPECT_TRUE(dyn.gemv.staged);
-  EXPECT_GT(dyn.workspace_bytes, 0u);
-  Fp8MatMulProblem w8a8 = problem(16, 4096, 4096, 64);
-  w8a8.has_a_scale = true;
-  const Fp8MatMulPlan stat = plan(w8a8, kHopper, on);
-  EXPECT_EQ(stat.path, Fp8Path::kGemvMma);
-  EXPECT_FALSE(stat.gemv.staged);
-  EXPECT_NE(std::string(fp8_staged_refusal(w8a8, kHopper, on)).find("static W8A8"), std::string::npos);
-  // What it does not take: K or blocks not multiples of 64, M outside 9..16, staged=0.
-  EXPECT_FALSE(plan(problem(16, 4096, 4096, 32), kHopper, on).gemv.staged);
-  EXPECT_FALSE(plan(problem(16, 4096, 4144), kHopper, on).gemv.staged);  // K % 64 == 48
-  EXPECT_TRUE(plan(problem(16, 4096, 4160), kHopper, on).gemv.staged);   // the last block partial
-  EXPECT_FALSE(plan(problem(16, 4096, 4160), kHopper, parsed("staged=1,lines=1")).gemv.lines);  // K % 128 == 64
-  EXPECT_FALSE(plan(problem(8, 4096, 4096), kHopper, on).gemv.staged);
-  EXPECT_EQ(path(problem(17, 4096, 4096), kHopper, on), Fp8Path::kFusedGemm);
-  EXPECT_FALSE(plan(problem(16, 4096, 4096), kHopper, parsed("staged=0")).gemv.staged);
-  EXPECT_STREQ(fp8_staged_refusal(problem(16, 4096, 4096), kHopper, {}),
-               "the planner's rule (not yet timed against the row group; staged=1 forces it)");
-  EXPECT_EQ(fp8_staged_refusal(problem(16, 4096, 4096), kHopper, on), nullptr);
-}
-
 // ------------------------------------------------------------------ fused GEMM
 // M <= 8 is the decode GEMV's, 8 < M <= kGemmMaxRows (128) the fused GEMM's, on every
 // SM80+ device, but with bfloat16 activations from 96 rows where its tiles fill 3/4 of the

@@ -65,8 +65,7 @@ TEST(NBitsPlan, GemvUpToEightRows) {
 // lines, blocks of a 16-byte chunk or more), up to kGemvFusedMaxRows (measured faster than
 // dequant + cuBLAS there); everything else above 8 rows is dequant + cuBLAS.
 TEST(NBitsPlan, RowGroupsUpToTheFusedLimitWithoutTheGemm) {
-  PlanOverride off = without_gemm();
-  off.staged = 0;  // the row groups, not the staged row tile in their place (below)
+  const PlanOverride off = without_gemm();
   for (int bits : {4, 8})
     for (DType t : {DType::kFloat16, DType::kBFloat16})
       for (int64_t m : {9, 16, 17, 25, 32}) {
@@ -105,11 +104,9 @@ TEST(NBitsPlan, RowGroupsUpToTheFusedLimitWithoutTheGemm) {
 }
 
 // By default M = 9..16 takes one row group of the window kernel's line loads where they
-// fit (the staged row tile, below, in its place where that applies: here forced off):
-// two tiles per warp for 4-bit, and for 8-bit on weights of 128 Mi or more; the fused
+// fit: two tiles per warp for 4-bit, and for 8-bit on weights of 128 Mi or more; the fused
 // GEMM where they do not fit, and wherever forced (gemm=1 or its own keys).
 TEST(NBitsPlan, RowGroupInTheFusedGemmsPlaceToSixteenRows) {
-  const PlanOverride no_staged = parsed("staged=0");
   for (const int bits : {4, 8})
     for (const DType t : {DType::kFloat16, DType::kBFloat16})
       for (const auto zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked})
@@ -117,17 +114,15 @@ TEST(NBitsPlan, RowGroupInTheFusedGemmsPlaceToSixteenRows) {
           SCOPED_TRACE(::testing::Message() << bits << " " << dtype_name(t) << " M=" << m);
           NBitsMatMulProblem p = problem(m, 8192, 8192, bits, 128, t);
           p.zero_points = zp;
-          const NBitsMatMulPlan pl = plan(p, kHopper, no_staged);
+          const NBitsMatMulPlan pl = plan(p);
           EXPECT_EQ(pl.path, NBitsPath::kGemv);
           EXPECT_TRUE(pl.gemv.window && pl.gemv.lines);
-          EXPECT_FALSE(pl.gemv.staged);
           EXPECT_EQ(pl.gemv.row_groups, 1);
           EXPECT_EQ(pl.gemv.tiles, bits == 4 ? 2 : 1);
           EXPECT_EQ(pl.workspace_bytes, 0u);
           EXPECT_NE(printed(pl).find("; row_groups=1;"), std::string::npos) << printed(pl);
-          EXPECT_EQ(plan(p, kAmpere).gemv.staged, false);  // SM80: the row group
           p.n = 28672;
-          EXPECT_EQ(plan(p, kHopper, no_staged).gemv.tiles, 2);
+          EXPECT_EQ(plan(p).gemv.tiles, 2);
           for (const char* o : {"gemm=1", "wgmma=0", "tile_m=16", "gemm_k_split=2"})
             EXPECT_EQ(path(p, kHopper, parsed(o)), NBitsPath::kFusedGemm) << o;
           p.n = 8192;
@@ -138,85 +133,6 @@ TEST(NBitsPlan, RowGroupInTheFusedGemmsPlaceToSixteenRows) {
   EXPECT_EQ(path(problem(16, 4096, 4160, 8, 32)), NBitsPath::kFusedGemm);
   EXPECT_EQ(path(problem(16, 4096, 4096, 4, 16)), NBitsPath::kFusedGemm);
   EXPECT_EQ(path(problem(16, 4096, 4096, 4, 128), kHopper, parsed("lines=0")), NBitsPath::kFusedGemm);
-}
-
-// The staged row tile takes the row group's place at M = 9..16 on SM90 (float16 /
-// bfloat16, default or packed zero points, blocks of a window or more) where forced
-// (staged=1; the planner's rule takes it nowhere yet); its K split is the power of two whose
-// slices reach 1024 codes, up to 8, or k_split forced; slices that do not fit in shared
-// memory leave the row group.
-TEST(NBitsPlan, StagedRowTileInTheRowGroupsPlace) {
-  for (const int bits : {4, 8})
-    for (const DType t : {DType::kFloat16, DType::kBFloat16})
-      for (const auto zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked})
-        for (const int64_t m : {9, 12, 16}) {
-          SCOPED_TRACE(::testing::Message() << bits << " " << dtype_name(t) << " M=" << m
-                                            << (zp == NBitsZeroPoints::kPacked ? " zero points" : ""));
-          NBitsMatMulProblem p = problem(m, 8192, 8192, bits, 128, t);
-          p.zero_points = zp;
-          const NBitsMatMulPlan pl = plan(p);
-          EXPECT_EQ(pl.path, NBitsPath::kGemv);
-          EXPECT_FALSE(pl.gemv.staged);  // forced only, for now
-          const NBitsMatMulPlan forced = plan(p, kHopper, parsed("staged=1"));
-          EXPECT_TRUE(forced.gemv.staged);
-          EXPECT_FALSE(forced.gemv.window || forced.gemv.lines || forced.gemv.tma);
-          EXPECT_EQ(forced.gemv.k_split, 8);
-          EXPECT_EQ(forced.workspace_bytes, 0u);
-          EXPECT_NE(printed(forced).find("; staged=1; k_split=8; lines=0;"), std::string::npos) << printed(forced);
-          EXPECT_TRUE(plan(p, kHopper, parsed("staged=1,lines=1")).gemv.lines);
-          const NBitsMatMulPlan fragments = plan(p, kHopper, parsed("staged=1,lines=0"));
-          EXPECT_TRUE(fragments.gemv.staged);  // lines=0 turns the row group off, not the tile
-          EXPECT_FALSE(fragments.gemv.lines);
-          EXPECT_EQ(plan(p, kHopper, parsed("staged=1,k_split=2")).gemv.k_split, 2);
-          EXPECT_FALSE(plan(p, kAmpere, parsed("staged=1")).gemv.staged);
-          EXPECT_EQ(path(p, kHopper, parsed("staged=1,gemm=1")), NBitsPath::kFusedGemm);
-          p.m = 17;  // above 16 rows: the fused GEMM; with it off, row groups of two groups
-          EXPECT_EQ(path(p, kHopper, parsed("staged=1")), NBitsPath::kFusedGemm);
-          EXPECT_FALSE(plan(p, kHopper, parsed("staged=1,gemm=0")).gemv.staged);
-        }
-  const PlanOverride on = parsed("staged=1");
-  // N = 65536: 256 column blocks fill 132 SMs unsplit; slices up to 1024 codes.
-  const auto split = [&](int64_t n, int64_t k, int bits) {
-    return plan(problem(16, n, k, bits, 128), kHopper, on).gemv.k_split;
-  };
-  EXPECT_EQ(split(65536, 1024, 4), 1);
-  EXPECT_EQ(split(65536, 2048, 4), 2);
-  EXPECT_EQ(split(65536, 4096, 4), 4);
-  EXPECT_EQ(split(65536, 8192, 8), 8);
-  EXPECT_EQ(split(65536, 14336, 4), 8);
-  EXPECT_EQ(split(65536, 256, 4), 1);
-  // The prefill shapes: 32, 56 and 16 column blocks of 256.
-  EXPECT_EQ(split(8192, 8192, 4), 8);
-  EXPECT_EQ(split(14336, 4096, 4), 4);
-  EXPECT_EQ(split(4096, 14336, 4), 8);
-  EXPECT_EQ(split(28672, 8192, 4), 8);
-  EXPECT_EQ(split(14336, 1024, 4), 4);  // to fill the SMs: 56 x 4 >= 132
-  EXPECT_EQ(split(4096, 512, 4), 4);    // no more than the row's 4 windows
-  // Slices of 16 rows x 8192 codes (262 KB) do not fit: the row group; of 7168 (229 KB) do.
-  EXPECT_FALSE(plan(problem(16, 4096, 65536, 4, 128), kHopper, on).gemv.staged);
-  EXPECT_TRUE(plan(problem(16, 4096, 57344, 4, 128), kHopper, on).gemv.staged);
-  EXPECT_FALSE(plan(problem(16, 4096, 8192, 4, 128), kHopper, parsed("staged=1,k_split=1")).gemv.staged);
-  // Line loads: their 32 KB of line buffers counted, 16 x (7168 x 2 + 16) + 32 K no longer
-  // fits.
-  EXPECT_FALSE(plan(problem(16, 4096, 57344, 4, 128), kHopper, parsed("staged=1,lines=1")).gemv.staged);
-  EXPECT_EQ(gemv_staged_smem_bytes(4, 8192 / 2, 8, true), 16 * (1024 * 2 + 16) + 8 * 2 * 2048);
-  EXPECT_EQ(gemv_staged_smem_bytes(8, 192, 2, true), 16 * 256 * 4 + 8 * 2 * 2048);  // slices of 2 windows
-  // What it does not take: blocks below a window (4-bit 128 codes, 8-bit 64), typed zero
-  // points (the fused GEMM), M <= 8, and staged=0.
-  EXPECT_FALSE(plan(problem(16, 4096, 4096, 4, 64), kHopper, on).gemv.staged);
-  EXPECT_TRUE(plan(problem(16, 4096, 4096, 8, 64), kHopper, on).gemv.staged);
-  EXPECT_FALSE(plan(problem(16, 4096, 4096, 8, 32), kHopper, on).gemv.staged);
-  NBitsMatMulProblem typed = problem(16, 4096, 4096, 4, 128);
-  typed.zero_points = NBitsZeroPoints::kTyped;
-  EXPECT_EQ(path(typed, kHopper, on), NBitsPath::kFusedGemm);
-  EXPECT_FALSE(plan(problem(8, 4096, 4096, 4, 128), kHopper, on).gemv.staged);
-  EXPECT_FALSE(plan(problem(16, 4096, 4096, 4, 128), kHopper, parsed("staged=0")).gemv.staged);
-  // Its geometry: 16 rows x the slice's codes of 2-byte activations, rows padded by 16
-  // bytes, at least the cluster's 16 x 256 FP32 sums.
-  EXPECT_EQ(gemv_staged_smem_bytes(4, 8192 / 2, 8), 16 * (1024 * 2 + 16));
-  EXPECT_EQ(gemv_staged_smem_bytes(8, 14336, 8), 16 * (1792 * 2 + 16));
-  EXPECT_EQ(gemv_staged_smem_bytes(4, 256 / 2, 2), 16 * 256 * 4);
-  EXPECT_EQ(gemv_staged_smem_bytes(4, 256 / 2, 1), 16 * (256 * 2 + 16));
 }
 
 // ------------------------------------------------------------------ fused GEMM

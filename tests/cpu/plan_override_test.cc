@@ -47,7 +47,6 @@ const std::vector<KeyCase>& keys() {
        "16, 32, 64, 128 or 256"},
       {"gemm_k_split", &PlanOverride::gemm_k_split, {1, 2, 4, 8, 16}, {"0", "3", "32", "-1"},
        "1, 2, 4, 8 or 16"},
-      {"staged", &PlanOverride::staged, {0, 1}, {"2", "-1"}, "0 or 1"},
   };
   return k;
 }
@@ -182,14 +181,14 @@ TEST(PlanOverride, RejectsUnknownKeys) {
     EXPECT_EQ(m.find("plan override: unknown key \""), 0u) << m;
     EXPECT_NE(m.find("(keys: gemv, fma, algo, k_split, tma, window, lines, tiles, registers, "
                      "gemm, wgmma, tile_m, gemm_k_split, w8a8, mixed, mixed_tile, mixed_sk, mixed_swizzle, "
-                     "w8a8_cublaslt, lt_algo, w8a8_pdl, k_halves, cluster_sum, gemv_pdl, staged)"),
+                     "w8a8_cublaslt, lt_algo, w8a8_pdl, k_halves, cluster_sum, gemv_pdl)"),
               std::string::npos)
         << m;
   }
   EXPECT_EQ(parse_error("foo=1"),
             "plan override: unknown key \"foo\" (keys: gemv, fma, algo, k_split, tma, window, "
             "lines, tiles, registers, gemm, wgmma, tile_m, gemm_k_split, w8a8, mixed, mixed_tile, "
-            "mixed_sk, mixed_swizzle, w8a8_cublaslt, lt_algo, w8a8_pdl, k_halves, cluster_sum, gemv_pdl, staged)");
+            "mixed_sk, mixed_swizzle, w8a8_cublaslt, lt_algo, w8a8_pdl, k_halves, cluster_sum, gemv_pdl)");
   EXPECT_NE(parse_error("k_split=4,bar").find("\"bar\""), std::string::npos);
 }
 

@@ -160,20 +160,9 @@ TEST(ProfileCli, ExplainSaysWhyNotTheFusedGemm) {
       {"--op nbits --g-idx --m 16 --n 256 --k 512", "  fused_gemm: not taken: g_idx (act order)\n"},
       {"--op nbits --m 16 --n 256 --k 512",
        "  fused_gemm: not taken: M <= 16: the GEMV's row group of 16 is faster there\n"},
-      {"--op nbits --m 16 --n 256 --k 512",
-       "  gemv: row group, not the staged row tile: the planner's rule (not yet timed against "
-       "the row group; staged=1 forces it)\n"},
-      {"--op nbits --m 16 --n 256 --k 512 --block-size 64",
-       "  gemv: row group, not the staged row tile: blocks below 128 codes (a window of 4-bit codes)\n"},
       {"--op fp8 --m 9 --n 256 --k 512",
        "  fused_gemm: not taken: M <= 16 below 128 Mi weights (float16 from 64 Mi: M <= 12): "
        "the GEMV's row group of 16 is faster there\n"},
-      {"--op fp8 --m 9 --n 256 --k 512",
-       "  gemv: row group, not the staged row tile: the planner's rule (not yet timed against "
-       "the row group; staged=1 forces it)\n"},
-      {"--op fp8 --w8a8 --m 9 --n 256 --k 512 --block-size 64",
-       "  gemv: row group, not the staged row tile: static W8A8 (the row group fuses its QDQ "
-       "into the activation load)\n"},
       {"--op fp8 --m 4 --n 256 --k 512",
        "  fused_gemm: not taken: M <= 8 (the decode GEMV's rows)\n"},
       {"--op fp8 --m 16 --n 256 --k 520", "  fused_gemm: not taken: K % 16 != 0"},

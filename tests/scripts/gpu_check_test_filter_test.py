@@ -18,7 +18,7 @@ from gpu_check_env import gpu_check_env, stand_in_tree  # noqa: E402
 GPU_TESTS = r'''#!/bin/sh
 echo "args: $*"
 if [ "${STAND_IN_FAIL:-0}" = 1 ]; then
-  echo "[  FAILED  ] Fp8StagedRows.SanitizeSmall (3 ms)"
+  echo "[  FAILED  ] Fp8GemvRowGroups.SanitizeSmall (3 ms)"
   echo "[  PASSED  ] 4 tests."
   echo "[  SKIPPED ] 1 test, listed below:"
   exit 1
@@ -46,7 +46,7 @@ class GpuCheckTestFilterTest(unittest.TestCase):
 
     def run_test_step(self, **env):
         out = os.path.join(self.root, "out")
-        full = gpu_check_env(os.path.join(self.root, "bin"), OUT=out, GPU_TEST_FILTER="*StagedRows*")
+        full = gpu_check_env(os.path.join(self.root, "bin"), OUT=out, GPU_TEST_FILTER="*RowGroups*")
         full.update(env)
         p = subprocess.run(["bash", os.path.join(self.root, "scripts", "gpu_check.sh"), "test"],
                            cwd=self.root, env=full, capture_output=True, text=True, check=False)
@@ -56,16 +56,16 @@ class GpuCheckTestFilterTest(unittest.TestCase):
         self.binary()
         rc, log, out = self.run_test_step()
         self.assertEqual(rc, 0, log)
-        self.assertRegex(log, r"gpu tests \(\*StagedRows\*\): 5 passed, 0 skipped, rc=0 \(\d+s\)")
+        self.assertRegex(log, r"gpu tests \(\*RowGroups\*\): 5 passed, 0 skipped, rc=0 \(\d+s\)")
         with open(os.path.join(out, "gpu_tests.log")) as f:
-            self.assertIn("args: --gtest_filter=*StagedRows* --gtest_brief=1", f.read())
+            self.assertIn("args: --gtest_filter=*RowGroups* --gtest_brief=1", f.read())
         self.assertNotIn("ctest", log)  # not the README's test command
 
     def test_a_failure_lists_the_failed_tests(self):
         self.binary()
         rc, log, _ = self.run_test_step(STAND_IN_FAIL="1")
-        self.assertRegex(log, r"gpu tests \(\*StagedRows\*\): 4 passed, 1 skipped, rc=1 \(\d+s\)")
-        self.assertIn("[  FAILED  ] Fp8StagedRows.SanitizeSmall (3 ms)", log)
+        self.assertRegex(log, r"gpu tests \(\*RowGroups\*\): 4 passed, 1 skipped, rc=1 \(\d+s\)")
+        self.assertIn("[  FAILED  ] Fp8GemvRowGroups.SanitizeSmall (3 ms)", log)
 
     def test_without_the_build_says_so(self):
         rc, log, _ = self.run_test_step()
