@@ -97,6 +97,9 @@ bool lines_apply(const NBitsMatMulProblem& p, const GemvFacts& f, bool whole_win
 // The window kernel's largest blocks (nbits_window_max_k_split: 16 or 12 warps) pay on
 // rows of at least 96 windows (6 a warp at 16).
 constexpr int64_t kNBitsLargeSplitMinWindows = 6 * kNBitsWindowMaxKSplit;
+bool long_rows(const NBitsMatMulProblem& p) {
+  return p.row_bytes() / kGemvWindowBytes >= kNBitsLargeSplitMinWindows;
+}
 
 // Blocks of 12 warps (the one-tile window kernel at 80 registers, 24 warps per SM): 8-bit
 // bfloat16 codes by line loads at M = 2..8 on grids a split of 8 leaves at 16 warps per SM
@@ -106,8 +109,7 @@ constexpr int64_t kNBitsLargeSplitMinWindows = 6 * kNBitsWindowMaxKSplit;
 // 4096 x 4096 (32 line pairs) even. 4-bit with packed zero points (the window kernel at 12
 // in the register tile's place) -2 to +3 %: not taken.
 bool split12_faster(const NBitsMatMulProblem& p, const GemvFacts& f) {
-  return p.bits == 8 && f.bf16 && p.m >= 2 && !f.many_tiles &&
-         p.row_bytes() / kGemvWindowBytes >= kNBitsLargeSplitMinWindows;
+  return p.bits == 8 && f.bf16 && p.m >= 2 && !f.many_tiles && long_rows(p);
 }
 
 // The CUDA-core kernel (8-bit, M <= 2): faster at M = 1, and at M = 2 in bfloat16 (whose
@@ -148,6 +150,27 @@ bool tma_faster(const NBitsMatMulProblem& p, const GemvFacts& f) {
   return f.large && (p.bits == 4 || p.m <= 4);
 }
 
+// 4-bit blocks below a window (32 or 64 codes): the window kernel without line loads does
+// not take them, so the block-128 rules below leave these problems on the register tile,
+// which loads a scale (and a zero point) every block. Line loads instead, measured on an
+// H100 (same-run sweeps, two repeats, scripts/sweep_cases/nbits4_small_blocks_lines.txt
+// and nbits4_small_blocks_rule.txt, against the register tile):
+// * packed zero points: one tile at M <= 4 0.88-0.96x the time (4096 x 4096, 4096 x 14336,
+//   8192 x 8192), and at M = 8 on rows of 96 windows or more (4096 x 14336 0.955x; 4096 x
+//   4096 1.02x); two tiles at M = 8 on grids of many tiles (8192 x 8192 0.90x);
+// * without: on rows of 96 windows or more and grids of few tiles (4096 x 14336), one tile
+//   at M <= 4 0.95-0.98x and two tiles at M > 4 0.91-0.93x (4096 x 4096: 1.04x, kept on
+//   the register tile); grids of many tiles take two tiles below at every M.
+bool small_block_rows(const NBitsMatMulProblem& p, const GemvFacts& f) {
+  return p.bits == 4 && p.block_size < f.window_codes;
+}
+bool small_block_two_tiles(const NBitsMatMulProblem& p, const GemvFacts& f) {
+  return small_block_rows(p, f) && p.m > 4 && (f.zp ? f.many_tiles : long_rows(p) && !f.many_tiles);
+}
+bool small_block_lines(const NBitsMatMulProblem& p, const GemvFacts& f) {
+  return small_block_rows(p, f) && (f.zp ? p.m <= 4 || long_rows(p) : long_rows(p) && !f.many_tiles);
+}
+
 // Two 16-column tiles per warp (line loads only): where measured faster than one tile
 // (H200). Smaller grids lose (the grid halves).
 // * Packed zero points: on large weights 4-bit and 8-bit float16 (6-20 %); 4-bit also on
@@ -160,19 +183,20 @@ bool tma_faster(const NBitsMatMulProblem& p, const GemvFacts& f) {
 //   window, 8-bit bfloat16 (2-16 %).
 bool two_tiles_faster(const NBitsMatMulProblem& p, const GemvFacts& f) {
   const bool small_blocks = p.block_size < f.window_codes;
-  if (f.zp) return p.bits == 4 ? f.large || f.many_tile_pairs : f.large && f.fp16;
+  if (f.zp) return p.bits == 4 ? f.large || f.many_tile_pairs || small_block_two_tiles(p, f) : f.large && f.fp16;
   if (f.large) return p.bits == 4 || p.m >= (f.fp16 ? 2 : 5);
-  return f.many_tiles && (p.bits == 4 ? p.m > 4 || small_blocks : !f.fp16);
+  return (f.many_tiles && (p.bits == 4 ? p.m > 4 || small_blocks : !f.fp16)) || small_block_two_tiles(p, f);
 }
 
 // Line loads (4 rows x 128 bytes per warp instruction, the shape that streams fastest):
 // with two tiles; 4-bit at M <= 4 (M <= 2 with zero points) on large weights (10-20 %
-// faster; at M = 8 the L1 is busy with activations); 8-bit wherever the tensor cores run,
+// faster; at M = 8 the L1 is busy with activations) and in blocks below a window where
+// small_block_lines says (above); 8-bit wherever the tensor cores run,
 // but float16 where TMA tiles pay (they were 0.3-3 % faster there with one tile).
 bool lines_faster(const NBitsMatMulProblem& p, const DeviceInfo& d, const GemvFacts& f,
                   bool two_tiles) {
   if (two_tiles) return true;
-  if (p.bits == 4) return p.m <= (f.zp ? 2 : 4) && f.large;
+  if (p.bits == 4) return (p.m <= (f.zp ? 2 : 4) && f.large) || small_block_lines(p, f);
   return f.bf16 || !(tma_applies(p, d, f) && tma_faster(p, f));
 }
 
@@ -192,7 +216,7 @@ bool window_faster(const NBitsMatMulProblem& p, const GemvFacts& f) {
 // float16 M = 1..4 8-11 % faster, M = 8 5-6 %, bfloat16 M = 1..4 4-7 %, M = 8 even; with 2
 // windows a warp (4096 x 4096) 4-15 % slower, and at 6144 x 4096 (two waves) 39-43 %.
 bool split16_rows(const NBitsMatMulProblem& p, const GemvFacts& f) {
-  return p.bits == 4 && !f.zp && p.row_bytes() / kGemvWindowBytes >= kNBitsLargeSplitMinWindows;
+  return p.bits == 4 && !f.zp && long_rows(p);
 }
 bool window_split16(const NBitsMatMulProblem& p, const GemvFacts& f, const GemvConfig& g) {
   return g.window && !g.lines && split16_rows(p, f);

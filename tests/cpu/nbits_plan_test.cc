@@ -904,7 +904,10 @@ TEST(NBitsPlan, GemvWindowSplit16OnSmallGridsOfLongRows) {
   zp.zero_points = NBitsZeroPoints::kPacked;
   EXPECT_LE(plan(zp).gemv.k_split, kGemvMaxKSplit);
   EXPECT_LE(plan(problem(2, 4096, 14336, 8, 128)).gemv.k_split, kGemvMaxKSplit);
-  EXPECT_FALSE(plan(problem(1, 4096, 14336, 4, 64)).gemv.window);
+  // Blocks below a window: line loads (GemvLinesOnBlocksSmallerThanAWindow).
+  const NBitsMatMulPlan small_blocks = plan(problem(1, 4096, 14336, 4, 64));
+  EXPECT_TRUE(small_blocks.gemv.lines);
+  EXPECT_LE(small_blocks.gemv.k_split, kGemvMaxKSplit);
   // Forced: the window kernel on rows of 32 windows splits by at most 8; k_split=16 is
   // taken on long rows and refused elsewhere, naming the kernel.
   EXPECT_EQ(plan(problem(1, 4096, 4096, 4, 128), kHopper, parsed("window=1")).gemv.k_split,
@@ -1080,12 +1083,14 @@ TEST(NBitsPlan, GemvLinesWhereItAppliesOrWhenAsked) {
 // same rules, measured on the decode suite at blocks of 32 and 64 codes (H200: line loads
 // 8-32 % faster than the register tile wherever they are taken),
 // except where those take the window kernel without line loads (4-bit, grids of many
-// tiles, M <= 4; it needs blocks of a window): two tiles of line loads there. 4-bit
-// blocks of 16 codes keep the register tile. The 4-bit bfloat16 K-split doubling stays on
-// N x K >= 128 Mi.
+// tiles, M <= 4; it needs blocks of a window): two tiles of line loads there; and where
+// they take the 4-bit register tile: line loads with packed zero points (M <= 4, long
+// rows, two tiles on grids of many tiles above M = 4) and on small grids of long rows
+// without (the split of 16's place). 4-bit blocks of 16 codes keep the register tile. The
+// 4-bit bfloat16 K-split doubling stays on N x K >= 128 Mi.
 TEST(NBitsPlan, GemvLinesOnBlocksSmallerThanAWindow) {
   const int64_t shapes[][2] = {{4096, 4096}, {14336, 4096}, {4096, 14336}, {8192, 8192}, {28672, 8192}};
-  int window_cases = 0, split16_cases = 0;
+  int window_cases = 0, split16_cases = 0, zp_register_cases = 0, zp_lines_cases = 0;
   for (int bits : {4, 8})
     for (DType t : {DType::kFloat16, DType::kBFloat16})
       for (auto zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked})
@@ -1094,6 +1099,8 @@ TEST(NBitsPlan, GemvLinesOnBlocksSmallerThanAWindow) {
             NBitsMatMulProblem big = problem(m, nk[0], nk[1], bits, 512 / bits, t);
             big.zero_points = zp;
             const NBitsMatMulPlan pb = plan(big);
+            // On 132 SMs: rows of 96 windows or more (K = 14336), grids of many tiles (N >= 8192).
+            const bool long_rows = nk[1] == 14336, many_tiles = nk[0] >= 8192;
             for (int64_t bs : {int64_t{128} / bits, int64_t{256} / bits}) {
               NBitsMatMulProblem small = big;
               small.block_size = bs;
@@ -1103,15 +1110,25 @@ TEST(NBitsPlan, GemvLinesOnBlocksSmallerThanAWindow) {
               EXPECT_EQ(ps.gemv.fma, pb.gemv.fma);
               EXPECT_FALSE(ps.gemv.tma);
               if (pb.gemv.window && !pb.gemv.lines && pb.gemv.k_split == kNBitsWindowMaxKSplit) {
-                // The split of 16 (small grids of long rows) needs blocks of a window:
-                // smaller ones keep the register tile.
+                // The split of 16 (small grids of long rows, no zero points) needs blocks of
+                // a window: smaller ones take line loads, two tiles above M = 4.
                 ++split16_cases;
-                EXPECT_FALSE(ps.gemv.window);
-                EXPECT_EQ(ps.gemv.k_split, kGemvMaxKSplit);
+                EXPECT_TRUE(ps.gemv.lines);
+                EXPECT_EQ(ps.gemv.tiles, m > 4 ? 2 : 1);
               } else if (pb.gemv.window && !pb.gemv.lines) {
                 ++window_cases;
                 EXPECT_TRUE(ps.gemv.lines);
                 EXPECT_EQ(ps.gemv.tiles, 2);
+              } else if (bits == 4 && zp == NBitsZeroPoints::kPacked && !pb.gemv.window) {
+                // Packed zero points on the register tile at blocks of a window: line loads
+                // at M <= 4 and on long rows, two tiles above M = 4 on grids of many tiles;
+                // short rows of few tiles above M = 4 stay on the register tile.
+                ++zp_register_cases;
+                const bool lines = m <= 4 || long_rows || many_tiles;
+                zp_lines_cases += lines ? 1 : 0;
+                EXPECT_EQ(ps.gemv.lines, lines);
+                EXPECT_EQ(ps.gemv.window, lines);
+                EXPECT_EQ(ps.gemv.tiles, lines && m > 4 && many_tiles ? 2 : 1);
               } else {
                 EXPECT_FALSE(pb.gemv.tma);
                 EXPECT_EQ(ps.gemv.window, pb.gemv.window);
@@ -1123,6 +1140,10 @@ TEST(NBitsPlan, GemvLinesOnBlocksSmallerThanAWindow) {
           }
   EXPECT_EQ(window_cases, 2 * 2 * 4 * 2);  // 4-bit, both dtypes, M = 1..4, 2 shapes, 2 sizes
   EXPECT_EQ(split16_cases, 2 * 6 * 2);     // 4-bit 4096 x 14336, both dtypes, every M, 2 sizes
+  // 4096 x 4096, 4096 x 14336 and 8192 x 8192, both dtypes, every M, 2 sizes; line loads
+  // but at 4096 x 4096 M = 5 and 8.
+  EXPECT_EQ(zp_register_cases, 2 * 6 * 3 * 2);
+  EXPECT_EQ(zp_lines_cases, 2 * 2 * (4 + 6 + 6));
   // bfloat16 two tiles below 128 Mi: the model's k_split (896 two-tile warps' columns of 64
   // windows: 4), not twice it.
   const NBitsMatMulPlan bf16 = plan(problem(2, 14336, 4096, 4, 32, DType::kBFloat16));
