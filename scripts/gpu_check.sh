@@ -50,7 +50,8 @@
 #   time a planner rule against the choice it replaces in one build.
 #   test: the README's test command (every suite); with GPU_TEST_FILTER=F (a GoogleTest
 #   filter, e.g. '*RowGroups*') only the GPU suite's tests F matches, from the build step's
-#   binary, into gpu_tests.log: a short device window's check of one kernel family.
+#   binary, into gpu_tests.log: a short device window's check of one kernel family (a
+#   crash: its signal and the test it happened in).
 #   sanitize: memcheck, then racecheck, each stopped after SANITIZE_TIMEOUT seconds (default
 #   180; both take under 30 s on the H200), so that a hang is reported as one ("timed out")
 #   rather than taking the rest of the call.
@@ -162,11 +163,16 @@ if has test && [ -n "${GPU_TEST_FILTER:-}" ]; then
   if [ ! -x "$build/tests/bqmm_gpu_tests" ]; then
     summary+=("gpu tests: no $build/tests/bqmm_gpu_tests (run the build step first)")
   else
-    "$build/tests/bqmm_gpu_tests" --gtest_filter="$GPU_TEST_FILTER" --gtest_brief=1 >"$OUT/gpu_tests.log" 2>&1
+    # Not brief: each test's RUN line names the one a crash (no summary) happened in.
+    "$build/tests/bqmm_gpu_tests" --gtest_filter="$GPU_TEST_FILTER" >"$OUT/gpu_tests.log" 2>&1
     rc=$?
     passed=$(grep -oP '\[  PASSED  \] \K[0-9]+' "$OUT/gpu_tests.log" | tail -n 1)
     skipped=$(grep -oP '\[  SKIPPED \] \K[0-9]+' "$OUT/gpu_tests.log" | tail -n 1)
     summary+=("gpu tests ($GPU_TEST_FILTER): ${passed:-0} passed, ${skipped:-0} skipped, rc=$rc ($(( $(stamp) - t0 ))s)")
+    if [ "$rc" -gt 128 ]; then
+      last=$(grep -oP '^\[ RUN      \] \K\S+' "$OUT/gpu_tests.log" | tail -n 1)
+      summary+=("gpu tests: killed by signal $((rc - 128)) (SIG$(kill -l $((rc - 128)))) in ${last:-no test yet}")
+    fi
     [ "$rc" -eq 0 ] || grep -E '^\[  FAILED  \]' "$OUT/gpu_tests.log" | head -n 20
   fi
 elif has test; then
