@@ -47,7 +47,9 @@
 // back in one CUDA graph over copies of the weight (codes and scales) whose total exceeds
 // 4x the L2, as bqmm-profile's b2b_us, beside the floor: the fastest pure read of the same
 // bytes under the same timing (stream_read.cuh). Y32 is not zeroed between timed runs;
-// each variant is also timed without the atomics (sums computed, not added).
+// each variant is also timed without the atomics (sums computed, not added). Each line
+// gives the grid's blocks and the blocks the device holds at once (the occupancy API; the
+// cluster form counts whole clusters): fewer resident than launched is more than one wave.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -444,25 +446,45 @@ struct Variant {
     const int scales = static_cast<int>((kCols * windows * sizeof(typename F::Scale) + 15) / 16 * 16);
     return act + scales + kWarps * kStages * kS * 512;
   }
+  static dim3 grid(const Problem& p) { return dim3((p.n + kCols - 1) / kCols, p.splits); }
+  // The cluster form's launch: the K split's blocks one cluster along y. `attr` outlives it.
+  static cudaLaunchConfig_t cluster_config(const Problem& p, cudaStream_t stream, cudaLaunchAttribute* attr) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid(p);
+    cfg.blockDim = dim3(kWarps * 32);
+    cfg.dynamicSmemBytes = smem_bytes(p.k, p.splits);
+    cfg.stream = stream;
+    attr->id = cudaLaunchAttributeClusterDimension;
+    attr->val.clusterDim.x = 1;
+    attr->val.clusterDim.y = p.splits;
+    attr->val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cfg;
+  }
   static void launch(const Problem& p, cudaStream_t stream) {
-    const dim3 grid((p.n + kCols - 1) / kCols, p.splits);
-    const int smem = smem_bytes(p.k, p.splits);
     if constexpr (!kCluster) {
-      rows16_kernel<C, kWarps, kR, kS, kStages, false><<<grid, kWarps * 32, smem, stream>>>(p);
+      rows16_kernel<C, kWarps, kR, kS, kStages, false><<<grid(p), kWarps * 32, smem_bytes(p.k, p.splits), stream>>>(p);
     } else {
-      cudaLaunchConfig_t cfg = {};
-      cfg.gridDim = grid;
-      cfg.blockDim = dim3(kWarps * 32);
-      cfg.dynamicSmemBytes = smem;
-      cfg.stream = stream;
-      cudaLaunchAttribute attr[1];
-      attr[0].id = cudaLaunchAttributeClusterDimension;
-      attr[0].val.clusterDim.x = 1;
-      attr[0].val.clusterDim.y = p.splits;
-      attr[0].val.clusterDim.z = 1;
-      cfg.attrs = attr;
-      cfg.numAttrs = 1;
+      cudaLaunchAttribute attr;
+      const cudaLaunchConfig_t cfg = cluster_config(p, stream, &attr);
       CK(cudaLaunchKernelEx(&cfg, rows16_kernel<C, kWarps, kR, kS, kStages, true>, p));
+    }
+  }
+  // Blocks the device holds at once (whole clusters for the cluster form): below the grid,
+  // the launch runs in more than one wave.
+  static int resident_blocks(const Problem& p, int num_sms) {
+    if constexpr (!kCluster) {
+      int per_sm = 0;
+      CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, rows16_kernel<C, kWarps, kR, kS, kStages, false>,
+                                                       kWarps * 32, smem_bytes(p.k, p.splits)));
+      return per_sm * num_sms;
+    } else {
+      cudaLaunchAttribute attr;
+      const cudaLaunchConfig_t cfg = cluster_config(p, nullptr, &attr);
+      int clusters = 0;
+      CK(cudaOccupancyMaxActiveClusters(&clusters, rows16_kernel<C, kWarps, kR, kS, kStages, true>, &cfg));
+      return clusters * p.splits;
     }
   }
 };
@@ -574,12 +596,15 @@ void run_variant(const Weights& w, const HostCase& h, int m, int n, int k, int s
     });
   char rest[64] = "";
   if (!kCluster) snprintf(rest, sizeof(rest), " (without the atomics %7.2f us)", us[0]);
-  printf("  M = %2d  warps %d rows %2d cols %3d %-6s %-7s split %2d (K slice %5d, %4d blocks, smem %3d KB): "
+  int num_sms = 0;
+  CK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, 0));
+  const Problem shape = problem_of(w, 0, m, n, k, splits, a, y, yh);
+  printf("  M = %2d  warps %d rows %2d cols %3d %-6s %-7s split %2d (K slice %5d, %4d blocks, %4d resident, smem %3d KB): "
          "%7.2f us %5.1f %% of floor %4.0f TFLOP/s%s  rel err %.1e%s\n",
          m, kWarps, 16 * kR, V::kCols, kStages == 0 ? "regs" : kStages == 3 ? "ring 3" : "ring 4",
-         kCluster ? "cluster" : "atomics", splits, k / splits, (n + V::kCols - 1) / V::kCols * splits,
-         smem / 1024, us[1], 100 * floor / us[1], 2.0 * m * n * k / (us[1] * 1e6), rest, err,
-         err < bound ? "" : "  WRONG");
+         kCluster ? "cluster" : "atomics", splits, k / splits, static_cast<int>(V::grid(shape).x) * splits,
+         V::resident_blocks(shape, num_sms), smem / 1024, us[1], 100 * floor / us[1],
+         2.0 * m * n * k / (us[1] * 1e6), rest, err, err < bound ? "" : "  WRONG");
 }
 
 // One shape and code format: its weight copies, the floor, then every variant.
