@@ -137,15 +137,11 @@ __device__ __forceinline__ void gemm_mma(float (&d)[4], const uint32_t (&a)[4], 
 // What one weight row needs per scale block to decode a word: FP8 the float32 scale; N-bit
 // the raw scale (T bits) and zero point (its byte, or a typed one's T bits), turned into
 // BlockConsts where used. Which block a word falls in: FP8 by division (any multiple of
-// 16), N-bit by shift. The N-bit fields stay as loaded (high bits unspecified: the decoder
-// takes the low 16 bits of the scale and masks the zero point): combined into one word
-// where loaded, the combining instruction would wait for a load issued a stage ahead
-// right where it is issued.
+// 16), N-bit by shift.
 template <GemmWeights kW, typename T>
 struct RawConsts {
-  float scale;          // FP8
-  uint32_t scale_bits;  // N-bit: the scale's T bits
-  uint32_t zp_bits;     // N-bit: the zero point's byte, or a typed one's T bits
+  float scale;      // FP8
+  uint32_t bits;    // N-bit: scale's T bits | (zp byte or typed zp's T bits) << 16
 };
 
 template <typename T, typename S>
@@ -213,13 +209,16 @@ __device__ __forceinline__ RawConsts<kW, T> load_consts(const ConstRow<S>& r, ui
   if constexpr (kW == GemmWeights::kFp8) {
     c.scale = __ldg(r.scales + blk);
   } else if constexpr (kTypedZp) {
-    c.scale_bits = half_bits_of(__ldg(r.scales + blk));
-    c.zp_bits = half_bits_of(__ldg(reinterpret_cast<const T*>(r.zp) + blk));
+    const uint32_t s = half_bits_of(__ldg(r.scales + blk));
+    c.bits = s | (half_bits_of(__ldg(reinterpret_cast<const T*>(r.zp) + blk)) << 16);
   } else {
     constexpr int kBits = GemmFormat<kW>::kBits;
-    c.scale_bits = half_bits_of(__ldg(r.scales + blk));
-    c.zp_bits = r.zp == nullptr ? Codes<kBits>::kDefaultZeroPoint * (kBits == 4 ? 0x11u : 1u)
-                                : __ldg(r.zp + (kBits == 8 ? blk : blk >> 1));
+    uint16_t s;
+    const T v = __ldg(r.scales + blk);
+    memcpy(&s, &v, 2);
+    const uint32_t zp = r.zp == nullptr ? Codes<kBits>::kDefaultZeroPoint * (kBits == 4 ? 0x11u : 1u)
+                                        : __ldg(r.zp + (kBits == 8 ? blk : blk >> 1));
+    c.bits = s | (zp << 16);
   }
   return c;
 }
@@ -248,12 +247,12 @@ template <GemmWeights kW, typename T, bool kTypedZp>
 __device__ __forceinline__ BlockConsts nbits_consts(const RawConsts<kW, T>& c, uint32_t blk) {
   constexpr int kBits = GemmFormat<kW>::kBits;
   if constexpr (kTypedZp) {
-    return make_typed_consts<T, kBits>(half_bits_as<T>(c.scale_bits), half_bits_as<T>(c.zp_bits));
+    return make_typed_consts<T, kBits>(half_bits_as<T>(c.bits), half_bits_as<T>(c.bits >> 16));
   } else {
     RawQuant<T, kBits> r;
-    r.scale[0] = half_bits_as<T>(c.scale_bits);
+    r.scale[0] = half_bits_as<T>(c.bits);
     if constexpr (Codes<kBits>::kGroups == 2) r.scale[1] = r.scale[0];
-    r.zp_bits = c.zp_bits;
+    r.zp_bits = c.bits >> 16;
     return make_consts<T, kBits>(r, blk, 0, false);
   }
 }

@@ -429,17 +429,18 @@ struct FusedWgmmaTile {
   __device__ __forceinline__ RawConsts<kW, T> slot_consts(const Slot& s, int h, int c) const {
     if constexpr (kVector) {
       const int b = c * kConsts / kChunks;  // the stage's block of chunk c
+      const uint32_t scales = s.scales[h][b / 2];
       RawConsts<kW, T> r{};
-      // Block b's scale bits: half b % 2 of word b / 2. Its zero point's bits: the typed
-      // value's likewise; else the byte holding it in the low bits (its nibble picked by
-      // the block's parity, the bytes above masked off by make_consts).
-      r.scale_bits = s.scales[h][b / 2] >> (16 * (b % 2));
+      // Block b's scale bits (half b % 2 of word b / 2) | its zero point's bits << 16: the
+      // typed value's; a byte holding it (its nibble picked by the block's parity, the
+      // byte above masked off by make_consts).
+      const int lo = b % 2 ? 0x0032 : 0x0010;
       if constexpr (kTypedZp)
-        r.zp_bits = s.zp[h][b / 2] >> (16 * (b % 2));
+        r.bits = __byte_perm(scales, s.zp[h][b / 2], b % 2 ? 0x7632 : 0x5410);
       else if constexpr (F::kBits == 8)
-        r.zp_bits = s.zp[h][b / 4] >> (8 * (b % 4));
+        r.bits = __byte_perm(scales, s.zp[h][b / 4], lo | ((4 + b % 4) << 8));
       else
-        r.zp_bits = s.zp[h][b / 8] >> (8 * (b / 2 % 4));
+        r.bits = __byte_perm(scales, s.zp[h][b / 8], lo | ((4 + b / 2 % 4) << 8));
       return r;
     } else {
       return s.c[h][c * kConsts / kChunks];
