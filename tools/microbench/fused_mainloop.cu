@@ -1,9 +1,10 @@
 // The fused GEMM's Hopper mainloop without its memory side: the library's own consumer code
 // (FusedWgmmaTile::consume, src/cuda/gemm/fused_wgmma.cuh: ldmatrix, decode, wgmma, the
-// block constants' loads, the epilogue) fed by a producer that copies nothing. The stages
-// hold random weights and activations, written once; the producer thread marks slab i's
-// stage full as soon as the consumers released it (the ring's own barriers, no bytes
-// counted), so the consumers never wait for memory. Standalone (not built by CMake):
+// block constants' loads, the epilogue) fed by a producer that copies nothing (or, with
+// copies, below, part of what the kernel copies). The stages hold random weights and
+// activations, written once; the producer thread marks slab i's stage full as soon as the
+// consumers released it (the ring's own barriers, no bytes counted), so the consumers
+// never wait for memory. Standalone (its object also built by CMake, not linked):
 //
 //   nvcc -O3 -std=c++17 --expt-relaxed-constexpr -arch=sm_90a -Iinclude -Isrc -o /tmp/fused_mainloop tools/microbench/fused_mainloop.cu && /tmp/fused_mainloop
 //
@@ -22,9 +23,18 @@
 // over globaltimer), consumer cycles a slab against the tensor cores' (the slab's flops /
 // 4096 per SM and clock), and that share. The numbers are the kernel's at its best case
 // for memory: docs/PERF.md (Next steps) has what the GPU gave.
+//
+// With copies (the `copies` column, tiles 128 and 256 of 4-bit codes), the producer thread
+// fills each stage by TMA as the kernel's producer does, its bytes counted on `full`:
+// "act" the stage's activation panels from one activation tile that every block reads
+// (L2 hits, as the kernel's blocks share their activation rows), "all" those and the
+// block's weight box from a weight of the blocks' rows (each byte read once, from HBM).
+// The consumers' cycles a slab against "none" say what the copies' arrival and their
+// writes into the shared memory the wgmma reads cost the loop.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -32,6 +42,7 @@
 #include <vector>
 
 #include "cuda/gemm/fused_wgmma.cuh"
+#include "cuda/tma.cc"  // make_tile_tensor_map (host), the kernel's tensor maps
 #include "microbench.cuh"
 
 using namespace bqmm;
@@ -46,10 +57,13 @@ struct Clocks {
   unsigned long long* nanos;
 };
 
+// What the producer copies into each stage (the file's header says why).
+enum class Copies { kNone, kActivations, kAll };
+
 template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp>
 __global__ void __launch_bounds__(kWgmmaThreads, 1)
     MainloopKernel(const __grid_constant__ FusedWgmmaParams<T, Scale<T, kW>> p, int64_t slabs,
-                   const uint32_t* __restrict__ fill, Clocks clocks) {
+                   const uint32_t* __restrict__ fill, Clocks clocks, Copies copies, int64_t act_slabs) {
 #if BQMM_WGMMA_ENABLED
   using Tile = FusedWgmmaTile<T, kW, kTileM, kConsts, kTypedZp>;
   extern __shared__ __align__(1024) uint8_t smem_raw[];
@@ -69,7 +83,19 @@ __global__ void __launch_bounds__(kWgmmaThreads, 1)
     typename Tile::RingPos at;
     for (int64_t i = 0; i < slabs; ++i, at.advance()) {
       if (i >= Tile::kStages) ring.wait_empty(at);
-      mbarrier_arrive(&ring.full[at.stage]);  // full: the one arrival, no bytes
+      uint64_t* full = &ring.full[at.stage];
+      if (copies == Copies::kNone) {
+        mbarrier_arrive(full);  // the one arrival, no bytes
+        continue;
+      }
+      const bool weights = copies == Copies::kAll;
+      const uint32_t stage = smem_addr(smem + at.stage * Tile::kStageBytes);
+      mbarrier_arrive_expect_tx(full, (weights ? Tile::kWeightBytes : 0) + Tile::kActPartBytes);
+      if (weights)
+        tma_copy_box(&p.w_map, stage, full, static_cast<int32_t>(i * Tile::kSlabBytes), static_cast<int32_t>(n0));
+      const auto x0 = static_cast<int32_t>(i % act_slabs * Tile::kSlabK * static_cast<int64_t>(sizeof(T)));
+      for (int panel = 0; panel < Tile::kPanels; ++panel)
+        tma_copy_box(&p.a_map, stage + Tile::kWeightBytes + panel * Tile::kPanelBytes, full, x0 + 128 * panel, 0);
     }
   } else {
     set_max_registers_inc<kWgmmaConsumerRegs>();
@@ -97,13 +123,19 @@ struct Buffers {
   void* scales = nullptr;     // [rows, k_blocks] of float or T (random, 0.01 .. 0.02)
   uint8_t* zp = nullptr;      // [rows, k_blocks] bytes: packed zero points or typed T
   void* y = nullptr;          // [kTileM <= 256, rows] of T
+  uint8_t* act = nullptr;     // copies: the activation tile, [256, kActSlabs stages of 64 K] of T
+  uint8_t* weight = nullptr;  // copies "all": [rows, slabs x 128 bytes]
   Clocks clocks{};
 };
+
+// The activation tile's K in stages of 64 K: 4 MB at 256 rows, the activation rows of an
+// 8192-wide K, which every block re-reads from L2 as in the kernel.
+constexpr int64_t kActSlabs = 128;
 
 constexpr int64_t kMaxKBlocks = 8192;  // cold constants: K / block_size, at most this
 
 template <typename T, GemmWeights kW, int kTileM, int kConsts, bool kTypedZp>
-void run(const Buffers& b, int block_size, bool packed_zp, const char* name) {
+void run(const Buffers& b, int block_size, bool packed_zp, const char* name, Copies copies = Copies::kNone) {
   using F = GemmFormat<kW>;
   using S = Scale<T, kW>;
   using Tile = FusedWgmmaTile<T, kW, kTileM, kConsts, kTypedZp>;
@@ -133,12 +165,22 @@ void run(const Buffers& b, int block_size, bool packed_zp, const char* name) {
     while ((int64_t{1} << p.block_shift) < (hot ? k : block_size)) ++p.block_shift;
     p.block_div = FastDivU32(static_cast<uint32_t>((hot ? k : block_size) / 16));
     p.slabs_per_split = static_cast<int>(b.slabs);
-    kernel<<<b.sms, kWgmmaThreads, kSmem>>>(p, b.slabs / 10, b.fill, b.clocks);  // warm-up
+    const int64_t act_slabs = kActSlabs * 64 / Tile::kSlabK;  // the tile's stages in its K
+    if (copies != Copies::kNone) {
+      const Status w = make_tile_tensor_map(b.weight, rows, p.row_bytes, &p.w_map, kGemmTileN, Tile::kSlabBytes);
+      const Status a = make_tile_tensor_map(b.act, kTileM, act_slabs * Tile::kSlabK * static_cast<int64_t>(sizeof(T)),
+                                            &p.a_map, kTileM);
+      if (!w.ok() || !a.ok()) {
+        printf("%s: %s\n", name, (w.ok() ? a : w).message().c_str());
+        exit(1);
+      }
+    }
+    kernel<<<b.sms, kWgmmaThreads, kSmem>>>(p, b.slabs / 10, b.fill, b.clocks, copies, act_slabs);  // warm-up
     CK(cudaGetLastError());
     long long cyc = 0;
     unsigned long long ns = 0;
     const float ms = best_ms(
-        3, [&] { kernel<<<b.sms, kWgmmaThreads, kSmem>>>(p, b.slabs, b.fill, b.clocks); },
+        3, [&] { kernel<<<b.sms, kWgmmaThreads, kSmem>>>(p, b.slabs, b.fill, b.clocks, copies, act_slabs); },
         [&] {
           CK(cudaMemcpy(&cyc, b.clocks.cycles, sizeof(cyc), cudaMemcpyDeviceToHost));
           CK(cudaMemcpy(&ns, b.clocks.nanos, sizeof(ns), cudaMemcpyDeviceToHost));
@@ -147,8 +189,9 @@ void run(const Buffers& b, int block_size, bool packed_zp, const char* name) {
     const double flops = slab_flops * double(b.slabs) * b.sms;
     const double tensor_cycles = slab_flops / 4096.0;  // a slab at the tensor cores' rate
     const double slab_cycles = double(cyc) / double(b.slabs);
-    printf("%-32s %-4s %7.1f TFLOP/s  %5.0f MHz  %6.0f cycles/slab (tensor %5.0f: %5.1f %%)  stages %d\n",
-           name, hot ? "hot" : "cold", flops / (ms * 1e-3) / 1e12, double(cyc) / double(ns) * 1e3,
+    const char* copied = copies == Copies::kNone ? "none" : copies == Copies::kActivations ? "act" : "all";
+    printf("%-32s %-4s %-4s %7.1f TFLOP/s  %5.0f MHz  %6.0f cycles/slab (tensor %5.0f: %5.1f %%)  stages %d\n",
+           name, hot ? "hot" : "cold", copied, flops / (ms * 1e-3) / 1e12, double(cyc) / double(ns) * 1e3,
            slab_cycles, tensor_cycles, 100.0 * tensor_cycles / slab_cycles, Tile::kStages);
   }
 }
@@ -159,8 +202,8 @@ int main() {
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   b.slabs = 1024;  // about a millisecond a variant; K / block_size stays within kMaxKBlocks
-  printf("%s, %d SMs; FusedWgmmaTile::consume, %lld slabs a block, no copies\n", prop.name, b.sms,
-         static_cast<long long>(b.slabs));
+  printf("%s, %d SMs; FusedWgmmaTile::consume, %lld slabs a block; copies: none, act(ivations), all\n",
+         prop.name, b.sms, static_cast<long long>(b.slabs));
   std::mt19937 rng(7);
   // Stage bytes: float16-like words with small exponents (finite as float16, bfloat16 and,
   // byte by byte, e4m3: no byte 0x7F / 0xFF), so that the tensor cores' power, which sets
@@ -181,6 +224,19 @@ int main() {
   CK(cudaMalloc(&b.zp, zp.size()));
   CK(cudaMemcpy(b.zp, zp.data(), zp.size(), cudaMemcpyHostToDevice));
   CK(cudaMalloc(&b.y, static_cast<size_t>(256) * rows * 2));
+  // The copies' sources: random bytes (float16-like, as `fill`).
+  const size_t act_bytes = static_cast<size_t>(256) * kActSlabs * 64 * 2;
+  const size_t weight_bytes = static_cast<size_t>(rows) * b.slabs * 128;
+  CK(cudaMalloc(&b.act, act_bytes));
+  CK(cudaMalloc(&b.weight, weight_bytes));
+  std::vector<uint32_t> pattern(4 << 20);  // 16 MB: `fill` repeated
+  for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = fill[i % fill.size()];
+  const size_t pattern_bytes = pattern.size() * 4;
+  for (size_t at = 0; at < weight_bytes; at += pattern_bytes) {
+    const size_t n = std::min(pattern_bytes, weight_bytes - at);
+    CK(cudaMemcpy(b.weight + at, pattern.data(), n, cudaMemcpyHostToDevice));
+    if (at < act_bytes) CK(cudaMemcpy(b.act + at, pattern.data(), std::min(n, act_bytes - at), cudaMemcpyHostToDevice));
+  }
   CK(cudaMalloc(&b.clocks.cycles, static_cast<size_t>(b.sms) * sizeof(long long)));
   CK(cudaMalloc(&b.clocks.nanos, static_cast<size_t>(b.sms) * sizeof(unsigned long long)));
   const auto scales_as = [&](auto tag) {
@@ -209,6 +265,10 @@ int main() {
   run<__half, GW::kInt4, 64, 2, false>(b, 128, false, "int4 f16 tile 64 block 128");
   run<__half, GW::kInt4, 128, 1, false>(b, 128, false, "int4 f16 tile 128 block 128");
   run<__half, GW::kInt4, 256, 1, false>(b, 128, false, "int4 f16 tile 256 block 128");
+  for (const Copies c : {Copies::kActivations, Copies::kAll}) {
+    run<__half, GW::kInt4, 128, 1, false>(b, 128, false, "int4 f16 tile 128 block 128", c);
+    run<__half, GW::kInt4, 256, 1, false>(b, 128, false, "int4 f16 tile 256 block 128", c);
+  }
   run<__half, GW::kInt4, 64, 2, false>(b, 128, true, "int4 f16 tile 64 block 128 zp");
   run<__half, GW::kInt4, 64, 1, false>(b, 256, false, "int4 f16 tile 64 block 256");
   run<__half, GW::kInt4, 64, 8, false>(b, 32, false, "int4 f16 tile 64 block 32");
