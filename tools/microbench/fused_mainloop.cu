@@ -4,7 +4,7 @@
 // copies, below, part of what the kernel copies). The stages hold random weights and
 // activations, written once; the producer thread marks slab i's stage full as soon as the
 // consumers released it (the ring's own barriers, no bytes counted), so the consumers
-// never wait for memory. Standalone (its object also built by CMake, not linked):
+// never wait for memory. Standalone (CMake compiles it, unlinked, as a check):
 //
 //   nvcc -O3 -std=c++17 --expt-relaxed-constexpr -arch=sm_90a -Iinclude -Isrc -o /tmp/fused_mainloop tools/microbench/fused_mainloop.cu && /tmp/fused_mainloop
 //

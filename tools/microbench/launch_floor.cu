@@ -1,6 +1,6 @@
 // Launch-floor micro-benchmark: what does an ideal weight stream of S bytes take under
 // bqmm-profile's timing, and how much of that is the fixed cost of one launch?
-// Standalone (not built by CMake; no bqmm code but the profiler's ../stream_read.cuh):
+// Standalone (CMake compiles it unlinked; no bqmm code but the profiler's ../stream_read.cuh):
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/launch_floor tools/microbench/launch_floor.cu
 //   /tmp/launch_floor

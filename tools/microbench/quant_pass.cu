@@ -1,5 +1,6 @@
 // The W8A8 quantize pass (src/cuda/gemm/act_quant_e4m3.cuh) at 1, 2, 4 rows a thread by
-// 1, 2, 4 chunks a lane, and as the library launches it. Standalone (not built by CMake):
+// 1, 2, 4 chunks a lane, and as the library launches it. Standalone (CMake compiles it,
+// unlinked, as a check):
 //
 //   nvcc -O3 -std=c++17 --expt-relaxed-constexpr -arch=sm_90 -Iinclude -Isrc -o /tmp/quant_pass tools/microbench/quant_pass.cu && /tmp/quant_pass
 //

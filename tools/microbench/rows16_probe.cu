@@ -4,7 +4,7 @@
 // streaming floor there? 4-bit and 8-bit integer codes and FP8 e4m3, float16 activations,
 // blocks of 128. docs/PERF.md (Next steps) has the row group's times and what this probe
 // gave.
-// Standalone (not built by CMake; no bqmm code but the profiler's ../stream_read.cuh):
+// Standalone (CMake compiles it unlinked; no bqmm code but the profiler's ../stream_read.cuh):
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90a -o /tmp/rows16_probe tools/microbench/rows16_probe.cu && /tmp/rows16_probe [--full]
 //

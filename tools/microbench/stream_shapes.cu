@@ -1,5 +1,5 @@
 // Streaming micro-benchmark: which warp load shapes reach HBM bandwidth on this GPU?
-// Standalone (not built by CMake; no bqmm code):
+// Standalone (CMake compiles it unlinked; no bqmm code):
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/stream_shapes tools/microbench/stream_shapes.cu
 //   /tmp/stream_shapes

@@ -21,7 +21,7 @@
 // checked. Launches run back to back in a CUDA graph over rotating copies of the weight
 // totalling more than 4x the L2 (cold), as bqmm-profile's `b2b_us`, beside the
 // profiler's floor kernel (a plain 512-byte-per-warp-instruction read of the same bytes,
-// ../stream_read.cuh) in the same run. Standalone (not built by CMake):
+// ../stream_read.cuh) in the same run. Standalone (CMake compiles it, unlinked, as a check):
 //
 //   nvcc -O3 -std=c++17 --expt-relaxed-constexpr -arch=sm_90a -Iinclude -Isrc -o /tmp/tma_slabs tools/microbench/tma_slabs.cu && /tmp/tma_slabs
 //

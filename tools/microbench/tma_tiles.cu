@@ -2,7 +2,8 @@
 // boxes of 16 rows x 128 bytes (SWIZZLE_128B) into a per-warp ring of S shared-memory slots
 // (one mbarrier each), reads each back with 4 x ldmatrix.x4 (plus, for "actM", the
 // activation loads of an M-row GEMV), and lane 0 refills the slot: the weight stream of
-// Fp8GemvTmaKernel (src/cuda/fp8_gemv.cu) without its math. Standalone (not built by CMake):
+// Fp8GemvTmaKernel (src/cuda/gemv/fp8_tma.cu) without its math. Standalone (CMake compiles
+// it, unlinked, as a check):
 //
 //   nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/tma_tiles tools/microbench/tma_tiles.cu
 //   /tmp/tma_tiles

@@ -2,7 +2,7 @@
 // mainloop (src/cuda/gemm/fused_wgmma.cuh) and of the W8A8 GEMM (w8a8_wgmma.cuh: e4m3 x
 // e4m3, both operands from shared memory) sustain on a whole GPU, with nothing else in
 // the loop: the flops floor of those GEMMs at the rows where the multiply, not the
-// weight stream, sets their time. Standalone (not built by CMake):
+// weight stream, sets their time. Standalone (CMake compiles it, unlinked, as a check):
 //
 //   nvcc -O3 -std=c++17 --expt-relaxed-constexpr -arch=sm_90a -Iinclude -Isrc -o /tmp/wgmma_rate tools/microbench/wgmma_rate.cu && /tmp/wgmma_rate
 //
