@@ -182,10 +182,10 @@ bool small_block_lines(const NBitsMatMulProblem& p, const GemvFacts& f) {
 //   (2-17 %); on grids of many tiles 4-bit above M = 4 or with blocks smaller than a
 //   window, 8-bit bfloat16 (2-16 %).
 bool two_tiles_faster(const NBitsMatMulProblem& p, const GemvFacts& f) {
-  const bool small_blocks = p.block_size < f.window_codes;
   if (f.zp) return p.bits == 4 ? f.large || f.many_tile_pairs || small_block_two_tiles(p, f) : f.large && f.fp16;
   if (f.large) return p.bits == 4 || p.m >= (f.fp16 ? 2 : 5);
-  return (f.many_tiles && (p.bits == 4 ? p.m > 4 || small_blocks : !f.fp16)) || small_block_two_tiles(p, f);
+  return (f.many_tiles && (p.bits == 4 ? p.m > 4 || small_block_rows(p, f) : !f.fp16)) ||
+         small_block_two_tiles(p, f);
 }
 
 // Line loads (4 rows x 128 bytes per warp instruction, the shape that streams fastest):

@@ -2,10 +2,10 @@
 """gpu_check.sh's `test` step with GPU_TEST_FILTER run as a program, on a stand-in GPU test
 binary (no GPU, no build): the filter reaches the binary, the summary counts what it
 passed and skipped, a failure lists the failed tests, a crash names its signal and the
-test it happened in, and without the build step's binary the step says so. A temporary root holds a copy of gpu_check.sh, bin/nvidia-smi and
-build-gpu/tests/bqmm_gpu_tests, a script that prints its arguments and the GoogleTest
-lines its environment asks for (STAND_IN_FAIL=1: one failed test; STAND_IN_CRASH=1: killed
-by SIGFPE in its second test).
+test it happened in, and without the build step's binary the step says so. A temporary
+root holds a copy of gpu_check.sh, bin/nvidia-smi and build-gpu/tests/bqmm_gpu_tests, a
+script that prints its arguments and the GoogleTest lines its environment asks for
+(STAND_IN_FAIL=1: one failed test; STAND_IN_CRASH=1: killed by SIGFPE in its second test).
 Registered with CTest (tests/CMakeLists.txt) where python3 and bash exist."""
 import os
 import subprocess
