@@ -30,7 +30,9 @@
 // (L2 hits, as the kernel's blocks share their activation rows), "all" those and the
 // block's weight box from a weight of the blocks' rows (each byte read once, from HBM).
 // The consumers' cycles a slab against "none" say what the copies' arrival and their
-// writes into the shared memory the wgmma reads cost the loop.
+// writes into the shared memory the wgmma reads cost the loop. Rows named "few" run a
+// block's slabs in the fused GEMM at 8192 x 8192 (32 or 64) rather than 1024: their
+// cycles a slab (and the launch's, at the consumers' clock) carry the fixed costs.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -190,9 +192,14 @@ void run(const Buffers& b, int block_size, bool packed_zp, const char* name, Cop
     const double tensor_cycles = slab_flops / 4096.0;  // a slab at the tensor cores' rate
     const double slab_cycles = double(cyc) / double(b.slabs);
     const char* copied = copies == Copies::kNone ? "none" : copies == Copies::kActivations ? "act" : "all";
-    printf("%-32s %-4s %-4s %7.1f TFLOP/s  %5.0f MHz  %6.0f cycles/slab (tensor %5.0f: %5.1f %%)  stages %d\n",
-           name, hot ? "hot" : "cold", copied, flops / (ms * 1e-3) / 1e12, double(cyc) / double(ns) * 1e3,
-           slab_cycles, tensor_cycles, 100.0 * tensor_cycles / slab_cycles, Tile::kStages);
+    const double hz = double(cyc) / double(ns) * 1e9;
+    // The launch's whole time a slab at the consumers' clock: with few slabs a block, what
+    // the launch, the first stages' arrival and the epilogue add to the loop.
+    const double launch_cycles = ms * 1e-3 * hz / double(b.slabs);
+    printf("%-32s %-4s %-4s %4lld slabs %7.1f TFLOP/s  %5.0f MHz  %6.0f cycles/slab (tensor %5.0f: %5.1f %%; launch %6.0f)  "
+           "stages %d\n",
+           name, hot ? "hot" : "cold", copied, static_cast<long long>(b.slabs), flops / (ms * 1e-3) / 1e12, hz * 1e-6,
+           slab_cycles, tensor_cycles, 100.0 * tensor_cycles / slab_cycles, launch_cycles, Tile::kStages);
   }
 }
 
@@ -268,6 +275,16 @@ int main() {
   for (const Copies c : {Copies::kActivations, Copies::kAll}) {
     run<__half, GW::kInt4, 128, 1, false>(b, 128, false, "int4 f16 tile 128 block 128", c);
     run<__half, GW::kInt4, 256, 1, false>(b, 128, false, "int4 f16 tile 256 block 128", c);
+  }
+  {
+    // "few": a block's slabs in the fused GEMM at 8192 x 8192 (K split 2), where the
+    // consumers' fixed costs (the first stages' arrival, the epilogue) show per slab.
+    Buffers few = b;
+    for (const int64_t slabs : {int64_t{32}, int64_t{64}}) {
+      few.slabs = slabs;
+      run<__half, GW::kInt4, 64, 2, false>(few, 128, false, "int4 f16 tile 64 block 128 few", Copies::kAll);
+      run<__half, GW::kInt4, 256, 1, false>(few, 128, false, "int4 f16 tile 256 block 128 few", Copies::kAll);
+    }
   }
   run<__half, GW::kInt4, 64, 2, false>(b, 128, true, "int4 f16 tile 64 block 128 zp");
   run<__half, GW::kInt4, 64, 1, false>(b, 256, false, "int4 f16 tile 64 block 256");
