@@ -1,0 +1,216 @@
+// The 64-row tile's 4-bit decode beside its wgmma, without memory: whether the wgmma's A
+// read from the register file (RS, as FusedWgmmaTile multiplies) holds the decode's issue
+// rate down. Standalone (CMake compiles it, unlinked, as a check):
+//
+//   nvcc -O3 -std=c++17 --expt-relaxed-constexpr -arch=sm_90a -Iinclude -Isrc -o /tmp/rs_ss tools/microbench/rs_ss.cu && /tmp/rs_ss
+//
+// (scripts/gpu_check.sh micro with MICRO=rs_ss does the same.) One block of two warpgroups
+// per SM, each 64 weight rows of one static 128-row stage of 4-bit codes (128 bytes a row,
+// 256 K, TMA's 128-byte swizzle) and the 64 activation rows of its K (four 64-K panels, the
+// wgmma's K-major swizzled layout); every slab decodes and multiplies that same stage, in
+// two groups of 8 k16 steps, register buffers alternating and one group pending, as the
+// tile does. Modes:
+//   decode  the decode alone (ldmatrix, decode_word_fragments; its fragments kept live by a
+//           store that never runs, about a branch a group), no wgmma
+//   rs      the decode into the A fragments of m64n64k16 wgmma from registers (the tile)
+//   ss      the same decode kept live as in decode, and m64n64k16 wgmma with A from a
+//           static shared tile (SS): the same tensor work, A read from shared memory; its
+//           A descriptors cost about 70 instructions a slab more than rs's (SASS: 376
+//           against 292 a slab, moved into uniform registers each group)
+//   mma     RS wgmma on fragments decoded once, no decode in the loop
+// Reported: consumer cycles a slab (warpgroup 0's thread 0) against the tensor cores'
+// (1024 a slab at 4096 flops an SM and clock). If rs runs near decode + mma while ss runs
+// near the larger of the two, the register reads are the limit; near rs, they are not.
+// SS reads A and B from shared memory, 128 bytes an SM and clock at the tensor rate, the
+// shared memory's own limit: ss cannot beat about the tensor rate.
+#include <cuda_fp16.h>
+
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "cuda/gemm/fused_wgmma.cuh"
+#include "microbench.cuh"
+
+using namespace bqmm;
+using namespace bqmm::cuda;
+
+enum class Mode { kDecode, kRs, kSs, kMma };
+
+constexpr int kThreads = 256;                        // two warpgroups of 64 weight rows
+constexpr int kSlabBytes = 128;                      // a 4-bit row's bytes a slab: 256 K
+constexpr int kGroupSteps = 8;                       // a commit group
+constexpr int kWeightBytes = 128 * kSlabBytes;       // 16 KB
+constexpr int kPanelBytes = 64 * 128;                // 64 rows x 64 K of float16
+constexpr int kActBytes = 4 * kPanelBytes;           // 32 KB
+constexpr int kATileBytes = 4 * kPanelBytes;         // SS: a warpgroup's 64 decoded rows, 32 KB
+constexpr int kSmem = kWeightBytes + kActBytes + 2 * kATileBytes + 1024;
+
+// m64n64k16, A and B from shared memory (both K-major, 128-byte swizzle).
+__device__ __forceinline__ void wgmma_ss(float (&d)[32], uint64_t a_desc, uint64_t b_desc) {
+#if BQMM_WGMMA_ENABLED
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {" BQMM_WGMMA_REGS32 "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : BQMM_WGMMA_D32
+      : "l"(a_desc), "l"(b_desc), "r"(1u));
+#endif
+}
+
+// Keeps the fragments computed: stored to shared memory under a condition that never holds
+// but that the compiler cannot see through (`never`: a slab index past the last), so that
+// ptxas cannot drop the decode as dead. About one branch a group.
+__device__ __forceinline__ void keep(const uint32_t (&a)[kGroupSteps][4], bool never, uint32_t scratch) {
+  if (never) {
+#pragma unroll
+    for (int s = 0; s < kGroupSteps; ++s)
+      asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};" ::"r"(scratch + 16 * s), "r"(a[s][0]), "r"(a[s][1]),
+                   "r"(a[s][2]), "r"(a[s][3])
+                   : "memory");
+  }
+}
+
+// Group `grp` of the stage's rows 16 warp .. 16 warp + 15 -> A fragments (as
+// FusedWgmmaTile::decode_group with one scale block a slab).
+__device__ __forceinline__ void decode_group(uint32_t wbase, int warp, int lane, int grp,
+                                             const RawConsts<GemmWeights::kInt4, __half>& c,
+                                             uint32_t (&a)[kGroupSteps][4]) {
+#pragma unroll
+  for (int q = 0; q < 2; ++q) {
+    const int c0 = grp * 4 + 2 * q;
+    const int row = 16 * warp + (lane % 8) + 8 * ((lane / 8) % 2);
+    const int chunk = c0 + lane / 16;
+    uint32_t r[4];
+    ldmatrix_x4(wbase + row * kSlabBytes + 16 * (chunk ^ (row % 8)), r);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      uint32_t frag[2][4];
+      decode_word_fragments<__half, GemmWeights::kInt4, false>(r[2 * i], r[2 * i + 1], c, c, 0, frag);
+      const int step = (2 * q + i) * 2;
+#pragma unroll
+      for (int s = 0; s < 2; ++s)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) a[step + s][e] = frag[s][e];
+    }
+  }
+}
+
+// Group `grp`'s 8 wgmma (A from the fragments, or kSs from the static A tile at a0), one
+// commit group, then wait until one group is pending (its register buffer free).
+template <Mode kMode>
+__device__ __forceinline__ void multiply_group(int grp, uint64_t a0, uint64_t b0, uint32_t (&a)[kGroupSteps][4],
+                                               float (&d)[32]) {
+  uint64_t bd[kGroupSteps], ad[kGroupSteps];
+#pragma unroll
+  for (int s = 0; s < kGroupSteps; ++s) {
+    const int kk = grp * kGroupSteps + s;
+    const uint32_t off = (kk / 4) * kPanelBytes + (kk % 4) * 32;
+    bd[s] = sw128_desc_step(b0, off);
+    ad[s] = sw128_desc_step(a0, off);
+  }
+  if constexpr (kMode != Mode::kSs) fence_operands(a);
+  fence_operands(d);
+  wgmma_fence();
+#pragma unroll
+  for (int s = 0; s < kGroupSteps; ++s) {
+    if constexpr (kMode == Mode::kSs)
+      wgmma_ss(d, ad[s], bd[s]);
+    else
+      wgmma_rs<__half, 64>(d, a[s], bd[s], 1u);
+  }
+  wgmma_commit();
+  fence_operands(d);
+  wgmma_wait<1>();
+}
+
+template <Mode kMode>
+__global__ void __launch_bounds__(kThreads, 1)
+    RsSsKernel(int64_t slabs, const uint32_t* __restrict__ fill, long long* cycles, float* sink) {
+#if BQMM_WGMMA_ENABLED
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  for (int i = threadIdx.x; i < (kSmem - 1024) / 4; i += blockDim.x)
+    reinterpret_cast<uint32_t*>(smem)[i] = fill[i % 65536];
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // these writes -> wgmma's reads
+  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const uint32_t wbase = smem_addr(smem);
+  const uint64_t b0 = sw128_desc(wbase + kWeightBytes);
+  const uint64_t a0 = sw128_desc(wbase + kWeightBytes + kActBytes + (warp / 4) * kATileBytes);
+  RawConsts<GemmWeights::kInt4, __half> c{};
+  c.bits = 0x2c00u | (0x88u << 16);  // scale 0.0625, zero point 8
+  float d[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) d[i] = 0.0f;
+  uint32_t a[2][kGroupSteps][4];
+  decode_group(wbase, warp, lane, 0, c, a[0]);
+  decode_group(wbase, warp, lane, 1, c, a[1]);
+  const ClockStamp start = clock_stamp();
+#pragma unroll 1
+  for (int64_t i = 0; i < slabs; ++i) {
+    // Opaque each slab, as the kernel's stage base and constants are: otherwise the
+    // compiler hoists the loop-invariant decode out of the loop.
+    uint32_t wb = wbase;
+    asm volatile("" : "+r"(wb), "+r"(c.bits));
+#pragma unroll
+    for (int grp = 0; grp < 2; ++grp) {
+      if constexpr (kMode != Mode::kMma) decode_group(wb, warp, lane, grp, c, a[grp]);
+      if constexpr (kMode == Mode::kDecode || kMode == Mode::kSs)
+        keep(a[grp], i == slabs, wbase + kWeightBytes + kActBytes + (threadIdx.x % 128) * 128);
+      if constexpr (kMode != Mode::kDecode) multiply_group<kMode>(grp, a0, b0, a[grp], d);
+    }
+  }
+  wgmma_wait<0>();
+  fence_operands(d);
+  const ClockStamp end = clock_stamp();
+  if (threadIdx.x == 0) cycles[blockIdx.x] = end.cycles - start.cycles;
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) s += d[i];
+  sink[blockIdx.x * kThreads + threadIdx.x] = s;
+#else
+  __trap();
+#endif
+}
+
+template <Mode kMode>
+void run(int sms, int64_t slabs, const uint32_t* fill, long long* cycles, float* sink, const char* name) {
+  const auto kernel = RsSsKernel<kMode>;
+  CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+  kernel<<<sms, kThreads, kSmem>>>(slabs / 10, fill, cycles, sink);  // warm-up
+  CK(cudaGetLastError());
+  long long cyc = 0;
+  const float ms = best_ms(
+      3, [&] { kernel<<<sms, kThreads, kSmem>>>(slabs, fill, cycles, sink); },
+      [&] { CK(cudaMemcpy(&cyc, cycles, sizeof(cyc), cudaMemcpyDeviceToHost)); });
+  const double slab_cycles = double(cyc) / double(slabs);
+  printf("%-7s %7.0f cycles/slab (tensor 1024: %5.1f %%)  %.3f ms\n", name, slab_cycles, 100.0 * 1024.0 / slab_cycles,
+         ms);
+}
+
+int main() {
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  cudaDeviceProp prop;
+  CK(cudaGetDeviceProperties(&prop, 0));
+  const int64_t slabs = 2048;
+  printf("%s, %d SMs; 4-bit tile 64, float16, block 128, %lld slabs a block\n", prop.name, sms,
+         static_cast<long long>(slabs));
+  // Stage bytes: float16-like words with small exponents (finite as float16; 4-bit codes
+  // as they come), as fused_mainloop's.
+  std::mt19937 rng(7);
+  std::vector<uint32_t> host(65536);
+  for (auto& v : host) v = rng() & 0xBBBBBBBBu;
+  uint32_t* fill = nullptr;
+  long long* cycles = nullptr;
+  float* sink = nullptr;
+  CK(cudaMalloc(&fill, host.size() * 4));
+  CK(cudaMemcpy(fill, host.data(), host.size() * 4, cudaMemcpyHostToDevice));
+  CK(cudaMalloc(&cycles, static_cast<size_t>(sms) * sizeof(long long)));
+  CK(cudaMalloc(&sink, static_cast<size_t>(sms) * kThreads * sizeof(float)));
+  run<Mode::kDecode>(sms, slabs, fill, cycles, sink, "decode");
+  run<Mode::kMma>(sms, slabs, fill, cycles, sink, "mma");
+  run<Mode::kRs>(sms, slabs, fill, cycles, sink, "rs");
+  run<Mode::kSs>(sms, slabs, fill, cycles, sink, "ss");
+  return 0;
+}
