@@ -70,6 +70,10 @@ __device__ __forceinline__ void keep(const uint32_t (&a)[kGroupSteps][4], bool n
   }
 }
 
+// The library's 64-row tile of 4-bit codes, one scale block a stage: its stage layout.
+using Tile = FusedWgmmaTile<__half, GemmWeights::kInt4, 64, 1, false>;
+static_assert(Tile::kSlabBytes == kSlabBytes, "a stage of whole 128-byte slabs");
+
 // Group `grp` of the stage's rows 16 warp .. 16 warp + 15 -> A fragments (as
 // FusedWgmmaTile::decode_group with one scale block a slab).
 __device__ __forceinline__ void decode_group(uint32_t wbase, int warp, int lane, int grp,
@@ -81,7 +85,7 @@ __device__ __forceinline__ void decode_group(uint32_t wbase, int warp, int lane,
     const int row = 16 * warp + (lane % 8) + 8 * ((lane / 8) % 2);
     const int chunk = c0 + lane / 16;
     uint32_t r[4];
-    ldmatrix_x4(wbase + row * kSlabBytes + 16 * (chunk ^ (row % 8)), r);
+    ldmatrix_x4(wbase + row * kSlabBytes + 16 * Tile::weight_piece(row, chunk), r);
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       uint32_t frag[2][4];
