@@ -18,6 +18,10 @@
 //           A descriptors cost about 70 instructions a slab more than rs's (SASS: 376
 //           against 292 a slab, moved into uniform registers each group)
 //   mma     RS wgmma on fragments decoded once, no decode in the loop
+//   st      what an SS tile would do: the decoded fragments stored (stmatrix) into the
+//           warpgroup's swizzled A tile, a proxy fence and a warpgroup barrier, then ss's
+//           wgmma on them; a group's A panels are rewritten only after the wait that
+//           retires the wgmma group that read them (one group pending, two groups' panels)
 // Reported: consumer cycles a slab (warpgroup 0's thread 0) against the tensor cores'
 // (1024 a slab at 4096 flops an SM and clock). If rs runs near decode + mma while ss runs
 // near the larger of the two, the register reads are the limit; near rs, they are not.
@@ -35,7 +39,7 @@
 using namespace bqmm;
 using namespace bqmm::cuda;
 
-enum class Mode { kDecode, kRs, kSs, kMma };
+enum class Mode { kDecode, kRs, kSs, kMma, kSt };
 
 constexpr int kThreads = 256;                        // two warpgroups of 64 weight rows
 constexpr int kSlabBytes = 128;                      // a 4-bit row's bytes a slab: 256 K
@@ -68,6 +72,28 @@ __device__ __forceinline__ void keep(const uint32_t (&a)[kGroupSteps][4], bool n
                    "r"(a[s][2]), "r"(a[s][3])
                    : "memory");
   }
+}
+
+// Group `grp`'s fragments of warp `warp % 4` -> the warpgroup's A tile at `atile` (K-major,
+// 128-byte swizzle; panels 2 grp and 2 grp + 1), one stmatrix.x4 a k16 step: lane l gives
+// the address of row l % 8 of matrix l / 8 (matrices: rows 0-7 / 8-15 by k 0-7 / 8-15, as
+// the A fragment's registers 0..3), then the fence that shows the writes to wgmma and the
+// warpgroup's barrier (named barrier 1 + warpgroup).
+__device__ __forceinline__ void store_group(uint32_t atile, int warp, int lane, int grp,
+                                            const uint32_t (&a)[kGroupSteps][4]) {
+  const int mat = lane / 8;
+  const int row = 16 * (warp % 4) + lane % 8 + 8 * (mat % 2);
+#pragma unroll
+  for (int s = 0; s < kGroupSteps; ++s) {
+    const int kk = grp * kGroupSteps + s;
+    const int chunk = (kk % 4) * 2 + mat / 2;
+    const uint32_t addr = atile + (kk / 4) * kPanelBytes + row * 128 + ((chunk ^ (row % 8)) * 16);
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(a[s][0]),
+                 "r"(a[s][1]), "r"(a[s][2]), "r"(a[s][3])
+                 : "memory");
+  }
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  asm volatile("bar.sync %0, 128;" ::"r"(1 + warp / 4) : "memory");
 }
 
 // The library's 64-row tile of 4-bit codes, one scale block a stage: its stage layout.
@@ -112,12 +138,12 @@ __device__ __forceinline__ void multiply_group(int grp, uint64_t a0, uint64_t b0
     bd[s] = sw128_desc_step(b0, off);
     ad[s] = sw128_desc_step(a0, off);
   }
-  if constexpr (kMode != Mode::kSs) fence_operands(a);
+  if constexpr (kMode != Mode::kSs && kMode != Mode::kSt) fence_operands(a);
   fence_operands(d);
   wgmma_fence();
 #pragma unroll
   for (int s = 0; s < kGroupSteps; ++s) {
-    if constexpr (kMode == Mode::kSs)
+    if constexpr (kMode == Mode::kSs || kMode == Mode::kSt)
       wgmma_ss(d, ad[s], bd[s]);
     else
       wgmma_rs<__half, 64>(d, a[s], bd[s], 1u);
@@ -161,6 +187,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       if constexpr (kMode != Mode::kMma) decode_group(wb, warp, lane, grp, c, a[grp]);
       if constexpr (kMode == Mode::kDecode || kMode == Mode::kSs)
         keep(a[grp], i == slabs, wbase + kWeightBytes + kActBytes + (threadIdx.x % 128) * 128);
+      if constexpr (kMode == Mode::kSt)
+        store_group(wbase + kWeightBytes + kActBytes + (warp / 4) * kATileBytes, warp, lane, grp, a[grp]);
       if constexpr (kMode != Mode::kDecode) multiply_group<kMode>(grp, a0, b0, a[grp], d);
     }
   }
@@ -216,5 +244,6 @@ int main() {
   run<Mode::kMma>(sms, slabs, fill, cycles, sink, "mma");
   run<Mode::kRs>(sms, slabs, fill, cycles, sink, "rs");
   run<Mode::kSs>(sms, slabs, fill, cycles, sink, "ss");
+  run<Mode::kSt>(sms, slabs, fill, cycles, sink, "st");
   return 0;
 }
