@@ -65,11 +65,13 @@ constexpr int64_t kFusedKeepsRowsBelow = 96;
 //   192 57.8 / 60.2, bfloat16 M = 256 62.7 / 71.1; 4096 x 14336 53.8 / 61.7, 58.1 / 65.5);
 //   on more tiles the mixed-input GEMM is (14336 x 4096 4-bit M = 192 52.0 / 49.9, 8-bit
 //   51.6 / 47.4; 28672 x 8192 4-bit 183.5 / 179.7, 8-bit 236.1 / 173.6);
-// * but 8-bit codes with float16 activations (the shortest decode) at M = 256 on 8192 x
-//   8192 (62.9 / 59.0): above kTallKeepsRows8BitF16 rows they keep the mixed-input GEMM.
+// * 8-bit codes with float16 activations (the shortest decode) too since the wgmma
+//   epilogue stores a column at a time (DESIGN, "Epilogue"; before it, 8192 x 8192 M =
+//   256 62.9 / 59.0): H200 8192 x 8192 M = 256 56.6 / 59.9 (one sweep); H100, both trees
+//   of one A/B (scripts/ab_cases/tile256_8bit_f16.txt), 8192 x 8192 M = 224 55.9 / 58.7,
+//   256 57.6 / 59.5, 4096 x 14336 M = 256 56.2 / 64.8.
 // M = 130..191 was not measured: the bound below is the one measured row count.
 constexpr int64_t kTallKeepsRowsBelow = 130;
-constexpr int64_t kTallKeepsRows8BitF16 = 192;
 // Why the fused GEMM keeps the rows of `s` from the mixed-input GEMM (the reason --explain
 // prints), or nullptr where it does not. Its mainloop and tile are the planner's own
 // (choose_gemm_mainloop).
@@ -92,11 +94,9 @@ inline const char* fused_gemm_keeps_rows_why(const GemmShape& s, const DeviceInf
   if (s.fp8 && s.bf16 && s.m >= kFusedKeepsRowsBelow && 4 * tiles >= 3 * int64_t{sms})
     return nullptr;  // FP8 bfloat16 from 96 rows on 3/4 of the SMs or more: mixed is faster
   if (g.tile_m == 256) {
-    static_assert(kTallKeepsRowsBelow == 130 && kTallKeepsRows8BitF16 == 192,
-                  "the reasons below name the bounds");
+    static_assert(kTallKeepsRowsBelow == 130, "the reasons below name the bound");
     if (s.m < kTallKeepsRowsBelow) return "M = 129 on the fused GEMM's 256-row tile: it is faster there";
     if (2 * tiles > sms) return nullptr;  // more 256-row tiles than half the SMs: mixed is faster
-    if (s.bits == 8 && !s.bf16 && s.m > kTallKeepsRows8BitF16) return nullptr;
     return "M <= 256 and the fused GEMM's 256-row tiles at most half the SMs (its K split fills them): it is "
            "faster there";
   }

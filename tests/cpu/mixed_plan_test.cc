@@ -151,17 +151,16 @@ GemmShape shape(int64_t m, int64_t n, int bits, bool fp8, int64_t block_size, bo
 }
 
 // Above 128 rows, N-bit codes on the fused GEMM's 256-row tile: at M = 129 on every
-// shape, to 256 where its tiles are at most half the SMs, but 8-bit float16 above 192.
+// shape, to 256 where its tiles are at most half the SMs (every format).
 TEST(MixedPlan, RowsTheTallTileKeeps) {
   if (!wgmma_built()) GTEST_SKIP() << "this build has no SM90 (no wgmma mainloop)";
   EXPECT_EQ(kTallKeepsRowsBelow, 130);
-  EXPECT_EQ(kTallKeepsRows8BitF16, 192);
   // Per format (4-bit float16, 4-bit bfloat16, 8-bit float16, 8-bit bfloat16): M = 129,
   // 130, 192, 193, 256.
   struct Case { int64_t n; const char* fused; };
   const Case cases[] = {
-      {8192, "FFFFF FFFFF FFF-- FFFFF"},   // 64 tiles of 256 rows
-      {4096, "FFFFF FFFFF FFF-- FFFFF"},   // 32
+      {8192, "FFFFF FFFFF FFFFF FFFFF"},   // 64 tiles of 256 rows
+      {4096, "FFFFF FFFFF FFFFF FFFFF"},   // 32
       {14336, "F---- F---- F---- F----"},  // 112
       {28672, "F---- F---- F---- F----"},  // 224
   };
@@ -180,7 +179,10 @@ TEST(MixedPlan, RowsTheTallTileKeeps) {
   EXPECT_STREQ(fused_gemm_keeps_rows_why(shape(256, 8192, 4, false, 64), kHopper),
                "M <= 256 and the fused GEMM's 256-row tiles at most half the SMs (its K split fills "
                "them): it is faster there");
-  EXPECT_EQ(fused_gemm_keeps_rows_why(shape(200, 8192, 8, false, 128), kHopper), nullptr);
+  EXPECT_STREQ(fused_gemm_keeps_rows_why(shape(256, 8192, 8, false, 128), kHopper),
+               "M <= 256 and the fused GEMM's 256-row tiles at most half the SMs (its K split fills "
+               "them): it is faster there");
+  EXPECT_EQ(fused_gemm_keeps_rows_why(shape(200, 14336, 8, false, 128), kHopper), nullptr);
   EXPECT_EQ(fused_gemm_keeps_rows_why(shape(200, 14336, 4, false, 128, true), kHopper), nullptr);
 }
 
@@ -286,8 +288,8 @@ TEST(MixedPlan, TakenAbove128RowsOnHopper) {
         for (const int bits : {4, 8}) {
           const NBitsMatMulPlan q = plan(nbits_problem(m, 8192, 8192, bits, block, t));
           // To 256 rows the fused GEMM's 256-row tile keeps N-bit codes (64 tiles, at most
-          // half the SMs; fused_gemm_keeps_rows), but 8-bit float16 above 192 rows.
-          const bool fused = m <= 256 && wgmma_built() && !(bits == 8 && t == DType::kFloat16 && m > 192);
+          // half the SMs; fused_gemm_keeps_rows).
+          const bool fused = m <= 256 && wgmma_built();
           EXPECT_EQ(q.path, fused ? NBitsPath::kFusedGemm : NBitsPath::kMixedGemm);
           if (fused) {
             EXPECT_EQ(q.gemm.tile_m, 256);

@@ -161,13 +161,11 @@ TEST(NBitsPlan, FusedGemmAboveTheDecodeRows) {
           p.m = 128;
           EXPECT_EQ(path(p, d), NBitsPath::kFusedGemm);
           EXPECT_EQ(path(p, d, parsed("mixed=0")), NBitsPath::kFusedGemm);
-          // (8-bit float16 keeps the mixed-input GEMM above 192 rows.)
           const bool tall = d.sm == 90 && wgmma_built();
           for (int64_t m : {129, 200, 256}) {
             p.m = m;
             const bool mixed = d.sm == 90 && mixed_gemm_built();
-            const bool fused = tall && !(mixed && bits == 8 && t == DType::kFloat16 && m > 192);
-            EXPECT_EQ(path(p, d), fused   ? NBitsPath::kFusedGemm
+            EXPECT_EQ(path(p, d), tall    ? NBitsPath::kFusedGemm
                                   : mixed ? NBitsPath::kMixedGemm
                                           : NBitsPath::kDequantGemm)
                 << m;
