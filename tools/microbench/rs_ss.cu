@@ -22,6 +22,11 @@
 //           warpgroup's swizzled A tile, a proxy fence and a warpgroup barrier, then ss's
 //           wgmma on them; a group's A panels are rewritten only after the wait that
 //           retires the wgmma group that read them (one group pending, two groups' panels)
+//   il      rs with the next group's decode interleaved with this group's wgmma, as
+//           CUTLASS's mixed-input mainloop transforms the next k-block between its wgmma:
+//           each pair of k16 steps its own commit group (fence, two wgmma, commit), then
+//           the wait that retires the pair four before it and the decode of the pair four
+//           after it (same step of the next group) into the slots that retired pair read
 // Reported: consumer cycles a slab (warpgroup 0's thread 0) against the tensor cores'
 // (1024 a slab at 4096 flops an SM and clock). If rs runs near decode + mma while ss runs
 // near the larger of the two, the register reads are the limit; near rs, they are not.
@@ -39,7 +44,7 @@
 using namespace bqmm;
 using namespace bqmm::cuda;
 
-enum class Mode { kDecode, kRs, kSs, kMma, kSt };
+enum class Mode { kDecode, kRs, kSs, kMma, kSt, kIl };
 
 constexpr int kThreads = 256;                        // two warpgroups of 64 weight rows
 constexpr int kSlabBytes = 128;                      // a 4-bit row's bytes a slab: 256 K
@@ -100,28 +105,36 @@ __device__ __forceinline__ void store_group(uint32_t atile, int warp, int lane, 
 using Tile = FusedWgmmaTile<__half, GemmWeights::kInt4, 64, 1, false>;
 static_assert(Tile::kSlabBytes == kSlabBytes, "a stage of whole 128-byte slabs");
 
-// Group `grp` of the stage's rows 16 warp .. 16 warp + 15 -> A fragments (as
-// FusedWgmmaTile::decode_group with one scale block a slab).
+// Half q of group `grp` of the stage's rows 16 warp .. 16 warp + 15: its ldmatrix (chunks
+// 4 grp + 2 q and the next), then word pair i of it -> A fragments of steps 4 q + 2 i and
+// 4 q + 2 i + 1 (as FusedWgmmaTile::decode_group with one scale block a slab).
+__device__ __forceinline__ void load_half(uint32_t wbase, int warp, int lane, int grp, int q, uint32_t (&r)[4]) {
+  const int row = 16 * warp + (lane % 8) + 8 * ((lane / 8) % 2);
+  const int chunk = grp * 4 + 2 * q + lane / 16;
+  ldmatrix_x4(wbase + row * kSlabBytes + 16 * Tile::weight_piece(row, chunk), r);
+}
+__device__ __forceinline__ void decode_pair(const uint32_t (&r)[4], int q, int i,
+                                            const RawConsts<GemmWeights::kInt4, __half>& c,
+                                            uint32_t (&a)[kGroupSteps][4]) {
+  uint32_t frag[2][4];
+  decode_word_fragments<__half, GemmWeights::kInt4, false>(r[2 * i], r[2 * i + 1], c, c, 0, frag);
+  const int step = (2 * q + i) * 2;
+#pragma unroll
+  for (int s = 0; s < 2; ++s)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) a[step + s][e] = frag[s][e];
+}
+
+// Group `grp` -> A fragments.
 __device__ __forceinline__ void decode_group(uint32_t wbase, int warp, int lane, int grp,
                                              const RawConsts<GemmWeights::kInt4, __half>& c,
                                              uint32_t (&a)[kGroupSteps][4]) {
 #pragma unroll
   for (int q = 0; q < 2; ++q) {
-    const int c0 = grp * 4 + 2 * q;
-    const int row = 16 * warp + (lane % 8) + 8 * ((lane / 8) % 2);
-    const int chunk = c0 + lane / 16;
     uint32_t r[4];
-    ldmatrix_x4(wbase + row * kSlabBytes + 16 * Tile::weight_piece(row, chunk), r);
+    load_half(wbase, warp, lane, grp, q, r);
 #pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      uint32_t frag[2][4];
-      decode_word_fragments<__half, GemmWeights::kInt4, false>(r[2 * i], r[2 * i + 1], c, c, 0, frag);
-      const int step = (2 * q + i) * 2;
-#pragma unroll
-      for (int s = 0; s < 2; ++s)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) a[step + s][e] = frag[s][e];
-    }
+    for (int i = 0; i < 2; ++i) decode_pair(r, q, i, c, a);
   }
 }
 
@@ -205,9 +218,80 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
+// il: pair P (0..3) of group `grp`: its two wgmma from `a` as one commit group, the wait
+// that retires the pair issued four before it, then pair P of the next group `next_grp`
+// into `next` (the ldmatrix of its half first, at even P), into the slots that retired
+// pair read.
+__device__ __forceinline__ void multiply_pair_decode_next(int grp, int pair, uint64_t b0, uint32_t (&a)[kGroupSteps][4],
+                                                          float (&d)[32], uint32_t wbase, int warp, int lane,
+                                                          int next_grp, const RawConsts<GemmWeights::kInt4, __half>& c,
+                                                          uint32_t (&r)[4], uint32_t (&next)[kGroupSteps][4]) {
+  fence_operands(a);
+  fence_operands(d);
+  wgmma_fence();
+#pragma unroll
+  for (int s = 2 * pair; s < 2 * pair + 2; ++s) {
+    const int kk = grp * kGroupSteps + s;
+    wgmma_rs<__half, 64>(d, a[s], sw128_desc_step(b0, (kk / 4) * kPanelBytes + (kk % 4) * 32), 1u);
+  }
+  wgmma_commit();
+  fence_operands(d);
+  wgmma_wait<4>();
+  fence_operands(next);
+  if (pair % 2 == 0) load_half(wbase, warp, lane, next_grp, pair / 2, r);
+  decode_pair(r, pair / 2, pair % 2, c, next);
+}
+
+// il's kernel: a slab's groups 0 and 1 from buffers 0 and 1; while group 0's pairs issue,
+// group 1 decodes into buffer 1, and while group 1's issue, the next slab's group 0 into
+// buffer 0.
+__global__ void __launch_bounds__(kThreads, 1)
+    IlKernel(int64_t slabs, const uint32_t* __restrict__ fill, long long* cycles, float* sink) {
+#if BQMM_WGMMA_ENABLED
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
+  for (int i = threadIdx.x; i < (kSmem - 1024) / 4; i += blockDim.x)
+    reinterpret_cast<uint32_t*>(smem)[i] = fill[i % 65536];
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+  __syncthreads();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const uint32_t wbase = smem_addr(smem);
+  const uint64_t b0 = sw128_desc(wbase + kWeightBytes);
+  RawConsts<GemmWeights::kInt4, __half> c{};
+  c.bits = 0x2c00u | (0x88u << 16);
+  float d[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) d[i] = 0.0f;
+  uint32_t a[2][kGroupSteps][4];
+  uint32_t r[4];
+  decode_group(wbase, warp, lane, 0, c, a[0]);
+  const ClockStamp start = clock_stamp();
+#pragma unroll 1
+  for (int64_t i = 0; i < slabs; ++i) {
+    uint32_t wb = wbase;
+    asm volatile("" : "+r"(wb), "+r"(c.bits));
+#pragma unroll
+    for (int grp = 0; grp < 2; ++grp)
+#pragma unroll
+      for (int pair = 0; pair < 4; ++pair)
+        multiply_pair_decode_next(grp, pair, b0, a[grp], d, wb, warp, lane, 1 - grp, c, r, a[1 - grp]);
+  }
+  wgmma_wait<0>();
+  fence_operands(d);
+  const ClockStamp end = clock_stamp();
+  if (threadIdx.x == 0) cycles[blockIdx.x] = end.cycles - start.cycles;
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 32; ++i) s += d[i];
+  sink[blockIdx.x * kThreads + threadIdx.x] = s;
+#else
+  __trap();
+#endif
+}
+
 template <Mode kMode>
 void run(int sms, int64_t slabs, const uint32_t* fill, long long* cycles, float* sink, const char* name) {
-  const auto kernel = RsSsKernel<kMode>;
+  const auto kernel = kMode == Mode::kIl ? IlKernel : RsSsKernel<kMode>;
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   kernel<<<sms, kThreads, kSmem>>>(slabs / 10, fill, cycles, sink);  // warm-up
   CK(cudaGetLastError());
@@ -245,5 +329,6 @@ int main() {
   run<Mode::kRs>(sms, slabs, fill, cycles, sink, "rs");
   run<Mode::kSs>(sms, slabs, fill, cycles, sink, "ss");
   run<Mode::kSt>(sms, slabs, fill, cycles, sink, "st");
+  run<Mode::kIl>(sms, slabs, fill, cycles, sink, "il");
   return 0;
 }
