@@ -27,9 +27,12 @@
 //           each pair of k16 steps its own commit group (fence, two wgmma, commit), then
 //           the wait that retires the pair four before it and the decode of the pair four
 //           after it (same step of the next group) into the slots that retired pair read
+//   mma n32, rs n32, mma n16, rs n16: mma and rs with m64n32k16 / m64n16k16 wgmma (the
+//           first 32 / 16 activation rows), what tiles of 32 or 16 rows would spend
 // Reported: consumer cycles a slab (warpgroup 0's thread 0) against the tensor cores'
-// (1024 a slab at 4096 flops an SM and clock). If rs runs near decode + mma while ss runs
-// near the larger of the two, the register reads are the limit; near rs, they are not.
+// (1024 a slab at n = 64 and 4096 flops an SM and clock). If rs runs near decode + mma
+// while ss runs near the larger of the two, the register reads are the limit; near rs,
+// they are not.
 // SS reads A and B from shared memory, 128 bytes an SM and clock at the tensor rate, the
 // shared memory's own limit: ss cannot beat about the tensor rate.
 #include <cuda_fp16.h>
@@ -138,18 +141,19 @@ __device__ __forceinline__ void decode_group(uint32_t wbase, int warp, int lane,
   }
 }
 
-// Group `grp`'s 8 wgmma (A from the fragments, or kSs from the static A tile at a0), one
-// commit group, then wait until one group is pending (its register buffer free).
-template <Mode kMode>
+// Group `grp`'s 8 wgmma m64n{kN}k16 (A from the fragments, or kSs from the static A tile at
+// a0; B from the first kN activation rows, panels of kN rows), one commit group, then wait
+// until one group is pending (its register buffer free).
+template <Mode kMode, int kN>
 __device__ __forceinline__ void multiply_group(int grp, uint64_t a0, uint64_t b0, uint32_t (&a)[kGroupSteps][4],
-                                               float (&d)[32]) {
+                                               float (&d)[kN / 2]) {
+  static_assert(kN == 64 || (kMode != Mode::kSs && kMode != Mode::kSt), "SS at n = 64 only");
   uint64_t bd[kGroupSteps], ad[kGroupSteps];
 #pragma unroll
   for (int s = 0; s < kGroupSteps; ++s) {
     const int kk = grp * kGroupSteps + s;
-    const uint32_t off = (kk / 4) * kPanelBytes + (kk % 4) * 32;
-    bd[s] = sw128_desc_step(b0, off);
-    ad[s] = sw128_desc_step(a0, off);
+    bd[s] = sw128_desc_step(b0, (kk / 4) * kN * 128 + (kk % 4) * 32);
+    ad[s] = sw128_desc_step(a0, (kk / 4) * kPanelBytes + (kk % 4) * 32);
   }
   if constexpr (kMode != Mode::kSs && kMode != Mode::kSt) fence_operands(a);
   fence_operands(d);
@@ -159,14 +163,14 @@ __device__ __forceinline__ void multiply_group(int grp, uint64_t a0, uint64_t b0
     if constexpr (kMode == Mode::kSs || kMode == Mode::kSt)
       wgmma_ss(d, ad[s], bd[s]);
     else
-      wgmma_rs<__half, 64>(d, a[s], bd[s], 1u);
+      wgmma_rs<__half, kN>(d, a[s], bd[s], 1u);
   }
   wgmma_commit();
   fence_operands(d);
   wgmma_wait<1>();
 }
 
-template <Mode kMode>
+template <Mode kMode, int kN>
 __global__ void __launch_bounds__(kThreads, 1)
     RsSsKernel(int64_t slabs, const uint32_t* __restrict__ fill, long long* cycles, float* sink) {
 #if BQMM_WGMMA_ENABLED
@@ -182,9 +186,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint64_t a0 = sw128_desc(wbase + kWeightBytes + kActBytes + (warp / 4) * kATileBytes);
   RawConsts<GemmWeights::kInt4, __half> c{};
   c.bits = 0x2c00u | (0x88u << 16);  // scale 0.0625, zero point 8
-  float d[32];
+  float d[kN / 2];
 #pragma unroll
-  for (int i = 0; i < 32; ++i) d[i] = 0.0f;
+  for (int i = 0; i < kN / 2; ++i) d[i] = 0.0f;
   uint32_t a[2][kGroupSteps][4];
   decode_group(wbase, warp, lane, 0, c, a[0]);
   decode_group(wbase, warp, lane, 1, c, a[1]);
@@ -202,7 +206,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         keep(a[grp], i == slabs, wbase + kWeightBytes + kActBytes + (threadIdx.x % 128) * 128);
       if constexpr (kMode == Mode::kSt)
         store_group(wbase + kWeightBytes + kActBytes + (warp / 4) * kATileBytes, warp, lane, grp, a[grp]);
-      if constexpr (kMode != Mode::kDecode) multiply_group<kMode>(grp, a0, b0, a[grp], d);
+      if constexpr (kMode != Mode::kDecode) multiply_group<kMode, kN>(grp, a0, b0, a[grp], d);
     }
   }
   wgmma_wait<0>();
@@ -211,7 +215,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) cycles[blockIdx.x] = end.cycles - start.cycles;
   float s = 0.0f;
 #pragma unroll
-  for (int i = 0; i < 32; ++i) s += d[i];
+  for (int i = 0; i < kN / 2; ++i) s += d[i];
   sink[blockIdx.x * kThreads + threadIdx.x] = s;
 #else
   __trap();
@@ -289,9 +293,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-template <Mode kMode>
+template <Mode kMode, int kN = 64>
 void run(int sms, int64_t slabs, const uint32_t* fill, long long* cycles, float* sink, const char* name) {
-  const auto kernel = kMode == Mode::kIl ? IlKernel : RsSsKernel<kMode>;
+  const auto kernel = kMode == Mode::kIl ? IlKernel : RsSsKernel<kMode, kN>;
+  const double tensor = 1024.0 * kN / 64;  // the tensor cores' cycles a slab
   CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
   kernel<<<sms, kThreads, kSmem>>>(slabs / 10, fill, cycles, sink);  // warm-up
   CK(cudaGetLastError());
@@ -300,8 +305,8 @@ void run(int sms, int64_t slabs, const uint32_t* fill, long long* cycles, float*
       3, [&] { kernel<<<sms, kThreads, kSmem>>>(slabs, fill, cycles, sink); },
       [&] { CK(cudaMemcpy(&cyc, cycles, sizeof(cyc), cudaMemcpyDeviceToHost)); });
   const double slab_cycles = double(cyc) / double(slabs);
-  printf("%-7s %7.0f cycles/slab (tensor 1024: %5.1f %%)  %.3f ms\n", name, slab_cycles, 100.0 * 1024.0 / slab_cycles,
-         ms);
+  printf("%-7s %7.0f cycles/slab (tensor %4.0f: %5.1f %%)  %.3f ms\n", name, slab_cycles, tensor,
+         100.0 * tensor / slab_cycles, ms);
 }
 
 int main() {
@@ -330,5 +335,9 @@ int main() {
   run<Mode::kSs>(sms, slabs, fill, cycles, sink, "ss");
   run<Mode::kSt>(sms, slabs, fill, cycles, sink, "st");
   run<Mode::kIl>(sms, slabs, fill, cycles, sink, "il");
+  run<Mode::kMma, 32>(sms, slabs, fill, cycles, sink, "mma n32");
+  run<Mode::kRs, 32>(sms, slabs, fill, cycles, sink, "rs n32");
+  run<Mode::kMma, 16>(sms, slabs, fill, cycles, sink, "mma n16");
+  run<Mode::kRs, 16>(sms, slabs, fill, cycles, sink, "rs n16");
   return 0;
 }

@@ -89,6 +89,24 @@
 
 namespace bqmm::cuda {
 
+// m64n16k16: 8 accumulators per thread.
+#define BQMM_WGMMA_N16(TY)                                                         \
+  asm volatile(                                                                    \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"                                \
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32." TY "." TY " {" BQMM_WGMMA_REGS8 \
+      "}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"                               \
+      : BQMM_WGMMA_D8                                                              \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate))
+
+// m64n32k16: 16 accumulators per thread.
+#define BQMM_WGMMA_N32(TY)                                                          \
+  asm volatile(                                                                     \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"                                 \
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " {" BQMM_WGMMA_REGS16 \
+      "}, {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"                              \
+      : BQMM_WGMMA_D16                                                              \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate))
+
 // m64n64k16: 32 accumulators per thread.
 #define BQMM_WGMMA_N64(TY)                                                          \
   asm volatile(                                                                     \
@@ -123,9 +141,21 @@ template <typename T, int kN>
 __device__ __forceinline__ void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)[4], uint64_t desc,
                                          uint32_t accumulate) {
 #if BQMM_WGMMA_ENABLED
-  static_assert(kN == 64 || kN == 128 || kN == 256, "the instantiated wgmma shapes");
+  static_assert(kN == 16 || kN == 32 || kN == 64 || kN == 128 || kN == 256, "the wrapped wgmma shapes");
   constexpr bool kF16 = std::is_same_v<T, __half>;
-  if constexpr (kN == 64) {
+  if constexpr (kN == 16) {
+    if constexpr (kF16) {
+      BQMM_WGMMA_N16("f16");
+    } else {
+      BQMM_WGMMA_N16("bf16");
+    }
+  } else if constexpr (kN == 32) {
+    if constexpr (kF16) {
+      BQMM_WGMMA_N32("f16");
+    } else {
+      BQMM_WGMMA_N32("bf16");
+    }
+  } else if constexpr (kN == 64) {
     if constexpr (kF16) {
       BQMM_WGMMA_N64("f16");
     } else {
@@ -148,6 +178,8 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)
   __trap();
 #endif
 }
+#undef BQMM_WGMMA_N16
+#undef BQMM_WGMMA_N32
 #undef BQMM_WGMMA_N64
 #undef BQMM_WGMMA_N128
 #undef BQMM_WGMMA_N256

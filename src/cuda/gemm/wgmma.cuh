@@ -28,7 +28,8 @@ namespace bqmm::cuda {
 // register list ("%0, ..., %{N/2 - 1}") and its "+f" operand list. Both wgmma GEMMs' asm
 // wrappers (fused_wgmma.cuh, w8a8_wgmma.cuh) spell their instructions with these; their
 // other operands are numbered from N / 2 on.
-#define BQMM_WGMMA_REGS16 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+#define BQMM_WGMMA_REGS8 "%0, %1, %2, %3, %4, %5, %6, %7"
+#define BQMM_WGMMA_REGS16 BQMM_WGMMA_REGS8 ", %8, %9, %10, %11, %12, %13, %14, %15"
 #define BQMM_WGMMA_REGS32 BQMM_WGMMA_REGS16 \
   ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define BQMM_WGMMA_REGS64 BQMM_WGMMA_REGS32 \
@@ -39,8 +40,10 @@ namespace bqmm::cuda {
   ", %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95" \
   ", %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111" \
   ", %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define BQMM_WGMMA_D8 \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
 #define BQMM_WGMMA_D16 \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+  BQMM_WGMMA_D8, \
   "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
 #define BQMM_WGMMA_D32 \
   BQMM_WGMMA_D16, \
