@@ -170,22 +170,48 @@ __device__ __forceinline__ void multiply_group(int grp, uint64_t a0, uint64_t b0
   wgmma_wait<1>();
 }
 
-template <Mode kMode, int kN>
-__global__ void __launch_bounds__(kThreads, 1)
-    RsSsKernel(int64_t slabs, const uint32_t* __restrict__ fill, long long* cycles, float* sink) {
-#if BQMM_WGMMA_ENABLED
+// The static stage: the block's shared memory, aligned to the swizzle atom, filled from
+// `fill` and shown to wgmma's reads; its shared-memory address.
+__device__ __forceinline__ uint32_t fill_stage(const uint32_t* __restrict__ fill) {
   extern __shared__ __align__(1024) uint8_t smem_raw[];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
   for (int i = threadIdx.x; i < (kSmem - 1024) / 4; i += blockDim.x)
     reinterpret_cast<uint32_t*>(smem)[i] = fill[i % 65536];
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");  // these writes -> wgmma's reads
   __syncthreads();
+  return smem_addr(smem);
+}
+
+// Every block of the stage: scale 0.0625, zero point 8.
+__device__ __forceinline__ RawConsts<GemmWeights::kInt4, __half> stage_consts() {
+  RawConsts<GemmWeights::kInt4, __half> c{};
+  c.bits = 0x2c00u | (0x88u << 16);
+  return c;
+}
+
+// After the last wgmma: thread 0's cycles since `start`, and each thread's sums to `sink`
+// (so that no wgmma is dead).
+template <int kAcc>
+__device__ __forceinline__ void report(const ClockStamp& start, float (&d)[kAcc], long long* cycles, float* sink) {
+  wgmma_wait<0>();
+  fence_operands(d);
+  const ClockStamp end = clock_stamp();
+  if (threadIdx.x == 0) cycles[blockIdx.x] = end.cycles - start.cycles;
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kAcc; ++i) s += d[i];
+  sink[blockIdx.x * kThreads + threadIdx.x] = s;
+}
+
+template <Mode kMode, int kN>
+__global__ void __launch_bounds__(kThreads, 1)
+    RsSsKernel(int64_t slabs, const uint32_t* __restrict__ fill, long long* cycles, float* sink) {
+#if BQMM_WGMMA_ENABLED
+  const uint32_t wbase = fill_stage(fill);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const uint32_t wbase = smem_addr(smem);
   const uint64_t b0 = sw128_desc(wbase + kWeightBytes);
   const uint64_t a0 = sw128_desc(wbase + kWeightBytes + kActBytes + (warp / 4) * kATileBytes);
-  RawConsts<GemmWeights::kInt4, __half> c{};
-  c.bits = 0x2c00u | (0x88u << 16);  // scale 0.0625, zero point 8
+  RawConsts<GemmWeights::kInt4, __half> c = stage_consts();
   float d[kN / 2];
 #pragma unroll
   for (int i = 0; i < kN / 2; ++i) d[i] = 0.0f;
@@ -209,14 +235,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if constexpr (kMode != Mode::kDecode) multiply_group<kMode, kN>(grp, a0, b0, a[grp], d);
     }
   }
-  wgmma_wait<0>();
-  fence_operands(d);
-  const ClockStamp end = clock_stamp();
-  if (threadIdx.x == 0) cycles[blockIdx.x] = end.cycles - start.cycles;
-  float s = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kN / 2; ++i) s += d[i];
-  sink[blockIdx.x * kThreads + threadIdx.x] = s;
+  report(start, d, cycles, sink);
 #else
   __trap();
 #endif
@@ -252,17 +271,10 @@ __device__ __forceinline__ void multiply_pair_decode_next(int grp, int pair, uin
 __global__ void __launch_bounds__(kThreads, 1)
     IlKernel(int64_t slabs, const uint32_t* __restrict__ fill, long long* cycles, float* sink) {
 #if BQMM_WGMMA_ENABLED
-  extern __shared__ __align__(1024) uint8_t smem_raw[];
-  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
-  for (int i = threadIdx.x; i < (kSmem - 1024) / 4; i += blockDim.x)
-    reinterpret_cast<uint32_t*>(smem)[i] = fill[i % 65536];
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  __syncthreads();
+  const uint32_t wbase = fill_stage(fill);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const uint32_t wbase = smem_addr(smem);
   const uint64_t b0 = sw128_desc(wbase + kWeightBytes);
-  RawConsts<GemmWeights::kInt4, __half> c{};
-  c.bits = 0x2c00u | (0x88u << 16);
+  RawConsts<GemmWeights::kInt4, __half> c = stage_consts();
   float d[32];
 #pragma unroll
   for (int i = 0; i < 32; ++i) d[i] = 0.0f;
@@ -280,14 +292,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int pair = 0; pair < 4; ++pair)
         multiply_pair_decode_next(grp, pair, b0, a[grp], d, wb, warp, lane, 1 - grp, c, r, a[1 - grp]);
   }
-  wgmma_wait<0>();
-  fence_operands(d);
-  const ClockStamp end = clock_stamp();
-  if (threadIdx.x == 0) cycles[blockIdx.x] = end.cycles - start.cycles;
-  float s = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 32; ++i) s += d[i];
-  sink[blockIdx.x * kThreads + threadIdx.x] = s;
+  report(start, d, cycles, sink);
 #else
   __trap();
 #endif
