@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <string>
+#include <utility>
 
 #include "bqmm/status.h"
 
@@ -27,6 +28,11 @@ inline Status allow_dynamic_smem(const void* kernel, int smem_bytes) {
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes),
       "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)");
 }
+
+// Stores `from` in `to`, as a kernel visitor's lambda hands its launch's status out. The
+// assignment's Status& is dropped on purpose: Status is [[nodiscard]], and nvcc warns on
+// a discarded reference to it.
+inline void set_status(Status& to, Status from) { static_cast<void>(to = std::move(from)); }
 
 }  // namespace bqmm::cuda
 

@@ -846,12 +846,12 @@ Status launch_gemm_format(const FusedGemmArgs& args, const GemmConfig& config, f
   // mma.sync: every entry of kMmaGemmKernels instantiated here (core/gemm_plan.h).
   Status launched = Status::Ok();
   if (config.wgmma) {
-    launched = launch_wgmma_tile<T, kW, kTypedZp>(p, key, grid, config.cluster_reduce, stream);
+    set_status(launched, launch_wgmma_tile<T, kW, kTypedZp>(p, key, grid, config.cluster_reduce, stream));
   } else if (!visit_gemm_kernel<kMmaGemmKernels>(key, [&](auto i) {
                constexpr GemmKernelKey k = kMmaGemmKernels[decltype(i)::value];
-               launched = launch_gemm_tile<T, kW, k.tile_m, k.consts, kTypedZp>(p, grid, stream);
+               set_status(launched, launch_gemm_tile<T, kW, k.tile_m, k.consts, kTypedZp>(p, grid, stream));
              })) {
-    launched = Status(StatusCode::kInternal, "launch_fused_gemm: no kernel for " + gemm_kernel_name(key));
+    set_status(launched, Status(StatusCode::kInternal, "launch_fused_gemm: no kernel for " + gemm_kernel_name(key)));
   }
   BQMM_RETURN_IF_ERROR(launched);
   if (config.k_split == 1 || config.cluster_reduce) return Status::Ok();

@@ -732,7 +732,8 @@ Status launch_listed_wgmma(const GemmParams<T, S>& p, const GemmKernelKey& key, 
   Status launched = Status::Ok();
   const bool built = visit_gemm_kernel<kList>(key, [&](auto i) {
     constexpr GemmKernelKey k = kList[decltype(i)::value];
-    launched = launch_wgmma_instance<T, kW, k.tile_m, k.consts, kTypedZp, k.halves>(p, grid, cluster_sum, stream);
+    set_status(launched,
+               launch_wgmma_instance<T, kW, k.tile_m, k.consts, kTypedZp, k.halves>(p, grid, cluster_sum, stream));
   });
   if (!built) return Status(StatusCode::kInternal, "launch_fused_gemm: no kernel for " + gemm_kernel_name(key));
   return launched;
