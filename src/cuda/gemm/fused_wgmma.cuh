@@ -89,50 +89,22 @@
 
 namespace bqmm::cuda {
 
-// m64n16k16: 8 accumulators per thread.
-#define BQMM_WGMMA_N16(TY)                                                         \
-  asm volatile(                                                                    \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n"                                \
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32." TY "." TY " {" BQMM_WGMMA_REGS8 \
-      "}, {%8, %9, %10, %11}, %12, p, 1, 1, 0;\n}\n"                               \
-      : BQMM_WGMMA_D8                                                              \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate))
-
-// m64n32k16: 16 accumulators per thread.
-#define BQMM_WGMMA_N32(TY)                                                          \
-  asm volatile(                                                                     \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"                                 \
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " {" BQMM_WGMMA_REGS16 \
-      "}, {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n}\n"                              \
-      : BQMM_WGMMA_D16                                                              \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate))
-
-// m64n64k16: 32 accumulators per thread.
-#define BQMM_WGMMA_N64(TY)                                                          \
-  asm volatile(                                                                     \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                 \
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " {" BQMM_WGMMA_REGS32 \
-      "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"                               \
-      : BQMM_WGMMA_D32                                                              \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate))
-
-// m64n128k16: 64 accumulators per thread.
-#define BQMM_WGMMA_N128(TY)                                                          \
-  asm volatile(                                                                      \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"                                  \
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32." TY "." TY " {" BQMM_WGMMA_REGS64 \
-      "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"                               \
-      : BQMM_WGMMA_D64                                                               \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate))
-
-// m64n256k16: 128 accumulators per thread.
-#define BQMM_WGMMA_N256(TY)                                                           \
-  asm volatile(                                                                       \
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"                                  \
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " {" BQMM_WGMMA_REGS128 \
-      "}, {%128, %129, %130, %131}, %132, p, 1, 1, 0;\n}\n"                            \
-      : BQMM_WGMMA_D128                                                               \
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate))
+// m64nNk16 with A from registers, in activation type TY ("f16", "bf16"): ACC = N / 2
+// accumulators per thread (their operands BQMM_WGMMA_REGS<ACC> / _D<ACC>, wgmma.cuh);
+// A0..A3, DESC, P the operand numbers of a[0..3], the descriptor and `accumulate` (ACC on).
+#define BQMM_WGMMA_RS(N, TY, ACC, A0, A1, A2, A3, DESC, P)                                      \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" P ", 0;\n"                                 \
+               "wgmma.mma_async.sync.aligned.m64n" N "k16.f32." TY "." TY " {" BQMM_WGMMA_REGS##ACC \
+               "}, {%" A0 ", %" A1 ", %" A2 ", %" A3 "}, %" DESC ", p, 1, 1, 0;\n}\n"            \
+               : BQMM_WGMMA_D##ACC                                                              \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(accumulate))
+// The shape's instruction in T's type (kF16: float16, else bfloat16).
+#define BQMM_WGMMA_RS_T(N, ACC, A0, A1, A2, A3, DESC, P)        \
+  if constexpr (kF16) {                                         \
+    BQMM_WGMMA_RS(N, "f16", ACC, A0, A1, A2, A3, DESC, P);      \
+  } else {                                                      \
+    BQMM_WGMMA_RS(N, "bf16", ACC, A0, A1, A2, A3, DESC, P);     \
+  }
 
 // D (64 weight rows x kN activation rows, float32) += A (registers) * B (descriptor);
 // accumulate = 0 overwrites D. D fragment per warp: d[4 j + e] = row g, activation rows
@@ -144,45 +116,22 @@ __device__ __forceinline__ void wgmma_rs(float (&d)[kN / 2], const uint32_t (&a)
   static_assert(kN == 16 || kN == 32 || kN == 64 || kN == 128 || kN == 256, "the wrapped wgmma shapes");
   constexpr bool kF16 = std::is_same_v<T, __half>;
   if constexpr (kN == 16) {
-    if constexpr (kF16) {
-      BQMM_WGMMA_N16("f16");
-    } else {
-      BQMM_WGMMA_N16("bf16");
-    }
+    BQMM_WGMMA_RS_T("16", 8, "8", "9", "10", "11", "12", "13")
   } else if constexpr (kN == 32) {
-    if constexpr (kF16) {
-      BQMM_WGMMA_N32("f16");
-    } else {
-      BQMM_WGMMA_N32("bf16");
-    }
+    BQMM_WGMMA_RS_T("32", 16, "16", "17", "18", "19", "20", "21")
   } else if constexpr (kN == 64) {
-    if constexpr (kF16) {
-      BQMM_WGMMA_N64("f16");
-    } else {
-      BQMM_WGMMA_N64("bf16");
-    }
+    BQMM_WGMMA_RS_T("64", 32, "32", "33", "34", "35", "36", "37")
   } else if constexpr (kN == 128) {
-    if constexpr (kF16) {
-      BQMM_WGMMA_N128("f16");
-    } else {
-      BQMM_WGMMA_N128("bf16");
-    }
+    BQMM_WGMMA_RS_T("128", 64, "64", "65", "66", "67", "68", "69")
   } else {
-    if constexpr (kF16) {
-      BQMM_WGMMA_N256("f16");
-    } else {
-      BQMM_WGMMA_N256("bf16");
-    }
+    BQMM_WGMMA_RS_T("256", 128, "128", "129", "130", "131", "132", "133")
   }
 #else
   __trap();
 #endif
 }
-#undef BQMM_WGMMA_N16
-#undef BQMM_WGMMA_N32
-#undef BQMM_WGMMA_N64
-#undef BQMM_WGMMA_N128
-#undef BQMM_WGMMA_N256
+#undef BQMM_WGMMA_RS_T
+#undef BQMM_WGMMA_RS
 
 // ================================================================= the order pass
 // A [M, K] -> out [rows, gemm_act_order_k(K)] (rows = M rounded up to the tile,
