@@ -262,23 +262,26 @@ bool sm90_code_built();
 inline bool gemv_dependent_launch_possible(const DeviceInfo& d) { return d.sm >= 90 && sm90_code_built(); }
 
 // The Hopper mainloop's built tiles (kFp8WgmmaKernels and the N-bit lists below):
-// tiles 64 and 128, and for N-bit codes 256. FP8 takes one scale block per slab
+// tiles 16, 32, 64 and 128, and for N-bit codes 256. FP8 takes one scale block per slab
 // (block_size % 128 == 0), whose partial sums it scales per slab (beside tile 256's 128
-// accumulators they do not fit); N-bit codes take every block at tile 64, blocks of half
-// a stage (64 K) or more at tile 128 and of a stage (64 K) or more at tile 256 (beside
-// their 64 and 128 accumulators the per-word constants of smaller blocks do not fit).
+// accumulators they do not fit); N-bit codes take every block at tiles 16 to 64, blocks of
+// half a stage (64 K) or more at tile 128 and of a stage (64 K) or more at tile 256
+// (beside their 64 and 128 accumulators the per-word constants of smaller blocks do not
+// fit).
+constexpr bool wgmma_small_tile(int tile_m) { return tile_m == 16 || tile_m == 32 || tile_m == 64; }
 inline bool wgmma_tile_supported(int tile_m, int bits, bool fp8, int64_t block_size) {
   if (tile_m == 256) return !fp8 && block_size % wgmma_slab_k(256, bits) == 0;
-  if (tile_m != 64 && tile_m != 128) return false;
+  if (!wgmma_small_tile(tile_m) && tile_m != 128) return false;
   if (fp8) return block_size % gemm_slab_k(bits) == 0;
-  return tile_m == 64 || block_size % (wgmma_slab_k(tile_m, bits) / 2) == 0;
+  return tile_m != 128 || block_size % (wgmma_slab_k(tile_m, bits) / 2) == 0;
 }
 
-// Below kWgmmaMinRows the fused GEMM streams its weight nearest the memory bound on
-// mma.sync's tile 16 (two blocks per SM); from there on the wgmma mainloop's tile 64 is
-// faster (H200, M = 32, float16, the prefill suite's four shapes: 0-18 % less time than
-// mma.sync's tile 32).
-constexpr int64_t kWgmmaMinRows = 17;
+// On SM90 the wgmma mainloop takes every M the fused GEMM does, on its smallest tile
+// holding M up to 64 rows (gemm_tile_m: 16, 32, 64): a 64-row tile at M <= 32 multiplies
+// rows of zeros, and its consumers (decode and wgmma), not the weight stream, set its
+// time (4-bit 4096 x 14336: 22.3 us at M = 32 and 22.8 at 64 on the 64-row tile, H100,
+// against a weight-stream floor of 8.5). mma.sync's tiles run it where the override says
+// wgmma=0, on SM80, and where wgmma_refusal has a reason.
 
 // The wgmma mainloop's activations in the K order of its A fragments, written by a pass
 // before it into the workspace (cuda/gemm/fused_wgmma.cuh): [M rounded up to tile_m, K
@@ -335,15 +338,11 @@ inline const char* wgmma_refusal(const GemmShape& s, const DeviceInfo& device,
   // + 64 bytes.
   if (!wgmma_tma_reaches(s.n, s.row_bytes, s.row_bytes * 16 / s.bits + 2 * kGemmActOrderK))
     return "N or the rows' bytes beyond TMA's 32-bit coordinates";
-  if (forced.tile_m == 16 || forced.tile_m == 32) return "tile_m 16 or 32 (plan override)";
-  static_assert(kWgmmaMinRows == 17, "the reason below names the bound");
-  if (forced.wgmma != 1 && s.m < kWgmmaMinRows)
-    return "M <= 16: mma.sync's tile 16 streams the weight nearer the memory bound";
   return nullptr;
 }
 
-// Why the wgmma mainloop runs `s` on 64-row tiles rather than its 128-row one under
-// `forced`, or nullptr where it takes tile 128 (choose_gemm_mainloop; --explain prints it
+// Why the wgmma mainloop runs `s` on tiles of 64 rows or fewer rather than its 128-row one
+// under `forced`, or nullptr where it takes tile 128 (choose_gemm_mainloop; --explain prints it
 // above 64 rows). Tile 128 above 64 rows wherever instantiated, since two rows of 64-row
 // tiles decode every weight strip twice, but for FP8 with float16 activations (the
 // shortest decode) where the 64-row tiles are one wave of SMs. Measured on an H100 (one
@@ -352,7 +351,7 @@ inline const char* wgmma_refusal(const GemmShape& s, const DeviceInfo& device,
 // (64) 0.99-1.02x; two waves 0.76-0.83x; bfloat16 0.72-0.99x on every shape.
 inline const char* wgmma_tile_128_refusal(const GemmShape& s, const DeviceInfo& device,
                                           const GemmForced& forced) {
-  if (forced.tile_m == 64) return "tile_m 64 (plan override)";
+  if (wgmma_small_tile(forced.tile_m)) return "tile_m <= 64 (plan override)";
   if (!wgmma_tile_supported(128, s.bits, s.fp8, s.block_size))
     return "N-bit blocks under 64 codes (beside tile 128's accumulators their per-word constants do not fit)";
   if (forced.tile_m == 128) return nullptr;
@@ -383,9 +382,10 @@ inline int64_t gemm_max_rows(const GemmShape& s, const DeviceInfo& device, const
 
 // The mainloop and tile height: wgmma where wgmma_refusal has no reason against it, tile
 // 256 where wgmma_takes_tile_256, else tile 128 where wgmma_tile_128_refusal has no
-// reason against it; else mma.sync's smallest tile holding M. A forced tile_m picks the
-// mainloop that has it (16, 32: mma.sync; 64 either, by the rule); a forced 128 or 256
-// where no such wgmma tile exists is ignored (the rule's own choice).
+// reason against it, else its smallest tile holding M (16, 32, 64; gemm_tile_m); else
+// mma.sync's smallest tile holding M. Both mainloops have tiles 16, 32 and 64: a forced
+// one of those keeps the rule's mainloop (wgmma forces that); a forced 128 or 256 where no
+// such wgmma tile exists is ignored (the rule's own choice).
 inline void choose_gemm_mainloop(const GemmShape& s, const DeviceInfo& device,
                                  const GemmForced& forced, GemmConfig* g) {
   GemmForced f = forced;
@@ -395,10 +395,11 @@ inline void choose_gemm_mainloop(const GemmShape& s, const DeviceInfo& device,
   if (g->wgmma) {
     g->tile_m = wgmma_takes_tile_256(s, f)                      ? 256
                 : wgmma_tile_128_refusal(s, device, f) == nullptr ? 128
-                                                                  : 64;
+                : wgmma_small_tile(f.tile_m)                      ? f.tile_m
+                                                                  : gemm_tile_m(s.m);
     g->stages = wgmma_stages(g->tile_m, s.bits);
   } else {
-    g->tile_m = f.tile_m > 0 && f.tile_m <= 64 ? f.tile_m : gemm_tile_m(s.m);
+    g->tile_m = wgmma_small_tile(f.tile_m) ? f.tile_m : gemm_tile_m(s.m);
     g->stages = gemm_stages(g->tile_m, s.bits);
   }
 }
@@ -421,19 +422,19 @@ inline bool w8a8_takes_halves(const GemmConfig& g, int64_t k_blocks, int forced)
 // Whether the fused GEMM's wgmma mainloop sums the K split of `g` in a thread-block cluster
 // of the tile's two blocks (cluster_pair_store) rather than in planes and a reduce kernel:
 // a split of kClusterSumSplit of 128-row tiles (K halves need none), unless forced off, but
-// for 4-bit codes on the 64-row tile.
+// for 4-bit codes on tiles of 64 rows or fewer.
 // Against the planes, in one build (NVIDIA H100, 8192 x 8192, float16 unless said,
 // scripts/ab_cases/fused_cluster_sum.txt): FP8 tile 64 M = 64 0.962x the time (bfloat16
 // 0.958x), 8-bit 0.962x; tile 128 M = 128 4-bit 0.982x, 8-bit 0.954x; tile 256 0.977-0.988x
 // (M = 129 1.001x); 4-bit tile 64 M = 64 1.011x, M = 32 1.027x.
 inline bool fused_gemm_cluster_sums(const GemmShape& s, const GemmConfig& g, const GemmForced& forced) {
   if (!g.wgmma || g.k_split != kClusterSumSplit || g.tile_n == kKHalvesTileN || forced.cluster_sum == 0) return false;
-  return forced.cluster_sum == 1 || !(s.bits == 4 && g.tile_m == 64);
+  return forced.cluster_sum == 1 || !(s.bits == 4 && wgmma_small_tile(g.tile_m));
 }
 
 // Whether the fused GEMM of `s` (its 128-row tiles and their K split chosen in `g`) runs K
-// halves instead (kKHalvesTileN): the wgmma mainloop's 64-row tile, split in two, K of two
-// slabs or more, in the blocks instantiated with halves (fused_gemm_halves_blocks), but
+// halves instead (kKHalvesTileN): the wgmma mainloop's tiles of 64 rows or fewer, split in
+// two, K of two slabs or more, in the blocks instantiated with halves (fused_gemm_halves_blocks), but
 // FP8 with bfloat16 activations; `forced.halves` 1 takes them wherever the tile, blocks
 // and K allow, 0 never. Measured on an H100 against the split of 2 (8192 x 8192, back to
 // back, same run; scripts/ab_cases/k_halves.txt, k_halves_4bit.txt): 8-bit codes against
@@ -452,7 +453,7 @@ inline bool fused_gemm_halves_blocks(const GemmShape& s) {
   return s.bits == 8 ? s.block_size % gemm_slab_k(8) == 0 : s.block_size == wgmma_slab_k(64, 4, true) / 2;
 }
 inline bool fused_gemm_takes_halves(const GemmShape& s, const GemmConfig& g, const GemmForced& forced) {
-  if (forced.halves == 0 || !g.wgmma || g.tile_m != 64 || !fused_gemm_halves_blocks(s) ||
+  if (forced.halves == 0 || !g.wgmma || !wgmma_small_tile(g.tile_m) || !fused_gemm_halves_blocks(s) ||
       s.row_bytes <= kGemmSlabBytes)
     return false;
   if (forced.halves == 1) return true;
@@ -489,21 +490,21 @@ inline int wgmma_stage_blocks(const GemmConfig& g, int bits, int64_t block_size)
 constexpr int kWgmmaVectorConsts = 16;
 // How the wgmma mainloop's consumers get a weight row's block constants (its kForm,
 // cuda/gemm/fused_wgmma.cuh), by the blocks a stage of `g` holds: 1, 2 or 4, loaded as
-// stored a stage ahead; on the 64-row tile's whole slabs, 4 or 8 | kWgmmaVectorConsts, as
-// vectors a stage ahead, where `vectors` (the launcher's check: k_blocks a multiple of
+// stored a stage ahead; on whole slabs (tiles of 64 rows or fewer), 4 or 8 |
+// kWgmmaVectorConsts, as vectors a stage ahead, where `vectors` (the launcher's check: k_blocks a multiple of
 // them and the constants' rows aligned); else 0, loaded per chunk where used (8 loaded one
 // at a time a stage ahead were slower than that).
 inline int wgmma_consts(const GemmConfig& g, int bits, int64_t block_size, bool vectors) {
   const int blocks = wgmma_stage_blocks(g, bits, block_size);
   if (blocks <= 2) return blocks;
-  if (vectors && g.tile_m == 64 && g.tile_n != kKHalvesTileN) return blocks | kWgmmaVectorConsts;
+  if (vectors && wgmma_small_tile(g.tile_m) && g.tile_n != kKHalvesTileN) return blocks | kWgmmaVectorConsts;
   return blocks == 4 ? 4 : 0;
 }
 
 // A fused GEMM kernel, as its launcher picks one (cuda/gemm/fused_gemm.cuh,
 // launch_gemm_format): the mainloop, the activation rows per block, how the block
 // constants reach the decode (gemm_consts on mma.sync, wgmma_consts) and, on the wgmma
-// 64-row tile, K halves.
+// tiles of 64 rows or fewer, K halves.
 struct GemmKernelKey {
   bool wgmma = false;
   int tile_m = 0;
@@ -530,9 +531,10 @@ inline std::string gemm_kernel_name(const GemmKernelKey& k) {
 // The fused GEMM's kernels: the launchers build exactly these, each for every activation
 // type and zero-point form of its weight format, and nothing else (visit_gemm_kernel). On
 // mma.sync, tiles 16, 32 and 64 with 1, 2 or 8 blocks' constants a slab; on wgmma, FP8's
-// tiles 64 and 128 with one block a slab, and N-bit codes' tile 64 in every constant form,
-// 128 with 1 or 2 blocks a stage and 256 with 1; K halves on tile 64 with 8-bit codes (and
-// FP8) one block a slab, 4-bit codes two blocks a half-slab stage.
+// tiles 16 to 128 with one block a slab, and N-bit codes' tiles 16, 32 and 64 in every
+// constant form, 128 with 1 or 2 blocks a stage and 256 with 1; K halves on tiles 16, 32
+// and 64 with 8-bit codes (and FP8) one block a slab, 4-bit codes two blocks a half-slab
+// stage.
 inline constexpr GemmKernelKey kMmaGemmKernels[] = {
     {false, 16, 1}, {false, 16, 2}, {false, 16, 8}, {false, 32, 1}, {false, 32, 2},
     {false, 32, 8}, {false, 64, 1}, {false, 64, 2}, {false, 64, 8}};
@@ -541,11 +543,19 @@ inline constexpr GemmKernelKey kMmaGemmKernels[] = {
 // half-slab stages).
 constexpr int k_halves_consts(int bits) { return bits == 8 ? 1 : 2; }
 inline constexpr GemmKernelKey kFp8WgmmaKernels[] = {
-    {true, 64, 1}, {true, 128, 1}, {true, 64, k_halves_consts(8), true}};
-constexpr std::array<GemmKernelKey, 10> nbits_wgmma_kernels(int bits) {
-  return {{{true, 64, 0}, {true, 64, 1}, {true, 64, 2}, {true, 64, 4}, {true, 64, 4 | kWgmmaVectorConsts},
-           {true, 64, 8 | kWgmmaVectorConsts}, {true, 128, 1}, {true, 128, 2}, {true, 256, 1},
-           {true, 64, k_halves_consts(bits), true}}};
+    {true, 16, 1}, {true, 32, 1}, {true, 64, 1}, {true, 128, 1},
+    {true, 16, k_halves_consts(8), true}, {true, 32, k_halves_consts(8), true}, {true, 64, k_halves_consts(8), true}};
+constexpr std::array<GemmKernelKey, 24> nbits_wgmma_kernels(int bits) {
+  std::array<GemmKernelKey, 24> list{};
+  size_t i = 0;
+  for (const int tile_m : {16, 32, 64})
+    for (const int consts : {0, 1, 2, 4, 4 | kWgmmaVectorConsts, 8 | kWgmmaVectorConsts})
+      list[i++] = {true, tile_m, consts};
+  for (const int tile_m : {16, 32, 64}) list[i++] = {true, tile_m, k_halves_consts(bits), true};
+  list[i++] = {true, 128, 1};
+  list[i++] = {true, 128, 2};
+  list[i++] = {true, 256, 1};
+  return list;
 }
 inline constexpr auto kInt8WgmmaKernels = nbits_wgmma_kernels(8);
 inline constexpr auto kInt4WgmmaKernels = nbits_wgmma_kernels(4);

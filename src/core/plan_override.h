@@ -23,8 +23,9 @@
 //   wgmma=0|1         both   the fused GEMM's Hopper mainloop: 0 never (mma.sync), 1 at
 //                            every M where it has the tile (SM90 builds and devices)
 //   tile_m=16|32|64|128|256
-//                     both   the fused GEMM's activation rows per block (16, 32: mma.sync;
-//                            128, 256: wgmma; 256 N-bit codes, blocks of 64 or more)
+//                     both   the fused GEMM's activation rows per block (16, 32, 64: the
+//                            rule's mainloop, wgmma=0|1 picks it; 128, 256: wgmma; 256
+//                            N-bit codes, blocks of 64 or more)
 //   gemm_k_split=1|2|4|8|16
 //                     both   the fused GEMM's K split (> 1: float32 partial sums in the
 //                            workspace)

@@ -531,21 +531,23 @@ TEST(Fp8Plan, FusedGemmTileM) {
   }
 }
 
-// The wgmma mainloop (SM90 builds on SM90): from 17 rows, tile 64 to 64 rows, tile 128
-// above (float16 activations: where 64-row tiles are more than one wave), block_size a
-// multiple of 128 (one scale block per slab); mma.sync for FP8 block 64.
+// The wgmma mainloop (SM90 builds on SM90): the smallest of tiles 16, 32 and 64 holding M
+// to 64 rows, tile 128 above (float16 activations: where 64-row tiles are more than one
+// wave), block_size a multiple of 128 (one scale block per slab); mma.sync for FP8 block 64.
 TEST(Fp8Plan, FusedGemmWgmma) {
   if (!wgmma_built()) GTEST_SKIP() << "this build has no SM90 (no wgmma mainloop)";
-  EXPECT_FALSE(plan(problem(16, 4096, 4096)).gemm.wgmma);
-  for (const int64_t m : {17, 32, 33, 64, 65, 100, 128}) {
-    const Fp8MatMulPlan pl = plan(problem(m, 4096, 4096, 128, DType::kBFloat16), kHopper, parsed("mixed=0"));
+  for (const int64_t m : {9, 16, 17, 32, 33, 64, 65, 100, 128}) {
+    const Fp8MatMulPlan pl =
+        plan(problem(m, 4096, 4096, 128, DType::kBFloat16), kHopper, parsed("mixed=0,gemm=1"));
     ASSERT_EQ(pl.path, Fp8Path::kFusedGemm) << m;
     EXPECT_TRUE(pl.gemm.wgmma) << m;
-    EXPECT_EQ(pl.gemm.tile_m, m > 64 ? 128 : 64) << m;
+    const int small = m <= 16 ? 16 : m <= 32 ? 32 : 64;
+    EXPECT_EQ(pl.gemm.tile_m, m > 64 ? 128 : small) << m;
     EXPECT_EQ(pl.gemm.stages, m > 64 ? 4 : 6) << m;
     // float16: 64 rows of 4096 are 32 tiles of 64 rows, 28672 are 224 (two waves).
-    EXPECT_EQ(plan(problem(m, 4096, 4096), kHopper, parsed("mixed=0")).gemm.tile_m, 64) << m;
-    EXPECT_EQ(plan(problem(m, 28672, 4096), kHopper, parsed("mixed=0")).gemm.tile_m, m > 64 ? 128 : 64) << m;
+    EXPECT_EQ(plan(problem(m, 4096, 4096), kHopper, parsed("mixed=0,gemm=1")).gemm.tile_m, m > 64 ? 64 : small) << m;
+    EXPECT_EQ(plan(problem(m, 28672, 4096), kHopper, parsed("mixed=0,gemm=1")).gemm.tile_m, m > 64 ? 128 : small)
+        << m;
   }
   EXPECT_EQ(plan(problem(100, 4096, 4096), kHopper, parsed("mixed=0,tile_m=128")).gemm.tile_m, 128);
   EXPECT_EQ(plan(problem(100, 28672, 4096), kHopper, parsed("mixed=0,tile_m=64")).gemm.tile_m, 64);
@@ -559,7 +561,8 @@ TEST(Fp8Plan, FusedGemmWgmma) {
 // SM80); measured on the H200 it is the fastest of 1, 2, 4, 8 at FP8 8192 x 8192 M = 16
 // and 64 (split 4) and 4096 x 14336 M = 16 (split 8).
 TEST(Fp8Plan, FusedGemmKSplit) {
-  const PlanOverride gemm_on = parsed("gemm=1");  // M = 16 would take the GEMV's row group
+  // mma.sync's tiles (two blocks per SM90 SM); M = 16 would take the GEMV's row group.
+  const PlanOverride gemm_on = parsed("gemm=1,wgmma=0");
   // M = 16, K = 8192 (64 slabs). N = 8192: 64 blocks; 264 resident: split 4 is one wave
   // of 16 + 4 slabs, 8 one of 8 + 4... but 512 blocks take two: 2 x 12 = 24 > 20.
   EXPECT_EQ(plan(problem(16, 8192, 8192), kHopper, gemm_on).gemm.k_split, 4);
@@ -589,7 +592,8 @@ TEST(Fp8Plan, FusedGemmKSplit) {
 // With a K split the float32 partial sums [k_split, M, N] are the workspace, 256-byte
 // aligned; without one the fused GEMM needs none.
 TEST(Fp8Plan, FusedGemmWorkspace) {
-  const PlanOverride gemm_on = parsed("gemm=1");  // M <= 16 would take the GEMV's row group
+  // mma.sync's tiles; M <= 16 would take the GEMV's row group.
+  const PlanOverride gemm_on = parsed("gemm=1,wgmma=0");
   const Fp8MatMulPlan split = plan(problem(16, 8192, 8192), kHopper, gemm_on);  // k_split 4
   EXPECT_EQ(split.regions.partial_offset, 0u);
   EXPECT_EQ(split.regions.partial_bytes, size_t{4} * 16 * 8192 * 4);
@@ -649,7 +653,7 @@ TEST(Fp8Plan, DynamicQuantizationQdqsIntoTheWorkspaceOnEveryPath) {
   EXPECT_GT(fused.gemm.k_split, 1);
   EXPECT_EQ(fused.regions.act_bytes, size_t{17} * 8192 * 2);
   // then A' in the Hopper mainloop's K order where it runs, then the partial sums
-  const size_t ordered = fused.gemm.wgmma ? size_t{64} * 8192 * 2 : 0;  // M 17 -> tile 64
+  const size_t ordered = fused.gemm.wgmma ? size_t{32} * 8192 * 2 : 0;  // M 17 -> tile 32
   EXPECT_EQ(fused.regions.act_order_bytes, ordered);
   EXPECT_EQ(fused.regions.partial_offset, size_t{17} * 8192 * 2 + ordered);
   // The GEMV's row group (M = 12): A' as at M <= 8.
@@ -669,7 +673,8 @@ TEST(Fp8Plan, DynamicQuantizationQdqsIntoTheWorkspaceOnEveryPath) {
 // Where the W8A8 GEMM is not taken (forced off here; off SM90, or block_size % 128 != 0),
 // W8A8 takes the fused GEMM on A' = QDQ(A).
 TEST(Fp8Plan, FusedGemmW8A8QdqsIntoTheWorkspaceFirst) {
-  const PlanOverride no_w8a8 = parsed("w8a8=0,gemm=1");  // M = 16: not the GEMV's row group
+  // M = 16: not the GEMV's row group; mma.sync's tile 16 (its partial sums in planes).
+  const PlanOverride no_w8a8 = parsed("w8a8=0,gemm=1,wgmma=0");
   Fp8MatMulProblem p = problem(16, 8192, 8192);
   p.has_a_scale = true;
   p.has_bias = true;
@@ -1256,7 +1261,7 @@ TEST(Fp8Plan, PrintsPathAndTiles) {
       << qdq;
   EXPECT_NE(qdq.find("(act 73872@0, cublas 33554432@73984, scratch "), std::string::npos) << qdq;
   // The fused GEMM: its tiling, and the partial sums of its K split.
-  EXPECT_EQ(printed(plan(problem(16, 8192, 8192), kHopper, parsed("gemm=1"))),
+  EXPECT_EQ(printed(plan(problem(16, 8192, 8192), kHopper, parsed("gemm=1,wgmma=0"))),
             "Fp8MatMulPlan{path=fused_gemm; fp8 float16 M=16 N=8192 K=8192 block_size=128 "
             "align=16; sm90/132SMs; qdq_activation=no; mainloop=mma; tile_m=16; tile_n=128; "
             "stages=4; k_split=4; workspace=2097152B (partial 2097152@0)}");
@@ -1355,7 +1360,7 @@ TEST(Fp8Override, GemmTileMAndKSplit) {
   // M = 64, N = 4096, K = 8192 on mma.sync: 32 blocks of 64 rows (k_split 8, 3 stages);
   // 128 of 16 rows (k_split 2, 4 stages).
   EXPECT_EQ(plan(problem(64, 4096, 8192), kHopper, parsed("wgmma=0")).gemm.k_split, 8);
-  const Fp8MatMulPlan t16 = plan(problem(64, 4096, 8192), kHopper, parsed("tile_m=16"));
+  const Fp8MatMulPlan t16 = plan(problem(64, 4096, 8192), kHopper, parsed("tile_m=16,wgmma=0"));
   EXPECT_EQ(t16.gemm.tile_m, 16);
   EXPECT_EQ(t16.gemm.stages, 4);
   EXPECT_EQ(t16.gemm.k_split, 2);
@@ -1365,7 +1370,7 @@ TEST(Fp8Override, GemmTileMAndKSplit) {
   EXPECT_EQ(k16.gemm.k_split, 16);
   EXPECT_EQ(k16.gemm.tile_m, 64);
   EXPECT_EQ(k16.regions.partial_bytes, size_t{16} * 64 * 4096 * 4);
-  const Fp8MatMulPlan k1 = plan(problem(16, 8192, 8192), kHopper, parsed("gemm_k_split=1"));
+  const Fp8MatMulPlan k1 = plan(problem(16, 8192, 8192), kHopper, parsed("gemm_k_split=1,wgmma=0"));
   EXPECT_EQ(k1.gemm.k_split, 1);
   EXPECT_EQ(k1.workspace_bytes, 0u);
   const Fp8MatMulPlan both = plan(problem(16, 8192, 8192), kHopper, parsed("tile_m=32,gemm_k_split=2"));

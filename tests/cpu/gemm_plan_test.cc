@@ -72,7 +72,7 @@ TEST(GemmPlan, KSplitWaveModel) {
 
 // plan_gemm_tiles: the rule for a problem and a device, forced values kept.
 TEST(GemmPlan, Tiles) {
-  const GemmConfig g = plan_gemm_tiles(GemmShape{16, 8192, 8192, 8, true, 128}, kHopper);
+  const GemmConfig g = plan_gemm_tiles(GemmShape{16, 8192, 8192, 8, true, 128}, kHopper, GemmForced{0, 0, 0});
   EXPECT_FALSE(g.wgmma);
   EXPECT_EQ(g.tile_m, 16);
   EXPECT_EQ(g.tile_n, kGemmTileN);
@@ -81,7 +81,7 @@ TEST(GemmPlan, Tiles) {
   // 4-bit rows of 4096 bytes are 32 slabs; on SM80 one block per SM.
   EXPECT_EQ(plan_gemm_tiles(GemmShape{16, 8192, 4096, 4, false, 128}, kAmpere).k_split, 1);
   const GemmConfig forced =
-      plan_gemm_tiles(GemmShape{100, 4096, 8192, 8, false, 128}, kHopper, GemmForced{-1, 16, 2});
+      plan_gemm_tiles(GemmShape{100, 4096, 8192, 8, false, 128}, kHopper, GemmForced{0, 16, 2});
   EXPECT_FALSE(forced.wgmma);
   EXPECT_EQ(forced.tile_m, 16);
   EXPECT_EQ(forced.stages, 4);
@@ -99,7 +99,14 @@ TEST(GemmPlan, WgmmaConstants) {
     g.tile_n = halves ? kKHalvesTileN : kGemmTileN;
     return g;
   };
-  // Tile 64's whole slabs: 4-bit 256 K (chunks of 32), 8-bit 128 K (chunks of 16).
+  // Tile 64's whole slabs: 4-bit 256 K (chunks of 32), 8-bit 128 K (chunks of 16); tiles
+  // 16 and 32 hold the same K.
+  for (const int small : {16, 32}) {
+    EXPECT_EQ(wgmma_consts(tile(small), 4, 64, true), 4 | kWgmmaVectorConsts) << small;
+    EXPECT_EQ(wgmma_consts(tile(small), 8, 16, true), 8 | kWgmmaVectorConsts) << small;
+    EXPECT_EQ(wgmma_consts(tile(small), 8, 128, false), 1) << small;
+    EXPECT_EQ(wgmma_consts(tile(small, true), 4, 64, true), 2) << small;
+  }
   for (const bool vectors : {true, false}) {
     EXPECT_EQ(wgmma_consts(tile(64), 4, 256, vectors), 1);
     EXPECT_EQ(wgmma_consts(tile(64), 4, 128, vectors), 2);
@@ -146,7 +153,7 @@ TEST(GemmPlan, WgmmaStages) {
   EXPECT_EQ(wgmma_stages(256, 4), 5);
   EXPECT_EQ(wgmma_stages(256, 8), 5);
   for (const int bits : {4, 8})
-    for (const int tile_m : {64, 128, 256})
+    for (const int tile_m : {16, 32, 64, 128, 256})
       if (wgmma_tile_supported(tile_m, bits, false, 128)) {
         EXPECT_GE(wgmma_stages(tile_m, bits), kWgmmaMinStages);
         EXPECT_LE(wgmma_smem_bytes(tile_m, bits), 227 * 1024);  // SM90's per-block limit
@@ -168,7 +175,13 @@ TEST(GemmPlan, WgmmaTiles) {
   EXPECT_TRUE(wgmma_tile_supported(128, 4, false, 256));
   EXPECT_TRUE(wgmma_tile_supported(128, 4, false, 64));   // two blocks per half-slab stage
   EXPECT_FALSE(wgmma_tile_supported(128, 4, false, 32));
-  EXPECT_FALSE(wgmma_tile_supported(32, 8, false, 128));
+  for (const int small : {16, 32}) {  // as tile 64: the same stages' K
+    EXPECT_TRUE(wgmma_tile_supported(small, 8, false, 128)) << small;
+    EXPECT_TRUE(wgmma_tile_supported(small, 4, false, 16)) << small;
+    EXPECT_TRUE(wgmma_tile_supported(small, 8, true, 128)) << small;
+    EXPECT_FALSE(wgmma_tile_supported(small, 8, true, 64)) << small;
+  }
+  EXPECT_FALSE(wgmma_tile_supported(48, 8, false, 128));
   // Tile 256: N-bit codes in blocks of a stage's 64 K or more.
   EXPECT_FALSE(wgmma_tile_supported(256, 8, true, 128));  // FP8's partial sums do not fit
   EXPECT_TRUE(wgmma_tile_supported(256, 8, false, 64));
@@ -199,26 +212,29 @@ TEST(GemmPlan, WgmmaRefusal) {
   EXPECT_EQ(why(GemmShape{64, 8192, int64_t{1} << 30, 8, true, 128}),  // activations 2^31 bytes
             "N or the rows' bytes beyond TMA's 32-bit coordinates");
   EXPECT_EQ(why(GemmShape{64, 8192, (int64_t{1} << 30) - 128, 8, true, 128}), "");
-  EXPECT_EQ(why(fp8, kHopper, GemmForced{-1, 32, 0}), "tile_m 16 or 32 (plan override)");
-  EXPECT_EQ(why(GemmShape{16, 8192, 8192, 8, true, 128}),
-            "M <= 16: mma.sync's tile 16 streams the weight nearer the memory bound");
-  EXPECT_EQ(why(GemmShape{16, 8192, 8192, 8, true, 128}, kHopper, GemmForced{1, 0, 0}), "");
-  EXPECT_EQ(why(GemmShape{17, 8192, 8192, 8, true, 128}), "");
+  EXPECT_EQ(why(fp8, kHopper, GemmForced{-1, 32, 0}), "");
+  EXPECT_EQ(why(GemmShape{9, 8192, 8192, 8, true, 128}), "");  // every M
+
 }
 
-// The mainloop: wgmma on SM90 from kWgmmaMinRows rows, tile 128 above 64 rows where it
-// exists; mma.sync below, on SM80, for FP8 blocks under a slab, and where forced.
+// The mainloop: wgmma on SM90, on its smallest tile holding M up to 64 rows, tile 128 above
+// 64 rows where it exists; mma.sync on SM80, for FP8 blocks under a slab, and where forced.
 TEST(GemmPlan, WgmmaMainloop) {
   if (!wgmma_built()) GTEST_SKIP() << "this build has no SM90 (no wgmma mainloop)";
   const auto plan = [](int64_t m, int bits, bool fp8, int64_t block, DeviceInfo d = kHopper,
                        GemmForced f = {}) {
     return plan_gemm_tiles(GemmShape{m, 8192, 8192 * bits / 8, bits, fp8, block}, d, f);
   };
-  EXPECT_FALSE(plan(16, 8, true, 128).wgmma);
+  EXPECT_TRUE(plan(9, 8, true, 128).wgmma);
+  EXPECT_EQ(plan(9, 8, true, 128).tile_m, 16);
+  EXPECT_EQ(plan(16, 4, false, 16).tile_m, 16);
   EXPECT_TRUE(plan(17, 8, true, 128).wgmma);
-  EXPECT_EQ(plan(17, 8, true, 128).tile_m, 64);
-  EXPECT_EQ(plan(17, 8, true, 128).stages, 6 - 2 * (plan(17, 8, true, 128).tile_n == kKHalvesTileN));
-  EXPECT_EQ(plan(32, 8, true, 128).tile_m, 64);
+  EXPECT_EQ(plan(17, 8, true, 128).tile_m, 32);
+  EXPECT_EQ(plan(17, 8, true, 128).stages, 6);
+  EXPECT_EQ(plan(32, 8, true, 128).tile_m, 32);
+  EXPECT_EQ(plan(32, 4, false, 32).tile_m, 32);
+  EXPECT_EQ(plan(33, 8, true, 128).tile_m, 64);
+  EXPECT_EQ(plan(33, 8, true, 128).stages, 6 - 2 * (plan(33, 8, true, 128).tile_n == kKHalvesTileN));
   // FP8: float16 on 8192 rows (128 tiles of 64 rows, one wave) tile 64, bfloat16 128.
   EXPECT_EQ(plan(128, 8, true, 128).tile_m, 64);
   const auto fp8_bf16 = [](int64_t m, int64_t n) {
@@ -236,7 +252,7 @@ TEST(GemmPlan, WgmmaMainloop) {
   EXPECT_EQ(wgmma_tile_128_refusal(fp8_f16, kHopper, GemmForced{-1, 128, 0}), nullptr);
   EXPECT_STREQ(wgmma_tile_128_refusal(GemmShape{100, 8192, 8192, 8, true, 128, true}, kHopper,
                                       GemmForced{-1, 64, 0}),
-               "tile_m 64 (plan override)");
+               "tile_m <= 64 (plan override)");
   EXPECT_EQ(wgmma_tile_128_refusal(GemmShape{100, 8192, 8192, 8, true, 128, true}, kHopper, {}), nullptr);
   EXPECT_STREQ(wgmma_tile_128_refusal(GemmShape{100, 8192, 4096, 4, false, 32}, kHopper, GemmForced{-1, 128, 0}),
                "N-bit blocks under 64 codes (beside tile 128's accumulators their per-word constants do not fit)");
@@ -254,8 +270,14 @@ TEST(GemmPlan, WgmmaMainloop) {
   EXPECT_FALSE(plan(64, 8, false, 128, kAmpere).wgmma);
   EXPECT_FALSE(plan(64, 8, false, 128, DeviceInfo{100, 148}).wgmma);
   EXPECT_FALSE(plan(64, 8, false, 128, kHopper, GemmForced{0, 0, 0}).wgmma);
-  EXPECT_TRUE(plan(16, 8, false, 128, kHopper, GemmForced{1, 0, 0}).wgmma);
-  EXPECT_FALSE(plan(64, 8, false, 128, kHopper, GemmForced{-1, 32, 0}).wgmma);
+  // A forced tile of 64 rows or fewer keeps the rule's mainloop (wgmma= picks it).
+  EXPECT_TRUE(plan(64, 8, false, 128, kHopper, GemmForced{-1, 32, 0}).wgmma);
+  EXPECT_EQ(plan(64, 8, false, 128, kHopper, GemmForced{-1, 32, 0}).tile_m, 32);
+  EXPECT_EQ(plan(100, 8, true, 128, kHopper, GemmForced{-1, 16, 0}).tile_m, 16);
+  EXPECT_FALSE(plan(64, 8, false, 128, kHopper, GemmForced{0, 32, 0}).wgmma);
+  EXPECT_EQ(plan(64, 8, false, 128, kHopper, GemmForced{0, 32, 0}).tile_m, 32);
+  EXPECT_TRUE(plan(16, 8, false, 128, kHopper, GemmForced{-1, 32, 0}).wgmma);
+  EXPECT_EQ(plan(16, 8, false, 128, kHopper, GemmForced{-1, 32, 0}).tile_m, 32);
   EXPECT_EQ(plan(64, 8, false, 128, kHopper, GemmForced{-1, 128, 0}).tile_m, 128);
   // tile_m 128 where there is none: the rule's own choice (wgmma tile 64; mma.sync's 64 on
   // SM80).
@@ -311,16 +333,16 @@ TEST(GemmPlan, WgmmaTile256) {
 }
 
 // The wgmma mainloop's K split of 2 summed in the tile's cluster: every format and tile but
-// 4-bit codes on the 64-row tile (measured slower there), unless forced; never another
-// split or mma.sync.
+// 4-bit codes on tiles of 64 rows or fewer (measured slower on 64), unless forced; never
+// another split or mma.sync.
 TEST(GemmPlan, ClusterSumsTheSplitOfTwo) {
   const auto shape = [](int64_t m, int bits, bool fp8) { return GemmShape{m, 8192, 8192 * bits / 8, bits, fp8, 128}; };
   GemmConfig g;
   g.wgmma = true;
   g.k_split = 2;
-  for (const int tile_m : {64, 128, 256}) {
+  for (const int tile_m : {16, 32, 64, 128, 256}) {
     g.tile_m = tile_m;
-    EXPECT_EQ(fused_gemm_cluster_sums(shape(64, 4, false), g, {}), tile_m != 64) << tile_m;
+    EXPECT_EQ(fused_gemm_cluster_sums(shape(64, 4, false), g, {}), tile_m > 64) << tile_m;
     EXPECT_TRUE(fused_gemm_cluster_sums(shape(64, 8, false), g, {})) << tile_m;
     EXPECT_TRUE(fused_gemm_cluster_sums(shape(64, 8, true), g, {})) << tile_m;
     EXPECT_TRUE(fused_gemm_cluster_sums(shape(64, 4, false), g, GemmForced{-1, 0, 0, 1})) << tile_m;
@@ -340,7 +362,7 @@ TEST(GemmPlan, ClusterSumsTheSplitOfTwo) {
   EXPECT_TRUE(plan_gemm_tiles(shape(64, 8, true), kHopper, GemmForced{-1, 0, 0, -1, 0}).cluster_reduce);
 }
 
-// K halves on the wgmma mainloop's 64-row tile (8-bit codes in blocks of whole slabs;
+// K halves on the wgmma mainloop's tiles of up to 64 rows (8-bit codes in blocks of whole slabs;
 // 4-bit blocks of 64 where k_blocks % 4 != 0) in place of a K split of 2: 64-row tiles,
 // unsplit, no cluster; forced on wherever the tile and K allow, off never.
 TEST(GemmPlan, KHalvesReplaceTheSplitOfTwo) {
@@ -362,11 +384,12 @@ TEST(GemmPlan, KHalvesReplaceTheSplitOfTwo) {
         bf16.bf16 = true;  // FP8 with bfloat16 activations keeps the split (measured slower)
         EXPECT_EQ(plan_gemm_tiles(bf16, kHopper, {}).tile_n, fp8 ? kGemmTileN : kKHalvesTileN);
         ASSERT_TRUE(g.wgmma);
-        EXPECT_EQ(g.tile_m, 64);
+        const int tile_m = m <= 32 ? 32 : 64;
+        EXPECT_EQ(g.tile_m, tile_m);
         EXPECT_EQ(g.tile_n, kKHalvesTileN);
         EXPECT_EQ(g.k_split, 1);
         EXPECT_FALSE(g.cluster_reduce);
-        EXPECT_EQ(g.stages, wgmma_stages(64, bits, true));
+        EXPECT_EQ(g.stages, wgmma_stages(tile_m, bits, true));
         EXPECT_EQ(gemm_stage_row_bytes(g, bits), bits == 4 ? 64 : 128);  // 4-bit: half slabs
         const GemmConfig off =
             plan_gemm_tiles(shape(m, 8192, bits, fp8, block, k), kHopper, GemmForced{-1, 0, 0, -1, 0});

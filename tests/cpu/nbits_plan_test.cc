@@ -250,9 +250,10 @@ TEST(NBitsPlan, FusedGemmConditions) {
 // not cover the SMs, keeping 4 slabs (128 bytes of a row: 128 codes 8-bit, 256 4-bit) per
 // block.
 TEST(NBitsPlan, FusedGemmTiling) {
-  const PlanOverride gemm_on = parsed("gemm=1");  // M <= 16 would take the GEMV's row group
+  // mma.sync's tiles (two blocks per SM90 SM); M <= 16 would take the GEMV's row group.
+  const PlanOverride gemm_on = parsed("gemm=1,wgmma=0");
   const std::pair<int64_t, int> cases[] = {{9, 16}, {16, 16}, {17, 32}, {32, 32}, {33, 64}, {64, 64}};
-  // mma.sync (forced: SM90 takes wgmma from 17 rows). Stages two blocks per SM90 SM hold:
+  // mma.sync (forced: SM90 takes wgmma). Stages two blocks per SM90 SM hold:
   // 4 (three at 4-bit's 32 rows), and 4-bit's 64-row tile, whose activations are twice as
   // long, one block of 3.
   for (int bits : {4, 8})
@@ -285,19 +286,25 @@ TEST(NBitsPlan, FusedGemmTiling) {
             std::make_tuple(rule.wgmma, rule.tile_m, rule.tile_n, rule.stages, rule.k_split));
 }
 
-// The wgmma mainloop (SM90 builds on SM90) from 17 rows: tile 64 (4 stages 4-bit, 6
-// 8-bit), tile 128 above 64 rows where blocks are 64 codes or more (4 stages 8-bit, 5
-// half-slab stages 4-bit); every block size; mma.sync on SM80.
+// The wgmma mainloop (SM90 builds on SM90) wherever the fused GEMM runs: tiles 16 and 32
+// (6 stages), 64 (4 stages 4-bit, 6 8-bit), tile 128 above 64 rows where blocks are 64
+// codes or more (4 stages 8-bit, 5 half-slab stages 4-bit); every block size; mma.sync on
+// SM80.
 TEST(NBitsPlan, FusedGemmWgmma) {
   if (!wgmma_built()) GTEST_SKIP() << "this build has no SM90 (no wgmma mainloop)";
   for (const int bits : {4, 8}) {
     SCOPED_TRACE(bits);
-    EXPECT_FALSE(plan(problem(16, 4096, 4096, bits, 128)).gemm.wgmma);
+    const NBitsMatMulPlan t16 = plan(problem(16, 4096, 4096, bits, 128), kHopper, parsed("gemm=1"));
+    EXPECT_TRUE(t16.gemm.wgmma);
+    EXPECT_EQ(t16.gemm.tile_m, 16);
     EXPECT_TRUE(plan(problem(32, 4096, 4096, bits, 128)).gemm.wgmma);
     const NBitsMatMulPlan pl = plan(problem(17, 4096, 4096, bits, 128));
     EXPECT_TRUE(pl.gemm.wgmma);
-    EXPECT_EQ(pl.gemm.tile_m, 64);
-    EXPECT_EQ(pl.gemm.stages, bits == 4 ? 4 : 6);
+    EXPECT_EQ(pl.gemm.tile_m, 32);
+    EXPECT_EQ(pl.gemm.stages, 6);
+    const NBitsMatMulPlan t64 = plan(problem(33, 4096, 4096, bits, 128));
+    EXPECT_EQ(t64.gemm.tile_m, 64);
+    EXPECT_EQ(t64.gemm.stages, bits == 4 ? 4 : 6);
     EXPECT_EQ(plan(problem(100, 4096, 4096, bits, 128)).gemm.tile_m, 128);
     EXPECT_EQ(plan(problem(100, 4096, 4096, bits, 128)).gemm.stages, bits == 4 ? 5 : 4);
     EXPECT_EQ(plan(problem(100, 4096, 4096, bits, 32)).gemm.tile_m, 64);
@@ -312,7 +319,8 @@ TEST(NBitsPlan, FusedGemmWorkspace) {
   NBitsMatMulProblem p = problem(16, 8192, 8192, 4, 128);
   p.zero_points = NBitsZeroPoints::kPacked;
   p.has_bias = true;
-  const PlanOverride gemm_on = parsed("gemm=1");  // M <= 16 would take the GEMV's row group
+  // mma.sync's tiles; M <= 16 would take the GEMV's row group.
+  const PlanOverride gemm_on = parsed("gemm=1,wgmma=0");
   const NBitsMatMulPlan split = plan(p, kHopper, gemm_on);
   ASSERT_EQ(split.gemm.k_split, 4);
   EXPECT_EQ(split.regions.partial_offset, 0u);
@@ -1334,7 +1342,7 @@ TEST(NBitsPlan, PrintsEveryDecision) {
   q.m = 16;
   q.n = 8192;
   q.k = 8192;
-  EXPECT_EQ(printed(plan(q, kHopper, parsed("gemm=1"))),
+  EXPECT_EQ(printed(plan(q, kHopper, parsed("gemm=1,wgmma=0"))),
             "NBitsMatMulPlan{path=fused_gemm; nbits int8 bfloat16 M=16 N=8192 K=8192 "
             "block_size=128 zero_points=packed bias align=16 scale_align=16; sm90/132SMs; "
             "mainloop=mma; tile_m=16; tile_n=128; stages=4; k_split=4; workspace=2097152B "
@@ -1550,7 +1558,7 @@ TEST(NBitsOverride, GemmTileMAndKSplit) {
   const NBitsMatMulProblem p = problem(64, 4096, 8192, 4, 128);
   EXPECT_EQ(plan(p, kHopper, parsed("wgmma=0")).gemm.k_split, 4);
   EXPECT_EQ(plan(p, kHopper, parsed("wgmma=0")).gemm.stages, 3);
-  const NBitsMatMulPlan t16 = plan(p, kHopper, parsed("tile_m=16"));
+  const NBitsMatMulPlan t16 = plan(p, kHopper, parsed("tile_m=16,wgmma=0"));
   EXPECT_EQ(std::make_tuple(t16.gemm.tile_m, t16.gemm.stages, t16.gemm.k_split),
             std::make_tuple(16, 4, 2));
   EXPECT_EQ(t16.workspace_bytes, size_t{2} * 64 * 4096 * 4);

@@ -65,10 +65,10 @@ GemmConfig wgmma_cluster_config(int tile_m) {
   return g;
 }
 
-// K halves on the Hopper mainloop's 64-row tile: blocks of 64 weight rows,
+// K halves on the Hopper mainloop's tiles of up to 64 rows: blocks of 64 weight rows,
 // each consumer warpgroup half the block's slabs; k_split > 1 (forced only) in planes.
-GemmConfig wgmma_halves_config(int k_split) {
-  GemmConfig g = wgmma_config(64, k_split);
+GemmConfig wgmma_halves_config(int k_split, int tile_m = 64) {
+  GemmConfig g = wgmma_config(tile_m, k_split);
   g.tile_n = kKHalvesTileN;
   return g;
 }
@@ -288,7 +288,7 @@ TEST(FusedWgmmaFp8, EveryRowCountAndSplitAgainstReference) {
         SCOPED_TRACE(::testing::Message() << "M=" << m << " N=" << sh.n << " K=" << sh.k
                                           << " block=" << sh.block << " " << dtype_name(t)
                                           << " k_split=" << k_split);
-        const int tile_m = m > 64 ? 128 : 64;
+        const int tile_m = m > 64 ? 128 : static_cast<int>(gemm_tile_m(m));  // as planned
         ASSERT_TRUE(wgmma_tile_supported(tile_m, 8, true, sh.block));
         const Fp8Case c = reference::make_random_fp8_case(t, m, sh.n, sh.k, sh.block,
                                                           /*bias=*/seed % 3 != 0,
@@ -303,7 +303,7 @@ TEST(FusedWgmmaFp8, EveryRowCountAndSplitAgainstReference) {
 // Every block size and wgmma tile (check_every_nbits_block).
 TEST(FusedWgmmaNBits, EveryBlockAndTileAgainstReference) {
   BQMM_REQUIRE_WGMMA();
-  check_every_nbits_block(500, /*wgmma=*/true, {64, 128, 256});
+  check_every_nbits_block(500, /*wgmma=*/true, {16, 32, 64, 128, 256});
 }
 
 // Blocks of one and two 16-byte chunks on the 64-row tile (4-bit 32 and 64 codes, 8-bit
@@ -325,9 +325,11 @@ TEST(FusedWgmmaNBits, VectorConstants) {
           SCOPED_TRACE(::testing::Message() << bits << "-bit M=" << m << " K=" << k << " block=" << block << " "
                                             << dtype_name(t) << " zero points " << nbits_zero_points_name(zp)
                                             << " k_split=" << k_split);
+          const int tile_m = seed % 3 == 0 ? 16 : seed % 3 == 1 ? 32 : 64;  // whole slabs, every small tile
+          SCOPED_TRACE(::testing::Message() << "tile_m=" << tile_m);
           check_nbits(
               reference::make_random_nbits_case(nbits_spec(t, bits, m, 517, k, block, zp, seed % 3 != 0), seed),
-              wgmma_config(64, k_split));
+              wgmma_config(tile_m, k_split));
           ++seed;
         }
 }
@@ -363,7 +365,7 @@ TEST(FusedWgmmaNBits, Tile256EveryRowCount) {
 TEST(FusedWgmma, ClusterSumEveryTile) {
   BQMM_REQUIRE_WGMMA();
   uint64_t seed = 650;
-  for (const int tile_m : {64, 128})
+  for (const int tile_m : {16, 32, 64, 128})
     for (const int64_t m : {int64_t{9}, int64_t{tile_m}, int64_t{tile_m + 37}}) {
       const DType t = kDTypes[seed % 2];
       SCOPED_TRACE(::testing::Message() << "FP8 tile_m=" << tile_m << " M=" << m << " " << dtype_name(t));
@@ -372,7 +374,7 @@ TEST(FusedWgmma, ClusterSumEveryTile) {
       ++seed;
     }
   for (const int bits : {4, 8})
-    for (const int tile_m : {64, 128, 256})
+    for (const int tile_m : {16, 32, 64, 128, 256})
       for (const int64_t m : {int64_t{9}, int64_t{tile_m}, int64_t{tile_m + 37}}) {
         const DType t = kDTypes[seed % 2];
         const NBitsZeroPoints zp = seed % 3 == 0   ? NBitsZeroPoints::kNone
@@ -392,20 +394,22 @@ TEST(FusedWgmma, ClusterSumEveryTile) {
 // N, K of one stage (the second half empty), two, an odd count with a partial last block
 // (the second half one stage short) and 32 (the ring lapped; 4-bit 32 half-slab stages),
 // 8-bit blocks of one and two slabs, 4-bit blocks of 64 (two a stage), unsplit and split in
-// three into planes, bias or none.
+// three into planes, bias or none; tiles 16, 32 and 64.
 TEST(FusedWgmma, KHalvesEveryRowCount) {
   BQMM_REQUIRE_WGMMA();
   uint64_t seed = 680;
-  struct Shape { int64_t m, k, block; };
-  const Shape shapes[] = {{9, 1040, 128}, {64, 128, 128}, {33, 256, 128}, {101, 4096, 256}, {40, 1008, 128}};
+  struct Shape { int64_t m, k, block; int tile_m; };
+  const Shape shapes[] = {{9, 1040, 128, 64}, {64, 128, 128, 64}, {33, 256, 128, 64}, {101, 4096, 256, 64},
+                          {40, 1008, 128, 64}, {9, 1040, 128, 16}, {33, 1008, 128, 16}, {17, 4096, 256, 32},
+                          {32, 256, 128, 32}, {70, 1040, 128, 32}};
   for (const Shape sh : shapes)
     for (const int k_split : {1, 3}) {
       const DType t = kDTypes[seed % 2];
       SCOPED_TRACE(::testing::Message() << "M=" << sh.m << " K=" << sh.k << " " << dtype_name(t)
-                                        << " halves k_split=" << k_split);
+                                        << " halves tile_m=" << sh.tile_m << " k_split=" << k_split);
       SCOPED_TRACE(::testing::Message() << "FP8 block=" << sh.block);
       check_fp8(reference::make_random_fp8_case(t, sh.m, 517, sh.k, sh.block, seed % 3 != 0, false, seed),
-                wgmma_halves_config(k_split));
+                wgmma_halves_config(k_split, sh.tile_m));
       ++seed;
       const NBitsZeroPoints zp = seed % 3 == 0   ? NBitsZeroPoints::kNone
                                  : seed % 3 == 1 ? NBitsZeroPoints::kPacked
@@ -414,12 +418,12 @@ TEST(FusedWgmma, KHalvesEveryRowCount) {
                                         << " zero points " << nbits_zero_points_name(zp));
       check_nbits(reference::make_random_nbits_case(
                       nbits_spec(kDTypes[seed % 2], 8, sh.m, 517, sh.k, sh.block, zp, seed % 4 != 0), seed),
-                  wgmma_halves_config(k_split));
+                  wgmma_halves_config(k_split, sh.tile_m));
       ++seed;
       SCOPED_TRACE(::testing::Message() << "4-bit " << dtype_name(kDTypes[seed % 2]) << " block=64");
       check_nbits(reference::make_random_nbits_case(
                       nbits_spec(kDTypes[seed % 2], 4, sh.m, 517, sh.k, 64, zp, seed % 4 != 1), seed),
-                  wgmma_halves_config(k_split));
+                  wgmma_halves_config(k_split, sh.tile_m));
     }
 }
 
@@ -438,8 +442,8 @@ TEST(FusedWgmmaNBits, AllCodesAndEveryRowCount) {
   for (const int64_t m : kRows) {
     const DType t = kDTypes[seed % 2];
     const int bits = seed % 2 == 0 ? 8 : 4;
-    const int tile_m = bits == 8 && m > 64 ? 128 : 64;
-    SCOPED_TRACE(::testing::Message() << bits << "-bit M=" << m << " " << dtype_name(t));
+    const int tile_m = bits == 8 && m > 64 ? 128 : static_cast<int>(gemm_tile_m(m));
+    SCOPED_TRACE(::testing::Message() << bits << "-bit M=" << m << " " << dtype_name(t) << " tile_m=" << tile_m);
     check_nbits(reference::make_random_nbits_case(
                     nbits_spec(t, bits, m, 517, 4096, 128, seed % 3 == 0, true), seed),
                 wgmma_config(tile_m, 2));
@@ -453,10 +457,13 @@ TEST(FusedWgmma, SanitizeSmall) {
   BQMM_REQUIRE_WGMMA();
   uint64_t seed = 700;
   const DType t = kDTypes[seed % 2];
-  check_fp8(reference::make_random_fp8_case(t, 21, 37, 400, 128, true, false, seed), wgmma_config(64, 2));
+  for (const int tile_m : {16, 32, 64})
+    check_fp8(reference::make_random_fp8_case(t, 21, 37, 400, 128, true, false, seed), wgmma_config(tile_m, 2));
+  check_fp8(reference::make_random_fp8_case(t, 21, 37, 400, 128, true, false, seed), wgmma_cluster_config(32));
   check_fp8(reference::make_random_fp8_case(t, 70, 37, 400, 128, true, false, seed), wgmma_config(128, 2));
   check_fp8(reference::make_random_fp8_case(t, 70, 37, 400, 128, true, false, seed), wgmma_cluster_config(128));
   check_fp8(reference::make_random_fp8_case(t, 21, 37, 400, 128, true, false, seed), wgmma_halves_config(1));
+  check_fp8(reference::make_random_fp8_case(t, 21, 37, 400, 128, true, false, seed), wgmma_halves_config(1, 16));
   check_nbits(reference::make_random_nbits_case(nbits_spec(t, 4, 21, 37, 400, 64, NBitsZeroPoints::kPacked, true),
                                                 seed),
               wgmma_halves_config(1));
@@ -473,7 +480,7 @@ TEST(FusedWgmma, SanitizeSmall) {
                 wgmma_config(64, 1));
   }
   for (const int bits : {4, 8})
-    for (const int tile_m : {64, 128, 256}) {
+    for (const int tile_m : {16, 32, 64, 128, 256}) {
       if (!wgmma_tile_supported(tile_m, bits, false, 64)) continue;
       SCOPED_TRACE(::testing::Message() << bits << "-bit tile_m=" << tile_m);
       check_nbits(reference::make_random_nbits_case(

@@ -22,8 +22,9 @@ Status check_args(const FusedGemmArgs& a, const GemmConfig& c, const float* part
   if (!c.wgmma && c.tile_m != 16 && c.tile_m != 32 && c.tile_m != 64)
     return refuse("tile_m " + std::to_string(c.tile_m) + " (16, 32 or 64)");
   const bool halves = c.tile_n == kKHalvesTileN;
-  if (c.tile_n != kGemmTileN && !(halves && c.wgmma && c.tile_m == 64))
-    return refuse("tile_n " + std::to_string(c.tile_n) + " (128, or 64: K halves on wgmma's 64-row tile)");
+  if (c.tile_n != kGemmTileN && !(halves && c.wgmma && wgmma_small_tile(c.tile_m)))
+    return refuse("tile_n " + std::to_string(c.tile_n) +
+                  " (128, or 64: K halves on wgmma's tiles of 64 rows or fewer)");
   if (c.k_split < 1 || c.k_split > kGemmMaxKSplit)
     return refuse("k_split " + std::to_string(c.k_split));
   if (c.cluster_reduce && !(c.wgmma && c.k_split == kClusterSumSplit && !halves))

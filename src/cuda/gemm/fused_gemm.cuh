@@ -802,7 +802,7 @@ Status launch_gemm_tile(const Params& p, dim3 grid, cudaStream_t stream) {
 }
 
 // The Hopper mainloop's launch of one format (fused_wgmma.cuh; defined and instantiated in
-// fp8_wgmma.cu / nbits_wgmma.cu, built for sm_90a).
+// fp8_wgmma.cu, int8_wgmma.cu, int4_wgmma.cu, built for sm_90a).
 template <typename T, GemmWeights kW, bool kTypedZp>
 Status launch_wgmma_tile(const GemmParams<T, std::conditional_t<kW == GemmWeights::kFp8, float, T>>& p,
                          const GemmKernelKey& key, dim3 grid, bool cluster_sum, cudaStream_t stream);

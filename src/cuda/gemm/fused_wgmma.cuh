@@ -1,6 +1,6 @@
 // The fused GEMM's Hopper mainloop (SM90, built for sm_90a): the same problem, numerics
 // and stored weights as fused_gemm.cuh (read that first), with the tensor-core work on
-// wgmma instead of mma.sync, for the tiles whose time is the multiply (M from 17).
+// wgmma instead of mma.sync (on SM90 at every M the fused GEMM takes).
 //
 //   FP8:    Y[m, n] = sum_b (sum_{k in block b} A[m, k] * e4m3(W[n, k])) * scale[n, b] + bias[n]
 //   N-bit:  Y[m, n] = sum_k A[m, k] * round_T((q[n, k] - zp[n, b]) * scale[n, b]) + bias[n]
@@ -9,8 +9,8 @@
 // slabs into a ring of shared-memory stages), warpgroups 1 and 2 the consumers. Consumer
 // warpgroup c owns weight rows 64 c .. 64 c + 63 of the block's kGemmTileN = 128 (its
 // warp i rows 16 i .. 16 i + 15, the wgmma's register A fragment), all kTileM activation
-// rows (64, 128 or, N-bit only, 256: the wgmma's N), and the block's range of K slabs (128
-// bytes of each weight row, as in fused_gemm.cuh). Where a whole slab's activation rows
+// rows (16, 32, 64, 128 or, N-bit only, 256: the wgmma's N), and the block's range of K
+// slabs (128 bytes of each weight row, as in fused_gemm.cuh). Where a whole slab's activation rows
 // would leave room for few stages, a stage holds part of a slab: 4-bit at tile 128 and
 // with K halves (below) half slabs (64 bytes a row, 128 K), tile 256 64 K (4-bit 32 bytes
 // a row, 8-bit 64);
@@ -65,9 +65,9 @@
 // but ptxas then serializes every wgmma (C7514: the fold reads one part's registers while
 // a group on the other is in flight, which it treats as reading a pending accumulator).
 //
-// K halves (kHalves, plan tile_n = kKHalvesTileN; core/gemm_plan.h says when: the 64-row
-// tile, 8-bit codes in blocks of whole slabs, 4-bit codes in blocks of 64): the block owns
-// 64 weight rows, and consumer warpgroup c the c-th half of the block's slabs (the first
+// K halves (kHalves, plan tile_n = kKHalvesTileN; core/gemm_plan.h says when: tiles of 64
+// rows or fewer, 8-bit codes in blocks of whole slabs, 4-bit codes in blocks of 64): the
+// block owns 64 weight rows, and consumer warpgroup c the c-th half of the block's slabs (the first
 // the larger). Fill i of a stage holds slab i of each half:
 // two 64-row weight boxes where the 128-row box would be, so that warp w's rows sit where
 // they did (16 w of the stage's 128; rows 16 (w % 4) of the block), and each half's
@@ -187,8 +187,8 @@ struct FusedWgmmaParams : GemmParams<T, S> {
 // Template parameters as FusedGemmTile's, but kForm: how the block constants reach the
 // decode (wgmma_consts in core/gemm_plan.h): kConsts = 1, 2 or 4 scale blocks per weight
 // row per stage, loaded as stored a stage ahead; 4 or 8 | kWgmmaVectorConsts (kVector, the
-// 64-row tile's whole slabs), each row's scales (and zero points) of the stage loaded a
-// stage ahead as vectors; 0, loaded per chunk where used; kTileM is 64, 128 or 256
+// whole slabs of tiles up to 64 rows), each row's scales (and zero points) of the stage
+// loaded a stage ahead as vectors; 0, loaded per chunk where used; kTileM is 16, 32, 64, 128 or 256
 // (N-bit); FP8 only with kConsts 1.
 template <typename T, GemmWeights kW, int kTileM, int kForm, bool kTypedZp, bool kHalves = false>
 struct FusedWgmmaTile {
@@ -236,14 +236,14 @@ struct FusedWgmmaTile {
                 "activation panels on swizzle-atom boundaries");
   static_assert(!kFp8 || kConsts == 1, "FP8: one scale block per slab");
   static_assert(kChunks % (kConsts == 0 ? 1 : kConsts) == 0, "a constant slot per whole chunks");
-  static_assert(!kVector || ((kConsts == 4 || kConsts == 8) && kChunks == 8 && !kHalves && kTileM == 64),
-                "vector constants: 4 or 8 blocks of the 64-row tile's whole slabs");
+  static_assert(!kVector || ((kConsts == 4 || kConsts == 8) && kChunks == 8 && !kHalves && kTileM <= 64),
+                "vector constants: 4 or 8 blocks of whole slabs (tiles of 64 rows or fewer)");
   static_assert(!kFp8 || kTileM <= 128, "FP8's partial sums beside 128 accumulators do not fit");
   static_assert(!kFp8 || !kTypedZp, "typed zero points are N-bit's");
   static_assert(kGroupChunks % 2 == 0, "ldmatrix takes chunk pairs");
   static_assert(kConstsAhead == 1 || kConstsAhead == 2, "constant slots by the slab's parity");
-  static_assert(!kHalves || (kTileM == 64 && kConsts == k_halves_consts(F::kBits)),
-                "K halves: the 64-row tile, 8-bit codes in blocks of whole slabs, 4-bit two blocks a stage");
+  static_assert(!kHalves || (kTileM <= 64 && kConsts == k_halves_consts(F::kBits)),
+                "K halves: tiles of 64 rows or fewer, 8-bit codes in blocks of whole slabs, 4-bit two blocks a stage");
 
   using Ring = WgmmaRing<kStages, 1>;  // `full`: the copying thread's arrival and the bytes
   using RingPos = typename Ring::Pos;
@@ -698,5 +698,20 @@ Status launch_wgmma_tile(const GemmParams<T, std::conditional_t<kW == GemmWeight
   else
     return launch_listed_wgmma<kInt4WgmmaKernels, T, kW, kTypedZp>(p, key, grid, cluster_sum, stream);
 }
+
+// The N-bit launchers of codes W (kInt8, kInt4) for both activation types, packed or
+// default zero points and typed ones: one .cu file a code width (int8_wgmma.cu,
+// int4_wgmma.cu), so that a build compiles the two side by side.
+#define BQMM_INSTANTIATE_NBITS_WGMMA(W)                                                              \
+  template Status launch_wgmma_tile<__half, GemmWeights::W, false>(const GemmParams<__half, __half>&,   \
+                                                                   const GemmKernelKey&, dim3, bool,   \
+                                                                   cudaStream_t);                      \
+  template Status launch_wgmma_tile<__nv_bfloat16, GemmWeights::W, false>(                              \
+      const GemmParams<__nv_bfloat16, __nv_bfloat16>&, const GemmKernelKey&, dim3, bool, cudaStream_t); \
+  template Status launch_wgmma_tile<__half, GemmWeights::W, true>(const GemmParams<__half, __half>&,    \
+                                                                  const GemmKernelKey&, dim3, bool,    \
+                                                                  cudaStream_t);                       \
+  template Status launch_wgmma_tile<__nv_bfloat16, GemmWeights::W, true>(                               \
+      const GemmParams<__nv_bfloat16, __nv_bfloat16>&, const GemmKernelKey&, dim3, bool, cudaStream_t);
 
 }  // namespace bqmm::cuda
