@@ -518,7 +518,7 @@ TEST(Fp8Plan, FusedGemmConditions) {
 
 // mma.sync tile_m: the smallest instantiated tile (16, 32, 64) holding M; blocks of 128
 // columns; the stages two blocks per SM90 SM hold (8-bit rows: 4 at 16 and 32 rows, 3 at
-// 64). From 17 rows on SM90 the wgmma mainloop (tile 64, 6 stages), so it is forced off here.
+// 64). On SM90 the wgmma mainloop takes these tiles (6 stages), so it is forced off here.
 TEST(Fp8Plan, FusedGemmTileM) {
   const std::pair<int64_t, int> cases[] = {{9, 16}, {16, 16}, {17, 32}, {32, 32}, {33, 64}, {64, 64}};
   for (const auto& [m, tile_m] : cases) {

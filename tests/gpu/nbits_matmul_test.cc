@@ -523,8 +523,8 @@ TEST(NBitsGemv, NanActivationPropagatesToItsRowOnly) {
 
 // ------------------------------------------------------------------ the GEMMs (M > 8)
 // Typed (fractional) zero points above the decode rows through the planner: the fused
-// GEMM's mainloops (on SM90 wgmma from 17 rows, mma.sync at 9..16 and where forced with
-// wgmma=0, the Ampere kernel) and, from 65 rows where the planner takes it, the mixed-input
+// GEMM's mainloops (on SM90 wgmma at every M, mma.sync where forced with wgmma=0, the
+// Ampere kernel) and, from 65 rows where the planner takes it, the mixed-input
 // GEMM; never dequant + cuBLAS. Both widths and half types, odd N, K not a multiple of the
 // block (a partial last block), blocks of 32 to 128, bias and weight init cycling.
 TEST(NBitsGemm, TypedZeroPointsEveryRowCount) {
