@@ -306,7 +306,7 @@ TEST(FusedWgmmaNBits, EveryBlockAndTileAgainstReference) {
   check_every_nbits_block(500, /*wgmma=*/true, {16, 32, 64, 128, 256});
 }
 
-// Blocks of one and two 16-byte chunks on the 64-row tile (4-bit 32 and 64 codes, 8-bit
+// Blocks of one and two 16-byte chunks on tiles 16, 32, 64 (4-bit 32 and 64 codes, 8-bit
 // 16 and 32): where k_blocks is a multiple of a stage's blocks (8 or 4) each row's scales
 // and zero points of a slab load as vectors, else one block at a time a slab ahead (4 a
 // slab) or per chunk where used (8); K of one slab, several (partial last blocks) and the
