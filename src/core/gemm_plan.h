@@ -213,7 +213,9 @@ constexpr int64_t w8a8_cublaslt_block_scales(int64_t n, int64_t k_blocks) {
   return (n + 127) / 128 * ((k_blocks + 3) / 4 * 4);
 }
 
-// The smallest instantiated tile_m (16, 32, 64) holding M rows; 64 above.
+// The tiles of 64 rows or fewer, which both mainloops have: 16, 32, 64.
+constexpr bool gemm_small_tile(int tile_m) { return tile_m == 16 || tile_m == 32 || tile_m == 64; }
+// The smallest of them holding M rows; 64 above.
 constexpr int gemm_tile_m(int64_t m) { return m <= 16 ? 16 : m <= 32 ? 32 : 64; }
 // Output tiles of tile_m activation rows x kGemmTileN weight rows for M x N (unsplit).
 constexpr int64_t gemm_tiles(int64_t m, int64_t n, int64_t tile_m) {
@@ -268,10 +270,9 @@ inline bool gemv_dependent_launch_possible(const DeviceInfo& d) { return d.sm >=
 // half a stage (64 K) or more at tile 128 and of a stage (64 K) or more at tile 256
 // (beside their 64 and 128 accumulators the per-word constants of smaller blocks do not
 // fit).
-constexpr bool wgmma_small_tile(int tile_m) { return tile_m == 16 || tile_m == 32 || tile_m == 64; }
 inline bool wgmma_tile_supported(int tile_m, int bits, bool fp8, int64_t block_size) {
   if (tile_m == 256) return !fp8 && block_size % wgmma_slab_k(256, bits) == 0;
-  if (!wgmma_small_tile(tile_m) && tile_m != 128) return false;
+  if (!gemm_small_tile(tile_m) && tile_m != 128) return false;
   if (fp8) return block_size % gemm_slab_k(bits) == 0;
   return tile_m != 128 || block_size % (wgmma_slab_k(tile_m, bits) / 2) == 0;
 }
@@ -351,7 +352,7 @@ inline const char* wgmma_refusal(const GemmShape& s, const DeviceInfo& device,
 // (64) 0.99-1.02x; two waves 0.76-0.83x; bfloat16 0.72-0.99x on every shape.
 inline const char* wgmma_tile_128_refusal(const GemmShape& s, const DeviceInfo& device,
                                           const GemmForced& forced) {
-  if (wgmma_small_tile(forced.tile_m)) return "tile_m <= 64 (plan override)";
+  if (gemm_small_tile(forced.tile_m)) return "tile_m <= 64 (plan override)";
   if (!wgmma_tile_supported(128, s.bits, s.fp8, s.block_size))
     return "N-bit blocks under 64 codes (beside tile 128's accumulators their per-word constants do not fit)";
   if (forced.tile_m == 128) return nullptr;
@@ -395,11 +396,11 @@ inline void choose_gemm_mainloop(const GemmShape& s, const DeviceInfo& device,
   if (g->wgmma) {
     g->tile_m = wgmma_takes_tile_256(s, f)                      ? 256
                 : wgmma_tile_128_refusal(s, device, f) == nullptr ? 128
-                : wgmma_small_tile(f.tile_m)                      ? f.tile_m
+                : gemm_small_tile(f.tile_m)                      ? f.tile_m
                                                                   : gemm_tile_m(s.m);
     g->stages = wgmma_stages(g->tile_m, s.bits);
   } else {
-    g->tile_m = wgmma_small_tile(f.tile_m) ? f.tile_m : gemm_tile_m(s.m);
+    g->tile_m = gemm_small_tile(f.tile_m) ? f.tile_m : gemm_tile_m(s.m);
     g->stages = gemm_stages(g->tile_m, s.bits);
   }
 }
@@ -429,7 +430,7 @@ inline bool w8a8_takes_halves(const GemmConfig& g, int64_t k_blocks, int forced)
 // (M = 129 1.001x); 4-bit tile 64 M = 64 1.011x, M = 32 1.027x.
 inline bool fused_gemm_cluster_sums(const GemmShape& s, const GemmConfig& g, const GemmForced& forced) {
   if (!g.wgmma || g.k_split != kClusterSumSplit || g.tile_n == kKHalvesTileN || forced.cluster_sum == 0) return false;
-  return forced.cluster_sum == 1 || !(s.bits == 4 && wgmma_small_tile(g.tile_m));
+  return forced.cluster_sum == 1 || !(s.bits == 4 && gemm_small_tile(g.tile_m));
 }
 
 // Whether the fused GEMM of `s` (its 128-row tiles and their K split chosen in `g`) runs K
@@ -453,7 +454,7 @@ inline bool fused_gemm_halves_blocks(const GemmShape& s) {
   return s.bits == 8 ? s.block_size % gemm_slab_k(8) == 0 : s.block_size == wgmma_slab_k(64, 4, true) / 2;
 }
 inline bool fused_gemm_takes_halves(const GemmShape& s, const GemmConfig& g, const GemmForced& forced) {
-  if (forced.halves == 0 || !g.wgmma || !wgmma_small_tile(g.tile_m) || !fused_gemm_halves_blocks(s) ||
+  if (forced.halves == 0 || !g.wgmma || !gemm_small_tile(g.tile_m) || !fused_gemm_halves_blocks(s) ||
       s.row_bytes <= kGemmSlabBytes)
     return false;
   if (forced.halves == 1) return true;
@@ -497,7 +498,7 @@ constexpr int kWgmmaVectorConsts = 16;
 inline int wgmma_consts(const GemmConfig& g, int bits, int64_t block_size, bool vectors) {
   const int blocks = wgmma_stage_blocks(g, bits, block_size);
   if (blocks <= 2) return blocks;
-  if (vectors && wgmma_small_tile(g.tile_m) && g.tile_n != kKHalvesTileN) return blocks | kWgmmaVectorConsts;
+  if (vectors && gemm_small_tile(g.tile_m) && g.tile_n != kKHalvesTileN) return blocks | kWgmmaVectorConsts;
   return blocks == 4 ? 4 : 0;
 }
 

@@ -19,10 +19,10 @@ Status check_args(const FusedGemmArgs& a, const GemmConfig& c, const float* part
   if (c.wgmma && !wgmma_tile_supported(c.tile_m, bits, a.weights == GemmWeights::kFp8, a.block_size))
     return refuse("no wgmma tile_m " + std::to_string(c.tile_m) + " for " + std::to_string(bits) +
                   "-bit weights of block_size " + std::to_string(a.block_size));
-  if (!c.wgmma && c.tile_m != 16 && c.tile_m != 32 && c.tile_m != 64)
+  if (!c.wgmma && !gemm_small_tile(c.tile_m))
     return refuse("tile_m " + std::to_string(c.tile_m) + " (16, 32 or 64)");
   const bool halves = c.tile_n == kKHalvesTileN;
-  if (c.tile_n != kGemmTileN && !(halves && c.wgmma && wgmma_small_tile(c.tile_m)))
+  if (c.tile_n != kGemmTileN && !(halves && c.wgmma && gemm_small_tile(c.tile_m)))
     return refuse("tile_n " + std::to_string(c.tile_n) +
                   " (128, or 64: K halves on wgmma's tiles of 64 rows or fewer)");
   if (c.k_split < 1 || c.k_split > kGemmMaxKSplit)
