@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU machine's one script: build for the local GPU (sm_90 on the H200), run the CPU
+# The GPU machine's one script: build (for SM90 unless BQMM_CUDA_ARCH says), run the CPU
 # and GPU test suites, run compute-sanitizer (memcheck on a short GPU subset, racecheck on
 # the shared-memory kernels), run the benchmark suites, and print a short summary last.
 # Logs and JSON go to $OUT (default ./out); the bench step also packs its JSON into

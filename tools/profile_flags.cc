@@ -262,7 +262,8 @@ void print_usage(const std::vector<FlagSpec>& common, const std::vector<const Op
     print_flags(std::string("--op ") + op->name() + " flags", op->flags());
   std::printf(
       "\n"
-      "environment: BQMM_DEQUANT_SCRATCH_MIB (the operators' option) applies;\n"
+      "environment: BQMM_DEQUANT_SCRATCH_MIB and BQMM_GEMV_DEPENDENT_LAUNCH (the operators'\n"
+      "options) apply;\n"
       "BQMM_PRINT_PLAN=1 prints each case's plan before it runs; BQMM_PLAN_OVERRIDE=key=value,...\n"
       "forces the planner's kernel choices for experiments (docs/DESIGN.md).\n"
       "exit status: 0 every case passed, 1 a case failed or could not run, 2 bad usage, or a\n"

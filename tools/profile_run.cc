@@ -393,7 +393,7 @@ int explain_cases(const std::vector<OpCases>& runs, const Machine& machine) {
       if (!check.wgmma_refusal.empty())
         std::printf("  fused_gemm: mma.sync, not wgmma: %s\n", check.wgmma_refusal.c_str());
       if (!check.wgmma_tile_128_refusal.empty())
-        std::printf("  fused_gemm: wgmma tile 64, not 128: %s\n", check.wgmma_tile_128_refusal.c_str());
+        std::printf("  fused_gemm: wgmma tile of 64 rows or fewer, not 128: %s\n", check.wgmma_tile_128_refusal.c_str());
     }
   }
   return 0;

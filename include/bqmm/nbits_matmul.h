@@ -108,8 +108,9 @@ enum class NBitsPath {
                  // block_size % 64 == 0: mixed-input GEMM (CUTLASS; codes dequantized in
                  // registers, wgmma, every zero-point form; a persistent grid or stream-K),
                  // bias fused
-  kFusedGemm,    // M > 8, SM80+, float16 / bfloat16, no g_idx, integer zero points: fused
-                 // GEMM (codes decoded in registers, tensor cores), bias fused
+  kFusedGemm,    // M > 8, SM80+, float16 / bfloat16, no g_idx, rows of B whole 16-byte
+                 // chunks: fused GEMM (codes decoded in registers, tensor cores, every
+                 // zero-point form), bias fused
   kDequantGemm,  // dequantize B tiles to T1 -> cuBLAS GEMM -> bias
 };
 // "empty", "bias_only", "gemv", "mixed_gemm", "fused_gemm", "dequant_gemm"

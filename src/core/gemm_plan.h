@@ -596,7 +596,7 @@ inline GemmConfig plan_gemm_tiles(const GemmShape& s, const DeviceInfo& device,
       static_cast<int>((g.stages * gemm_stage_row_bytes(g, s.bits) + kGemmSlabBytes - 1) / kGemmSlabBytes);
   g.k_split = forced.k_split > 0 ? forced.k_split : choose_gemm_k_split(tiles, slabs, resident, fill_slabs);
   if (fused_gemm_takes_halves(s, g, forced)) {
-    g.tile_n = kKHalvesTileN;  // twice the tiles: unsplit (as forced, if forced)
+    g.tile_n = kKHalvesTileN;  // twice the tiles: the rule's split halved (a forced one kept)
     if (forced.k_split <= 0) g.k_split = std::max(1, g.k_split / 2);
     g.stages = wgmma_stages(g.tile_m, s.bits, true);
   }

@@ -5,7 +5,7 @@
 //   is not the faster (SM90) -> fused GEMM for 8 < M <= kGemmMaxRows (to 256 on the wgmma
 //   mainloop's 256-row tile) -> dequantize + cuBLAS.
 // The GEMV streams the packed weight once for all M <= 8 rows, the fused GEMM once per
-// block column of up to 64 rows; everything they do not take (g_idx, float32 above 8 rows
+// block column of up to 256 rows (its tile_m); everything they do not take (g_idx, float32 above 8 rows
 // and float32 with typed zero points, unaligned rows; the GEMV also a partial last block)
 // goes through the dequant + cuBLAS path, which handles every valid input.
 //

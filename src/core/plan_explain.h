@@ -42,8 +42,9 @@ const char* fp8_wgmma_refusal(const Fp8MatMulProblem& problem, const DeviceInfo&
                               const PlanOverride& override_);
 const char* nbits_wgmma_refusal(const NBitsMatMulProblem& problem, const DeviceInfo& device,
                                 const PlanOverride& override_);
-// Where the wgmma mainloop is taken: why on 64-row tiles rather than the 128-row one, or
-// nullptr where it takes tile 128 (core/gemm_plan.h, wgmma_tile_128_refusal).
+// Where the wgmma mainloop is taken: why on tiles of 64 rows or fewer rather than the
+// 128-row one, or nullptr where it takes tile 128 (core/gemm_plan.h,
+// wgmma_tile_128_refusal).
 const char* fp8_wgmma_tile_128_refusal(const Fp8MatMulProblem& problem, const DeviceInfo& device,
                                        const PlanOverride& override_);
 const char* nbits_wgmma_tile_128_refusal(const NBitsMatMulProblem& problem, const DeviceInfo& device,

@@ -10,7 +10,8 @@
 //   fma=0|1           both   the CUDA-core decode GEMV: 0 never where the tensor-core one
 //                            applies, 1 wherever it applies
 //   algo=0|1|2        nbits  the K-loop algorithm of the register-load kernel
-//   k_split=1|2|4|8   both   warps per block splitting K (tensor-core GEMV tiles)
+//   k_split=1|2|4|8|12|16  both  warps per block splitting K (tensor-core GEMV tiles;
+//                            12 and 16 NBitsMatMul's window kernel)
 //   tma=0|1           both   weight tiles by the tensor memory accelerator (SM90)
 //   window=0|1        nbits  the whole-window kernel
 //   lines=0|1         both   whole-line weight loads staged through shared memory
@@ -49,17 +50,18 @@
 //   w8a8_pdl=0|1      fp8    the W8A8 GEMM as a programmatic dependent launch of its
 //                            quantize pass: 1 on, 0 off (the planner's: on for tiles
 //                            of 32 rows, M <= 32)
-//   k_halves=0|1      both   the wgmma GEMMs' K halves (64-row tiles whose two consumer
-//                            warpgroups take half the K each): 1 wherever the tile and
-//                            K allow (the W8A8 GEMM: tiles of 32 or 64 rows, two K blocks
-//                            or more; the fused GEMM: wgmma's 64-row tile, 8-bit codes in
-//                            blocks of whole slabs, two slabs or more), 0 never (the
-//                            planner's: where the 128-row tiles would split K in two)
+//   k_halves=0|1      both   the wgmma GEMMs' K halves (blocks of 64 weight rows whose two
+//                            consumer warpgroups take half the K each): 1 wherever the
+//                            tile and K allow (the W8A8 GEMM: tiles of 32 or 64 rows, two
+//                            K blocks or more; the fused GEMM: wgmma tiles of 64 rows or
+//                            fewer, 8-bit codes in blocks of whole slabs, 4-bit codes in
+//                            blocks of 64, two slabs or more), 0 never (the planner's:
+//                            core/gemm_plan.h, fused_gemm_takes_halves)
 //   cluster_sum=0|1   both   a wgmma GEMM's K split of 2 summed within the tile's
 //                            thread-block cluster through distributed shared memory (1),
 //                            or in planes of partial sums added by a second kernel (0);
 //                            the planner's: the W8A8 GEMM 1, the fused GEMM 1 but for
-//                            4-bit codes on the 64-row tile
+//                            4-bit codes on tiles of 64 rows or fewer
 //   gemv_pdl=0|1      both   the decode GEMV's programmatic dependent launch (SM90),
 //                            whatever the options' gemv_dependent_launch says: on (1) for
 //                            NBitsMatMul's 4-bit register tile, FP8's one tile of line

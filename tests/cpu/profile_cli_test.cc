@@ -344,10 +344,10 @@ TEST(ProfileCli, ExplainSaysWhyNotTheTallWgmmaTile) {
     const char* line;  // nullptr: tile 128
   } cases[] = {
       {"--op fp8 --m 100 --n 8192 --activation-dtype fp16",
-       "  fused_gemm: wgmma tile 64, not 128: FP8 float16 and the 64-row tiles one wave of SMs: "
+       "  fused_gemm: wgmma tile of 64 rows or fewer, not 128: FP8 float16 and the 64-row tiles one wave of SMs: "
        "they are faster there\n"},
       {"--op nbits --m 100 --n 8192 --block-size 32",
-       "  fused_gemm: wgmma tile 64, not 128: N-bit blocks under 64 codes"},
+       "  fused_gemm: wgmma tile of 64 rows or fewer, not 128: N-bit blocks under 64 codes"},
       {"--op fp8 --m 100 --n 8192 --activation-dtype bf16", nullptr},
       {"--op fp8 --m 100 --n 28672 --activation-dtype fp16", nullptr},
       {"--op nbits --m 100 --n 8192 --block-size 64", nullptr},
