@@ -1,8 +1,9 @@
 // The K split of the tensor-core decode GEMVs (Fp8WeightMatMul's gemv_mma and
 // NBitsMatMul's gemv), one rule for both planners.
 //
-// Both kernels give a warp one 16-column tile and every k_split-th 64-byte window of its
-// rows; the k_split warps of a block reduce through shared memory. The time is about
+// Both kernels give a warp one 16-column tile and a k_split-th of its rows' 64-byte
+// windows (Fp8WeightMatMul's every k_split-th, NBitsMatMul's a contiguous range); the
+// k_split warps of a block reduce through shared memory. The time is about
 //     (waves of resident warps) x (windows per warp + pipeline fill):
 // more warps hide more load latency until they no longer fit in one wave, and a partial
 // last wave costs a whole one. The cheapest power of two up to max_k_split (and up to the
