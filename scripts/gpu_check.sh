@@ -125,6 +125,10 @@ if has build; then
   # says which spill and why their bounds stay); the summary counts them by family.
   spills=$(python3 scripts/spills.py "$OUT/build.log" "$OUT/spills.txt")
   [ -n "$spills" ] && summary+=("spills: $spills (see spills.txt)")
+  # ptxas's advisories of a wgmma pipeline it serialized or waited early for: none expected.
+  if ! python3 scripts/ptxas_advisories.py "$OUT/build.log" > "$OUT/ptxas_advisories.txt"; then
+    summary+=("ptxas advisories: $(tail -n 1 "$OUT/ptxas_advisories.txt") (see ptxas_advisories.txt)")
+  fi
 fi
 
 # With the build and ab steps and a baseline tree, the baseline's profiler builds in the

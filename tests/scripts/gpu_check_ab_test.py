@@ -42,7 +42,7 @@ class GpuCheckAbTest(unittest.TestCase):
         self.tmp = tempfile.TemporaryDirectory()
         self.root = self.tmp.name
         os.makedirs(os.path.join(self.root, "scripts"))
-        for name in ("gpu_check.sh", "ab_table.py", "bench_table.py", "spills.py"):
+        for name in ("gpu_check.sh", "ab_table.py", "bench_table.py", "spills.py", "ptxas_advisories.py"):
             shutil.copy(os.path.join(SCRIPTS, name), os.path.join(self.root, "scripts", name))
         open(os.path.join(self.root, "CMakeLists.txt"), "w").close()
         os.makedirs(os.path.join(self.root, "build-gpu"))
