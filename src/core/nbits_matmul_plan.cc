@@ -5,9 +5,10 @@
 //   is not the faster (SM90) -> fused GEMM for 8 < M <= kGemmMaxRows (to 256 on the wgmma
 //   mainloop's 256-row tile) -> dequantize + cuBLAS.
 // The GEMV streams the packed weight once for all M <= 8 rows, the fused GEMM once per
-// block column of up to 256 rows (its tile_m); everything they do not take (g_idx, float32 above 8 rows
-// and float32 with typed zero points, unaligned rows; the GEMV also a partial last block)
-// goes through the dequant + cuBLAS path, which handles every valid input.
+// block column of up to 256 rows (its tile_m); everything they do not take (g_idx,
+// float32 above 8 rows and float32 with typed zero points, unaligned rows; the GEMV also
+// a partial last block) goes through the dequant + cuBLAS path, which handles every valid
+// input.
 //
 // The GEMV has four kernels (DESIGN.md): the CUDA-core kernel (8-bit, M <= 2), the
 // register-load tensor-core tile (three K-loop algorithms; float32 on CUDA cores), the

@@ -10,8 +10,9 @@
 //   fma=0|1           both   the CUDA-core decode GEMV: 0 never where the tensor-core one
 //                            applies, 1 wherever it applies
 //   algo=0|1|2        nbits  the K-loop algorithm of the register-load kernel
-//   k_split=1|2|4|8|12|16  both  warps per block splitting K (tensor-core GEMV tiles;
-//                            12 and 16 NBitsMatMul's window kernel)
+//   k_split=1|2|4|8|12|16
+//                     both   warps per block splitting K (tensor-core GEMV tiles; 12 and
+//                            16 NBitsMatMul's window kernel)
 //   tma=0|1           both   weight tiles by the tensor memory accelerator (SM90)
 //   window=0|1        nbits  the whole-window kernel
 //   lines=0|1         both   whole-line weight loads staged through shared memory
