@@ -139,9 +139,20 @@ fi
 ab_tree=${AB_TREE:-ab-base}
 ab_build_pid=
 ab_build_rc=
+# build_ab: the baseline's profiler in build-ab/. A build-ab/ that an earlier call left for
+# another baseline starts afresh: ab_prepare.sh's files carry their commit's time, older
+# than that build's objects, so ninja would keep the other baseline's.
+build_ab() {
+  if [ "$(cat build-ab/AB_COMMIT 2>/dev/null)" != "$(cat "$ab_tree/AB_COMMIT" 2>/dev/null)" ]; then
+    rm -rf build-ab
+  fi
+  mkdir -p build-ab
+  [ -f "$ab_tree/AB_COMMIT" ] && cp "$ab_tree/AB_COMMIT" build-ab/AB_COMMIT
+  build_tree "$ab_tree" build-ab "$OUT/build_ab.log" --target bqmm-profile
+}
 if has build && has ab && [ "$ab_tree" != . ] && [ -f "$ab_tree/CMakeLists.txt" ]; then
   ab_build_t0=$(stamp)
-  build_tree "$ab_tree" build-ab "$OUT/build_ab.log" --target bqmm-profile &
+  build_ab &
   ab_build_pid=$!
 fi
 wait_ab_build() {
@@ -154,7 +165,7 @@ wait_ab_build() {
 # ab_baseline_built: the baseline's profiler is built (in the background, or now).
 ab_baseline_built() {
   [ -n "$ab_build_rc" ] && return "$ab_build_rc"
-  build_tree "$ab_tree" build-ab "$OUT/build_ab.log" --target bqmm-profile
+  build_ab
 }
 
 # The README's test command (scripts/test.sh: configure, build, CTest) on this tree's

@@ -144,6 +144,27 @@ class GpuCheckAbTest(unittest.TestCase):
         self.assertIn("ab: the baseline built beside the steps before it (rc=0", log)
         self.assertIn("ab g16: 2 cases", log)
 
+    def test_build_of_another_baseline_starts_afresh(self):
+        # ab_prepare.sh's files carry their commit's time, so a build-ab/ left by an earlier
+        # call for another baseline would look up to date to ninja: it is removed first;
+        # one of the same baseline is kept (an incremental build).
+        bin_path = self.stand_in_cmake()
+        with open(os.path.join(self.root, "ab-base", "AB_COMMIT"), "w") as f:
+            f.write("new\n")
+        marker = os.path.join(self.root, "build-ab", "object.o")
+        for earlier, kept in (("old", False), ("new", True)):
+            os.makedirs(os.path.join(self.root, "build-ab"), exist_ok=True)
+            open(marker, "w").close()
+            with open(os.path.join(self.root, "build-ab", "AB_COMMIT"), "w") as f:
+                f.write(earlier + "\n")
+            rc, log, _ = self.run_ab(steps="ab", PATH=bin_path,
+                                     CMAKE_ARGS_LOG=os.path.join(self.root, "cmake_args.txt"))
+            self.assertEqual(rc, 0, log)
+            self.assertEqual(os.path.exists(marker), kept, earlier)
+            with open(os.path.join(self.root, "build-ab", "AB_COMMIT")) as f:
+                self.assertEqual(f.read(), "new\n")
+            self.assertIn("ab: baseline new, rc=0", log)
+
     def test_baseline_build_failure_in_the_background(self):
         bin_path = self.stand_in_cmake()
         with open(os.path.join(self.root, "bin", "cmake"), "a") as f:
