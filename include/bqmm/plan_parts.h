@@ -35,9 +35,9 @@ struct GemvConfig {
 // The mixed-input GEMM (CUTLASS's SM90 collective, M above the fused GEMM's tiles) uses
 // tile_m (128 or 256), tile_n (128), stream_k and swizzle of it.
 struct GemmConfig {
-  bool wgmma = false;  // the Hopper mainloop (tile_m 64, 128 or 256), else mma.sync
-  int tile_m = 0;    // activation rows per block (mma.sync: 16, 32 or 64; wgmma: 64, 128,
-                     // 256 for N-bit codes)
+  bool wgmma = false;  // the Hopper mainloop (SM90), else mma.sync
+  int tile_m = 0;    // activation rows per block (mma.sync: 16, 32 or 64; wgmma: also 128,
+                     // and 256 for N-bit codes)
   int tile_n = 0;    // output columns (weight rows) per block
   int stages = 0;    // shared-memory pipeline depth (K slabs in flight)
   int k_split = 1;   // blocks splitting K; > 1: float32 partial sums in the workspace,

@@ -238,13 +238,49 @@ bool row_groups_fit(const NBitsMatMulProblem& p, const GemvFacts& f, const PlanO
          o.window != 0 && o.lines != 0 && o.tma != 1;
 }
 
+// The fused GEMM's view of the problem: rows of `bits`-bit codes.
+GemmShape gemm_shape(const NBitsMatMulProblem& p) {
+  return {p.m, p.n, p.row_bytes(), static_cast<int>(p.bits), false, p.block_size, p.dtype == DType::kBFloat16};
+}
+
+// The fused GEMM's reasons not to take a problem, but for the row group's preference
+// (below): both operators' conditions (gemm_common_refusal: M > 8, SM80+, float16 /
+// bfloat16, aligned rows of whole 8-element chunks), then the N-bit weight layout it
+// decodes: blocks by position (g_idx's act order needs a gather of scales per k: dequant
+// + cuBLAS) and rows of B of whole 16-byte chunks (its cp.async loads). Every zero-point
+// form: packed and default ones decode as round_T((q - zp) * scale), typed (fractional)
+// ones as round_T(q * scale + round_T(-zp * scale)), the decode GEMV's and the mixed-input
+// GEMM's form. A partial last block is within the launcher's contract (cuda/launchers.h:
+// K % 8 == 0 and rows of whole 16-byte chunks, padding included).
+const char* fused_gemm_common_refusal(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
+  return gemm_common_refusal(p, d, o.gemm, gemm_max_rows(gemm_shape(p), d, gemm_forced(o)));
+}
+const char* fused_gemm_layout_refusal(const NBitsMatMulProblem& p) {
+  if (p.has_g_idx) return "g_idx (act order)";
+  if (p.row_bytes() % 16 != 0) return "rows of B not a multiple of 16 bytes";
+  return nullptr;
+}
+
+// 4-bit codes in blocks of 128 or more at M = 13..16 where the fused GEMM runs on wgmma
+// (SM90): its 16-row tile rather than the row group. H100, back to back, one build
+// (scripts/ab_cases/row_group_vs_t16.txt, two runs within 0.5 %): 0.85-0.92x the row
+// group's time at M = 16 on the four prefill shapes, both activation types, packed zero
+// points 0.81x; M = 12 0.98x, M = 9 1.03x, blocks of 32 1.07x, 8-bit codes 1.17-1.24x.
+constexpr int64_t kWgmmaTile16MinRows = 13;
+bool wgmma_tile_16_preferred(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
+  return p.bits == 4 && p.block_size >= 128 && p.m >= kWgmmaTile16MinRows &&
+         fused_gemm_common_refusal(p, d, o) == nullptr && fused_gemm_layout_refusal(p) == nullptr &&
+         wgmma_refusal(gemm_shape(p), d, gemm_forced(o)) == nullptr;
+}
+
 // One row group (M = 9..16: each decoded word multiplied with two 8-row halves) in the
-// fused GEMM's place, unless the GEMM is forced (fused_gemm_forced): on the H200, back to
-// back, 0.79-0.92x the fused GEMM's time for 8-bit and 0.80-0.99x for 4-bit on the four
-// prefill shapes (4-bit bfloat16 4096 x 14336: 1.01x); docs/DESIGN.md, "Row groups".
+// fused GEMM's place, unless the GEMM is forced (fused_gemm_forced) or its wgmma tile 16
+// is the faster (above): on the H200, back to back, 0.79-0.92x the time of mma.sync's
+// tile 16 for 8-bit and 0.80-0.99x for 4-bit on the four prefill shapes (4-bit bfloat16
+// 4096 x 14336: 1.01x); docs/DESIGN.md, "Row groups".
 bool row_group_preferred(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
-  return p.m <= kGemvGroupRows && !fused_gemm_forced(o) && gemv_applies(p, d, o) &&
-         row_groups_fit(p, gemv_facts(p, d), o);
+  return p.m <= kGemvGroupRows && !fused_gemm_forced(o) && !wgmma_tile_16_preferred(p, d, o) &&
+         gemv_applies(p, d, o) && row_groups_fit(p, gemv_facts(p, d), o);
 }
 
 // M > 8 takes the row groups where they fit: up to 16 rows where preferred (above), and
@@ -261,28 +297,13 @@ int row_group_tiles(const NBitsMatMulProblem& p, const GemvFacts& f) {
   return p.bits == 4 || f.large || p.m > kGemvGroupRows ? 2 : 1;
 }
 
-// The fused GEMM's view of the problem: rows of `bits`-bit codes.
-GemmShape gemm_shape(const NBitsMatMulProblem& p) {
-  return {p.m, p.n, p.row_bytes(), static_cast<int>(p.bits), false, p.block_size, p.dtype == DType::kBFloat16};
-}
-
-// The fused GEMM's conditions (both operators' in gemm_common_refusal: M > 8, SM80+,
-// float16 / bfloat16, aligned rows of whole 8-element chunks), then the N-bit weight
-// layout it decodes: blocks by position (g_idx's act order needs a gather of scales per k:
-// dequant + cuBLAS) and rows of B of whole 16-byte chunks (its cp.async loads). Every
-// zero-point form: packed and default ones decode as round_T((q - zp) * scale), typed
-// (fractional) ones as round_T(q * scale + round_T(-zp * scale)), the decode GEMV's and the
-// mixed-input GEMM's form. A partial last block is within the launcher's contract
-// (cuda/launchers.h: K % 8 == 0 and rows of whole 16-byte chunks, padding included).
+// The fused GEMM's first reason not to take a problem (above), nullptr where it does.
 const char* fused_gemm_refusal(const NBitsMatMulProblem& p, const DeviceInfo& d,
                                const PlanOverride& o) {
-  const int64_t max_rows = gemm_max_rows(gemm_shape(p), d, gemm_forced(o));
-  if (const char* why = gemm_common_refusal(p, d, o.gemm, max_rows)) return why;
+  if (const char* why = fused_gemm_common_refusal(p, d, o)) return why;
   static_assert(kGemvGroupRows == 16, "the reason below names the bound");
   if (row_group_preferred(p, d, o)) return "M <= 16: the GEMV's row group of 16 is faster there";
-  if (p.has_g_idx) return "g_idx (act order)";
-  if (p.row_bytes() % 16 != 0) return "rows of B not a multiple of 16 bytes";
-  return nullptr;
+  return fused_gemm_layout_refusal(p);
 }
 
 bool fused_gemm_applies(const NBitsMatMulProblem& p, const DeviceInfo& d,

@@ -77,8 +77,10 @@ TEST(NBitsPlan, RowGroupsUpToTheFusedLimitWithoutTheGemm) {
         EXPECT_FALSE(pl.gemv.fma);
         EXPECT_EQ(pl.gemv.row_groups, (m + 15) / 16);
         EXPECT_NE(printed(pl).find("row_groups="), std::string::npos);
-        // By default one row group (M <= 16), else the fused GEMM.
-        EXPECT_EQ(path(p), m <= 16 ? NBitsPath::kGemv : NBitsPath::kFusedGemm);
+        // By default one row group (M <= 16; 4-bit from 13 rows the wgmma tile 16 where
+        // built), else the fused GEMM.
+        const bool tile16 = bits == 4 && m >= 13 && wgmma_built();
+        EXPECT_EQ(path(p), m <= 16 && !tile16 ? NBitsPath::kGemv : NBitsPath::kFusedGemm);
         p.zero_points = NBitsZeroPoints::kPacked;
         EXPECT_EQ(path(p, kHopper, off), NBitsPath::kGemv);
         p.zero_points = NBitsZeroPoints::kTyped;
@@ -105,14 +107,16 @@ TEST(NBitsPlan, RowGroupsUpToTheFusedLimitWithoutTheGemm) {
 
 // By default M = 9..16 takes one row group of the window kernel's line loads where they
 // fit: two tiles per warp for 4-bit, and for 8-bit on weights of 128 Mi or more; the fused
-// GEMM where they do not fit, and wherever forced (gemm=1 or its own keys).
+// GEMM where they do not fit, wherever forced (gemm=1 or its own keys), and for 4-bit
+// blocks of 128 or more from 13 rows on the wgmma mainloop (below).
 TEST(NBitsPlan, RowGroupInTheFusedGemmsPlaceToSixteenRows) {
   for (const int bits : {4, 8})
     for (const DType t : {DType::kFloat16, DType::kBFloat16})
       for (const auto zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked})
         for (const int64_t m : {9, 16}) {
           SCOPED_TRACE(::testing::Message() << bits << " " << dtype_name(t) << " M=" << m);
-          NBitsMatMulProblem p = problem(m, 8192, 8192, bits, 128, t);
+          const int64_t block = bits == 4 && m == 16 ? 64 : 128;  // 4-bit M = 16: below
+          NBitsMatMulProblem p = problem(m, 8192, 8192, bits, block, t);
           p.zero_points = zp;
           const NBitsMatMulPlan pl = plan(p);
           EXPECT_EQ(pl.path, NBitsPath::kGemv);
@@ -133,6 +137,35 @@ TEST(NBitsPlan, RowGroupInTheFusedGemmsPlaceToSixteenRows) {
   EXPECT_EQ(path(problem(16, 4096, 4160, 8, 32)), NBitsPath::kFusedGemm);
   EXPECT_EQ(path(problem(16, 4096, 4096, 4, 16)), NBitsPath::kFusedGemm);
   EXPECT_EQ(path(problem(16, 4096, 4096, 4, 128), kHopper, parsed("lines=0")), NBitsPath::kFusedGemm);
+}
+
+// 4-bit codes in blocks of 128 or more take the wgmma mainloop's 16-row tile from M = 13
+// to 16 (SM90, wgmma built) in the row group's place; M = 12, smaller blocks, 8-bit codes,
+// Ampere and a build without SM90 keep the row group, and gemm=0 keeps it everywhere.
+TEST(NBitsPlan, WgmmaTile16For4BitFromThirteenRows) {
+  for (const DType t : {DType::kFloat16, DType::kBFloat16})
+    for (const auto zp : {NBitsZeroPoints::kNone, NBitsZeroPoints::kPacked})
+      for (const int64_t block : {128, 256})
+        for (const int64_t m : {12, 13, 16}) {
+          SCOPED_TRACE(::testing::Message() << dtype_name(t) << " M=" << m << " block=" << block);
+          NBitsMatMulProblem p = problem(m, 8192, 8192, 4, block, t);
+          p.zero_points = zp;
+          const NBitsMatMulPlan pl = plan(p);
+          if (m >= 13 && wgmma_built()) {
+            EXPECT_EQ(pl.path, NBitsPath::kFusedGemm) << printed(pl);
+            EXPECT_TRUE(pl.gemm.wgmma);
+            EXPECT_EQ(pl.gemm.tile_m, 16);
+          } else {
+            EXPECT_EQ(pl.path, NBitsPath::kGemv) << printed(pl);
+            EXPECT_EQ(pl.gemv.row_groups, 1);
+          }
+          EXPECT_EQ(path(p, kAmpere), NBitsPath::kGemv);
+          EXPECT_EQ(path(p, kHopper, parsed("gemm=0")), NBitsPath::kGemv);
+        }
+  for (const int64_t block : {32, 64}) EXPECT_EQ(path(problem(16, 8192, 8192, 4, block)), NBitsPath::kGemv) << block;
+  EXPECT_EQ(path(problem(16, 8192, 8192, 8, 128)), NBitsPath::kGemv);
+  for (const int64_t n : {4096, 14336, 28672})
+    EXPECT_EQ(path(problem(16, n, 8192, 4, 128)), wgmma_built() ? NBitsPath::kFusedGemm : NBitsPath::kGemv) << n;
 }
 
 // ------------------------------------------------------------------ fused GEMM

@@ -160,7 +160,7 @@ TEST(ProfileCli, ExplainSaysWhyNotTheFusedGemm) {
     const char* line;
   } refused[] = {
       {"--op nbits --g-idx --m 16 --n 256 --k 512", "  fused_gemm: not taken: g_idx (act order)\n"},
-      {"--op nbits --m 16 --n 256 --k 512",
+      {"--op nbits --m 12 --n 256 --k 512",
        "  fused_gemm: not taken: M <= 16: the GEMV's row group of 16 is faster there\n"},
       {"--op fp8 --m 9 --n 256 --k 512",
        "  fused_gemm: not taken: M <= 16 below 128 Mi weights (float16 from 64 Mi: M <= 12): "
