@@ -265,7 +265,8 @@ const char* fused_gemm_layout_refusal(const NBitsMatMulProblem& p) {
 // (SM90): its 16-row tile rather than the row group. H100, back to back, one build
 // (scripts/ab_cases/row_group_vs_t16.txt, two runs within 0.5 %): 0.85-0.92x the row
 // group's time at M = 16 on the four prefill shapes, both activation types, packed zero
-// points 0.81x; M = 12 0.98x, M = 9 1.03x, blocks of 32 1.07x, 8-bit codes 1.17-1.24x.
+// points 0.81x; M = 12 0.98x, M = 9 1.03x, blocks of 32 1.07x, 8-bit codes 1.17-1.24x
+// (blocks of 64 not measured: the row group; of 256 not measured: as 128).
 constexpr int64_t kWgmmaTile16MinRows = 13;
 bool wgmma_tile_16_preferred(const NBitsMatMulProblem& p, const DeviceInfo& d, const PlanOverride& o) {
   return p.bits == 4 && p.block_size >= 128 && p.m >= kWgmmaTile16MinRows &&
