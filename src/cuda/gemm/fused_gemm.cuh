@@ -262,8 +262,9 @@ __device__ __forceinline__ BlockConsts nbits_consts(const RawConsts<kW, T>& c, u
 // 2t + 1) and (2t + 8, 2t + 9)). FP8: bytes (0, 1) and (2, 3) of the word. N-bit: the
 // word's pairs (decode_word_pairs: 8-bit (0, 1), (2, 3); 4-bit (i, i + 4)), pair 2s + h
 // to step s, k half h. blk: the block the constants belong to (it picks a packed 4-bit
-// zero point's nibble).
-template <typename T, GemmWeights kW, bool kTypedZp>
+// zero point's nibble). kExact (N-bit without typed zero points): the weights as exact
+// q - zp, unscaled (decode_word_pairs_exact), for a caller that scales the block's sums.
+template <typename T, GemmWeights kW, bool kTypedZp, bool kExact = false>
 __device__ __forceinline__ void decode_word_fragments(uint32_t lo, uint32_t hi, const RawConsts<kW, T>& c_lo,
                                                       const RawConsts<kW, T>& c_hi, uint32_t blk,
                                                       uint32_t (&a)[GemmFormat<kW>::kSteps][4]) {
@@ -275,7 +276,11 @@ __device__ __forceinline__ void decode_word_fragments(uint32_t lo, uint32_t hi, 
   } else {
     constexpr int kBits = GemmFormat<kW>::kBits;
     uint32_t pl[Codes<kBits>::kPerWord / 2], ph[Codes<kBits>::kPerWord / 2];
-    if constexpr (kTypedZp) {
+    static_assert(!(kExact && kTypedZp), "typed zero points are not integers: no exact q - zp");
+    if constexpr (kExact) {
+      decode_word_pairs_exact<T, kBits>(lo, nbits_consts<kW, T, false>(c_lo, blk), pl);
+      decode_word_pairs_exact<T, kBits>(hi, nbits_consts<kW, T, false>(c_hi, blk), ph);
+    } else if constexpr (kTypedZp) {
       decode_word_pairs_typed<T, kBits>(lo, nbits_consts<kW, T, true>(c_lo, blk), pl);
       decode_word_pairs_typed<T, kBits>(hi, nbits_consts<kW, T, true>(c_hi, blk), ph);
     } else {

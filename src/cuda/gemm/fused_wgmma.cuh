@@ -4,6 +4,9 @@
 //
 //   FP8:    Y[m, n] = sum_b (sum_{k in block b} A[m, k] * e4m3(W[n, k])) * scale[n, b] + bias[n]
 //   N-bit:  Y[m, n] = sum_k A[m, k] * round_T((q[n, k] - zp[n, b]) * scale[n, b]) + bias[n]
+//   N-bit on tiles of 16 and 32 rows, blocks of 128 K or more, integer zero points (kFold):
+//           Y[m, n] = sum_b (sum_{k in block b} A[m, k] * (q[n, k] - zp[n, b])) * scale[n, b] + bias[n]
+//           (q - zp exact in T, as FP8's e4m3: no weight rounding)
 //
 // Block. Three warpgroups, roles parted once: warpgroup 0 the producer (it only copies
 // slabs into a ring of shared-memory stages), warpgroups 1 and 2 the consumers. Consumer
@@ -61,7 +64,9 @@
 // loop is unrolled by two). FP8: each slab's wgmma sums into a fresh `part`; before the
 // next slab's group is issued, the previous one is waited for and its part folded into acc
 // with that slab's block scales (a slab is one scale block: the planner takes this kernel
-// only for FP8 block_size % 128 == 0). Two alternating parts would let that group run on,
+// only for FP8 block_size % 128 == 0). N-bit codes on tiles of 16 and 32 rows (kFold) the
+// same a commit group at a time, each group in one block: the multiply a pair their
+// decode saves costs kTileM / 4 multiply-adds a group in the fold. Two alternating parts would let that group run on,
 // but ptxas then serializes every wgmma (C7514: the fold reads one part's registers while
 // a group on the other is in flight, which it treats as reading a pending accumulator).
 //
@@ -231,6 +236,13 @@ struct FusedWgmmaTile {
   // 0.5-2.4 % slower with it on all eight prefill cases, and N-bit, which decodes with
   // the constants, 4-10 % slower (both same-run A/Bs): one ahead.
   static constexpr int kConstsAhead = kFp8 && std::is_same_v<T, __half> ? 2 : 1;
+  // Whether each commit group's sums go to a fresh `part`, folded into acc with the
+  // group's block scales in float32: FP8 (a slab a block), and N-bit codes without typed
+  // zero points on tiles of 32 rows or fewer where every group lies in one block (decoded
+  // as exact q - zp: one multiply a pair fewer, for kTileM / 4 multiply-adds a group per
+  // thread; at 64 rows the two are even).
+  static constexpr bool kFold =
+      kFp8 || (!kTypedZp && !kVector && kConsts >= 1 && kConsts <= kGroups && kTileM <= 32);
   static_assert(kStages >= kWgmmaMinStages, "a slab in use, one decoded, one in flight");
   static_assert(kWeightBytes % kWgmmaAlignBytes == 0 && kStageBytes % kWgmmaAlignBytes == 0,
                 "activation panels on swizzle-atom boundaries");
@@ -466,7 +478,7 @@ struct FusedWgmmaTile {
           }
         }
         uint32_t frag[F::kSteps][4];
-        decode_word_fragments<T, kW, kTypedZp>(r[2 * i], r[2 * i + 1], cl, ch, blk, frag);
+        decode_word_fragments<T, kW, kTypedZp, kFold && !kFp8>(r[2 * i], r[2 * i + 1], cl, ch, blk, frag);
 #pragma unroll
         for (int s = 0; s < F::kSteps; ++s)
 #pragma unroll
@@ -497,18 +509,30 @@ struct FusedWgmmaTile {
     fence_operands(d);
   }
 
-  // FP8: acc += part * the rows' block scales.
-  __device__ __forceinline__ void fold(const Slot& c, float (&acc)[kAcc], float (&part)[kAcc]) const {
+  // kFold: acc += part * the block scales of the lane's rows lo, hi (part's d[4 j + e]
+  // is row e / 2's).
+  __device__ __forceinline__ static void fold(const float (&scale)[2], float (&acc)[kAcc], float (&part)[kAcc]) {
 #pragma unroll
     for (int j = 0; j < kAcc / 4; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) acc[4 * j + e] = fmaf(part[4 * j + e], c.c[e / 2][0].scale, acc[4 * j + e]);
+      for (int e = 0; e < 4; ++e) acc[4 * j + e] = fmaf(part[4 * j + e], scale[e / 2], acc[4 * j + e]);
+  }
+  // FP8: the rows' scales of the slab whose constants are in slot c.
+  __device__ __forceinline__ static void fold(const Slot& c, float (&acc)[kAcc], float (&part)[kAcc]) {
+    const float scale[2] = {c.c[0][0].scale, c.c[1][0].scale};
+    fold(scale, acc, part);
+  }
+  // N-bit kFold: the rows' scales of group `grp` (its block) from this slab's slot, in float32.
+  __device__ __forceinline__ void group_scales(const Slot& c, int grp, float (&scale)[2]) const {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) scale[h] = to_float(half_bits_as<T>(slot_consts(c, h, grp * kGroupChunks).bits));
   }
 
   // ---------------------------------------------------------------- main loop
   struct State {
     float acc[kAcc];
-    float part[kAcc];                        // FP8: one slab's sums
+    float part[kAcc];                        // kFold: one group's sums
+    float part_scale[2];                     // N-bit kFold: the block scales of part's group
     uint32_t a[2][kGroupSteps][4];           // decoded A, alternating per group
     Slot pre[kConstsAhead];                  // slots of constants ahead (slab_step)
     Slot cur;                                // N-bit: this slab's
@@ -556,6 +580,15 @@ struct FusedWgmmaTile {
         const int64_t next = i - 1 + kConstsAhead;
         prefetch_consts(begin + (next < count ? next : count - 1), st.pre[kPrevSlot]);
         issue_group(abase, grp, st.a[buf], st.part, true);
+      } else if constexpr (kFold) {
+        // The previous group done (its stage released with slab i's first group) and its
+        // sums folded, then this group's into `part`.
+        wgmma_wait<0>();
+        fence_operands(st.part);
+        if (grp == 0 && i > 0) release(at.previous_stage());
+        if (grp > 0 || i > 0) fold(st.part_scale, st.acc, st.part);
+        group_scales(st.cur, grp, st.part_scale);
+        issue_group(abase, grp, st.a[buf], st.part, true);
       } else {
         issue_group(abase, grp, st.a[buf], st.acc, false);
         wgmma_wait<1>();  // the previous group done: its registers (and stage) are free
@@ -588,7 +621,10 @@ struct FusedWgmmaTile {
     }
     if (i < count) slab_step<0>(st, slab_begin, count, i, at);
     wgmma_wait<0>();
-    if constexpr (kFp8) {  // the last slab's fold, from its slot (count - 1) % kConstsAhead
+    if constexpr (kFold && !kFp8) {  // the last group's fold
+      fence_operands(st.part);
+      if (count > 0) fold(st.part_scale, st.acc, st.part);
+    } else if constexpr (kFp8) {  // the last slab's fold, from its slot (count - 1) % kConstsAhead
       fence_operands(st.part);
       if (count > 0) {
         if ((count - 1) % kConstsAhead == 0) {  // a branch: register arrays take constant indices

@@ -366,6 +366,20 @@ __device__ __forceinline__ void decode_word_pairs_unscaled(uint32_t q, const Blo
   }
 }
 
+// As decode_word_pairs without the scale, every pair as exact q - zp in T (the fused
+// GEMM's folded tiles, which scale each block's float32 sums): float16 4-bit as
+// f16_nibble_pairs (the high nibbles by a multiply-add by 1/16, exact), the rest as
+// decode_word_pairs_unscaled. Same pair order as decode_word_pairs.
+template <typename T, int kBits>
+__device__ __forceinline__ void decode_word_pairs_exact(uint32_t q, const BlockConsts& c,
+                                                        uint32_t (&out)[Codes<kBits>::kPerWord / 2]) {
+  if constexpr (kBits == 4 && std::is_same_v<T, __half>) {
+    f16_nibble_pairs(q, c, out);
+  } else {
+    decode_word_pairs_unscaled<T, kBits>(q, c, out);
+  }
+}
+
 // One 32-bit word of codes -> float32 weights in code order (the FMA tile).
 template <int kBits>
 __device__ __forceinline__ void decode_word_floats(uint32_t q, const BlockConsts& c,
