@@ -65,10 +65,12 @@
 // next slab's group is issued, the previous one is waited for and its part folded into acc
 // with that slab's block scales (a slab is one scale block: the planner takes this kernel
 // only for FP8 block_size % 128 == 0). N-bit codes on tiles of 16 and 32 rows (kFold) the
-// same a commit group at a time, each group in one block: the multiply a pair their
-// decode saves costs kTileM / 4 multiply-adds a group in the fold. Two alternating parts would let that group run on,
-// but ptxas then serializes every wgmma (C7514: the fold reads one part's registers while
-// a group on the other is in flight, which it treats as reading a pending accumulator).
+// same a commit group at a time, each group in one block: their decode drops the multiply
+// by the scale (32 a group per thread) for kTileM / 2 multiply-adds a group in the fold.
+// ptxas issues about half of a group's decode among the previous group's wgmma, the rest
+// after the wait. Two alternating parts would let that group run on, but ptxas then
+// serializes every wgmma (C7514: the fold reads one part's registers while a group on
+// the other is in flight, which it treats as reading a pending accumulator).
 //
 // K halves (kHalves, plan tile_n = kKHalvesTileN; core/gemm_plan.h says when: tiles of 64
 // rows or fewer, 8-bit codes in blocks of whole slabs, 4-bit codes in blocks of 64): the
@@ -239,8 +241,8 @@ struct FusedWgmmaTile {
   // Whether each commit group's sums go to a fresh `part`, folded into acc with the
   // group's block scales in float32: FP8 (a slab a block), and N-bit codes without typed
   // zero points on tiles of 32 rows or fewer where every group lies in one block (decoded
-  // as exact q - zp: one multiply a pair fewer, for kTileM / 4 multiply-adds a group per
-  // thread; at 64 rows the two are even).
+  // as exact q - zp: 32 multiplies a group per thread fewer, for kAcc = kTileM / 2
+  // multiply-adds; at 64 rows the two are even).
   static constexpr bool kFold =
       kFp8 || (!kTypedZp && !kVector && kConsts >= 1 && kConsts <= kGroups && kTileM <= 32);
   static_assert(kStages >= kWgmmaMinStages, "a slab in use, one decoded, one in flight");
