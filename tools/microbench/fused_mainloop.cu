@@ -24,14 +24,14 @@
 // 4096 per SM and clock), and that share. The numbers are the kernel's at its best case
 // for memory: docs/PERF.md (Next steps) has what the GPU gave.
 //
-// With copies (the `copies` column, tiles 128 and 256 of 4-bit codes), the producer thread
+// With copies (the `copies` column, tiles 16, 128 and 256 of 4-bit codes), the producer thread
 // fills each stage by TMA as the kernel's producer does, its bytes counted on `full`:
 // "act" the stage's activation panels from one activation tile that every block reads
 // (L2 hits, as the kernel's blocks share their activation rows), "all" those and the
 // block's weight box from a weight of the blocks' rows (each byte read once, from HBM).
 // The consumers' cycles a slab against "none" say what the copies' arrival and their
 // writes into the shared memory the wgmma reads cost the loop. Rows named "few" run a
-// block's slabs in the fused GEMM at 8192 x 8192 (32 or 64) rather than 1024: their
+// block's slabs in the fused GEMM at 8192 x 8192 (tile 16 16, else 32 or 64) rather than 1024: their
 // cycles a slab (and the launch's, at the consumers' clock) carry the fixed costs.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -272,7 +272,11 @@ int main() {
   run<__half, GW::kInt4, 64, 2, false>(b, 128, false, "int4 f16 tile 64 block 128");
   run<__half, GW::kInt4, 128, 1, false>(b, 128, false, "int4 f16 tile 128 block 128");
   run<__half, GW::kInt4, 256, 1, false>(b, 128, false, "int4 f16 tile 256 block 128");
+  // The 16-row tile (4-bit M = 13..16, its groups folded): its consumers alone, then fed
+  // from HBM; at that M the decode, not the tensor work, fills a slab.
+  run<__half, GW::kInt4, 16, 2, false>(b, 128, false, "int4 f16 tile 16 block 128");
   for (const Copies c : {Copies::kActivations, Copies::kAll}) {
+    run<__half, GW::kInt4, 16, 2, false>(b, 128, false, "int4 f16 tile 16 block 128", c);
     run<__half, GW::kInt4, 128, 1, false>(b, 128, false, "int4 f16 tile 128 block 128", c);
     run<__half, GW::kInt4, 256, 1, false>(b, 128, false, "int4 f16 tile 256 block 128", c);
   }
@@ -280,6 +284,8 @@ int main() {
     // "few": a block's slabs in the fused GEMM at 8192 x 8192 (K split 2), where the
     // consumers' fixed costs (the first stages' arrival, the epilogue) show per slab.
     Buffers few = b;
+    few.slabs = 16;  // tile 16's stages of 256 K over K = 4096
+    run<__half, GW::kInt4, 16, 2, false>(few, 128, false, "int4 f16 tile 16 block 128 few", Copies::kAll);
     for (const int64_t slabs : {int64_t{32}, int64_t{64}}) {
       few.slabs = slabs;
       run<__half, GW::kInt4, 64, 2, false>(few, 128, false, "int4 f16 tile 64 block 128 few", Copies::kAll);
@@ -295,5 +301,6 @@ int main() {
   CK(cudaMemcpy(b.zp, zp.data(), zp.size(), cudaMemcpyHostToDevice));
   run<__nv_bfloat16, GW::kInt8, 64, 1, false>(b, 128, false, "int8 bf16 tile 64 block 128");
   run<__nv_bfloat16, GW::kInt4, 64, 2, false>(b, 128, false, "int4 bf16 tile 64 block 128");
+  run<__nv_bfloat16, GW::kInt4, 16, 2, false>(b, 128, false, "int4 bf16 tile 16 block 128");
   return 0;
 }
