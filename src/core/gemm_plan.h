@@ -502,6 +502,23 @@ inline int wgmma_consts(const GemmConfig& g, int bits, int64_t block_size, bool 
   return blocks == 4 ? 4 : 0;
 }
 
+// The wgmma mainloop's commit groups a stage: groups of 8 k16 steps (128 K), or the whole
+// stage (tile 256's 64 K) as one.
+constexpr int wgmma_stage_groups(int tile_m, int bits, bool halves = false) {
+  const int64_t steps = wgmma_slab_k(tile_m, bits, halves) / 16;
+  return static_cast<int>(steps < 8 ? 1 : steps / 8);
+}
+// Whether the wgmma mainloop applies N-bit codes' block scales to each commit group's
+// float32 sums, the codes decoded as the exact q - zp (FusedWgmmaTile::kFold), rather than
+// to each weight rounded to T: tiles of 32 rows or fewer (at 64 rows the fold's
+// multiply-adds match the multiplies it saves), every group in one block (one or two
+// blocks a stage of `form`, wgmma_consts', at most one a group), integer zero points.
+constexpr bool wgmma_folds_nbits_scales(int tile_m, int bits, int form, bool typed_zp, bool halves = false) {
+  const int blocks = form & ~kWgmmaVectorConsts;
+  return tile_m <= 32 && !typed_zp && (form & kWgmmaVectorConsts) == 0 && blocks >= 1 &&
+         blocks <= wgmma_stage_groups(tile_m, bits, halves);
+}
+
 // A fused GEMM kernel, as its launcher picks one (cuda/gemm/fused_gemm.cuh,
 // launch_gemm_format): the mainloop, the activation rows per block, how the block
 // constants reach the decode (gemm_consts on mma.sync, wgmma_consts) and, on the wgmma

@@ -493,7 +493,18 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan) {
   os << "NBitsMatMulPlan{path=" << nbits_path_name(plan.path) << "; " << plan.problem << "; "
      << plan.device;
   if (plan.path == NBitsPath::kDequantGemm) print_dequant(os, plan.dequant, "vec8");
-  if (plan.path == NBitsPath::kFusedGemm) print_gemm(os, plan.gemm);
+  if (plan.path == NBitsPath::kFusedGemm) {
+    print_gemm(os, plan.gemm);
+    // The wgmma tiles that scale each group's float32 sums (the weights not rounded to
+    // T1). Vector constants (a launch-time choice) hold 4 blocks a stage or more and never
+    // fold, so the form without them decides.
+    const GemmConfig& g = plan.gemm;
+    const int form = wgmma_consts(g, plan.problem.bits, plan.problem.block_size, false);
+    if (g.wgmma && wgmma_folds_nbits_scales(g.tile_m, plan.problem.bits, form,
+                                            plan.problem.zero_points == NBitsZeroPoints::kTyped,
+                                            g.tile_n == kKHalvesTileN))
+      os << "; scales_on=sums";
+  }
   if (plan.path == NBitsPath::kMixedGemm) print_mixed_scales(print_mixed_gemm(os, plan.gemm), plan.problem.has_prepacked);
   if (plan.path == NBitsPath::kGemv && plan.gemv.fma) {
     os << "; fma=1; rows=" << plan.gemv.rows;

@@ -449,6 +449,30 @@ TEST(GemmPlan, KernelListVisit) {
   EXPECT_EQ(gemm_kernel_name(GemmKernelKey{false, 16, 8}), "mma.sync tile_m 16, 8 scale blocks a slab");
 }
 
+// Commit groups a stage, and where N-bit codes' scales go to the groups' sums
+// (FusedWgmmaTile::kFold): tiles up to 32 rows, one or two blocks a stage of at most one a
+// group, integer zero points.
+TEST(GemmPlan, WgmmaGroupsAndFoldedScales) {
+  EXPECT_EQ(wgmma_stage_groups(16, 4), 2);   // 256 K
+  EXPECT_EQ(wgmma_stage_groups(16, 8), 1);   // 128 K
+  EXPECT_EQ(wgmma_stage_groups(64, 4, true), 1);  // K halves: half slabs
+  EXPECT_EQ(wgmma_stage_groups(128, 4), 1);
+  EXPECT_EQ(wgmma_stage_groups(256, 8), 1);  // 64 K: one group of 4 steps
+  for (const int tile : {16, 32}) {
+    EXPECT_TRUE(wgmma_folds_nbits_scales(tile, 4, 2, false)) << tile;   // blocks of 128
+    EXPECT_TRUE(wgmma_folds_nbits_scales(tile, 4, 1, false)) << tile;   // 256 or more
+    EXPECT_FALSE(wgmma_folds_nbits_scales(tile, 4, 4, false)) << tile;  // 64: two a group
+    EXPECT_FALSE(wgmma_folds_nbits_scales(tile, 4, 4 | kWgmmaVectorConsts, false)) << tile;
+    EXPECT_FALSE(wgmma_folds_nbits_scales(tile, 4, 0, false)) << tile;  // under a chunk
+    EXPECT_FALSE(wgmma_folds_nbits_scales(tile, 4, 2, true)) << tile;   // typed zero points
+    EXPECT_TRUE(wgmma_folds_nbits_scales(tile, 8, 1, false)) << tile;
+    EXPECT_TRUE(wgmma_folds_nbits_scales(tile, 8, 1, false, true)) << tile;  // K halves
+    EXPECT_FALSE(wgmma_folds_nbits_scales(tile, 8, 2, false)) << tile;
+    EXPECT_FALSE(wgmma_folds_nbits_scales(tile, 4, 2, false, true)) << tile;  // 4-bit halves: 64
+  }
+  for (const int tile : {64, 128, 256}) EXPECT_FALSE(wgmma_folds_nbits_scales(tile, 4, 1, false)) << tile;
+}
+
 // Both planners' fused GEMM plans over M = 9..256, both activation types, every weight
 // format, zero-point form and block size from 16 to 256 (FP8 from 32), K with whole and
 // partial slabs and N of one to hundreds of tiles, on SM90 (132 and 78 SMs) and SM80: the

@@ -168,6 +168,36 @@ TEST(NBitsPlan, WgmmaTile16For4BitFromThirteenRows) {
     EXPECT_EQ(path(problem(16, n, 8192, 4, 128)), wgmma_built() ? NBitsPath::kFusedGemm : NBitsPath::kGemv) << n;
 }
 
+// The wgmma tiles of 32 rows or fewer scale each commit group's float32 sums (the codes
+// decoded as the exact q - zp) where every group lies in one block (blocks of 128 or more)
+// and the zero points are integers, and the plan says so; the 64-row tile, typed zero
+// points, smaller blocks and mma.sync round each weight to T1.
+TEST(NBitsPlan, SmallWgmmaTilesScaleWholeBlocksSums) {
+  if (!wgmma_built()) GTEST_SKIP() << "this build has no Hopper mainloop (no SM90 or no CUTLASS)";
+  const auto on_sums = [](const NBitsMatMulProblem& p, const DeviceInfo& d) {
+    const NBitsMatMulPlan pl = plan(p, d, parsed("gemm=1"));
+    EXPECT_EQ(pl.path, NBitsPath::kFusedGemm) << printed(pl);
+    return printed(pl).find("; scales_on=sums") != std::string::npos;
+  };
+  for (const int bits : {4, 8})
+    for (const DType t : {DType::kFloat16, DType::kBFloat16})
+      for (const int64_t m : {16, 32, 64}) {
+        SCOPED_TRACE(::testing::Message() << bits << "-bit " << dtype_name(t) << " M=" << m);
+        for (const int64_t block : {16, 32, 64, 128, 256}) {
+          NBitsMatMulProblem p = problem(m, 8192, 8192, bits, block, t);
+          const bool folds = m <= 32 && block >= 128;
+          EXPECT_EQ(plan(p, kHopper, parsed("gemm=1")).gemm.tile_m, m) << block;
+          EXPECT_EQ(on_sums(p, kHopper), folds) << block;
+          p.zero_points = NBitsZeroPoints::kPacked;
+          EXPECT_EQ(on_sums(p, kHopper), folds) << block << " packed";
+          p.zero_points = NBitsZeroPoints::kTyped;
+          EXPECT_FALSE(on_sums(p, kHopper)) << block << " typed";
+          p.zero_points = NBitsZeroPoints::kNone;
+          EXPECT_FALSE(on_sums(p, kAmpere)) << block << " mma.sync";
+        }
+      }
+}
+
 // ------------------------------------------------------------------ fused GEMM
 // M <= 8 is the decode GEMV's, 8 < M <= kGemmMaxRows (128) the fused GEMM's (float16 /
 // bfloat16 on SM80+, both widths, without or with packed zero points). It

@@ -222,6 +222,7 @@ struct FusedWgmmaTile {
   static constexpr int kGroupSteps = kSlabSteps < 8 ? kSlabSteps : 8;
   // Per slab: 2 for 4-bit's whole slabs at tile 64, else 1.
   static constexpr int kGroups = kSlabSteps / kGroupSteps;
+  static_assert(kGroups == wgmma_stage_groups(kTileM, F::kBits, kHalves), "the planner's count of groups");
   static constexpr int kGroupChunks = kChunks / kGroups;
   static constexpr int kAcc = kTileM / 2;
   static constexpr int kConsts = kForm & ~kWgmmaVectorConsts;
@@ -239,12 +240,10 @@ struct FusedWgmmaTile {
   // the constants, 4-10 % slower (both same-run A/Bs): one ahead.
   static constexpr int kConstsAhead = kFp8 && std::is_same_v<T, __half> ? 2 : 1;
   // Whether each commit group's sums go to a fresh `part`, folded into acc with the
-  // group's block scales in float32: FP8 (a slab a block), and N-bit codes without typed
-  // zero points on tiles of 32 rows or fewer where every group lies in one block (decoded
-  // as exact q - zp: 32 multiplies a group per thread fewer, for kAcc = kTileM / 2
-  // multiply-adds; at 64 rows the two are even).
-  static constexpr bool kFold =
-      kFp8 || (!kTypedZp && !kVector && kConsts >= 1 && kConsts <= kGroups && kTileM <= 32);
+  // group's block scales in float32: FP8 (a slab a block), and N-bit codes where
+  // wgmma_folds_nbits_scales says (decoded as exact q - zp: 32 multiplies a group per
+  // thread fewer, for kAcc = kTileM / 2 multiply-adds).
+  static constexpr bool kFold = kFp8 || wgmma_folds_nbits_scales(kTileM, F::kBits, kForm, kTypedZp, kHalves);
   static_assert(kStages >= kWgmmaMinStages, "a slab in use, one decoded, one in flight");
   static_assert(kWeightBytes % kWgmmaAlignBytes == 0 && kStageBytes % kWgmmaAlignBytes == 0,
                 "activation panels on swizzle-atom boundaries");
