@@ -248,7 +248,8 @@ GemmShape gemm_shape(const NBitsMatMulProblem& p) {
 // bfloat16, aligned rows of whole 8-element chunks), then the N-bit weight layout it
 // decodes: blocks by position (g_idx's act order needs a gather of scales per k: dequant
 // + cuBLAS) and rows of B of whole 16-byte chunks (its cp.async loads). Every zero-point
-// form: packed and default ones decode as round_T((q - zp) * scale), typed (fractional)
+// form: packed and default ones decode as round_T((q - zp) * scale) (or, where
+// wgmma_folds_nbits_scales, as q - zp with the scale on float32 sums), typed (fractional)
 // ones as round_T(q * scale + round_T(-zp * scale)), the decode GEMV's and the mixed-input
 // GEMM's form. A partial last block is within the launcher's contract (cuda/launchers.h:
 // K % 8 == 0 and rows of whole 16-byte chunks, padding included).
@@ -497,12 +498,11 @@ std::ostream& operator<<(std::ostream& os, const NBitsMatMulPlan& plan) {
     print_gemm(os, plan.gemm);
     // The wgmma tiles that scale each group's float32 sums (the weights not rounded to
     // T1). Vector constants (a launch-time choice) hold 4 blocks a stage or more and never
-    // fold, so the form without them decides.
-    const GemmConfig& g = plan.gemm;
-    const int form = wgmma_consts(g, plan.problem.bits, plan.problem.block_size, false);
-    if (g.wgmma && wgmma_folds_nbits_scales(g.tile_m, plan.problem.bits, form,
-                                            plan.problem.zero_points == NBitsZeroPoints::kTyped,
-                                            g.tile_n == kKHalvesTileN))
+    // fold, so the kernel without them decides.
+    const int bits = static_cast<int>(plan.problem.bits);
+    const GemmKernelKey k = gemm_kernel_key(plan.gemm, bits, plan.problem.block_size, false);
+    if (k.wgmma && wgmma_folds_nbits_scales(k.tile_m, bits, k.consts,
+                                            plan.problem.zero_points == NBitsZeroPoints::kTyped, k.halves))
       os << "; scales_on=sums";
   }
   if (plan.path == NBitsPath::kMixedGemm) print_mixed_scales(print_mixed_gemm(os, plan.gemm), plan.problem.has_prepacked);

@@ -218,11 +218,10 @@ struct FusedWgmmaTile {
   static constexpr int kWeightBoxBytes = kTileN * kSlabBytes;
   static constexpr int kActPartBytes = kPanels * kPanelBytes;  // a half's activation panels
   static constexpr int kSlabSteps = kSlabK / 16;       // k16 steps per slab
-  // wgmma per commit group: 8, or the slab's 4 at tile 256 (each wgmma twice the work).
-  static constexpr int kGroupSteps = kSlabSteps < 8 ? kSlabSteps : 8;
-  // Per slab: 2 for 4-bit's whole slabs at tile 64, else 1.
-  static constexpr int kGroups = kSlabSteps / kGroupSteps;
-  static_assert(kGroups == wgmma_stage_groups(kTileM, F::kBits, kHalves), "the planner's count of groups");
+  // Commit groups per slab (wgmma_stage_groups): 2 for 4-bit's whole slabs at tiles 16 to
+  // 64, else 1; wgmma per group: 8, or the slab's 4 at tile 256 (each wgmma twice the work).
+  static constexpr int kGroups = wgmma_stage_groups(kTileM, F::kBits, kHalves);
+  static constexpr int kGroupSteps = kSlabSteps / kGroups;
   static constexpr int kGroupChunks = kChunks / kGroups;
   static constexpr int kAcc = kTileM / 2;
   static constexpr int kConsts = kForm & ~kWgmmaVectorConsts;
